@@ -1,0 +1,157 @@
+//! `connlab serve`: the reference server.
+
+use crate::units::parse_size_u32;
+use crate::Exit;
+use anyhow::Context;
+use clap::Args;
+use connlab_os::{CpuList, Shutdown};
+use connlab_proto::Protocol;
+use connlab_server::{EngineKind, Server, ServerConfig, ServerStats};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Flags of `connlab serve`.
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Engines:
+  processes  a process per connection (fork after accept)
+  threads    a thread per connection, blocking I/O
+  select     one thread, select(2), beyond 1024 descriptors
+  poll       one thread, poll(2)
+  epoll      one thread, epoll(7); level-triggered, or --edge-triggered
+
+Prints `listening on IP:PORT` on stdout when ready. SIGINT/SIGTERM stop it;
+it then writes --stats (JSON) and a summary table on stderr, and exits 0.")]
+pub(crate) struct ServeArgs {
+    /// I/O model: processes, threads, select, poll, epoll.
+    #[arg(long, value_parser = parse_engine, default_value = "epoll")]
+    engine: EngineKind,
+    /// Use edge-triggered epoll (only with --engine epoll).
+    #[arg(long)]
+    edge_triggered: bool,
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:7070")]
+    listen: SocketAddr,
+    /// Wire format: clb1 or http (see shared/protocol.md).
+    #[arg(long, value_parser = parse_protocol, default_value = "clb1")]
+    protocol: Protocol,
+    /// Largest request/response (CLB1 req_len, resp_len; HTTP /bytes/N), e.g. 16MiB.
+    #[arg(long, value_parser = parse_size_u32, default_value = "16MiB")]
+    max_message: u32,
+    /// listen(2) backlog (the kernel caps it at net.core.somaxconn).
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(i32).range(1..))]
+    backlog: i32,
+    /// Pin the server (and its threads and children) to these CPUs, e.g. 0 or 0-1.
+    #[arg(long, value_name = "LIST")]
+    cpu: Option<CpuList>,
+    /// Write statistics as JSON to FILE at shutdown.
+    #[arg(long, value_name = "FILE")]
+    stats: Option<PathBuf>,
+}
+
+fn parse_engine(s: &str) -> Result<EngineKind, String> {
+    s.parse()
+}
+
+pub(crate) fn parse_protocol(s: &str) -> Result<Protocol, String> {
+    match s {
+        "clb1" => Ok(Protocol::Clb1),
+        "http" => Ok(Protocol::Http),
+        _ => Err(format!("unknown protocol {s:?}; expected clb1 or http")),
+    }
+}
+
+/// Runs the server until SIGINT/SIGTERM.
+pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, Exit> {
+    if args.edge_triggered && args.engine != EngineKind::Epoll {
+        return Err(Exit::usage(anyhow::anyhow!(
+            "--edge-triggered needs --engine epoll (got --engine {})",
+            args.engine
+        )));
+    }
+    let mut config = ServerConfig::new(args.engine, args.listen, args.protocol);
+    config.edge_triggered = args.edge_triggered;
+    config.max_message = args.max_message;
+    config.backlog = args.backlog;
+    config.cpus = args.cpu;
+    let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
+    let server = Server::bind(config).context("starting the server")?;
+    let nofile = server.nofile();
+    if nofile.raised() {
+        eprintln!(
+            "connlab: open-files limit raised from {} to {} (at most ~{} connections)",
+            nofile.soft_before,
+            nofile.soft,
+            nofile.soft.saturating_sub(16)
+        );
+    }
+    {
+        let mut out = std::io::stdout().lock();
+        // A closed stdout only loses the banner; the server still runs.
+        let _ = writeln!(out, "listening on {}", server.local_addr());
+        let _ = out.flush();
+    }
+    let stats = server.run(&shutdown).context("serving")?;
+    if let Some(path) = &args.stats {
+        write_json(path, &stats)?;
+    }
+    print_table(&stats);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_json(path: &PathBuf, stats: &ServerStats) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(stats).context("encoding statistics")?;
+    std::fs::write(path, text + "\n")
+        .with_context(|| format!("writing statistics to {}", path.display()))
+}
+
+fn print_table(s: &ServerStats) {
+    let errors: u64 = s.protocol_errors.values().sum();
+    let mut t = format!(
+        "\nconnlab serve: engine {}{}, protocol {}, {:.1} s\n",
+        s.engine,
+        if s.edge_triggered {
+            " (edge-triggered)"
+        } else {
+            ""
+        },
+        s.protocol,
+        s.wall_s
+    );
+    for (name, value) in [
+        ("connections accepted", s.connections_accepted.to_string()),
+        ("connections peak", s.connections_peak.to_string()),
+        (
+            "connections shed (fd limit)",
+            s.connections_shed.to_string(),
+        ),
+        ("requests", s.requests.to_string()),
+        ("protocol errors", errors.to_string()),
+        (
+            "bytes in / out",
+            format!("{} / {}", s.bytes_in, s.bytes_out),
+        ),
+        (
+            "cpu user / sys",
+            format!("{:.3} s / {:.3} s", s.cpu_user_s, s.cpu_sys_s),
+        ),
+        (
+            "requests per cpu second",
+            format!("{:.0}", s.requests_per_cpu_s),
+        ),
+    ] {
+        t.push_str(&format!("  {name:<28} {value}\n"));
+    }
+    for (kind, n) in s.protocol_errors.iter().filter(|(_, n)| **n > 0) {
+        t.push_str(&format!("    {kind:<26} {n}\n"));
+    }
+    if s.connections_shed > 0 {
+        t.push_str(&format!(
+            "  warning: {} connections were shed at the open-files limit ({}); this run needed more descriptors\n",
+            s.connections_shed, s.nofile.soft
+        ));
+    }
+    eprint!("{t}");
+}

@@ -1,0 +1,64 @@
+//! The `connlab` binary: parses the command line, runs one subcommand, and maps
+//! the outcome to an exit code. All work happens in the library crates.
+
+mod cmd;
+mod units;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Exit codes, as listed in `--help` and the README.
+const AFTER_HELP: &str = "\
+Exit codes:
+  0    the run completed and its results are written
+  1    the run failed (setup error, peer died before any result, results not writable)
+  2    bad command line or configuration
+  130  interrupted by Ctrl-C after the results measured so far were written";
+
+/// connlab: measure and build high-concurrency network servers.
+#[derive(Parser, Debug)]
+#[command(name = "connlab", version, about, after_help = AFTER_HELP)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the reference server with a chosen I/O model (engine).
+    Serve(cmd::serve::ServeArgs),
+}
+
+/// A failure that carries its own exit code.
+#[derive(Debug)]
+pub(crate) struct Exit {
+    code: u8,
+    error: anyhow::Error,
+}
+
+impl Exit {
+    /// A bad command line or configuration (exit 2).
+    pub(crate) fn usage(error: anyhow::Error) -> Exit {
+        Exit { code: 2, error }
+    }
+}
+
+impl From<anyhow::Error> for Exit {
+    fn from(error: anyhow::Error) -> Exit {
+        Exit { code: 1, error }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => cmd::serve::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(Exit { code, error }) => {
+            eprintln!("connlab: error: {error:#}");
+            ExitCode::from(code)
+        }
+    }
+}

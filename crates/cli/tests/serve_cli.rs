@@ -1,0 +1,283 @@
+//! CLI tests of `connlab serve` on the real binary: help, exit code 2 for bad flags
+//! naming the flag, the `listening on` line, size units of `--max-message`, and the
+//! `--stats` JSON written on SIGTERM and SIGINT.
+
+mod support;
+
+use std::time::Duration;
+
+use assert_cmd::Command;
+use predicates::prelude::predicate;
+use serde_json::Value;
+
+use support::{
+    clb1_header, connlab_bin, counter, describe, http_get, Protocol, Server, Variant, CLB1_MAGIC,
+    ERROR_KINDS, KIB, MIB,
+};
+
+/// Bound on any one CLI invocation that should exit on its own.
+const CLI_TIMEOUT: Duration = Duration::from_secs(20);
+
+fn connlab(args: &[&str]) -> Command {
+    let mut cmd = Command::new(connlab_bin());
+    cmd.args(args).timeout(CLI_TIMEOUT);
+    cmd
+}
+
+#[test]
+fn top_level_help_lists_serve() {
+    connlab(&["--help"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("serve"));
+}
+
+#[test]
+fn serve_help_lists_its_flags() {
+    let assert = connlab(&["serve", "--help"]).assert().success();
+    let out = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    for flag in [
+        "--engine",
+        "--listen",
+        "--protocol",
+        "--max-message",
+        "--backlog",
+        "--cpu",
+        "--stats",
+        "--edge-triggered",
+    ] {
+        assert!(
+            out.contains(flag),
+            "`connlab serve --help` does not mention {flag}:\n{out}"
+        );
+    }
+}
+
+/// Runs `connlab serve <args>` (split on spaces) and asserts exit code 2 with `flag`
+/// named on stderr.
+fn assert_rejected(args: &str, flag: &str) {
+    let full: Vec<&str> = ["serve"].into_iter().chain(args.split(' ')).collect();
+    let output = connlab(&full).output().expect("running connlab");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "`connlab serve {args}` ended with {}, expected exit code 2; stderr:\n{stderr}",
+        describe(output.status)
+    );
+    assert!(
+        stderr.contains(flag),
+        "`connlab serve {args}`: stderr does not name {flag}:\n{stderr}"
+    );
+}
+
+#[test]
+fn rejects_unknown_engine() {
+    assert_rejected("--engine bogus --listen 127.0.0.1:0", "--engine");
+}
+
+#[test]
+fn rejects_bad_max_message_unit() {
+    assert_rejected(
+        "--engine epoll --listen 127.0.0.1:0 --max-message 12XB",
+        "--max-message",
+    );
+}
+
+#[test]
+fn rejects_unknown_flag() {
+    assert_rejected(
+        "--engine epoll --listen 127.0.0.1:0 --frobnicate",
+        "--frobnicate",
+    );
+}
+
+#[test]
+fn rejects_unknown_protocol() {
+    assert_rejected(
+        "--engine epoll --listen 127.0.0.1:0 --protocol gopher",
+        "--protocol",
+    );
+}
+
+#[test]
+fn rejects_bad_listen_address() {
+    assert_rejected("--engine epoll --listen not-an-address", "--listen");
+}
+
+#[test]
+fn rejects_bad_backlog() {
+    assert_rejected(
+        "--engine epoll --listen 127.0.0.1:0 --backlog many",
+        "--backlog",
+    );
+}
+
+#[test]
+fn rejects_bad_cpu_list() {
+    assert_rejected("--engine epoll --listen 127.0.0.1:0 --cpu banana", "--cpu");
+}
+
+#[test]
+fn rejects_edge_triggered_without_epoll() {
+    for engine in ["processes", "threads", "select", "poll"] {
+        assert_rejected(
+            &format!("--engine {engine} --listen 127.0.0.1:0 --edge-triggered"),
+            "--edge-triggered",
+        );
+    }
+}
+
+#[test]
+fn prints_one_listening_line_on_stdout() {
+    let server = Server::start(Variant::Epoll, Protocol::Clb1, &[]);
+    assert_eq!(
+        server.addr.ip().to_string(),
+        "127.0.0.1",
+        "{}",
+        server.listening_line
+    );
+    assert_ne!(server.addr.port(), 0, "{}", server.listening_line);
+    let stopped = server.stop_with_output(libc::SIGTERM);
+    assert!(
+        stopped.stdout_rest.is_empty(),
+        "stdout after the `listening on` line should be empty, got {:?}",
+        String::from_utf8_lossy(&stopped.stdout_rest)
+    );
+}
+
+/// Asserts the stats JSON has every documented field with the right type.
+fn assert_stats_fields(stats: &Value, engine: Variant, protocol: Protocol) {
+    for field in [
+        "connections_accepted",
+        "connections_peak",
+        "requests",
+        "bytes_in",
+        "bytes_out",
+    ] {
+        counter(engine, stats, field);
+    }
+    for field in ["cpu_user_s", "cpu_sys_s"] {
+        let v = stats[field].as_f64();
+        assert!(
+            v.is_some_and(|s| s >= 0.0),
+            "[{engine}] stats field `{field}` missing or not a non-negative number: {stats}"
+        );
+    }
+    let errors = stats["protocol_errors"]
+        .as_object()
+        .unwrap_or_else(|| panic!("[{engine}] stats has no `protocol_errors` object: {stats}"));
+    for (kind, count) in errors {
+        assert!(
+            ERROR_KINDS.contains(&kind.as_str()),
+            "[{engine}] unknown protocol error kind `{kind}`: {stats}"
+        );
+        assert!(
+            count.is_u64(),
+            "[{engine}] protocol_errors.{kind} not a count: {stats}"
+        );
+    }
+    assert_eq!(
+        stats["engine"],
+        engine.engine(),
+        "[{engine}] `engine`: {stats}"
+    );
+    assert_eq!(
+        stats["protocol"],
+        protocol.as_str(),
+        "[{engine}] `protocol`: {stats}"
+    );
+}
+
+fn writes_stats_on(signal: libc::c_int) {
+    let engine = Variant::Epoll;
+    let server = Server::start(engine, Protocol::Clb1, &[]);
+    server.connect("client").clb1_round_trip(128, KIB, 1);
+    let stopped = server.stop_with_output(signal);
+    assert!(
+        stopped.status.success(),
+        "after signal {signal} the server ended with {}, expected exit code 0; stderr:\n{}",
+        describe(stopped.status),
+        stopped.stderr
+    );
+    if let Some(err) = &stopped.stats_error {
+        panic!("after signal {signal}: {err}; stderr:\n{}", stopped.stderr);
+    }
+    assert_stats_fields(&stopped.stats, engine, Protocol::Clb1);
+    assert_eq!(
+        counter(engine, &stopped.stats, "requests"),
+        1,
+        "{}",
+        stopped.stats
+    );
+    assert!(
+        !stopped.stderr.trim().is_empty(),
+        "after signal {signal} the server printed no statistics table on stderr"
+    );
+}
+
+#[test]
+fn writes_stats_on_sigterm() {
+    writes_stats_on(libc::SIGTERM);
+}
+
+#[test]
+fn writes_stats_on_sigint() {
+    writes_stats_on(libc::SIGINT);
+}
+
+#[test]
+fn http_stats_name_the_protocol() {
+    let engine = Variant::Poll;
+    let server = Server::start(engine, Protocol::Http, &[]);
+    let mut conn = server.connect("HTTP client");
+    conn.send(&http_get("/bytes/10", "HTTP/1.1", &[]));
+    conn.expect_http("GET /bytes/10", 200, 10, false);
+    drop(conn);
+    let stats = server.stop();
+    assert_stats_fields(&stats, engine, Protocol::Http);
+    assert_eq!(counter(engine, &stats, "requests"), 1, "{stats}");
+}
+
+/// With `--max-message <arg>` (or the default), `resp_len == limit` is answered and
+/// `limit + 1` closes the connection.
+fn assert_max_message(extra_args: &[&str], limit: u32) {
+    let engine = Variant::Epoll;
+    let server = Server::start(engine, Protocol::Clb1, extra_args);
+    let setting = format!("{extra_args:?} (limit {limit})");
+    server
+        .connect(&format!("{setting} at the limit"))
+        .clb1_round_trip(16, limit, 1);
+    let mut over = server.connect(&format!("{setting} over the limit"));
+    over.send(&clb1_header(CLB1_MAGIC, 16, limit + 1, 2));
+    over.expect_eof_without_response(&format!("resp_len {}", limit + 1));
+    let stats = server.stop();
+    assert_eq!(counter(engine, &stats, "requests"), 1, "{setting}: {stats}");
+}
+
+#[test]
+fn max_message_takes_plain_bytes() {
+    assert_max_message(&["--max-message", "128"], 128);
+}
+
+#[test]
+fn max_message_takes_kib() {
+    assert_max_message(&["--max-message", "10KiB"], 10 * KIB);
+}
+
+#[test]
+fn max_message_takes_mib() {
+    assert_max_message(&["--max-message", "1MiB"], MIB);
+}
+
+#[test]
+fn max_message_defaults_to_16_mib() {
+    assert_max_message(&[], 16 * MIB);
+}
+
+#[test]
+fn serves_when_pinned_with_cpu() {
+    let server = Server::start(Variant::Threads, Protocol::Clb1, &["--cpu", "0"]);
+    server.connect("client").clb1_round_trip(128, KIB, 1);
+    server.stop();
+}

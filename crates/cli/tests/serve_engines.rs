@@ -1,0 +1,454 @@
+//! Black-box tests of `connlab serve`: every server behaviour of `shared/protocol.md`
+//! once per engine variant (`<behaviour>::<engine>`), driven by an independent client
+//! over loopback. No connlab crate is used: these tests check the server against the
+//! spec, not against its own codec.
+
+mod support;
+
+use support::{
+    assert_only_error, clb1_header, clb1_request, counter, http_get, http_request, per_engine,
+    protocol_errors, Conn, Protocol, Server, Variant, CLB1_MAGIC, ERROR_KINDS, KIB, MIB,
+};
+
+per_engine!(
+    answers_round_trips,
+    answers_pipelined_requests_in_order,
+    reassembles_one_byte_writes,
+    closes_connection_on_bad_magic,
+    closes_connection_on_req_len_below_16,
+    closes_connection_on_req_len_above_max,
+    closes_connection_on_resp_len_below_16,
+    closes_connection_on_resp_len_above_max,
+    eof_mid_request_costs_only_that_connection,
+    reset_mid_request_costs_only_that_connection,
+    reset_mid_response_costs_only_that_connection,
+    serves_hundreds_of_concurrent_connections,
+    answers_every_request_before_half_close,
+    http_keeps_alive_for_sequential_gets,
+    http_answers_pipelined_gets_in_order,
+    http_404_and_405_keep_connection_open,
+    http_connection_close_closes_after_response,
+    http_1_0_closes_after_response,
+    http_1_0_keep_alive_stays_open,
+    http_oversized_header_gets_400_and_close,
+    http_garbage_request_gets_400_and_close,
+    counts_known_workload_in_stats,
+);
+
+// ---------------------------------------------------------------------------
+// CLB1 happy paths
+// ---------------------------------------------------------------------------
+
+/// The `shared/protocol.md` §1 example, then other sizes on the same connection.
+fn answers_round_trips(engine: Variant) {
+    let server = Server::start(engine, Protocol::Clb1, &[]);
+    let mut conn = server.connect("client");
+
+    let request = clb1_request(128, 10 * KIB, 7);
+    let example_header = [
+        0x43, 0x4c, 0x42, 0x31, 0x00, 0x00, 0x00, 0x80, 0x00, 0x00, 0x28, 0x00, 0x00, 0x00, 0x00,
+        0x07,
+    ];
+    assert_eq!(
+        request[..16],
+        example_header,
+        "[{engine}] test encoder vs protocol.md"
+    );
+    assert_eq!(request.len(), 128, "[{engine}] test encoder request length");
+    conn.send(&request);
+    let resp = conn.read_clb1("the protocol.md example request");
+    assert_eq!(
+        resp.header, example_header,
+        "[{engine}] response header to the protocol.md example (128-byte request, \
+         resp 10 KiB, seq 7): got {:02x?}",
+        resp.header
+    );
+    assert_eq!(
+        resp.payload_len, 10224,
+        "[{engine}] example response payload length"
+    );
+
+    conn.clb1_round_trip(16, 16, 8);
+    conn.clb1_round_trip(100 * KIB, MIB, 9);
+    conn.clb1_round_trip(128, 10 * KIB, 10);
+}
+
+fn answers_pipelined_requests_in_order(engine: Variant) {
+    let server = Server::start(engine, Protocol::Clb1, &[]);
+    let mut conn = server.connect("pipelining client");
+    let requests: Vec<(u32, u32, u32)> = (0..50u32)
+        .map(|i| (16 + (i * 53) % 700, 16 + (i * 389) % 5000, 1000 + 7 * i))
+        .collect();
+    let batch: Vec<u8> = requests
+        .iter()
+        .flat_map(|&(req, resp, seq)| clb1_request(req, resp, seq))
+        .collect();
+    conn.send(&batch);
+    for &(req, resp, seq) in &requests {
+        conn.expect_clb1(req, resp, seq);
+    }
+}
+
+fn reassembles_one_byte_writes(engine: Variant) {
+    let server = Server::start(engine, Protocol::Clb1, &[]);
+    let mut conn = server.connect("1-byte writer");
+    conn.set_nodelay();
+    for byte in clb1_request(128, 1000, 42) {
+        conn.send(&[byte]);
+    }
+    conn.expect_clb1(128, 1000, 42);
+    // And the connection is still framed correctly afterwards.
+    conn.clb1_round_trip(64, 64, 43);
+}
+
+/// Requests on one connection, with distinct seqs so a mixed-up answer shows.
+fn answers_every_request_before_half_close(engine: Variant) {
+    let server = Server::start(engine, Protocol::Clb1, &[]);
+    let mut conn = server.connect("half-closing client");
+    let requests = [(128, 4 * KIB, 1), (16, 100 * KIB, 2), (3000, 16, 3)];
+    let batch: Vec<u8> = requests
+        .iter()
+        .flat_map(|&(req, resp, seq)| clb1_request(req, resp, seq))
+        .collect();
+    conn.send(&batch);
+    conn.shutdown_write();
+    for (req, resp, seq) in requests {
+        conn.expect_clb1(req, resp, seq);
+    }
+    conn.expect_eof("3 responses to a half-closed connection");
+}
+
+fn serves_hundreds_of_concurrent_connections(engine: Variant) {
+    const N: u32 = 300;
+    let server = Server::start(engine, Protocol::Clb1, &["--backlog", "512"]);
+    let mut conns: Vec<Conn> = (0..N)
+        .map(|i| server.connect(&format!("connection {i} of {N}")))
+        .collect();
+    for (seq, conn) in (0..).zip(conns.iter_mut()) {
+        conn.send(&clb1_request(64, 512 + seq, seq));
+    }
+    // Responses are small enough to wait in the client's receive buffers, so one
+    // thread reading them in turn cannot deadlock.
+    for (seq, conn) in (0..).zip(conns.iter_mut()) {
+        conn.expect_clb1(64, 512 + seq, seq);
+    }
+    let stats = server.stop();
+    assert_eq!(
+        counter(engine, &stats, "connections_accepted"),
+        u64::from(N),
+        "[{engine}] {stats}"
+    );
+    assert_eq!(
+        counter(engine, &stats, "requests"),
+        u64::from(N),
+        "[{engine}] {stats}"
+    );
+    // All N were open together when the last response was read.
+    assert_eq!(
+        counter(engine, &stats, "connections_peak"),
+        u64::from(N),
+        "[{engine}] {stats}"
+    );
+    drop(conns);
+}
+
+// ---------------------------------------------------------------------------
+// CLB1 bad input: the bad connection is closed without a response, counted under
+// its kind, and a bystander opened before it is still served.
+// ---------------------------------------------------------------------------
+
+/// `--max-message` for the bad-input cases.
+const BAD_INPUT_MAX: u32 = MIB;
+
+fn bad_header_case(engine: Variant, header: [u8; 16], kind: &str) {
+    let server = Server::start(engine, Protocol::Clb1, &["--max-message", "1MiB"]);
+    let mut bystander = server.connect("bystander");
+    bystander.clb1_round_trip(128, KIB, 1);
+
+    let mut bad = server.connect(&format!("{kind} client"));
+    bad.send(&header);
+    bad.expect_eof_without_response(&format!("header {header:02x?} ({kind})"));
+
+    bystander.clb1_round_trip(128, KIB, 2);
+    let stats = server.stop();
+    assert_only_error(engine, &stats, kind);
+    assert_eq!(
+        counter(engine, &stats, "requests"),
+        2,
+        "[{engine}] requests: {stats}"
+    );
+}
+
+fn closes_connection_on_bad_magic(engine: Variant) {
+    bad_header_case(engine, clb1_header(*b"CLB2", 16, 16, 1), "bad_magic");
+}
+
+fn closes_connection_on_req_len_below_16(engine: Variant) {
+    bad_header_case(
+        engine,
+        clb1_header(CLB1_MAGIC, 15, 16, 1),
+        "req_len_out_of_range",
+    );
+}
+
+fn closes_connection_on_req_len_above_max(engine: Variant) {
+    bad_header_case(
+        engine,
+        clb1_header(CLB1_MAGIC, BAD_INPUT_MAX + 1, 16, 1),
+        "req_len_out_of_range",
+    );
+}
+
+fn closes_connection_on_resp_len_below_16(engine: Variant) {
+    bad_header_case(
+        engine,
+        clb1_header(CLB1_MAGIC, 16, 15, 1),
+        "resp_len_out_of_range",
+    );
+}
+
+fn closes_connection_on_resp_len_above_max(engine: Variant) {
+    bad_header_case(
+        engine,
+        clb1_header(CLB1_MAGIC, 16, BAD_INPUT_MAX + 1, 1),
+        "resp_len_out_of_range",
+    );
+}
+
+/// Half a request, then FIN: the server must give up on that connection only, and
+/// count it as `truncated`.
+fn eof_mid_request_costs_only_that_connection(engine: Variant) {
+    let server = Server::start(engine, Protocol::Clb1, &[]);
+    let mut bystander = server.connect("bystander");
+    bystander.clb1_round_trip(128, KIB, 1);
+
+    let mut quitter = server.connect("client sending half a request then FIN");
+    quitter.send(&clb1_request(128, KIB, 99)[..64]);
+    quitter.shutdown_write();
+    quitter.expect_eof_without_response("64 of 128 request bytes then shutdown(Write)");
+    drop(quitter);
+
+    bystander.clb1_round_trip(128, KIB, 2);
+    let stats = server.stop();
+    assert_only_error(engine, &stats, "truncated");
+}
+
+/// Half a request, then RST.
+fn reset_mid_request_costs_only_that_connection(engine: Variant) {
+    let server = Server::start(engine, Protocol::Clb1, &[]);
+    let mut bystander = server.connect("bystander");
+    bystander.clb1_round_trip(128, KIB, 1);
+
+    let mut quitter = server.connect("client sending half a request then RST");
+    quitter.send(&clb1_request(128, KIB, 99)[..64]);
+    quitter.reset();
+
+    bystander.clb1_round_trip(128, KIB, 2);
+    // A fresh connection after the reset is served too.
+    server
+        .connect("client after the reset")
+        .clb1_round_trip(128, KIB, 3);
+    let stats = server.stop();
+    assert_eq!(
+        counter(engine, &stats, "requests"),
+        3,
+        "[{engine}] requests: {stats}"
+    );
+}
+
+/// A client that asks for 8 MiB, reads a little and resets: the server's writes fail
+/// (EPIPE/ECONNRESET), which must cost only that connection.
+fn reset_mid_response_costs_only_that_connection(engine: Variant) {
+    let server = Server::start(engine, Protocol::Clb1, &[]);
+    let mut bystander = server.connect("bystander");
+    bystander.clb1_round_trip(128, KIB, 1);
+
+    let mut quitter = server.connect("client resetting mid-response");
+    quitter.send(&clb1_request(128, 8 * MIB, 99));
+    let first = quitter.read_bytes(4096, "an 8 MiB response");
+    assert_eq!(
+        first[..16],
+        clb1_header(CLB1_MAGIC, 128, 8 * MIB, 99),
+        "[{engine}] header of the 8 MiB response"
+    );
+    quitter.reset();
+
+    bystander.clb1_round_trip(128, KIB, 2);
+    server
+        .connect("client after the reset")
+        .clb1_round_trip(128, KIB, 3);
+    server.stop();
+}
+
+// ---------------------------------------------------------------------------
+// HTTP mode (shared/protocol.md §2)
+// ---------------------------------------------------------------------------
+
+const HTTP11: &str = "HTTP/1.1";
+const HTTP10: &str = "HTTP/1.0";
+const KEEP_ALIVE_SIZES: [u64; 3] = [128, 0, 10240];
+
+fn http_keeps_alive_for_sequential_gets(engine: Variant) {
+    let server = Server::start(engine, Protocol::Http, &[]);
+    let mut conn = server.connect("HTTP client");
+    for n in KEEP_ALIVE_SIZES {
+        let path = format!("/bytes/{n}");
+        conn.send(&http_get(&path, HTTP11, &[]));
+        conn.expect_http(&format!("GET {path}"), 200, n, false);
+    }
+}
+
+fn http_answers_pipelined_gets_in_order(engine: Variant) {
+    let server = Server::start(engine, Protocol::Http, &[]);
+    let mut conn = server.connect("pipelining HTTP client");
+    let batch: Vec<u8> = KEEP_ALIVE_SIZES
+        .iter()
+        .flat_map(|n| http_get(&format!("/bytes/{n}"), HTTP11, &[]))
+        .collect();
+    conn.send(&batch);
+    for n in KEEP_ALIVE_SIZES {
+        conn.expect_http(&format!("pipelined GET /bytes/{n}"), 200, n, false);
+    }
+}
+
+fn http_404_and_405_keep_connection_open(engine: Variant) {
+    let server = Server::start(engine, Protocol::Http, &[]);
+    let mut conn = server.connect("HTTP client");
+    conn.send(&http_get("/nope", HTTP11, &[]));
+    conn.expect_http("GET /nope", 404, 0, false);
+    conn.send(&http_request("POST", "/bytes/16", HTTP11, &[]));
+    conn.expect_http("POST /bytes/16", 405, 0, false);
+    conn.send(&http_get("/bytes/16", HTTP11, &[]));
+    conn.expect_http("GET /bytes/16 after 404 and 405", 200, 16, false);
+}
+
+fn http_connection_close_closes_after_response(engine: Variant) {
+    let server = Server::start(engine, Protocol::Http, &[]);
+    let mut conn = server.connect("HTTP client");
+    conn.send(&http_get("/bytes/64", HTTP11, &["Connection: close"]));
+    conn.expect_http("GET /bytes/64 with Connection: close", 200, 64, true);
+    conn.expect_eof("the response to a `Connection: close` request");
+}
+
+fn http_1_0_closes_after_response(engine: Variant) {
+    let server = Server::start(engine, Protocol::Http, &[]);
+    let mut conn = server.connect("HTTP/1.0 client");
+    conn.send(&http_get("/bytes/64", HTTP10, &[]));
+    conn.expect_http("HTTP/1.0 GET /bytes/64", 200, 64, true);
+    conn.expect_eof("the response to an HTTP/1.0 request without keep-alive");
+}
+
+fn http_1_0_keep_alive_stays_open(engine: Variant) {
+    let server = Server::start(engine, Protocol::Http, &[]);
+    let mut conn = server.connect("HTTP/1.0 keep-alive client");
+    for n in [64, 32] {
+        conn.send(&http_get(
+            &format!("/bytes/{n}"),
+            HTTP10,
+            &["Connection: keep-alive"],
+        ));
+        conn.expect_http(
+            &format!("HTTP/1.0 GET /bytes/{n} with Connection: keep-alive"),
+            200,
+            n,
+            false,
+        );
+    }
+    conn.send(&http_get("/bytes/8", HTTP10, &[]));
+    conn.expect_http("HTTP/1.0 GET /bytes/8 without keep-alive", 200, 8, true);
+    conn.expect_eof("the response to an HTTP/1.0 request without keep-alive");
+}
+
+/// Sends `request` on a fresh connection, expects `400` with `Connection: close`
+/// then EOF, with a bystander served before and after; checks the error's kind.
+fn http_bad_request_case(engine: Variant, request: &[u8], what: &str, kind: &str) {
+    let server = Server::start(engine, Protocol::Http, &[]);
+    let mut bystander = server.connect("HTTP bystander");
+    bystander.send(&http_get("/bytes/100", HTTP11, &[]));
+    bystander.expect_http("bystander's first GET", 200, 100, false);
+
+    let mut bad = server.connect(&format!("{kind} client"));
+    bad.send(request);
+    let resp = bad.read_http(what);
+    assert_eq!(
+        resp.status, 400,
+        "[{engine}] status of response to {what}: {resp:?}"
+    );
+    assert!(
+        resp.says_close(),
+        "[{engine}] response to {what} lacks `Connection: close`: {resp:?}"
+    );
+    bad.expect_eof(&format!("400 response to {what}"));
+
+    bystander.send(&http_get("/bytes/200", HTTP11, &[]));
+    bystander.expect_http("bystander's second GET", 200, 200, false);
+    let stats = server.stop();
+    assert_only_error(engine, &stats, kind);
+}
+
+fn http_oversized_header_gets_400_and_close(engine: Variant) {
+    let filler = format!("X-Filler: {}", "a".repeat(9000));
+    let request = http_get("/bytes/16", HTTP11, &[&filler]);
+    http_bad_request_case(
+        engine,
+        &request,
+        "a GET with a 9 KB header section",
+        "http_header_too_large",
+    );
+}
+
+fn http_garbage_request_gets_400_and_close(engine: Variant) {
+    http_bad_request_case(
+        engine,
+        b"this is not http\r\n\r\n",
+        "the request line `this is not http`",
+        "http_malformed",
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Statistics
+// ---------------------------------------------------------------------------
+
+/// 10 requests of 128 B asking for 1 KiB, on 2 connections.
+fn counts_known_workload_in_stats(engine: Variant) {
+    let server = Server::start(engine, Protocol::Clb1, &[]);
+    let mut a = server.connect("connection A");
+    let mut b = server.connect("connection B");
+    for seq in 0..5 {
+        a.clb1_round_trip(128, KIB, seq);
+        b.clb1_round_trip(128, KIB, 100 + seq);
+    }
+    drop((a, b));
+    let stats = server.stop();
+    let field = |name| counter(engine, &stats, name);
+    assert_eq!(field("requests"), 10, "[{engine}] requests: {stats}");
+    assert_eq!(
+        field("connections_accepted"),
+        2,
+        "[{engine}] connections_accepted: {stats}"
+    );
+    assert_eq!(field("bytes_in"), 1280, "[{engine}] bytes_in: {stats}");
+    assert_eq!(field("bytes_out"), 10240, "[{engine}] bytes_out: {stats}");
+    let peak = field("connections_peak");
+    assert!(
+        (1..=2).contains(&peak),
+        "[{engine}] connections_peak {peak} not in 1..=2: {stats}"
+    );
+    for kind in ERROR_KINDS {
+        assert_eq!(
+            protocol_errors(engine, &stats, kind),
+            0,
+            "[{engine}] protocol_errors.{kind}: {stats}"
+        );
+    }
+    assert_eq!(
+        stats["engine"],
+        engine.engine(),
+        "[{engine}] engine field: {stats}"
+    );
+    assert_eq!(
+        stats["protocol"], "clb1",
+        "[{engine}] protocol field: {stats}"
+    );
+}

@@ -1,0 +1,41 @@
+//! OS helpers shared by every connlab system: open-file limits, CPU placement,
+//! shutdown signals, process-shared memory, CPU accounting and a description of
+//! the machine a result was measured on. Thin wrappers over `libc`/`nix`; nothing
+//! here knows about protocols or the command line.
+
+mod cpu;
+mod environment;
+mod limits;
+mod rusage;
+mod shared;
+mod shutdown;
+
+pub use cpu::{current_affinity, current_cpu, pin_current_process, CpuList, CpuListError};
+pub use environment::Environment;
+pub use limits::{raise_nofile_limit, NofileLimit};
+pub use rusage::CpuTimes;
+pub use shared::SharedMem;
+pub use shutdown::Shutdown;
+
+/// Errors from the OS layer; each names the call that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OsError {
+    /// A system call failed.
+    #[error("{call} failed: {source}")]
+    Sys {
+        /// The call, e.g. `setrlimit(RLIMIT_NOFILE)`.
+        call: &'static str,
+        /// The errno it returned.
+        source: std::io::Error,
+    },
+}
+
+impl OsError {
+    /// Builds an error from the current `errno` for `call`.
+    pub(crate) fn last(call: &'static str) -> Self {
+        OsError::Sys {
+            call,
+            source: std::io::Error::last_os_error(),
+        }
+    }
+}

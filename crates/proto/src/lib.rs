@@ -1,0 +1,62 @@
+//! connlab's wire formats as sans-I/O state machines (`shared/protocol.md`):
+//! CLB1, the request/response benchmark protocol, and the minimal HTTP/1.1 mode.
+//! Bytes go in, [`Response`]s and [`ResponseDone`]s come out; this crate never
+//! touches a socket, a thread or a clock, so every server engine, the load
+//! generator and any front end reuse the same parsers and one fix fixes them all.
+//!
+//! - [`ServerSession`] is the server side of one connection: request bytes in,
+//!   the [`Response`] owed for each request out.
+//! - [`ClientSession`] is the client side: response bytes in, one
+//!   [`ResponseDone`] per complete response out, with [`encode_clb1_request_header`]
+//!   and [`encode_http_get`] to write requests.
+//! - [`clb1::Header::parse`] is the one checked way in from untrusted CLB1 bytes.
+
+#![warn(clippy::unwrap_used)]
+
+pub mod clb1;
+pub mod client;
+mod error;
+mod head;
+pub mod http1;
+mod payload;
+mod server;
+
+pub use clb1::{Header, HeaderError};
+pub use client::{encode_clb1_request_header, encode_http_get, ClientSession, ResponseDone};
+pub use error::{ErrorKind, ProtocolError};
+pub use http1::RequestError;
+pub use server::{Flow, HttpStatus, Response, ServerConfig, ServerSession};
+
+/// Which wire format a connection speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// CLB1, the binary request/response protocol (`shared/protocol.md` §1).
+    Clb1,
+    /// The minimal HTTP/1.1 mode (`shared/protocol.md` §2).
+    Http,
+}
+
+impl Protocol {
+    /// Every protocol, in declaration order.
+    pub const ALL: [Protocol; 2] = [Protocol::Clb1, Protocol::Http];
+
+    /// The protocol's name on the command line and in results: `"clb1"` or `"http"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Clb1 => "clb1",
+            Protocol::Http => "http",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_protocols_in_lowercase() {
+        assert_eq!(Protocol::Clb1.name(), "clb1");
+        assert_eq!(Protocol::Http.name(), "http");
+        assert_eq!(Protocol::ALL, [Protocol::Clb1, Protocol::Http]);
+    }
+}

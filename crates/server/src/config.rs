@@ -1,0 +1,108 @@
+//! What a server run is asked to do, validated before any socket exists.
+
+use connlab_os::CpuList;
+use connlab_proto::Protocol;
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+
+/// The I/O model that multiplexes connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EngineKind {
+    /// A process per connection: `fork` after `accept`, the parent reaps.
+    Processes,
+    /// A thread per connection with a small stack, blocking I/O.
+    Threads,
+    /// One thread, `select(2)` on a bitmap sized to the highest descriptor.
+    Select,
+    /// One thread, `poll(2)`.
+    Poll,
+    /// One thread, `epoll(7)`, level-triggered unless edge-triggered is asked for.
+    Epoll,
+}
+
+impl EngineKind {
+    /// Every engine, in the order comparisons list them.
+    pub const ALL: [EngineKind; 5] = [
+        EngineKind::Processes,
+        EngineKind::Threads,
+        EngineKind::Select,
+        EngineKind::Poll,
+        EngineKind::Epoll,
+    ];
+
+    /// The name used on the command line, in results and in file names.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Processes => "processes",
+            EngineKind::Threads => "threads",
+            EngineKind::Select => "select",
+            EngineKind::Poll => "poll",
+            EngineKind::Epoll => "epoll",
+        }
+    }
+
+    /// One line on what the engine does, for `--help`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            EngineKind::Processes => "a process per connection (fork after accept)",
+            EngineKind::Threads => "a thread per connection, blocking I/O",
+            EngineKind::Select => "one thread, select(2), beyond 1024 descriptors",
+            EngineKind::Poll => "one thread, poll(2)",
+            EngineKind::Epoll => "one thread, epoll(7); level-triggered, or --edge-triggered",
+        }
+    }
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for EngineKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        EngineKind::ALL
+            .into_iter()
+            .find(|e| e.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = EngineKind::ALL.iter().map(|e| e.name()).collect();
+                format!("unknown engine {s:?}; expected one of {}", names.join(", "))
+            })
+    }
+}
+
+/// A validated server configuration.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// The I/O model.
+    pub engine: EngineKind,
+    /// Edge-triggered epoll (only with [`EngineKind::Epoll`]).
+    pub edge_triggered: bool,
+    /// Address to listen on; port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// Wire format spoken on every connection.
+    pub protocol: Protocol,
+    /// Largest `req_len`/`resp_len` (CLB1) or body (HTTP) accepted, in bytes.
+    pub max_message: u32,
+    /// `listen(2)` backlog.
+    pub backlog: i32,
+    /// CPUs to pin the server to (inherited by its threads and children).
+    pub cpus: Option<CpuList>,
+}
+
+impl ServerConfig {
+    /// A configuration with the defaults of `connlab serve`.
+    pub fn new(engine: EngineKind, listen: SocketAddr, protocol: Protocol) -> Self {
+        ServerConfig {
+            engine,
+            edge_triggered: false,
+            listen,
+            protocol,
+            max_message: connlab_proto::ServerConfig::default().max_message,
+            backlog: 4096,
+            cpus: None,
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! Server counters, kept in process-shared memory so that children of the
+//! process-per-connection engine add to the same numbers. Every engine updates
+//! them the same way: once per `recv`, once per `sendmsg`, once per connection.
+
+use connlab_proto::ErrorKind;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Live counters of one server run.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) accepted: AtomicU64,
+    pub(crate) open: AtomicU64,
+    pub(crate) peak: AtomicU64,
+    pub(crate) shed: AtomicU64,
+    pub(crate) accept_errors: AtomicU64,
+    pub(crate) requests: AtomicU64,
+    pub(crate) bytes_in: AtomicU64,
+    pub(crate) bytes_out: AtomicU64,
+    pub(crate) protocol_errors: [AtomicU64; ErrorKind::ALL.len()],
+}
+
+impl Counters {
+    /// A connection was accepted and is now served.
+    pub(crate) fn opened(&self) {
+        self.accepted.fetch_add(1, Relaxed);
+        let now = self.open.fetch_add(1, Relaxed) + 1;
+        self.peak.fetch_max(now, Relaxed);
+    }
+
+    /// A served connection was closed.
+    pub(crate) fn closed(&self) {
+        self.open.fetch_sub(1, Relaxed);
+    }
+
+    /// A protocol error closed a connection.
+    pub(crate) fn protocol_error(&self, kind: ErrorKind) {
+        self.protocol_errors[kind.index()].fetch_add(1, Relaxed);
+    }
+}

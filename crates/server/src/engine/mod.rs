@@ -1,0 +1,62 @@
+//! The I/O models. Each file holds one kernel interface (mio/HAProxy style);
+//! all of them drive the same [`Connection`](crate::connection::Connection)
+//! and accept through the same [`Listener`](crate::listener::Listener).
+//! Hand-written on purpose: these loops are what System 1 measures.
+
+mod epoll;
+mod poll;
+mod processes;
+mod reactor;
+mod select;
+mod threads;
+
+use crate::config::{EngineKind, ServerConfig};
+use crate::connection::SessionTemplate;
+use crate::counters::Counters;
+use crate::listener::Listener;
+use connlab_os::Shutdown;
+use std::io;
+
+/// Everything an engine needs to serve until shutdown.
+pub(crate) struct RunContext<'a> {
+    pub(crate) listener: Listener,
+    pub(crate) counters: &'a Counters,
+    pub(crate) shutdown: &'a Shutdown,
+    pub(crate) template: SessionTemplate,
+}
+
+/// An I/O model: serves connections from `ctx.listener` until `ctx.shutdown` trips.
+pub(crate) trait Engine {
+    fn serve(&mut self, ctx: RunContext<'_>) -> io::Result<()>;
+}
+
+/// The engine a configuration asks for.
+pub(crate) fn build(config: &ServerConfig) -> Box<dyn Engine> {
+    match config.engine {
+        EngineKind::Processes => Box::new(processes::Processes),
+        EngineKind::Threads => Box::new(threads::Threads),
+        EngineKind::Select => Box::new(select::Select),
+        EngineKind::Poll => Box::new(poll::Poll),
+        EngineKind::Epoll => Box::new(epoll::Epoll {
+            edge_triggered: config.edge_triggered,
+        }),
+    }
+}
+
+/// Waits until `fds` has a readable descriptor (or the call is interrupted);
+/// used by the blocking engines' accept loops.
+fn wait_readable(fds: &mut [libc::pollfd]) -> io::Result<()> {
+    for p in fds.iter_mut() {
+        p.events = libc::POLLIN;
+        p.revents = 0;
+    }
+    // SAFETY: `fds` is a valid slice of pollfd for the duration of the call.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(())
+}

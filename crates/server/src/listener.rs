@@ -1,0 +1,111 @@
+//! The listening socket and the accept path shared by every engine, including
+//! the answer to running out of descriptors: a reserve descriptor is given up
+//! to accept and immediately close the connection that does not fit, so an
+//! `EMFILE` neither stops the accept loop nor leaves a level-triggered listener
+//! spinning a core.
+
+use socket2::{Domain, Socket, Type};
+use std::fs::File;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// What one accept attempt produced.
+pub(crate) enum Accepted {
+    /// A new connection, TCP_NODELAY set.
+    Connection(OwnedFd),
+    /// Nothing is pending.
+    WouldBlock,
+    /// The descriptor limit was reached: the connection was accepted and closed.
+    Shed,
+    /// A transient accept failure such as ENOBUFS (counted; the loop goes on).
+    Failed,
+}
+
+/// A non-blocking listening TCP socket.
+pub(crate) struct Listener {
+    socket: Socket,
+    reserve: Option<File>,
+}
+
+impl Listener {
+    pub(crate) fn bind(addr: SocketAddr, backlog: i32) -> io::Result<Listener> {
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), None)?;
+        socket.set_reuse_address(true)?;
+        socket.bind(&addr.into())?;
+        socket.listen(backlog)?;
+        socket.set_nonblocking(true)?;
+        Ok(Listener {
+            socket,
+            reserve: File::open("/dev/null").ok(),
+        })
+    }
+
+    pub(crate) fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.socket
+            .local_addr()?
+            .as_socket()
+            .ok_or_else(|| io::Error::other("listening socket has no IP address"))
+    }
+
+    pub(crate) fn fd(&self) -> RawFd {
+        self.socket.as_raw_fd()
+    }
+
+    /// Accepts one connection; `nonblocking` sets O_NONBLOCK on it.
+    pub(crate) fn accept(&mut self, nonblocking: bool) -> Accepted {
+        loop {
+            match self.accept_raw(nonblocking) {
+                Ok(fd) => return Accepted::Connection(fd),
+                Err(e) => match e.raw_os_error() {
+                    Some(libc::EAGAIN) => return Accepted::WouldBlock,
+                    Some(libc::EINTR) | Some(libc::ECONNABORTED) => continue,
+                    Some(libc::EMFILE) | Some(libc::ENFILE) => return self.shed(nonblocking),
+                    _ => return Accepted::Failed,
+                },
+            }
+        }
+    }
+
+    fn accept_raw(&self, nonblocking: bool) -> io::Result<OwnedFd> {
+        let flags = libc::SOCK_CLOEXEC | if nonblocking { libc::SOCK_NONBLOCK } else { 0 };
+        // SAFETY: accept4 with null address pointers is valid; the result is checked.
+        let fd =
+            unsafe { libc::accept4(self.fd(), std::ptr::null_mut(), std::ptr::null_mut(), flags) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: accept4 returned a new descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let one: libc::c_int = 1;
+        // SAFETY: valid socket, option pointer and length. A failure only costs latency.
+        unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_NODELAY,
+                (&one as *const libc::c_int).cast(),
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        Ok(fd)
+    }
+
+    /// Frees the reserve descriptor, accepts and drops the pending
+    /// connection, and takes the reserve back.
+    fn shed(&mut self, nonblocking: bool) -> Accepted {
+        if self.reserve.take().is_none() {
+            return Accepted::Failed;
+        }
+        let result = self.accept_raw(nonblocking);
+        self.reserve = File::open("/dev/null").ok();
+        match result {
+            Ok(conn) => {
+                drop(conn);
+                Accepted::Shed
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => Accepted::WouldBlock,
+            Err(_) => Accepted::Failed,
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! Responses waiting to be sent on one connection, written with one `sendmsg`
+//! gather call per flush: each response's head is encoded into a stack buffer
+//! and its payload points into the shared [`PAYLOAD`] buffer, so nothing is
+//! copied or allocated per request.
+
+use crate::payload::{PAYLOAD, PAYLOAD_CHUNK};
+use connlab_proto::Response;
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::RawFd;
+
+/// Most responses gathered into one `sendmsg`.
+const RESPONSES_PER_SEND: usize = 16;
+/// Most iovecs in one `sendmsg` (well under IOV_MAX = 1024).
+const IOVECS_PER_SEND: usize = 64;
+
+/// The queue of responses owed to the peer, in request order.
+#[derive(Default)]
+pub(crate) struct Outbox {
+    queue: VecDeque<Response>,
+    /// Bytes of the front response (head + payload) already sent.
+    front_sent: u64,
+}
+
+impl Outbox {
+    pub(crate) fn push(&mut self, response: Response) {
+        self.queue.push_back(response);
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// One `sendmsg(MSG_NOSIGNAL)` of as much as is queued (up to the gather
+    /// limits); returns the bytes the kernel took.
+    pub(crate) fn send_once(&mut self, fd: RawFd) -> io::Result<usize> {
+        let mut heads = [[0u8; Response::MAX_HEADER_LEN]; RESPONSES_PER_SEND];
+        let mut totals = [0u64; RESPONSES_PER_SEND];
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; IOVECS_PER_SEND];
+        let mut n_iov = 0;
+        let mut push = |base: *const u8, len: usize| -> bool {
+            if n_iov == IOVECS_PER_SEND {
+                return false;
+            }
+            iov[n_iov] = libc::iovec {
+                iov_base: base as *mut libc::c_void,
+                iov_len: len,
+            };
+            n_iov += 1;
+            true
+        };
+        'responses: for (i, (response, head)) in self.queue.iter().zip(heads.iter_mut()).enumerate()
+        {
+            let head_len = response.encode_header(head);
+            totals[i] = head_len as u64 + response.payload_len();
+            let skip = if i == 0 { self.front_sent } else { 0 };
+            let mut payload_done = 0u64;
+            if (skip as usize) < head_len {
+                let s = skip as usize;
+                if !push(head[s..head_len].as_ptr(), head_len - s) {
+                    break;
+                }
+            } else {
+                payload_done = skip - head_len as u64;
+            }
+            let mut rest = response.payload_len() - payload_done;
+            while rest > 0 {
+                let len = rest.min(PAYLOAD_CHUNK as u64) as usize;
+                if !push(PAYLOAD.as_ptr(), len) {
+                    break 'responses;
+                }
+                rest -= len as u64;
+            }
+        }
+        if n_iov == 0 {
+            return Ok(0);
+        }
+        // SAFETY: an all-zero msghdr is valid (no name, no control data).
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = n_iov;
+        // SAFETY: every iovec points into `heads` (alive until return) or the static PAYLOAD,
+        // with lengths inside those buffers; the kernel only reads them.
+        let sent = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
+        if sent < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.advance(sent as u64, &totals);
+        Ok(sent as usize)
+    }
+
+    /// Drops what the kernel accepted from the front of the queue.
+    /// `totals[i]` is the full length of the i-th queued response.
+    fn advance(&mut self, mut sent: u64, totals: &[u64]) {
+        for &total in totals {
+            if sent == 0 || self.queue.is_empty() {
+                break;
+            }
+            let left = total - self.front_sent;
+            if sent >= left {
+                sent -= left;
+                self.front_sent = 0;
+                self.queue.pop_front();
+            } else {
+                self.front_sent += sent;
+                sent = 0;
+            }
+        }
+    }
+}

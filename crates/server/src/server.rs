@@ -1,0 +1,128 @@
+//! [`Server`]: bind, then serve with the chosen engine until shutdown, then
+//! report [`ServerStats`].
+
+use crate::config::{EngineKind, ServerConfig};
+use crate::connection::SessionTemplate;
+use crate::counters::Counters;
+use crate::engine::{self, RunContext};
+use crate::listener::Listener;
+use crate::stats::{RunFacts, ServerStats};
+use connlab_os::{CpuTimes, NofileLimit, OsError, SharedMem, Shutdown};
+use std::io;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+/// Why a server could not start or stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The configuration is inconsistent (for example edge-triggered without epoll).
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The listening socket could not be set up.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The socket error.
+        source: io::Error,
+    },
+    /// An OS facility (limits, pinning, shared memory) failed.
+    #[error(transparent)]
+    Os(#[from] OsError),
+    /// The engine's event loop failed as a whole (not one connection).
+    #[error("{engine} engine failed: {source}")]
+    Engine {
+        /// The engine.
+        engine: EngineKind,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+/// A bound server, ready to run.
+pub struct Server {
+    config: ServerConfig,
+    listener: Listener,
+    local_addr: SocketAddr,
+    counters: SharedMem<Counters>,
+    nofile: NofileLimit,
+}
+
+impl Server {
+    /// Raises the open-files limit, pins the process if asked, and binds.
+    pub fn bind(config: ServerConfig) -> Result<Server, ServerError> {
+        if config.edge_triggered && config.engine != EngineKind::Epoll {
+            return Err(ServerError::Config(format!(
+                "edge-triggered readiness needs the epoll engine, not {}",
+                config.engine
+            )));
+        }
+        let nofile = connlab_os::raise_nofile_limit()?;
+        if let Some(cpus) = &config.cpus {
+            connlab_os::pin_current_process(cpus)?;
+        }
+        let bind_err = |source| ServerError::Bind {
+            addr: config.listen,
+            source,
+        };
+        let listener = Listener::bind(config.listen, config.backlog).map_err(bind_err)?;
+        let local_addr = listener.local_addr().map_err(bind_err)?;
+        Ok(Server {
+            listener,
+            local_addr,
+            counters: SharedMem::new(Counters::default())?,
+            nofile,
+            config,
+        })
+    }
+
+    /// The address actually bound (port 0 resolved).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The open-files limit found and set at bind time.
+    pub fn nofile(&self) -> NofileLimit {
+        self.nofile
+    }
+
+    /// Serves until `shutdown` trips, closes every connection and returns the statistics.
+    pub fn run(self, shutdown: &Shutdown) -> Result<ServerStats, ServerError> {
+        let Server {
+            config,
+            listener,
+            local_addr,
+            counters,
+            nofile,
+        } = self;
+        let started = Instant::now();
+        let cpu_before = CpuTimes::self_and_children();
+        let ctx = RunContext {
+            listener,
+            counters: &counters,
+            shutdown,
+            template: SessionTemplate {
+                protocol: config.protocol,
+                config: connlab_proto::ServerConfig {
+                    max_message: config.max_message,
+                },
+            },
+        };
+        engine::build(&config)
+            .serve(ctx)
+            .map_err(|source| ServerError::Engine {
+                engine: config.engine,
+                source,
+            })?;
+        let facts = RunFacts {
+            engine: config.engine.name().to_string(),
+            edge_triggered: config.edge_triggered,
+            protocol: config.protocol.name().to_string(),
+            listen: local_addr.to_string(),
+            cpu: CpuTimes::self_and_children().since(&cpu_before),
+            wall_s: started.elapsed().as_secs_f64(),
+            nofile,
+        };
+        Ok(ServerStats::collect(&counters, facts))
+    }
+}

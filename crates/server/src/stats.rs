@@ -1,0 +1,101 @@
+//! The statistics a server run ends with, as written to `--stats` (JSON).
+
+use crate::counters::Counters;
+use connlab_os::{CpuTimes, Environment, NofileLimit};
+use connlab_proto::ErrorKind;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// Version tag of the stats JSON.
+pub const STATS_SCHEMA: &str = "connlab.serve.stats/1";
+
+/// What a server run did. Field names carry their units.
+#[derive(Clone, Debug, Serialize)]
+pub struct ServerStats {
+    /// [`STATS_SCHEMA`].
+    pub schema: &'static str,
+    /// I/O model (`epoll`, ...).
+    pub engine: String,
+    /// Edge-triggered epoll.
+    pub edge_triggered: bool,
+    /// Wire format.
+    pub protocol: String,
+    /// The address served.
+    pub listen: String,
+    /// Connections accepted and served.
+    pub connections_accepted: u64,
+    /// Most connections open at once.
+    pub connections_peak: u64,
+    /// Connections accepted and closed at once because descriptors ran out.
+    pub connections_shed: u64,
+    /// Other failed `accept` calls.
+    pub accept_errors: u64,
+    /// Complete requests answered (HTTP 400 replies to bad input excluded).
+    pub requests: u64,
+    /// Connections closed for bad input, by kind.
+    pub protocol_errors: BTreeMap<&'static str, u64>,
+    /// Bytes received from clients.
+    pub bytes_in: u64,
+    /// Bytes sent to clients.
+    pub bytes_out: u64,
+    /// User CPU seconds of the server and its reaped children.
+    pub cpu_user_s: f64,
+    /// System CPU seconds of the server and its reaped children.
+    pub cpu_sys_s: f64,
+    /// Wall-clock seconds from ready to stop.
+    pub wall_s: f64,
+    /// Requests per server CPU second (0 when no CPU was used).
+    pub requests_per_cpu_s: f64,
+    /// The open-files limit in force.
+    pub nofile: NofileLimit,
+    /// Where this was measured.
+    pub environment: Environment,
+}
+
+/// The run facts that are not counters.
+pub(crate) struct RunFacts {
+    pub(crate) engine: String,
+    pub(crate) edge_triggered: bool,
+    pub(crate) protocol: String,
+    pub(crate) listen: String,
+    pub(crate) cpu: CpuTimes,
+    pub(crate) wall_s: f64,
+    pub(crate) nofile: NofileLimit,
+}
+
+impl ServerStats {
+    pub(crate) fn collect(c: &Counters, facts: RunFacts) -> ServerStats {
+        let requests = c.requests.load(Relaxed);
+        let cpu_total = facts.cpu.total_s();
+        ServerStats {
+            schema: STATS_SCHEMA,
+            engine: facts.engine,
+            edge_triggered: facts.edge_triggered,
+            protocol: facts.protocol,
+            listen: facts.listen,
+            connections_accepted: c.accepted.load(Relaxed),
+            connections_peak: c.peak.load(Relaxed),
+            connections_shed: c.shed.load(Relaxed),
+            accept_errors: c.accept_errors.load(Relaxed),
+            requests,
+            protocol_errors: ErrorKind::ALL
+                .iter()
+                .filter(|k| **k != ErrorKind::BadResponse)
+                .map(|k| (k.name(), c.protocol_errors[k.index()].load(Relaxed)))
+                .collect(),
+            bytes_in: c.bytes_in.load(Relaxed),
+            bytes_out: c.bytes_out.load(Relaxed),
+            cpu_user_s: facts.cpu.user_s,
+            cpu_sys_s: facts.cpu.sys_s,
+            wall_s: facts.wall_s,
+            requests_per_cpu_s: if cpu_total > 0.0 {
+                requests as f64 / cpu_total
+            } else {
+                0.0
+            },
+            nofile: facts.nofile,
+            environment: Environment::capture(),
+        }
+    }
+}
