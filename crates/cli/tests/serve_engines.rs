@@ -23,6 +23,7 @@ per_engine!(
     reset_mid_request_costs_only_that_connection,
     reset_mid_response_costs_only_that_connection,
     serves_hundreds_of_concurrent_connections,
+    serves_more_connections_than_fd_setsize,
     answers_every_request_before_half_close,
     http_keeps_alive_for_sequential_gets,
     http_answers_pipelined_gets_in_order,
@@ -150,6 +151,44 @@ fn serves_hundreds_of_concurrent_connections(engine: Variant) {
         "[{engine}] {stats}"
     );
     drop(conns);
+}
+
+/// More descriptors than glibc's FD_SETSIZE (1024): the select engine must size
+/// its own bitmaps, and every other engine must not care.
+fn serves_more_connections_than_fd_setsize(engine: Variant) {
+    const N: u32 = 1100;
+    raise_own_nofile_limit();
+    let server = Server::start(engine, Protocol::Clb1, &["--backlog", "2048"]);
+    let mut conns: Vec<Conn> = (0..N)
+        .map(|i| server.connect(&format!("connection {i} of {N}")))
+        .collect();
+    for (seq, conn) in (0..).zip(conns.iter_mut()) {
+        conn.send(&clb1_request(32, 64, seq));
+    }
+    for (seq, conn) in (0..).zip(conns.iter_mut()) {
+        conn.expect_clb1(32, 64, seq);
+    }
+    let stats = server.stop();
+    assert_eq!(
+        counter(engine, &stats, "requests"),
+        u64::from(N),
+        "[{engine}] {stats}"
+    );
+    drop(conns);
+}
+
+/// The tests run in parallel in one process: make room for their sockets.
+fn raise_own_nofile_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: valid rlimit pointers; raising the soft limit up to the hard one is always allowed.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        lim.rlim_cur = lim.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+    }
 }
 
 // ---------------------------------------------------------------------------
