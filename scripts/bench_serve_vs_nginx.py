@@ -127,11 +127,12 @@ def main():
         if not shutil.which(tool):
             sys.exit(f"{tool} not found: apt-get install nginx-light wrk util-linux")
     rows = []
-    w = csv.DictWriter(sys.stdout, fieldnames=["peer", "engine", "body_bytes", "rep", "requests",
+    w = csv.DictWriter(sys.stdout, lineterminator="\n", fieldnames=["peer", "engine", "body_bytes", "rep", "requests",
                                                 "requests_per_s", "server_cpu_s", "requests_per_cpu_s",
                                                 "non_2xx", "socket_errors"])
     w.writeheader()
     with tempfile.TemporaryDirectory(prefix="connlab-bench-") as tmp:
+        os.chmod(tmp, 0o755)  # nginx's worker runs unprivileged and must read the files
         for rep in range(a.reps):
             for body in [int(b) for b in a.bodies.split(",")]:
                 runs = [("nginx", "nginx")] + ([("nginx", "nginx-return")] if body <= 2048 else [])
@@ -143,6 +144,9 @@ def main():
                         r = bench_connlab(a.connlab, tmp, engine, body, a.duration, a.connections)
                     r.update(peer=peer, engine=engine, body_bytes=body, rep=rep,
                              requests_per_cpu_s=round(r["requests"] / r["server_cpu_s"]) if r["server_cpu_s"] else 0)
+                    if r["non_2xx"] or r["socket_errors"]:
+                        sys.exit(f"{engine} body {body}: {r['non_2xx']} non-2xx responses, socket errors "
+                                 f"{r['socket_errors']!r}: the comparison would be meaningless")
                     w.writerow(r)
                     sys.stdout.flush()
                     rows.append(r)

@@ -4,7 +4,8 @@
 mod cmd;
 mod units;
 
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// Exit codes, as listed in `--help` and the README.
@@ -25,6 +26,10 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// The main job: start a server per engine on loopback, load it, compare.
+    Run(cmd::run::RunArgs),
+    /// Generate load with communication locality against a server.
+    Load(cmd::load::LoadArgs),
     /// Run the reference server with a chosen I/O model (engine).
     Serve(cmd::serve::ServeArgs),
 }
@@ -50,8 +55,27 @@ impl From<anyhow::Error> for Exit {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    let given = |name: &str| {
+        matches
+            .subcommand_matches("run")
+            .and_then(|m| m.value_source(name))
+            == Some(ValueSource::CommandLine)
+    };
     let result = match cli.command {
+        Command::Run(args) => cmd::run::run(
+            args,
+            cmd::run::RunDefaults {
+                connections: given("connections"),
+                active_ratio: given("active_ratio"),
+                rate: given("rate"),
+            },
+        ),
+        Command::Load(args) => cmd::load::run(args),
         Command::Serve(args) => cmd::serve::run(args),
     };
     match result {

@@ -57,3 +57,55 @@ mod tests {
         assert!(parse_size_u32("4GiB").is_err());
     }
 }
+
+/// Parses a duration: `10s`, `500ms`, `250us`, `2m`, `1h`, or a plain number of seconds.
+pub(crate) fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| {
+        format!("{text:?} is not a duration: expected a number with a unit like 10s, 500ms or 2m")
+    })?;
+    let scale = match unit.trim() {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "us" | "µs" => 1e-6,
+        "ns" => 1e-9,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        other => {
+            return Err(format!(
+                "unknown duration unit {other:?} in {text:?}: use ns, us, ms, s, m or h"
+            ))
+        }
+    };
+    let secs = n * scale;
+    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
+        return Err(format!("{text:?} is out of range"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn parses_durations_with_units() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("100us").unwrap(), Duration::from_micros(100));
+    }
+
+    #[test]
+    fn rejects_bad_durations() {
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("10 parsecs").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+}

@@ -1,0 +1,264 @@
+//! `connlab load`: the locality load generator.
+
+use crate::cmd::output::{print_summary, with_progress, write_outputs, OutputArgs};
+use crate::cmd::serve::parse_protocol;
+use crate::units::{parse_duration, parse_size_u32};
+use crate::Exit;
+use anyhow::{anyhow, Context};
+use clap::Args;
+use connlab_loadgen::{LoadError, Progress, Rate, Workload};
+use connlab_measure::{ActiveRatio, Arrival};
+use connlab_os::{CpuList, Shutdown};
+use connlab_proto::Protocol;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// The workload flags shared by `load` and `run`.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct WorkloadArgs {
+    /// Connections opened before measuring.
+    #[arg(short = 'c', long, default_value_t = 100)]
+    pub(crate) connections: usize,
+    /// Share of connections carrying traffic (communication locality): 0.0625 or 1/16.
+    #[arg(long, default_value = "1", value_parser = parse_ratio)]
+    pub(crate) active_ratio: ActiveRatio,
+    /// Request size, header included (CLB1), e.g. 128 or 1KiB.
+    #[arg(long, visible_alias = "req-size", default_value = "128", value_parser = parse_size_u32)]
+    pub(crate) request_size: u32,
+    /// Response size asked for, e.g. 10KiB.
+    #[arg(long, visible_alias = "resp-size", default_value = "10KiB", value_parser = parse_size_u32)]
+    pub(crate) response_size: u32,
+    /// Requests per second in total (open loop), or `max` for closed loop with --depth.
+    #[arg(long, default_value = "1000", value_parser = parse_rate)]
+    pub(crate) rate: RateArg,
+    /// Closed loop (--rate max): requests outstanding per active connection.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) depth: u32,
+    /// Open-loop arrivals: fixed intervals or poisson.
+    #[arg(long, default_value = "fixed", value_parser = parse_arrival)]
+    pub(crate) arrival: Arrival,
+    /// Measured time, e.g. 10s, 2m.
+    #[arg(short = 'd', long, default_value = "10s", value_parser = parse_duration)]
+    pub(crate) duration: Duration,
+    /// Time at full load before measuring (not recorded).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub(crate) warmup: Duration,
+    /// Wire format: clb1 or http.
+    #[arg(long, value_parser = parse_protocol, default_value = "clb1")]
+    pub(crate) protocol: Protocol,
+    /// HTTP request target [default: /bytes/{response-size}].
+    #[arg(long)]
+    pub(crate) path: Option<String>,
+    /// Local addresses to spread connections over: 127.0.0.2-127.0.0.9 or a comma list.
+    #[arg(long, value_parser = parse_addrs)]
+    pub(crate) source_addrs: Option<AddrList>,
+    /// Seed of the active-set choice and of Poisson arrivals.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// The writer spins (instead of sleeping) this long before each send: timers
+    /// here fire 25-100 us late.
+    #[arg(long, default_value = "100us", value_parser = parse_duration)]
+    pub(crate) spin: Duration,
+    /// How long to wait for outstanding responses after the last send.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub(crate) drain_timeout: Duration,
+}
+
+/// `--rate` value.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum RateArg {
+    PerSecond(f64),
+    Max,
+}
+
+/// `--source-addrs` value.
+#[derive(Clone, Debug)]
+pub(crate) struct AddrList(Vec<IpAddr>);
+
+/// Flags of `connlab load`.
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Opens every connection first, chooses ceil(ratio x N) active ones (seeded), then sends
+on a schedule: a writer thread sleeps and spins to each instant, a reader thread times
+every response. Reports service latency (complete - send), corrected latency
+(complete - scheduled), send lag (send - scheduled) and the send-timing deviation.
+
+Examples:
+  connlab load --target 127.0.0.1:7070 -c 1000 --active-ratio 1/16 --rate 2000 -d 10s
+  connlab load --target 127.0.0.1:8080 --protocol http -c 100 --rate max --depth 1 --json out.json")]
+pub(crate) struct LoadArgs {
+    /// Server address, e.g. 127.0.0.1:7070 or localhost:8080.
+    #[arg(long)]
+    target: String,
+    #[command(flatten)]
+    workload: WorkloadArgs,
+    /// Pin the writer to the first CPU of LIST and the reader to the last.
+    #[arg(long, value_name = "LIST")]
+    cpu: Option<CpuList>,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+fn parse_ratio(s: &str) -> Result<ActiveRatio, String> {
+    s.parse().map_err(|e| format!("{e}"))
+}
+
+fn parse_rate(s: &str) -> Result<RateArg, String> {
+    if s.eq_ignore_ascii_case("max") {
+        return Ok(RateArg::Max);
+    }
+    match s.parse::<f64>() {
+        Ok(r) if r > 0.0 && r.is_finite() => Ok(RateArg::PerSecond(r)),
+        _ => Err(format!(
+            "{s:?} is not a rate: give requests per second (e.g. 2000) or `max`"
+        )),
+    }
+}
+
+fn parse_arrival(s: &str) -> Result<Arrival, String> {
+    match s {
+        "fixed" => Ok(Arrival::Fixed),
+        "poisson" => Ok(Arrival::Poisson),
+        _ => Err(format!("unknown arrival {s:?}; expected fixed or poisson")),
+    }
+}
+
+fn parse_addrs(s: &str) -> Result<AddrList, String> {
+    let mut out = Vec::new();
+    for item in s.split(',') {
+        let item = item.trim();
+        if let Some((a, b)) = item.split_once('-') {
+            let a: Ipv4Addr = a
+                .trim()
+                .parse()
+                .map_err(|_| format!("bad address {a:?} in {s:?}"))?;
+            let b: Ipv4Addr = b
+                .trim()
+                .parse()
+                .map_err(|_| format!("bad address {b:?} in {s:?}"))?;
+            let (lo, hi) = (u32::from(a), u32::from(b));
+            if lo > hi || hi - lo > 65_535 {
+                return Err(format!("bad address range {item:?}: the first must not exceed the last, at most 65536 addresses"));
+            }
+            out.extend((lo..=hi).map(|x| IpAddr::V4(Ipv4Addr::from(x))));
+        } else {
+            out.push(
+                item.parse()
+                    .map_err(|_| format!("bad address {item:?} in {s:?}"))?,
+            );
+        }
+    }
+    Ok(AddrList(out))
+}
+
+impl WorkloadArgs {
+    /// The library workload for `target`.
+    pub(crate) fn workload(
+        &self,
+        target: SocketAddr,
+        cpus: Option<CpuList>,
+    ) -> Result<Workload, Exit> {
+        let rate = match self.rate {
+            RateArg::PerSecond(r) => Rate::PerSecond(r),
+            RateArg::Max => Rate::Max { depth: self.depth },
+        };
+        if self.protocol == Protocol::Clb1 && (self.request_size < 16 || self.response_size < 16) {
+            return Err(Exit::usage(anyhow!(
+                "--request-size and --response-size are at least 16 bytes with --protocol clb1 (the header)"
+            )));
+        }
+        Ok(Workload {
+            target,
+            connections: self.connections,
+            active_ratio: self.active_ratio,
+            request_size: self.request_size,
+            response_size: self.response_size,
+            rate,
+            arrival: self.arrival,
+            duration: self.duration,
+            warmup: self.warmup,
+            protocol: self.protocol,
+            path: self
+                .path
+                .clone()
+                .unwrap_or_else(|| format!("/bytes/{}", self.response_size)),
+            source_addrs: self.source_addrs.clone().map(|a| a.0).unwrap_or_default(),
+            seed: self.seed,
+            spin: self.spin,
+            drain_timeout: self.drain_timeout,
+            cpus,
+        })
+    }
+}
+
+/// Runs the load generator against `--target`.
+pub(crate) fn run(args: LoadArgs) -> Result<ExitCode, Exit> {
+    let target = resolve(&args.target)?;
+    let workload = args.workload.workload(target, args.cpu.clone())?;
+    raise_limit();
+    let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
+    let outcome = drive(&workload, &shutdown, &args.output)?;
+    Ok(outcome)
+}
+
+/// Runs one workload with progress, writes its outputs, prints its summary,
+/// and maps the outcome to an exit code (0, 1 when the server failed, 130 when interrupted).
+pub(crate) fn drive(
+    w: &Workload,
+    shutdown: &Shutdown,
+    output: &OutputArgs,
+) -> Result<ExitCode, Exit> {
+    let progress = Progress::default();
+    let mut records = output.open_records()?;
+    let outcome = with_progress(&progress, w, || {
+        connlab_loadgen::run(
+            w,
+            shutdown,
+            &progress,
+            records
+                .as_mut()
+                .map(|r| r as &mut dyn connlab_loadgen::RecordSink),
+        )
+    });
+    if let Some(r) = records.as_mut() {
+        r.finish().context("writing --records")?;
+    }
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e @ LoadError::Capacity(_)) | Err(e @ LoadError::Workload(_)) => {
+            return Err(Exit::usage(anyhow::Error::new(e)))
+        }
+        Err(e) => return Err(Exit::from(anyhow::Error::new(e))),
+    };
+    write_outputs(output, &outcome)?;
+    print_summary(&outcome.result);
+    let r = &outcome.result;
+    Ok(if r.interrupted {
+        ExitCode::from(130)
+    } else if r.peer_failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn resolve(target: &str) -> Result<SocketAddr, Exit> {
+    target
+        .to_socket_addrs()
+        .map_err(|e| Exit::usage(anyhow!("--target {target:?}: {e}")))?
+        .next()
+        .ok_or_else(|| Exit::usage(anyhow!("--target {target:?} resolves to no address")))
+}
+
+/// Raises the soft open-files limit to the hard one; the library's capacity check reports what fits.
+pub(crate) fn raise_limit() {
+    if let Ok(l) = connlab_os::raise_nofile_limit() {
+        if l.raised() {
+            eprintln!(
+                "connlab: open-files limit raised from {} to {}",
+                l.soft_before, l.soft
+            );
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! Output of load runs: `--json`, `--records`, `--hdr-log`, the live
+//! progress line and the human summary on stderr.
+
+use crate::Exit;
+use anyhow::Context;
+use clap::Args;
+use connlab_loadgen::{LoadOutcome, LoadResult, Progress, RecordSink, RequestRecord, Workload};
+use std::fs::File;
+use std::io::{BufWriter, IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+/// Where results go.
+#[derive(Args, Debug, Clone, Default)]
+pub(crate) struct OutputArgs {
+    /// Write the summary as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) json: Option<PathBuf>,
+    /// Write one line per measured request to FILE: CSV, or JSON Lines if FILE ends in .jsonl.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) records: Option<PathBuf>,
+    /// Write service-latency HdrHistogram interval logs (one per second) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) hdr_log: Option<PathBuf>,
+}
+
+/// A buffered `--records` file.
+pub(crate) struct RecordsFile {
+    out: BufWriter<File>,
+    jsonl: bool,
+    error: Option<std::io::Error>,
+}
+
+impl RecordSink for RecordsFile {
+    fn record(&mut self, r: &RequestRecord) {
+        if self.error.is_some() {
+            return;
+        }
+        let res = if self.jsonl {
+            serde_json::to_writer(&mut self.out, r)
+                .map_err(std::io::Error::other)
+                .and_then(|_| self.out.write_all(b"\n"))
+        } else {
+            writeln!(self.out, "{}", r.csv_line())
+        };
+        if let Err(e) = res {
+            self.error = Some(e);
+        }
+    }
+}
+
+impl RecordsFile {
+    /// Flushes; reports the first write error.
+    pub(crate) fn finish(&mut self) -> std::io::Result<()> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        self.out.flush()
+    }
+}
+
+impl OutputArgs {
+    /// Opens `--records` (before the run, so a bad path fails early).
+    pub(crate) fn open_records(&self) -> Result<Option<RecordsFile>, Exit> {
+        let Some(path) = &self.records else {
+            return Ok(None);
+        };
+        let file = File::create(path)
+            .with_context(|| format!("creating --records file {}", path.display()))?;
+        let jsonl = path.extension().is_some_and(|e| e == "jsonl");
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        if !jsonl {
+            writeln!(out, "{}", RequestRecord::CSV_HEADER).context("writing --records")?;
+        }
+        Ok(Some(RecordsFile {
+            out,
+            jsonl,
+            error: None,
+        }))
+    }
+}
+
+/// Writes `--json` and `--hdr-log`.
+pub(crate) fn write_outputs(output: &OutputArgs, outcome: &LoadOutcome) -> Result<(), Exit> {
+    if let Some(path) = &output.json {
+        let text = serde_json::to_string_pretty(&outcome.result).context("encoding the result")?;
+        std::fs::write(path, text + "\n")
+            .with_context(|| format!("writing --json file {}", path.display()))?;
+    }
+    if let Some(path) = &output.hdr_log {
+        let mut f = BufWriter::new(
+            File::create(path)
+                .with_context(|| format!("creating --hdr-log file {}", path.display()))?,
+        );
+        outcome
+            .write_interval_log(&mut f)
+            .and_then(|_| f.flush())
+            .with_context(|| format!("writing --hdr-log file {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// The human summary on stderr.
+pub(crate) fn print_summary(r: &LoadResult) {
+    let c = &r.config;
+    let rate = c.rate_per_s.map_or_else(
+        || format!("closed loop, depth {}", c.depth.unwrap_or(1)),
+        |x| format!("{x} req/s {}", c.arrival),
+    );
+    let mut t = format!(
+        "\nconnlab load -> {} ({}): {} connections, {} active, {} B requests, {} B responses, {}, {:.1} s\n",
+        c.target,
+        c.protocol,
+        r.connections.established,
+        r.connections.active,
+        c.request_size_bytes,
+        c.response_size_bytes,
+        rate,
+        c.duration_s
+    );
+    t.push_str(&format!(
+        "  connections   {} established in {:.2} s ({:.0}/s), {} failed, {} idle closed by server\n",
+        r.connections.established,
+        r.connections.setup_s,
+        r.connections.setup_rate_per_s,
+        r.connections.failed,
+        r.connections.idle_closed_by_peer
+    ));
+    let errors: u64 = r.requests.errors.values().sum();
+    t.push_str(&format!(
+        "  requests      {} sent, {} completed, {} errors; achieved {:.1} req/s, {:.1} Mbit/s\n",
+        r.requests.measured_sent,
+        r.requests.measured_completed,
+        errors,
+        r.achieved_rate_per_s,
+        r.throughput_mbit_s
+    ));
+    for (kind, n) in &r.requests.errors {
+        t.push_str(&format!("    {kind:<22} {n}\n"));
+    }
+    t.push_str(
+        "  latency (us)       mean     stddev        p50        p99      p99.9        max\n",
+    );
+    for (name, s) in [
+        ("service", &r.service_latency_us),
+        ("corrected", &r.corrected_latency_us),
+        ("send lag", &r.send_lag_us),
+    ] {
+        t.push_str(&format!(
+            "    {name:<12} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}\n",
+            s.mean, s.stddev, s.p50, s.p99, s.p999, s.max
+        ));
+    }
+    let d = &r.send_deviation_us;
+    if d.count > 0 {
+        t.push_str(&format!(
+            "  send deviation (us)  stddev {:.1}  median {:.1}  max {:.1}\n",
+            d.stddev, d.median, d.max
+        ));
+    }
+    t.push_str(&format!(
+        "  client cpu    {:.2} s user, {:.2} s sys ({:.0} requests per cpu second); writer on cpu {}, reader on cpu {}\n",
+        r.client_cpu_s.user,
+        r.client_cpu_s.sys,
+        r.requests_per_client_cpu_s,
+        r.placement.writer_cpu.map_or("-".into(), |c| c.to_string()),
+        r.placement.reader_cpu.map_or("-".into(), |c| c.to_string()),
+    ));
+    for w in &r.warnings {
+        t.push_str(&format!("  warning: {w}\n"));
+    }
+    eprint!("{t}");
+}
+
+/// Runs `f` while a scoped thread shows live progress: a bar on a terminal,
+/// a plain line every few seconds otherwise.
+pub(crate) fn with_progress<T>(progress: &Progress, w: &Workload, f: impl FnOnce() -> T) -> T {
+    let stop = AtomicBool::new(false);
+    let total = w.warmup + w.duration;
+    let tty = std::io::stderr().is_terminal();
+    std::thread::scope(|s| {
+        s.spawn(|| show(progress, total, tty, &stop));
+        let out = f();
+        stop.store(true, Relaxed);
+        out
+    })
+}
+
+fn show(p: &Progress, total: Duration, tty: bool, stop: &AtomicBool) {
+    let bar = tty.then(|| {
+        let b = indicatif::ProgressBar::new(total.as_millis() as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} [{bar:30}] {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    });
+    let mut started: Option<Instant> = None;
+    let mut last_line = Instant::now();
+    let mut last_done = 0u64;
+    while !stop.load(Relaxed) {
+        std::thread::sleep(Duration::from_millis(200));
+        let measuring = p.measuring.load(Relaxed);
+        if measuring && started.is_none() {
+            started = Some(Instant::now());
+        }
+        let (sent, done, errs) = (
+            p.sent.load(Relaxed),
+            p.completed.load(Relaxed),
+            p.errors.load(Relaxed),
+        );
+        let msg = match started {
+            None => format!("connecting: {} established", p.established.load(Relaxed)),
+            Some(s) => format!(
+                "{:.0}/{:.0} s  sent {sent}  completed {done}  errors {errs}",
+                s.elapsed().as_secs_f64(),
+                total.as_secs_f64()
+            ),
+        };
+        match &bar {
+            Some(b) => {
+                if let Some(s) = started {
+                    b.set_position(s.elapsed().as_millis() as u64);
+                }
+                b.set_message(msg);
+            }
+            None => {
+                if last_line.elapsed() >= Duration::from_secs(2) {
+                    let rate = (done - last_done) as f64 / last_line.elapsed().as_secs_f64();
+                    eprintln!("connlab load: {msg}  ({rate:.0} responses/s)");
+                    last_line = Instant::now();
+                    last_done = done;
+                }
+            }
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+}

@@ -1,0 +1,351 @@
+//! Black-box tests of `connlab load` and `connlab run` through the real binary:
+//! the client against the server for every engine and both protocols on
+//! loopback (checking counts, never times), the JSON summary against the
+//! checked-in schema, Ctrl-C and server death, and bad flags.
+
+mod support;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use support::{connlab_bin, per_engine, Protocol, Server, Variant};
+
+per_engine!(
+    open_loop_clb1_completes_every_request,
+    open_loop_http_completes_every_request,
+    closed_loop_completes_requests_without_errors,
+);
+
+/// A fresh output path under the test's target tmpdir.
+fn out_path(name: &str) -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "load-{}-{}-{name}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// Runs `connlab load` to completion with a deadline.
+fn load(args: &[&str]) -> Output {
+    let mut child = Command::new(connlab_bin())
+        .arg("load")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning connlab load");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("connlab load {args:?} did not finish within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("collecting output")
+}
+
+fn read_json(path: &Path) -> Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
+}
+
+/// Validates a result against `crates/loadgen/schema/load-result.schema.json`.
+fn assert_schema_valid(v: &Value) {
+    let schema_path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../loadgen/schema/load-result.schema.json");
+    let schema: Value = read_json(&schema_path);
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(v)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "result does not match the schema: {errors:#?}"
+    );
+}
+
+fn u(v: &Value, pointer: &str) -> u64 {
+    v.pointer(pointer)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("{pointer} missing or not an integer in {v}"))
+}
+
+/// 20 connections, half active, 400 req/s for 1 s: exactly 400 measured
+/// requests are scheduled, and every one must complete without error.
+fn open_loop_case(engine: Variant, protocol: Protocol) {
+    let server = Server::start(engine, protocol, &[]);
+    let json = out_path("open.json");
+    let records = out_path("records.csv");
+    let target = server.addr.to_string();
+    let out = load(&[
+        "--target",
+        &target,
+        "-c",
+        "20",
+        "--active-ratio",
+        "1/2",
+        "--rate",
+        "400",
+        "-d",
+        "1s",
+        "--warmup",
+        "200ms",
+        "--protocol",
+        protocol.as_str(),
+        "--response-size",
+        "1KiB",
+        "--json",
+        json.to_str().unwrap(),
+        "--records",
+        records.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "[{engine}] exit status; stderr:\n{stderr}"
+    );
+    let v = read_json(&json);
+    assert_schema_valid(&v);
+    assert_eq!(u(&v, "/connections/established"), 20, "[{engine}] {v}");
+    assert_eq!(u(&v, "/connections/active"), 10, "[{engine}] {v}");
+    assert_eq!(u(&v, "/requests/measured_sent"), 400, "[{engine}] {v}");
+    assert_eq!(u(&v, "/requests/measured_completed"), 400, "[{engine}] {v}");
+    assert_eq!(u(&v, "/service_latency_us/count"), 400, "[{engine}] {v}");
+    assert_eq!(
+        u(&v, "/requests/sent"),
+        u(&v, "/requests/completed"),
+        "[{engine}] {v}"
+    );
+    assert!(
+        v["requests"]["errors"].as_object().unwrap().is_empty(),
+        "[{engine}] errors: {}",
+        v["requests"]["errors"]
+    );
+    let lines = std::fs::read_to_string(&records).unwrap();
+    assert_eq!(
+        lines.lines().count(),
+        401,
+        "[{engine}] header + one record per request"
+    );
+    let stats = server.stop();
+    assert_eq!(
+        stats["requests"].as_u64(),
+        Some(u(&v, "/requests/completed")),
+        "[{engine}] server and client agree on the request count"
+    );
+}
+
+fn open_loop_clb1_completes_every_request(engine: Variant) {
+    open_loop_case(engine, Protocol::Clb1);
+}
+
+fn open_loop_http_completes_every_request(engine: Variant) {
+    open_loop_case(engine, Protocol::Http);
+}
+
+fn closed_loop_completes_requests_without_errors(engine: Variant) {
+    let server = Server::start(engine, Protocol::Clb1, &[]);
+    let json = out_path("closed.json");
+    let target = server.addr.to_string();
+    let out = load(&[
+        "--target",
+        &target,
+        "-c",
+        "8",
+        "--rate",
+        "max",
+        "--depth",
+        "4",
+        "-d",
+        "500ms",
+        "--warmup",
+        "100ms",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "[{engine}] stderr:\n{stderr}");
+    let v = read_json(&json);
+    assert_schema_valid(&v);
+    assert!(u(&v, "/requests/completed") > 0, "[{engine}] {v}");
+    assert_eq!(
+        u(&v, "/requests/sent"),
+        u(&v, "/requests/completed"),
+        "[{engine}] {v}"
+    );
+    assert!(
+        v["requests"]["errors"].as_object().unwrap().is_empty(),
+        "[{engine}] {v}"
+    );
+    assert_eq!(v["config"]["arrival"], "closed");
+}
+
+#[test]
+fn ctrl_c_writes_results_and_exits_130() {
+    let server = Server::start(Variant::Epoll, Protocol::Clb1, &[]);
+    let json = out_path("interrupted.json");
+    let target = server.addr.to_string();
+    let child = Command::new(connlab_bin())
+        .args([
+            "load", "--target", &target, "-c", "10", "--rate", "200", "-d", "60s",
+        ])
+        .args(["--warmup", "0s", "--json", json.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let out = wait_with_deadline(child, Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "stderr:\n{stderr}");
+    let v = read_json(&json);
+    assert_schema_valid(&v);
+    assert_eq!(v["interrupted"], true);
+    assert!(u(&v, "/requests/completed") > 0, "{v}");
+}
+
+#[test]
+fn server_death_is_counted_and_exits_1() {
+    let server = Server::start(Variant::Epoll, Protocol::Clb1, &[]);
+    let json = out_path("died.json");
+    let target = server.addr.to_string();
+    let child = Command::new(connlab_bin())
+        .args([
+            "load", "--target", &target, "-c", "10", "--rate", "200", "-d", "60s",
+        ])
+        .args(["--warmup", "0s", "--json", json.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: killing the server process this test started.
+    unsafe { libc::kill(server.pid(), libc::SIGKILL) };
+    let out = wait_with_deadline(child, Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr:\n{stderr}");
+    let v = read_json(&json);
+    assert_schema_valid(&v);
+    assert_eq!(v["peer_failed"], true);
+    let errors = v["requests"]["errors"].as_object().unwrap();
+    assert!(
+        errors.contains_key("closed_by_peer") || errors.contains_key("reset"),
+        "errors by kind: {errors:?}"
+    );
+}
+
+#[test]
+fn refuses_unreachable_target_with_exit_1() {
+    // Bind then drop a listener: nothing listens on that port any more.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = load(&[
+        "--target",
+        &format!("127.0.0.1:{port}"),
+        "-c",
+        "3",
+        "-d",
+        "1s",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr:\n{stderr}");
+    assert!(stderr.contains("no connection"), "stderr:\n{stderr}");
+}
+
+#[test]
+fn bad_flags_exit_2_naming_the_flag() {
+    for (args, flag) in [
+        (vec!["--active-ratio", "0"], "--active-ratio"),
+        (vec!["--active-ratio", "3/2"], "--active-ratio"),
+        (vec!["--rate", "fast"], "--rate"),
+        (vec!["--request-size", "12XB"], "--request-size"),
+        (vec!["-d", "ten"], "--duration"),
+        (vec!["--arrival", "bursty"], "--arrival"),
+        (
+            vec!["--source-addrs", "127.0.0.9-127.0.0.1"],
+            "--source-addrs",
+        ),
+        (vec!["--depth", "0", "--rate", "max"], "--depth"),
+    ] {
+        let mut all = vec!["--target", "127.0.0.1:9"];
+        all.extend(args.iter().copied());
+        let out = load(&all);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: stderr:\n{stderr}");
+        assert!(
+            stderr.contains(flag),
+            "{args:?} should name {flag}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn refuses_runs_beyond_the_open_files_limit() {
+    let out = load(&["--target", "127.0.0.1:9", "-c", "1000000", "-d", "1s"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr:\n{stderr}");
+    assert!(stderr.contains("open-files limit"), "stderr:\n{stderr}");
+}
+
+#[test]
+fn run_compares_every_engine_in_one_table() {
+    let mut child = Command::new(connlab_bin())
+        .args([
+            "run",
+            "--engines",
+            "all",
+            "-c",
+            "40",
+            "--rate",
+            "200",
+            "-d",
+            "500ms",
+        ])
+        .args(["--warmup", "100ms", "--response-size", "1KiB"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _ = child.stdin.take();
+    let out = wait_with_deadline(child, Duration::from_secs(120));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{stderr}");
+    assert!(
+        stderr.contains("service latency by engine"),
+        "stderr:\n{stderr}"
+    );
+    for engine in ["processes", "threads", "select", "poll", "epoll"] {
+        assert!(
+            stderr.lines().any(|l| l.trim_start().starts_with(engine)),
+            "no row for {engine} in:\n{stderr}"
+        );
+    }
+}
+
+fn wait_with_deadline(mut child: std::process::Child, limit: Duration) -> Output {
+    let deadline = Instant::now() + limit;
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("child did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}

@@ -1,0 +1,443 @@
+//! A whole load run: check capacity, open every connection, choose the active
+//! set, run the writer and reader threads, and assemble the [`LoadResult`]
+//! with its honesty warnings.
+
+use crate::connect::open_all;
+use crate::preflight::{check_capacity, Capacity};
+use crate::reader::{run_reader, ClosedLoop, ReaderOutcome, ReaderPlan, SendEvent};
+use crate::request::RequestTemplate;
+use crate::result::{
+    ConnectionCounts, CpuSeconds, LoadResult, Placement, RequestCounts, RunConfig, LOAD_SCHEMA,
+};
+use crate::sender::Sender;
+use crate::workload::{Progress, Rate, RecordSink, Workload};
+use crate::writer::{run_writer, WriterOutcome, WriterPlan};
+use connlab_measure::{choose_active, Arrival, DeviationSummary, Schedule, Summary};
+use connlab_os::{CpuList, CpuTimes, Environment, Shutdown};
+use connlab_proto::Protocol;
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+/// Send events the writer may be ahead of the reader.
+const RING_CAPACITY: usize = 1 << 16;
+/// CDF resolution in the result.
+const CDF_POINTS: usize = 21;
+
+/// Why a load run could not produce a result.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The run does not fit this machine's limits.
+    #[error("{0}")]
+    Capacity(String),
+    /// The workload is inconsistent.
+    #[error("invalid workload: {0}")]
+    Workload(String),
+    /// Not one connection could be established.
+    #[error("no connection to {target} could be established ({failed} failed; first error: {first_error})")]
+    NoConnections {
+        /// The server address.
+        target: String,
+        /// Connections that failed.
+        failed: u64,
+        /// The first error seen.
+        first_error: String,
+    },
+    /// An OS facility failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+/// A finished run: the result and the interval histograms for `--hdr-log`.
+pub struct LoadOutcome {
+    /// The summary document.
+    pub result: LoadResult,
+    intervals: Vec<(Duration, Duration, hdrhistogram::Histogram<u64>)>,
+}
+
+impl LoadOutcome {
+    /// Writes the service-latency histograms, one per second, as an
+    /// HdrHistogram interval log (V2 compressed), in microseconds.
+    pub fn write_interval_log(&self, out: &mut impl Write) -> io::Result<()> {
+        use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
+        use hdrhistogram::serialization::V2DeflateSerializer;
+        let mut serializer = V2DeflateSerializer::new();
+        let mut writer = IntervalLogWriterBuilder::new()
+            .add_comment("connlab load: service latency, values in nanoseconds")
+            .with_start_time(std::time::SystemTime::now())
+            .with_max_value_divisor(1e6)
+            .begin_log_with(out, &mut serializer)?;
+        for (start, len, h) in &self.intervals {
+            writer
+                .write_histogram(h, *start, *len, None)
+                .map_err(|e| io::Error::other(format!("{e:?}")))?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs `workload` until it ends or `shutdown` trips.
+pub fn run(
+    w: &Workload,
+    shutdown: &Shutdown,
+    progress: &Progress,
+    records: Option<&mut dyn RecordSink>,
+) -> Result<LoadOutcome, LoadError> {
+    validate(w)?;
+    check_capacity(w.connections, &w.source_addrs, Capacity::current())
+        .map_err(LoadError::Capacity)?;
+    let opened = open_all(w.target, w.connections, &w.source_addrs, progress, shutdown).map_err(
+        |source| LoadError::Io {
+            what: "opening connections",
+            source,
+        },
+    )?;
+    if opened.fds.is_empty() {
+        return Err(LoadError::NoConnections {
+            target: w.target.to_string(),
+            failed: opened.failed,
+            first_error: opened.first_error.unwrap_or_else(|| "interrupted".into()),
+        });
+    }
+    let n = opened.fds.len();
+    let raw: Vec<_> = opened.fds.iter().map(|f| f.as_raw_fd()).collect();
+    let active = choose_active(n, w.active_ratio, w.seed);
+    let mut is_active = vec![false; n];
+    for &a in &active {
+        is_active[a] = true;
+    }
+    let dead: Vec<AtomicBool> = (0..n).map(|_| AtomicBool::new(false)).collect();
+    let template = RequestTemplate::new(w.protocol, w.request_size, w.response_size, &w.path);
+    let writer_done = AtomicBool::new(false);
+    let total = w.warmup + w.duration;
+    let (mut producer, consumer) = rtrb::RingBuffer::<SendEvent>::new(RING_CAPACITY);
+    let cpus = w.cpus.as_ref().map(|c| c.cpus().to_vec());
+    let pin = |index: usize| {
+        if let Some(list) = &cpus {
+            let cpu = if index == 0 {
+                list[0]
+            } else {
+                list[list.len() - 1]
+            };
+            if let Ok(one) = CpuList::parse(&cpu.to_string()) {
+                let _ = connlab_os::pin_current_process(&one);
+            }
+        }
+    };
+    progress.measuring.store(true, Relaxed);
+    let cpu_before = CpuTimes::self_and_children();
+    let start = Instant::now();
+    let (writer_out, reader_out) = std::thread::scope(|s| {
+        let writer = match w.rate {
+            Rate::PerSecond(rate) => {
+                let schedule = Schedule::new(rate, w.arrival, w.seed)
+                    .map_err(|e| LoadError::Workload(e.to_string()))?;
+                let plan = WriterPlan {
+                    fds: &raw,
+                    active: &active,
+                    dead: &dead,
+                    schedule,
+                    start,
+                    warmup: w.warmup,
+                    total,
+                    spin: w.spin,
+                    shutdown,
+                    sent_counter: &progress.sent,
+                };
+                let (template, writer_done, producer) = (&template, &writer_done, &mut producer);
+                let n = raw.len();
+                Some(s.spawn(move || {
+                    pin(0);
+                    let mut sender = Sender::new(template, n);
+                    let out = run_writer(plan, &mut sender, producer);
+                    writer_done.store(true, Relaxed);
+                    out
+                }))
+            }
+            Rate::Max { .. } => None,
+        };
+        let closed_loop = match w.rate {
+            Rate::Max { depth } => Some(ClosedLoop {
+                sender: Sender::new(&template, n),
+                depth,
+            }),
+            Rate::PerSecond(_) => None,
+        };
+        let plan = ReaderPlan {
+            fds: &raw,
+            is_active: &is_active,
+            active: &active,
+            dead: &dead,
+            protocol: w.protocol,
+            max_message: w.response_size.max(16),
+            start,
+            warmup: w.warmup,
+            total,
+            drain_timeout: w.drain_timeout,
+            writer_done: &writer_done,
+            shutdown,
+            progress,
+            events: writer.is_some().then_some(consumer),
+            closed_loop,
+            records,
+        };
+        let reader = s.spawn(move || {
+            pin(1);
+            run_reader(plan)
+        });
+        let reader_out = reader.join().map_err(|_| LoadError::Io {
+            what: "reader thread",
+            source: io::Error::other("panicked"),
+        })?;
+        // A reader that stopped early (all connections dead, interrupted) must stop the writer too.
+        if writer.is_some() && !writer_done.load(Relaxed) {
+            shutdown_writer(&dead);
+        }
+        let writer_out = match writer {
+            Some(h) => h.join().map_err(|_| LoadError::Io {
+                what: "writer thread",
+                source: io::Error::other("panicked"),
+            })?,
+            None => WriterOutcome::default(),
+        };
+        let reader_out = reader_out.map_err(|source| LoadError::Io {
+            what: "reading responses",
+            source,
+        })?;
+        Ok::<_, LoadError>((writer_out, reader_out))
+    })?;
+    let wall = start.elapsed();
+    let cpu = CpuTimes::self_and_children().since(&cpu_before);
+    let intervals = reader_out.intervals.clone();
+    let result = assemble(w, &opened, &active, writer_out, reader_out, cpu, wall);
+    drop(opened);
+    Ok(LoadOutcome { result, intervals })
+}
+
+/// Marks every connection dead, which makes the writer's round-robin give up.
+fn shutdown_writer(dead: &[AtomicBool]) {
+    for d in dead {
+        d.store(true, Relaxed);
+    }
+}
+
+fn validate(w: &Workload) -> Result<(), LoadError> {
+    let bad = |m: String| Err(LoadError::Workload(m));
+    if w.connections == 0 {
+        return bad("--connections must be at least 1".into());
+    }
+    if w.protocol == Protocol::Clb1 && (w.request_size < 16 || w.response_size < 16) {
+        return bad(format!(
+            "CLB1 requests and responses are at least 16 bytes (header included); got --request-size {} --response-size {}",
+            w.request_size, w.response_size
+        ));
+    }
+    if let Rate::Max { depth: 0 } = w.rate {
+        return bad("--depth must be at least 1".into());
+    }
+    if w.duration.is_zero() {
+        return bad("--duration must be above zero".into());
+    }
+    Ok(())
+}
+
+fn assemble(
+    w: &Workload,
+    opened: &crate::connect::Opened,
+    active: &[usize],
+    wr: WriterOutcome,
+    rd: ReaderOutcome,
+    cpu: CpuTimes,
+    wall: Duration,
+) -> LoadResult {
+    let measured_s = if rd.interrupted {
+        wall.saturating_sub(w.warmup).as_secs_f64().max(1e-9)
+    } else {
+        w.duration.as_secs_f64()
+    };
+    let mut errors: std::collections::BTreeMap<String, u64> =
+        rd.errors.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    if opened.failed > 0 {
+        errors.insert("connect_failed".into(), opened.failed);
+    }
+    if wr.queue_full > 0 {
+        errors.insert("client_queue_full".into(), wr.queue_full);
+    }
+    if wr.send_failed > 0 {
+        errors.insert("send_failed".into(), wr.send_failed);
+    }
+    let open_loop = matches!(w.rate, Rate::PerSecond(_));
+    let send_lag = if open_loop {
+        wr.send_lag.summary()
+    } else {
+        Summary::default()
+    };
+    let deviation = wr
+        .deviation
+        .as_ref()
+        .map_or(DeviationSummary::default(), |d| d.summary());
+    let deviation_cdf = wr
+        .deviation
+        .as_ref()
+        .map_or_else(Vec::new, |d| d.cdf(CDF_POINTS));
+    let service = rd.service.summary();
+    let response_bytes = rd.bytes_received as f64;
+    let established = opened.fds.len() as u64;
+    let (writer_cpu, reader_cpu) = (wr.cpu.total_s(), rd.cpu.total_s());
+    let mut result = LoadResult {
+        schema: LOAD_SCHEMA,
+        config: RunConfig {
+            target: w.target.to_string(),
+            protocol: w.protocol.name().into(),
+            path: (w.protocol == Protocol::Http).then(|| w.path.clone()),
+            connections: w.connections as u64,
+            active_ratio: w.active_ratio.get(),
+            request_size_bytes: u64::from(w.request_size),
+            response_size_bytes: u64::from(w.response_size),
+            rate_per_s: match w.rate {
+                Rate::PerSecond(r) => Some(r),
+                Rate::Max { .. } => None,
+            },
+            depth: match w.rate {
+                Rate::Max { depth } => Some(depth),
+                Rate::PerSecond(_) => None,
+            },
+            arrival: match (w.rate, w.arrival) {
+                (Rate::Max { .. }, _) => "closed".into(),
+                (_, Arrival::Fixed) => "fixed".into(),
+                (_, Arrival::Poisson) => "poisson".into(),
+            },
+            duration_s: w.duration.as_secs_f64(),
+            warmup_s: w.warmup.as_secs_f64(),
+            spin_us: w.spin.as_secs_f64() * 1e6,
+            source_addrs: w.source_addrs.iter().map(|a| a.to_string()).collect(),
+            seed: w.seed,
+        },
+        environment: Environment::capture(),
+        placement: Placement {
+            writer_cpu: wr.cpu_seen,
+            reader_cpu: rd.cpu_seen,
+            pinned: w.cpus.as_ref().map(|c| c.to_string()),
+        },
+        connections: ConnectionCounts {
+            requested: w.connections as u64,
+            established,
+            failed: opened.failed,
+            active: active.len() as u64,
+            idle_closed_by_peer: rd.idle_closed_by_peer,
+            setup_s: opened.elapsed.as_secs_f64(),
+            setup_rate_per_s: established as f64 / opened.elapsed.as_secs_f64().max(1e-9),
+            first_error: opened.first_error.clone(),
+        },
+        requests: RequestCounts {
+            sent: wr.sent + rd.closed_loop_sent,
+            completed: rd.completed,
+            measured_sent: if open_loop {
+                wr.measured_sent
+            } else {
+                rd.measured_completed
+            },
+            measured_completed: rd.measured_completed,
+            errors,
+        },
+        achieved_rate_per_s: rd.measured_completed as f64 / measured_s,
+        service_latency_us: service,
+        corrected_latency_us: if open_loop {
+            rd.corrected.summary()
+        } else {
+            service
+        },
+        send_lag_us: send_lag,
+        send_deviation_us: deviation,
+        send_deviation_cdf: deviation_cdf,
+        service_latency_cdf: rd.service.cdf(CDF_POINTS),
+        client_cpu_s: CpuSeconds {
+            user: cpu.user_s,
+            sys: cpu.sys_s,
+        },
+        writer_cpu_s: writer_cpu,
+        reader_cpu_s: reader_cpu,
+        requests_per_client_cpu_s: rd.completed as f64 / cpu.total_s().max(1e-9),
+        bytes_sent: wr.bytes_sent + rd.closed_loop_bytes_sent,
+        bytes_received: rd.bytes_received,
+        throughput_mbit_s: response_bytes * 8.0 / 1e6 / wall.as_secs_f64().max(1e-9),
+        wall_s: wall.as_secs_f64(),
+        interrupted: rd.interrupted,
+        peer_failed: rd.peer_failed,
+        warnings: Vec::new(),
+    };
+    result.warnings = warnings(w, &result, opened.hit_fd_limit, wall);
+    result
+}
+
+/// Hyperfine-style warnings: reasons the numbers may not mean what they seem.
+fn warnings(w: &Workload, r: &LoadResult, hit_fd_limit: bool, wall: Duration) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Rate::PerSecond(rate) = w.rate {
+        let interval_us = 1e6 / rate;
+        if r.send_lag_us.p99 > interval_us / 10.0 {
+            out.push(format!(
+                "send lag p99 {:.1} us is above a tenth of the send interval ({:.1} us): the client \
+                 did not keep its schedule, so corrected latency includes client delay",
+                r.send_lag_us.p99, interval_us
+            ));
+        }
+    }
+    let wall_s = wall.as_secs_f64();
+    // A writer whose send interval is shorter than its spin never sleeps: its
+    // full CPU is by design, not saturation.
+    let spins_by_design =
+        matches!(w.rate, Rate::PerSecond(rate) if 1.0 / rate <= w.spin.as_secs_f64());
+    for (name, cpu, by_design) in [
+        ("writer", r.writer_cpu_s, spins_by_design),
+        ("reader", r.reader_cpu_s, false),
+    ] {
+        if wall_s > 0.5 && cpu > 0.9 * wall_s && !by_design {
+            out.push(format!(
+                "the client's {name} thread used {:.0}% of a CPU: the client may be the bottleneck",
+                100.0 * cpu / wall_s
+            ));
+        }
+    }
+    if r.connections.established < r.connections.requested {
+        out.push(format!(
+            "only {} of {} connections were established ({} failed{})",
+            r.connections.established,
+            r.connections.requested,
+            r.connections.failed,
+            r.connections
+                .first_error
+                .as_ref()
+                .map(|e| format!("; first error: {e}"))
+                .unwrap_or_default()
+        ));
+    }
+    if hit_fd_limit {
+        out.push(format!(
+            "the open-files limit ({}) was reached while connecting",
+            r.environment.nofile_soft
+        ));
+    }
+    let source = r.environment.clock_source.as_str();
+    if !matches!(
+        source,
+        "tsc" | "kvm-clock" | "arch_sys_counter" | "hyperv_clocksource_tsc_page"
+    ) {
+        out.push(format!(
+            "clock source {source:?} may be coarse or slow to read; times below a few microseconds are unreliable"
+        ));
+    }
+    if r.interrupted {
+        out.push("the run was interrupted: figures cover only the time it ran".into());
+    }
+    if r.peer_failed {
+        out.push("active connections failed during the run (server closed or reset them)".into());
+    }
+    out
+}

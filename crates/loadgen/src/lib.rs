@@ -1,0 +1,29 @@
+//! The connlab load generator. It expresses the workload that decides between
+//! I/O architectures: N open connections of which only an *active ratio* carry
+//! traffic, fixed request and response sizes, and a fixed (or Poisson) send
+//! rate held by a writer thread that records how late every send was against
+//! its schedule, while a reader thread times every response. Closed-loop runs
+//! (`--rate max --depth K`) keep K requests outstanding per active connection.
+//!
+//! Protocol bytes come from [`connlab_proto`]; statistics from
+//! [`connlab_measure`]. This crate never prints: progress is exposed through
+//! [`Progress`] and the outcome is a [`LoadResult`].
+
+#![warn(clippy::unwrap_used)]
+
+mod connect;
+mod driver;
+mod preflight;
+mod reader;
+mod request;
+mod result;
+mod sender;
+mod workload;
+mod writer;
+
+pub use driver::{run, LoadError, LoadOutcome};
+pub use preflight::{check_capacity, Capacity};
+pub use result::{
+    ConnectionCounts, CpuSeconds, LoadResult, RequestCounts, RequestRecord, LOAD_SCHEMA,
+};
+pub use workload::{Progress, Rate, RecordSink, Workload};

@@ -1,0 +1,197 @@
+//! The result of a load run: one versioned, self-describing JSON document
+//! (`--json`), and the per-request record (`--records`). Field names carry
+//! their units.
+
+use connlab_measure::{CdfPoint, DeviationSummary, Summary};
+use connlab_os::Environment;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Version tag of [`LoadResult`].
+pub const LOAD_SCHEMA: &str = "connlab.load/1";
+
+/// Connection counts of a run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ConnectionCounts {
+    /// Connections asked for.
+    pub requested: u64,
+    /// Connections established before measuring.
+    pub established: u64,
+    /// Connections that could not be established.
+    pub failed: u64,
+    /// Connections that carried traffic.
+    pub active: u64,
+    /// Idle connections the server closed during the run.
+    pub idle_closed_by_peer: u64,
+    /// Seconds to open the whole set.
+    pub setup_s: f64,
+    /// Connections established per second of set-up.
+    pub setup_rate_per_s: f64,
+    /// The first connect error, if any.
+    pub first_error: Option<String>,
+}
+
+/// Request counts of a run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RequestCounts {
+    /// Requests sent (warm-up included).
+    pub sent: u64,
+    /// Responses completed (warm-up included).
+    pub completed: u64,
+    /// Requests sent in the measured window.
+    pub measured_sent: u64,
+    /// Responses completed for requests of the measured window.
+    pub measured_completed: u64,
+    /// Errors by kind (`reset`, `closed_by_peer`, `unanswered`, `protocol`, ...).
+    pub errors: BTreeMap<String, u64>,
+}
+
+/// CPU seconds.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct CpuSeconds {
+    /// User mode.
+    pub user: f64,
+    /// Kernel mode.
+    pub sys: f64,
+}
+
+/// Where the client's threads ran.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Placement {
+    /// CPU the writer thread was on at the end (open loop).
+    pub writer_cpu: Option<usize>,
+    /// CPU the reader thread was on at the end.
+    pub reader_cpu: Option<usize>,
+    /// CPUs the run was pinned to, if any.
+    pub pinned: Option<String>,
+}
+
+/// The configuration as run, in the units of the result.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunConfig {
+    /// Server address.
+    pub target: String,
+    /// Wire format.
+    pub protocol: String,
+    /// HTTP request target (HTTP only).
+    pub path: Option<String>,
+    /// Connections asked for.
+    pub connections: u64,
+    /// Share of connections carrying traffic.
+    pub active_ratio: f64,
+    /// Request bytes.
+    pub request_size_bytes: u64,
+    /// Response bytes asked for.
+    pub response_size_bytes: u64,
+    /// Requests per second (open loop), `null` for `--rate max`.
+    pub rate_per_s: Option<f64>,
+    /// Outstanding requests per active connection (closed loop).
+    pub depth: Option<u32>,
+    /// `fixed` or `poisson` (open loop), `closed` for `--rate max`.
+    pub arrival: String,
+    /// Measured seconds.
+    pub duration_s: f64,
+    /// Warm-up seconds.
+    pub warmup_s: f64,
+    /// Writer spin before each send, microseconds.
+    pub spin_us: f64,
+    /// Local addresses used.
+    pub source_addrs: Vec<String>,
+    /// Seed of the active set and Poisson arrivals.
+    pub seed: u64,
+}
+
+/// Everything a load run measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct LoadResult {
+    /// [`LOAD_SCHEMA`].
+    pub schema: &'static str,
+    /// What was asked for.
+    pub config: RunConfig,
+    /// Where it ran.
+    pub environment: Environment,
+    /// Where the client threads ran.
+    pub placement: Placement,
+    /// Connection counts.
+    pub connections: ConnectionCounts,
+    /// Request counts.
+    pub requests: RequestCounts,
+    /// Completed responses per second of measured time.
+    pub achieved_rate_per_s: f64,
+    /// Response complete minus send start.
+    pub service_latency_us: Summary,
+    /// Response complete minus scheduled instant (coordinated-omission free).
+    pub corrected_latency_us: Summary,
+    /// Send start minus scheduled instant.
+    pub send_lag_us: Summary,
+    /// Send-timing deviation of the locality paper (fixed-interval open loop).
+    pub send_deviation_us: DeviationSummary,
+    /// CDF of the send deviation (21 points).
+    pub send_deviation_cdf: Vec<CdfPoint>,
+    /// CDF of the service latency (21 points).
+    pub service_latency_cdf: Vec<CdfPoint>,
+    /// Client CPU of the measured run (writer and reader).
+    pub client_cpu_s: CpuSeconds,
+    /// Writer thread CPU seconds.
+    pub writer_cpu_s: f64,
+    /// Reader thread CPU seconds.
+    pub reader_cpu_s: f64,
+    /// Completed requests per client CPU second.
+    pub requests_per_client_cpu_s: f64,
+    /// Bytes sent to the server.
+    pub bytes_sent: u64,
+    /// Bytes received from the server.
+    pub bytes_received: u64,
+    /// Received payload throughput over the measured time.
+    pub throughput_mbit_s: f64,
+    /// Wall seconds from the first scheduled send to the end of draining.
+    pub wall_s: f64,
+    /// The run was stopped by Ctrl-C/SIGTERM before its end.
+    pub interrupted: bool,
+    /// Active connections failed during the run (server died or reset).
+    pub peer_failed: bool,
+    /// Reasons these numbers may be wrong.
+    pub warnings: Vec<String>,
+}
+
+/// One completed request, times in microseconds from the start of measurement.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct RequestRecord {
+    /// Connection index.
+    pub conn: u32,
+    /// Request number.
+    pub seq: u32,
+    /// Scheduled send instant.
+    pub scheduled_us: f64,
+    /// Send start.
+    pub send_us: f64,
+    /// Response complete.
+    pub complete_us: f64,
+    /// complete - send.
+    pub service_us: f64,
+    /// complete - scheduled.
+    pub corrected_us: f64,
+    /// send - scheduled.
+    pub send_lag_us: f64,
+}
+
+impl RequestRecord {
+    /// The CSV header matching [`RequestRecord::csv_line`].
+    pub const CSV_HEADER: &'static str =
+        "conn,seq,scheduled_us,send_us,complete_us,service_us,corrected_us,send_lag_us";
+
+    /// One CSV line, without the newline.
+    pub fn csv_line(&self) -> String {
+        format!(
+            "{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3}",
+            self.conn,
+            self.seq,
+            self.scheduled_us,
+            self.send_us,
+            self.complete_us,
+            self.service_us,
+            self.corrected_us,
+            self.send_lag_us
+        )
+    }
+}

@@ -1,0 +1,81 @@
+//! What a load run is asked to do (validated before any socket exists), and
+//! the live counters a front end can show while it runs.
+
+use connlab_measure::{ActiveRatio, Arrival};
+use connlab_os::CpuList;
+use connlab_proto::Protocol;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::time::Duration;
+
+/// How requests are paced.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Rate {
+    /// Open loop: this many requests per second in total, on a schedule.
+    PerSecond(f64),
+    /// Closed loop: `depth` requests outstanding on every active connection.
+    Max {
+        /// Outstanding requests per active connection.
+        depth: u32,
+    },
+}
+
+/// One load run.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    /// The server.
+    pub target: SocketAddr,
+    /// Connections opened before measuring.
+    pub connections: usize,
+    /// Share of the connections that carry traffic.
+    pub active_ratio: ActiveRatio,
+    /// CLB1 request length, header included (HTTP requests are one GET line).
+    pub request_size: u32,
+    /// Response length asked for (CLB1 `resp_len`; HTTP body bytes).
+    pub response_size: u32,
+    /// Pacing.
+    pub rate: Rate,
+    /// Fixed intervals or Poisson arrivals (open loop).
+    pub arrival: Arrival,
+    /// Measured time, after the warm-up.
+    pub duration: Duration,
+    /// Time run at the same load before measuring (not recorded).
+    pub warmup: Duration,
+    /// Wire format.
+    pub protocol: Protocol,
+    /// HTTP request target.
+    pub path: String,
+    /// Local addresses to spread connections over (empty: the kernel picks).
+    pub source_addrs: Vec<IpAddr>,
+    /// Seed of the active-set choice and of Poisson arrivals.
+    pub seed: u64,
+    /// How long the writer spins (instead of sleeping) before each send.
+    pub spin: Duration,
+    /// How long to wait for outstanding responses after the last send.
+    pub drain_timeout: Duration,
+    /// CPUs the writer and reader run on: the first for the writer, the last
+    /// for the reader (the same when only one is given).
+    pub cpus: Option<CpuList>,
+}
+
+/// Counters updated while a run goes on, for progress displays.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Connections established so far.
+    pub established: AtomicU64,
+    /// Requests sent.
+    pub sent: AtomicU64,
+    /// Responses completed.
+    pub completed: AtomicU64,
+    /// Errors of any kind.
+    pub errors: AtomicU64,
+    /// Set once all connections are open and the schedule has started.
+    pub measuring: AtomicBool,
+}
+
+/// Where per-request records go (for CDFs): called from the reader thread for
+/// each measured request, so it should buffer.
+pub trait RecordSink: Send {
+    /// One completed request.
+    fn record(&mut self, record: &crate::RequestRecord);
+}

@@ -1,0 +1,211 @@
+//! Latency histograms: nanosecond values, 1 us lowest discernible value
+//! (values near 1 us resolve to 512 ns; from ~2 us up, 3 significant digits),
+//! lossless up to 60 s, summarised in microseconds.
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Summary statistics in microseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Number of values.
+    pub count: u64,
+    /// Arithmetic mean.
+    pub mean: f64,
+    /// Population standard deviation.
+    pub stddev: f64,
+    /// Smallest value.
+    pub min: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// 99.99th percentile.
+    pub p9999: f64,
+    /// Largest value.
+    pub max: f64,
+}
+
+/// One point of a cumulative distribution.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CdfPoint {
+    /// The value, microseconds.
+    pub value_us: f64,
+    /// Share of values at or below it.
+    pub fraction: f64,
+}
+
+/// A latency histogram (hdrhistogram underneath).
+#[derive(Clone, Debug)]
+pub struct LatencyHistogram {
+    hist: Histogram<u64>,
+    clamped: u64,
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LatencyHistogram {
+    /// Lowest discernible value: 1 us.
+    pub const LOWEST_NS: u64 = 1_000;
+    /// Highest trackable value: 60 s; larger values are clamped.
+    pub const HIGHEST_NS: u64 = 60_000_000_000;
+
+    /// An empty histogram.
+    pub fn new() -> Self {
+        let hist = Histogram::new_with_bounds(Self::LOWEST_NS, Self::HIGHEST_NS, 3)
+            // The bounds are constants that hdrhistogram accepts (low >= 1, high >= 2 * low, sigfig 3).
+            .unwrap_or_else(|_| unreachable!("constant histogram bounds are valid"));
+        LatencyHistogram { hist, clamped: 0 }
+    }
+
+    /// Records one value in nanoseconds.
+    pub fn record(&mut self, ns: u64) {
+        let v = if ns > Self::HIGHEST_NS {
+            self.clamped += 1;
+            Self::HIGHEST_NS
+        } else {
+            ns
+        };
+        self.hist.saturating_record(v);
+    }
+
+    /// Adds every value of `other` (exact: counts add).
+    pub fn merge(&mut self, other: &LatencyHistogram) {
+        // Same bounds on both sides, so `add` cannot fail.
+        let _ = self.hist.add(&other.hist);
+        self.clamped += other.clamped;
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> u64 {
+        self.hist.len()
+    }
+
+    /// True when nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.hist.is_empty()
+    }
+
+    /// Values above 60 s that were recorded as 60 s.
+    pub fn clamped(&self) -> u64 {
+        self.clamped
+    }
+
+    /// Forgets every value.
+    pub fn reset(&mut self) {
+        self.hist.reset();
+        self.clamped = 0;
+    }
+
+    /// The underlying histogram (for interval logs).
+    pub fn hdr(&self) -> &Histogram<u64> {
+        &self.hist
+    }
+
+    /// Count, mean, standard deviation, extremes and percentiles, in us.
+    pub fn summary(&self) -> Summary {
+        if self.hist.is_empty() {
+            return Summary::default();
+        }
+        let us = |ns: f64| ns / 1e3;
+        let q = |p: f64| us(self.hist.value_at_quantile(p) as f64);
+        Summary {
+            count: self.hist.len(),
+            mean: us(self.hist.mean()),
+            stddev: us(self.hist.stdev()),
+            min: us(self.hist.min() as f64),
+            p50: q(0.5),
+            p90: q(0.9),
+            p99: q(0.99),
+            p999: q(0.999),
+            p9999: q(0.9999),
+            max: us(self.hist.max() as f64),
+        }
+    }
+
+    /// `points` evenly spaced quantiles from 0 to 1 (values in us).
+    pub fn cdf(&self, points: usize) -> Vec<CdfPoint> {
+        if self.hist.is_empty() || points < 2 {
+            return Vec::new();
+        }
+        (0..points)
+            .map(|i| {
+                let fraction = i as f64 / (points - 1) as f64;
+                CdfPoint {
+                    value_us: self.hist.value_at_quantile(fraction) as f64 / 1e3,
+                    fraction,
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filled() -> LatencyHistogram {
+        let mut h = LatencyHistogram::new();
+        for us in 1..=1000u64 {
+            h.record(us * 1000);
+        }
+        h
+    }
+
+    #[test]
+    fn summarises_known_values() {
+        let s = filled().summary();
+        assert_eq!(s.count, 1000);
+        assert!((s.mean - 500.5).abs() / 500.5 < 1e-3, "{s:?}");
+        assert!((s.p50 - 500.0).abs() <= 1.0, "{s:?}");
+        assert!((s.p99 - 990.0).abs() <= 1.0, "{s:?}");
+        // With a 1 us lowest discernible value the bottom buckets are 512 ns wide.
+        assert!(
+            (s.min - 1.0).abs() <= 0.512 && (s.max - 1000.0).abs() <= 1.0,
+            "{s:?}"
+        );
+    }
+
+    #[test]
+    fn merge_equals_recording_both() {
+        let mut a = filled();
+        let mut b = LatencyHistogram::new();
+        b.record(5_000_000);
+        a.merge(&b);
+        let mut both = filled();
+        both.record(5_000_000);
+        assert_eq!(a.summary(), both.summary());
+        assert_eq!(a.len(), 1001);
+    }
+
+    #[test]
+    fn empty_summary_is_zero_not_nan() {
+        let s = LatencyHistogram::new().summary();
+        assert_eq!(s, Summary::default());
+        assert!(LatencyHistogram::new().cdf(5).is_empty());
+    }
+
+    #[test]
+    fn clamps_and_counts_values_above_sixty_seconds() {
+        let mut h = LatencyHistogram::new();
+        h.record(61_000_000_000);
+        assert_eq!(h.clamped(), 1);
+        assert!(h.summary().max <= 60.1e6);
+    }
+
+    #[test]
+    fn cdf_is_monotone_and_ends_at_one() {
+        let c = filled().cdf(21);
+        assert_eq!(c.len(), 21);
+        assert!(c.windows(2).all(|w| w[0].value_us <= w[1].value_us));
+        assert_eq!(c.last().map(|p| p.fraction), Some(1.0));
+    }
+}

@@ -1,0 +1,149 @@
+//! Open-loop send instants as offsets from the start of measurement. Fixed
+//! schedules compute offset k as `k x interval` (never by accumulation, so a
+//! million sends in they have not drifted); Poisson schedules draw exponential
+//! gaps from a seeded generator, so a run can be repeated exactly.
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use rand_distr::{Distribution, Exp};
+use std::time::Duration;
+
+/// How send instants are spaced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arrival {
+    /// Exactly 1/rate apart.
+    Fixed,
+    /// Exponential gaps with mean 1/rate.
+    Poisson,
+}
+
+/// Why a schedule cannot be made.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ScheduleError {
+    /// The rate is zero, negative or not finite.
+    #[error("rate {0} is not a positive finite number of requests per second")]
+    BadRate(f64),
+}
+
+/// A stream of send offsets.
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    arrival: Arrival,
+    interval_ns: f64,
+    k: u64,
+    poisson: Option<(StdRng, Exp<f64>, f64)>,
+}
+
+impl Schedule {
+    /// A schedule of `rate_per_s` sends per second.
+    pub fn new(rate_per_s: f64, arrival: Arrival, seed: u64) -> Result<Schedule, ScheduleError> {
+        if !(rate_per_s.is_finite() && rate_per_s > 0.0) {
+            return Err(ScheduleError::BadRate(rate_per_s));
+        }
+        let interval_ns = 1e9 / rate_per_s;
+        let poisson = match arrival {
+            Arrival::Fixed => None,
+            Arrival::Poisson => {
+                let exp =
+                    Exp::new(1.0 / interval_ns).map_err(|_| ScheduleError::BadRate(rate_per_s))?;
+                Some((StdRng::seed_from_u64(seed), exp, 0.0))
+            }
+        };
+        Ok(Schedule {
+            arrival,
+            interval_ns,
+            k: 0,
+            poisson,
+        })
+    }
+
+    /// Offset of the next send (the k-th call gives send k, from 0).
+    pub fn next_offset(&mut self) -> Duration {
+        let ns = match self.poisson.as_mut() {
+            None => (self.k as f64 * self.interval_ns).round(),
+            Some((rng, exp, at)) => {
+                if self.k > 0 {
+                    *at += exp.sample(rng);
+                }
+                at.round()
+            }
+        };
+        self.k += 1;
+        Duration::from_nanos(ns as u64)
+    }
+
+    /// The mean interval, 1/rate.
+    pub fn interval(&self) -> Duration {
+        Duration::from_nanos(self.interval_ns.round() as u64)
+    }
+
+    /// Fixed or Poisson.
+    pub fn arrival(&self) -> Arrival {
+        self.arrival
+    }
+
+    /// Sends of a fixed schedule that fall in `[0, d)`: `ceil(d x rate)`.
+    pub fn expected_sends(rate_per_s: f64, d: Duration) -> u64 {
+        (d.as_secs_f64() * rate_per_s - 1e-9).ceil().max(0.0) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_offsets_do_not_drift() {
+        let mut s = Schedule::new(20_000.0, Arrival::Fixed, 1).unwrap();
+        let mut last = Duration::ZERO;
+        for k in 0..1_000_000u64 {
+            last = s.next_offset();
+            if k < 3 {
+                assert_eq!(last, Duration::from_micros(50 * k));
+            }
+        }
+        assert_eq!(last.as_nanos(), 49_999_950_000);
+        assert_eq!(s.interval(), Duration::from_micros(50));
+    }
+
+    #[test]
+    fn poisson_mean_gap_matches_the_rate() {
+        let mut s = Schedule::new(1000.0, Arrival::Poisson, 42).unwrap();
+        let n = 100_000;
+        let mut last = Duration::ZERO;
+        for _ in 0..=n {
+            last = s.next_offset();
+        }
+        let mean_gap_ms = last.as_secs_f64() * 1e3 / n as f64;
+        assert!(
+            (mean_gap_ms - 1.0).abs() < 0.02,
+            "mean gap {mean_gap_ms} ms"
+        );
+    }
+
+    #[test]
+    fn same_seed_same_sequence() {
+        let mut a = Schedule::new(500.0, Arrival::Poisson, 7).unwrap();
+        let mut b = Schedule::new(500.0, Arrival::Poisson, 7).unwrap();
+        for _ in 0..100 {
+            assert_eq!(a.next_offset(), b.next_offset());
+        }
+    }
+
+    #[test]
+    fn counts_expected_sends() {
+        assert_eq!(
+            Schedule::expected_sends(2000.0, Duration::from_secs(10)),
+            20_000
+        );
+        assert_eq!(Schedule::expected_sends(3.0, Duration::from_millis(500)), 2);
+        assert_eq!(Schedule::expected_sends(400.0, Duration::from_secs(1)), 400);
+    }
+
+    #[test]
+    fn rejects_bad_rates() {
+        for r in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(Schedule::new(r, Arrival::Fixed, 1).is_err(), "{r}");
+        }
+    }
+}
