@@ -364,6 +364,7 @@ fn assemble(
         writer_cpu_s: writer_cpu,
         reader_cpu_s: reader_cpu,
         requests_per_client_cpu_s: rd.completed as f64 / cpu.total_s().max(1e-9),
+        client_max_rss_kib: connlab_os::max_rss_kib(),
         bytes_sent: wr.bytes_sent + rd.closed_loop_bytes_sent,
         bytes_received: rd.bytes_received,
         throughput_mbit_s: response_bytes * 8.0 / 1e6 / wall.as_secs_f64().max(1e-9),

@@ -138,6 +138,8 @@ pub struct LoadResult {
     pub reader_cpu_s: f64,
     /// Completed requests per client CPU second.
     pub requests_per_client_cpu_s: f64,
+    /// Peak resident memory of the client process (user space), KiB.
+    pub client_max_rss_kib: u64,
     /// Bytes sent to the server.
     pub bytes_sent: u64,
     /// Bytes received from the server.

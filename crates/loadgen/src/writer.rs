@@ -53,7 +53,7 @@ pub(crate) fn run_writer(
     let cpu_before = CpuTimes::thread();
     let mut out = WriterOutcome {
         deviation: (plan.schedule.arrival() == Arrival::Fixed)
-            .then(|| SendDeviation::new(plan.schedule.interval())),
+            .then(|| SendDeviation::for_schedule(&plan.schedule)),
         ..WriterOutcome::default()
     };
     let warmup_ns = plan.warmup.as_nanos() as u64;

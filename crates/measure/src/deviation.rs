@@ -2,9 +2,11 @@
 //! interval `d` and actual send instants `t_1..t_n`, the ideal instants are
 //! `t*_i = mean(t) - (n-1)d/2 + (i-1)d` and `deviation_i = t_i - t*_i`.
 //! Writing `u_i = t_i - (i-1)d` gives `deviation_i = u_i - mean(u)`, so one
-//! pass that stores `u_i` is enough.
+//! pass that stores `u_i` is enough. `u_i` is kept relative to `t_1`, so an
+//! origin far from the sends (a raw monotonic clock) costs no precision.
 
 use crate::histogram::CdfPoint;
+use crate::schedule::Schedule;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -25,23 +27,47 @@ pub struct DeviationSummary {
 #[derive(Clone, Debug)]
 pub struct SendDeviation {
     interval_ns: f64,
-    /// `u_i = t_i - (i-1)d`, in ns.
+    /// `t_1`, the origin of `shifted`.
+    first_ns: u64,
+    /// `u_i - t_1 = t_i - t_1 - (i-1)d`, in ns.
     shifted: Vec<f64>,
 }
 
 impl SendDeviation {
     /// For sends meant to be `interval` apart.
+    ///
+    /// A `Duration` holds whole nanoseconds: for a rate that does not divide
+    /// 1e9 (30,000/s is 33,333.3 ns) the lost fraction grows into a linear
+    /// trend of the deviation, so prefer [`SendDeviation::for_schedule`].
     pub fn new(interval: Duration) -> Self {
+        Self::with_interval_ns(interval.as_nanos() as f64)
+    }
+
+    /// For the sends of `schedule` (meaningful for [`Arrival::Fixed`]), with
+    /// its exact interval 1e9/rate ns rather than one rounded to whole ns.
+    ///
+    /// [`Arrival::Fixed`]: crate::Arrival::Fixed
+    pub fn for_schedule(schedule: &Schedule) -> Self {
+        Self::with_interval_ns(schedule.interval_ns())
+    }
+
+    fn with_interval_ns(interval_ns: f64) -> Self {
         SendDeviation {
-            interval_ns: interval.as_nanos() as f64,
+            interval_ns,
+            first_ns: 0,
             shifted: Vec::new(),
         }
     }
 
-    /// The next actual send instant, in ns since any fixed origin.
+    /// The next actual send instant, in ns since any fixed origin (the i-th
+    /// call is `t_i`).
     pub fn record(&mut self, send_ns: u64) {
+        if self.shifted.is_empty() {
+            self.first_ns = send_ns;
+        }
+        let since_first = i128::from(send_ns) - i128::from(self.first_ns);
         let i = self.shifted.len() as f64;
-        self.shifted.push(send_ns as f64 - i * self.interval_ns);
+        self.shifted.push(since_first as f64 - i * self.interval_ns);
     }
 
     /// Number of sends recorded.
@@ -63,7 +89,8 @@ impl SendDeviation {
         dev
     }
 
-    /// Standard deviation, median and maximum of the deviation.
+    /// Population standard deviation (divided by n), median and largest
+    /// absolute value of the deviation; all zeros when empty.
     pub fn summary(&self) -> DeviationSummary {
         if self.shifted.is_empty() {
             return DeviationSummary::default();
@@ -84,7 +111,9 @@ impl SendDeviation {
         }
     }
 
-    /// `points` evenly spaced quantiles of the deviation (signed, in us).
+    /// `points` evenly spaced quantiles of the deviation, fractions 0 to 1
+    /// inclusive (signed, in us; nearest rank). Empty when nothing was
+    /// recorded or `points < 2`.
     pub fn cdf(&self, points: usize) -> Vec<CdfPoint> {
         if self.shifted.is_empty() || points < 2 {
             return Vec::new();
@@ -106,6 +135,7 @@ impl SendDeviation {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schedule::Arrival;
 
     const MS: u64 = 1_000_000;
 
@@ -129,13 +159,46 @@ mod tests {
     }
 
     #[test]
-    fn periodic_or_offset_sends_have_no_deviation() {
+    fn perfectly_periodic_sends_have_no_deviation() {
+        let mut d = SendDeviation::new(Duration::from_micros(50));
+        for i in 0..1000u64 {
+            d.record(i * 50_000);
+        }
+        assert_eq!(d.summary().max, 0.0, "{:?}", d.summary());
+    }
+
+    #[test]
+    fn constant_offset_gives_no_deviation() {
         let mut d = SendDeviation::new(Duration::from_micros(50));
         for i in 0..1000u64 {
             d.record(7_777 + i * 50_000);
         }
+        assert_eq!(d.summary().max, 0.0, "{:?}", d.summary());
+    }
+
+    #[test]
+    fn origin_far_from_the_sends_costs_no_precision() {
+        // t_i alternate +-0.5 us around a 50 us grid starting at ~54 years of ns.
+        let mut d = SendDeviation::new(Duration::from_micros(50));
+        for i in 0..1_200_000u64 {
+            d.record(1_700_000_000_000_000_000 + i * 50_000 + (i % 2) * 1_000);
+        }
         let s = d.summary();
-        assert!(s.stddev < 1e-6 && s.max < 1e-6, "{s:?}");
+        assert!((s.stddev - 0.5).abs() < 1e-6, "{s:?}");
+        assert!((s.max - 0.5).abs() < 1e-6, "{s:?}");
+    }
+
+    #[test]
+    fn schedule_with_fractional_interval_gives_no_deviation() {
+        // 30,000/s is 33,333.3 ns apart: a whole-ns interval would show a 300 us trend.
+        let mut schedule = Schedule::new(30_000.0, Arrival::Fixed, 0).unwrap();
+        let mut d = SendDeviation::for_schedule(&schedule);
+        for _ in 0..1_800_000 {
+            d.record(schedule.next_offset().as_nanos() as u64);
+        }
+        let s = d.summary();
+        // Offsets are rounded to whole ns, so each is within 0.5 ns of ideal.
+        assert!(s.max <= 0.5e-3 + 1e-9, "{s:?}");
     }
 
     #[test]

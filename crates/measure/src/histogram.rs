@@ -1,6 +1,8 @@
-//! Latency histograms: nanosecond values, 1 us lowest discernible value
-//! (values near 1 us resolve to 512 ns; from ~2 us up, 3 significant digits),
-//! lossless up to 60 s, summarised in microseconds.
+//! Latency histograms: nanosecond values, 1 us lowest discernible value,
+//! tracked up to 60 s and summarised in microseconds. With that lowest value
+//! hdrhistogram's finest bucket is 512 ns wide, and buckets stay that wide up
+//! to ~1 ms; from there up they hold 3 significant digits. Quantiles report
+//! the top of their bucket, so a 5 us value reads as 5.119 us.
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -39,7 +41,12 @@ pub struct CdfPoint {
     pub fraction: f64,
 }
 
-/// A latency histogram (hdrhistogram underneath).
+/// Latency histogram: values in nanoseconds, 1 us lowest discernible, 3
+/// significant digits from ~1 ms to 60 s; values above 60 s are clamped to
+/// 60 s and counted in [`LatencyHistogram::clamped`]. Wraps
+/// [`hdrhistogram::Histogram<u64>`]; per-thread histograms [`merge`] exactly.
+///
+/// [`merge`]: LatencyHistogram::merge
 #[derive(Clone, Debug)]
 pub struct LatencyHistogram {
     hist: Histogram<u64>,
@@ -66,7 +73,8 @@ impl LatencyHistogram {
         LatencyHistogram { hist, clamped: 0 }
     }
 
-    /// Records one value in nanoseconds.
+    /// Records one value in nanoseconds. Values below 1 us are kept in the
+    /// first (0..512 ns) bucket; values above 60 s count as 60 s.
     pub fn record(&mut self, ns: u64) {
         let v = if ns > Self::HIGHEST_NS {
             self.clamped += 1;
@@ -79,8 +87,11 @@ impl LatencyHistogram {
 
     /// Adds every value of `other` (exact: counts add).
     pub fn merge(&mut self, other: &LatencyHistogram) {
-        // Same bounds on both sides, so `add` cannot fail.
-        let _ = self.hist.add(&other.hist);
+        self.hist
+            .add(&other.hist)
+            // Both sides were built by `new` with the same bounds, and `add` fails only
+            // when `other` holds values beyond `self`'s range.
+            .unwrap_or_else(|_| unreachable!("histograms with equal bounds always add"));
         self.clamped += other.clamped;
     }
 
@@ -110,7 +121,8 @@ impl LatencyHistogram {
         &self.hist
     }
 
-    /// Count, mean, standard deviation, extremes and percentiles, in us.
+    /// Count, mean, population standard deviation, extremes and
+    /// percentiles, in us; all zeros (not NaN) when empty.
     pub fn summary(&self) -> Summary {
         if self.hist.is_empty() {
             return Summary::default();
@@ -131,7 +143,8 @@ impl LatencyHistogram {
         }
     }
 
-    /// `points` evenly spaced quantiles from 0 to 1 (values in us).
+    /// `points` evenly spaced quantiles, fractions 0 to 1 inclusive (values
+    /// in us). Empty when nothing was recorded or `points < 2`.
     pub fn cdf(&self, points: usize) -> Vec<CdfPoint> {
         if self.hist.is_empty() || points < 2 {
             return Vec::new();
@@ -179,11 +192,34 @@ mod tests {
         let mut a = filled();
         let mut b = LatencyHistogram::new();
         b.record(5_000_000);
+        b.record(70_000_000_000);
         a.merge(&b);
         let mut both = filled();
         both.record(5_000_000);
+        both.record(70_000_000_000);
         assert_eq!(a.summary(), both.summary());
-        assert_eq!(a.len(), 1001);
+        assert_eq!(a.hdr(), both.hdr());
+        assert_eq!((a.len(), a.clamped()), (1002, 1));
+    }
+
+    #[test]
+    fn keeps_values_below_one_microsecond() {
+        let mut h = LatencyHistogram::new();
+        h.record(0);
+        h.record(300);
+        assert_eq!(h.len(), 2);
+        assert_eq!(h.clamped(), 0);
+        assert!(h.summary().max < 1.0, "{:?}", h.summary());
+    }
+
+    #[test]
+    fn reset_forgets_values_and_clamps() {
+        let mut h = filled();
+        h.record(61_000_000_000);
+        h.reset();
+        assert!(h.is_empty());
+        assert_eq!(h.clamped(), 0);
+        assert_eq!(h.summary(), Summary::default());
     }
 
     #[test]
@@ -197,15 +233,22 @@ mod tests {
     fn clamps_and_counts_values_above_sixty_seconds() {
         let mut h = LatencyHistogram::new();
         h.record(61_000_000_000);
+        h.record(59_000_000_000);
         assert_eq!(h.clamped(), 1);
-        assert!(h.summary().max <= 60.1e6);
+        assert_eq!(h.len(), 2);
+        // 60 s sits in a bucket ~33 ms wide at 3 significant digits.
+        assert!((h.summary().max - 60e6).abs() <= 60e3, "{:?}", h.summary());
     }
 
     #[test]
     fn cdf_is_monotone_and_ends_at_one() {
         let c = filled().cdf(21);
         assert_eq!(c.len(), 21);
-        assert!(c.windows(2).all(|w| w[0].value_us <= w[1].value_us));
+        assert!(c
+            .windows(2)
+            .all(|w| w[0].value_us <= w[1].value_us && w[0].fraction < w[1].fraction));
+        assert_eq!(c.first().map(|p| p.fraction), Some(0.0));
         assert_eq!(c.last().map(|p| p.fraction), Some(1.0));
+        assert!((c[10].value_us - 500.0).abs() <= 1.0, "{c:?}");
     }
 }

@@ -1,8 +1,10 @@
-//! connlab's measurement vocabulary, free of I/O: latency histograms and their
-//! summaries, open-loop send schedules, the send-timing deviation of the
-//! locality paper, the active ratio and the seeded choice of active
-//! connections. The definitions of `service_latency`, `corrected_latency`,
-//! `send_lag` and `send_deviation` (see `shared/design.md`) live here.
+//! connlab's measurement vocabulary, free of I/O and of the clock: latency
+//! histograms and their summaries, open-loop send schedules, the
+//! `send_deviation` of the locality paper, the active ratio and the seeded
+//! choice of active connections. The load generator takes the timestamps and
+//! records `service_latency`, `corrected_latency` and `send_lag` (defined in
+//! the design document's "Measurement definitions") into
+//! [`LatencyHistogram`]s; [`SendDeviation`] computes `send_deviation` itself.
 
 mod active;
 mod deviation;

@@ -35,7 +35,13 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// A schedule of `rate_per_s` sends per second.
+    /// A schedule of `rate_per_s` sends per second. Poisson gaps come from
+    /// `StdRng::seed_from_u64(seed)`, so the same seed gives the same offsets;
+    /// `Fixed` ignores the seed.
+    ///
+    /// # Errors
+    ///
+    /// [`ScheduleError::BadRate`] unless `rate_per_s` is positive and finite.
     pub fn new(rate_per_s: f64, arrival: Arrival, seed: u64) -> Result<Schedule, ScheduleError> {
         if !(rate_per_s.is_finite() && rate_per_s > 0.0) {
             return Err(ScheduleError::BadRate(rate_per_s));
@@ -60,7 +66,7 @@ impl Schedule {
     /// Offset of the next send (the k-th call gives send k, from 0).
     pub fn next_offset(&mut self) -> Duration {
         let ns = match self.poisson.as_mut() {
-            None => (self.k as f64 * self.interval_ns).round(),
+            None => fixed_offset_ns(self.k, self.interval_ns),
             Some((rng, exp, at)) => {
                 if self.k > 0 {
                     *at += exp.sample(rng);
@@ -72,9 +78,16 @@ impl Schedule {
         Duration::from_nanos(ns as u64)
     }
 
-    /// The mean interval, 1/rate.
+    /// The mean interval, 1/rate, rounded to whole nanoseconds.
     pub fn interval(&self) -> Duration {
         Duration::from_nanos(self.interval_ns.round() as u64)
+    }
+
+    /// The exact mean interval 1e9/rate in ns, for [`SendDeviation::for_schedule`].
+    ///
+    /// [`SendDeviation::for_schedule`]: crate::SendDeviation::for_schedule
+    pub(crate) fn interval_ns(&self) -> f64 {
+        self.interval_ns
     }
 
     /// Fixed or Poisson.
@@ -82,10 +95,36 @@ impl Schedule {
         self.arrival
     }
 
-    /// Sends of a fixed schedule that fall in `[0, d)`: `ceil(d x rate)`.
+    /// Sends of a fixed schedule that fall in `[0, d)`: `ceil(d x rate)`,
+    /// settled against the whole-ns offsets [`Schedule::next_offset`] yields,
+    /// so it is exactly the number of offsets below `d`. A rate that
+    /// [`Schedule::new`] rejects gives 0.
     pub fn expected_sends(rate_per_s: f64, d: Duration) -> u64 {
-        (d.as_secs_f64() * rate_per_s - 1e-9).ceil().max(0.0) as u64
+        if !(rate_per_s.is_finite() && rate_per_s > 0.0) {
+            return 0;
+        }
+        let interval_ns = 1e9 / rate_per_s;
+        let d_ns = d.as_nanos() as f64;
+        let mut k = (d_ns / interval_ns).ceil() as u64;
+        // The estimate is off by at most one where an offset rounds across `d`.
+        for _ in 0..2 {
+            if k > 0 && fixed_offset_ns(k - 1, interval_ns) >= d_ns {
+                k -= 1;
+            }
+        }
+        for _ in 0..2 {
+            if fixed_offset_ns(k, interval_ns) < d_ns {
+                k += 1;
+            }
+        }
+        k
     }
+}
+
+/// Offset of send `k` of a fixed schedule in whole ns: one multiplication and
+/// one rounding, so no error accumulates over the run.
+fn fixed_offset_ns(k: u64, interval_ns: f64) -> f64 {
+    (k as f64 * interval_ns).round()
 }
 
 #[cfg(test)]
@@ -138,12 +177,59 @@ mod tests {
         );
         assert_eq!(Schedule::expected_sends(3.0, Duration::from_millis(500)), 2);
         assert_eq!(Schedule::expected_sends(400.0, Duration::from_secs(1)), 400);
+        assert_eq!(
+            Schedule::expected_sends(0.1 * 3.0, Duration::from_secs(10)),
+            3
+        );
+        assert_eq!(Schedule::expected_sends(1000.0, Duration::ZERO), 0);
+        assert_eq!(Schedule::expected_sends(0.0, Duration::from_secs(1)), 0);
+    }
+
+    #[test]
+    fn expected_sends_matches_the_offsets_the_schedule_yields() {
+        let durations = [
+            1,
+            333_333_333,
+            333_333_334,
+            500_000_000,
+            1_000_000_000,
+            1_500_000_007,
+        ];
+        for rate in [3.0, 7.0, 1000.0, 30_000.0, 33_333.3, 1e6 / 7.0] {
+            for d in durations.map(Duration::from_nanos) {
+                let mut s = Schedule::new(rate, Arrival::Fixed, 0).unwrap();
+                let mut below = 0u64;
+                while s.next_offset() < d {
+                    below += 1;
+                }
+                assert_eq!(
+                    Schedule::expected_sends(rate, d),
+                    below,
+                    "rate {rate}, {d:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn poisson_offsets_start_at_zero_and_never_go_back() {
+        let mut s = Schedule::new(20_000.0, Arrival::Poisson, 3).unwrap();
+        let mut prev = s.next_offset();
+        assert_eq!(prev, Duration::ZERO);
+        for _ in 0..10_000 {
+            let next = s.next_offset();
+            assert!(next >= prev);
+            prev = next;
+        }
+        assert_eq!(s.arrival(), Arrival::Poisson);
+        assert_eq!(s.interval(), Duration::from_micros(50));
     }
 
     #[test]
     fn rejects_bad_rates() {
         for r in [0.0, -1.0, f64::NAN, f64::INFINITY] {
-            assert!(Schedule::new(r, Arrival::Fixed, 1).is_err(), "{r}");
+            let e = Schedule::new(r, Arrival::Fixed, 1).unwrap_err();
+            assert!(e.to_string().starts_with(&format!("rate {r} ")), "{e}");
         }
     }
 }

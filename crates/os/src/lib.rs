@@ -13,7 +13,7 @@ mod shutdown;
 pub use cpu::{current_affinity, current_cpu, pin_current_process, CpuList, CpuListError};
 pub use environment::Environment;
 pub use limits::{raise_nofile_limit, NofileLimit};
-pub use rusage::CpuTimes;
+pub use rusage::{max_rss_kib, CpuTimes};
 pub use shared::SharedMem;
 pub use shutdown::Shutdown;
 

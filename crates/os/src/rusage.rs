@@ -40,6 +40,18 @@ impl CpuTimes {
     }
 }
 
+/// Peak resident set size of this process so far, in KiB (`ru_maxrss`):
+/// user-space memory only; socket buffers live in the kernel and are not in it.
+pub fn max_rss_kib() -> u64 {
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is valid and writable.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0;
+    }
+    ru.ru_maxrss.max(0) as u64
+}
+
 fn usage(who: libc::c_int) -> CpuTimes {
     // SAFETY: an all-zero rusage is a valid value of this plain C struct.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };

@@ -47,6 +47,9 @@ pub struct ServerStats {
     pub wall_s: f64,
     /// Requests per server CPU second (0 when no CPU was used).
     pub requests_per_cpu_s: f64,
+    /// Peak resident memory of the server process (user space), KiB; for the
+    /// processes engine, of the parent only.
+    pub max_rss_kib: u64,
     /// The open-files limit in force.
     pub nofile: NofileLimit,
     /// Where this was measured.
@@ -94,6 +97,7 @@ impl ServerStats {
             } else {
                 0.0
             },
+            max_rss_kib: connlab_os::max_rss_kib(),
             nofile: facts.nofile,
             environment: Environment::capture(),
         }
