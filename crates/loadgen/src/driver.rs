@@ -419,6 +419,16 @@ fn warnings(w: &Workload, r: &LoadResult, hit_fd_limit: bool, wall: Duration) ->
                 .unwrap_or_default()
         ));
     }
+    let ports = Capacity::current().ephemeral_ports;
+    if w.source_addrs.len() <= 1 && r.connections.requested > ports / 4 {
+        out.push(format!(
+            "{} connections from one source address use {:.0}% of its {ports} ephemeral ports: the \
+             kernel's port search slows connection set-up ({:.0}/s here); spread them with --source-addrs",
+            r.connections.requested,
+            100.0 * r.connections.requested as f64 / ports as f64,
+            r.connections.setup_rate_per_s
+        ));
+    }
     if hit_fd_limit {
         out.push(format!(
             "the open-files limit ({}) was reached while connecting",

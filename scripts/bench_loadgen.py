@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Benchmarks of `connlab load` (issue 3), each measured side by side in one run.
+
+  cost    closed loop, HTTP keep-alive, 100 connections, against one nginx worker
+          (pinned to CPU 1, `return 200` of 128 B): requests per client CPU second,
+          connlab load (--rate max --depth 1) against wrk -t1, both pinned to CPU 0,
+          alternating, --reps times. Client CPU from /usr/bin/time (whole process).
+  pacing  open loop at 20,000 req/s over 1,000 connections, ratio 1/4, against
+          `connlab serve --engine epoll --cpu 1`; writer on CPU 0, reader on CPU 1:
+          send_lag p50/p99/p99.9 and send_deviation stddev/max.
+  scale   epoll server, 100 and 19,000 connections (ratio 1/16, 2,000 req/s), from one
+          source address and from four: set-up rate, and user-space memory per
+          connection on each side (peak RSS slope between the two sizes).
+
+Usage: scripts/bench_loadgen.py {cost,pacing,scale} [--reps N] [--duration S] > out.csv
+Needs a release build (target/release/connlab); cost needs nginx and wrk.
+"""
+import argparse, csv, json, os, re, signal, statistics, subprocess, sys, tempfile, time
+
+BIN = os.environ.get("CONNLAB", "target/release/connlab")
+
+
+def serve(tmp, engine="epoll", cpu="1", extra=()):
+    stats = os.path.join(tmp, f"serve-{time.time_ns()}.json")
+    p = subprocess.Popen([BIN, "serve", "--engine", engine, "--listen", "127.0.0.1:0", "--cpu", cpu,
+                          "--stats", stats, *extra], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    addr = p.stdout.readline().strip().split()[-1]
+    return p, addr, stats
+
+
+def stop(p, stats):
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=30)
+    with open(stats) as f:
+        return json.load(f)
+
+
+def load(args, tmp):
+    out = os.path.join(tmp, f"load-{time.time_ns()}.json")
+    timef = os.path.join(tmp, "time")
+    subprocess.run(["/usr/bin/time", "-f", "%U %S", "-o", timef, BIN, "load", *args, "--json", out],
+                   check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(out) as f:
+        r = json.load(f)
+    with open(timef) as f:
+        u, s = map(float, f.read().split()[-2:])
+    return r, u + s
+
+
+def cost(a, tmp, w):
+    body = "x" * 128
+    port = 18000 + os.getpid() % 1000
+    conf = os.path.join(tmp, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(f"""worker_processes 1; daemon off; pid {tmp}/nginx.pid; error_log {tmp}/error.log;
+worker_cpu_affinity 10; events {{ worker_connections 4096; }}
+http {{ access_log off; keepalive_requests 1000000; default_type application/octet-stream;
+client_body_temp_path {tmp}/b; proxy_temp_path {tmp}/p; fastcgi_temp_path {tmp}/f; uwsgi_temp_path {tmp}/u; scgi_temp_path {tmp}/s;
+server {{ listen 127.0.0.1:{port}; location = /bytes/128 {{ return 200 "{body}"; }} }} }}
+""")
+    ng = subprocess.Popen(["nginx", "-c", conf, "-p", tmp], stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    w.writerow(["part", "client", "rep", "requests", "client_cpu_s", "requests_per_client_cpu_s", "errors"])
+    res = {"wrk": [], "connlab": []}
+    try:
+        for rep in range(a.reps):
+            timef = os.path.join(tmp, "time")
+            out = subprocess.run(["/usr/bin/time", "-f", "%U %S", "-o", timef, "taskset", "-c", "0", "wrk", "-t1",
+                                  "-c100", f"-d{a.duration}s", f"http://127.0.0.1:{port}/bytes/128"],
+                                 capture_output=True, text=True, check=True).stdout
+            n = int(re.search(r"(\d+) requests in", out).group(1))
+            errs = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+            with open(timef) as f:
+                cpu = sum(map(float, f.read().split()[-2:]))
+            res["wrk"].append(n / cpu)
+            w.writerow(["cost", "wrk", rep, n, round(cpu, 3), round(n / cpu), int(errs.group(1)) if errs else 0])
+            r, cpu = load(["--target", f"127.0.0.1:{port}", "--protocol", "http", "--path", "/bytes/128",
+                           "-c", "100", "--rate", "max", "--depth", "1", "-d", f"{a.duration}s", "--warmup", "0s",
+                           "--cpu", "0"], tmp)
+            n = r["requests"]["completed"]
+            res["connlab"].append(n / cpu)
+            w.writerow(["cost", "connlab", rep, n, round(cpu, 3), round(n / cpu), sum(r["requests"]["errors"].values())])
+            sys.stdout.flush()
+    finally:
+        ng.send_signal(signal.SIGQUIT)
+        ng.wait(timeout=10)
+    mw, mc = statistics.median(res["wrk"]), statistics.median(res["connlab"])
+    print(f"cost: median requests per client CPU s: wrk {mw:.0f}, connlab {mc:.0f}, ratio {mc / mw:.2f}", file=sys.stderr)
+
+
+def pacing(a, tmp, w):
+    w.writerow(["part", "rep", "completed", "errors", "send_lag_p50_us", "send_lag_p99_us", "send_lag_p999_us",
+                "send_lag_max_us", "send_deviation_stddev_us", "send_deviation_max_us", "service_p50_us",
+                "service_p99_us", "writer_cpu", "reader_cpu"])
+    for rep in range(a.reps):
+        p, addr, stats = serve(tmp)
+        r, _ = load(["--target", addr, "-c", "1000", "--active-ratio", "1/4", "--rate", "20000",
+                     "-d", f"{a.duration}s", "--cpu", "0,1"], tmp)
+        stop(p, stats)
+        l, d, s = r["send_lag_us"], r["send_deviation_us"], r["service_latency_us"]
+        w.writerow(["pacing", rep, r["requests"]["completed"], sum(r["requests"]["errors"].values()), l["p50"], l["p99"],
+                    l["p999"], l["max"], round(d["stddev"], 2), round(d["max"], 1), s["p50"], s["p99"],
+                    r["placement"]["writer_cpu"], r["placement"]["reader_cpu"]])
+        sys.stdout.flush()
+
+
+def scale(a, tmp, w):
+    w.writerow(["part", "source_addrs", "connections", "established", "setup_s", "setup_rate_per_s",
+                "client_max_rss_kib", "server_max_rss_kib", "errors"])
+    for src in (["--source-addrs", "127.0.0.1"], ["--source-addrs", "127.0.0.2-127.0.0.5"]):
+        rows = {}
+        for n in (100, 19000):
+            p, addr, stats = serve(tmp)
+            r, _ = load(["--target", addr, "-c", str(n), "--active-ratio", "1/16", "--rate", "2000",
+                         "-d", f"{a.duration}s", *src], tmp)
+            s = stop(p, stats)
+            c = r["connections"]
+            rows[n] = (r["client_max_rss_kib"], s["max_rss_kib"])
+            w.writerow(["scale", src[1], n, c["established"], round(c["setup_s"], 3), round(c["setup_rate_per_s"]),
+                        r["client_max_rss_kib"], s["max_rss_kib"], sum(r["requests"]["errors"].values())])
+            sys.stdout.flush()
+        dn = 19000 - 100
+        print(f"scale {src[1]}: bytes per connection: client {(rows[19000][0] - rows[100][0]) * 1024 / dn:.0f}, "
+              f"server {(rows[19000][1] - rows[100][1]) * 1024 / dn:.0f}", file=sys.stderr)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("part", choices=["cost", "pacing", "scale"])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--duration", type=int, default=10)
+    a = ap.parse_args()
+    w = csv.writer(sys.stdout, lineterminator="\n")
+    with tempfile.TemporaryDirectory(prefix="connlab-bench-") as tmp:
+        os.chmod(tmp, 0o755)
+        {"cost": cost, "pacing": pacing, "scale": scale}[a.part](a, tmp, w)
+
+
+if __name__ == "__main__":
+    main()
