@@ -11,8 +11,11 @@
   scale   epoll server, 100 and 19,000 connections (ratio 1/16, 2,000 req/s), from one
           source address and from four: set-up rate, and user-space memory per
           connection on each side (peak RSS slope between the two sizes).
+  locality  the locality paper's Table 3 shape: every engine at 400, 2,000 and 10,000
+          connections, ratio 1, 2,000 req/s, 128 B / 10 KiB; server on CPU 1, client
+          writer on CPU 0 and reader on CPU 1: service latency mean/median/stddev.
 
-Usage: scripts/bench_loadgen.py {cost,pacing,scale} [--reps N] [--duration S] > out.csv
+Usage: scripts/bench_loadgen.py {cost,pacing,scale,locality} [--reps N] [--duration S] > out.csv
 Needs a release build (target/release/connlab); cost needs nginx and wrk.
 """
 import argparse, csv, json, os, re, signal, statistics, subprocess, sys, tempfile, time
@@ -124,16 +127,37 @@ def scale(a, tmp, w):
               f"server {(rows[19000][1] - rows[100][1]) * 1024 / dn:.0f}", file=sys.stderr)
 
 
+def locality(a, tmp, w):
+    w.writerow(["part", "rep", "engine", "connections", "established", "completed", "errors", "mean_us", "median_us",
+                "stddev_us", "p99_us", "max_us", "send_lag_p99_us", "server_cpu_s", "server_max_rss_kib"])
+    for rep in range(a.reps):
+        for n in (400, 2000, 10000):
+            for engine in ("processes", "threads", "select", "poll", "epoll"):
+                p, addr, stats = serve(tmp, engine=engine)
+                r, _ = load(["--target", addr, "-c", str(n), "--active-ratio", "1", "--rate", "2000",
+                             "--request-size", "128", "--response-size", "10KiB", "-d", f"{a.duration}s",
+                             "--cpu", "0,1"], tmp)
+                s = stop(p, stats)
+                l = r["service_latency_us"]
+                w.writerow(["locality", rep, engine, n, r["connections"]["established"], r["requests"]["completed"],
+                            sum(r["requests"]["errors"].values()), round(l["mean"], 1), l["p50"],
+                            round(l["stddev"], 1), l["p99"], l["max"], r["send_lag_us"]["p99"],
+                            round(s["cpu_user_s"] + s["cpu_sys_s"], 2), s["max_rss_kib"]])
+                print(f"locality {engine} {n}: mean {l['mean']:.0f} us, median {l['p50']} us, "
+                      f"stddev {l['stddev']:.0f} us", file=sys.stderr)
+                sys.stdout.flush()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("part", choices=["cost", "pacing", "scale"])
+    ap.add_argument("part", choices=["cost", "pacing", "scale", "locality"])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--duration", type=int, default=10)
     a = ap.parse_args()
     w = csv.writer(sys.stdout, lineterminator="\n")
     with tempfile.TemporaryDirectory(prefix="connlab-bench-") as tmp:
         os.chmod(tmp, 0o755)
-        {"cost": cost, "pacing": pacing, "scale": scale}[a.part](a, tmp, w)
+        {"cost": cost, "pacing": pacing, "scale": scale, "locality": locality}[a.part](a, tmp, w)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@
 mod cmd;
 mod units;
 
-use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -55,26 +54,15 @@ impl From<anyhow::Error> for Exit {
 }
 
 fn main() -> ExitCode {
-    let matches = Cli::command().get_matches();
+    // `run` shares `load`'s workload flags but has the paper's defaults.
+    let command = Cli::command().mut_subcommand("run", cmd::run::with_run_defaults);
+    let matches = command.get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
-    let given = |name: &str| {
-        matches
-            .subcommand_matches("run")
-            .and_then(|m| m.value_source(name))
-            == Some(ValueSource::CommandLine)
-    };
     let result = match cli.command {
-        Command::Run(args) => cmd::run::run(
-            args,
-            cmd::run::RunDefaults {
-                connections: given("connections"),
-                active_ratio: given("active_ratio"),
-                rate: given("rate"),
-            },
-        ),
+        Command::Run(args) => cmd::run::run(args),
         Command::Load(args) => cmd::load::run(args),
         Command::Serve(args) => cmd::serve::run(args),
     };

@@ -63,29 +63,16 @@ fn parse_engines(s: &str) -> Result<EngineList, String> {
         .map(EngineList)
 }
 
-/// Defaults of `run` that differ from `load`'s.
-fn apply_run_defaults(w: &mut WorkloadArgs, matches: &RunDefaults) {
-    if !matches.connections {
-        w.connections = 1000;
-    }
-    if !matches.active_ratio {
-        w.active_ratio = "1/16".parse().unwrap_or(w.active_ratio);
-    }
-    if !matches.rate {
-        w.rate = crate::cmd::load::RateArg::PerSecond(2000.0);
-    }
-}
-
-/// Which workload flags the user gave explicitly.
-pub(crate) struct RunDefaults {
-    pub(crate) connections: bool,
-    pub(crate) active_ratio: bool,
-    pub(crate) rate: bool,
+/// Gives `run` the defaults of the locality paper's cell where they differ
+/// from `load`'s, so that `connlab run --help` shows the values in force.
+pub(crate) fn with_run_defaults(cmd: clap::Command) -> clap::Command {
+    cmd.mut_arg("connections", |a| a.default_value("1000"))
+        .mut_arg("active_ratio", |a| a.default_value("1/16"))
+        .mut_arg("rate", |a| a.default_value("2000"))
 }
 
 /// Runs the default experiment.
-pub(crate) fn run(mut args: RunArgs, given: RunDefaults) -> Result<ExitCode, Exit> {
-    apply_run_defaults(&mut args.workload, &given);
+pub(crate) fn run(args: RunArgs) -> Result<ExitCode, Exit> {
     raise_limit();
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let exe = std::env::current_exe().context("locating the connlab binary")?;
