@@ -31,6 +31,8 @@ enum Command {
     Load(cmd::load::LoadArgs),
     /// Run the reference server with a chosen I/O model (engine).
     Serve(cmd::serve::ServeArgs),
+    /// Merge the results of `connlab load --shard i/N` into one result.
+    Merge(cmd::merge::MergeArgs),
 }
 
 /// A failure that carries its own exit code.
@@ -65,6 +67,7 @@ fn main() -> ExitCode {
         Command::Run(args) => cmd::run::run(args),
         Command::Load(args) => cmd::load::run(args),
         Command::Serve(args) => cmd::serve::run(args),
+        Command::Merge(args) => cmd::merge::run(args),
     };
     match result {
         Ok(code) => code,

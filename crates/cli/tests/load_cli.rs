@@ -349,3 +349,147 @@ fn wait_with_deadline(mut child: std::process::Child, limit: Duration) -> Output
     }
     child.wait_with_output().expect("output")
 }
+
+/// Runs `connlab merge` with a deadline.
+fn merge(args: &[&str]) -> Output {
+    let child = Command::new(connlab_bin())
+        .arg("merge")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning connlab merge");
+    wait_with_deadline(child, Duration::from_secs(30))
+}
+
+/// The workload both the single run and the shards run: 40 connections,
+/// a quarter active, 400 req/s for 1 s (exactly 400 measured sends).
+const SHARD_WORKLOAD: [&str; 10] = [
+    "-c",
+    "40",
+    "--active-ratio",
+    "1/4",
+    "--rate",
+    "400",
+    "-d",
+    "1s",
+    "--warmup",
+    "200ms",
+];
+
+#[test]
+fn two_shards_merged_match_one_run_in_counts() {
+    let server = Server::start(Variant::Epoll, Protocol::Clb1, &[]);
+    let target = server.addr.to_string();
+    let single = out_path("single.json");
+    let mut args = vec!["--target", &target, "--json", single.to_str().unwrap()];
+    args.extend(SHARD_WORKLOAD);
+    let out = load(&args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "single run: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let shard_files: Vec<PathBuf> = (1..=2)
+        .map(|i| out_path(&format!("shard{i}.json")))
+        .collect();
+    let shards: Vec<std::process::Child> = shard_files
+        .iter()
+        .enumerate()
+        .map(|(i, file)| {
+            Command::new(connlab_bin())
+                .arg("load")
+                .args(["--target", &target, "--json", file.to_str().unwrap()])
+                .args(SHARD_WORKLOAD)
+                .args(["--shard", &format!("{}/2", i + 1), "--start-at", "+1s"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawning a shard")
+        })
+        .collect();
+    for (i, child) in shards.into_iter().enumerate() {
+        let out = wait_with_deadline(child, Duration::from_secs(60));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "shard {}: {}",
+            i + 1,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let merged = out_path("merged.json");
+    let out = merge(&[
+        shard_files[0].to_str().unwrap(),
+        shard_files[1].to_str().unwrap(),
+        "--json",
+        merged.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "merge: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let twice = merge(&[
+        shard_files[0].to_str().unwrap(),
+        shard_files[0].to_str().unwrap(),
+    ]);
+    assert_eq!(
+        twice.status.code(),
+        Some(2),
+        "the same shard twice must be refused: {}",
+        String::from_utf8_lossy(&twice.stderr)
+    );
+    let with_single = merge(&[shard_files[0].to_str().unwrap(), single.to_str().unwrap()]);
+    assert_eq!(
+        with_single.status.code(),
+        Some(2),
+        "a shard with a whole run"
+    );
+    server.stop();
+
+    let one = read_json(&single);
+    let both = read_json(&merged);
+    assert_schema_valid(&both);
+    for shard in &shard_files {
+        let v = read_json(shard);
+        assert_schema_valid(&v);
+        assert_eq!(u(&v, "/connections/established"), 20, "{v}");
+    }
+    for field in [
+        "/connections/established",
+        "/connections/active",
+        "/requests/measured_sent",
+        "/requests/measured_completed",
+        "/service_latency_us/count",
+        "/send_deviation_us/count",
+    ] {
+        assert_eq!(u(&both, field), u(&one, field), "{field}");
+    }
+    assert_eq!(u(&both, "/requests/measured_completed"), 400);
+    assert_eq!(both["merged"]["files"].as_array().map(Vec::len), Some(2));
+}
+
+#[test]
+fn merge_rejects_bad_input_with_exit_2() {
+    let garbage = out_path("garbage.json");
+    std::fs::write(&garbage, "{\"schema\": 1").unwrap();
+    let missing = out_path("missing.json");
+    for (files, says) in [
+        (vec![garbage.to_str().unwrap()], "not a connlab load result"),
+        (vec![missing.to_str().unwrap()], "reading"),
+    ] {
+        let out = merge(&files);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{files:?}: {stderr}");
+        assert!(
+            stderr.contains(says),
+            "{files:?} should say {says:?}: {stderr}"
+        );
+    }
+}

@@ -7,18 +7,19 @@ use crate::preflight::{check_capacity, Capacity};
 use crate::reader::{run_reader, ClosedLoop, ReaderOutcome, ReaderPlan, SendEvent};
 use crate::request::RequestTemplate;
 use crate::result::{
-    ConnectionCounts, CpuSeconds, LoadResult, Placement, RequestCounts, RunConfig, LOAD_SCHEMA,
+    ConnectionCounts, CpuSeconds, Histograms, LoadResult, Placement, RequestCounts, RunConfig,
+    ShardInfo, HISTOGRAM_ENCODING, LOAD_SCHEMA,
 };
 use crate::sender::Sender;
 use crate::workload::{Progress, Rate, RecordSink, Workload};
 use crate::writer::{run_writer, WriterOutcome, WriterPlan};
-use connlab_measure::{choose_active, Arrival, DeviationSummary, Schedule, Summary};
+use connlab_measure::{choose_active, Arrival, DeviationSummary, Schedule, ShardSlice, Summary};
 use connlab_os::{CpuList, CpuTimes, Environment, Shutdown};
 use connlab_proto::Protocol;
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Send events the writer may be ahead of the reader.
 const RING_CAPACITY: usize = 1 << 16;
@@ -70,7 +71,7 @@ impl LoadOutcome {
         let mut serializer = V2DeflateSerializer::new();
         let mut writer = IntervalLogWriterBuilder::new()
             .add_comment("connlab load: service latency, values in nanoseconds")
-            .with_start_time(std::time::SystemTime::now())
+            .with_start_time(SystemTime::now())
             .with_max_value_divisor(1e6)
             .begin_log_with(out, &mut serializer)?;
         for (start, len, h) in &self.intervals {
@@ -90,14 +91,17 @@ pub fn run(
     records: Option<&mut dyn RecordSink>,
 ) -> Result<LoadOutcome, LoadError> {
     validate(w)?;
-    check_capacity(w.connections, &w.source_addrs, Capacity::current())
-        .map_err(LoadError::Capacity)?;
-    let opened = open_all(w.target, w.connections, &w.source_addrs, progress, shutdown).map_err(
-        |source| LoadError::Io {
-            what: "opening connections",
-            source,
-        },
-    )?;
+    let slice = ShardSlice::of(w.connections, w.active_ratio, w.seed, w.shard)
+        .map_err(|e| LoadError::Workload(e.to_string()))?;
+    let to_open = slice.global.len();
+    check_capacity(to_open, &w.source_addrs, Capacity::current()).map_err(LoadError::Capacity)?;
+    let opened =
+        open_all(w.target, to_open, &w.source_addrs, progress, shutdown).map_err(|source| {
+            LoadError::Io {
+                what: "opening connections",
+                source,
+            }
+        })?;
     if opened.fds.is_empty() {
         return Err(LoadError::NoConnections {
             target: w.target.to_string(),
@@ -107,7 +111,25 @@ pub fn run(
     }
     let n = opened.fds.len();
     let raw: Vec<_> = opened.fds.iter().map(|f| f.as_raw_fd()).collect();
-    let active = choose_active(n, w.active_ratio, w.seed);
+    let active: Vec<usize> = if w.shard.is_whole() {
+        // Failed connections shrink the set the ratio applies to.
+        choose_active(n, w.active_ratio, w.seed)
+    } else {
+        // A shard keeps its slice of the whole run's active set.
+        slice
+            .active_local
+            .iter()
+            .copied()
+            .filter(|&a| a < n)
+            .collect()
+    };
+    if active.is_empty() {
+        return Err(LoadError::NoConnections {
+            target: w.target.to_string(),
+            failed: opened.failed,
+            first_error: "none of this shard's active connections was established".into(),
+        });
+    }
     let mut is_active = vec![false; n];
     for &a in &active {
         is_active[a] = true;
@@ -130,13 +152,15 @@ pub fn run(
             }
         }
     };
+    let late_start = wait_for_start(w.start_at, shutdown);
     progress.measuring.store(true, Relaxed);
     let cpu_before = CpuTimes::self_and_children();
     let start = Instant::now();
+    let started_unix_s = unix_seconds(SystemTime::now());
     let (writer_out, reader_out) = std::thread::scope(|s| {
         let writer = match w.rate {
             Rate::PerSecond(rate) => {
-                let schedule = Schedule::new(rate, w.arrival, w.seed)
+                let schedule = Schedule::for_shard(rate, w.arrival, w.seed, w.shard)
                     .map_err(|e| LoadError::Workload(e.to_string()))?;
                 let plan = WriterPlan {
                     fds: &raw,
@@ -215,9 +239,44 @@ pub fn run(
     let wall = start.elapsed();
     let cpu = CpuTimes::self_and_children().since(&cpu_before);
     let intervals = reader_out.intervals.clone();
-    let result = assemble(w, &opened, &active, writer_out, reader_out, cpu, wall);
+    let mut result = assemble(
+        w, to_open, &opened, &active, writer_out, reader_out, cpu, wall,
+    );
+    result.started_unix_s = started_unix_s;
+    if let Some(late) = late_start {
+        result.warnings.push(format!(
+            "--start-at was {:.1} ms in the past when the connections were open: this run started \
+             late and is not aligned with other shards",
+            late.as_secs_f64() * 1e3
+        ));
+    }
     drop(opened);
     Ok(LoadOutcome { result, intervals })
+}
+
+/// Waits for the wall-clock instant `at` (in slices, so that Ctrl-C is
+/// noticed); how late it already was, if it had passed.
+fn wait_for_start(at: Option<SystemTime>, shutdown: &Shutdown) -> Option<Duration> {
+    let at = at?;
+    loop {
+        if shutdown.requested() {
+            return None;
+        }
+        match at.duration_since(SystemTime::now()) {
+            Ok(left) if left.is_zero() => return None,
+            Ok(left) => std::thread::sleep(left.min(Duration::from_millis(20))),
+            Err(past) => {
+                let late = past.duration();
+                return (late > Duration::from_millis(1)).then_some(late);
+            }
+        }
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub(crate) fn unix_seconds(t: SystemTime) -> f64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// Marks every connection dead, which makes the writer's round-robin give up.
@@ -247,8 +306,10 @@ fn validate(w: &Workload) -> Result<(), LoadError> {
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
 fn assemble(
     w: &Workload,
+    requested: usize,
     opened: &crate::connect::Opened,
     active: &[usize],
     wr: WriterOutcome,
@@ -290,8 +351,29 @@ fn assemble(
     let response_bytes = rd.bytes_received as f64;
     let established = opened.fds.len() as u64;
     let (writer_cpu, reader_cpu) = (wr.cpu.total_s(), rd.cpu.total_s());
+    let histograms = Histograms {
+        encoding: HISTOGRAM_ENCODING.into(),
+        service_latency: rd.service.to_base64(),
+        corrected_latency: if open_loop {
+            rd.corrected.to_base64()
+        } else {
+            rd.service.to_base64()
+        },
+        send_lag: wr.send_lag.to_base64(),
+        send_deviation: wr.deviation.as_ref().map(|d| d.histogram().to_parts()),
+    };
+    let shard = (!w.shard.is_whole()).then(|| ShardInfo {
+        index: w.shard.index,
+        count: w.shard.count,
+        connections: requested as u64,
+        active: active.len() as u64,
+        rate_per_s: match w.rate {
+            Rate::PerSecond(r) => Some(r / f64::from(w.shard.count)),
+            Rate::Max { .. } => None,
+        },
+    });
     let mut result = LoadResult {
-        schema: LOAD_SCHEMA,
+        schema: LOAD_SCHEMA.into(),
         config: RunConfig {
             target: w.target.to_string(),
             protocol: w.protocol.name().into(),
@@ -326,7 +408,7 @@ fn assemble(
             pinned: w.cpus.as_ref().map(|c| c.to_string()),
         },
         connections: ConnectionCounts {
-            requested: w.connections as u64,
+            requested: requested as u64,
             established,
             failed: opened.failed,
             active: active.len() as u64,
@@ -372,6 +454,10 @@ fn assemble(
         interrupted: rd.interrupted,
         peer_failed: rd.peer_failed,
         warnings: Vec::new(),
+        started_unix_s: 0.0,
+        shard,
+        merged: None,
+        histograms,
     };
     result.warnings = warnings(w, &result, opened.hit_fd_limit, wall);
     result
@@ -381,7 +467,7 @@ fn assemble(
 fn warnings(w: &Workload, r: &LoadResult, hit_fd_limit: bool, wall: Duration) -> Vec<String> {
     let mut out = Vec::new();
     if let Rate::PerSecond(rate) = w.rate {
-        let interval_us = 1e6 / rate;
+        let interval_us = 1e6 / rate * f64::from(w.shard.count);
         if r.send_lag_us.p99 > interval_us / 10.0 {
             out.push(format!(
                 "send lag p99 {:.1} us is above a tenth of the send interval ({:.1} us): the client \

@@ -13,6 +13,7 @@
 
 mod connect;
 mod driver;
+mod merge;
 mod preflight;
 mod reader;
 mod request;
@@ -22,8 +23,10 @@ mod workload;
 mod writer;
 
 pub use driver::{run, LoadError, LoadOutcome};
+pub use merge::{merge, MergeError};
 pub use preflight::{check_capacity, Capacity};
 pub use result::{
-    ConnectionCounts, CpuSeconds, LoadResult, RequestCounts, RequestRecord, LOAD_SCHEMA,
+    ConnectionCounts, CpuSeconds, Histograms, LoadResult, MergeInfo, Placement, RequestCounts,
+    RequestRecord, RunConfig, ShardInfo, HISTOGRAM_ENCODING, LOAD_SCHEMA,
 };
 pub use workload::{Progress, Rate, RecordSink, Workload};

@@ -2,16 +2,16 @@
 //! (`--json`), and the per-request record (`--records`). Field names carry
 //! their units.
 
-use connlab_measure::{CdfPoint, DeviationSummary, Summary};
+use connlab_measure::{CdfPoint, DeviationHistogramParts, DeviationSummary, Summary};
 use connlab_os::Environment;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Version tag of [`LoadResult`].
 pub const LOAD_SCHEMA: &str = "connlab.load/1";
 
 /// Connection counts of a run.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ConnectionCounts {
     /// Connections asked for.
     pub requested: u64,
@@ -32,7 +32,7 @@ pub struct ConnectionCounts {
 }
 
 /// Request counts of a run.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct RequestCounts {
     /// Requests sent (warm-up included).
     pub sent: u64,
@@ -47,7 +47,7 @@ pub struct RequestCounts {
 }
 
 /// CPU seconds.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 pub struct CpuSeconds {
     /// User mode.
     pub user: f64,
@@ -56,7 +56,7 @@ pub struct CpuSeconds {
 }
 
 /// Where the client's threads ran.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Placement {
     /// CPU the writer thread was on at the end (open loop).
     pub writer_cpu: Option<usize>,
@@ -67,7 +67,7 @@ pub struct Placement {
 }
 
 /// The configuration as run, in the units of the result.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunConfig {
     /// Server address.
     pub target: String,
@@ -102,10 +102,10 @@ pub struct RunConfig {
 }
 
 /// Everything a load run measured.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LoadResult {
     /// [`LOAD_SCHEMA`].
-    pub schema: &'static str,
+    pub schema: String,
     /// What was asked for.
     pub config: RunConfig,
     /// Where it ran.
@@ -154,10 +154,64 @@ pub struct LoadResult {
     pub peer_failed: bool,
     /// Reasons these numbers may be wrong.
     pub warnings: Vec<String>,
+    /// Wall-clock instant (Unix seconds) at which the schedule started
+    /// (warm-up first).
+    pub started_unix_s: f64,
+    /// The slice this process ran, when it was one shard of several.
+    pub shard: Option<ShardInfo>,
+    /// Set on a result made by `connlab merge` from shard results.
+    pub merged: Option<MergeInfo>,
+    /// The full histograms behind the summaries, so results merge exactly.
+    pub histograms: Histograms,
+}
+
+/// The slice of a sharded run that one process ran.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ShardInfo {
+    /// Which shard, 1..=count.
+    pub index: u32,
+    /// Shards in all.
+    pub count: u32,
+    /// Connections of this shard.
+    pub connections: u64,
+    /// Active connections of this shard.
+    pub active: u64,
+    /// Requests per second of this shard (open loop).
+    pub rate_per_s: Option<f64>,
+}
+
+/// How a merged result was made.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MergeInfo {
+    /// Number of shard results merged.
+    pub shards: u32,
+    /// The files merged, in shard order.
+    pub files: Vec<String>,
+    /// Latest minus earliest shard start, milliseconds (0 when aligned).
+    pub start_skew_ms: f64,
+}
+
+/// Encoding of [`Histograms`].
+pub const HISTOGRAM_ENCODING: &str = "hdrhistogram-v2-deflate-base64-ns";
+
+/// Full histograms in HdrHistogram's V2 compressed encoding, base64, values
+/// in nanoseconds (the encoding of HdrHistogram interval logs).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Histograms {
+    /// [`HISTOGRAM_ENCODING`].
+    pub encoding: String,
+    /// `service_latency` of measured requests.
+    pub service_latency: String,
+    /// `corrected_latency` of measured requests.
+    pub corrected_latency: String,
+    /// `send_lag` of measured sends (open loop; empty histogram otherwise).
+    pub send_lag: String,
+    /// `send_deviation` (fixed-interval open loop).
+    pub send_deviation: Option<DeviationHistogramParts>,
 }
 
 /// One completed request, times in microseconds from the start of measurement.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub struct RequestRecord {
     /// Connection index.
     pub conn: u32,

@@ -1,12 +1,12 @@
 //! What a load run is asked to do (validated before any socket exists), and
 //! the live counters a front end can show while it runs.
 
-use connlab_measure::{ActiveRatio, Arrival};
+use connlab_measure::{ActiveRatio, Arrival, Shard};
 use connlab_os::CpuList;
 use connlab_proto::Protocol;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// How requests are paced.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -56,6 +56,12 @@ pub struct Workload {
     /// CPUs the writer and reader run on: the first for the writer, the last
     /// for the reader (the same when only one is given).
     pub cpus: Option<CpuList>,
+    /// Which slice of the workload this process runs ([`Shard::WHOLE`] for all).
+    pub shard: Shard,
+    /// Wall-clock instant at which measurement starts (warm-up first), so that
+    /// shards on several machines start together; `None`: as soon as every
+    /// connection is open.
+    pub start_at: Option<SystemTime>,
 }
 
 /// Counters updated while a run goes on, for progress displays.

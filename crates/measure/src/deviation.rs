@@ -5,8 +5,9 @@
 //! pass that stores `u_i` is enough. `u_i` is kept relative to `t_1`, so an
 //! origin far from the sends (a raw monotonic clock) costs no precision.
 
-use crate::histogram::CdfPoint;
+use crate::histogram::{decode_base64, encode_base64, CdfPoint, DecodeError};
 use crate::schedule::Schedule;
+use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -132,6 +133,181 @@ impl SendDeviation {
     }
 }
 
+/// The send deviation in a form that merges across shards: the signed
+/// deviations in two HdrHistograms (magnitudes of the negative ones, and the
+/// others; ns, 3 significant digits), their sum of squares and the largest
+/// magnitude. Every shard's deviations have mean zero by construction (each
+/// against its own schedule), so the pooled standard deviation and the
+/// maximum merge exactly; the median and the CDF come from the merged
+/// histograms, to their 3 significant digits.
+#[derive(Clone, Debug)]
+pub struct DeviationHistogram {
+    negative: Histogram<u64>,
+    positive: Histogram<u64>,
+    sum_sq_us2: f64,
+    max_abs_us: f64,
+}
+
+/// [`DeviationHistogram`] as stored in a result file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviationHistogramParts {
+    /// Magnitudes of the negative deviations, ns, V2 compressed, base64.
+    pub negative: String,
+    /// The other deviations, ns, V2 compressed, base64.
+    pub positive: String,
+    /// Sum of the squared deviations, us^2.
+    pub sum_sq_us2: f64,
+    /// Largest magnitude, us.
+    pub max_abs_us: f64,
+}
+
+impl Default for DeviationHistogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl DeviationHistogram {
+    const HIGHEST_NS: u64 = 60_000_000_000;
+
+    /// Empty.
+    pub fn new() -> Self {
+        let h = || {
+            Histogram::new_with_bounds(1, Self::HIGHEST_NS, 3)
+                // Constant bounds that hdrhistogram accepts.
+                .unwrap_or_else(|_| unreachable!("constant histogram bounds are valid"))
+        };
+        DeviationHistogram {
+            negative: h(),
+            positive: h(),
+            sum_sq_us2: 0.0,
+            max_abs_us: 0.0,
+        }
+    }
+
+    /// Records one deviation, us.
+    pub fn record_us(&mut self, dev_us: f64) {
+        let ns = (dev_us.abs() * 1e3).round().min(Self::HIGHEST_NS as f64) as u64;
+        if dev_us < 0.0 {
+            self.negative.saturating_record(ns);
+        } else {
+            self.positive.saturating_record(ns);
+        }
+        self.sum_sq_us2 += dev_us * dev_us;
+        self.max_abs_us = self.max_abs_us.max(dev_us.abs());
+    }
+
+    /// Adds another shard's deviations.
+    pub fn merge(&mut self, other: &DeviationHistogram) {
+        // Equal bounds: `add` cannot fail.
+        let _ = self.negative.add(&other.negative);
+        let _ = self.positive.add(&other.positive);
+        self.sum_sq_us2 += other.sum_sq_us2;
+        self.max_abs_us = self.max_abs_us.max(other.max_abs_us);
+    }
+
+    /// Number of deviations.
+    pub fn len(&self) -> u64 {
+        self.negative.len() + self.positive.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The deviation at quantile `q` (0..=1), us, nearest rank.
+    fn quantile_us(&self, q: f64) -> f64 {
+        let (n_neg, n) = (self.negative.len(), self.len());
+        let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+        if rank <= n_neg {
+            // Ascending order runs through the negatives from the largest magnitude.
+            let from_top = n_neg - rank + 1;
+            -(self
+                .negative
+                .value_at_quantile(from_top as f64 / n_neg as f64) as f64)
+                / 1e3
+        } else {
+            let n_pos = self.positive.len();
+            self.positive
+                .value_at_quantile((rank - n_neg) as f64 / n_pos as f64) as f64
+                / 1e3
+        }
+    }
+
+    /// Standard deviation (pooled), median, largest magnitude.
+    pub fn summary(&self) -> DeviationSummary {
+        let n = self.len();
+        if n == 0 {
+            return DeviationSummary::default();
+        }
+        DeviationSummary {
+            count: n,
+            stddev: (self.sum_sq_us2 / n as f64).sqrt(),
+            median: self.quantile_us(0.5),
+            max: self.max_abs_us,
+        }
+    }
+
+    /// `points` evenly spaced quantiles (signed, us).
+    pub fn cdf(&self, points: usize) -> Vec<CdfPoint> {
+        if self.is_empty() || points < 2 {
+            return Vec::new();
+        }
+        (0..points)
+            .map(|i| {
+                let fraction = i as f64 / (points - 1) as f64;
+                CdfPoint {
+                    value_us: self.quantile_us(fraction.max(1e-12)),
+                    fraction,
+                }
+            })
+            .collect()
+    }
+
+    /// The storable form.
+    pub fn to_parts(&self) -> DeviationHistogramParts {
+        DeviationHistogramParts {
+            negative: encode_base64(&self.negative),
+            positive: encode_base64(&self.positive),
+            sum_sq_us2: self.sum_sq_us2,
+            max_abs_us: self.max_abs_us,
+        }
+    }
+
+    /// Reads [`DeviationHistogram::to_parts`]'s form.
+    ///
+    /// # Errors
+    ///
+    /// When a histogram does not decode or holds values beyond 60 s.
+    pub fn from_parts(parts: &DeviationHistogramParts) -> Result<DeviationHistogram, DecodeError> {
+        let mut d = DeviationHistogram::new();
+        let range = |e| DecodeError(format!("deviation values out of range: {e:?}"));
+        d.negative
+            .add(&decode_base64(&parts.negative)?)
+            .map_err(range)?;
+        d.positive
+            .add(&decode_base64(&parts.positive)?)
+            .map_err(range)?;
+        d.sum_sq_us2 = parts.sum_sq_us2;
+        d.max_abs_us = parts.max_abs_us;
+        Ok(d)
+    }
+}
+
+impl SendDeviation {
+    /// The deviations as a mergeable [`DeviationHistogram`].
+    pub fn histogram(&self) -> DeviationHistogram {
+        let mut h = DeviationHistogram::new();
+        if !self.shifted.is_empty() {
+            for d in self.sorted_deviations_us() {
+                h.record_us(d);
+            }
+        }
+        h
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,5 +382,43 @@ mod tests {
         let d = SendDeviation::new(Duration::from_millis(1));
         assert_eq!(d.summary(), DeviationSummary::default());
         assert!(d.is_empty());
+    }
+
+    #[test]
+    fn histogram_of_one_run_matches_its_exact_summary() {
+        let mut d = SendDeviation::new(Duration::from_millis(1));
+        for (i, jitter) in [0u64, 30, 5, 900, 12, 0, 47, 3, 250].iter().enumerate() {
+            d.record(i as u64 * MS + jitter * 1_000);
+        }
+        let exact = d.summary();
+        let h = d.histogram();
+        let approx = h.summary();
+        assert_eq!(approx.count, exact.count);
+        assert!((approx.stddev - exact.stddev).abs() < 1e-6 * exact.stddev.max(1.0));
+        assert!((approx.max - exact.max).abs() < 1e-9);
+        assert!((approx.median - exact.median).abs() <= 0.01 * exact.median.abs().max(10.0));
+        let back = DeviationHistogram::from_parts(&h.to_parts()).unwrap();
+        assert_eq!(back.summary(), approx);
+        let cdf = h.cdf(21);
+        assert_eq!(cdf.len(), 21);
+        assert!(cdf.windows(2).all(|w| w[0].value_us <= w[1].value_us));
+    }
+
+    #[test]
+    fn merged_histograms_pool_the_variance() {
+        let mut a = DeviationHistogram::new();
+        let mut b = DeviationHistogram::new();
+        for v in [-2.0, 2.0] {
+            a.record_us(v);
+        }
+        for v in [-4.0, 4.0] {
+            b.record_us(v);
+        }
+        a.merge(&b);
+        let s = a.summary();
+        assert_eq!(s.count, 4);
+        assert!((s.stddev - (40.0f64 / 4.0).sqrt()).abs() < 1e-12);
+        assert_eq!(s.max, 4.0);
+        assert!(s.median < 0.0 && s.median > -2.01);
     }
 }

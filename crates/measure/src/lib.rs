@@ -11,9 +11,11 @@ mod deviation;
 mod histogram;
 mod ratio;
 mod schedule;
+mod shard;
 
 pub use active::choose_active;
-pub use deviation::{DeviationSummary, SendDeviation};
-pub use histogram::{CdfPoint, LatencyHistogram, Summary};
+pub use deviation::{DeviationHistogram, DeviationHistogramParts, DeviationSummary, SendDeviation};
+pub use histogram::{CdfPoint, DecodeError, LatencyHistogram, Summary};
 pub use ratio::{ActiveRatio, RatioError};
 pub use schedule::{Arrival, Schedule, ScheduleError};
+pub use shard::{Shard, ShardError, ShardSlice};

@@ -3,6 +3,7 @@
 //! million sends in they have not drifted); Poisson schedules draw exponential
 //! gaps from a seeded generator, so a run can be repeated exactly.
 
+use crate::shard::Shard;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
@@ -29,7 +30,11 @@ pub enum ScheduleError {
 #[derive(Clone, Debug)]
 pub struct Schedule {
     arrival: Arrival,
+    /// The whole run's interval, 1e9/rate ns.
     interval_ns: f64,
+    /// A shard takes sends `k x stride + phase` of the whole run's schedule.
+    stride: u64,
+    phase: u64,
     k: u64,
     poisson: Option<(StdRng, Exp<f64>, f64)>,
 }
@@ -58,15 +63,49 @@ impl Schedule {
         Ok(Schedule {
             arrival,
             interval_ns,
+            stride: 1,
+            phase: 0,
             k: 0,
             poisson,
         })
     }
 
+    /// Shard `shard` of the schedule of `rate_per_s` sends per second: with
+    /// fixed intervals, every N-th send of the whole run's schedule starting
+    /// at send `i-1` (so the shards' sends together are exactly the whole
+    /// run's); with Poisson arrivals, rate/N drawn from a seed of its own.
+    ///
+    /// # Errors
+    ///
+    /// As [`Schedule::new`].
+    pub fn for_shard(
+        rate_per_s: f64,
+        arrival: Arrival,
+        seed: u64,
+        shard: Shard,
+    ) -> Result<Schedule, ScheduleError> {
+        if shard.is_whole() {
+            return Schedule::new(rate_per_s, arrival, seed);
+        }
+        match arrival {
+            Arrival::Fixed => {
+                let mut s = Schedule::new(rate_per_s, arrival, seed)?;
+                s.stride = u64::from(shard.count);
+                s.phase = shard.offset() as u64;
+                Ok(s)
+            }
+            Arrival::Poisson => Schedule::new(
+                rate_per_s / f64::from(shard.count),
+                arrival,
+                seed ^ (u64::from(shard.index) << 32 | u64::from(shard.count)),
+            ),
+        }
+    }
+
     /// Offset of the next send (the k-th call gives send k, from 0).
     pub fn next_offset(&mut self) -> Duration {
         let ns = match self.poisson.as_mut() {
-            None => fixed_offset_ns(self.k, self.interval_ns),
+            None => fixed_offset_ns(self.k * self.stride + self.phase, self.interval_ns),
             Some((rng, exp, at)) => {
                 if self.k > 0 {
                     *at += exp.sample(rng);
@@ -78,16 +117,18 @@ impl Schedule {
         Duration::from_nanos(ns as u64)
     }
 
-    /// The mean interval, 1/rate, rounded to whole nanoseconds.
+    /// The mean interval between this schedule's sends (a shard's is N
+    /// times the whole run's), rounded to whole nanoseconds.
     pub fn interval(&self) -> Duration {
-        Duration::from_nanos(self.interval_ns.round() as u64)
+        Duration::from_nanos(self.interval_ns().round() as u64)
     }
 
-    /// The exact mean interval 1e9/rate in ns, for [`SendDeviation::for_schedule`].
+    /// The exact mean interval between this schedule's sends in ns, for
+    /// [`SendDeviation::for_schedule`].
     ///
     /// [`SendDeviation::for_schedule`]: crate::SendDeviation::for_schedule
     pub(crate) fn interval_ns(&self) -> f64 {
-        self.interval_ns
+        self.interval_ns * self.stride as f64
     }
 
     /// Fixed or Poisson.
@@ -130,6 +171,27 @@ fn fixed_offset_ns(k: u64, interval_ns: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fixed_shards_interleave_into_the_whole_schedule() {
+        let d = Duration::from_secs(1);
+        let whole: Vec<_> = {
+            let mut s = Schedule::new(3_000.0, Arrival::Fixed, 0).unwrap();
+            std::iter::from_fn(|| Some(s.next_offset()))
+                .take_while(|o| *o < d)
+                .collect()
+        };
+        let mut merged = Vec::new();
+        for i in 1..=3 {
+            let mut s =
+                Schedule::for_shard(3_000.0, Arrival::Fixed, 0, Shard::new(i, 3).unwrap()).unwrap();
+            assert_eq!(s.interval(), Duration::from_nanos(1_000_000));
+            merged.extend(std::iter::from_fn(|| Some(s.next_offset())).take_while(|o| *o < d));
+        }
+        merged.sort();
+        assert_eq!(merged, whole);
+        assert_eq!(whole.len() as u64, Schedule::expected_sends(3_000.0, d));
+    }
 
     #[test]
     fn fixed_offsets_do_not_drift() {

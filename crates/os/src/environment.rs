@@ -1,10 +1,10 @@
 //! What a result was measured on: kernel, CPUs, clock source, open-files limit
 //! and CPU placement, recorded with every result.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The machine facts stored beside every measurement.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Environment {
     /// `uname -sr`, e.g. `Linux 6.18.0`.
     pub kernel: String,

@@ -7,12 +7,12 @@ use crate::Exit;
 use anyhow::{anyhow, Context};
 use clap::Args;
 use connlab_loadgen::{LoadError, Progress, Rate, Workload};
-use connlab_measure::{ActiveRatio, Arrival};
+use connlab_measure::{ActiveRatio, Arrival, Shard};
 use connlab_os::{CpuList, Shutdown};
 use connlab_proto::Protocol;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// The workload flags shared by `load` and `run`.
 #[derive(Args, Debug, Clone)]
@@ -86,7 +86,15 @@ every response. Reports service latency (complete - send), corrected latency
 
 Examples:
   connlab load --target 127.0.0.1:7070 -c 1000 --active-ratio 1/16 --rate 2000 -d 10s
-  connlab load --target 127.0.0.1:8080 --protocol http -c 100 --rate max --depth 1 --json out.json")]
+  connlab load --target 127.0.0.1:8080 --protocol http -c 100 --rate max --depth 1 --json out.json
+
+Shards (one workload over several client processes or machines; merge with `connlab merge`):
+  at=$(( $(date +%s) + 5 ))
+  for i in 1 2 3; do
+    ssh client$i connlab load --target 10.0.0.1:7070 -c 3000 --rate 6000 \
+      --shard $i/3 --start-at $at --json shard$i.json &
+  done; wait
+  connlab merge shard*.json --json merged.json")]
 pub(crate) struct LoadArgs {
     /// Server address, e.g. 127.0.0.1:7070 or localhost:8080.
     #[arg(long)]
@@ -96,8 +104,35 @@ pub(crate) struct LoadArgs {
     /// Pin the writer to the first CPU of LIST and the reader to the last.
     #[arg(long, value_name = "LIST")]
     cpu: Option<CpuList>,
+    /// Run the i-th of N slices of the workload (its connections, active set
+    /// and rate), e.g. 2/5; every shard takes the whole run's flags.
+    #[arg(long, value_name = "i/N", value_parser = parse_shard)]
+    shard: Option<Shard>,
+    /// Start measuring (warm-up first) at this wall-clock instant: Unix
+    /// seconds (e.g. 1763900000.5) or +DURATION from now; aligns shards.
+    #[arg(long, value_name = "WHEN", value_parser = parse_start_at)]
+    start_at: Option<SystemTime>,
     #[command(flatten)]
     output: OutputArgs,
+}
+
+fn parse_shard(s: &str) -> Result<Shard, String> {
+    s.parse().map_err(|e| format!("{e}"))
+}
+
+/// `--start-at`: Unix seconds, or `+DURATION` from now.
+pub(crate) fn parse_start_at(s: &str) -> Result<SystemTime, String> {
+    if let Some(rel) = s.strip_prefix('+') {
+        return parse_duration(rel).map(|d| SystemTime::now() + d);
+    }
+    match s.parse::<f64>() {
+        Ok(t) if t.is_finite() && (0.0..1e11).contains(&t) => {
+            Ok(SystemTime::UNIX_EPOCH + Duration::from_secs_f64(t))
+        }
+        _ => Err(format!(
+            "{s:?} is not an instant: give Unix seconds (e.g. $(( $(date +%s) + 5 ))) or +DURATION (e.g. +2s)"
+        )),
+    }
 }
 
 fn parse_ratio(s: &str) -> Result<ActiveRatio, String> {
@@ -188,6 +223,8 @@ impl WorkloadArgs {
             spin: self.spin,
             drain_timeout: self.drain_timeout,
             cpus,
+            shard: Shard::WHOLE,
+            start_at: None,
         })
     }
 }
@@ -195,7 +232,9 @@ impl WorkloadArgs {
 /// Runs the load generator against `--target`.
 pub(crate) fn run(args: LoadArgs) -> Result<ExitCode, Exit> {
     let target = resolve(&args.target)?;
-    let workload = args.workload.workload(target, args.cpu.clone())?;
+    let mut workload = args.workload.workload(target, args.cpu.clone())?;
+    workload.shard = args.shard.unwrap_or(Shard::WHOLE);
+    workload.start_at = args.start_at;
     raise_limit();
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let outcome = drive(&workload, &shutdown, &args.output)?;

@@ -1,0 +1,52 @@
+//! `connlab merge`: one result from the shard results of one run.
+
+use crate::cmd::output::print_summary;
+use crate::Exit;
+use anyhow::Context;
+use clap::Args;
+use connlab_loadgen::LoadResult;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Flags of `connlab merge`.
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Counts add, histograms add exactly (HdrHistogram), the send deviation pools over the
+shards; the merged summaries are recomputed from the merged histograms. The result has
+the schema of a single run, with a `merged` field naming the files.
+
+Example:
+  connlab merge shard1.json shard2.json --json merged.json")]
+pub(crate) struct MergeArgs {
+    /// Result files of `connlab load --shard i/N --json FILE`, every shard once.
+    #[arg(required = true, value_name = "FILES")]
+    files: Vec<PathBuf>,
+    /// Write the merged result as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+/// Reads, merges, writes and summarises.
+pub(crate) fn run(args: MergeArgs) -> Result<ExitCode, Exit> {
+    let merged = merge_files(&args.files).map_err(Exit::usage)?;
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&merged).context("encoding the result")?;
+        std::fs::write(path, text + "\n")
+            .with_context(|| format!("writing --json file {}", path.display()))?;
+    }
+    print_summary(&merged);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Merges shard result files into one result (for `connlab sweep`).
+pub(crate) fn merge_files(files: &[PathBuf]) -> anyhow::Result<LoadResult> {
+    let mut parts = Vec::new();
+    for path in files {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let result: LoadResult = serde_json::from_str(&text)
+            .with_context(|| format!("{}: not a connlab load result", path.display()))?;
+        parts.push((path.display().to_string(), result));
+    }
+    Ok(connlab_loadgen::merge(&parts)?)
+}

@@ -1,0 +1,297 @@
+//! `connlab merge`: one result from the results of the shards of one run.
+//! Counts add; histograms add (HdrHistogram, exact); the send deviation pools
+//! (see [`DeviationHistogram`]); CPU time and memory add up over the client
+//! processes; the merged summaries are recomputed from the merged histograms,
+//! so a merged result has the same schema and meaning as a single run's.
+
+use crate::result::{
+    ConnectionCounts, CpuSeconds, Histograms, LoadResult, MergeInfo, RequestCounts,
+    HISTOGRAM_ENCODING, LOAD_SCHEMA,
+};
+use connlab_measure::{DeviationHistogram, LatencyHistogram};
+
+/// Points of the merged CDFs.
+const CDF_POINTS: usize = 21;
+
+/// Why shard results cannot be merged.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    /// Nothing to merge.
+    #[error("no result files to merge")]
+    Empty,
+    /// A file is not a load result of this version.
+    #[error("{file}: schema is {found:?}, expected {LOAD_SCHEMA:?}")]
+    Schema {
+        /// The file.
+        file: String,
+        /// Its schema field.
+        found: String,
+    },
+    /// The shards do not belong to one run.
+    #[error("{file}: {what}")]
+    Mismatch {
+        /// The file.
+        file: String,
+        /// What differs.
+        what: String,
+    },
+    /// A stored histogram is unreadable.
+    #[error("{file}: histograms.{field}: {source}")]
+    Histogram {
+        /// The file.
+        file: String,
+        /// Which histogram.
+        field: &'static str,
+        /// The decoding error.
+        source: connlab_measure::DecodeError,
+    },
+}
+
+/// Merges the results of every shard of one run (`(file name, result)`, in
+/// any order) into one result of the same schema.
+///
+/// # Errors
+///
+/// When the results are not the N shards 1/N..N/N of one configuration, or
+/// a histogram does not decode.
+pub fn merge(parts: &[(String, LoadResult)]) -> Result<LoadResult, MergeError> {
+    let mut parts: Vec<&(String, LoadResult)> = parts.iter().collect();
+    if parts.is_empty() {
+        return Err(MergeError::Empty);
+    }
+    for (file, r) in &parts {
+        if r.schema != LOAD_SCHEMA {
+            return Err(MergeError::Schema {
+                file: file.clone(),
+                found: r.schema.clone(),
+            });
+        }
+    }
+    check_shards(&mut parts)?;
+    let first = parts[0];
+    let base = &first.1;
+    let mismatch = |file: &str, what: String| MergeError::Mismatch {
+        file: file.to_string(),
+        what,
+    };
+    for (file, r) in &parts {
+        let (a, b) = (&r.config, &base.config);
+        let same = a.target == b.target
+            && a.protocol == b.protocol
+            && a.path == b.path
+            && a.connections == b.connections
+            && a.active_ratio == b.active_ratio
+            && a.request_size_bytes == b.request_size_bytes
+            && a.response_size_bytes == b.response_size_bytes
+            && a.rate_per_s == b.rate_per_s
+            && a.depth == b.depth
+            && a.arrival == b.arrival
+            && a.duration_s == b.duration_s
+            && a.warmup_s == b.warmup_s
+            && a.seed == b.seed;
+        if !same {
+            return Err(mismatch(
+                file,
+                format!(
+                    "its config differs from {}'s (target, protocol, connections, active ratio, \
+                     sizes, rate, duration, warm-up and seed must be equal)",
+                    first.0
+                ),
+            ));
+        }
+    }
+    let decode_latency = |file: &str, field: &'static str, text: &str| {
+        LatencyHistogram::from_base64(text).map_err(|source| MergeError::Histogram {
+            file: file.to_string(),
+            field,
+            source,
+        })
+    };
+    let mut service = LatencyHistogram::new();
+    let mut corrected = LatencyHistogram::new();
+    let mut send_lag = LatencyHistogram::new();
+    let mut deviation: Option<DeviationHistogram> = None;
+    let mut connections = ConnectionCounts::default();
+    let mut requests = RequestCounts::default();
+    let mut cpu = CpuSeconds::default();
+    let (mut writer_cpu, mut reader_cpu, mut rss) = (0.0, 0.0, 0u64);
+    let (mut bytes_sent, mut bytes_received, mut wall) = (0u64, 0u64, 0.0f64);
+    let mut warnings = Vec::new();
+    let (mut interrupted, mut peer_failed) = (false, false);
+    let starts: Vec<f64> = parts.iter().map(|(_, r)| r.started_unix_s).collect();
+    for (file, r) in &parts {
+        let h = &r.histograms;
+        if h.encoding != HISTOGRAM_ENCODING {
+            return Err(mismatch(
+                file,
+                format!(
+                    "histograms.encoding is {:?}, expected {HISTOGRAM_ENCODING:?}",
+                    h.encoding
+                ),
+            ));
+        }
+        service.merge(&decode_latency(
+            file,
+            "service_latency",
+            &h.service_latency,
+        )?);
+        corrected.merge(&decode_latency(
+            file,
+            "corrected_latency",
+            &h.corrected_latency,
+        )?);
+        send_lag.merge(&decode_latency(file, "send_lag", &h.send_lag)?);
+        if let Some(p) = &h.send_deviation {
+            let d = DeviationHistogram::from_parts(p).map_err(|source| MergeError::Histogram {
+                file: file.clone(),
+                field: "send_deviation",
+                source,
+            })?;
+            deviation
+                .get_or_insert_with(DeviationHistogram::new)
+                .merge(&d);
+        }
+        let c = &r.connections;
+        connections.requested += c.requested;
+        connections.established += c.established;
+        connections.failed += c.failed;
+        connections.active += c.active;
+        connections.idle_closed_by_peer += c.idle_closed_by_peer;
+        connections.setup_s = connections.setup_s.max(c.setup_s);
+        if connections.first_error.is_none() {
+            connections.first_error.clone_from(&c.first_error);
+        }
+        let q = &r.requests;
+        requests.sent += q.sent;
+        requests.completed += q.completed;
+        requests.measured_sent += q.measured_sent;
+        requests.measured_completed += q.measured_completed;
+        for (kind, n) in &q.errors {
+            *requests.errors.entry(kind.clone()).or_default() += n;
+        }
+        cpu.user += r.client_cpu_s.user;
+        cpu.sys += r.client_cpu_s.sys;
+        writer_cpu += r.writer_cpu_s;
+        reader_cpu += r.reader_cpu_s;
+        rss += r.client_max_rss_kib;
+        bytes_sent += r.bytes_sent;
+        bytes_received += r.bytes_received;
+        wall = wall.max(r.wall_s);
+        interrupted |= r.interrupted;
+        peer_failed |= r.peer_failed;
+        let label = r.shard.as_ref().map_or_else(
+            || file.clone(),
+            |s| format!("shard {}/{}", s.index, s.count),
+        );
+        warnings.extend(r.warnings.iter().map(|w| format!("{label}: {w}")));
+    }
+    connections.setup_rate_per_s = connections.established as f64 / connections.setup_s.max(1e-9);
+    let measured_s = if interrupted {
+        parts
+            .iter()
+            .map(|(_, r)| (r.wall_s - r.config.warmup_s).max(1e-9))
+            .fold(f64::INFINITY, f64::min)
+    } else {
+        base.config.duration_s
+    };
+    let open_loop = base.config.rate_per_s.is_some();
+    let skew_s = starts.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+        - starts.iter().copied().fold(f64::INFINITY, f64::min);
+    let mut merged = base.clone();
+    merged.schema = LOAD_SCHEMA.into();
+    merged.placement.writer_cpu = None;
+    merged.placement.reader_cpu = None;
+    merged.connections = connections;
+    merged.requests = requests;
+    merged.achieved_rate_per_s = merged.requests.measured_completed as f64 / measured_s;
+    merged.service_latency_us = service.summary();
+    merged.corrected_latency_us = corrected.summary();
+    merged.send_lag_us = if open_loop {
+        send_lag.summary()
+    } else {
+        Default::default()
+    };
+    merged.send_deviation_us = deviation.as_ref().map(|d| d.summary()).unwrap_or_default();
+    merged.send_deviation_cdf = deviation
+        .as_ref()
+        .map(|d| d.cdf(CDF_POINTS))
+        .unwrap_or_default();
+    merged.service_latency_cdf = service.cdf(CDF_POINTS);
+    merged.client_cpu_s = cpu;
+    merged.writer_cpu_s = writer_cpu;
+    merged.reader_cpu_s = reader_cpu;
+    merged.requests_per_client_cpu_s =
+        merged.requests.completed as f64 / (cpu.user + cpu.sys).max(1e-9);
+    merged.client_max_rss_kib = rss;
+    merged.bytes_sent = bytes_sent;
+    merged.bytes_received = bytes_received;
+    merged.throughput_mbit_s = bytes_received as f64 * 8.0 / 1e6 / wall.max(1e-9);
+    merged.wall_s = wall;
+    merged.interrupted = interrupted;
+    merged.peer_failed = peer_failed;
+    if skew_s > 0.01 {
+        warnings.push(format!(
+            "the shards started {:.1} ms apart: their schedules were not aligned (use --start-at)",
+            skew_s * 1e3
+        ));
+    }
+    merged.warnings = warnings;
+    merged.started_unix_s = starts.iter().copied().fold(f64::INFINITY, f64::min);
+    merged.shard = None;
+    merged.merged = Some(MergeInfo {
+        shards: parts.len() as u32,
+        files: parts.iter().map(|(f, _)| f.clone()).collect(),
+        start_skew_ms: skew_s.max(0.0) * 1e3,
+    });
+    merged.histograms = Histograms {
+        encoding: HISTOGRAM_ENCODING.into(),
+        service_latency: service.to_base64(),
+        corrected_latency: corrected.to_base64(),
+        send_lag: send_lag.to_base64(),
+        send_deviation: deviation.as_ref().map(DeviationHistogram::to_parts),
+    };
+    Ok(merged)
+}
+
+/// Sorts `parts` by shard and checks that they are shards 1..=N of N (a
+/// single unsharded result merges with itself alone).
+fn check_shards(parts: &mut [&(String, LoadResult)]) -> Result<(), MergeError> {
+    let n = parts.len();
+    if n == 1 && parts[0].1.shard.is_none() {
+        return Ok(());
+    }
+    for (file, r) in parts.iter() {
+        let Some(s) = &r.shard else {
+            return Err(MergeError::Mismatch {
+                file: file.clone(),
+                what: "is not a shard result (no `shard` field); merge takes the results of \
+                       `connlab load --shard i/N`"
+                    .into(),
+            });
+        };
+        if s.count as usize != n {
+            return Err(MergeError::Mismatch {
+                file: file.clone(),
+                what: format!(
+                    "is shard {}/{} but {n} files were given: give all {} shards",
+                    s.index, s.count, s.count
+                ),
+            });
+        }
+    }
+    parts.sort_by_key(|(_, r)| r.shard.as_ref().map_or(0, |s| s.index));
+    for (i, (file, r)) in parts.iter().enumerate() {
+        let index = r.shard.as_ref().map_or(0, |s| s.index);
+        if index as usize != i + 1 {
+            return Err(MergeError::Mismatch {
+                file: file.clone(),
+                what: format!(
+                    "shard {index}/{n} appears where shard {}/{n} was expected: each shard must be \
+                     given exactly once",
+                    i + 1
+                ),
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,1 @@
+//! Tables and plots from `connlab sweep` result directories (work in progress).
