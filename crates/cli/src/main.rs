@@ -2,7 +2,7 @@
 //! the outcome to an exit code. All work happens in the library crates.
 
 mod cmd;
-mod units;
+use connlab_measure::units;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
@@ -33,6 +33,10 @@ enum Command {
     Serve(cmd::serve::ServeArgs),
     /// Merge the results of `connlab load --shard i/N` into one result.
     Merge(cmd::merge::MergeArgs),
+    /// Run an experiment file: every point, server and client shards in namespaces.
+    Sweep(cmd::sweep::SweepArgs),
+    /// Tables and plots (HTML, Markdown, CSV) from a sweep's results directory.
+    Report(cmd::report::ReportArgs),
 }
 
 /// A failure that carries its own exit code.
@@ -68,6 +72,8 @@ fn main() -> ExitCode {
         Command::Load(args) => cmd::load::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Merge(args) => cmd::merge::run(args),
+        Command::Sweep(args) => cmd::sweep::run(args),
+        Command::Report(args) => cmd::report::run(args),
     };
     match result {
         Ok(code) => code,

@@ -12,6 +12,7 @@ mod histogram;
 mod ratio;
 mod schedule;
 mod shard;
+pub mod units;
 
 pub use active::choose_active;
 pub use deviation::{DeviationHistogram, DeviationHistogramParts, DeviationSummary, SendDeviation};

@@ -3,5 +3,7 @@
 pub(crate) mod load;
 pub(crate) mod merge;
 pub(crate) mod output;
+pub(crate) mod report;
 pub(crate) mod run;
 pub(crate) mod serve;
+pub(crate) mod sweep;

@@ -1,8 +1,8 @@
-//! Parsing of sizes given on the command line: `128`, `10KiB`, `1MiB`, `4k`.
+//! Parsing of sizes and durations as people write them: `128`, `10KiB`, `1MiB`, `4k`; `10s`, `500ms`, `2m`.
 
 /// Parses a byte size: a number with an optional unit `B`, `K`/`KiB`/`KB`,
 /// `M`/`MiB`/`MB`, `G`/`GiB`/`GB` (all binary: 1 KiB = 1024 B), case-insensitive.
-pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (digits, unit) = t.split_at(split);
@@ -30,7 +30,7 @@ pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
 }
 
 /// A size that must fit in a `u32` (wire-format lengths).
-pub(crate) fn parse_size_u32(text: &str) -> Result<u32, String> {
+pub fn parse_size_u32(text: &str) -> Result<u32, String> {
     let n = parse_size(text)?;
     u32::try_from(n).map_err(|_| format!("{text:?} is above the 4 GiB - 1 maximum"))
 }
@@ -59,7 +59,7 @@ mod tests {
 }
 
 /// Parses a duration: `10s`, `500ms`, `250us`, `2m`, `1h`, or a plain number of seconds.
-pub(crate) fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))

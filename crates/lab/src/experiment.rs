@@ -1,0 +1,757 @@
+//! Experiment files: what to measure, on which topology, and which paper table
+//! the result reproduces. Parsed from TOML with every error naming the file and
+//! the field; expanded by [`Experiment::plan`] into the points of a sweep.
+
+use connlab_measure::units::{parse_duration, parse_size_u32};
+use connlab_measure::ActiveRatio;
+use connlab_server::EngineKind;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Duration;
+
+/// The I/O models of the locality paper, in its column order.
+pub const ENGINES: [&str; 5] = ["processes", "threads", "select", "poll", "epoll"];
+
+/// Why an experiment file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ExperimentError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Not valid TOML, or a field of the wrong type or name; `message` carries
+    /// the line and column.
+    #[error("{origin}: {message}")]
+    Parse {
+        /// The file.
+        origin: String,
+        /// The TOML parser's message.
+        message: String,
+    },
+    /// Valid TOML, but a value out of range.
+    #[error("{origin}: {field}: {message}")]
+    Invalid {
+        /// The file.
+        origin: String,
+        /// The field, e.g. `matrix.active_ratios[2]`.
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+}
+
+/// One experiment file.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Experiment {
+    /// Short name, used in file names (`locality-table3`).
+    pub name: String,
+    /// Title shown on the report.
+    pub title: String,
+    /// What the experiment shows, in a sentence or two.
+    #[serde(default)]
+    pub description: String,
+    /// The hosts.
+    pub topology: TopologySection,
+    /// The server under test.
+    pub server: ServerSection,
+    /// How the client shards run.
+    #[serde(default)]
+    pub client: ClientSection,
+    /// The parameter matrix.
+    pub matrix: Matrix,
+    /// Replacements for `--quick`: a reduced matrix and short points.
+    #[serde(default)]
+    pub quick: Option<MatrixOverride>,
+    /// The paper table this experiment reproduces, if any.
+    #[serde(default)]
+    pub paper: Option<Paper>,
+}
+
+/// `[topology]`: one server host and K client hosts on one bridge.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopologySection {
+    /// Name of the server's host (namespace suffix).
+    #[serde(default = "default_server_host")]
+    pub server_host: String,
+    /// Number of client hosts (`client1` .. `clientK`), one load shard each.
+    pub client_hosts: u32,
+    /// Rate limit of every host link, e.g. `1gbit`, `100mbit`, or `none`.
+    #[serde(default)]
+    pub link_rate: Option<String>,
+}
+
+fn default_server_host() -> String {
+    "server".into()
+}
+
+/// `[server]`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    /// Engines to measure, in report column order.
+    pub engines: Vec<String>,
+    /// Wire format: `clb1` or `http`.
+    #[serde(default = "default_protocol")]
+    pub protocol: String,
+    /// CPUs to pin the server to, e.g. `1`.
+    #[serde(default)]
+    pub cpu: Option<String>,
+}
+
+fn default_protocol() -> String {
+    "clb1".into()
+}
+
+/// `[client]`: settings every shard shares.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientSection {
+    /// CPUs for each shard's writer (first) and reader (last), e.g. `0`.
+    #[serde(default)]
+    pub cpu: Option<String>,
+    /// `fixed` (the paper) or `poisson`.
+    #[serde(default)]
+    pub arrival: Option<String>,
+    /// Seed of the active-set choice.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Time between launching the shards and their common start, e.g. `5s`;
+    /// by default 2 s plus 1 s per 2,000 connections (connection set-up).
+    #[serde(default)]
+    pub start_lead: Option<String>,
+}
+
+/// A size in the file: bytes as a number, or text with a unit (`10KiB`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SizeValue {
+    /// Bytes.
+    Bytes(u64),
+    /// Text such as `10KiB`.
+    Text(String),
+}
+
+/// An active ratio in the file: a number, or text (`1/16`, `6.25%`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RatioValue {
+    /// A number in (0, 1].
+    Number(f64),
+    /// Text such as `1/16`.
+    Text(String),
+}
+
+/// `[matrix]`: every combination is one point per engine and repetition.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Matrix {
+    /// Total connections (over all shards).
+    pub connections: Vec<u64>,
+    /// Shares of connections that carry traffic.
+    pub active_ratios: Vec<RatioValue>,
+    /// Requests per second in total (over all shards).
+    pub rates: Vec<f64>,
+    /// Request size, header included.
+    pub request_size: SizeValue,
+    /// Response size.
+    pub response_size: SizeValue,
+    /// Measured time per point, e.g. `10s`.
+    pub duration: String,
+    /// Warm-up per point, e.g. `1s`.
+    #[serde(default = "default_warmup")]
+    pub warmup: String,
+    /// Repetitions of the whole matrix.
+    #[serde(default = "default_repetitions")]
+    pub repetitions: u32,
+}
+
+fn default_warmup() -> String {
+    "1s".into()
+}
+
+fn default_repetitions() -> u32 {
+    1
+}
+
+/// `[quick]`: fields that replace the matrix's under `--quick`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MatrixOverride {
+    /// Replaces `matrix.connections`.
+    pub connections: Option<Vec<u64>>,
+    /// Replaces `matrix.active_ratios`.
+    pub active_ratios: Option<Vec<RatioValue>>,
+    /// Replaces `matrix.rates`.
+    pub rates: Option<Vec<f64>>,
+    /// Replaces `matrix.duration`.
+    pub duration: Option<String>,
+    /// Replaces `matrix.warmup`.
+    pub warmup: Option<String>,
+    /// Replaces `matrix.repetitions`.
+    pub repetitions: Option<u32>,
+}
+
+/// Which statistic a paper table reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Service latency (response received - request sent): Tables 3 and 4.
+    ServiceLatency,
+    /// Send-timing deviation from the ideal schedule: Table 5 and Figure 2.
+    SendDeviation,
+}
+
+/// The parameter a paper table varies along its rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Vary {
+    /// Total connections.
+    Connections,
+    /// The active ratio.
+    ActiveRatio,
+    /// The request rate.
+    Rate,
+}
+
+/// `[paper]`: the table this experiment reproduces and the paper's values.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Paper {
+    /// E.g. `Table 3`.
+    pub table: String,
+    /// Citation of the paper.
+    pub source: String,
+    /// The statistic the table reports.
+    pub metric: Metric,
+    /// The parameter along the table's rows.
+    pub vary: Vary,
+    /// Remarks shown under the table (e.g. where the values come from).
+    #[serde(default)]
+    pub note: String,
+    /// The paper's cells, matched to ours by engine and parameters.
+    #[serde(default)]
+    pub cells: Vec<PaperCell>,
+    /// The paper's claims as ratios between two rows, checked against ours.
+    #[serde(default)]
+    pub claims: Vec<PaperClaim>,
+}
+
+/// One cell of the paper's table. Parameters left out match any value.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PaperCell {
+    /// Engine column.
+    pub engine: String,
+    /// Total connections of the row.
+    #[serde(default)]
+    pub connections: Option<u64>,
+    /// Active ratio of the row.
+    #[serde(default)]
+    pub active_ratio: Option<RatioValue>,
+    /// Rate of the row.
+    #[serde(default)]
+    pub rate_per_s: Option<f64>,
+    /// Mean in microseconds.
+    #[serde(default)]
+    pub mean_us: Option<f64>,
+    /// Median in microseconds.
+    #[serde(default)]
+    pub median_us: Option<f64>,
+    /// Standard deviation in microseconds.
+    #[serde(default)]
+    pub stddev_us: Option<f64>,
+    /// Maximum in microseconds (send deviation).
+    #[serde(default)]
+    pub max_us: Option<f64>,
+}
+
+/// A claim of the paper: for these engines, the mean at row `to` divided by
+/// the mean at row `from` (along [`Paper::vary`]) is about `paper_ratio`
+/// (or only goes the way `text` says, when the paper gives no number).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PaperClaim {
+    /// The claim in words, as the paper or the design states it.
+    pub text: String,
+    /// Engines it is about.
+    pub engines: Vec<String>,
+    /// Row value the ratio starts from.
+    pub from: f64,
+    /// Row value the ratio ends at.
+    pub to: f64,
+    /// The paper's ratio, if it gives one.
+    #[serde(default)]
+    pub paper_ratio: Option<f64>,
+}
+
+/// One measurement of a sweep: one engine at one cell of the matrix.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PointParams {
+    /// Server engine.
+    pub engine: String,
+    /// Total connections.
+    pub connections: u64,
+    /// Active ratio as a number.
+    pub active_ratio: f64,
+    /// Active ratio as written in the experiment (`1/16`).
+    pub active_ratio_label: String,
+    /// Requests per second in total.
+    pub rate_per_s: f64,
+    /// Request size in bytes.
+    pub request_size_bytes: u32,
+    /// Response size in bytes.
+    pub response_size_bytes: u32,
+    /// Measured seconds.
+    pub duration_s: f64,
+    /// Warm-up seconds.
+    pub warmup_s: f64,
+    /// Repetition, from 1.
+    pub repetition: u32,
+}
+
+impl PointParams {
+    /// A stable identifier, usable as a file name:
+    /// `epoll-c400-a1_16-r2000-rep1`.
+    pub fn id(&self) -> String {
+        let ratio: String = self
+            .active_ratio_label
+            .chars()
+            .map(|c| match c {
+                '/' => '_',
+                '%' => 'p',
+                c if c.is_ascii_alphanumeric() || c == '.' => c,
+                _ => '-',
+            })
+            .collect();
+        format!(
+            "{}-c{}-a{}-r{}-rep{}",
+            self.engine, self.connections, ratio, self.rate_per_s, self.repetition
+        )
+    }
+}
+
+impl Experiment {
+    /// Reads and validates an experiment file.
+    pub fn from_file(path: &Path) -> Result<Experiment, ExperimentError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ExperimentError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Experiment::from_toml(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates experiment text; `origin` names it in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Experiment, ExperimentError> {
+        let exp: Experiment = toml::from_str(text).map_err(|e| ExperimentError::Parse {
+            origin: origin.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        exp.validate(origin)?;
+        Ok(exp)
+    }
+
+    /// The paper table this reproduces (`Table 3`), if any.
+    pub fn reproduces(&self) -> Option<&str> {
+        self.paper.as_ref().map(|p| p.table.as_str())
+    }
+
+    /// Client host names: `client1` .. `clientK`.
+    pub fn client_hosts(&self) -> Vec<String> {
+        (1..=self.topology.client_hosts)
+            .map(|i| format!("client{i}"))
+            .collect()
+    }
+
+    /// The link rate in bits per second, `None` for unlimited.
+    pub fn link_rate_bps(&self) -> Option<u64> {
+        self.topology
+            .link_rate
+            .as_deref()
+            .and_then(|r| parse_link_rate(r).ok().flatten())
+    }
+
+    /// The lead between launching the shards and their common start for a
+    /// point with `connections` in total.
+    pub fn start_lead(&self, connections: u64) -> Duration {
+        match self.client.start_lead.as_deref().map(parse_duration) {
+            Some(Ok(d)) => d,
+            _ => Duration::from_secs(2) + Duration::from_secs_f64(connections as f64 / 2000.0),
+        }
+    }
+
+    /// Every point of the sweep, repetitions outermost and engines innermost
+    /// (so engines compared in one row run close together in time).
+    pub fn plan(&self, quick: bool) -> Vec<PointParams> {
+        let q = if quick {
+            self.quick.clone().unwrap_or_default()
+        } else {
+            MatrixOverride::default()
+        };
+        let m = &self.matrix;
+        let connections = q.connections.as_ref().unwrap_or(&m.connections);
+        let ratios = q.active_ratios.as_ref().unwrap_or(&m.active_ratios);
+        let rates = q.rates.as_ref().unwrap_or(&m.rates);
+        let duration = q.duration.as_ref().unwrap_or(&m.duration);
+        let warmup = q.warmup.as_ref().unwrap_or(&m.warmup);
+        let repetitions = q.repetitions.unwrap_or(m.repetitions);
+        // Validated in `validate`, so these parse.
+        let secs = |t: &str| parse_duration(t).map_or(0.0, |d| d.as_secs_f64());
+        let (duration_s, warmup_s) = (secs(duration), secs(warmup));
+        let request = size_bytes(&m.request_size).unwrap_or(0);
+        let response = size_bytes(&m.response_size).unwrap_or(0);
+        let mut points = Vec::new();
+        for repetition in 1..=repetitions {
+            for &c in connections {
+                for ratio in ratios {
+                    let (active_ratio, label) = ratio_value(ratio).unwrap_or((1.0, "1".into()));
+                    for &rate in rates {
+                        for engine in &self.server.engines {
+                            points.push(PointParams {
+                                engine: engine.clone(),
+                                connections: c,
+                                active_ratio,
+                                active_ratio_label: label.clone(),
+                                rate_per_s: rate,
+                                request_size_bytes: request,
+                                response_size_bytes: response,
+                                duration_s,
+                                warmup_s,
+                                repetition,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        points
+    }
+
+    fn validate(&self, origin: &str) -> Result<(), ExperimentError> {
+        let bad = |field: &str, message: String| ExperimentError::Invalid {
+            origin: origin.to_string(),
+            field: field.to_string(),
+            message,
+        };
+        if self.name.is_empty()
+            || !self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(bad(
+                "name",
+                format!("{:?}: use letters, digits, - and _", self.name),
+            ));
+        }
+        let host_ok = |h: &str| {
+            !h.is_empty()
+                && h.len() <= 12
+                && h.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        };
+        if !host_ok(&self.topology.server_host) || self.topology.server_host.starts_with("client") {
+            return Err(bad(
+                "topology.server_host",
+                format!(
+                    "{:?}: 1-12 lowercase letters and digits, not starting with \"client\"",
+                    self.topology.server_host
+                ),
+            ));
+        }
+        if !(1..=32).contains(&self.topology.client_hosts) {
+            return Err(bad(
+                "topology.client_hosts",
+                format!("{}: between 1 and 32", self.topology.client_hosts),
+            ));
+        }
+        if let Some(rate) = &self.topology.link_rate {
+            parse_link_rate(rate).map_err(|m| bad("topology.link_rate", m))?;
+        }
+        if self.server.engines.is_empty() {
+            return Err(bad("server.engines", "name at least one engine".into()));
+        }
+        for (i, e) in self.server.engines.iter().enumerate() {
+            e.parse::<EngineKind>()
+                .map_err(|m| bad(&format!("server.engines[{i}]"), m))?;
+            if self.server.engines[..i].contains(e) {
+                return Err(bad(&format!("server.engines[{i}]"), format!("{e:?} twice")));
+            }
+        }
+        if !matches!(self.server.protocol.as_str(), "clb1" | "http") {
+            return Err(bad(
+                "server.protocol",
+                format!("{:?}: expected clb1 or http", self.server.protocol),
+            ));
+        }
+        if let Some(a) = &self.client.arrival {
+            if !matches!(a.as_str(), "fixed" | "poisson") {
+                return Err(bad(
+                    "client.arrival",
+                    format!("{a:?}: expected fixed or poisson"),
+                ));
+            }
+        }
+        if let Some(lead) = &self.client.start_lead {
+            parse_duration(lead).map_err(|m| bad("client.start_lead", m))?;
+        }
+        let m = &self.matrix;
+        size_bytes(&m.request_size).map_err(|e| bad("matrix.request_size", e))?;
+        size_bytes(&m.response_size).map_err(|e| bad("matrix.response_size", e))?;
+        let q = self.quick.clone().unwrap_or_default();
+        for (section, over) in [("matrix", MatrixOverride::default()), ("quick", q)] {
+            let conns = over.connections.as_ref().unwrap_or(&m.connections);
+            let ratios = over.active_ratios.as_ref().unwrap_or(&m.active_ratios);
+            let rates = over.rates.as_ref().unwrap_or(&m.rates);
+            let duration = over.duration.as_ref().unwrap_or(&m.duration);
+            let warmup = over.warmup.as_ref().unwrap_or(&m.warmup);
+            let reps = over.repetitions.unwrap_or(m.repetitions);
+            check_list(conns, &format!("{section}.connections"), origin, |c| {
+                if *c >= u64::from(self.topology.client_hosts) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{c}: at least one connection per client host ({})",
+                        self.topology.client_hosts
+                    ))
+                }
+            })?;
+            let mut labels = Vec::new();
+            for (i, r) in ratios.iter().enumerate() {
+                let (_, label) =
+                    ratio_value(r).map_err(|e| bad(&format!("{section}.active_ratios[{i}]"), e))?;
+                labels.push(label);
+            }
+            check_list(&labels, &format!("{section}.active_ratios"), origin, |_| {
+                Ok(())
+            })?;
+            check_list(rates, &format!("{section}.rates"), origin, |r| {
+                if r.is_finite() && *r > 0.0 {
+                    Ok(())
+                } else {
+                    Err(format!("{r}: a positive number of requests per second"))
+                }
+            })?;
+            let d = parse_duration(duration).map_err(|e| bad(&format!("{section}.duration"), e))?;
+            if d.is_zero() {
+                return Err(bad(
+                    &format!("{section}.duration"),
+                    "must be positive".into(),
+                ));
+            }
+            parse_duration(warmup).map_err(|e| bad(&format!("{section}.warmup"), e))?;
+            if reps == 0 {
+                return Err(bad(&format!("{section}.repetitions"), "at least 1".into()));
+            }
+        }
+        if let Some(p) = &self.paper {
+            for (i, c) in p.cells.iter().enumerate() {
+                if !self.server.engines.contains(&c.engine) {
+                    return Err(bad(
+                        &format!("paper.cells[{i}].engine"),
+                        format!("{:?} is not in server.engines", c.engine),
+                    ));
+                }
+                if let Some(r) = &c.active_ratio {
+                    ratio_value(r)
+                        .map_err(|e| bad(&format!("paper.cells[{i}].active_ratio"), e))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks every element and refuses duplicates, naming the index.
+fn check_list<T: PartialEq + std::fmt::Debug>(
+    items: &[T],
+    field: &str,
+    origin: &str,
+    check: impl Fn(&T) -> Result<(), String>,
+) -> Result<(), ExperimentError> {
+    let bad = |i: usize, message: String| ExperimentError::Invalid {
+        origin: origin.to_string(),
+        field: format!("{field}[{i}]"),
+        message,
+    };
+    if items.is_empty() {
+        return Err(ExperimentError::Invalid {
+            origin: origin.to_string(),
+            field: field.to_string(),
+            message: "give at least one value".into(),
+        });
+    }
+    for (i, item) in items.iter().enumerate() {
+        check(item).map_err(|m| bad(i, m))?;
+        if items[..i].contains(item) {
+            return Err(bad(i, format!("{item:?} twice")));
+        }
+    }
+    Ok(())
+}
+
+fn size_bytes(v: &SizeValue) -> Result<u32, String> {
+    match v {
+        SizeValue::Bytes(b) => {
+            u32::try_from(*b).map_err(|_| format!("{b} bytes is over the 4 GiB limit"))
+        }
+        SizeValue::Text(t) => parse_size_u32(t),
+    }
+}
+
+/// The ratio and its label as written.
+pub(crate) fn ratio_value(v: &RatioValue) -> Result<(f64, String), String> {
+    let (parsed, label) = match v {
+        RatioValue::Number(n) => (ActiveRatio::new(*n), n.to_string()),
+        RatioValue::Text(t) => (t.parse::<ActiveRatio>(), t.trim().to_string()),
+    };
+    parsed.map(|r| (r.get(), label)).map_err(|e| e.to_string())
+}
+
+/// Parses a link rate as `tc` writes it: `1gbit`, `100mbit`, `512kbit`,
+/// `1000000bit`; `none` means unlimited (`Ok(None)`).
+pub fn parse_link_rate(text: &str) -> Result<Option<u64>, String> {
+    let t = text.trim().to_ascii_lowercase();
+    if t == "none" || t == "unlimited" {
+        return Ok(None);
+    }
+    let (digits, mult) = [
+        ("gbit", 1_000_000_000u64),
+        ("mbit", 1_000_000),
+        ("kbit", 1_000),
+        ("bit", 1),
+    ]
+    .iter()
+    .find_map(|(unit, m)| t.strip_suffix(unit).map(|d| (d.trim(), *m)))
+    .ok_or_else(|| {
+        format!("{text:?}: write a rate with a unit (1gbit, 100mbit, 512kbit) or none")
+    })?;
+    let value: f64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?}: {digits:?} is not a number"))?;
+    let bps = value * mult as f64;
+    if !(bps.is_finite() && (8_000.0..=100e9).contains(&bps)) {
+        return Err(format!("{text:?}: between 8kbit and 100gbit"));
+    }
+    Ok(Some(bps.round() as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+name = "t"
+title = "T"
+[topology]
+client_hosts = 2
+link_rate = "1gbit"
+[server]
+engines = ["select", "epoll"]
+[matrix]
+connections = [10, 40]
+active_ratios = ["1", 0.5, "1/16"]
+rates = [100]
+request_size = 128
+response_size = "10KiB"
+duration = "2s"
+[quick]
+connections = [10]
+duration = "1s"
+"#;
+
+    #[test]
+    fn plans_every_combination_engines_innermost() {
+        let e = Experiment::from_toml(MINIMAL, "t.toml").unwrap();
+        let p = e.plan(false);
+        assert_eq!(p.len(), 2 * 3 * 2);
+        assert_eq!(p[0].engine, "select");
+        assert_eq!(p[1].engine, "epoll");
+        assert_eq!(p[0].id(), "select-c10-a1-r100-rep1");
+        assert_eq!(p[4].id(), "select-c10-a1_16-r100-rep1");
+        assert_eq!(p[4].active_ratio, 1.0 / 16.0);
+        assert_eq!(p[0].response_size_bytes, 10240);
+        let ids: std::collections::HashSet<_> = p.iter().map(PointParams::id).collect();
+        assert_eq!(ids.len(), p.len(), "ids are unique");
+        let q = e.plan(true);
+        assert_eq!(q.len(), 3 * 2);
+        assert_eq!(q[0].duration_s, 1.0);
+        assert_eq!(e.link_rate_bps(), Some(1_000_000_000));
+    }
+
+    #[test]
+    fn errors_name_the_file_and_field() {
+        for (from, to, says) in [
+            ("rates = [100]", "rates = [0]", "matrix.rates[0]"),
+            ("\"1/16\"]", "\"2/1\"]", "matrix.active_ratios[2]"),
+            (
+                "\"select\", \"epoll\"",
+                "\"select\", \"kqueue\"",
+                "server.engines[1]",
+            ),
+            ("[10, 40]", "[10, 10]", "matrix.connections[1]"),
+            ("[10, 40]", "[1, 40]", "matrix.connections[0]"),
+            ("\"1gbit\"", "\"fast\"", "topology.link_rate"),
+            ("duration = \"1s\"", "duration = \"x\"", "quick.duration"),
+            (
+                "client_hosts = 2",
+                "client_hosts = 0",
+                "topology.client_hosts",
+            ),
+        ] {
+            let text = MINIMAL.replacen(from, to, 1);
+            let err = Experiment::from_toml(&text, "t.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with("t.toml: "), "{err}");
+            assert!(err.contains(says), "{to}: {err}");
+        }
+        let err = Experiment::from_toml(&MINIMAL.replace("rates", "rate"), "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line"), "TOML errors carry the line: {err}");
+    }
+
+    #[test]
+    fn link_rates_parse_like_tc() {
+        assert_eq!(parse_link_rate("100mbit"), Ok(Some(100_000_000)));
+        assert_eq!(parse_link_rate("1.5Gbit"), Ok(Some(1_500_000_000)));
+        assert_eq!(parse_link_rate("none"), Ok(None));
+        assert!(parse_link_rate("1gb").is_err());
+        assert!(parse_link_rate("1bit").is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_text_never_panics(text in ".{0,200}") {
+            let _ = Experiment::from_toml(&text, "p.toml");
+        }
+    }
+}
+
+#[cfg(test)]
+mod shipped {
+    use super::Experiment;
+    use std::path::Path;
+
+    #[test]
+    fn the_shipped_experiments_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let e = Experiment::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+                assert_eq!(e.topology.client_hosts, 5, "{}", path.display());
+                assert!(!e.plan(true).is_empty() && e.plan(true).len() < e.plan(false).len());
+                n += 1;
+            }
+        }
+        assert!(n >= 3);
+    }
+}

@@ -1,0 +1,263 @@
+//! The results directory of a sweep:
+//!
+//! ```text
+//! DIR/experiment.toml      the experiment file as run
+//! DIR/sweep.json           SweepInfo: name, environment, topology, points_total
+//! DIR/points/<id>.json     PointResult: parameters, merged load result, server stats
+//! DIR/logs/<id>/...        stderr of the server and of every shard
+//! ```
+//!
+//! Point files are written whole (to a temporary name, then renamed), so a
+//! point file that exists is a finished point.
+
+use crate::experiment::{Experiment, ExperimentError, PointParams};
+use connlab_loadgen::LoadResult;
+use connlab_os::Environment;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Schema tag of `sweep.json`.
+pub const SWEEP_SCHEMA: &str = "connlab.sweep/1";
+/// Schema tag of a point file.
+pub const POINT_SCHEMA: &str = "connlab.point/1";
+
+/// Why a results directory could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ResultsError {
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A JSON file is malformed or of another schema.
+    #[error("{path}: {message}")]
+    Format {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The experiment file in the directory is invalid.
+    #[error(transparent)]
+    Experiment(#[from] ExperimentError),
+}
+
+/// `sweep.json`: what was run, where, and when.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SweepInfo {
+    /// [`SWEEP_SCHEMA`].
+    pub schema: String,
+    /// The experiment's name.
+    pub name: String,
+    /// The experiment's title.
+    pub title: String,
+    /// The paper table it reproduces, if any.
+    pub reproduces: Option<String>,
+    /// Whether the reduced `--quick` matrix ran.
+    pub quick: bool,
+    /// Unix seconds at the start of the sweep (of its first session).
+    pub started_unix_s: f64,
+    /// Points in the plan.
+    pub points_total: usize,
+    /// The connlab version that ran it.
+    pub connlab_version: String,
+    /// The machine.
+    pub environment: Environment,
+    /// The hosts.
+    pub topology: TopologyInfo,
+}
+
+/// The topology as built.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TopologyInfo {
+    /// The server's host name.
+    pub server_host: String,
+    /// The server's address.
+    pub server_addr: String,
+    /// Client host names, shard i on the i-th.
+    pub client_hosts: Vec<String>,
+    /// Link rate as written (`1gbit`), if limited.
+    pub link_rate: Option<String>,
+    /// Link rate in bits per second, if limited.
+    pub link_rate_bps: Option<u64>,
+}
+
+/// One finished point.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PointResult {
+    /// [`POINT_SCHEMA`].
+    pub schema: String,
+    /// [`PointParams::id`].
+    pub id: String,
+    /// The parameters.
+    pub params: PointParams,
+    /// Client shards merged into `load`.
+    pub shards: u32,
+    /// The merged load result (schema `connlab.load/1`).
+    pub load: LoadResult,
+    /// The server's statistics (`connlab serve --stats`), if it wrote them.
+    pub server: Option<serde_json::Value>,
+    /// Warnings of the sweep about this point (the load's own are in `load`).
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    /// Unix seconds when the point finished.
+    pub finished_unix_s: f64,
+}
+
+impl PointResult {
+    /// Server CPU seconds (user + system), if known.
+    pub fn server_cpu_s(&self) -> Option<f64> {
+        let s = self.server.as_ref()?;
+        Some(s["cpu_user_s"].as_f64()? + s["cpu_sys_s"].as_f64()?)
+    }
+
+    /// Every warning: the sweep's, then the load's.
+    pub fn all_warnings(&self) -> impl Iterator<Item = &String> {
+        self.warnings.iter().chain(self.load.warnings.iter())
+    }
+}
+
+/// A results directory, read whole.
+#[derive(Clone, Debug)]
+pub struct SweepDir {
+    /// The directory.
+    pub path: PathBuf,
+    /// `sweep.json`.
+    pub info: SweepInfo,
+    /// `experiment.toml`.
+    pub experiment: Experiment,
+    /// Finished points in plan order (points not in the plan last, by id).
+    pub points: Vec<PointResult>,
+}
+
+impl SweepDir {
+    /// `DIR/experiment.toml`.
+    pub fn experiment_path(dir: &Path) -> PathBuf {
+        dir.join("experiment.toml")
+    }
+
+    /// `DIR/sweep.json`.
+    pub fn info_path(dir: &Path) -> PathBuf {
+        dir.join("sweep.json")
+    }
+
+    /// `DIR/points/<id>.json`.
+    pub fn point_path(dir: &Path, id: &str) -> PathBuf {
+        dir.join("points").join(format!("{id}.json"))
+    }
+
+    /// `DIR/logs/<id>/`.
+    pub fn log_dir(dir: &Path, id: &str) -> PathBuf {
+        dir.join("logs").join(id)
+    }
+
+    /// Reads a results directory written by `connlab sweep`.
+    pub fn open(dir: &Path) -> Result<SweepDir, ResultsError> {
+        let info: SweepInfo = read_json(&Self::info_path(dir))?;
+        if info.schema != SWEEP_SCHEMA {
+            return Err(ResultsError::Format {
+                path: Self::info_path(dir).display().to_string(),
+                message: format!("schema {:?}, expected {SWEEP_SCHEMA:?}", info.schema),
+            });
+        }
+        let experiment = Experiment::from_file(&Self::experiment_path(dir))?;
+        let order: Vec<String> = experiment
+            .plan(info.quick)
+            .iter()
+            .map(PointParams::id)
+            .collect();
+        let points_dir = dir.join("points");
+        let mut points = Vec::new();
+        let entries = match std::fs::read_dir(&points_dir) {
+            Ok(e) => e
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|source| ResultsError::Io {
+                    path: points_dir.display().to_string(),
+                    source,
+                })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(source) => {
+                return Err(ResultsError::Io {
+                    path: points_dir.display().to_string(),
+                    source,
+                })
+            }
+        };
+        for entry in entries {
+            let path = entry.path();
+            if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                continue;
+            }
+            let point = Self::read_point(&path)?;
+            points.push(point);
+        }
+        points.sort_by_key(|p| {
+            (
+                order
+                    .iter()
+                    .position(|id| *id == p.id)
+                    .unwrap_or(usize::MAX),
+                p.id.clone(),
+            )
+        });
+        Ok(SweepDir {
+            path: dir.to_path_buf(),
+            info,
+            experiment,
+            points,
+        })
+    }
+
+    /// Reads one point file, checking its schema.
+    pub fn read_point(path: &Path) -> Result<PointResult, ResultsError> {
+        let point: PointResult = read_json(path)?;
+        if point.schema != POINT_SCHEMA {
+            return Err(ResultsError::Format {
+                path: path.display().to_string(),
+                message: format!("schema {:?}, expected {POINT_SCHEMA:?}", point.schema),
+            });
+        }
+        Ok(point)
+    }
+
+    /// Writes a point file whole: to `<id>.json.tmp`, then renamed.
+    pub fn write_point(dir: &Path, point: &PointResult) -> Result<(), ResultsError> {
+        write_json_atomic(&Self::point_path(dir, &point.id), point)
+    }
+
+    /// Writes `sweep.json` whole.
+    pub fn write_info(dir: &Path, info: &SweepInfo) -> Result<(), ResultsError> {
+        write_json_atomic(&Self::info_path(dir), info)
+    }
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, ResultsError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ResultsError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|e| ResultsError::Format {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })
+}
+
+fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), ResultsError> {
+    let io = |source| ResultsError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(io)?;
+    }
+    let text = serde_json::to_string_pretty(value).map_err(|e| ResultsError::Format {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, text + "\n").map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}
