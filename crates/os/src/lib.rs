@@ -6,6 +6,7 @@
 mod cpu;
 mod environment;
 mod limits;
+pub mod netns;
 mod rusage;
 mod shared;
 mod shutdown;

@@ -3,6 +3,7 @@
 //! generator on an embedded default workload, and prints the summary, and for
 //! several engines one comparison table in the style of the locality paper.
 
+use crate::cmd::child::{server_cpu_s, ServerChild};
 use crate::cmd::load::{raise_limit, WorkloadArgs};
 use crate::cmd::output::{print_summary, with_progress, write_outputs, OutputArgs};
 use crate::Exit;
@@ -11,11 +12,9 @@ use clap::Args;
 use connlab_loadgen::{LoadResult, Progress};
 use connlab_os::{CpuList, Shutdown};
 use connlab_server::EngineKind;
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Duration;
 
 /// Flags of `connlab run`.
 #[derive(Args, Debug)]
@@ -91,7 +90,7 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode, Exit> {
         eprintln!("connlab run: engine {label}");
         let stats_path =
             std::env::temp_dir().join(format!("connlab-run-{}-{label}.json", std::process::id()));
-        let mut server = ServerChild::start(&exe, engine, &args, &stats_path)?;
+        let mut server = start_server(&exe, engine, &args, &stats_path)?;
         let workload = args
             .workload
             .workload(server.addr, args.client_cpu.clone())?;
@@ -99,7 +98,11 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode, Exit> {
         let outcome = with_progress(&progress, &workload, || {
             connlab_loadgen::run(&workload, &shutdown, &progress, None)
         });
-        let server_cpu = server.stop(&stats_path);
+        let server_cpu = server
+            .stop(&stats_path, Duration::from_secs(15))
+            .as_ref()
+            .and_then(server_cpu_s);
+        let _ = std::fs::remove_file(&stats_path);
         let outcome = outcome.map_err(|e| anyhow!(e).context(format!("load against {label}")))?;
         let output = OutputArgs {
             json: args.json.as_ref().map(|p| {
@@ -169,87 +172,31 @@ fn print_comparison(rows: &[(String, LoadResult, Option<f64>)]) {
     eprint!("{t}");
 }
 
-/// A `connlab serve` child process, killed if not stopped cleanly.
-struct ServerChild {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl ServerChild {
-    fn start(exe: &Path, engine: EngineKind, args: &RunArgs, stats: &Path) -> Result<Self, Exit> {
-        let mut cmd = Command::new(exe);
-        cmd.args([
-            "serve",
-            "--engine",
-            engine.name(),
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .args(["--protocol", args.workload.protocol.name()])
-        .arg("--stats")
-        .arg(stats)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-        if args.edge_triggered && engine == EngineKind::Epoll {
-            cmd.arg("--edge-triggered");
-        }
-        if let Some(cpu) = &args.server_cpu {
-            cmd.args(["--cpu", &cpu.to_string()]);
-        }
-        let mut child = cmd.spawn().context("starting connlab serve")?;
-        let addr = read_banner(&mut child).inspect_err(|_| {
-            let _ = child.kill();
-            let _ = child.wait();
-        })?;
-        Ok(ServerChild { child, addr })
+fn start_server(
+    exe: &Path,
+    engine: EngineKind,
+    args: &RunArgs,
+    stats: &Path,
+) -> Result<ServerChild, Exit> {
+    let mut cmd = Command::new(exe);
+    cmd.args([
+        "serve",
+        "--engine",
+        engine.name(),
+        "--listen",
+        "127.0.0.1:0",
+    ])
+    .args(["--protocol", args.workload.protocol.name()])
+    .arg("--stats")
+    .arg(stats)
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null());
+    if args.edge_triggered && engine == EngineKind::Epoll {
+        cmd.arg("--edge-triggered");
     }
-
-    /// SIGTERM, wait, and read the server CPU seconds from its stats.
-    fn stop(&mut self, stats: &Path) -> Option<f64> {
-        let pid = self.child.id() as libc::pid_t;
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let text = std::fs::read_to_string(stats).ok()?;
-        let _ = std::fs::remove_file(stats);
-        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-        Some(v["cpu_user_s"].as_f64()? + v["cpu_sys_s"].as_f64()?)
+    if let Some(cpu) = &args.server_cpu {
+        cmd.args(["--cpu", &cpu.to_string()]);
     }
-}
-
-impl Drop for ServerChild {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn read_banner(child: &mut Child) -> Result<SocketAddr, Exit> {
-    let stdout = child.stdout.take().context("server stdout")?;
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .context("reading the server's banner")?;
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .and_then(|a| a.parse().ok());
-    match addr {
-        Some(a) => Ok(a),
-        None => {
-            let status = child.try_wait().ok().flatten();
-            Err(Exit::from(anyhow!(
-                "connlab serve did not start (first line {line:?}, status {status:?})"
-            )))
-        }
-    }
+    ServerChild::spawn(cmd)
 }

@@ -1,0 +1,86 @@
+//! Child processes of the orchestrating commands (`run`, `sweep`): a
+//! `connlab serve` started from a prepared command, its banner read, and a
+//! graceful stop that returns its `--stats`.
+
+use crate::Exit;
+use anyhow::{anyhow, Context};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// A `connlab serve` child, killed if not stopped cleanly.
+pub(crate) struct ServerChild {
+    child: Child,
+    /// Where it listens (from its banner).
+    pub(crate) addr: SocketAddr,
+}
+
+impl ServerChild {
+    /// Spawns `cmd` (a `connlab serve` with stdout piped) and reads its
+    /// `listening on ADDR` banner.
+    pub(crate) fn spawn(mut cmd: Command) -> Result<Self, Exit> {
+        let mut child = cmd.spawn().context("starting connlab serve")?;
+        let addr = read_banner(&mut child).inspect_err(|_| {
+            let _ = child.kill();
+            let _ = child.wait();
+        })?;
+        Ok(ServerChild { child, addr })
+    }
+
+    /// SIGTERM, wait up to `grace` (then SIGKILL), and read its `--stats` file.
+    pub(crate) fn stop(&mut self, stats: &Path, grace: Duration) -> Option<serde_json::Value> {
+        signal(&self.child, libc::SIGTERM);
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let text = std::fs::read_to_string(stats).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+}
+
+impl Drop for ServerChild {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Server CPU seconds (user + system) from its `--stats`.
+pub(crate) fn server_cpu_s(stats: &serde_json::Value) -> Option<f64> {
+    Some(stats["cpu_user_s"].as_f64()? + stats["cpu_sys_s"].as_f64()?)
+}
+
+/// Sends `sig` to a child that has not been reaped.
+pub(crate) fn signal(child: &Child, sig: libc::c_int) {
+    // SAFETY: signalling our own child, which is not reaped yet, so its pid is ours.
+    unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+}
+
+fn read_banner(child: &mut Child) -> Result<SocketAddr, Exit> {
+    let stdout = child.stdout.take().context("server stdout")?;
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .context("reading the server's banner")?;
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .and_then(|a| a.parse().ok());
+    match addr {
+        Some(a) => Ok(a),
+        None => {
+            let status = child.try_wait().ok().flatten();
+            Err(Exit::from(anyhow!(
+                "connlab serve did not start (first line {line:?}, status {status:?})"
+            )))
+        }
+    }
+}
