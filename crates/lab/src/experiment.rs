@@ -121,6 +121,10 @@ pub struct ClientSection {
     /// Seed of the active-set choice.
     #[serde(default)]
     pub seed: Option<u64>,
+    /// Run each shard's writer under SCHED_FIFO at this priority (1-99), so
+    /// sends preempt the shards' readers sharing its CPU.
+    #[serde(default)]
+    pub writer_priority: Option<i32>,
     /// Time between launching the shards and their common start, e.g. `5s`;
     /// by default 2 s plus 1 s per 2,000 connections (connection set-up).
     #[serde(default)]
@@ -494,6 +498,14 @@ impl Experiment {
                 return Err(bad(
                     "client.arrival",
                     format!("{a:?}: expected fixed or poisson"),
+                ));
+            }
+        }
+        if let Some(p) = self.client.writer_priority {
+            if !(1..=99).contains(&p) {
+                return Err(bad(
+                    "client.writer_priority",
+                    format!("{p}: between 1 and 99"),
                 ));
             }
         }

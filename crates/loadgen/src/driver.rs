@@ -176,12 +176,21 @@ pub fn run(
                 };
                 let (template, writer_done, producer) = (&template, &writer_done, &mut producer);
                 let n = raw.len();
+                let priority = w.writer_priority;
                 Some(s.spawn(move || {
                     pin(0);
+                    let policy = match priority {
+                        None => Ok("SCHED_OTHER".to_string()),
+                        Some(p) => connlab_os::set_current_thread_fifo(p)
+                            .map(|()| format!("SCHED_FIFO {p}"))
+                            .map_err(|e| {
+                                format!("the writer could not run under SCHED_FIFO {p}: {e}")
+                            }),
+                    };
                     let mut sender = Sender::new(template, n);
                     let out = run_writer(plan, &mut sender, producer);
                     writer_done.store(true, Relaxed);
-                    out
+                    (out, policy)
                 }))
             }
             Rate::Max { .. } => None,
@@ -228,7 +237,10 @@ pub fn run(
                 what: "writer thread",
                 source: io::Error::other("panicked"),
             })?,
-            None => WriterOutcome::default(),
+            None => (
+                WriterOutcome::default(),
+                Ok("closed loop: no writer".to_string()),
+            ),
         };
         let reader_out = reader_out.map_err(|source| LoadError::Io {
             what: "reading responses",
@@ -239,10 +251,15 @@ pub fn run(
     let wall = start.elapsed();
     let cpu = CpuTimes::self_and_children().since(&cpu_before);
     let intervals = reader_out.intervals.clone();
+    let (writer_out, writer_policy) = writer_out;
     let mut result = assemble(
         w, to_open, &opened, &active, writer_out, reader_out, cpu, wall,
     );
     result.started_unix_s = started_unix_s;
+    match writer_policy {
+        Ok(policy) => result.placement.writer_policy = Some(policy),
+        Err(warning) => result.warnings.push(warning),
+    }
     if let Some(late) = late_start {
         result.warnings.push(format!(
             "--start-at was {:.1} ms in the past when the connections were open: this run started \
@@ -406,6 +423,7 @@ fn assemble(
             writer_cpu: wr.cpu_seen,
             reader_cpu: rd.cpu_seen,
             pinned: w.cpus.as_ref().map(|c| c.to_string()),
+            writer_policy: None,
         },
         connections: ConnectionCounts {
             requested: requested as u64,

@@ -64,6 +64,9 @@ pub struct Placement {
     pub reader_cpu: Option<usize>,
     /// CPUs the run was pinned to, if any.
     pub pinned: Option<String>,
+    /// The writer's scheduling policy (`SCHED_OTHER`, `SCHED_FIFO 10`).
+    #[serde(default)]
+    pub writer_policy: Option<String>,
 }
 
 /// The configuration as run, in the units of the result.

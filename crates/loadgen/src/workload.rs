@@ -62,6 +62,8 @@ pub struct Workload {
     /// shards on several machines start together; `None`: as soon as every
     /// connection is open.
     pub start_at: Option<SystemTime>,
+    /// Run the writer thread under `SCHED_FIFO` at this priority (1-99).
+    pub writer_priority: Option<i32>,
 }
 
 /// Counters updated while a run goes on, for progress displays.

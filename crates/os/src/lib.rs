@@ -11,7 +11,10 @@ mod rusage;
 mod shared;
 mod shutdown;
 
-pub use cpu::{current_affinity, current_cpu, pin_current_process, CpuList, CpuListError};
+pub use cpu::{
+    current_affinity, current_cpu, pin_current_process, set_current_thread_fifo, CpuList,
+    CpuListError,
+};
 pub use environment::Environment;
 pub use limits::{raise_nofile_limit, NofileLimit};
 pub use rusage::{max_rss_kib, CpuTimes};

@@ -60,6 +60,10 @@ pub(crate) struct WorkloadArgs {
     /// here fire 25-100 us late.
     #[arg(long, default_value = "100us", value_parser = parse_duration)]
     pub(crate) spin: Duration,
+    /// Run the writer thread under SCHED_FIFO at this priority (1-99), so it
+    /// preempts the reader and other client processes on its CPU (needs root).
+    #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(i32).range(1..=99))]
+    pub(crate) writer_priority: Option<i32>,
     /// How long to wait for outstanding responses after the last send.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub(crate) drain_timeout: Duration,
@@ -225,6 +229,7 @@ impl WorkloadArgs {
             cpus,
             shard: Shard::WHOLE,
             start_at: None,
+            writer_priority: self.writer_priority,
         })
     }
 }

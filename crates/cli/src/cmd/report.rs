@@ -1,22 +1,73 @@
 //! `connlab report`: tables and plots from a sweep's results directory.
-//! (Placeholder while the report crate is written; replaced whole.)
 
 use crate::Exit;
+use anyhow::{anyhow, Context};
 use clap::Args;
+use connlab_lab::SweepDir;
+use connlab_report::Format;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Flags of `connlab report`.
 #[derive(Args, Debug)]
+#[command(after_help = "\
+HTML (the default) is one self-contained file: the paper's table layout (engine columns,
+mean/median/stddev cells, the paper's values beside ours where the experiment file gives
+them), the paper's claims against our ratios, SVG plots (latency against connections and
+against the active ratio, CDF of send deviation), the environment and every warning.
+Markdown and CSV carry the same tables; CSV is long form (one row per setting and engine).
+
+Examples:
+  connlab report results/locality-table3 -o table3.html
+  connlab report results/locality-table3 --format markdown > table3.md
+  connlab report results/locality-table3 --format csv -o table3.csv")]
 pub(crate) struct ReportArgs {
     /// The results directory written by `connlab sweep --out DIR`.
     dir: PathBuf,
+    /// Output file [default: DIR/report.html for html, standard output otherwise].
+    #[arg(short = 'o', long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// html, markdown or csv.
+    #[arg(long, default_value = "html", value_parser = parse_format)]
+    format: Format,
+}
+
+fn parse_format(s: &str) -> Result<Format, String> {
+    s.parse()
 }
 
 /// Renders the report.
 pub(crate) fn run(args: ReportArgs) -> Result<ExitCode, Exit> {
-    Err(Exit::usage(anyhow::anyhow!(
-        "connlab report {}: not built yet",
-        args.dir.display()
-    )))
+    if !SweepDir::info_path(&args.dir).exists() {
+        return Err(Exit::usage(anyhow!(
+            "{}: no sweep.json here; give the directory `connlab sweep --out DIR` wrote",
+            args.dir.display()
+        )));
+    }
+    let dir = SweepDir::open(&args.dir).map_err(|e| Exit::usage(e.into()))?;
+    let text = connlab_report::render(&dir, args.format).map_err(|e| anyhow!(e))?;
+    let output = args
+        .output
+        .clone()
+        .or_else(|| (args.format == Format::Html).then(|| args.dir.join("report.html")));
+    match output {
+        Some(path) => {
+            std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
+            eprintln!(
+                "connlab report: {} ({} of {} points) -> {}",
+                dir.info.name,
+                dir.points.len(),
+                dir.info.points_total,
+                path.display()
+            );
+        }
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())
+                .and_then(|()| out.flush())
+                .context("writing the report to standard output")?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

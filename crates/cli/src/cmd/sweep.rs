@@ -279,6 +279,9 @@ impl PointContext<'_> {
             if let Some(arrival) = &exp.client.arrival {
                 cmd.args(["--arrival", arrival]);
             }
+            if let Some(prio) = exp.client.writer_priority {
+                cmd.args(["--writer-priority", &prio.to_string()]);
+            }
             if let Some(seed) = exp.client.seed {
                 cmd.args(["--seed", &seed.to_string()]);
             }

@@ -1,0 +1,333 @@
+//! End to end: `connlab sweep` on a tiny experiment (a server host and two
+//! client hosts in network namespaces), resuming, refusing bad experiment
+//! files, and `connlab report` on the result. Checks counts and structure,
+//! never times. Needs root for the namespaces: skipped with a message without.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn connlab_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_connlab"))
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A fresh directory under the test target's tmpdir.
+fn scratch(name: &str) -> PathBuf {
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("sweep-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs connlab with a deadline, collecting its output.
+fn connlab(args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(connlab_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning connlab");
+    let deadline = Instant::now() + limit;
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "connlab {args:?} did not finish within {limit:?}; stderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("collecting output")
+}
+
+const TINY: &str = r#"
+name = "tiny"
+title = "Tiny sweep (test)"
+[topology]
+client_hosts = 2
+link_rate = "100mbit"
+[server]
+engines = ["select", "epoll"]
+[client]
+start_lead = "1s"
+[matrix]
+connections = [20, 40]
+active_ratios = ["1/2"]
+rates = [200]
+request_size = 128
+response_size = "1KiB"
+duration = "1s"
+warmup = "200ms"
+[paper]
+table = "Table 3"
+source = "test"
+metric = "service_latency"
+vary = "connections"
+[[paper.cells]]
+engine = "epoll"
+connections = 20
+mean_us = 123.0
+[[paper.claims]]
+text = "select grows"
+engines = ["select"]
+from = 20
+to = 40
+paper_ratio = 2.0
+"#;
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn tiny_sweep_resumes_and_reports() {
+    if !is_root() {
+        eprintln!("skipped: network namespaces need root");
+        return;
+    }
+    let dir = scratch("tiny");
+    let file = dir.join("tiny.toml");
+    std::fs::write(&file, TINY).unwrap();
+    let out = dir.join("results");
+    let (file_s, out_s) = (file.to_str().unwrap(), out.to_str().unwrap());
+
+    let run = connlab(&["sweep", file_s, "--out", out_s], Duration::from_secs(120));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "sweep failed:\n{stderr}");
+    let info = read_json(&out.join("sweep.json"));
+    assert_eq!(info["schema"], "connlab.sweep/1");
+    assert_eq!(info["points_total"], 4);
+    assert_eq!(
+        info["topology"]["client_hosts"].as_array().unwrap().len(),
+        2
+    );
+    let ids = [
+        "select-c20-a1_2-r200-rep1",
+        "epoll-c20-a1_2-r200-rep1",
+        "select-c40-a1_2-r200-rep1",
+        "epoll-c40-a1_2-r200-rep1",
+    ];
+    for id in ids {
+        let p = read_json(&out.join("points").join(format!("{id}.json")));
+        assert_eq!(p["schema"], "connlab.point/1", "{id}");
+        assert_eq!(p["shards"], 2, "{id}");
+        let load = &p["load"];
+        assert_eq!(load["merged"]["shards"], 2, "{id}");
+        let conns = p["params"]["connections"].as_u64().unwrap();
+        assert_eq!(
+            load["connections"]["established"].as_u64(),
+            Some(conns),
+            "{id}"
+        );
+        assert_eq!(
+            load["connections"]["active"].as_u64(),
+            Some(conns / 2),
+            "{id}"
+        );
+        // 200 req/s for 1 s over both shards, every request answered.
+        assert_eq!(load["requests"]["measured_sent"], 200, "{id}");
+        assert_eq!(load["requests"]["measured_completed"], 200, "{id}");
+        assert!(
+            load["requests"]["errors"].as_object().unwrap().is_empty(),
+            "{id}"
+        );
+        assert_eq!(p["server"]["engine"], p["params"]["engine"], "{id}");
+        assert!(p["server"]["requests"].as_u64().unwrap() >= 200, "{id}");
+        // Clients reached the server over the bridge, from their own hosts.
+        assert!(
+            load["config"]["target"]
+                .as_str()
+                .unwrap()
+                .starts_with("198.18.0.1:"),
+            "{id}: {}",
+            load["config"]["target"]
+        );
+    }
+
+    // Run again: nothing left to do.
+    let again = connlab(&["sweep", file_s, "--out", out_s], Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("4 of 4 points already done"), "{stderr}");
+
+    // Lose one point (as if interrupted): only that one runs again.
+    std::fs::remove_file(out.join("points").join(format!("{}.json", ids[3]))).unwrap();
+    let resumed = connlab(&["sweep", file_s, "--out", out_s], Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert_eq!(resumed.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("3 of 4 points already done"), "{stderr}");
+    assert!(stderr.contains("1 measured now"), "{stderr}");
+    assert!(out.join("points").join(format!("{}.json", ids[3])).exists());
+
+    // Another experiment file into the same directory is refused.
+    let other = dir.join("other.toml");
+    std::fs::write(&other, TINY.replace("rates = [200]", "rates = [300]")).unwrap();
+    let refused = connlab(
+        &["sweep", other.to_str().unwrap(), "--out", out_s],
+        Duration::from_secs(30),
+    );
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("different experiment file"));
+
+    // The report: the paper's table with our cells and the paper's, plots.
+    let html_path = dir.join("report.html");
+    let rep = connlab(
+        &["report", out_s, "-o", html_path.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        rep.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&rep.stderr)
+    );
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    for needle in [
+        "<!DOCTYPE html>",
+        "id=\"paper-table\"",
+        "id=\"claims\"",
+        "id=\"environment\"",
+        "id=\"points\"",
+        "<svg",
+        "select",
+        "epoll",
+        "123",
+    ] {
+        assert!(html.contains(needle), "report lacks {needle:?}");
+    }
+    let md = connlab(
+        &["report", out_s, "--format", "markdown"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(md.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&md.stdout).contains("| "));
+    let csv = connlab(
+        &["report", out_s, "--format", "csv"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(csv.status.code(), Some(0));
+    let csv = String::from_utf8_lossy(&csv.stdout);
+    // A header and one row per (connection count, engine).
+    assert_eq!(csv.lines().count(), 1 + 2 * 2, "{csv}");
+}
+
+/// Loads the report in headless Chromium: it must load, build a DOM with the
+/// tables and plots, and log no errors. Skipped without Chromium unless `CI`
+/// is set (`.ci/run` installs it).
+fn render_in_chromium(html: &Path) {
+    let Some(browser) = ["chromium", "chromium-browser"].into_iter().find(|b| {
+        Command::new(b)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "chromium is missing: apt-get install chromium"
+        );
+        eprintln!("skipped the browser check: chromium not installed");
+        return;
+    };
+    let child = Command::new(browser)
+        .args([
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--dump-dom",
+        ])
+        .arg(format!("file://{}", html.display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting chromium");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut child = child;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("chromium did not render the report within 90 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "chromium failed: {log}");
+    for needle in [
+        "id=\"paper-table\"",
+        "id=\"claims\"",
+        "<svg",
+        "id=\"environment\"",
+    ] {
+        assert!(dom.contains(needle), "the rendered DOM lacks {needle}");
+    }
+    for line in log.lines() {
+        assert!(
+            !(line.contains("CONSOLE")
+                || line.contains("Uncaught")
+                || line.contains("Failed to load")),
+            "the page logged an error: {line}"
+        );
+    }
+}
+
+#[test]
+fn bad_experiment_files_exit_2_naming_the_field() {
+    let dir = scratch("bad");
+    for (from, to, says) in [
+        ("rates = [200]", "rates = [-5]", "matrix.rates[0]"),
+        (
+            "engines = [\"select\", \"epoll\"]",
+            "engines = [\"kqueue\"]",
+            "server.engines[0]",
+        ),
+        ("duration = \"1s\"", "duration = 1", "duration"),
+    ] {
+        let file = dir.join("bad.toml");
+        std::fs::write(&file, TINY.replacen(from, to, 1)).unwrap();
+        let out = connlab(
+            &["sweep", file.to_str().unwrap(), "--dry-run"],
+            Duration::from_secs(30),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{to}: {stderr}");
+        assert!(stderr.contains(says), "{to} should name {says}: {stderr}");
+        assert!(stderr.contains("bad.toml"), "{stderr}");
+    }
+    let missing = connlab(&["sweep", "/nonexistent/x.toml"], Duration::from_secs(30));
+    assert_eq!(missing.status.code(), Some(2));
+}
+
+#[test]
+fn dry_run_lists_the_shipped_experiments_points() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/locality-table3.toml");
+    let out = connlab(
+        &["sweep", file.to_str().unwrap(), "--quick", "--dry-run"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("15 points"), "{stdout}");
+    assert!(stdout.contains("processes-c100-a1-r1000-rep1"), "{stdout}");
+}
+
+#[test]
+fn report_refuses_a_directory_that_is_not_a_sweep() {
+    let dir = scratch("notasweep");
+    let out = connlab(&["report", dir.to_str().unwrap()], Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("sweep.json"));
+}
