@@ -205,6 +205,7 @@ fn tiny_sweep_resumes_and_reports() {
     ] {
         assert!(html.contains(needle), "report lacks {needle:?}");
     }
+    render_in_chromium(&html_path);
     let md = connlab(
         &["report", out_s, "--format", "markdown"],
         Duration::from_secs(60),
@@ -238,7 +239,11 @@ fn render_in_chromium(html: &Path) {
         eprintln!("skipped the browser check: chromium not installed");
         return;
     };
-    let child = Command::new(browser)
+    // Output to files: a DOM larger than a pipe buffer would block chromium
+    // while we wait for it.
+    let dom_path = html.with_extension("dom.html");
+    let log_path = html.with_extension("chromium.log");
+    let mut child = Command::new(browser)
         .args([
             "--headless=new",
             "--no-sandbox",
@@ -249,23 +254,24 @@ fn render_in_chromium(html: &Path) {
         ])
         .arg(format!("file://{}", html.display()))
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(std::fs::File::create(&dom_path).unwrap())
+        .stderr(std::fs::File::create(&log_path).unwrap())
         .spawn()
         .expect("starting chromium");
     let deadline = Instant::now() + Duration::from_secs(90);
-    let mut child = child;
-    while child.try_wait().unwrap().is_none() {
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
         if Instant::now() > deadline {
             let _ = child.kill();
             panic!("chromium did not render the report within 90 s");
         }
         std::thread::sleep(Duration::from_millis(100));
-    }
-    let out = child.wait_with_output().unwrap();
-    let dom = String::from_utf8_lossy(&out.stdout);
-    let log = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "chromium failed: {log}");
+    };
+    let dom = std::fs::read_to_string(&dom_path).unwrap();
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(status.success(), "chromium failed: {log}");
     for needle in [
         "id=\"paper-table\"",
         "id=\"claims\"",

@@ -155,8 +155,24 @@ pub fn run(
     let late_start = wait_for_start(w.start_at, shutdown);
     progress.measuring.store(true, Relaxed);
     let cpu_before = CpuTimes::self_and_children();
-    let start = Instant::now();
-    let started_unix_s = unix_seconds(SystemTime::now());
+    // A shard that woke a little late keeps the common start: its schedule is
+    // anchored at the --start-at instant and its first sends, inside the
+    // warm-up, catch up. Later than half the warm-up (connection set-up took
+    // longer than the lead), it starts now rather than burst a backlog.
+    let (start, aligned) = match late_start {
+        Some(late) if late <= w.warmup / 2 => (
+            Instant::now()
+                .checked_sub(late)
+                .unwrap_or_else(Instant::now),
+            true,
+        ),
+        Some(_) => (Instant::now(), false),
+        None => (Instant::now(), true),
+    };
+    let started_unix_s = match (w.start_at, aligned) {
+        (Some(at), true) => unix_seconds(at),
+        _ => unix_seconds(SystemTime::now()),
+    };
     let (writer_out, reader_out) = std::thread::scope(|s| {
         let writer = match w.rate {
             Rate::PerSecond(rate) => {
@@ -260,12 +276,18 @@ pub fn run(
         Ok(policy) => result.placement.writer_policy = Some(policy),
         Err(warning) => result.warnings.push(warning),
     }
-    if let Some(late) = late_start {
-        result.warnings.push(format!(
+    match late_start {
+        Some(late) if !aligned => result.warnings.push(format!(
             "--start-at was {:.1} ms in the past when the connections were open: this run started \
              late and is not aligned with other shards",
             late.as_secs_f64() * 1e3
-        ));
+        )),
+        Some(late) if late > Duration::from_millis(1) => result.warnings.push(format!(
+            "this shard woke {:.1} ms after --start-at; its schedule kept the common start and \
+             its first sends (in the warm-up) caught up",
+            late.as_secs_f64() * 1e3
+        )),
+        _ => {}
     }
     drop(opened);
     Ok(LoadOutcome { result, intervals })
@@ -284,7 +306,7 @@ fn wait_for_start(at: Option<SystemTime>, shutdown: &Shutdown) -> Option<Duratio
             Ok(left) => std::thread::sleep(left.min(Duration::from_millis(20))),
             Err(past) => {
                 let late = past.duration();
-                return (late > Duration::from_millis(1)).then_some(late);
+                return Some(late);
             }
         }
     }

@@ -77,7 +77,7 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
         PathBuf::from("results").join(format!("{}{suffix}", experiment.name))
     });
     if args.dry_run {
-        print_plan(&experiment, &plan, &out);
+        print_plan(&experiment, &plan, &out)?;
         return Ok(ExitCode::SUCCESS);
     }
     check_descriptors(&experiment, &plan)?;
@@ -530,17 +530,29 @@ fn estimate(exp: &Experiment, p: &PointParams) -> Duration {
         + Duration::from_secs(1)
 }
 
-fn print_plan(exp: &Experiment, plan: &[PointParams], out: &Path) {
+/// Lists the plan on stdout; a closed pipe (`| head`) ends the listing quietly.
+fn print_plan(exp: &Experiment, plan: &[PointParams], out: &Path) -> anyhow::Result<()> {
+    use std::io::Write;
     let total: Duration = plan.iter().map(|p| estimate(exp, p)).sum();
-    println!(
+    let mut stdout = std::io::stdout().lock();
+    let written = writeln!(
+        stdout,
         "{}: {} points, about {} (results in {})",
         exp.name,
         plan.len(),
         human(total),
         out.display()
-    );
-    for p in plan {
-        println!("  {}", p.id());
+    )
+    .and_then(|()| {
+        plan.iter()
+            .try_for_each(|p| writeln!(stdout, "  {}", p.id()))
+    })
+    .and_then(|()| stdout.flush());
+    match written {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow!(e).context("writing the plan"))
+        }
+        _ => Ok(()),
     }
 }
 
