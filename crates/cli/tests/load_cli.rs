@@ -28,25 +28,22 @@ fn out_path(name: &str) -> PathBuf {
     ))
 }
 
-/// Runs `connlab load` to completion with a deadline.
-fn load(args: &[&str]) -> Output {
-    let mut child = Command::new(connlab_bin())
-        .arg("load")
+/// Runs `connlab SUBCOMMAND ARGS` to completion with a deadline.
+fn connlab(subcommand: &str, args: &[&str], limit: Duration) -> Output {
+    let child = Command::new(connlab_bin())
+        .arg(subcommand)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawning connlab load");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().expect("try_wait").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("connlab load {args:?} did not finish within 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("collecting output")
+        .unwrap_or_else(|e| panic!("spawning connlab {subcommand}: {e}"));
+    wait_with_deadline(child, limit)
+}
+
+/// Runs `connlab load` to completion (60 s at most).
+fn load(args: &[&str]) -> Output {
+    connlab("load", args, Duration::from_secs(60))
 }
 
 fn read_json(path: &Path) -> Value {
@@ -350,17 +347,9 @@ fn wait_with_deadline(mut child: std::process::Child, limit: Duration) -> Output
     child.wait_with_output().expect("output")
 }
 
-/// Runs `connlab merge` with a deadline.
+/// Runs `connlab merge` to completion (30 s at most).
 fn merge(args: &[&str]) -> Output {
-    let child = Command::new(connlab_bin())
-        .arg("merge")
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawning connlab merge");
-    wait_with_deadline(child, Duration::from_secs(30))
+    connlab("merge", args, Duration::from_secs(30))
 }
 
 /// The workload both the single run and the shards run: 40 connections,
