@@ -50,7 +50,7 @@ pub(crate) struct SweepArgs {
     /// Results directory [default: results/NAME, or results/NAME-quick with --quick].
     #[arg(long, short = 'o', value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Run the experiment's reduced [quick] matrix with short points.
+    /// Run the experiment's reduced `[quick]` matrix with short points.
     #[arg(long)]
     quick: bool,
     /// Discard results already in the directory and start over.
