@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use support::{connlab_bin, per_engine, Protocol, Server, Variant};
 
 per_engine!(
+    profile_poll_times_every_event_loop_call,
     open_loop_clb1_completes_every_request,
     open_loop_http_completes_every_request,
     closed_loop_completes_requests_without_errors,
@@ -138,6 +139,42 @@ fn open_loop_case(engine: Variant, protocol: Protocol) {
         Some(u(&v, "/requests/completed")),
         "[{engine}] server and client agree on the request count"
     );
+}
+
+/// `--profile-poll`: the event loops time each polling call (wall and CPU)
+/// and each cycle; engines without a polling call say so.
+fn profile_poll_times_every_event_loop_call(engine: Variant) {
+    let server = Server::start(engine, Protocol::Clb1, &["--profile-poll"]);
+    let target = server.addr.to_string();
+    let out = load(&[
+        "--target", &target, "-c", "20", "--rate", "200", "-d", "500ms", "--warmup", "100ms",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "[{engine}]");
+    let stats = server.stop();
+    let event_loop = !matches!(engine, Variant::Processes | Variant::Threads);
+    assert_eq!(
+        stats["profile_poll"].as_bool(),
+        Some(event_loop),
+        "[{engine}] {stats}"
+    );
+    for field in ["poll_call_us", "poll_call_cpu_us", "cycle_us"] {
+        if event_loop {
+            let t = &stats[field];
+            // Every request needs at least one call that reported it.
+            assert!(
+                t["count"].as_u64().unwrap() >= 100,
+                "[{engine}] {field}: {t}"
+            );
+            for k in ["mean", "p50", "p99"] {
+                assert!(t[k].as_f64().unwrap() >= 0.0, "[{engine}] {field}.{k}: {t}");
+            }
+        } else {
+            assert!(
+                stats.get(field).is_none(),
+                "[{engine}] {field} without a polling call"
+            );
+        }
+    }
 }
 
 fn open_loop_clb1_completes_every_request(engine: Variant) {

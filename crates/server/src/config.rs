@@ -90,6 +90,8 @@ pub struct ServerConfig {
     pub backlog: i32,
     /// CPUs to pin the server to (inherited by its threads and children).
     pub cpus: Option<CpuList>,
+    /// Time every polling call and server cycle (event-loop engines only).
+    pub profile_poll: bool,
 }
 
 impl ServerConfig {
@@ -103,6 +105,7 @@ impl ServerConfig {
             max_message: connlab_proto::ServerConfig::default().max_message,
             backlog: 4096,
             cpus: None,
+            profile_poll: false,
         }
     }
 }

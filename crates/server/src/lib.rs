@@ -14,9 +14,11 @@ mod engine;
 mod listener;
 mod outbox;
 mod payload;
+mod profile;
 mod server;
 mod stats;
 
 pub use config::{EngineKind, ServerConfig};
+pub use profile::TimingSummary;
 pub use server::{Server, ServerError};
 pub use stats::{ServerStats, STATS_SCHEMA};

@@ -97,10 +97,14 @@ impl Server {
         } = self;
         let started = Instant::now();
         let cpu_before = CpuTimes::self_and_children();
+        let profile = config
+            .profile_poll
+            .then(|| std::sync::Mutex::new(crate::profile::PollProfile::new()));
         let ctx = RunContext {
             listener,
             counters: &counters,
             shutdown,
+            profile: profile.as_ref(),
             template: SessionTemplate {
                 protocol: config.protocol,
                 config: connlab_proto::ServerConfig {
@@ -123,6 +127,16 @@ impl Server {
             wall_s: started.elapsed().as_secs_f64(),
             nofile,
         };
-        Ok(ServerStats::collect(&counters, facts))
+        let mut stats = ServerStats::collect(&counters, facts);
+        if let Some(p) = profile {
+            let p = p.into_inner().unwrap_or_else(|e| e.into_inner());
+            stats.profile_poll = Some(p.summaries().is_some());
+            if let Some(t) = p.summaries() {
+                stats.poll_call_us = Some(t.call);
+                stats.poll_call_cpu_us = Some(t.call_cpu);
+                stats.cycle_us = Some(t.cycle);
+            }
+        }
+        Ok(stats)
     }
 }

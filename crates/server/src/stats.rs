@@ -1,6 +1,7 @@
 //! The statistics a server run ends with, as written to `--stats` (JSON).
 
 use crate::counters::Counters;
+use crate::profile::TimingSummary;
 use connlab_os::{CpuTimes, Environment, NofileLimit};
 use connlab_proto::ErrorKind;
 use serde::Serialize;
@@ -54,6 +55,21 @@ pub struct ServerStats {
     pub nofile: NofileLimit,
     /// Where this was measured.
     pub environment: Environment,
+    /// With `--profile-poll`: whether the engine has a polling call to time
+    /// (`false` for processes and threads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile_poll: Option<bool>,
+    /// With `--profile-poll`: time per polling call, microseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub poll_call_us: Option<TimingSummary>,
+    /// With `--profile-poll`: CPU time of the server thread per polling call
+    /// (the call's cost without the time it slept), microseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub poll_call_cpu_us: Option<TimingSummary>,
+    /// With `--profile-poll`: time per server cycle (the polling call plus
+    /// the I/O it reported), microseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cycle_us: Option<TimingSummary>,
 }
 
 /// The run facts that are not counters.
@@ -100,6 +116,10 @@ impl ServerStats {
             max_rss_kib: connlab_os::max_rss_kib(),
             nofile: facts.nofile,
             environment: Environment::capture(),
+            profile_poll: None,
+            poll_call_us: None,
+            poll_call_cpu_us: None,
+            cycle_us: None,
         }
     }
 }

@@ -46,6 +46,10 @@ pub(crate) struct ServeArgs {
     /// Pin the server (and its threads and children) to these CPUs, e.g. 0 or 0-1.
     #[arg(long, value_name = "LIST")]
     cpu: Option<CpuList>,
+    /// Time every polling call and server cycle (select, poll, epoll) and
+    /// write `poll_call_us` and `cycle_us` into --stats.
+    #[arg(long)]
+    profile_poll: bool,
     /// Write statistics as JSON to FILE at shutdown.
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
@@ -76,6 +80,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, Exit> {
     config.max_message = args.max_message;
     config.backlog = args.backlog;
     config.cpus = args.cpu;
+    config.profile_poll = args.profile_poll;
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let server = Server::bind(config).context("starting the server")?;
     let nofile = server.nofile();

@@ -7,6 +7,7 @@
 
 use super::reactor::{Interest, Reactor};
 use super::{Engine, RunContext};
+use crate::profile::LoopTimer;
 use std::io;
 use std::os::fd::RawFd;
 
@@ -20,6 +21,7 @@ const MAX_EVENTS: usize = 1024;
 impl Engine for Epoll {
     fn serve(&mut self, ctx: RunContext<'_>) -> io::Result<()> {
         let shutdown = ctx.shutdown;
+        let mut timer = LoopTimer::new(ctx.profile);
         let mut reactor = Reactor::new(ctx);
         let ep = EpollFd::new()?;
         let listen_fd = reactor.listener.fd();
@@ -39,10 +41,12 @@ impl Engine for Epoll {
         let mut registered: Vec<u32> = Vec::new();
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; MAX_EVENTS];
         while !shutdown.requested() {
+            let mut mark = timer.begin();
             // SAFETY: `events` has room for MAX_EVENTS entries.
             let n = unsafe {
                 libc::epoll_wait(ep.0, events.as_mut_ptr(), MAX_EVENTS as libc::c_int, -1)
             };
+            timer.called(&mut mark);
             if n < 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -92,6 +96,7 @@ impl Engine for Epoll {
                     return Err(e);
                 }
             }
+            timer.end(mark);
         }
         reactor.close_all();
         Ok(())

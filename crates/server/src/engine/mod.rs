@@ -23,6 +23,8 @@ pub(crate) struct RunContext<'a> {
     pub(crate) counters: &'a Counters,
     pub(crate) shutdown: &'a Shutdown,
     pub(crate) template: SessionTemplate,
+    /// Where the event loops time their calls (`--profile-poll`).
+    pub(crate) profile: Option<&'a std::sync::Mutex<crate::profile::PollProfile>>,
 }
 
 /// An I/O model: serves connections from `ctx.listener` until `ctx.shutdown` trips.

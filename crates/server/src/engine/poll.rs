@@ -5,6 +5,7 @@
 
 use super::reactor::{Interest, Reactor};
 use super::{Engine, RunContext};
+use crate::profile::LoopTimer;
 use std::io;
 use std::os::fd::RawFd;
 
@@ -16,6 +17,7 @@ const FIRST_CONN: usize = 2;
 impl Engine for Poll {
     fn serve(&mut self, ctx: RunContext<'_>) -> io::Result<()> {
         let shutdown = ctx.shutdown;
+        let mut timer = LoopTimer::new(ctx.profile);
         let mut reactor = Reactor::new(ctx);
         let entry = |fd: RawFd| libc::pollfd {
             fd,
@@ -24,8 +26,10 @@ impl Engine for Poll {
         };
         let mut fds = vec![entry(reactor.listener.fd()), entry(shutdown.wake_fd())];
         while !shutdown.requested() {
+            let mut mark = timer.begin();
             // SAFETY: `fds` is a valid array of pollfd for the duration of the call.
             let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+            timer.called(&mut mark);
             if n < 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -56,6 +60,7 @@ impl Engine for Poll {
             if fds[0].revents != 0 {
                 reactor.accept_pending(|fd| fds.push(entry(fd)));
             }
+            timer.end(mark);
         }
         reactor.close_all();
         Ok(())

@@ -25,6 +25,8 @@ impl Engine for Processes {
             counters,
             shutdown,
             template,
+            // No polling call to time: a blocked thread or process per connection.
+            profile: _,
         } = ctx;
         let (chld_read, chld_write) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_CLOEXEC)?;

@@ -9,6 +9,7 @@
 
 use super::reactor::{Interest, Reactor};
 use super::{Engine, RunContext};
+use crate::profile::LoopTimer;
 use std::io;
 use std::os::fd::RawFd;
 
@@ -46,6 +47,7 @@ impl FdBits {
 impl Engine for Select {
     fn serve(&mut self, ctx: RunContext<'_>) -> io::Result<()> {
         let shutdown = ctx.shutdown;
+        let mut timer = LoopTimer::new(ctx.profile);
         let mut reactor = Reactor::new(ctx);
         let (listen_fd, wake_fd) = (reactor.listener.fd(), shutdown.wake_fd());
         let (mut want_r, mut want_w) = (FdBits::default(), FdBits::default());
@@ -57,6 +59,7 @@ impl Engine for Select {
             let words = max_fd as usize / 64 + 1;
             rd.copy_from(&want_r, words);
             wr.copy_from(&want_w, words);
+            let mut mark = timer.begin();
             // SAFETY: both bitmaps hold at least `max_fd + 1` bits, which is all
             // the kernel reads or writes for nfds = max_fd + 1.
             let n = unsafe {
@@ -68,6 +71,7 @@ impl Engine for Select {
                     std::ptr::null_mut(),
                 )
             };
+            timer.called(&mut mark);
             if n < 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -117,6 +121,7 @@ impl Engine for Select {
                     max_fd = max_fd.max(fd);
                 });
             }
+            timer.end(mark);
         }
         reactor.close_all();
         Ok(())

@@ -24,6 +24,8 @@ impl Engine for Threads {
             counters,
             shutdown,
             template,
+            // No polling call to time: a blocked thread or process per connection.
+            profile: _,
         } = ctx;
         // Descriptors of live connections; a thread removes its own under the
         // lock before closing it, so shutdown never touches a reused number.
