@@ -301,6 +301,64 @@ fn refuses_unreachable_target_with_exit_1() {
     assert!(stderr.contains("no connection"), "stderr:\n{stderr}");
 }
 
+/// `--active-policy rotating`: 2% of 200 connections busy at once, but the
+/// requests spread over (nearly) all of them.
+#[test]
+fn rotating_policy_spreads_requests_over_every_connection() {
+    let server = Server::start(Variant::Epoll, Protocol::Clb1, &[]);
+    let target = server.addr.to_string();
+    let json = out_path("rotating.json");
+    let records = out_path("rotating.csv");
+    let out = load(&[
+        "--target",
+        &target,
+        "-c",
+        "200",
+        "--active-ratio",
+        "2%",
+        "--rate",
+        "max",
+        "--active-policy",
+        "rotating",
+        "-d",
+        "1s",
+        "--warmup",
+        "100ms",
+        "--json",
+        json.to_str().unwrap(),
+        "--records",
+        records.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    server.stop();
+    let v = read_json(&json);
+    assert_schema_valid(&v);
+    assert_eq!(v["config"]["active_policy"], "rotating");
+    assert_eq!(u(&v, "/connections/active"), 4);
+    assert!(
+        v["requests"]["errors"].as_object().unwrap().is_empty(),
+        "{v}"
+    );
+    let text = std::fs::read_to_string(&records).unwrap();
+    let conns: std::collections::HashSet<&str> = text
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split(',').next())
+        .collect();
+    let requests = text.lines().count() - 1;
+    assert!(requests >= 1000, "{requests} requests");
+    assert!(
+        conns.len() >= 150,
+        "{} of 200 connections carried requests",
+        conns.len()
+    );
+}
+
 #[test]
 fn bad_flags_exit_2_naming_the_flag() {
     for (args, flag) in [
@@ -315,6 +373,11 @@ fn bad_flags_exit_2_naming_the_flag() {
             "--source-addrs",
         ),
         (vec!["--depth", "0", "--rate", "max"], "--depth"),
+        (vec!["--active-policy", "sideways"], "--active-policy"),
+        (
+            vec!["--active-policy", "rotating", "--rate", "100"],
+            "--active-policy",
+        ),
     ] {
         let mut all = vec!["--target", "127.0.0.1:9"];
         all.extend(args.iter().copied());

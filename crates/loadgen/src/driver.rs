@@ -11,7 +11,7 @@ use crate::result::{
     ShardInfo, HISTOGRAM_ENCODING, LOAD_SCHEMA,
 };
 use crate::sender::Sender;
-use crate::workload::{Progress, Rate, RecordSink, Workload};
+use crate::workload::{ActivePolicy, Progress, Rate, RecordSink, Workload};
 use crate::writer::{run_writer, WriterOutcome, WriterPlan};
 use connlab_measure::{choose_active, Arrival, DeviationSummary, Schedule, ShardSlice, Summary};
 use connlab_os::{CpuList, CpuTimes, Environment, Shutdown};
@@ -130,7 +130,9 @@ pub fn run(
             first_error: "none of this shard's active connections was established".into(),
         });
     }
-    let mut is_active = vec![false; n];
+    // Rotating: any connection may carry the next request.
+    let rotating = w.active_policy == ActivePolicy::Rotating;
+    let mut is_active = vec![rotating; n];
     for &a in &active {
         is_active[a] = true;
     }
@@ -215,6 +217,11 @@ pub fn run(
             Rate::Max { depth } => Some(ClosedLoop {
                 sender: Sender::new(&template, n),
                 depth,
+                rotate: rotating.then(|| {
+                    <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(
+                        w.seed ^ (u64::from(w.shard.index) << 32),
+                    )
+                }),
             }),
             Rate::PerSecond(_) => None,
         };
@@ -339,6 +346,14 @@ fn validate(w: &Workload) -> Result<(), LoadError> {
     if let Rate::Max { depth: 0 } = w.rate {
         return bad("--depth must be at least 1".into());
     }
+    if w.active_policy == ActivePolicy::Rotating && w.rate != (Rate::Max { depth: 1 }) {
+        return bad(
+            "--active-policy rotating needs --rate max and --depth 1: the active ratio then caps \
+             how many connections have a request outstanding, each new request going to a \
+             connection drawn at random"
+                .into(),
+        );
+    }
     if w.duration.is_zero() {
         return bad("--duration must be above zero".into());
     }
@@ -419,6 +434,7 @@ fn assemble(
             path: (w.protocol == Protocol::Http).then(|| w.path.clone()),
             connections: w.connections as u64,
             active_ratio: w.active_ratio.get(),
+            active_policy: w.active_policy.name().to_string(),
             request_size_bytes: u64::from(w.request_size),
             response_size_bytes: u64::from(w.response_size),
             rate_per_s: match w.rate {

@@ -29,4 +29,4 @@ pub use result::{
     ConnectionCounts, CpuSeconds, Histograms, LoadResult, MergeInfo, Placement, RequestCounts,
     RequestRecord, RunConfig, ShardInfo, HISTOGRAM_ENCODING, LOAD_SCHEMA,
 };
-pub use workload::{Progress, Rate, RecordSink, Workload};
+pub use workload::{ActivePolicy, Progress, Rate, RecordSink, Workload};

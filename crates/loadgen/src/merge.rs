@@ -81,6 +81,7 @@ pub fn merge(parts: &[(String, LoadResult)]) -> Result<LoadResult, MergeError> {
             && a.path == b.path
             && a.connections == b.connections
             && a.active_ratio == b.active_ratio
+            && a.active_policy == b.active_policy
             && a.request_size_bytes == b.request_size_bytes
             && a.response_size_bytes == b.response_size_bytes
             && a.rate_per_s == b.rate_per_s

@@ -36,6 +36,31 @@ const LOG_INTERVAL: Duration = Duration::from_secs(1);
 pub(crate) struct ClosedLoop<'a> {
     pub(crate) sender: Sender<'a>,
     pub(crate) depth: u32,
+    /// `--active-policy rotating`: each completion sends the next request to
+    /// an idle connection drawn at random from all of them.
+    pub(crate) rotate: Option<rand::rngs::StdRng>,
+}
+
+/// A random connection with nothing in flight, alive: a few random draws,
+/// then the first such connection after a random start (so a nearly busy
+/// set still finds one in bounded time).
+fn pick_idle(
+    rng: &mut rand::rngs::StdRng,
+    in_flight: &[VecDeque<InFlight>],
+    closed: &[bool],
+    dead: &[AtomicBool],
+) -> Option<usize> {
+    use rand::Rng;
+    let n = in_flight.len();
+    let free = |c: usize| in_flight[c].is_empty() && !closed[c] && !dead[c].load(Relaxed);
+    for _ in 0..32 {
+        let c = rng.random_range(0..n);
+        if free(c) {
+            return Some(c);
+        }
+    }
+    let start = rng.random_range(0..n);
+    (0..n).map(|i| (start + i) % n).find(|&c| free(c))
 }
 
 pub(crate) struct ReaderPlan<'a, 'r> {
@@ -106,7 +131,12 @@ pub(crate) fn run_reader(mut plan: ReaderPlan<'_, '_>) -> io::Result<ReaderOutco
     let mut in_flight: Vec<VecDeque<InFlight>> = (0..n).map(|_| VecDeque::new()).collect();
     let mut outstanding: u64 = 0;
     let mut closed = vec![false; n];
-    let mut alive_active = plan.active.len();
+    let rotating = plan
+        .closed_loop
+        .as_ref()
+        .is_some_and(|cl| cl.rotate.is_some());
+    // Rotating: every connection carries requests, so every one counts.
+    let mut alive_active = if rotating { n } else { plan.active.len() };
     let mut buf = vec![0u8; READ_CHUNK];
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 1024];
     let warmup_ns = plan.warmup.as_nanos() as u64;
@@ -289,14 +319,21 @@ pub(crate) fn run_reader(mut plan: ReaderPlan<'_, '_>) -> io::Result<ReaderOutco
                 let now = plan.start.elapsed().as_nanos() as u64;
                 if now < total_ns {
                     for _ in 0..to_send {
-                        in_flight[c].push_back(InFlight {
+                        let target = match cl.rotate.as_mut() {
+                            None => c,
+                            Some(rng) => match pick_idle(rng, &in_flight, &closed, plan.dead) {
+                                Some(t) => t,
+                                None => break,
+                            },
+                        };
+                        in_flight[target].push_back(InFlight {
                             seq,
                             scheduled_ns: now,
                             send_ns: now,
                         });
                         outstanding += 1;
-                        if cl.sender.send(c, plan.fds[c], seq).is_err() {
-                            plan.dead[c].store(true, Relaxed);
+                        if cl.sender.send(target, plan.fds[target], seq).is_err() {
+                            plan.dead[target].store(true, Relaxed);
                         }
                         seq = seq.wrapping_add(1);
                         out.closed_loop_sent += 1;

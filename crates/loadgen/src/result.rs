@@ -82,6 +82,9 @@ pub struct RunConfig {
     pub connections: u64,
     /// Share of connections carrying traffic.
     pub active_ratio: f64,
+    /// `fixed` (the locality paper) or `rotating` (the polling paper).
+    #[serde(default = "fixed_policy")]
+    pub active_policy: String,
     /// Request bytes.
     pub request_size_bytes: u64,
     /// Response bytes asked for.
@@ -253,4 +256,8 @@ impl RequestRecord {
             self.send_lag_us
         )
     }
+}
+
+fn fixed_policy() -> String {
+    "fixed".into()
 }

@@ -8,6 +8,40 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, SystemTime};
 
+/// Which connections carry the requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActivePolicy {
+    /// The locality paper: a seeded active set chosen once carries every request.
+    Fixed,
+    /// The polling paper: closed loop, the ratio caps how many connections have
+    /// a request outstanding, and each new request goes to a connection drawn at
+    /// random from all of them (the active set rotates).
+    Rotating,
+}
+
+impl ActivePolicy {
+    /// `fixed` or `rotating`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ActivePolicy::Fixed => "fixed",
+            ActivePolicy::Rotating => "rotating",
+        }
+    }
+}
+
+impl std::str::FromStr for ActivePolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fixed" => Ok(ActivePolicy::Fixed),
+            "rotating" => Ok(ActivePolicy::Rotating),
+            _ => Err(format!(
+                "unknown active policy {s:?}; expected fixed or rotating"
+            )),
+        }
+    }
+}
+
 /// How requests are paced.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Rate {
@@ -64,6 +98,8 @@ pub struct Workload {
     pub start_at: Option<SystemTime>,
     /// Run the writer thread under `SCHED_FIFO` at this priority (1-99).
     pub writer_priority: Option<i32>,
+    /// Which connections carry the requests.
+    pub active_policy: ActivePolicy,
 }
 
 /// Counters updated while a run goes on, for progress displays.

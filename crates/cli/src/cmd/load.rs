@@ -6,7 +6,7 @@ use crate::units::{parse_duration, parse_size_u32};
 use crate::Exit;
 use anyhow::{anyhow, Context};
 use clap::Args;
-use connlab_loadgen::{LoadError, Progress, Rate, Workload};
+use connlab_loadgen::{ActivePolicy, LoadError, Progress, Rate, Workload};
 use connlab_measure::{ActiveRatio, Arrival, Shard};
 use connlab_os::{CpuList, Shutdown};
 use connlab_proto::Protocol;
@@ -60,6 +60,12 @@ pub(crate) struct WorkloadArgs {
     /// here fire 25-100 us late.
     #[arg(long, default_value = "100us", value_parser = parse_duration)]
     pub(crate) spin: Duration,
+    /// Which connections carry requests: `fixed` (a seeded active set, the
+    /// locality paper) or `rotating` (closed loop only: the ratio caps how many
+    /// connections have a request outstanding; each next request goes to a
+    /// random idle connection, the polling paper).
+    #[arg(long, default_value = "fixed", value_parser = parse_policy)]
+    pub(crate) active_policy: ActivePolicy,
     /// Run the writer thread under SCHED_FIFO at this priority (1-99), so it
     /// preempts the reader and other client processes on its CPU (needs root).
     #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(i32).range(1..=99))]
@@ -118,6 +124,10 @@ pub(crate) struct LoadArgs {
     start_at: Option<SystemTime>,
     #[command(flatten)]
     output: OutputArgs,
+}
+
+fn parse_policy(s: &str) -> Result<ActivePolicy, String> {
+    s.parse()
 }
 
 fn parse_shard(s: &str) -> Result<Shard, String> {
@@ -230,6 +240,7 @@ impl WorkloadArgs {
             shard: Shard::WHOLE,
             start_at: None,
             writer_priority: self.writer_priority,
+            active_policy: self.active_policy,
         })
     }
 }
