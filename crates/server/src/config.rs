@@ -19,16 +19,20 @@ pub enum EngineKind {
     Poll,
     /// One thread, `epoll(7)`, level-triggered unless edge-triggered is asked for.
     Epoll,
+    /// One thread, io_uring: multishot accept, multishot receive into provided
+    /// buffers, `sendmsg` for responses as every engine.
+    Uring,
 }
 
 impl EngineKind {
     /// Every engine, in the order comparisons list them.
-    pub const ALL: [EngineKind; 5] = [
+    pub const ALL: [EngineKind; 6] = [
         EngineKind::Processes,
         EngineKind::Threads,
         EngineKind::Select,
         EngineKind::Poll,
         EngineKind::Epoll,
+        EngineKind::Uring,
     ];
 
     /// The name used on the command line, in results and in file names.
@@ -39,6 +43,7 @@ impl EngineKind {
             EngineKind::Select => "select",
             EngineKind::Poll => "poll",
             EngineKind::Epoll => "epoll",
+            EngineKind::Uring => "uring",
         }
     }
 
@@ -50,6 +55,9 @@ impl EngineKind {
             EngineKind::Select => "one thread, select(2), beyond 1024 descriptors",
             EngineKind::Poll => "one thread, poll(2)",
             EngineKind::Epoll => "one thread, epoll(7); level-triggered, or --edge-triggered",
+            EngineKind::Uring => {
+                "one thread, io_uring: multishot accept and receive into provided buffers"
+            }
         }
     }
 }

@@ -112,6 +112,23 @@ impl Connection {
         self.on_writable(counters)
     }
 
+    /// Handles bytes the engine already received (io_uring's receive into a
+    /// provided buffer; empty means the peer sent EOF), then a flush attempt:
+    /// the same protocol path as [`Connection::on_readable`] without the `recv`.
+    pub(crate) fn on_received(&mut self, data: &[u8], counters: &Counters) -> Status {
+        if data.is_empty() {
+            self.read_closed = true;
+            if let Err(e) = self.session.finish() {
+                counters.protocol_error(e.kind());
+                return Status::Done;
+            }
+        } else if !self.read_closed && !self.closing {
+            counters.bytes_in.fetch_add(data.len() as u64, Relaxed);
+            self.take_input(data, counters);
+        }
+        self.on_writable(counters)
+    }
+
     /// Handles writability: `sendmsg` until the outbox is empty or the socket
     /// is full; then says whether the connection is finished.
     pub(crate) fn on_writable(&mut self, counters: &Counters) -> Status {

@@ -77,17 +77,7 @@ impl Listener {
         }
         // SAFETY: accept4 returned a new descriptor that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let one: libc::c_int = 1;
-        // SAFETY: valid socket, option pointer and length. A failure only costs latency.
-        unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_NODELAY,
-                (&one as *const libc::c_int).cast(),
-                size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
+        set_nodelay(fd.as_raw_fd());
         Ok(fd)
     }
 
@@ -108,4 +98,20 @@ impl Listener {
             Err(_) => Accepted::Failed,
         }
     }
+}
+
+/// TCP_NODELAY on an accepted connection, as every engine serves it. A
+/// failure only costs latency.
+pub(crate) fn set_nodelay(fd: RawFd) {
+    let one: libc::c_int = 1;
+    // SAFETY: valid socket, option pointer and length.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            (&one as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
 }

@@ -21,11 +21,13 @@ Engines:
   select     one thread, select(2), beyond 1024 descriptors
   poll       one thread, poll(2)
   epoll      one thread, epoll(7); level-triggered, or --edge-triggered
+  uring      one thread, io_uring: multishot accept, multishot receive into provided
+             buffers, sendmsg for responses (Linux 6.0 or later)
 
 Prints `listening on IP:PORT` on stdout when ready. SIGINT/SIGTERM stop it;
 it then writes --stats (JSON) and a summary table on stderr, and exits 0.")]
 pub(crate) struct ServeArgs {
-    /// I/O model: processes, threads, select, poll, epoll.
+    /// I/O model: processes, threads, select, poll, epoll, uring.
     #[arg(long, value_parser = parse_engine, default_value = "epoll")]
     engine: EngineKind,
     /// Use edge-triggered epoll (only with --engine epoll).

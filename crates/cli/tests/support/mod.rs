@@ -69,16 +69,18 @@ pub(crate) enum Variant {
     Epoll,
     /// `--engine epoll --edge-triggered`.
     EpollEt,
+    Uring,
 }
 
 impl Variant {
-    pub(crate) const ALL: [Variant; 6] = [
+    pub(crate) const ALL: [Variant; 7] = [
         Variant::Processes,
         Variant::Threads,
         Variant::Select,
         Variant::Poll,
         Variant::Epoll,
         Variant::EpollEt,
+        Variant::Uring,
     ];
 
     /// The name used in test names and failure messages.
@@ -90,6 +92,7 @@ impl Variant {
             Variant::Poll => "poll",
             Variant::Epoll => "epoll",
             Variant::EpollEt => "epoll_et",
+            Variant::Uring => "uring",
         }
     }
 
@@ -137,6 +140,8 @@ macro_rules! per_engine {
             fn epoll() { super::$case(Variant::Epoll) }
             #[test]
             fn epoll_et() { super::$case(Variant::EpollEt) }
+            #[test]
+            fn uring() { super::$case(Variant::Uring) }
         }
     )+};
 }

@@ -9,6 +9,7 @@ mod processes;
 mod reactor;
 mod select;
 mod threads;
+mod uring;
 
 use crate::config::{EngineKind, ServerConfig};
 use crate::connection::SessionTemplate;
@@ -42,6 +43,7 @@ pub(crate) fn build(config: &ServerConfig) -> Box<dyn Engine> {
         EngineKind::Epoll => Box::new(epoll::Epoll {
             edge_triggered: config.edge_triggered,
         }),
+        EngineKind::Uring => Box::new(uring::Uring),
     }
 }
 

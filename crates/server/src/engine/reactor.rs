@@ -7,7 +7,7 @@ use super::RunContext;
 use crate::connection::{Connection, SessionTemplate, Status, READ_CHUNK};
 use crate::counters::Counters;
 use crate::listener::{Accepted, Listener};
-use std::os::fd::RawFd;
+use std::os::fd::{OwnedFd, RawFd};
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Most connections accepted per listener readiness, so a connect storm
@@ -47,17 +47,7 @@ impl<'a> Reactor<'a> {
     pub(super) fn accept_pending(&mut self, mut added: impl FnMut(RawFd)) {
         for _ in 0..ACCEPT_BATCH {
             match self.listener.accept(true) {
-                Accepted::Connection(fd) => {
-                    let conn = Connection::new(fd, self.template);
-                    let raw = conn.fd();
-                    let slot = raw as usize;
-                    if self.conns.len() <= slot {
-                        self.conns.resize_with(slot + 1, || None);
-                    }
-                    self.conns[slot] = Some(conn);
-                    self.counters.opened();
-                    added(raw);
-                }
+                Accepted::Connection(fd) => added(self.adopt(fd)),
                 Accepted::WouldBlock => break,
                 Accepted::Shed => {
                     self.counters.shed.fetch_add(1, Relaxed);
@@ -68,6 +58,43 @@ impl<'a> Reactor<'a> {
                 }
             }
         }
+    }
+
+    /// Serves a connection accepted elsewhere (io_uring's accept); returns
+    /// its descriptor.
+    pub(super) fn adopt(&mut self, fd: OwnedFd) -> RawFd {
+        let conn = Connection::new(fd, self.template);
+        let raw = conn.fd();
+        let slot = raw as usize;
+        if self.conns.len() <= slot {
+            self.conns.resize_with(slot + 1, || None);
+        }
+        self.conns[slot] = Some(conn);
+        self.counters.opened();
+        raw
+    }
+
+    /// Feeds bytes received for `fd` by the engine (empty: EOF); closes the
+    /// connection when it is done and says so.
+    pub(super) fn received(&mut self, fd: RawFd, data: &[u8]) -> Interest {
+        let Some(conn) = self.conns.get_mut(fd as usize).and_then(Option::as_mut) else {
+            return Interest::Closed;
+        };
+        match conn.on_received(data, self.counters) {
+            Status::Open => Interest::Wait {
+                read: conn.wants_read(),
+                write: conn.wants_write(),
+            },
+            Status::Done => {
+                self.close(fd);
+                Interest::Closed
+            }
+        }
+    }
+
+    /// Closes `fd` after an error the engine saw (a failed receive).
+    pub(super) fn abort(&mut self, fd: RawFd) {
+        self.close(fd);
     }
 
     /// Runs the readiness reported for `fd`. Closes the connection when it

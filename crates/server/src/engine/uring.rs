@@ -1,0 +1,311 @@
+//! io_uring: one thread, one ring. The listener has a multishot accept; every
+//! connection has a multishot receive that the kernel fills into buffers from
+//! one provided-buffer group, so a readiness event and the `recv` it would
+//! cause arrive as one completion. Responses go out with `sendmsg` from the
+//! same outbox as every engine; a full socket arms a one-shot POLLOUT.
+//! Needs Linux 6.0 (multishot receive); an older or io_uring-disabled kernel
+//! is reported when the engine starts.
+//!
+//! Every operation's user data carries its kind, the descriptor and the
+//! descriptor's generation: a descriptor number reused after a close never
+//! receives completions meant for the connection that had it.
+
+use super::reactor::{Interest, Reactor};
+use super::{Engine, RunContext};
+use crate::connection::READ_CHUNK;
+use crate::listener::set_nodelay;
+use crate::profile::LoopTimer;
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+pub(super) struct Uring;
+
+/// Submission queue size.
+const ENTRIES: u32 = 4096;
+/// Buffers in the provided-buffer group (READ_CHUNK each: 16 MiB in all).
+const BUFFERS: u16 = 1024;
+/// The buffer group id.
+const GROUP: u16 = 1;
+
+/// Kinds of operation, in the top byte of the user data.
+const ACCEPT: u64 = 1;
+const RECV: u64 = 2;
+const POLLOUT: u64 = 3;
+const PROVIDE: u64 = 4;
+const WAKE: u64 = 5;
+const CANCEL: u64 = 6;
+
+fn tag(kind: u64, generation: u32, fd: RawFd) -> u64 {
+    kind << 56 | u64::from(generation & 0x00ff_ffff) << 32 | u64::from(fd as u32)
+}
+
+fn untag(data: u64) -> (u64, u32, RawFd) {
+    (
+        data >> 56,
+        (data >> 32) as u32 & 0x00ff_ffff,
+        data as u32 as RawFd,
+    )
+}
+
+/// Per-descriptor state of the ring's operations.
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    generation: u32,
+    recv_armed: bool,
+    pollout_armed: bool,
+}
+
+struct Ring {
+    ring: IoUring,
+    slots: Vec<Slot>,
+    /// Connections whose receive ended for want of buffers.
+    starved: Vec<RawFd>,
+}
+
+impl Ring {
+    /// Queues an entry, submitting first when the queue is full.
+    ///
+    /// Every entry points only at memory that outlives the ring's use of it:
+    /// the buffer pool (leaked at shutdown) and nothing else.
+    fn push(&mut self, entry: &squeue::Entry) -> io::Result<()> {
+        loop {
+            // SAFETY: see above: no entry refers to memory freed before its completion.
+            if unsafe { self.ring.submission().push(entry) }.is_ok() {
+                return Ok(());
+            }
+            self.ring.submit()?;
+        }
+    }
+
+    fn slot(&mut self, fd: RawFd) -> &mut Slot {
+        let i = fd as usize;
+        if self.slots.len() <= i {
+            self.slots.resize(i + 1, Slot::default());
+        }
+        &mut self.slots[i]
+    }
+
+    fn arm_recv(&mut self, fd: RawFd) -> io::Result<()> {
+        let slot = self.slot(fd);
+        if slot.recv_armed {
+            return Ok(());
+        }
+        slot.recv_armed = true;
+        let generation = slot.generation;
+        let entry = opcode::RecvMulti::new(types::Fd(fd), GROUP)
+            .build()
+            .user_data(tag(RECV, generation, fd));
+        self.push(&entry)
+    }
+
+    fn cancel_recv(&mut self, fd: RawFd) -> io::Result<()> {
+        let slot = self.slot(fd);
+        if !slot.recv_armed {
+            return Ok(());
+        }
+        slot.recv_armed = false;
+        let generation = slot.generation;
+        let entry = opcode::AsyncCancel::new(tag(RECV, generation, fd))
+            .build()
+            .user_data(tag(CANCEL, 0, fd));
+        self.push(&entry)
+    }
+
+    fn arm_pollout(&mut self, fd: RawFd) -> io::Result<()> {
+        let slot = self.slot(fd);
+        if slot.pollout_armed {
+            return Ok(());
+        }
+        slot.pollout_armed = true;
+        let generation = slot.generation;
+        let entry = opcode::PollAdd::new(types::Fd(fd), libc::POLLOUT as u32)
+            .build()
+            .user_data(tag(POLLOUT, generation, fd));
+        self.push(&entry)
+    }
+
+    fn arm_accept(&mut self, listen_fd: RawFd) -> io::Result<()> {
+        let entry = opcode::AcceptMulti::new(types::Fd(listen_fd))
+            .flags(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)
+            .build()
+            .user_data(tag(ACCEPT, 0, listen_fd));
+        self.push(&entry)
+    }
+
+    fn provide(&mut self, pool: &mut [u8], first: u16, count: u16) -> io::Result<()> {
+        let at = first as usize * READ_CHUNK;
+        let entry = opcode::ProvideBuffers::new(
+            pool[at..].as_mut_ptr(),
+            READ_CHUNK as i32,
+            count,
+            GROUP,
+            first,
+        )
+        .build()
+        .user_data(tag(PROVIDE, 0, 0));
+        self.push(&entry)
+    }
+
+    /// Follows up what the connection wants after an event.
+    fn follow(&mut self, fd: RawFd, interest: Interest) -> io::Result<()> {
+        match interest {
+            Interest::Closed => {
+                // The pending receive holds the socket; cancel it, and move
+                // the generation on so late completions are dropped.
+                self.cancel_recv(fd)?;
+                let slot = self.slot(fd);
+                slot.generation = slot.generation.wrapping_add(1);
+                slot.pollout_armed = false;
+                Ok(())
+            }
+            Interest::Wait { read, write } => {
+                if read {
+                    self.arm_recv(fd)?;
+                } else {
+                    // Back-pressure: stop receiving until the outbox drains.
+                    self.cancel_recv(fd)?;
+                }
+                if write {
+                    self.arm_pollout(fd)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Engine for Uring {
+    fn serve(&mut self, ctx: RunContext<'_>) -> io::Result<()> {
+        let shutdown = ctx.shutdown;
+        let mut timer = LoopTimer::new(ctx.profile);
+        let mut reactor = Reactor::new(ctx);
+        let listen_fd = reactor.listener.fd();
+        let ring = IoUring::new(ENTRIES).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "--engine uring: io_uring_setup failed ({e}): this kernel has no usable \
+                     io_uring (too old, or disabled by the kernel.io_uring_disabled sysctl)"
+                ),
+            )
+        })?;
+        // The kernel writes into the pool until every receive has ended; it is
+        // leaked at the end rather than freed under a request still in flight.
+        let pool: &mut [u8] =
+            Box::leak(vec![0u8; BUFFERS as usize * READ_CHUNK].into_boxed_slice());
+        let mut ring = Ring {
+            ring,
+            slots: Vec::new(),
+            starved: Vec::new(),
+        };
+        ring.provide(pool, 0, BUFFERS)?;
+        ring.arm_accept(listen_fd)?;
+        let wake = opcode::PollAdd::new(types::Fd(shutdown.wake_fd()), libc::POLLIN as u32)
+            .build()
+            .user_data(tag(WAKE, 0, 0));
+        ring.push(&wake)?;
+        let mut done: Vec<cqueue::Entry> = Vec::with_capacity(ENTRIES as usize);
+        while !shutdown.requested() {
+            let mut mark = timer.begin();
+            match ring.ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
+                Err(e) => return Err(e),
+            }
+            timer.called(&mut mark);
+            done.clear();
+            done.extend(ring.ring.completion());
+            for cqe in &done {
+                let (kind, generation, fd) = untag(cqe.user_data());
+                let (res, flags) = (cqe.result(), cqe.flags());
+                match kind {
+                    ACCEPT => {
+                        if res >= 0 {
+                            // SAFETY: the kernel installed this new descriptor for us alone.
+                            let conn = unsafe { OwnedFd::from_raw_fd(res) };
+                            set_nodelay(res);
+                            let fd = reactor.adopt(conn);
+                            ring.slot(fd).generation = ring.slot(fd).generation.wrapping_add(1);
+                            ring.slots[fd as usize].recv_armed = false;
+                            ring.slots[fd as usize].pollout_armed = false;
+                            ring.arm_recv(fd)?;
+                        } else if res == -libc::EMFILE || res == -libc::ENFILE {
+                            // Out of descriptors: shed what waits, as every engine does.
+                            let mut adopted = Vec::new();
+                            reactor.accept_pending(|fd| adopted.push(fd));
+                            for fd in adopted {
+                                ring.slot(fd).generation = ring.slot(fd).generation.wrapping_add(1);
+                                ring.arm_recv(fd)?;
+                            }
+                        } else if res == -libc::EINVAL {
+                            return Err(io::Error::other(
+                                "--engine uring: this kernel's io_uring has no multishot accept \
+                                 (Linux 5.19 and later)",
+                            ));
+                        } else {
+                            reactor
+                                .counters
+                                .accept_errors
+                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        if !cqueue::more(flags) {
+                            ring.arm_accept(listen_fd)?;
+                        }
+                    }
+                    RECV => {
+                        let current = ring.slot(fd).generation == generation;
+                        if current && !cqueue::more(flags) {
+                            ring.slots[fd as usize].recv_armed = false;
+                        }
+                        let buffer = cqueue::buffer_select(flags);
+                        if current && res >= 0 {
+                            let data: &[u8] = match buffer {
+                                Some(bid) if res > 0 => {
+                                    let at = bid as usize * READ_CHUNK;
+                                    &pool[at..at + res as usize]
+                                }
+                                _ => &[],
+                            };
+                            let interest = reactor.received(fd, data);
+                            ring.follow(fd, interest)?;
+                        } else if current && res == -libc::ENOBUFS {
+                            ring.starved.push(fd);
+                        } else if current && res == -libc::EINVAL {
+                            return Err(io::Error::other(
+                                "--engine uring: this kernel's io_uring has no multishot receive \
+                                 (Linux 6.0 and later)",
+                            ));
+                        } else if current && res != -libc::ECANCELED {
+                            reactor.abort(fd);
+                            ring.follow(fd, Interest::Closed)?;
+                        }
+                        if let Some(bid) = buffer {
+                            ring.provide(pool, bid, 1)?;
+                        }
+                    }
+                    POLLOUT if ring.slot(fd).generation == generation => {
+                        ring.slots[fd as usize].pollout_armed = false;
+                        let interest = reactor.dispatch(fd, false, true, false);
+                        ring.follow(fd, interest)?;
+                    }
+                    PROVIDE if res < 0 => {
+                        return Err(io::Error::other(format!(
+                            "--engine uring: providing receive buffers failed: {}",
+                            io::Error::from_raw_os_error(-res)
+                        )));
+                    }
+                    _ => {}
+                }
+            }
+            // Receives that ran out of buffers: the buffers are back now.
+            for fd in std::mem::take(&mut ring.starved) {
+                ring.arm_recv(fd)?;
+            }
+            timer.end(mark);
+        }
+        reactor.close_all();
+        Ok(())
+    }
+}
