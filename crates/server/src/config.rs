@@ -22,17 +22,21 @@ pub enum EngineKind {
     /// One thread, io_uring: multishot accept, multishot receive into provided
     /// buffers, `sendmsg` for responses as every engine.
     Uring,
+    /// One thread, the `poll` loop over connlab-rtsig: readiness kept by
+    /// real-time signals (`F_SETSIG`) and the results of non-blocking I/O.
+    Rtsig,
 }
 
 impl EngineKind {
     /// Every engine, in the order comparisons list them.
-    pub const ALL: [EngineKind; 6] = [
+    pub const ALL: [EngineKind; 7] = [
         EngineKind::Processes,
         EngineKind::Threads,
         EngineKind::Select,
         EngineKind::Poll,
         EngineKind::Epoll,
         EngineKind::Uring,
+        EngineKind::Rtsig,
     ];
 
     /// The name used on the command line, in results and in file names.
@@ -44,6 +48,7 @@ impl EngineKind {
             EngineKind::Poll => "poll",
             EngineKind::Epoll => "epoll",
             EngineKind::Uring => "uring",
+            EngineKind::Rtsig => "rtsig",
         }
     }
 
@@ -57,6 +62,9 @@ impl EngineKind {
             EngineKind::Epoll => "one thread, epoll(7); level-triggered, or --edge-triggered",
             EngineKind::Uring => {
                 "one thread, io_uring: multishot accept and receive into provided buffers"
+            }
+            EngineKind::Rtsig => {
+                "one thread, poll loop over the RT-signal readiness table (connlab-rtsig)"
             }
         }
     }

@@ -5,6 +5,7 @@
 
 use crate::counters::Counters;
 use crate::outbox::Outbox;
+use crate::socket_io::{Direct, SocketIo};
 use connlab_proto::{Flow, HttpStatus, Protocol, Response, ServerConfig, ServerSession};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -82,10 +83,12 @@ impl Connection {
         buf: &mut [u8],
         counters: &Counters,
         until_blocked: bool,
+        io: &impl SocketIo,
     ) -> Status {
         self.input_pending = until_blocked;
         while self.wants_read() {
-            match recv(self.fd(), buf) {
+            let fd = self.fd();
+            match io.input(fd, buf.len(), || recv(fd, buf)) {
                 Ok(0) => {
                     self.read_closed = true;
                     self.input_pending = false;
@@ -109,7 +112,7 @@ impl Connection {
                 break;
             }
         }
-        self.on_writable(counters)
+        self.on_writable(counters, io)
     }
 
     /// Handles bytes the engine already received (io_uring's receive into a
@@ -126,14 +129,14 @@ impl Connection {
             counters.bytes_in.fetch_add(data.len() as u64, Relaxed);
             self.take_input(data, counters);
         }
-        self.on_writable(counters)
+        self.on_writable(counters, &Direct)
     }
 
     /// Handles writability: `sendmsg` until the outbox is empty or the socket
     /// is full; then says whether the connection is finished.
-    pub(crate) fn on_writable(&mut self, counters: &Counters) -> Status {
+    pub(crate) fn on_writable(&mut self, counters: &Counters, io: &impl SocketIo) -> Status {
         while !self.outbox.is_empty() {
-            match self.outbox.send_once(self.fd()) {
+            match self.outbox.send_once(self.fd(), io) {
                 Ok(n) => {
                     counters.bytes_out.fetch_add(n as u64, Relaxed);
                 }
@@ -153,7 +156,12 @@ impl Connection {
     /// process-per-connection engines): the same calls as the event loops,
     /// with the kernel doing the waiting.
     pub(crate) fn serve_blocking(&mut self, buf: &mut [u8], counters: &Counters) {
-        while self.on_readable(buf, counters, false) == Status::Open {}
+        while self.on_readable(buf, counters, false, &Direct) == Status::Open {}
+    }
+
+    /// Gives up the descriptor (the engine decides how it is closed).
+    pub(crate) fn into_fd(self) -> OwnedFd {
+        self.fd
     }
 
     fn take_input(&mut self, input: &[u8], counters: &Counters) {

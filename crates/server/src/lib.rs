@@ -16,6 +16,7 @@ mod outbox;
 mod payload;
 mod profile;
 mod server;
+mod socket_io;
 mod stats;
 
 pub use config::{EngineKind, ServerConfig};

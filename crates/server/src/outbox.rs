@@ -4,6 +4,7 @@
 //! copied or allocated per request.
 
 use crate::payload::{PAYLOAD, PAYLOAD_CHUNK};
+use crate::socket_io::SocketIo;
 use connlab_proto::Response;
 use std::collections::VecDeque;
 use std::io;
@@ -37,7 +38,7 @@ impl Outbox {
 
     /// One `sendmsg(MSG_NOSIGNAL)` of as much as is queued (up to the gather
     /// limits); returns the bytes the kernel took.
-    pub(crate) fn send_once(&mut self, fd: RawFd) -> io::Result<usize> {
+    pub(crate) fn send_once(&mut self, fd: RawFd, io: &impl SocketIo) -> io::Result<usize> {
         let mut heads = [[0u8; Response::MAX_HEADER_LEN]; RESPONSES_PER_SEND];
         let mut totals = [0u64; RESPONSES_PER_SEND];
         let mut iov = [libc::iovec {
@@ -86,14 +87,19 @@ impl Outbox {
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = iov.as_mut_ptr();
         msg.msg_iovlen = n_iov;
-        // SAFETY: every iovec points into `heads` (alive until return) or the static PAYLOAD,
-        // with lengths inside those buffers; the kernel only reads them.
-        let sent = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
-        if sent < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let offered: usize = iov[..n_iov].iter().map(|v| v.iov_len).sum();
+        let sent = io.output(fd, offered, || {
+            // SAFETY: every iovec points into `heads` (alive until return) or the static
+            // PAYLOAD, with lengths inside those buffers; the kernel only reads them.
+            let sent = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
+            if sent < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(sent as usize)
+            }
+        })?;
         self.advance(sent as u64, &totals);
-        Ok(sent as usize)
+        Ok(sent)
     }
 
     /// Drops what the kernel accepted from the front of the queue.

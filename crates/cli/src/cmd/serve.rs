@@ -23,11 +23,13 @@ Engines:
   epoll      one thread, epoll(7); level-triggered, or --edge-triggered
   uring      one thread, io_uring: multishot accept, multishot receive into provided
              buffers, sendmsg for responses (Linux 6.0 or later)
+  rtsig      one thread, the poll loop over connlab-rtsig: a readiness table kept by
+             real-time signals (F_SETSIG) and the results of non-blocking I/O
 
 Prints `listening on IP:PORT` on stdout when ready. SIGINT/SIGTERM stop it;
 it then writes --stats (JSON) and a summary table on stderr, and exits 0.")]
 pub(crate) struct ServeArgs {
-    /// I/O model: processes, threads, select, poll, epoll, uring.
+    /// I/O model: processes, threads, select, poll, epoll, uring, rtsig.
     #[arg(long, value_parser = parse_engine, default_value = "epoll")]
     engine: EngineKind,
     /// Use edge-triggered epoll (only with --engine epoll).

@@ -70,10 +70,11 @@ pub(crate) enum Variant {
     /// `--engine epoll --edge-triggered`.
     EpollEt,
     Uring,
+    Rtsig,
 }
 
 impl Variant {
-    pub(crate) const ALL: [Variant; 7] = [
+    pub(crate) const ALL: [Variant; 8] = [
         Variant::Processes,
         Variant::Threads,
         Variant::Select,
@@ -81,6 +82,7 @@ impl Variant {
         Variant::Epoll,
         Variant::EpollEt,
         Variant::Uring,
+        Variant::Rtsig,
     ];
 
     /// The name used in test names and failure messages.
@@ -93,6 +95,7 @@ impl Variant {
             Variant::Epoll => "epoll",
             Variant::EpollEt => "epoll_et",
             Variant::Uring => "uring",
+            Variant::Rtsig => "rtsig",
         }
     }
 
@@ -142,6 +145,8 @@ macro_rules! per_engine {
             fn epoll_et() { super::$case(Variant::EpollEt) }
             #[test]
             fn uring() { super::$case(Variant::Uring) }
+            #[test]
+            fn rtsig() { super::$case(Variant::Rtsig) }
         }
     )+};
 }

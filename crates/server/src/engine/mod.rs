@@ -7,6 +7,7 @@ mod epoll;
 mod poll;
 mod processes;
 mod reactor;
+mod rtsig;
 mod select;
 mod threads;
 mod uring;
@@ -44,6 +45,7 @@ pub(crate) fn build(config: &ServerConfig) -> Box<dyn Engine> {
             edge_triggered: config.edge_triggered,
         }),
         EngineKind::Uring => Box::new(uring::Uring),
+        EngineKind::Rtsig => Box::new(rtsig::RtSigEngine),
     }
 }
 

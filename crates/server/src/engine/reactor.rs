@@ -7,6 +7,8 @@ use super::RunContext;
 use crate::connection::{Connection, SessionTemplate, Status, READ_CHUNK};
 use crate::counters::Counters;
 use crate::listener::{Accepted, Listener};
+use crate::socket_io::{Direct, SocketIo};
+use std::io;
 use std::os::fd::{OwnedFd, RawFd};
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -23,30 +25,53 @@ pub(super) enum Interest {
     Wait { read: bool, write: bool },
 }
 
-pub(super) struct Reactor<'a> {
+/// The connection table and its I/O path (`I`: plain system calls, or the
+/// RT-signal library that must see every call's result).
+pub(super) struct Reactor<'a, I: SocketIo = Direct> {
     pub(super) listener: Listener,
     pub(super) counters: &'a Counters,
     template: SessionTemplate,
     conns: Vec<Option<Connection>>,
     buf: Box<[u8]>,
+    io: I,
 }
 
-impl<'a> Reactor<'a> {
-    pub(super) fn new(ctx: RunContext<'a>) -> Reactor<'a> {
+impl<'a> Reactor<'a, Direct> {
+    pub(super) fn new(ctx: RunContext<'a>) -> Reactor<'a, Direct> {
+        Reactor::with_io(ctx, Direct)
+    }
+}
+
+impl<'a, I: SocketIo> Reactor<'a, I> {
+    /// A reactor whose calls go through `io`.
+    pub(super) fn with_io(ctx: RunContext<'a>, io: I) -> Reactor<'a, I> {
         Reactor {
             listener: ctx.listener,
             counters: ctx.counters,
             template: ctx.template,
             conns: Vec::new(),
             buf: vec![0u8; READ_CHUNK].into_boxed_slice(),
+            io,
         }
     }
 
     /// Accepts pending connections (non-blocking) and hands each new
     /// descriptor to `added`.
     pub(super) fn accept_pending(&mut self, mut added: impl FnMut(RawFd)) {
+        let lfd = self.listener.fd();
         for _ in 0..ACCEPT_BATCH {
-            match self.listener.accept(true) {
+            let listener = &mut self.listener;
+            let mut outcome = Accepted::WouldBlock;
+            // Through `io` so the RT-signal table learns of EAGAIN; the count
+            // only tells it "not short" (success) or "would block".
+            let _ = self.io.input(lfd, 1, || {
+                outcome = listener.accept(true);
+                match outcome {
+                    Accepted::WouldBlock => Err(io::ErrorKind::WouldBlock.into()),
+                    _ => Ok(1),
+                }
+            });
+            match outcome {
                 Accepted::Connection(fd) => added(self.adopt(fd)),
                 Accepted::WouldBlock => break,
                 Accepted::Shed => {
@@ -111,14 +136,14 @@ impl<'a> Reactor<'a> {
         };
         let mut status = Status::Open;
         if readable {
-            status = conn.on_readable(&mut self.buf, self.counters, until_blocked);
+            status = conn.on_readable(&mut self.buf, self.counters, until_blocked, &self.io);
         } else if writable {
-            status = conn.on_writable(self.counters);
+            status = conn.on_writable(self.counters, &self.io);
         }
         // Edge-triggered: back-pressure stopped reading before EAGAIN and the
         // flush made room again, so no new edge will come for that input.
         while status == Status::Open && until_blocked && conn.input_pending() {
-            status = conn.on_readable(&mut self.buf, self.counters, true);
+            status = conn.on_readable(&mut self.buf, self.counters, true, &self.io);
         }
         match status {
             Status::Open => Interest::Wait {
@@ -138,17 +163,17 @@ impl<'a> Reactor<'a> {
     }
 
     fn close(&mut self, fd: RawFd) {
-        if let Some(slot) = self.conns.get_mut(fd as usize) {
-            if slot.take().is_some() {
-                self.counters.closed();
-            }
+        if let Some(conn) = self.conns.get_mut(fd as usize).and_then(Option::take) {
+            self.io.release(conn.into_fd());
+            self.counters.closed();
         }
     }
 
     /// Closes every connection (shutdown).
     pub(super) fn close_all(&mut self) {
         for slot in &mut self.conns {
-            if slot.take().is_some() {
+            if let Some(conn) = slot.take() {
+                self.io.release(conn.into_fd());
                 self.counters.closed();
             }
         }

@@ -1,0 +1,112 @@
+//! `--engine rtsig`: the `poll` engine's loop with `poll(2)` replaced by
+//! [`connlab_rtsig::RtSig::poll`], which answers from a readiness table kept
+//! by real-time signals and by the results of the loop's own non-blocking
+//! calls (routed through the library by [`SocketIo`]). The loop itself is the
+//! same as `poll.rs`, so the two differ only in how readiness is learnt: what
+//! the RT-signal polling paper measured.
+
+use super::reactor::{Interest, Reactor};
+use super::{Engine, RunContext};
+use crate::profile::LoopTimer;
+use crate::socket_io::SocketIo;
+use connlab_rtsig::{Ready, RtSig};
+use std::io;
+use std::os::fd::{IntoRawFd, OwnedFd, RawFd};
+
+pub(super) struct RtSigEngine;
+
+/// Slots 0 and 1 of the array hold the listener and the shutdown pipe.
+const FIRST_CONN: usize = 2;
+
+/// The connection calls, run through the library under its table lock.
+struct Through<'r>(&'r RtSig);
+
+impl SocketIo for Through<'_> {
+    fn input(
+        &self,
+        fd: RawFd,
+        requested: usize,
+        op: impl FnOnce() -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        self.0.input(fd, requested, op)
+    }
+
+    fn output(
+        &self,
+        fd: RawFd,
+        requested: usize,
+        op: impl FnOnce() -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        self.0.output(fd, requested, op)
+    }
+
+    fn release(&self, fd: OwnedFd) {
+        // Deferred close: shut down now, the number is released later.
+        let _ = self.0.close(fd.into_raw_fd());
+    }
+}
+
+impl Engine for RtSigEngine {
+    fn serve(&mut self, ctx: RunContext<'_>) -> io::Result<()> {
+        let rt =
+            RtSig::new().map_err(|e| io::Error::new(e.kind(), format!("--engine rtsig: {e}")))?;
+        let shutdown = ctx.shutdown;
+        let lfd = ctx.listener.fd();
+        let wake = shutdown.wake_fd();
+        // Connections may already be waiting: the listener starts readable.
+        rt.register(lfd, Ready::ACCEPTED)?;
+        rt.register(wake, Ready::NONE)?;
+        let mut timer = LoopTimer::new(ctx.profile);
+        let mut reactor = Reactor::with_io(ctx, Through(&rt));
+        let entry = |fd: RawFd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let mut fds = vec![entry(lfd), entry(wake)];
+        let mut refused = Vec::new();
+        while !shutdown.requested() {
+            let mut mark = timer.begin();
+            rt.poll(&mut fds, None)?;
+            timer.called(&mut mark);
+            let mut i = FIRST_CONN;
+            while i < fds.len() {
+                let revents = fds[i].revents;
+                if revents == 0 {
+                    i += 1;
+                    continue;
+                }
+                let readable = revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0;
+                let writable = revents & libc::POLLOUT != 0;
+                match reactor.dispatch(fds[i].fd, readable, writable, false) {
+                    Interest::Closed => {
+                        fds.swap_remove(i);
+                    }
+                    Interest::Wait { read, write } => {
+                        fds[i].events = events(read, write);
+                        fds[i].revents = 0;
+                        i += 1;
+                    }
+                }
+            }
+            if fds[0].revents != 0 {
+                reactor.accept_pending(|fd| match rt.register(fd, Ready::ACCEPTED) {
+                    Ok(()) => fds.push(entry(fd)),
+                    Err(_) => refused.push(fd),
+                });
+                for fd in refused.drain(..) {
+                    reactor.abort(fd);
+                }
+            }
+            timer.end(mark);
+        }
+        reactor.close_all();
+        let _ = rt.deregister(lfd);
+        let _ = rt.deregister(wake);
+        Ok(())
+    }
+}
+
+fn events(read: bool, write: bool) -> libc::c_short {
+    (if read { libc::POLLIN } else { 0 }) | (if write { libc::POLLOUT } else { 0 })
+}
