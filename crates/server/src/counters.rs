@@ -17,6 +17,17 @@ pub(crate) struct Counters {
     pub(crate) bytes_in: AtomicU64,
     pub(crate) bytes_out: AtomicU64,
     pub(crate) protocol_errors: [AtomicU64; ErrorKind::ALL.len()],
+    /// `--engine rtsig` only: the library's counters at the end of the run.
+    pub(crate) rtsig: RtSigCounters,
+}
+
+/// What the RT-signal library did during a run (`--engine rtsig`).
+#[derive(Default)]
+pub(crate) struct RtSigCounters {
+    pub(crate) used: std::sync::atomic::AtomicBool,
+    pub(crate) signals: AtomicU64,
+    pub(crate) overflows: AtomicU64,
+    pub(crate) recoveries: AtomicU64,
 }
 
 impl Counters {

@@ -22,4 +22,4 @@ mod stats;
 pub use config::{EngineKind, ServerConfig};
 pub use profile::TimingSummary;
 pub use server::{Server, ServerError};
-pub use stats::{ServerStats, STATS_SCHEMA};
+pub use stats::{RtSigStats, ServerStats, STATS_SCHEMA};

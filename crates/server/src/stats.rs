@@ -70,6 +70,20 @@ pub struct ServerStats {
     /// the I/O it reported), microseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cycle_us: Option<TimingSummary>,
+    /// `--engine rtsig` only: what the RT-signal library did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtsig: Option<RtSigStats>,
+}
+
+/// The RT-signal library's counters for a run (`--engine rtsig`).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct RtSigStats {
+    /// Real-time signals read from the queue.
+    pub signals: u64,
+    /// Signal-queue overflows (plain SIGIO) received.
+    pub overflows: u64,
+    /// Times every descriptor was marked ready because of overflows.
+    pub recoveries: u64,
 }
 
 /// The run facts that are not counters.
@@ -120,6 +134,11 @@ impl ServerStats {
             poll_call_us: None,
             poll_call_cpu_us: None,
             cycle_us: None,
+            rtsig: c.rtsig.used.load(Relaxed).then(|| RtSigStats {
+                signals: c.rtsig.signals.load(Relaxed),
+                overflows: c.rtsig.overflows.load(Relaxed),
+                recoveries: c.rtsig.recoveries.load(Relaxed),
+            }),
         }
     }
 }

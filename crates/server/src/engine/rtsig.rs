@@ -12,6 +12,7 @@ use crate::socket_io::SocketIo;
 use connlab_rtsig::{Ready, RtSig};
 use std::io;
 use std::os::fd::{IntoRawFd, OwnedFd, RawFd};
+use std::sync::atomic::Ordering::Relaxed;
 
 pub(super) struct RtSigEngine;
 
@@ -101,6 +102,12 @@ impl Engine for RtSigEngine {
             timer.end(mark);
         }
         reactor.close_all();
+        let counters = &reactor.counters.rtsig;
+        let stats = rt.stats();
+        counters.signals.store(stats.signals, Relaxed);
+        counters.overflows.store(stats.overflows, Relaxed);
+        counters.recoveries.store(stats.recoveries, Relaxed);
+        counters.used.store(true, Relaxed);
         let _ = rt.deregister(lfd);
         let _ = rt.deregister(wake);
         Ok(())
