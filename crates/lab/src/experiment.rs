@@ -102,6 +102,10 @@ pub struct ServerSection {
     /// CPUs to pin the server to, e.g. `1`.
     #[serde(default)]
     pub cpu: Option<String>,
+    /// Run the server with `--profile-poll` (time per polling call and per
+    /// cycle in its statistics).
+    #[serde(default)]
+    pub profile_poll: bool,
 }
 
 fn default_protocol() -> String {
@@ -129,6 +133,14 @@ pub struct ClientSection {
     /// by default 2 s plus 1 s per 2,000 connections (connection set-up).
     #[serde(default)]
     pub start_lead: Option<String>,
+    /// `fixed` (a seeded active set, the locality paper) or `rotating`
+    /// (closed loop: the active ratio caps the requests outstanding and each
+    /// goes to a random idle connection, the polling paper).
+    #[serde(default)]
+    pub active_policy: Option<String>,
+    /// Closed loop (`rates = ["max"]`): requests outstanding per active connection.
+    #[serde(default)]
+    pub depth: Option<u32>,
 }
 
 /// A size in the file: bytes as a number, or text with a unit (`10KiB`).
@@ -151,6 +163,32 @@ pub enum RatioValue {
     Text(String),
 }
 
+/// A rate in the file: requests per second, or `"max"` (closed loop).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RateValue {
+    /// Requests per second in total.
+    PerSecond(f64),
+    /// `max`: closed loop at the highest rate the server sustains.
+    Text(String),
+}
+
+impl RateValue {
+    /// Requests per second, or 0 for closed loop (`max`).
+    fn per_second(&self) -> Result<f64, String> {
+        match self {
+            RateValue::PerSecond(r) if r.is_finite() && *r > 0.0 => Ok(*r),
+            RateValue::PerSecond(r) => Err(format!(
+                "{r}: a positive number of requests per second, or \"max\""
+            )),
+            RateValue::Text(t) if t.trim().eq_ignore_ascii_case("max") => Ok(0.0),
+            RateValue::Text(t) => Err(format!(
+                "{t:?}: a positive number of requests per second, or \"max\""
+            )),
+        }
+    }
+}
+
 /// `[matrix]`: every combination is one point per engine and repetition.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -159,8 +197,9 @@ pub struct Matrix {
     pub connections: Vec<u64>,
     /// Shares of connections that carry traffic.
     pub active_ratios: Vec<RatioValue>,
-    /// Requests per second in total (over all shards).
-    pub rates: Vec<f64>,
+    /// Requests per second in total (over all shards), or `"max"` for
+    /// closed loop.
+    pub rates: Vec<RateValue>,
     /// Request size, header included.
     pub request_size: SizeValue,
     /// Response size.
@@ -192,7 +231,7 @@ pub struct MatrixOverride {
     /// Replaces `matrix.active_ratios`.
     pub active_ratios: Option<Vec<RatioValue>>,
     /// Replaces `matrix.rates`.
-    pub rates: Option<Vec<f64>>,
+    pub rates: Option<Vec<RateValue>>,
     /// Replaces `matrix.duration`.
     pub duration: Option<String>,
     /// Replaces `matrix.warmup`.
@@ -209,6 +248,9 @@ pub enum Metric {
     ServiceLatency,
     /// Send-timing deviation from the ideal schedule: Table 5 and Figure 2.
     SendDeviation,
+    /// Time per polling call at the server (`--profile-poll`): the polling
+    /// paper's Figures 6, 7, 9 and 10.
+    PollCall,
 }
 
 /// The parameter a paper table varies along its rows.
@@ -278,6 +320,8 @@ pub struct PaperCell {
 /// A claim of the paper: for these engines, the mean at row `to` divided by
 /// the mean at row `from` (along [`Paper::vary`]) is about `paper_ratio`
 /// (or only goes the way `text` says, when the paper gives no number).
+/// With `versus`, the claim compares engines instead: at every row, each
+/// engine's mean divided by the `versus` engine's (`from`/`to` unused).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PaperClaim {
@@ -292,6 +336,9 @@ pub struct PaperClaim {
     /// The paper's ratio, if it gives one.
     #[serde(default)]
     pub paper_ratio: Option<f64>,
+    /// Compare each engine with this one at the same row.
+    #[serde(default)]
+    pub versus: Option<String>,
 }
 
 /// One measurement of a sweep: one engine at one cell of the matrix.
@@ -305,7 +352,7 @@ pub struct PointParams {
     pub active_ratio: f64,
     /// Active ratio as written in the experiment (`1/16`).
     pub active_ratio_label: String,
-    /// Requests per second in total.
+    /// Requests per second in total; 0 means closed loop (`max`).
     pub rate_per_s: f64,
     /// Request size in bytes.
     pub request_size_bytes: u32,
@@ -335,8 +382,31 @@ impl PointParams {
             .collect();
         format!(
             "{}-c{}-a{}-r{}-rep{}",
-            self.engine, self.connections, ratio, self.rate_per_s, self.repetition
+            self.engine,
+            self.connections,
+            ratio,
+            self.rate_label(),
+            self.repetition
         )
+    }
+
+    /// Whether the point runs closed loop (`--rate max`).
+    pub fn closed_loop(&self) -> bool {
+        self.rate_per_s == 0.0
+    }
+
+    /// The rate as `--rate` takes it: a number, or `max`.
+    pub fn rate_label(&self) -> String {
+        rate_label(self.rate_per_s)
+    }
+}
+
+/// A rate for display and `--rate`: the number, or `max` for closed loop (0).
+pub fn rate_label(rate_per_s: f64) -> String {
+    if rate_per_s == 0.0 {
+        "max".into()
+    } else {
+        rate_per_s.to_string()
     }
 }
 
@@ -414,7 +484,8 @@ impl Experiment {
             for &c in connections {
                 for ratio in ratios {
                     let (active_ratio, label) = ratio_value(ratio).unwrap_or((1.0, "1".into()));
-                    for &rate in rates {
+                    for rate in rates {
+                        let rate = rate.per_second().unwrap_or(0.0);
                         for engine in &self.server.engines {
                             points.push(PointParams {
                                 engine: engine.clone(),
@@ -512,6 +583,31 @@ impl Experiment {
         if let Some(lead) = &self.client.start_lead {
             parse_duration(lead).map_err(|m| bad("client.start_lead", m))?;
         }
+        let rotating = match self.client.active_policy.as_deref() {
+            None | Some("fixed") => false,
+            Some("rotating") => true,
+            Some(other) => {
+                return Err(bad(
+                    "client.active_policy",
+                    format!("{other:?}: expected fixed or rotating"),
+                ))
+            }
+        };
+        if let Some(d) = self.client.depth {
+            if d == 0 || (rotating && d != 1) {
+                return Err(bad(
+                    "client.depth",
+                    format!(
+                        "{d}: at least 1{}",
+                        if rotating {
+                            ", and exactly 1 with the rotating policy"
+                        } else {
+                            ""
+                        }
+                    ),
+                ));
+            }
+        }
         let m = &self.matrix;
         size_bytes(&m.request_size).map_err(|e| bad("matrix.request_size", e))?;
         size_bytes(&m.response_size).map_err(|e| bad("matrix.response_size", e))?;
@@ -543,12 +639,16 @@ impl Experiment {
                 Ok(())
             })?;
             check_list(rates, &format!("{section}.rates"), origin, |r| {
-                if r.is_finite() && *r > 0.0 {
-                    Ok(())
-                } else {
-                    Err(format!("{r}: a positive number of requests per second"))
-                }
+                r.per_second().map(|_| ())
             })?;
+            if rotating {
+                if let Some(i) = rates.iter().position(|r| r.per_second() != Ok(0.0)) {
+                    return Err(bad(
+                        &format!("{section}.rates[{i}]"),
+                        "the rotating active policy runs closed loop: use \"max\"".into(),
+                    ));
+                }
+            }
             let d = parse_duration(duration).map_err(|e| bad(&format!("{section}.duration"), e))?;
             if d.is_zero() {
                 return Err(bad(
@@ -562,6 +662,23 @@ impl Experiment {
             }
         }
         if let Some(p) = &self.paper {
+            for (i, c) in p.claims.iter().enumerate() {
+                for (field, e) in c
+                    .engines
+                    .iter()
+                    .enumerate()
+                    .map(|(j, e)| (format!("paper.claims[{i}].engines[{j}]"), e))
+                    .chain(
+                        c.versus
+                            .iter()
+                            .map(|e| (format!("paper.claims[{i}].versus"), e)),
+                    )
+                {
+                    if !self.server.engines.contains(e) {
+                        return Err(bad(&field, format!("{e:?} is not in server.engines")));
+                    }
+                }
+            }
             for (i, c) in p.cells.iter().enumerate() {
                 if !self.server.engines.contains(&c.engine) {
                     return Err(bad(
@@ -700,6 +817,7 @@ duration = "1s"
     fn errors_name_the_file_and_field() {
         for (from, to, says) in [
             ("rates = [100]", "rates = [0]", "matrix.rates[0]"),
+            ("rates = [100]", "rates = [\"fast\"]", "matrix.rates[0]"),
             ("\"1/16\"]", "\"2/1\"]", "matrix.active_ratios[2]"),
             (
                 "\"select\", \"epoll\"",
@@ -727,6 +845,43 @@ duration = "1s"
             .unwrap_err()
             .to_string();
         assert!(err.contains("line"), "TOML errors carry the line: {err}");
+    }
+
+    #[test]
+    fn closed_loop_rotating_points() {
+        let text = MINIMAL
+            .replace("rates = [100]", "rates = [\"max\"]")
+            .replace(
+                "[matrix]",
+                "[client]\nactive_policy = \"rotating\"\ndepth = 1\n[matrix]",
+            );
+        let e = Experiment::from_toml(&text, "t.toml").unwrap();
+        let p = e.plan(false);
+        assert!(p[0].closed_loop());
+        assert_eq!(p[0].rate_label(), "max");
+        assert_eq!(p[0].id(), "select-c10-a1-rmax-rep1");
+        // Rotating needs closed loop and depth 1.
+        let open = MINIMAL.replace(
+            "[matrix]",
+            "[client]\nactive_policy = \"rotating\"\n[matrix]",
+        );
+        let err = Experiment::from_toml(&open, "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("matrix.rates[0]") && err.contains("max"),
+            "{err}"
+        );
+        let deep = text.replace("depth = 1", "depth = 4");
+        let err = Experiment::from_toml(&deep, "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("client.depth"), "{err}");
+        let bad = text.replace("\"rotating\"", "\"random\"");
+        let err = Experiment::from_toml(&bad, "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("client.active_policy"), "{err}");
     }
 
     #[test]

@@ -13,9 +13,9 @@ mod experiment;
 mod results;
 
 pub use experiment::{
-    parse_link_rate, ClientSection, Experiment, ExperimentError, Matrix, MatrixOverride, Metric,
-    Paper, PaperCell, PaperClaim, PointParams, RatioValue, ServerSection, SizeValue,
-    TopologySection, Vary, ENGINES,
+    parse_link_rate, rate_label, ClientSection, Experiment, ExperimentError, Matrix,
+    MatrixOverride, Metric, Paper, PaperCell, PaperClaim, PointParams, RateValue, RatioValue,
+    ServerSection, SizeValue, TopologySection, Vary, ENGINES,
 };
 pub use results::{
     PointResult, ResultsError, SweepDir, SweepInfo, TopologyInfo, POINT_SCHEMA, SWEEP_SCHEMA,

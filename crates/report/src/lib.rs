@@ -10,7 +10,9 @@
 mod plots;
 mod table;
 
-pub use table::{grouped, metric_name, stat_names, Cell, ClaimCheck, PaperTable, Row, Stats};
+pub use table::{
+    grouped, metric_name, rate_text, stat_names, Cell, ClaimCheck, PaperTable, Row, Stats,
+};
 
 use connlab_lab::{PointResult, SweepDir, Vary};
 use html_escape::encode_text as esc;
@@ -69,8 +71,19 @@ fn num(v: Option<f64>) -> String {
     }
 }
 
+/// A ratio to two significant figures below 10 (0.025×, 0.62×, 19×).
 fn ratio(v: Option<f64>) -> String {
-    v.map_or("—".into(), |r| format!("{r:.1}×"))
+    v.map_or("—".into(), |r| {
+        if r >= 10.0 {
+            format!("{r:.0}×")
+        } else if r >= 1.0 {
+            format!("{r:.1}×")
+        } else if r >= 0.1 {
+            format!("{r:.2}×")
+        } else {
+            format!("{r:.3}×")
+        }
+    })
 }
 
 /// UTC date and time of Unix seconds (ISO 8601, to the second).
@@ -196,7 +209,7 @@ fn point_row(p: &PointResult) -> Vec<String> {
         p.params.engine.clone(),
         grouped(p.params.connections as f64),
         p.params.active_ratio_label.clone(),
-        grouped(p.params.rate_per_s),
+        p.params.rate_label(),
         format!("{:.1}", l.achieved_rate_per_s),
         l.requests.measured_completed.to_string(),
         errors.to_string(),
@@ -206,10 +219,12 @@ fn point_row(p: &PointResult) -> Vec<String> {
         num(Some(l.send_deviation_us.stddev)),
         p.server_cpu_s().map_or("—".into(), |c| format!("{c:.2}")),
         format!("{:.2}", l.client_cpu_s.user + l.client_cpu_s.sys),
+        num(server_stat(p, "poll_call_us", "mean")),
+        num(server_stat(p, "cycle_us", "mean")),
     ]
 }
 
-const POINT_COLUMNS: [&str; 14] = [
+const POINT_COLUMNS: [&str; 16] = [
     "point",
     "engine",
     "connections",
@@ -224,6 +239,8 @@ const POINT_COLUMNS: [&str; 14] = [
     "send dev σ µs",
     "server CPU s",
     "client CPU s",
+    "poll call µs",
+    "cycle µs",
 ];
 
 const STYLE: &str = "
@@ -302,8 +319,13 @@ fn html(dir: &SweepDir, t: &PaperTable) -> Result<String, ReportError> {
         .flat_map(|r| r.cells.iter().map(|c| c.n))
         .max()
         .unwrap_or(0);
+    let whose = if t.metric == connlab_lab::Metric::PollCall {
+        "at the server (--profile-poll): thread CPU time per call, and wall time per call, which also holds waiting for work and preemption"
+    } else {
+        "of the merged client shards"
+    };
     let mut caption = format!(
-        "Ours: {} of the merged client shards, in µs{}. ",
+        "Ours: {} {whose}, in µs{}. ",
         metric_name(t.metric),
         if reps > 1 {
             format!(", averaged over {reps} repetitions")
@@ -424,6 +446,54 @@ fn grouped_or_ratio(vary: Vary, v: f64) -> String {
     }
 }
 
+/// One plotted quantity of a point.
+struct Value {
+    name: &'static str,
+    axis: &'static str,
+    of: fn(&PointResult) -> Option<f64>,
+}
+
+/// Server statistics field `name`.`key` of a point, as a number.
+fn server_stat(p: &PointResult, name: &str, key: &str) -> Option<f64> {
+    p.server.as_ref()?[name][key].as_f64()
+}
+
+const LATENCY_VALUES: [Value; 1] = [Value {
+    name: "mean service latency",
+    axis: "mean service latency (µs)",
+    of: |p| Some(p.load.service_latency_us.mean),
+}];
+
+/// The polling paper's figures: time per polling call and per server cycle,
+/// throughput, and the client's response time.
+const POLL_VALUES: [Value; 5] = [
+    Value {
+        name: "CPU time per polling call (mean)",
+        axis: "server thread CPU time per polling call (µs)",
+        of: |p| server_stat(p, "poll_call_cpu_us", "mean"),
+    },
+    Value {
+        name: "wall time per polling call (median)",
+        axis: "wall time per polling call, median (µs)",
+        of: |p| server_stat(p, "poll_call_us", "p50"),
+    },
+    Value {
+        name: "mean time per server cycle",
+        axis: "time per cycle: polling call + the I/O it reported (µs)",
+        of: |p| server_stat(p, "cycle_us", "mean"),
+    },
+    Value {
+        name: "throughput",
+        axis: "responses per second",
+        of: |p| Some(p.load.achieved_rate_per_s),
+    },
+    Value {
+        name: "mean response time",
+        axis: "mean response time at the client (µs)",
+        of: |p| Some(p.load.service_latency_us.mean),
+    },
+];
+
 /// The plots: (id, caption, svg).
 fn plots(dir: &SweepDir, t: &PaperTable) -> Result<Vec<(String, String, String)>, ReportError> {
     const MAX_PER_KIND: usize = 6;
@@ -437,9 +507,9 @@ fn plots(dir: &SweepDir, t: &PaperTable) -> Result<Vec<(String, String, String)>
             (|p: &PointResult| p.params.connections as f64) as fn(&PointResult) -> f64,
             (|p: &PointResult| {
                 format!(
-                    "ratio {} · {} req/s",
+                    "ratio {} · {}",
                     p.params.active_ratio_label,
-                    grouped(p.params.rate_per_s)
+                    rate_text(p.params.rate_per_s)
                 )
             }) as fn(&PointResult) -> String,
         ),
@@ -449,9 +519,9 @@ fn plots(dir: &SweepDir, t: &PaperTable) -> Result<Vec<(String, String, String)>
             |p: &PointResult| p.params.active_ratio,
             |p: &PointResult| {
                 format!(
-                    "{} conns · {} req/s",
+                    "{} conns · {}",
                     grouped(p.params.connections as f64),
-                    grouped(p.params.rate_per_s)
+                    rate_text(p.params.rate_per_s)
                 )
             },
         ),
@@ -459,43 +529,66 @@ fn plots(dir: &SweepDir, t: &PaperTable) -> Result<Vec<(String, String, String)>
         let mut groups: Vec<String> = dir.points.iter().map(group_of).collect();
         groups.sort();
         groups.dedup();
-        for group in groups.iter().take(MAX_PER_KIND) {
-            let series: Vec<Series> = t
-                .engines
-                .iter()
-                .filter_map(|e| {
-                    let mut by_x: BTreeMap<u64, (f64, f64, usize)> = BTreeMap::new();
-                    for p in dir
-                        .points
-                        .iter()
-                        .filter(|p| p.params.engine == *e && group_of(p) == *group)
-                    {
-                        let x = x_of(p);
-                        let slot = by_x.entry(x.to_bits()).or_insert((x, 0.0, 0));
-                        slot.1 += p.load.service_latency_us.mean;
-                        slot.2 += 1;
-                    }
-                    let mut points: Vec<(f64, f64)> =
-                        by_x.values().map(|(x, s, n)| (*x, s / *n as f64)).collect();
-                    points.sort_by(|a, b| a.0.total_cmp(&b.0));
-                    (points.len() >= 2).then(|| Series {
-                        name: e.clone(),
-                        points,
-                    })
-                })
-                .collect();
-            if series.is_empty() {
-                continue;
+        // The polling-cost experiment plots the server's timings, the
+        // throughput and the response time; the others plot latency.
+        let values: &[Value] = if t.metric == connlab_lab::Metric::PollCall {
+            if kind == "connections" {
+                &POLL_VALUES
+            } else {
+                &POLL_VALUES[..1]
             }
-            let title = format!("mean service latency against {x_desc} ({group})");
-            let svg = plots::log_log(&title, x_desc, "mean service latency (µs)", &series)?;
-            let id = format!("{kind}-{}", out.len());
-            out.push((
-                id,
-                format!("Mean service latency against {x_desc}, one line per engine, {group}; both axes logarithmic."),
-                svg,
-            ));
+        } else {
+            &LATENCY_VALUES
+        };
+        for value in values {
+            for group in groups.iter().take(MAX_PER_KIND) {
+                let series: Vec<Series> = t
+                    .engines
+                    .iter()
+                    .filter_map(|e| {
+                        let mut by_x: BTreeMap<u64, (f64, f64, usize)> = BTreeMap::new();
+                        for p in dir
+                            .points
+                            .iter()
+                            .filter(|p| p.params.engine == *e && group_of(p) == *group)
+                        {
+                            let Some(y) = (value.of)(p) else { continue };
+                            let x = x_of(p);
+                            let slot = by_x.entry(x.to_bits()).or_insert((x, 0.0, 0));
+                            slot.1 += y;
+                            slot.2 += 1;
+                        }
+                        let mut points: Vec<(f64, f64)> = by_x
+                            .values()
+                            .map(|(x, s, n)| (*x, s / *n as f64))
+                            .filter(|(_, y)| *y > 0.0)
+                            .collect();
+                        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                        (points.len() >= 2).then(|| Series {
+                            name: e.clone(),
+                            points,
+                        })
+                    })
+                    .collect();
+                if series.is_empty() {
+                    continue;
+                }
+                let title = format!("{} against {x_desc} ({group})", value.name);
+                let svg = plots::log_log(&title, x_desc, value.axis, &series)?;
+                let id = format!("{kind}-{}", out.len());
+                let mut name = value.name.to_string();
+                name[..1].make_ascii_uppercase();
+                out.push((
+                    id,
+                    format!("{name} against {x_desc}, one line per engine, {group}; both axes logarithmic."),
+                    svg,
+                ));
+            }
         }
+    }
+    // Closed loop has no send schedule: no deviation to plot.
+    if dir.points.iter().all(|p| p.params.closed_loop()) {
+        return Ok(out);
     }
     // CDF of send deviation: a plot per setting, a line per engine.
     for row in t.rows.iter().take(MAX_PER_KIND) {
@@ -682,6 +775,7 @@ fn csv(t: &PaperTable) -> String {
                 match t.metric {
                     connlab_lab::Metric::ServiceLatency => [s[0], s[1], s[2], None],
                     connlab_lab::Metric::SendDeviation => [None, s[1], s[0], s[2]],
+                    connlab_lab::Metric::PollCall => [s[0], s[1], None, None],
                 }
             };
             let ours = pick(cell.ours);

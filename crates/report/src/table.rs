@@ -83,6 +83,7 @@ pub fn stat_names(metric: Metric) -> [&'static str; 3] {
     match metric {
         Metric::ServiceLatency => ["mean", "median", "stddev"],
         Metric::SendDeviation => ["stddev", "median", "max"],
+        Metric::PollCall => ["CPU mean", "wall median", "wall mean"],
     }
 }
 
@@ -91,6 +92,7 @@ pub fn metric_name(metric: Metric) -> &'static str {
     match metric {
         Metric::ServiceLatency => "service latency",
         Metric::SendDeviation => "send-timing deviation",
+        Metric::PollCall => "time per polling call",
     }
 }
 
@@ -104,6 +106,16 @@ fn our_stats(metric: Metric, p: &PointResult) -> Stats {
             let s = &p.load.send_deviation_us;
             Stats([Some(s.stddev), Some(s.median), Some(s.max)])
         }
+        Metric::PollCall => {
+            // The call's cost is its thread CPU time: the wall time also
+            // holds waiting for work and preemption by other threads.
+            let get = |name: &str, k: &str| p.server.as_ref().and_then(|s| s[name][k].as_f64());
+            Stats([
+                get("poll_call_cpu_us", "mean"),
+                get("poll_call_us", "p50"),
+                get("poll_call_us", "mean"),
+            ])
+        }
     }
 }
 
@@ -111,6 +123,7 @@ fn paper_stats(metric: Metric, c: &PaperCell) -> Stats {
     match metric {
         Metric::ServiceLatency => Stats([c.mean_us, c.median_us, c.stddev_us]),
         Metric::SendDeviation => Stats([c.stddev_us, c.median_us, c.max_us]),
+        Metric::PollCall => Stats([c.mean_us, c.median_us, None]),
     }
 }
 
@@ -135,6 +148,15 @@ fn key(p: &PointResult) -> (u64, String, u64) {
         p.params.active_ratio_label.clone(),
         p.params.rate_per_s.to_bits(),
     )
+}
+
+/// A rate for labels: `1,000 req/s`, or `closed loop` (rate 0 = `max`).
+pub fn rate_text(rate_per_s: f64) -> String {
+    if rate_per_s == 0.0 {
+        "closed loop".into()
+    } else {
+        format!("{} req/s", grouped(rate_per_s))
+    }
 }
 
 /// Thousands separators: 10000 -> 10,000.
@@ -230,7 +252,7 @@ impl PaperTable {
                     parts.push(format!("ratio {label}"));
                 }
                 if rate_vary || vary == Vary::Rate {
-                    parts.push(format!("{} req/s", grouped(*rate)));
+                    parts.push(rate_text(*rate));
                 }
                 let cells = engines
                     .iter()
@@ -244,13 +266,17 @@ impl PaperTable {
                             })
                             .collect();
                         let ours = (!pts.is_empty()).then(|| {
-                            let mut sum = [0.0; 3];
+                            // Mean over the repetitions that have the value.
+                            let mut sum = [(0.0, 0usize); 3];
                             for p in &pts {
                                 for (s, v) in sum.iter_mut().zip(our_stats(metric, p).0) {
-                                    *s += v.unwrap_or(0.0);
+                                    if let Some(v) = v {
+                                        s.0 += v;
+                                        s.1 += 1;
+                                    }
                                 }
                             }
-                            Stats(sum.map(|s| Some(s / pts.len() as f64)))
+                            Stats(sum.map(|(s, n)| (n > 0).then(|| s / n as f64)))
                         });
                         let paper = exp.paper.as_ref().and_then(|paper| {
                             paper
@@ -307,14 +333,14 @@ impl PaperTable {
     pub fn group_label(&self, row: &Row) -> String {
         match self.vary {
             Vary::Connections => format!(
-                "ratio {} · {} req/s",
+                "ratio {} · {}",
                 row.active_ratio_label,
-                grouped(row.rate_per_s)
+                rate_text(row.rate_per_s)
             ),
             Vary::ActiveRatio => format!(
-                "{} conns · {} req/s",
+                "{} conns · {}",
                 grouped(row.connections as f64),
-                grouped(row.rate_per_s)
+                rate_text(row.rate_per_s)
             ),
             Vary::Rate => format!(
                 "{} conns · ratio {}",
@@ -333,6 +359,10 @@ impl PaperTable {
         let mut groups: Vec<String> = self.rows.iter().map(|r| self.group_label(r)).collect();
         groups.dedup();
         for claim in &paper.claims {
+            if let Some(versus) = &claim.versus {
+                out.extend(self.versus_claims(claim, versus));
+                continue;
+            }
             for engine in &claim.engines {
                 let Some(col) = self.engines.iter().position(|e| e == engine) else {
                     continue;
@@ -375,6 +405,39 @@ impl PaperTable {
                         paper: claim.paper_ratio,
                     });
                 }
+            }
+        }
+        out
+    }
+
+    /// A claim between engines: at every row, each engine's first statistic
+    /// divided by the `versus` engine's.
+    fn versus_claims(&self, claim: &connlab_lab::PaperClaim, versus: &str) -> Vec<ClaimCheck> {
+        let Some(vcol) = self.engines.iter().position(|e| e == versus) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for engine in &claim.engines {
+            let Some(col) = self.engines.iter().position(|e| e == engine) else {
+                continue;
+            };
+            for row in &self.rows {
+                let mean = |c: usize| row.cells[c].ours.and_then(|s| s.0[0]);
+                let ours = match (mean(col), mean(vcol)) {
+                    (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+                    _ => None,
+                };
+                let x = self.vary_value(row);
+                out.push(ClaimCheck {
+                    text: claim.text.clone(),
+                    engine: format!("{engine} ÷ {versus}"),
+                    group: self.group_label(row),
+                    from: x,
+                    to: x,
+                    exact: true,
+                    ours,
+                    paper: claim.paper_ratio,
+                });
             }
         }
         out

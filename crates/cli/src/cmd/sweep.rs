@@ -244,6 +244,9 @@ impl PointContext<'_> {
         if let Some(cpu) = &exp.server.cpu {
             cmd.args(["--cpu", cpu]);
         }
+        if exp.server.profile_poll {
+            cmd.arg("--profile-poll");
+        }
         let mut server = ServerChild::spawn(cmd).map_err(|e| anyhow!("{e:?}"))?;
 
         let lead = exp.start_lead(p.connections);
@@ -261,7 +264,7 @@ impl PointContext<'_> {
                 .args(["--start-at", &format!("{start_s:.3}")])
                 .args(["-c", &p.connections.to_string()])
                 .args(["--active-ratio", &p.active_ratio_label])
-                .args(["--rate", &p.rate_per_s.to_string()])
+                .args(["--rate", &p.rate_label()])
                 .args(["--request-size", &p.request_size_bytes.to_string()])
                 .args(["--response-size", &p.response_size_bytes.to_string()])
                 .args(["-d", &format!("{}s", p.duration_s)])
@@ -284,6 +287,12 @@ impl PointContext<'_> {
             }
             if let Some(seed) = exp.client.seed {
                 cmd.args(["--seed", &seed.to_string()]);
+            }
+            if let Some(policy) = &exp.client.active_policy {
+                cmd.args(["--active-policy", policy]);
+            }
+            if let Some(depth) = exp.client.depth {
+                cmd.args(["--depth", &depth.to_string()]);
             }
             match cmd.spawn() {
                 Ok(child) => shards.push(child),
