@@ -37,6 +37,8 @@ enum Command {
     Sweep(cmd::sweep::SweepArgs),
     /// Tables and plots (HTML, Markdown, CSV) from a sweep's results directory.
     Report(cmd::report::ReportArgs),
+    /// Web file sets for the HTTP workload (generate, stats).
+    Webset(cmd::webset::WebsetArgs),
 }
 
 /// A failure that carries its own exit code.
@@ -74,6 +76,7 @@ fn main() -> ExitCode {
         Command::Merge(args) => cmd::merge::run(args),
         Command::Sweep(args) => cmd::sweep::run(args),
         Command::Report(args) => cmd::report::run(args),
+        Command::Webset(args) => cmd::webset::run(args),
     };
     match result {
         Ok(code) => code,

@@ -8,3 +8,4 @@ pub(crate) mod report;
 pub(crate) mod run;
 pub(crate) mod serve;
 pub(crate) mod sweep;
+pub(crate) mod webset;

@@ -1,0 +1,96 @@
+//! `connlab webset`: the paper's file set and its statistics, real files,
+//! refusals of bad input.
+
+use assert_cmd::Command;
+
+fn connlab() -> Command {
+    Command::cargo_bin("connlab").unwrap()
+}
+
+#[test]
+fn generates_the_paper_set_and_prints_its_statistics() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = connlab()
+        .args(["webset", "generate"])
+        .arg(dir.path())
+        .args(["--model", "paper"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    for line in [
+        "count   861",
+        "min     35 B",
+        "max     729000 B",
+        "mean    9600 B",
+    ] {
+        assert!(text.contains(line), "{line:?} missing in:\n{text}");
+    }
+    assert!(text.contains("median"), "{text}");
+    // Real files of the listed sizes.
+    let manifest = std::fs::read_to_string(dir.path().join("manifest.csv")).unwrap();
+    let mut lines = manifest.lines();
+    assert_eq!(lines.next(), Some("path,size_bytes,weight"));
+    let mut total = 0u64;
+    for line in lines {
+        let f: Vec<&str> = line.split(',').collect();
+        let size: u64 = f[1].parse().unwrap();
+        assert_eq!(
+            std::fs::metadata(dir.path().join(f[0])).unwrap().len(),
+            size,
+            "{line}"
+        );
+        total += size;
+    }
+    assert_eq!(total, 861 * 9600);
+    // `stats` reads it back; a second generate refuses without --force.
+    let stats = connlab()
+        .args(["webset", "stats"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&stats.stdout).contains("count   861"));
+    let again = connlab()
+        .args(["webset", "generate"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--force"));
+}
+
+#[test]
+fn other_models_and_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = connlab()
+        .args(["webset", "generate"])
+        .arg(dir.path().join("s"))
+        .args(["--model", "specweb96", "--directories", "1"])
+        .output()
+        .unwrap();
+    assert!(ok.status.success(), "{ok:?}");
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("count   36"));
+    for args in [
+        vec!["--model", "zipfian"],
+        vec!["--model", "surge", "--zipf", "-1"],
+        vec!["--model", "surge", "--files", "0"],
+        vec!["--model", "surge", "--max-size", "lots"],
+    ] {
+        let out = connlab()
+            .args(["webset", "generate"])
+            .arg(dir.path().join("x"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+    }
+    let bad = dir.path().join("bad.csv");
+    std::fs::write(&bad, "path,size_bytes,weight\n../x,1,1\n").unwrap();
+    let out = connlab()
+        .args(["webset", "stats"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad.csv:2"));
+}
