@@ -37,6 +37,8 @@ enum Command {
     Sweep(cmd::sweep::SweepArgs),
     /// Tables and plots (HTML, Markdown, CSV) from a sweep's results directory.
     Report(cmd::report::ReportArgs),
+    /// Load-balancing gateway in front of N backends (nftables NAT mode).
+    Gateway(cmd::gateway::GatewayArgs),
     /// Web file sets for the HTTP workload (generate, stats).
     Webset(cmd::webset::WebsetArgs),
 }
@@ -77,6 +79,7 @@ fn main() -> ExitCode {
         Command::Sweep(args) => cmd::sweep::run(args),
         Command::Report(args) => cmd::report::run(args),
         Command::Webset(args) => cmd::webset::run(args),
+        Command::Gateway(args) => cmd::gateway::run(args),
     };
     match result {
         Ok(code) => code,

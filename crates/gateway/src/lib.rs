@@ -4,9 +4,12 @@
 //!   I/O): the paper's `ip-mod`, `source-hash`, `round-robin`,
 //!   `least-connections` and `maglev`.
 //!
-//! The NAT mode (nftables) and the user-space proxy mode build on these
-//! policies (see the issue tracker for their status).
+//! - [`nat`]: `--mode nat`, the kernel balances (nftables DNAT).
+//!
+//! The user-space proxy mode is not built yet.
 
+pub mod nat;
 pub mod policy;
 
+pub use nat::{BackendCounters, NatError, NatRules};
 pub use policy::{Backend, Balancer, BalancerError, PolicyKind};

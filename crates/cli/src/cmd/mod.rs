@@ -1,6 +1,7 @@
 //! One module per subcommand: flags, then a typed config, then one library call.
 
 pub(crate) mod child;
+pub(crate) mod gateway;
 pub(crate) mod load;
 pub(crate) mod merge;
 pub(crate) mod output;
