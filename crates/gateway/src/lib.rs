@@ -6,10 +6,12 @@
 //!
 //! - [`nat`]: `--mode nat`, the kernel balances (nftables DNAT).
 //!
-//! The user-space proxy mode is not built yet.
+//! - [`proxy`]: `--mode proxy`, a user-space L4 proxy with health checks.
 
 pub mod nat;
 pub mod policy;
+pub mod proxy;
 
 pub use nat::{BackendCounters, NatError, NatRules};
 pub use policy::{Backend, Balancer, BalancerError, PolicyKind};
+pub use proxy::{ProxyBackendStats, ProxyConfig, ProxyStats};

@@ -16,7 +16,7 @@ use std::time::Instant;
 enum Mode {
     /// The kernel forwards: nftables DNAT in this namespace.
     Nat,
-    /// A user-space L4 proxy (not built yet).
+    /// A user-space L4 proxy with health checks.
     Proxy,
 }
 
@@ -31,6 +31,11 @@ Policies:
   least-connections  fewest open connections per weight (proxy mode only)
   maglev             consistent hashing: losing one of N backends moves ~1/N of clients
                      (proxy mode only)
+
+proxy mode relays in user space (one event loop, --buffer bytes per direction per
+connection), health-checks every backend each --health-interval (a TCP connect), takes
+a failing backend out of rotation and resets its connections, and puts it back when a
+check succeeds; a refused connect is retried on the next healthy backend.
 
 nat mode installs an nftables table connlab_gw_<pid> in the current network namespace
 (needs root and the nft binary), enables IPv4 forwarding there, prints the ruleset, and
@@ -62,22 +67,45 @@ pub(crate) struct GatewayArgs {
     /// Write the statistics as JSON to FILE on exit.
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
+    /// proxy: time between health checks of each backend.
+    #[arg(long, default_value = "1s", value_parser = crate::units::parse_duration)]
+    health_interval: std::time::Duration,
+    /// proxy: connect timeout of a health check.
+    #[arg(long, default_value = "500ms", value_parser = crate::units::parse_duration)]
+    health_timeout: std::time::Duration,
+    /// proxy: consecutive failed checks that take a backend out of rotation.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    health_fails: u32,
+    /// proxy: bytes buffered per direction per connection (bounds memory).
+    #[arg(long, default_value = "16KiB", value_parser = crate::units::parse_size)]
+    buffer: u64,
 }
 
 fn parse_policy(s: &str) -> Result<PolicyKind, String> {
     s.parse()
 }
 
-/// One backend's line of the statistics.
-#[derive(Serialize)]
+/// One backend's line of the statistics (nat: packet counters; proxy:
+/// errors and health).
+#[derive(Serialize, Default)]
 struct BackendStats {
     addr: String,
     weight: u32,
     connections: u64,
-    packets_to: u64,
     bytes_to: u64,
-    packets_from: u64,
     bytes_from: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    packets_to: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    packets_from: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    connect_errors: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reset_unhealthy: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    went_down: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    healthy: Option<bool>,
 }
 
 /// `--stats`: what the gateway did.
@@ -87,8 +115,13 @@ struct GatewayStats {
     mode: &'static str,
     policy: &'static str,
     listen: String,
-    table: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    table: Option<String>,
     masquerade: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    accepted: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    no_backend: Option<u64>,
     wall_s: f64,
     cpu_user_s: f64,
     cpu_sys_s: f64,
@@ -107,11 +140,9 @@ pub(crate) fn run(args: GatewayArgs) -> Result<ExitCode, Exit> {
         .map_err(|e| Exit::usage(anyhow!("--backend {e}")))?;
     let balancer = Balancer::new(args.policy, backends).map_err(|e| Exit::usage(anyhow!("{e}")))?;
     if args.mode == Mode::Proxy {
-        return Err(Exit::usage(anyhow!(
-            "--mode proxy is not built yet; use --mode nat"
-        )));
+        return run_proxy(&args, balancer);
     }
-    // Refuse what nat mode cannot do before touching the kernel.
+    // nat: refuse what the kernel rule cannot do before touching the kernel.
     nat::ruleset("check", args.listen, &balancer, args.masquerade)
         .map_err(|e| Exit::usage(anyhow!("{e}")))?;
     // SAFETY: geteuid has no preconditions.
@@ -163,8 +194,10 @@ pub(crate) fn run(args: GatewayArgs) -> Result<ExitCode, Exit> {
         mode: "nat",
         policy: args.policy.name(),
         listen: args.listen.to_string(),
-        table,
+        table: Some(table),
         masquerade: args.masquerade,
+        accepted: None,
+        no_backend: None,
         wall_s: started.elapsed().as_secs_f64(),
         cpu_user_s: cpu.user_s,
         cpu_sys_s: cpu.sys_s,
@@ -176,13 +209,19 @@ pub(crate) fn run(args: GatewayArgs) -> Result<ExitCode, Exit> {
                 addr: b.addr.to_string(),
                 weight: b.weight,
                 connections: c.connections,
-                packets_to: c.packets_to,
                 bytes_to: c.bytes_to,
-                packets_from: c.packets_from,
                 bytes_from: c.bytes_from,
+                packets_to: Some(c.packets_to),
+                packets_from: Some(c.packets_from),
+                ..Default::default()
             })
             .collect(),
     };
+    finish(&args, &stats)
+}
+
+/// Prints the per-backend summary and writes --stats.
+fn finish(args: &GatewayArgs, stats: &GatewayStats) -> Result<ExitCode, Exit> {
     eprintln!(
         "{:<24} {:>12} {:>14} {:>14}",
         "backend", "connections", "bytes to", "bytes from"
@@ -194,9 +233,85 @@ pub(crate) fn run(args: GatewayArgs) -> Result<ExitCode, Exit> {
         );
     }
     if let Some(path) = &args.stats {
-        let json = serde_json::to_string_pretty(&stats).context("encoding the statistics")?;
+        let json = serde_json::to_string_pretty(stats).context("encoding the statistics")?;
         std::fs::write(path, json + "\n")
             .with_context(|| format!("writing --stats file {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--mode proxy`: runs the user-space proxy until SIGINT/SIGTERM.
+fn run_proxy(args: &GatewayArgs, balancer: Balancer) -> Result<ExitCode, Exit> {
+    let buffer = usize::try_from(args.buffer)
+        .ok()
+        .filter(|b| (512..=(64 << 20)).contains(b))
+        .ok_or_else(|| {
+            Exit::usage(anyhow!(
+                "--buffer {}: between 512 B and 64 MiB",
+                args.buffer
+            ))
+        })?;
+    let config = connlab_gateway::ProxyConfig {
+        listen: args.listen,
+        buffer,
+        health_interval: args.health_interval,
+        health_timeout: args.health_timeout,
+        health_fails: args.health_fails,
+    };
+    let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
+    let backends: Vec<(String, u32)> = balancer
+        .backends()
+        .iter()
+        .map(|b| (b.addr.to_string(), b.weight))
+        .collect();
+    let policy = balancer.kind();
+    let cpu0 = connlab_os::CpuTimes::self_and_children();
+    let started = Instant::now();
+    let result = connlab_gateway::proxy::run(
+        &config,
+        balancer,
+        shutdown.wake_fd(),
+        || shutdown.requested(),
+        |addr| {
+            println!(
+                "gateway: proxy mode, {addr} -> {} backends, policy {}; Ctrl-C stops",
+                backends.len(),
+                policy.name()
+            );
+            use std::io::Write as _;
+            let _ = std::io::stdout().flush();
+        },
+    )
+    .map_err(|e| anyhow!("proxy: {e}"))?;
+    let cpu = connlab_os::CpuTimes::self_and_children().since(&cpu0);
+    let stats = GatewayStats {
+        schema: "connlab.gateway.stats/1",
+        mode: "proxy",
+        policy: policy.name(),
+        listen: args.listen.to_string(),
+        table: None,
+        masquerade: false,
+        accepted: Some(result.accepted),
+        no_backend: Some(result.no_backend),
+        wall_s: started.elapsed().as_secs_f64(),
+        cpu_user_s: cpu.user_s,
+        cpu_sys_s: cpu.sys_s,
+        backends: backends
+            .into_iter()
+            .zip(&result.backends)
+            .map(|((addr, weight), b)| BackendStats {
+                addr,
+                weight,
+                connections: b.connections,
+                bytes_to: b.bytes_to,
+                bytes_from: b.bytes_from,
+                connect_errors: Some(b.connect_errors),
+                reset_unhealthy: Some(b.reset_unhealthy),
+                went_down: Some(b.went_down),
+                healthy: Some(b.healthy),
+                ..Default::default()
+            })
+            .collect(),
+    };
+    finish(args, &stats)
 }

@@ -1,6 +1,8 @@
-//! `connlab gateway --mode nat` in network namespaces: clients with known
+//! `connlab gateway` in network namespaces. nat mode: clients with known
 //! addresses land on the backend the policy says; the nftables table is
-//! removed on exit and, after a kill, at the next start; bad flags are
+//! removed on exit and, after a kill, at the next start. proxy mode: a
+//! backend whose link goes down is taken out, its connections are reset
+//! (none hangs), new clients go elsewhere, and it comes back. Bad flags are
 //! refused. Needs root and `nft` (`.ci/run` installs nftables): skipped with
 //! a message without.
 
@@ -28,8 +30,9 @@ fn can_run() -> bool {
 
 const VIP: &str = "198.18.0.1:80";
 
-/// A backend in `host` that answers every connection with its name.
-fn backend(topo: &Topology, host: &'static str, port: u16) {
+/// A backend in `host` that answers every connection with its name, then
+/// closes (or, with `hold`, keeps it open until the peer closes).
+fn backend(topo: &Topology, host: &'static str, port: u16, hold: bool) {
     let addr: SocketAddr = format!("{}:{port}", topo.host_addr(host).unwrap())
         .parse()
         .unwrap();
@@ -39,8 +42,33 @@ fn backend(topo: &Topology, host: &'static str, port: u16) {
     std::thread::spawn(move || {
         for mut s in listener.incoming().flatten() {
             let _ = s.write_all(host.as_bytes());
+            if hold {
+                std::thread::spawn(move || {
+                    let mut sink = [0u8; 64];
+                    while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
+                });
+            }
         }
     });
+}
+
+/// Opens `n` connections from `host` to the VIP and reads each backend's
+/// name, keeping the connections open.
+fn open_from(topo: &Topology, host: &str, n: usize) -> Vec<(TcpStream, String)> {
+    topo.run_in(host, || {
+        (0..n)
+            .map(|_| {
+                let mut s =
+                    TcpStream::connect_timeout(&VIP.parse().unwrap(), Duration::from_secs(5))
+                        .expect("connect to the VIP");
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                let mut name = [0u8; 2];
+                s.read_exact(&mut name).unwrap();
+                (s, String::from_utf8_lossy(&name).into_owned())
+            })
+            .collect()
+    })
+    .unwrap()
 }
 
 /// Connects `n` times from `host` to the VIP; the backend names that answered.
@@ -63,17 +91,26 @@ fn connect_from(topo: &Topology, host: &str, n: usize) -> Vec<String> {
 
 /// Starts the gateway in `gw` and waits until it says it is ready.
 fn start_gateway(topo: &Topology, policy: &str, stats: &Path) -> Child {
+    start_gateway_with(
+        topo,
+        &["--mode", "nat", "--masquerade", "--policy", policy],
+        stats,
+    )
+}
+
+fn start_gateway_with(topo: &Topology, flags: &[&str], stats: &Path) -> Child {
     let mut child = topo
         .command("gw", connlab_bin())
         .unwrap()
-        .args(["gateway", "--mode", "nat", "--listen", VIP])
+        .args(["gateway", "--listen", VIP])
         .args([
             "--backend",
             "198.18.0.2:8080",
             "--backend",
             "198.18.0.3:8080",
         ])
-        .args(["--policy", policy, "--masquerade", "--stats"])
+        .args(flags)
+        .arg("--stats")
         .arg(stats)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -85,7 +122,7 @@ fn start_gateway(topo: &Topology, policy: &str, stats: &Path) -> Child {
     loop {
         assert!(Instant::now() < deadline, "the gateway never became ready");
         match lines.next() {
-            Some(Ok(l)) if l.starts_with("gateway: nat mode") => break,
+            Some(Ok(l)) if l.starts_with("gateway: ") => break,
             Some(Ok(_)) => {}
             _ => {
                 let out = child.wait_with_output().unwrap();
@@ -134,8 +171,8 @@ fn clients_land_where_the_policy_says_and_the_table_goes_away() {
     // gw .1, b1 .2, b2 .3, c1 .4, c2 .5, c3 .6
     let topo =
         Topology::build(&TopologySpec::bridge(&["gw", "b1", "b2", "c1", "c2", "c3"])).unwrap();
-    backend(&topo, "b1", 8080);
-    backend(&topo, "b2", 8080);
+    backend(&topo, "b1", 8080, false);
+    backend(&topo, "b2", 8080, false);
     let dir = tempfile::tempdir().unwrap();
     let stats = dir.path().join("gw.json");
 
@@ -185,6 +222,103 @@ fn clients_land_where_the_policy_says_and_the_table_goes_away() {
 }
 
 #[test]
+fn proxy_takes_a_dead_backend_out_and_resets_its_connections() {
+    if !can_run() {
+        return;
+    }
+    let topo = Topology::build(&TopologySpec::bridge(&["gw", "b1", "b2", "c1"])).unwrap();
+    backend(&topo, "b1", 8080, true);
+    backend(&topo, "b2", 8080, true);
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("gw.json");
+    let flags = [
+        "--mode",
+        "proxy",
+        "--policy",
+        "round-robin",
+        "--health-interval",
+        "200ms",
+        "--health-timeout",
+        "200ms",
+    ];
+    let gw = start_gateway_with(&topo, &flags, &stats);
+    let conns = open_from(&topo, "c1", 4);
+    let on = |name: &str| conns.iter().filter(|(_, n)| n == name).count();
+    assert_eq!((on("b1"), on("b2")), (2, 2), "round robin");
+
+    // b2's host drops off the network: no reset reaches anyone, so only the
+    // health check can notice. Its clients must be reset, not left hanging
+    // (their read timeout is 10 s; the health check runs every 200 ms).
+    let link = |state: &str| {
+        let out = topo
+            .command("b2", "ip")
+            .unwrap()
+            .args(["link", "set", "eth0", state])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    link("down");
+    for (mut s, name) in conns {
+        let mut buf = [0u8; 8];
+        if name == "b2" {
+            match s.read(&mut buf) {
+                Ok(0) => {}
+                Ok(n) => panic!("unexpected {n} bytes"),
+                Err(e) => assert!(
+                    !matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ),
+                    "a connection to the dead backend hung: {e}"
+                ),
+            }
+        } else {
+            s.set_nonblocking(true).unwrap();
+            let e = s.read(&mut buf).unwrap_err();
+            assert_eq!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock,
+                "b1's connections stay open"
+            );
+        }
+    }
+    // New clients all go to b1 while b2 is out.
+    let fresh = open_from(&topo, "c1", 4);
+    let names: Vec<&String> = fresh.iter().map(|c| &c.1).collect();
+    assert!(names.iter().all(|n| *n == "b1"), "{names:?}");
+    drop(fresh);
+
+    // Back up: a health check puts it back in rotation.
+    link("up");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "b2 never came back into rotation"
+        );
+        if open_from(&topo, "c1", 2).iter().any(|(_, n)| n == "b2") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = stop(gw);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    eprintln!("proxy stats: {s}");
+    assert_eq!(s["mode"], "proxy");
+    let b2 = &s["backends"][1];
+    assert!(b2["went_down"].as_u64().unwrap() >= 1, "{s}");
+    assert_eq!(b2["reset_unhealthy"], 2, "{s}");
+    assert_eq!(b2["healthy"], true, "{s}");
+    assert!(s["backends"][0]["bytes_from"].as_u64().unwrap() >= 8, "{s}");
+}
+
+#[test]
 fn bad_flags_are_refused_with_exit_2() {
     for (args, says) in [
         (
@@ -192,8 +326,15 @@ fn bad_flags_are_refused_with_exit_2() {
             "proxy",
         ),
         (
-            vec!["--backend", "198.18.0.2:80", "--mode", "proxy"],
-            "not built yet",
+            vec![
+                "--backend",
+                "198.18.0.2:80",
+                "--mode",
+                "proxy",
+                "--buffer",
+                "1",
+            ],
+            "--buffer",
         ),
         (vec!["--backend", "nowhere"], "--backend"),
         (vec!["--backend", "198.18.0.2:80,0"], "weight"),

@@ -1,0 +1,514 @@
+//! `--mode proxy`: a user-space L4 proxy. One event loop (mio, edge-
+//! triggered epoll) accepts client connections on the virtual address, picks
+//! a backend by the policy, connects to it and relays both ways through two
+//! bounded buffers per connection (so memory per connection is fixed), with
+//! half-closes passed on. A health thread connects to every backend each
+//! interval: a backend that fails is taken out of rotation and its
+//! connections are reset (no client waits on a dead backend beyond the
+//! interval); it is put back when a check succeeds. A refused connect is
+//! retried on the next healthy backend.
+
+use crate::policy::Balancer;
+use mio::net::{TcpListener, TcpStream};
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token, Waker};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown as Half, SocketAddr};
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+const LISTENER: Token = Token(0);
+const WAKER: Token = Token(1);
+const STOP: Token = Token(2);
+/// Tokens of connection `slot`: client 3 + 2*slot, backend 4 + 2*slot.
+const FIRST: usize = 3;
+
+/// How the proxy runs.
+#[derive(Clone, Debug)]
+pub struct ProxyConfig {
+    /// Where clients connect.
+    pub listen: SocketAddr,
+    /// Bytes buffered per direction per connection.
+    pub buffer: usize,
+    /// Time between health checks of each backend.
+    pub health_interval: Duration,
+    /// Connect timeout of a health check.
+    pub health_timeout: Duration,
+    /// Consecutive failed checks that take a backend out.
+    pub health_fails: u32,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> ProxyConfig {
+        ProxyConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            buffer: 16 * 1024,
+            health_interval: Duration::from_secs(1),
+            health_timeout: Duration::from_millis(500),
+            health_fails: 1,
+        }
+    }
+}
+
+/// What the proxy did with one backend.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProxyBackendStats {
+    /// Connections relayed to it.
+    pub connections: u64,
+    /// Bytes from clients to it.
+    pub bytes_to: u64,
+    /// Bytes from it to clients.
+    pub bytes_from: u64,
+    /// Connects that failed (then retried elsewhere).
+    pub connect_errors: u64,
+    /// Connections reset because the backend failed a health check.
+    pub reset_unhealthy: u64,
+    /// Times it was taken out of rotation.
+    pub went_down: u64,
+    /// In rotation at the end.
+    pub healthy: bool,
+}
+
+/// What the proxy did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProxyStats {
+    /// Client connections accepted.
+    pub accepted: u64,
+    /// Client connections closed at once because no backend was healthy.
+    pub no_backend: u64,
+    /// Per backend, in the order given.
+    pub backends: Vec<ProxyBackendStats>,
+}
+
+/// A bounded byte buffer between one reader and one writer.
+struct Buf {
+    data: Box<[u8]>,
+    start: usize,
+    end: usize,
+}
+
+impl Buf {
+    fn new(n: usize) -> Buf {
+        Buf {
+            data: vec![0; n].into_boxed_slice(),
+            start: 0,
+            end: 0,
+        }
+    }
+    fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+    /// Reads from `src` until it would block, the buffer is full or EOF;
+    /// returns (bytes read, saw EOF).
+    fn fill(&mut self, src: &mut TcpStream) -> io::Result<(usize, bool)> {
+        let mut total = 0;
+        loop {
+            if self.start == self.end {
+                self.start = 0;
+                self.end = 0;
+            }
+            if self.end == self.data.len() {
+                return Ok((total, false));
+            }
+            match src.read(&mut self.data[self.end..]) {
+                Ok(0) => return Ok((total, true)),
+                Ok(n) => {
+                    self.end += n;
+                    total += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok((total, false)),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    /// Writes to `dst` until empty or it would block; returns bytes written.
+    fn drain(&mut self, dst: &mut TcpStream) -> io::Result<usize> {
+        let mut total = 0;
+        while self.start < self.end {
+            match dst.write(&self.data[self.start..self.end]) {
+                Ok(n) => {
+                    self.start += n;
+                    total += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(total)
+    }
+}
+
+/// One relayed connection.
+struct Pair {
+    client: TcpStream,
+    backend: TcpStream,
+    backend_idx: usize,
+    connected: bool,
+    tries: usize,
+    up: Buf,
+    down: Buf,
+    client_eof: bool,
+    backend_eof: bool,
+    up_shut: bool,
+    down_shut: bool,
+}
+
+/// Runs the proxy until `stop_fd` becomes readable (a shutdown pipe), then
+/// returns its statistics. `ready` is called once the listener is bound.
+pub fn run(
+    config: &ProxyConfig,
+    mut balancer: Balancer,
+    stop_fd: RawFd,
+    stop: impl Fn() -> bool,
+    ready: impl FnOnce(SocketAddr),
+) -> io::Result<ProxyStats> {
+    let mut poll = Poll::new()?;
+    let std_listener = std::net::TcpListener::bind(config.listen)
+        .map_err(|e| io::Error::new(e.kind(), format!("bind {}: {e}", config.listen)))?;
+    std_listener.set_nonblocking(true)?;
+    let mut listener = TcpListener::from_std(std_listener);
+    poll.registry()
+        .register(&mut listener, LISTENER, Interest::READABLE)?;
+    poll.registry()
+        .register(&mut SourceFd(&stop_fd), STOP, Interest::READABLE)?;
+    let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+    let n = balancer.backends().len();
+    let healthy: Arc<Vec<AtomicBool>> = Arc::new((0..n).map(|_| AtomicBool::new(true)).collect());
+    let done = Arc::new(AtomicBool::new(false));
+    let checker = {
+        let (healthy, done, waker) = (healthy.clone(), done.clone(), waker.clone());
+        let addrs: Vec<SocketAddr> = balancer.backends().iter().map(|b| b.addr).collect();
+        let c = config.clone();
+        std::thread::Builder::new()
+            .name("gateway-health".into())
+            .spawn(move || health_loop(&addrs, &healthy, &done, &waker, &c))?
+    };
+    ready(listener.local_addr()?);
+    let mut stats = ProxyStats {
+        backends: vec![
+            ProxyBackendStats {
+                healthy: true,
+                ..Default::default()
+            };
+            n
+        ],
+        ..Default::default()
+    };
+    let mut pairs: Vec<Option<Pair>> = Vec::new();
+    let mut free: Vec<usize> = Vec::new();
+    let mut events = Events::with_capacity(1024);
+    while !stop() {
+        if let Err(e) = poll.poll(&mut events, Some(Duration::from_secs(1))) {
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        for event in &events {
+            match event.token() {
+                LISTENER => accept_all(
+                    &listener,
+                    &mut poll,
+                    &mut balancer,
+                    &mut pairs,
+                    &mut free,
+                    &mut stats,
+                    config.buffer,
+                ),
+                WAKER => {
+                    // Health changed: sync the balancer, reset connections
+                    // to backends that went down.
+                    for i in 0..n {
+                        let h = healthy[i].load(Relaxed);
+                        if h == balancer.is_healthy(i) {
+                            continue;
+                        }
+                        balancer.set_healthy(i, h);
+                        stats.backends[i].healthy = h;
+                        if !h {
+                            stats.backends[i].went_down += 1;
+                            for slot in 0..pairs.len() {
+                                if pairs[slot].as_ref().is_some_and(|p| p.backend_idx == i) {
+                                    stats.backends[i].reset_unhealthy += 1;
+                                    close(
+                                        &mut poll,
+                                        &mut pairs,
+                                        &mut free,
+                                        slot,
+                                        &mut balancer,
+                                        true,
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+                STOP => {}
+                Token(t) => {
+                    let slot = (t - FIRST) / 2;
+                    pump(
+                        &mut poll,
+                        &mut pairs,
+                        &mut free,
+                        slot,
+                        &mut balancer,
+                        &mut stats,
+                    );
+                }
+            }
+        }
+    }
+    done.store(true, Relaxed);
+    for slot in 0..pairs.len() {
+        if pairs[slot].is_some() {
+            close(&mut poll, &mut pairs, &mut free, slot, &mut balancer, false);
+        }
+    }
+    let _ = checker.join();
+    Ok(stats)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn accept_all(
+    listener: &TcpListener,
+    poll: &mut Poll,
+    balancer: &mut Balancer,
+    pairs: &mut Vec<Option<Pair>>,
+    free: &mut Vec<usize>,
+    stats: &mut ProxyStats,
+    buffer: usize,
+) {
+    loop {
+        let (client, client_addr) = match listener.accept() {
+            Ok(c) => c,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            // EMFILE and friends: try again at the next readiness.
+            Err(_) => return,
+        };
+        stats.accepted += 1;
+        let _ = client.set_nodelay(true);
+        let Some(idx) = balancer.pick(client_addr.ip()) else {
+            stats.no_backend += 1;
+            reset(&client);
+            continue;
+        };
+        let backend = match connect(balancer.backends()[idx].addr) {
+            Ok(b) => b,
+            Err(_) => {
+                stats.backends[idx].connect_errors += 1;
+                reset(&client);
+                continue;
+            }
+        };
+        let slot = free.pop().unwrap_or_else(|| {
+            pairs.push(None);
+            pairs.len() - 1
+        });
+        let mut pair = Pair {
+            client,
+            backend,
+            backend_idx: idx,
+            connected: false,
+            tries: 1,
+            up: Buf::new(buffer),
+            down: Buf::new(buffer),
+            client_eof: false,
+            backend_eof: false,
+            up_shut: false,
+            down_shut: false,
+        };
+        let both = Interest::READABLE | Interest::WRITABLE;
+        if poll
+            .registry()
+            .register(&mut pair.client, Token(FIRST + 2 * slot), both)
+            .and_then(|()| {
+                poll.registry()
+                    .register(&mut pair.backend, Token(FIRST + 2 * slot + 1), both)
+            })
+            .is_err()
+        {
+            reset(&pair.client);
+            free.push(slot);
+            continue;
+        }
+        balancer.opened(idx);
+        stats.backends[idx].connections += 1;
+        pairs[slot] = Some(pair);
+    }
+}
+
+fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
+    let s = TcpStream::connect(addr)?;
+    let _ = s.set_nodelay(true);
+    Ok(s)
+}
+
+/// Closes with a reset (linger 0), so the peer sees an error, not an end.
+fn reset(s: &TcpStream) {
+    let _ = socket2::SockRef::from(s).set_linger(Some(Duration::ZERO));
+}
+
+fn close(
+    poll: &mut Poll,
+    pairs: &mut [Option<Pair>],
+    free: &mut Vec<usize>,
+    slot: usize,
+    balancer: &mut Balancer,
+    with_reset: bool,
+) {
+    if let Some(mut p) = pairs[slot].take() {
+        if with_reset {
+            reset(&p.client);
+            reset(&p.backend);
+        }
+        let _ = poll.registry().deregister(&mut p.client);
+        let _ = poll.registry().deregister(&mut p.backend);
+        balancer.closed(p.backend_idx);
+        free.push(slot);
+    }
+}
+
+/// Moves what can move in both directions; closes the pair when done or
+/// failed. Edge-triggered: every event for a pair tries everything.
+fn pump(
+    poll: &mut Poll,
+    pairs: &mut [Option<Pair>],
+    free: &mut Vec<usize>,
+    slot: usize,
+    balancer: &mut Balancer,
+    stats: &mut ProxyStats,
+) {
+    let Some(p) = pairs.get_mut(slot).and_then(Option::as_mut) else {
+        return;
+    };
+    if !p.connected {
+        let failed = match (p.backend.take_error(), p.backend.peer_addr()) {
+            (Ok(None), Ok(_)) => false,
+            (Ok(None), Err(e)) if e.kind() == io::ErrorKind::NotConnected => return,
+            _ => true,
+        };
+        if failed {
+            if !retry(poll, p, slot, balancer, stats) {
+                close(poll, pairs, free, slot, balancer, true);
+            }
+            return;
+        }
+        p.connected = true;
+    }
+    let b = p.backend_idx;
+    let result = (|| -> io::Result<bool> {
+        loop {
+            let mut moved = 0;
+            if !p.client_eof {
+                let (n, eof) = p.up.fill(&mut p.client)?;
+                moved += n;
+                p.client_eof = eof;
+            }
+            let n = p.up.drain(&mut p.backend)?;
+            stats.backends[b].bytes_to += n as u64;
+            moved += n;
+            if !p.backend_eof {
+                let (n, eof) = p.down.fill(&mut p.backend)?;
+                moved += n;
+                p.backend_eof = eof;
+            }
+            let n = p.down.drain(&mut p.client)?;
+            stats.backends[b].bytes_from += n as u64;
+            moved += n;
+            if moved == 0 {
+                break;
+            }
+        }
+        if p.client_eof && p.up.is_empty() && !p.up_shut {
+            let _ = p.backend.shutdown(Half::Write);
+            p.up_shut = true;
+        }
+        if p.backend_eof && p.down.is_empty() && !p.down_shut {
+            let _ = p.client.shutdown(Half::Write);
+            p.down_shut = true;
+        }
+        Ok(p.up_shut && p.down_shut)
+    })();
+    match result {
+        Ok(false) => {}
+        Ok(true) => close(poll, pairs, free, slot, balancer, false),
+        Err(_) => close(poll, pairs, free, slot, balancer, true),
+    }
+}
+
+/// The backend connect failed: count it and move the pair to the next
+/// healthy backend (each tried at most once). False when none is left (the
+/// caller resets the client).
+fn retry(
+    poll: &mut Poll,
+    p: &mut Pair,
+    slot: usize,
+    balancer: &mut Balancer,
+    stats: &mut ProxyStats,
+) -> bool {
+    let n = balancer.backends().len();
+    let old = p.backend_idx;
+    stats.backends[old].connect_errors += 1;
+    stats.backends[old].connections -= 1;
+    let _ = poll.registry().deregister(&mut p.backend);
+    while p.tries < n {
+        let idx = (old + p.tries) % n;
+        p.tries += 1;
+        if !balancer.is_healthy(idx) {
+            continue;
+        }
+        let Ok(mut s) = connect(balancer.backends()[idx].addr) else {
+            stats.backends[idx].connect_errors += 1;
+            continue;
+        };
+        let token = Token(FIRST + 2 * slot + 1);
+        if poll
+            .registry()
+            .register(&mut s, token, Interest::READABLE | Interest::WRITABLE)
+            .is_ok()
+        {
+            balancer.closed(old);
+            balancer.opened(idx);
+            stats.backends[idx].connections += 1;
+            p.backend = s;
+            p.backend_idx = idx;
+            return true;
+        }
+    }
+    false
+}
+
+fn health_loop(
+    addrs: &[SocketAddr],
+    healthy: &[AtomicBool],
+    done: &AtomicBool,
+    waker: &Waker,
+    c: &ProxyConfig,
+) {
+    let mut fails = vec![0u32; addrs.len()];
+    while !done.load(Relaxed) {
+        let mut changed = false;
+        for (i, addr) in addrs.iter().enumerate() {
+            let ok = std::net::TcpStream::connect_timeout(addr, c.health_timeout).is_ok();
+            fails[i] = if ok { 0 } else { fails[i] + 1 };
+            let up = fails[i] < c.health_fails.max(1);
+            if healthy[i].swap(up, Relaxed) != up {
+                changed = true;
+            }
+        }
+        if changed {
+            let _ = waker.wake();
+        }
+        let mut slept = Duration::ZERO;
+        while slept < c.health_interval && !done.load(Relaxed) {
+            let step = Duration::from_millis(50).min(c.health_interval - slept);
+            std::thread::sleep(step);
+            slept += step;
+        }
+    }
+}
