@@ -301,6 +301,99 @@ fn refuses_unreachable_target_with_exit_1() {
     assert!(stderr.contains("no connection"), "stderr:\n{stderr}");
 }
 
+/// `--manifest`: requests drawn from a file set (here paths the reference
+/// server answers, `bytes/N`), the right bytes received, latency per size
+/// class, and every class's count adding up to the measured requests.
+#[test]
+fn manifest_requests_follow_the_file_set_and_report_size_classes() {
+    let server = Server::start(Variant::Epoll, Protocol::Http, &[]);
+    let target = server.addr.to_string();
+    let manifest = out_path("manifest.csv");
+    std::fs::write(
+        &manifest,
+        "path,size_bytes,weight\nbytes/100,100,1\nbytes/5000,5000,1\nbytes/50000,50000,2\n",
+    )
+    .unwrap();
+    let json = out_path("manifest.json");
+    let out = load(&[
+        "--target",
+        &target,
+        "--protocol",
+        "http",
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "-c",
+        "10",
+        "--rate",
+        "1000",
+        "-d",
+        "1s",
+        "--warmup",
+        "0s",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("by size"), "{stderr}");
+    server.stop();
+    let v = read_json(&json);
+    assert_schema_valid(&v);
+    assert!(
+        v["requests"]["errors"].as_object().unwrap().is_empty(),
+        "{v}"
+    );
+    assert_eq!(v["config"]["manifest_files"], 3);
+    let classes = v["size_classes"].as_array().unwrap();
+    let names: Vec<&str> = classes
+        .iter()
+        .map(|c| c["class"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["<1KB", "1-10KB", "10-100KB"]);
+    let counts: Vec<u64> = classes
+        .iter()
+        .map(|c| c["requests"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        counts.iter().sum::<u64>(),
+        u(&v, "/requests/measured_completed")
+    );
+    // Weights 1:1:2, so about half of the requests are the 50 KB file.
+    let half = counts[2] as f64 / counts.iter().sum::<u64>() as f64;
+    assert!((0.4..0.6).contains(&half), "{counts:?}");
+    // Bad combinations are refused.
+    for (args, says) in [
+        (
+            vec!["--manifest", manifest.to_str().unwrap()],
+            "--protocol http",
+        ),
+        (
+            vec!["--protocol", "http", "--manifest", "/nonexistent/m.csv"],
+            "--manifest",
+        ),
+        (
+            vec![
+                "--protocol",
+                "http",
+                "--manifest",
+                manifest.to_str().unwrap(),
+                "--popularity",
+                "zipf:x",
+            ],
+            "--popularity",
+        ),
+    ] {
+        let mut all = vec!["--target", "127.0.0.1:9", "-d", "1s"];
+        all.extend(args.iter().copied());
+        let out = load(&all);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{args:?}"
+        );
+    }
+}
+
 /// `--active-policy rotating`: 2% of 200 connections busy at once, but the
 /// requests spread over (nearly) all of them.
 #[test]

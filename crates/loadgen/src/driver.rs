@@ -13,7 +13,9 @@ use crate::result::{
 use crate::sender::Sender;
 use crate::workload::{ActivePolicy, Progress, Rate, RecordSink, Workload};
 use crate::writer::{run_writer, WriterOutcome, WriterPlan};
-use connlab_measure::{choose_active, Arrival, DeviationSummary, Schedule, ShardSlice, Summary};
+use connlab_measure::{
+    choose_active, Arrival, DeviationSummary, LatencyHistogram, Schedule, ShardSlice, Summary,
+};
 use connlab_os::{CpuList, CpuTimes, Environment, Shutdown};
 use connlab_proto::Protocol;
 use std::io::{self, Write};
@@ -137,7 +139,11 @@ pub fn run(
         is_active[a] = true;
     }
     let dead: Vec<AtomicBool> = (0..n).map(|_| AtomicBool::new(false)).collect();
-    let template = RequestTemplate::new(w.protocol, w.request_size, w.response_size, &w.path);
+    let template = RequestTemplate::new(w.protocol, w.request_size, w.response_size, &w.path)
+        .with_files(
+            w.files.as_ref().map(|f| f.mix.clone()),
+            u64::from(w.shard.index) << 40,
+        );
     let writer_done = AtomicBool::new(false);
     let total = w.warmup + w.duration;
     let (mut producer, consumer) = rtrb::RingBuffer::<SendEvent>::new(RING_CAPACITY);
@@ -242,6 +248,7 @@ pub fn run(
             events: writer.is_some().then_some(consumer),
             closed_loop,
             records,
+            files: template.files(),
         };
         let reader = s.spawn(move || {
             pin(1);
@@ -438,6 +445,9 @@ fn assemble(
             connections: w.connections as u64,
             active_ratio: w.active_ratio.get(),
             active_policy: w.active_policy.name().to_string(),
+            manifest: w.files.as_ref().map(|f| f.source.clone()),
+            manifest_files: w.files.as_ref().map(|f| f.mix.len() as u64),
+            popularity: w.files.as_ref().map(|f| f.popularity.clone()),
             request_size_bytes: u64::from(w.request_size),
             response_size_bytes: u64::from(w.response_size),
             rate_per_s: match w.rate {
@@ -517,9 +527,27 @@ fn assemble(
         shard,
         merged: None,
         histograms,
+        size_classes: size_classes(&rd.classes),
     };
     result.warnings = warnings(w, &result, opened.hit_fd_limit, wall);
     result
+}
+
+/// The per-size-class results of a `--manifest` run (classes with requests).
+pub(crate) fn size_classes(hists: &[LatencyHistogram]) -> Vec<crate::result::SizeClassResult> {
+    hists
+        .iter()
+        .zip(crate::request::SIZE_CLASSES)
+        .filter(|(h, _)| !h.is_empty())
+        .map(|(h, (label, lo, hi))| crate::result::SizeClassResult {
+            class: label.to_string(),
+            min_bytes: lo,
+            max_bytes: (hi != u64::MAX).then(|| hi - 1),
+            requests: h.len(),
+            service_latency_us: h.summary(),
+            histogram: h.to_base64(),
+        })
+        .collect()
 }
 
 /// Hyperfine-style warnings: reasons the numbers may not mean what they seem.

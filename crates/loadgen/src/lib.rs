@@ -25,8 +25,9 @@ mod writer;
 pub use driver::{run, LoadError, LoadOutcome};
 pub use merge::{merge, MergeError};
 pub use preflight::{check_capacity, Capacity};
+pub use request::{FileMix, SIZE_CLASSES};
 pub use result::{
     ConnectionCounts, CpuSeconds, Histograms, LoadResult, MergeInfo, Placement, RequestCounts,
     RequestRecord, RunConfig, ShardInfo, HISTOGRAM_ENCODING, LOAD_SCHEMA,
 };
-pub use workload::{ActivePolicy, Progress, Rate, RecordSink, Workload};
+pub use workload::{ActivePolicy, FileSet, Progress, Rate, RecordSink, Workload};

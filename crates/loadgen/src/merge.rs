@@ -244,6 +244,23 @@ pub fn merge(parts: &[(String, LoadResult)]) -> Result<LoadResult, MergeError> {
         files: parts.iter().map(|(f, _)| f.clone()).collect(),
         start_skew_ms: skew_s.max(0.0) * 1e3,
     });
+    // Size classes (`--manifest` runs): histograms add per class label.
+    let mut classes: Vec<LatencyHistogram> = crate::request::SIZE_CLASSES
+        .iter()
+        .map(|_| LatencyHistogram::new())
+        .collect();
+    for (file, r) in parts {
+        for c in &r.size_classes {
+            let Some(k) = crate::request::SIZE_CLASSES
+                .iter()
+                .position(|(label, ..)| *label == c.class)
+            else {
+                continue;
+            };
+            classes[k].merge(&decode_latency(file, "size_classes", &c.histogram)?);
+        }
+    }
+    merged.size_classes = crate::driver::size_classes(&classes);
     merged.histograms = Histograms {
         encoding: HISTOGRAM_ENCODING.into(),
         service_latency: service.to_base64(),

@@ -81,6 +81,8 @@ pub(crate) struct ReaderPlan<'a, 'r> {
     pub(crate) events: Option<rtrb::Consumer<SendEvent>>,
     pub(crate) closed_loop: Option<ClosedLoop<'a>>,
     pub(crate) records: Option<&'a mut (dyn RecordSink + 'r)>,
+    /// `--manifest`: the file set, to file each latency under its size class.
+    pub(crate) files: Option<(&'a crate::request::FileMix, u64)>,
 }
 
 #[derive(Default)]
@@ -100,6 +102,8 @@ pub(crate) struct ReaderOutcome {
     pub(crate) cpu_seen: Option<usize>,
     pub(crate) interrupted: bool,
     pub(crate) peer_failed: bool,
+    /// Service latency per size class (`--manifest` runs only).
+    pub(crate) classes: Vec<LatencyHistogram>,
 }
 
 struct InFlight {
@@ -111,6 +115,12 @@ struct InFlight {
 pub(crate) fn run_reader(mut plan: ReaderPlan<'_, '_>) -> io::Result<ReaderOutcome> {
     let cpu_before = CpuTimes::thread();
     let mut out = ReaderOutcome::default();
+    if plan.files.is_some() {
+        out.classes = crate::request::SIZE_CLASSES
+            .iter()
+            .map(|_| LatencyHistogram::new())
+            .collect();
+    }
     let n = plan.fds.len();
     // SAFETY: plain syscall; the result is checked.
     let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
@@ -263,6 +273,11 @@ pub(crate) fn run_reader(mut plan: ReaderPlan<'_, '_>) -> io::Result<ReaderOutco
                         let corrected = now.saturating_sub(req.scheduled_ns);
                         out.service.record(service);
                         out.corrected.record(corrected);
+                        if let Some((files, salt)) = plan.files {
+                            let class =
+                                crate::request::size_class(files.size(files.entry(req.seq, salt)));
+                            out.classes[class].record(service);
+                        }
                         interval_hist.record(service);
                         out.measured_completed += 1;
                         if let Some(sink) = plan.records.as_deref_mut() {

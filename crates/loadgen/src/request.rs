@@ -3,6 +3,88 @@
 //! prebuilt HTTP GET.
 
 use connlab_proto::{encode_clb1_request_header, encode_http_get, Protocol};
+use connlab_webset::{Manifest, Popularity, RequestPicker};
+use std::sync::Arc;
+
+/// Response-size classes of the per-class latency (SI: 1 KB = 1,000 B):
+/// (label, smallest size, largest size + 1).
+pub const SIZE_CLASSES: [(&str, u64, u64); 5] = [
+    ("<1KB", 0, 1_000),
+    ("1-10KB", 1_000, 10_000),
+    ("10-100KB", 10_000, 100_000),
+    ("100KB-1MB", 100_000, 1_000_000),
+    (">=1MB", 1_000_000, u64::MAX),
+];
+
+/// The size class of a response of `bytes`.
+pub(crate) fn size_class(bytes: u64) -> usize {
+    SIZE_CLASSES
+        .iter()
+        .position(|&(_, lo, hi)| bytes >= lo && bytes < hi)
+        .unwrap_or(SIZE_CLASSES.len() - 1)
+}
+
+/// HTTP requests drawn from a web file set (`--manifest`): one prebuilt GET
+/// per file, and the file of request `seq` derived from a hash of the seed,
+/// the shard and `seq`, so the sender and the reader agree on it without
+/// sharing state and a run is reproducible.
+#[derive(Debug)]
+pub struct FileMix {
+    gets: Vec<Vec<u8>>,
+    sizes: Vec<u64>,
+    picker: RequestPicker,
+    seed: u64,
+}
+
+impl FileMix {
+    /// Every file of `manifest`, chosen by `popularity`.
+    pub fn new(manifest: &Manifest, popularity: Popularity, seed: u64) -> Result<FileMix, String> {
+        let picker = RequestPicker::new(manifest, popularity)?;
+        let gets = manifest
+            .entries
+            .iter()
+            .map(|e| {
+                let mut get = Vec::new();
+                encode_http_get(&format!("/{}", e.path), true, &mut get);
+                get
+            })
+            .collect();
+        Ok(FileMix {
+            gets,
+            sizes: manifest.entries.iter().map(|e| e.size_bytes).collect(),
+            picker,
+            seed,
+        })
+    }
+
+    /// Files in the set.
+    pub fn len(&self) -> usize {
+        self.sizes.len()
+    }
+
+    /// Whether the set is empty (never, for a parsed manifest).
+    pub fn is_empty(&self) -> bool {
+        self.sizes.is_empty()
+    }
+
+    /// The file of request `seq` in the slice salted by `salt`.
+    pub(crate) fn entry(&self, seq: u32, salt: u64) -> usize {
+        let h = splitmix(self.seed ^ salt ^ u64::from(seq).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        self.picker.pick_at((h >> 11) as f64 / (1u64 << 53) as f64)
+    }
+
+    /// Size of file `i`.
+    pub(crate) fn size(&self, i: usize) -> u64 {
+        self.sizes[i]
+    }
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
 
 /// Size of the shared request payload buffer; longer payloads repeat it.
 const PAYLOAD_CHUNK: usize = 64 * 1024;
@@ -14,6 +96,8 @@ pub(crate) struct RequestTemplate {
     request_size: u32,
     response_size: u32,
     http_get: Vec<u8>,
+    files: Option<Arc<FileMix>>,
+    salt: u64,
 }
 
 impl RequestTemplate {
@@ -32,14 +116,36 @@ impl RequestTemplate {
             request_size,
             response_size,
             http_get,
+            files: None,
+            salt: 0,
         }
     }
 
-    /// Bytes of every request.
-    pub(crate) fn len(&self) -> u64 {
+    /// HTTP requests from a file set instead of one path; `salt` separates shards.
+    pub(crate) fn with_files(mut self, files: Option<Arc<FileMix>>, salt: u64) -> Self {
+        self.files = files;
+        self.salt = salt;
+        self
+    }
+
+    /// The file set and salt, if requests come from one.
+    pub(crate) fn files(&self) -> Option<(&FileMix, u64)> {
+        self.files.as_deref().map(|f| (f, self.salt))
+    }
+
+    /// The GET of request `seq`.
+    fn http_get(&self, seq: u32) -> &[u8] {
+        match &self.files {
+            Some(f) => &f.gets[f.entry(seq, self.salt)],
+            None => &self.http_get,
+        }
+    }
+
+    /// Bytes of request `seq`.
+    pub(crate) fn len(&self, seq: u32) -> u64 {
         match self.protocol {
             Protocol::Clb1 => u64::from(self.request_size),
-            Protocol::Http => self.http_get.len() as u64,
+            Protocol::Http => self.http_get(seq).len() as u64,
         }
     }
 
@@ -56,7 +162,7 @@ impl RequestTemplate {
         let mut n = 0;
         match self.protocol {
             Protocol::Http => {
-                let rest = &self.http_get[offset as usize..];
+                let rest = &self.http_get(seq)[offset as usize..];
                 push(iov, &mut n, rest.as_ptr(), rest.len());
             }
             Protocol::Clb1 => {
@@ -125,7 +231,7 @@ mod tests {
             bytes[..16],
             [0x43, 0x4c, 0x42, 0x31, 0, 0, 0, 0x80, 0, 0, 0x28, 0, 0, 0, 0, 7]
         );
-        assert_eq!(t.len(), 128);
+        assert_eq!(t.len(7), 128);
     }
 
     #[test]

@@ -85,6 +85,15 @@ pub struct RunConfig {
     /// `fixed` (the locality paper) or `rotating` (the polling paper).
     #[serde(default = "fixed_policy")]
     pub active_policy: String,
+    /// `--manifest`: the file set requests were drawn from (its path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<String>,
+    /// `--manifest`: files in the set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest_files: Option<u64>,
+    /// `--manifest`: how files were chosen (`manifest`, `uniform`, `zipf:S`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub popularity: Option<String>,
     /// Request bytes.
     pub request_size_bytes: u64,
     /// Response bytes asked for.
@@ -169,6 +178,27 @@ pub struct LoadResult {
     pub merged: Option<MergeInfo>,
     /// The full histograms behind the summaries, so results merge exactly.
     pub histograms: Histograms,
+    /// `--manifest` runs: service latency per response-size class (classes
+    /// with no request are left out).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub size_classes: Vec<SizeClassResult>,
+}
+
+/// Service latency of the requests whose file falls in one size class.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SizeClassResult {
+    /// Label, e.g. `1-10KB` (SI: 1 KB = 1,000 bytes).
+    pub class: String,
+    /// Smallest size of the class, bytes.
+    pub min_bytes: u64,
+    /// Largest size of the class, bytes (None: unbounded).
+    pub max_bytes: Option<u64>,
+    /// Measured requests.
+    pub requests: u64,
+    /// Service latency.
+    pub service_latency_us: Summary,
+    /// The histogram behind it ([`HISTOGRAM_ENCODING`]), so shards merge exactly.
+    pub histogram: String,
 }
 
 /// The slice of a sharded run that one process ran.

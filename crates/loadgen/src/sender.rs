@@ -48,7 +48,7 @@ impl<'a> Sender<'a> {
             return Ok(());
         }
         let sent = self.write(fd, seq, 0)?;
-        if sent < self.template.len() {
+        if sent < self.template.len(seq) {
             self.pending[conn].push_back(Pending { seq, offset: sent });
             self.backlogged.push(conn);
         }
@@ -84,7 +84,7 @@ impl<'a> Sender<'a> {
         while let Some(front) = self.pending[conn].front() {
             let (seq, offset) = (front.seq, front.offset);
             let sent = self.write(fd, seq, offset)?;
-            if offset + sent < self.template.len() {
+            if offset + sent < self.template.len(seq) {
                 if let Some(front) = self.pending[conn].front_mut() {
                     front.offset = offset + sent;
                 }

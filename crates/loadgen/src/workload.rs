@@ -100,6 +100,19 @@ pub struct Workload {
     pub writer_priority: Option<i32>,
     /// Which connections carry the requests.
     pub active_policy: ActivePolicy,
+    /// HTTP requests drawn from a file set instead of one `path`.
+    pub files: Option<FileSet>,
+}
+
+/// A file set the requests are drawn from (`--manifest`).
+#[derive(Clone, Debug)]
+pub struct FileSet {
+    /// The files and how they are chosen.
+    pub mix: std::sync::Arc<crate::request::FileMix>,
+    /// Where the manifest came from (for the result).
+    pub source: String,
+    /// The popularity as given (`manifest`, `uniform`, `zipf:S`).
+    pub popularity: String,
 }
 
 /// Counters updated while a run goes on, for progress displays.

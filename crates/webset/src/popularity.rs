@@ -1,8 +1,6 @@
 //! Which file each request asks for.
 
 use crate::manifest::Manifest;
-use rand::distr::weighted::WeightedIndex;
-use rand::distr::Distribution;
 use rand::Rng;
 
 /// How requests choose among a manifest's files.
@@ -42,10 +40,14 @@ impl std::str::FromStr for Popularity {
     }
 }
 
-/// Picks manifest entries (their indices) by a popularity.
+/// Picks manifest entries (their indices) by a popularity: a cumulative
+/// table searched by a uniform number, so a caller can derive the choice
+/// from any uniform source (the load generator hashes each request's
+/// sequence number, so sender and receiver agree without sharing state).
 #[derive(Clone, Debug)]
 pub struct RequestPicker {
-    index: WeightedIndex<f64>,
+    /// Running sums of the weights, normalised to end at 1.
+    cumulative: Vec<f64>,
 }
 
 impl RequestPicker {
@@ -59,13 +61,33 @@ impl RequestPicker {
                 .map(|r| 1.0 / (r as f64).powf(s))
                 .collect(),
         };
-        let index = WeightedIndex::new(weights).map_err(|e| format!("popularity weights: {e}"))?;
-        Ok(RequestPicker { index })
+        let total: f64 = weights.iter().sum();
+        if weights.is_empty() || !(total.is_finite() && total > 0.0) {
+            return Err(format!(
+                "popularity weights sum to {total}: nothing to pick"
+            ));
+        }
+        let mut run = 0.0;
+        let cumulative = weights
+            .iter()
+            .map(|w| {
+                run += w;
+                run / total
+            })
+            .collect();
+        Ok(RequestPicker { cumulative })
+    }
+
+    /// The entry for a uniform number `u` in [0, 1).
+    pub fn pick_at(&self, u: f64) -> usize {
+        self.cumulative
+            .partition_point(|&c| c <= u)
+            .min(self.cumulative.len() - 1)
     }
 
     /// The index of the next request's file.
     pub fn pick<R: Rng + ?Sized>(&self, rng: &mut R) -> usize {
-        self.index.sample(rng)
+        self.pick_at(rng.random::<f64>())
     }
 }
 

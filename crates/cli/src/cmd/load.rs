@@ -50,6 +50,15 @@ pub(crate) struct WorkloadArgs {
     /// HTTP request target [default: /bytes/{response-size}].
     #[arg(long)]
     pub(crate) path: Option<String>,
+    /// HTTP: draw each request's path from this file set (manifest.csv of
+    /// `connlab webset generate`, or its directory) instead of one --path;
+    /// results gain service latency per size class.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) manifest: Option<std::path::PathBuf>,
+    /// With --manifest: how files are chosen: manifest (its weight column),
+    /// uniform, zipf or zipf:EXPONENT (over the manifest's order).
+    #[arg(long, default_value = "manifest", requires = "manifest")]
+    pub(crate) popularity: String,
     /// Local addresses to spread connections over: 127.0.0.2-127.0.0.9 or a comma list.
     #[arg(long, value_parser = parse_addrs)]
     pub(crate) source_addrs: Option<AddrList>,
@@ -217,7 +226,39 @@ impl WorkloadArgs {
                 "--request-size and --response-size are at least 16 bytes with --protocol clb1 (the header)"
             )));
         }
+        let files = match &self.manifest {
+            None => None,
+            Some(path) => {
+                if self.protocol != Protocol::Http {
+                    return Err(Exit::usage(anyhow!("--manifest needs --protocol http")));
+                }
+                if self.path.is_some() {
+                    return Err(Exit::usage(anyhow!(
+                        "--manifest and --path both say which path to request: give one"
+                    )));
+                }
+                let file = if path.is_dir() {
+                    path.join("manifest.csv")
+                } else {
+                    path.clone()
+                };
+                let manifest = connlab_webset::Manifest::read(&file)
+                    .map_err(|e| Exit::usage(anyhow!("--manifest {e}")))?;
+                let popularity: connlab_webset::Popularity = self
+                    .popularity
+                    .parse()
+                    .map_err(|e| Exit::usage(anyhow!("--popularity {e}")))?;
+                let mix = connlab_loadgen::FileMix::new(&manifest, popularity, self.seed)
+                    .map_err(|e| Exit::usage(anyhow!("--manifest {}: {e}", file.display())))?;
+                Some(connlab_loadgen::FileSet {
+                    mix: std::sync::Arc::new(mix),
+                    source: file.display().to_string(),
+                    popularity: self.popularity.clone(),
+                })
+            }
+        };
         Ok(Workload {
+            files,
             target,
             connections: self.connections,
             active_ratio: self.active_ratio,

@@ -167,6 +167,16 @@ pub(crate) fn print_summary(r: &LoadResult) {
         r.placement.writer_cpu.map_or("-".into(), |c| c.to_string()),
         r.placement.reader_cpu.map_or("-".into(), |c| c.to_string()),
     ));
+    if !r.size_classes.is_empty() {
+        t.push_str("  by size (us)   class      requests       mean        p50        p99\n");
+        for c in &r.size_classes {
+            let s = &c.service_latency_us;
+            t.push_str(&format!(
+                "                 {:<10} {:>8} {:>10.1} {:>10.1} {:>10.1}\n",
+                c.class, c.requests, s.mean, s.p50, s.p99
+            ));
+        }
+    }
     for w in &r.warnings {
         t.push_str(&format!("  warning: {w}\n"));
     }
