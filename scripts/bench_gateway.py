@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""The gateway against its peers: connlab proxy vs HAProxy (mode tcp), and nat vs direct.
+
+Usage (root): scripts/bench_gateway.py [--reps N] [--duration S] [--rate R] > gateway.csv
+
+Builds four network namespaces on one bridge (client 198.18.0.4, gateway .1, nginx
+backend .2; .3 unused), serves the paper's web file set (`connlab webset generate
+--model paper`) from nginx (one worker) and, per repetition and in turn, runs the HTTP
+workload (`connlab load --protocol http --manifest`, keep-alive connections):
+
+  direct   client -> nginx
+  proxy    client -> connlab gateway --mode proxy -> nginx
+  haproxy  client -> haproxy (mode tcp, balance source, one thread) -> nginx
+  nat      client -> connlab gateway --mode nat --masquerade (nftables DNAT) -> nginx
+
+Each mode gets a closed-loop run (64 connections, one request outstanding each: the
+highest rate) and an open-loop run at --rate (latency at equal load). The gateway
+process (connlab or haproxy) is pinned to CPU 1, nginx and the client to CPU 0; its
+CPU time is read from /proc/PID/stat around each run, the same way for both. nat has
+no gateway process (the kernel forwards in softirq), so its CPU column is empty; RPS
+steers the gateway interface's receive processing to CPU 1 in every mode, so nat's
+forwarding runs on the gateway's CPU too.
+Prints one CSV row per run. Needs a release build, nginx, haproxy and nft.
+"""
+import argparse, csv, json, os, subprocess, sys, tempfile, time
+
+BIN = os.path.abspath(os.environ.get("CONNLAB", "target/release/connlab"))
+HOSTS = ["gw", "b1", "spare", "c1"]  # 198.18.0.1 .. .4
+PID = os.getpid()
+NS = {h: f"connlab-bench-{PID}-{h}" for h in HOSTS + ["sw"]}
+VIP, BACKEND = "198.18.0.1:80", "198.18.0.2:8080"
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def sh(*args, check=True):
+    return subprocess.run(list(args), check=check, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def inns(host, *args):
+    return ["ip", "netns", "exec", NS[host], *args]
+
+
+def build():
+    for n in NS.values():
+        sh("ip", "netns", "add", n)
+    sh("ip", "-n", NS["sw"], "link", "add", "br0", "type", "bridge")
+    sh("ip", "-n", NS["sw"], "link", "set", "br0", "up")
+    for i, h in enumerate(HOSTS):
+        sh("ip", "link", "add", f"p{i}", "netns", NS["sw"], "type", "veth", "peer", "name", "eth0", "netns", NS[h])
+        sh("ip", "-n", NS["sw"], "link", "set", f"p{i}", "master", "br0", "up")
+        sh("ip", "-n", NS[h], "addr", "add", f"198.18.0.{i + 1}/24", "dev", "eth0")
+        sh("ip", "-n", NS[h], "link", "set", "eth0", "up")
+        sh("ip", "-n", NS[h], "link", "set", "lo", "up")
+    # Receive processing of the gateway's interface on CPU 1 (RPS), where the
+    # gateway process runs: nat's forwarding (softirq, no process) then uses
+    # the same CPU as the user-space gateways instead of the client's CPU 0.
+    sh(*inns("gw", "sh", "-c", "echo 2 > /sys/class/net/eth0/queues/rx-0/rps_cpus"))
+
+
+def teardown():
+    for n in NS.values():
+        sh("ip", "netns", "del", n, check=False)
+
+
+def cpu_s(pid):
+    if pid is None:
+        return None
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / TICK
+
+
+def start(cmd, ready=None):
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if ready:
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            line = p.stdout.readline()
+            if not line:
+                sys.exit(f"{cmd[3:]} exited: {p.stderr.read()}")
+            if line.startswith(ready):
+                break
+    else:
+        time.sleep(1.0)
+        if p.poll() is not None:
+            sys.exit(f"{cmd[3:]} exited: {p.stderr.read()}")
+    return p
+
+
+def stop(p):
+    p.send_signal(2)
+    try:
+        p.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--duration", type=int, default=5)
+    ap.add_argument("--rate", type=int, default=2000)
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("needs root (network namespaces, nftables)")
+    w = csv.writer(sys.stdout)
+    w.writerow(["rep", "mode", "load", "completed", "errors", "req_per_s", "mbit_s", "p50_us", "p99_us",
+                "mean_us", "gateway_cpu_s", "gateway_cpu_us_per_req", "requests_per_gateway_cpu_s"])
+    tmp = tempfile.mkdtemp(prefix="connlab-gw-bench-")
+    os.chmod(tmp, 0o755)  # nginx workers run as nobody
+    procs = []
+    try:
+        build()
+        sh(BIN, "webset", "generate", f"{tmp}/www", "--model", "paper")
+        conf = f"""daemon off; worker_processes 1; pid {tmp}/nginx.pid; error_log {tmp}/nginx.err;
+events {{ worker_connections 8192; }}
+http {{ access_log off; sendfile on; keepalive_requests 10000000; keepalive_timeout 300s;
+  server {{ listen {BACKEND} backlog=4096; root {tmp}/www; }} }}"""
+        open(f"{tmp}/nginx.conf", "w").write(conf)
+        procs.append(start(inns("b1", "taskset", "-c", "0", "nginx", "-c", f"{tmp}/nginx.conf")))
+        hap = f"""global
+  maxconn 9000
+  nbthread 1
+defaults
+  mode tcp
+  timeout connect 5s
+  timeout client 300s
+  timeout server 300s
+listen gw
+  bind {VIP}
+  balance source
+  server b1 {BACKEND}
+"""
+        open(f"{tmp}/haproxy.cfg", "w").write(hap)
+        gateways = {
+            "direct": (None, BACKEND),
+            "proxy": (inns("gw", "taskset", "-c", "1", BIN, "gateway", "--mode", "proxy", "--listen", VIP,
+                           "--backend", BACKEND, "--policy", "source-hash"), VIP),
+            "haproxy": (inns("gw", "taskset", "-c", "1", "haproxy", "-db", "-f", f"{tmp}/haproxy.cfg"), VIP),
+            "nat": (inns("gw", BIN, "gateway", "--mode", "nat", "--listen", VIP, "--backend", BACKEND,
+                         "--policy", "ip-mod", "--masquerade"), VIP),
+        }
+        for rep in range(1, a.reps + 1):
+            for mode, (cmd, target) in gateways.items():
+                gw = None
+                if cmd:
+                    gw = start(cmd, ready="gateway:" if BIN in cmd else None)
+                try:
+                    for load, flags in [("closed", ["--rate", "max", "--depth", "1"]),
+                                        ("open", ["--rate", str(a.rate)])]:
+                        out = f"{tmp}/{mode}-{load}-{rep}.json"
+                        pid = gw.pid if gw and mode != "nat" else None
+                        before = cpu_s(pid)
+                        sh(*inns("c1", BIN, "load", "--target", target, "--protocol", "http", "--manifest",
+                                 f"{tmp}/www", "-c", "64", *flags, "-d", f"{a.duration}s", "--warmup", "1s",
+                                 "--cpu", "0", "--json", out))
+                        after = cpu_s(pid)
+                        r = json.load(open(out))
+                        s = r["service_latency_us"]
+                        done = r["requests"]["measured_completed"]
+                        gcpu = None if before is None else after - before
+                        per_req = "" if gcpu is None else round(gcpu / max(r["requests"]["completed"], 1) * 1e6, 2)
+                        per_cpu = "" if not gcpu else round(r["requests"]["completed"] / gcpu)
+                        w.writerow([rep, mode, load, done, sum(r["requests"]["errors"].values()),
+                                    round(r["achieved_rate_per_s"], 1), round(r["throughput_mbit_s"], 1),
+                                    round(s["p50"], 1), round(s["p99"], 1), round(s["mean"], 1),
+                                    "" if gcpu is None else round(gcpu, 3), per_req, per_cpu])
+                        sys.stdout.flush()
+                finally:
+                    if gw:
+                        stop(gw)
+    finally:
+        for p in procs:
+            stop(p)
+        teardown()
+
+
+if __name__ == "__main__":
+    main()
