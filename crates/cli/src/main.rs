@@ -39,6 +39,8 @@ enum Command {
     Report(cmd::report::ReportArgs),
     /// Load-balancing gateway in front of N backends (nftables NAT mode).
     Gateway(cmd::gateway::GatewayArgs),
+    /// Run a command (a backend) under a CPU quota (cgroup cpu controller).
+    Cap(cmd::cap::CapArgs),
     /// Web file sets for the HTTP workload (generate, stats).
     Webset(cmd::webset::WebsetArgs),
 }
@@ -80,6 +82,7 @@ fn main() -> ExitCode {
         Command::Report(args) => cmd::report::run(args),
         Command::Webset(args) => cmd::webset::run(args),
         Command::Gateway(args) => cmd::gateway::run(args),
+        Command::Cap(args) => cmd::cap::run(args),
     };
     match result {
         Ok(code) => code,

@@ -3,6 +3,7 @@
 //! the machine a result was measured on. Thin wrappers over `libc`/`nix`; nothing
 //! here knows about protocols or the command line.
 
+pub mod cgroup;
 mod cpu;
 mod environment;
 mod limits;
