@@ -22,77 +22,11 @@ steers the gateway interface's receive processing to CPU 1 in every mode, so nat
 forwarding runs on the gateway's CPU too.
 Prints one CSV row per run. Needs a release build, nginx, haproxy and nft.
 """
-import argparse, csv, json, os, subprocess, sys, tempfile, time
+import argparse, csv, json, os, sys, tempfile
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gwlab import BIN, Lab, cpu_s, nginx_conf, sh, start, stop
 
-BIN = os.path.abspath(os.environ.get("CONNLAB", "target/release/connlab"))
-HOSTS = ["gw", "b1", "spare", "c1"]  # 198.18.0.1 .. .4
-PID = os.getpid()
-NS = {h: f"connlab-bench-{PID}-{h}" for h in HOSTS + ["sw"]}
 VIP, BACKEND = "198.18.0.1:80", "198.18.0.2:8080"
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def sh(*args, check=True):
-    return subprocess.run(list(args), check=check, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def inns(host, *args):
-    return ["ip", "netns", "exec", NS[host], *args]
-
-
-def build():
-    for n in NS.values():
-        sh("ip", "netns", "add", n)
-    sh("ip", "-n", NS["sw"], "link", "add", "br0", "type", "bridge")
-    sh("ip", "-n", NS["sw"], "link", "set", "br0", "up")
-    for i, h in enumerate(HOSTS):
-        sh("ip", "link", "add", f"p{i}", "netns", NS["sw"], "type", "veth", "peer", "name", "eth0", "netns", NS[h])
-        sh("ip", "-n", NS["sw"], "link", "set", f"p{i}", "master", "br0", "up")
-        sh("ip", "-n", NS[h], "addr", "add", f"198.18.0.{i + 1}/24", "dev", "eth0")
-        sh("ip", "-n", NS[h], "link", "set", "eth0", "up")
-        sh("ip", "-n", NS[h], "link", "set", "lo", "up")
-    # Receive processing of the gateway's interface on CPU 1 (RPS), where the
-    # gateway process runs: nat's forwarding (softirq, no process) then uses
-    # the same CPU as the user-space gateways instead of the client's CPU 0.
-    sh(*inns("gw", "sh", "-c", "echo 2 > /sys/class/net/eth0/queues/rx-0/rps_cpus"))
-
-
-def teardown():
-    for n in NS.values():
-        sh("ip", "netns", "del", n, check=False)
-
-
-def cpu_s(pid):
-    if pid is None:
-        return None
-    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / TICK
-
-
-def start(cmd, ready=None):
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if ready:
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            line = p.stdout.readline()
-            if not line:
-                sys.exit(f"{cmd[3:]} exited: {p.stderr.read()}")
-            if line.startswith(ready):
-                break
-    else:
-        time.sleep(1.0)
-        if p.poll() is not None:
-            sys.exit(f"{cmd[3:]} exited: {p.stderr.read()}")
-    return p
-
-
-def stop(p):
-    p.send_signal(2)
-    try:
-        p.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
 
 
 def main():
@@ -109,16 +43,17 @@ def main():
     tmp = tempfile.mkdtemp(prefix="connlab-gw-bench-")
     os.chmod(tmp, 0o755)  # nginx workers run as nobody
     procs = []
-    try:
-        build()
-        sh(BIN, "webset", "generate", f"{tmp}/www", "--model", "paper")
-        conf = f"""daemon off; worker_processes 1; pid {tmp}/nginx.pid; error_log {tmp}/nginx.err;
-events {{ worker_connections 8192; }}
-http {{ access_log off; sendfile on; keepalive_requests 10000000; keepalive_timeout 300s;
-  server {{ listen {BACKEND} backlog=4096; root {tmp}/www; }} }}"""
-        open(f"{tmp}/nginx.conf", "w").write(conf)
-        procs.append(start(inns("b1", "taskset", "-c", "0", "nginx", "-c", f"{tmp}/nginx.conf")))
-        hap = f"""global
+    with Lab(["gw", "b1", "spare", "c1"]) as lab:
+        inns = lab.inns
+        # Receive processing of the gateway's interface on CPU 1 (RPS), where the
+        # gateway process runs: nat's forwarding (softirq, no process) then uses
+        # the same CPU as the user-space gateways instead of the client's CPU 0.
+        lab.rps("gw", 2)
+        try:
+            sh(BIN, "webset", "generate", f"{tmp}/www", "--model", "paper")
+            conf = nginx_conf(tmp, "nginx", BACKEND, f"{tmp}/www")
+            procs.append(start(inns("b1", "taskset", "-c", "0", "nginx", "-c", conf)))
+            hap = f"""global
   maxconn 9000
   nbthread 1
 defaults
@@ -131,48 +66,47 @@ listen gw
   balance source
   server b1 {BACKEND}
 """
-        open(f"{tmp}/haproxy.cfg", "w").write(hap)
-        gateways = {
-            "direct": (None, BACKEND),
-            "proxy": (inns("gw", "taskset", "-c", "1", BIN, "gateway", "--mode", "proxy", "--listen", VIP,
-                           "--backend", BACKEND, "--policy", "source-hash"), VIP),
-            "haproxy": (inns("gw", "taskset", "-c", "1", "haproxy", "-db", "-f", f"{tmp}/haproxy.cfg"), VIP),
-            "nat": (inns("gw", BIN, "gateway", "--mode", "nat", "--listen", VIP, "--backend", BACKEND,
-                         "--policy", "ip-mod", "--masquerade"), VIP),
-        }
-        for rep in range(1, a.reps + 1):
-            for mode, (cmd, target) in gateways.items():
-                gw = None
-                if cmd:
-                    gw = start(cmd, ready="gateway:" if BIN in cmd else None)
-                try:
-                    for load, flags in [("closed", ["--rate", "max", "--depth", "1"]),
-                                        ("open", ["--rate", str(a.rate)])]:
-                        out = f"{tmp}/{mode}-{load}-{rep}.json"
-                        pid = gw.pid if gw and mode != "nat" else None
-                        before = cpu_s(pid)
-                        sh(*inns("c1", BIN, "load", "--target", target, "--protocol", "http", "--manifest",
-                                 f"{tmp}/www", "-c", "64", *flags, "-d", f"{a.duration}s", "--warmup", "1s",
-                                 "--cpu", "0", "--json", out))
-                        after = cpu_s(pid)
-                        r = json.load(open(out))
-                        s = r["service_latency_us"]
-                        done = r["requests"]["measured_completed"]
-                        gcpu = None if before is None else after - before
-                        per_req = "" if gcpu is None else round(gcpu / max(r["requests"]["completed"], 1) * 1e6, 2)
-                        per_cpu = "" if not gcpu else round(r["requests"]["completed"] / gcpu)
-                        w.writerow([rep, mode, load, done, sum(r["requests"]["errors"].values()),
-                                    round(r["achieved_rate_per_s"], 1), round(r["throughput_mbit_s"], 1),
-                                    round(s["p50"], 1), round(s["p99"], 1), round(s["mean"], 1),
-                                    "" if gcpu is None else round(gcpu, 3), per_req, per_cpu])
-                        sys.stdout.flush()
-                finally:
-                    if gw:
-                        stop(gw)
-    finally:
-        for p in procs:
-            stop(p)
-        teardown()
+            open(f"{tmp}/haproxy.cfg", "w").write(hap)
+            gateways = {
+                "direct": (None, BACKEND),
+                "proxy": (inns("gw", "taskset", "-c", "1", BIN, "gateway", "--mode", "proxy", "--listen", VIP,
+                               "--backend", BACKEND, "--policy", "source-hash"), VIP),
+                "haproxy": (inns("gw", "taskset", "-c", "1", "haproxy", "-db", "-f", f"{tmp}/haproxy.cfg"), VIP),
+                "nat": (inns("gw", BIN, "gateway", "--mode", "nat", "--listen", VIP, "--backend", BACKEND,
+                             "--policy", "ip-mod", "--masquerade"), VIP),
+            }
+            for rep in range(1, a.reps + 1):
+                for mode, (cmd, target) in gateways.items():
+                    gw = None
+                    if cmd:
+                        gw = start(cmd, ready="gateway:" if BIN in cmd else None)
+                    try:
+                        for load, flags in [("closed", ["--rate", "max", "--depth", "1"]),
+                                            ("open", ["--rate", str(a.rate)])]:
+                            out = f"{tmp}/{mode}-{load}-{rep}.json"
+                            pid = gw.pid if gw and mode != "nat" else None
+                            before = cpu_s(pid)
+                            sh(*inns("c1", BIN, "load", "--target", target, "--protocol", "http", "--manifest",
+                                     f"{tmp}/www", "-c", "64", *flags, "-d", f"{a.duration}s", "--warmup", "1s",
+                                     "--cpu", "0", "--json", out))
+                            after = cpu_s(pid)
+                            r = json.load(open(out))
+                            s = r["service_latency_us"]
+                            done = r["requests"]["measured_completed"]
+                            gcpu = None if before is None else after - before
+                            per_req = "" if gcpu is None else round(gcpu / max(r["requests"]["completed"], 1) * 1e6, 2)
+                            per_cpu = "" if not gcpu else round(r["requests"]["completed"] / gcpu)
+                            w.writerow([rep, mode, load, done, sum(r["requests"]["errors"].values()),
+                                        round(r["achieved_rate_per_s"], 1), round(r["throughput_mbit_s"], 1),
+                                        round(s["p50"], 1), round(s["p99"], 1), round(s["mean"], 1),
+                                        "" if gcpu is None else round(gcpu, 3), per_req, per_cpu])
+                            sys.stdout.flush()
+                    finally:
+                        if gw:
+                            stop(gw)
+        finally:
+            for p in procs:
+                stop(p)
 
 
 if __name__ == "__main__":
