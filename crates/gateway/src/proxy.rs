@@ -100,45 +100,67 @@ impl Buf {
     fn is_empty(&self) -> bool {
         self.start == self.end
     }
-    /// Reads from `src` until it would block, the buffer is full or EOF;
-    /// returns (bytes read, saw EOF).
-    fn fill(&mut self, src: &mut TcpStream) -> io::Result<(usize, bool)> {
-        let mut total = 0;
+    fn is_full(&self) -> bool {
+        self.end == self.data.len() && self.start == 0
+    }
+    /// One read from `src` into the free space; returns (bytes read, saw
+    /// EOF). Clears `readable` when the socket is drained: a short read or
+    /// `EAGAIN` (edge-triggered epoll reports the next arrival anyway), so
+    /// no call is spent to learn "nothing more".
+    fn fill(&mut self, src: &mut TcpStream, readable: &mut bool) -> io::Result<(usize, bool)> {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if self.end == self.data.len() {
+            // Room only at the front: move the unsent bytes down.
+            self.data.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        let space = self.data.len() - self.end;
+        if space == 0 {
+            return Ok((0, false));
+        }
         loop {
-            if self.start == self.end {
-                self.start = 0;
-                self.end = 0;
-            }
-            if self.end == self.data.len() {
-                return Ok((total, false));
-            }
             match src.read(&mut self.data[self.end..]) {
-                Ok(0) => return Ok((total, true)),
+                Ok(0) => return Ok((0, true)),
                 Ok(n) => {
                     self.end += n;
-                    total += n;
+                    if n < space {
+                        *readable = false;
+                    }
+                    return Ok((n, false));
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok((total, false)),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    *readable = false;
+                    return Ok((0, false));
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
     }
-    /// Writes to `dst` until empty or it would block; returns bytes written.
-    fn drain(&mut self, dst: &mut TcpStream) -> io::Result<usize> {
-        let mut total = 0;
-        while self.start < self.end {
+    /// One write of the buffered bytes to `dst`; returns bytes written.
+    /// Clears `writable` on a short write or `EAGAIN`.
+    fn drain(&mut self, dst: &mut TcpStream, writable: &mut bool) -> io::Result<usize> {
+        let len = self.end - self.start;
+        loop {
             match dst.write(&self.data[self.start..self.end]) {
                 Ok(n) => {
                     self.start += n;
-                    total += n;
+                    if n < len {
+                        *writable = false;
+                    }
+                    return Ok(n);
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    *writable = false;
+                    return Ok(0);
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
-        Ok(total)
     }
 }
 
@@ -155,6 +177,9 @@ struct Pair {
     backend_eof: bool,
     up_shut: bool,
     down_shut: bool,
+    /// Edge-triggered readiness as last reported and not yet used up:
+    /// client readable/writable, backend readable/writable.
+    ready: [bool; 4],
 }
 
 /// Runs the proxy until `stop_fd` becomes readable (a shutdown pipe), then
@@ -250,6 +275,12 @@ pub fn run(
                 STOP => {}
                 Token(t) => {
                     let slot = (t - FIRST) / 2;
+                    let side = (t - FIRST) % 2 * 2;
+                    if let Some(p) = pairs.get_mut(slot).and_then(Option::as_mut) {
+                        let gone = event.is_error() || event.is_read_closed();
+                        p.ready[side] |= event.is_readable() || gone;
+                        p.ready[side + 1] |= event.is_writable() || gone || event.is_write_closed();
+                    }
                     pump(
                         &mut poll,
                         &mut pairs,
@@ -321,6 +352,7 @@ fn accept_all(
             backend_eof: false,
             up_shut: false,
             down_shut: false,
+            ready: [true; 4],
         };
         let both = Interest::READABLE | Interest::WRITABLE;
         if poll
@@ -373,8 +405,8 @@ fn close(
     }
 }
 
-/// Moves what can move in both directions; closes the pair when done or
-/// failed. Edge-triggered: every event for a pair tries everything.
+/// Moves what can move in both directions, calling only sockets reported
+/// ready and not yet found drained; closes the pair when done or failed.
 fn pump(
     poll: &mut Poll,
     pairs: &mut [Option<Pair>],
@@ -402,25 +434,30 @@ fn pump(
     }
     let b = p.backend_idx;
     let result = (|| -> io::Result<bool> {
+        let [cr, cw, br, bw] = &mut p.ready;
         loop {
-            let mut moved = 0;
-            if !p.client_eof {
-                let (n, eof) = p.up.fill(&mut p.client)?;
-                moved += n;
+            let mut moved = false;
+            if *cr && !p.client_eof && !p.up.is_full() {
+                let (n, eof) = p.up.fill(&mut p.client, cr)?;
                 p.client_eof = eof;
+                moved |= n > 0 || eof;
             }
-            let n = p.up.drain(&mut p.backend)?;
-            stats.backends[b].bytes_to += n as u64;
-            moved += n;
-            if !p.backend_eof {
-                let (n, eof) = p.down.fill(&mut p.backend)?;
-                moved += n;
+            if *bw && !p.up.is_empty() {
+                let n = p.up.drain(&mut p.backend, bw)?;
+                stats.backends[b].bytes_to += n as u64;
+                moved |= n > 0;
+            }
+            if *br && !p.backend_eof && !p.down.is_full() {
+                let (n, eof) = p.down.fill(&mut p.backend, br)?;
                 p.backend_eof = eof;
+                moved |= n > 0 || eof;
             }
-            let n = p.down.drain(&mut p.client)?;
-            stats.backends[b].bytes_from += n as u64;
-            moved += n;
-            if moved == 0 {
+            if *cw && !p.down.is_empty() {
+                let n = p.down.drain(&mut p.client, cw)?;
+                stats.backends[b].bytes_from += n as u64;
+                moved |= n > 0;
+            }
+            if !moved {
                 break;
             }
         }
@@ -477,6 +514,8 @@ fn retry(
             stats.backends[idx].connections += 1;
             p.backend = s;
             p.backend_idx = idx;
+            p.ready[2] = true;
+            p.ready[3] = true;
             return true;
         }
     }
