@@ -394,6 +394,52 @@ fn manifest_requests_follow_the_file_set_and_report_size_classes() {
     }
 }
 
+/// `--connection-per-request`: every request on its own connection; counts
+/// add up, and the server accepted one connection per request.
+#[test]
+fn connection_per_request_opens_one_connection_per_request() {
+    let server = Server::start(Variant::Epoll, Protocol::Http, &[]);
+    let target = server.addr.to_string();
+    let json = out_path("per-request.json");
+    let out = load(&[
+        "--target",
+        &target,
+        "--protocol",
+        "http",
+        "--connection-per-request",
+        "-c",
+        "4",
+        "--rate",
+        "200",
+        "-d",
+        "1s",
+        "--warmup",
+        "0s",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stats = server.stop();
+    let v = read_json(&json);
+    assert_schema_valid(&v);
+    assert_eq!(v["config"]["connection_per_request"], true);
+    assert!(
+        v["requests"]["errors"].as_object().unwrap().is_empty(),
+        "{v}"
+    );
+    let completed = u(&v, "/requests/completed");
+    assert_eq!(completed, 200, "{v}");
+    assert_eq!(stats["connections_accepted"], completed, "{stats}");
+    let refused = load(&["--target", &target, "--connection-per-request", "-d", "1s"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--protocol http"));
+}
+
 /// `--active-policy rotating`: 2% of 200 connections busy at once, but the
 /// requests spread over (nearly) all of them.
 #[test]

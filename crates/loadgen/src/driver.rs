@@ -93,6 +93,18 @@ pub fn run(
     records: Option<&mut dyn RecordSink>,
 ) -> Result<LoadOutcome, LoadError> {
     validate(w)?;
+    if w.connection_per_request {
+        let (opened, wr, rd, cpu, wall) = crate::per_request::run(w, shutdown, progress);
+        let mut result = assemble(w, w.connections, &opened, &[], wr, rd, cpu, wall);
+        // No connection stays open: the workers count as the connections.
+        result.connections.established = w.connections as u64;
+        result.connections.active = w.connections as u64;
+        result.warnings = warnings(w, &result, false, wall);
+        return Ok(LoadOutcome {
+            result,
+            intervals: Vec::new(),
+        });
+    }
     let slice = ShardSlice::of(w.connections, w.active_ratio, w.seed, w.shard)
         .map_err(|e| LoadError::Workload(e.to_string()))?;
     let to_open = slice.global.len();
@@ -367,6 +379,12 @@ fn validate(w: &Workload) -> Result<(), LoadError> {
     if w.duration.is_zero() {
         return bad("--duration must be above zero".into());
     }
+    if w.connection_per_request && w.protocol != Protocol::Http {
+        return bad("--connection-per-request needs --protocol http".into());
+    }
+    if w.connection_per_request && w.active_policy == ActivePolicy::Rotating {
+        return bad("--connection-per-request has no connection set to rotate over".into());
+    }
     Ok(())
 }
 
@@ -445,6 +463,7 @@ fn assemble(
             connections: w.connections as u64,
             active_ratio: w.active_ratio.get(),
             active_policy: w.active_policy.name().to_string(),
+            connection_per_request: w.connection_per_request,
             manifest: w.files.as_ref().map(|f| f.source.clone()),
             manifest_files: w.files.as_ref().map(|f| f.mix.len() as u64),
             popularity: w.files.as_ref().map(|f| f.popularity.clone()),

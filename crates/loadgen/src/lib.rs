@@ -14,6 +14,7 @@
 mod connect;
 mod driver;
 mod merge;
+mod per_request;
 mod preflight;
 mod reader;
 mod request;

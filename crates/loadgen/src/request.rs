@@ -31,6 +31,7 @@ pub(crate) fn size_class(bytes: u64) -> usize {
 #[derive(Debug)]
 pub struct FileMix {
     gets: Vec<Vec<u8>>,
+    paths: Vec<String>,
     sizes: Vec<u64>,
     picker: RequestPicker,
     seed: u64,
@@ -51,6 +52,11 @@ impl FileMix {
             .collect();
         Ok(FileMix {
             gets,
+            paths: manifest
+                .entries
+                .iter()
+                .map(|e| format!("/{}", e.path))
+                .collect(),
             sizes: manifest.entries.iter().map(|e| e.size_bytes).collect(),
             picker,
             seed,
@@ -71,6 +77,11 @@ impl FileMix {
     pub(crate) fn entry(&self, seq: u32, salt: u64) -> usize {
         let h = splitmix(self.seed ^ salt ^ u64::from(seq).wrapping_mul(0x9e37_79b9_7f4a_7c15));
         self.picker.pick_at((h >> 11) as f64 / (1u64 << 53) as f64)
+    }
+
+    /// Request target of file `i` (`/path`).
+    pub(crate) fn path(&self, i: usize) -> &str {
+        &self.paths[i]
     }
 
     /// Size of file `i`.

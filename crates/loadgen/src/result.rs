@@ -85,6 +85,9 @@ pub struct RunConfig {
     /// `fixed` (the locality paper) or `rotating` (the polling paper).
     #[serde(default = "fixed_policy")]
     pub active_policy: String,
+    /// HTTP without keep-alive: a new connection per request.
+    #[serde(default)]
+    pub connection_per_request: bool,
     /// `--manifest`: the file set requests were drawn from (its path).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manifest: Option<String>,

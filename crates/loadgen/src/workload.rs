@@ -102,6 +102,9 @@ pub struct Workload {
     pub active_policy: ActivePolicy,
     /// HTTP requests drawn from a file set instead of one `path`.
     pub files: Option<FileSet>,
+    /// HTTP without keep-alive: every request on a new connection
+    /// (`Connection: close`), `connections` workers at once.
+    pub connection_per_request: bool,
 }
 
 /// A file set the requests are drawn from (`--manifest`).

@@ -59,6 +59,11 @@ pub(crate) struct WorkloadArgs {
     /// uniform, zipf or zipf:EXPONENT (over the manifest's order).
     #[arg(long, default_value = "manifest", requires = "manifest")]
     pub(crate) popularity: String,
+    /// HTTP without keep-alive: every request on a new connection
+    /// (Connection: close), --connections workers at once; latency includes
+    /// the connect.
+    #[arg(long)]
+    pub(crate) connection_per_request: bool,
     /// Local addresses to spread connections over: 127.0.0.2-127.0.0.9 or a comma list.
     #[arg(long, value_parser = parse_addrs)]
     pub(crate) source_addrs: Option<AddrList>,
@@ -258,6 +263,7 @@ impl WorkloadArgs {
             }
         };
         Ok(Workload {
+            connection_per_request: self.connection_per_request,
             files,
             target,
             connections: self.connections,
