@@ -2,7 +2,11 @@
 """The load-balancing paper's experiment: one CPU-capped web server direct, against two
 behind the gateway (nftables NAT, the paper's ip-mod policy), load stepped to saturation.
 
-Usage (root): scripts/bench_gateway_scaling.py [--quota 25%] [--rates 500,1000,...] > scaling.csv
+Usage (root): scripts/bench_gateway_scaling.py [--quota 25%] [--rates 500,1000,...]
+              [--gateway nat|proxy|haproxy] [--skip-direct] > scaling.csv
+
+--gateway picks what balances the two backends: connlab's nat mode (default, the
+paper's ip-mod), connlab's proxy mode (ip-mod), or HAProxy (mode tcp, balance source).
 
 Namespaces on one bridge: gateway 198.18.0.1, backends .2 and .3, clients .4-.7 (four
 client hosts, so that ip-mod, which keys on the low byte of the client address, has
@@ -27,6 +31,8 @@ def main():
     ap.add_argument("--quota", default="25%")
     ap.add_argument("--rates", default="1000,2000,3000,4000,4500,5000,6000,7000,8000,9000,10000,11000,12000")
     ap.add_argument("--duration", type=int, default=5)
+    ap.add_argument("--gateway", choices=["nat", "proxy", "haproxy"], default="nat")
+    ap.add_argument("--skip-direct", action="store_true")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root (network namespaces, cgroups, nftables)")
@@ -60,16 +66,25 @@ def main():
                 backends[b] = f"/sys/fs/cgroup/cpu/connlab-{p.pid}-{b}/cgroup.procs"
                 if not os.path.exists(backends[b]):
                     sys.exit(f"no cgroup for {b}: {backends[b]}")
-            configs = {
-                "one-direct": (None, f"{lab.addr('b0')}:8080"),
-                "two-gateway": (lab.inns("gw", "taskset", "-c", "1", BIN, "gateway", "--mode", "nat", "--listen",
-                                         f"{lab.addr('gw')}:80", "--backend", f"{lab.addr('b0')}:8080",
-                                         "--backend", f"{lab.addr('b1')}:8080", "--policy", "ip-mod",
-                                         "--masquerade", "--stats", f"{tmp}/gw.json"),
-                                f"{lab.addr('gw')}:80"),
-            }
+            vip = f"{lab.addr('gw')}:80"
+            pool = [f"{lab.addr(b)}:8080" for b in ["b0", "b1"]]
+            if a.gateway == "haproxy":
+                cfg = f"{tmp}/haproxy.cfg"
+                open(cfg, "w").write("global\n  maxconn 9000\n  nbthread 1\ndefaults\n  mode tcp\n"
+                                     "  timeout connect 5s\n  timeout client 300s\n  timeout server 300s\n"
+                                     f"listen gw\n  bind {vip}\n  balance source\n"
+                                     + "".join(f"  server s{i} {b}\n" for i, b in enumerate(pool)))
+                gw_cmd = lab.inns("gw", "taskset", "-c", "1", "haproxy", "-db", "-f", cfg)
+            else:
+                gw_cmd = lab.inns("gw", "taskset", "-c", "1", BIN, "gateway", "--mode", a.gateway, "--listen", vip,
+                                  "--backend", pool[0], "--backend", pool[1], "--policy", "ip-mod",
+                                  *(["--masquerade"] if a.gateway == "nat" else []))
+            configs = {}
+            if not a.skip_direct:
+                configs["one-direct"] = (None, pool[0])
+            configs[f"two-{a.gateway}"] = (gw_cmd, vip)
             for name, (cmd, target) in configs.items():
-                gw = start(cmd, ready="gateway:") if cmd else None
+                gw = start(cmd, ready="gateway:" if cmd and BIN in cmd else None) if cmd else None
                 try:
                     for rate in rates:
                         row = step(lab, tmp, name, target, rate, a.duration, backends)

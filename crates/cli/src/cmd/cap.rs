@@ -29,7 +29,7 @@ pub(crate) struct CapArgs {
     /// Share of one CPU: 0.25 or 25% (up to 6400%).
     #[arg(long, value_parser = parse_share)]
     cpu: f64,
-    /// Name of the group (connlab-<pid>-NAME).
+    /// Name of the group (`connlab-<pid>-NAME`).
     #[arg(long, default_value = "cap")]
     name: String,
     /// Write the quota and the command's CPU use as JSON to FILE on exit.

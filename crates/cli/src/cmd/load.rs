@@ -61,7 +61,8 @@ pub(crate) struct WorkloadArgs {
     pub(crate) popularity: String,
     /// HTTP without keep-alive: every request on a new connection
     /// (Connection: close), --connections workers at once; latency includes
-    /// the connect.
+    /// the connect. Each request leaves a TIME_WAIT socket on the client: at
+    /// high rates spread over --source-addrs, or ephemeral ports run out.
     #[arg(long)]
     pub(crate) connection_per_request: bool,
     /// Local addresses to spread connections over: 127.0.0.2-127.0.0.9 or a comma list.
