@@ -100,6 +100,14 @@ pub fn run(
         result.connections.established = w.connections as u64;
         result.connections.active = w.connections as u64;
         result.warnings = warnings(w, &result, false, wall);
+        if result.requests.errors.contains_key("no_local_port") {
+            result.warnings.push(
+                "connects failed for want of a local port: each request leaves a TIME_WAIT \
+                 socket for 60 s, so the ephemeral ports (net.ipv4.ip_local_port_range) ran out; \
+                 lower the rate or spread over more --source-addrs"
+                    .into(),
+            );
+        }
         return Ok(LoadOutcome {
             result,
             intervals: Vec::new(),

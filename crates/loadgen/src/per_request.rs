@@ -160,7 +160,9 @@ fn worker(
         out.measured_sent += u64::from(measured);
         progress.sent.fetch_add(1, Relaxed);
         let t0 = start.elapsed();
-        match one_request(w, &request, &mut buf) {
+        let source =
+            (!w.source_addrs.is_empty()).then(|| w.source_addrs[index % w.source_addrs.len()]);
+        match one_request(w, source, &request, &mut buf) {
             Ok(received) => {
                 let done = start.elapsed();
                 out.bytes_sent += request.len() as u64;
@@ -190,9 +192,36 @@ fn worker(
 
 /// One connect, request, response, close; the bytes received, or the kind
 /// of error.
-fn one_request(w: &Workload, request: &[u8], buf: &mut [u8]) -> Result<u64, &'static str> {
-    let mut s = TcpStream::connect_timeout(&w.target, Duration::from_secs(5))
-        .map_err(|_| "connect_failed")?;
+fn one_request(
+    w: &Workload,
+    source: Option<std::net::IpAddr>,
+    request: &[u8],
+    buf: &mut [u8],
+) -> Result<u64, &'static str> {
+    // EADDRNOTAVAIL: every local port is taken (mostly by TIME_WAIT).
+    let kind = |e: std::io::Error| {
+        if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) {
+            "no_local_port"
+        } else {
+            "connect_failed"
+        }
+    };
+    let mut s: TcpStream = match source {
+        None => TcpStream::connect_timeout(&w.target, Duration::from_secs(5)).map_err(kind)?,
+        Some(ip) => {
+            let sock = socket2::Socket::new(
+                socket2::Domain::for_address(w.target),
+                socket2::Type::STREAM,
+                None,
+            )
+            .map_err(kind)?;
+            sock.bind(&std::net::SocketAddr::new(ip, 0).into())
+                .map_err(kind)?;
+            sock.connect_timeout(&w.target.into(), Duration::from_secs(5))
+                .map_err(kind)?;
+            sock.into()
+        }
+    };
     let _ = s.set_nodelay(true);
     let _ = s.set_read_timeout(Some(w.drain_timeout.max(Duration::from_secs(1))));
     s.write_all(request).map_err(|_| "send_failed")?;
