@@ -37,7 +37,7 @@ enum Command {
     Sweep(cmd::sweep::SweepArgs),
     /// Tables and plots (HTML, Markdown, CSV) from a sweep's results directory.
     Report(cmd::report::ReportArgs),
-    /// Load-balancing gateway in front of N backends (nftables NAT mode).
+    /// Load-balancing gateway in front of N backends (nftables NAT or user-space proxy).
     Gateway(cmd::gateway::GatewayArgs),
     /// Run a command (a backend) under a CPU quota (cgroup cpu controller).
     Cap(cmd::cap::CapArgs),
