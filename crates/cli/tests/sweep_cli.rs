@@ -337,3 +337,112 @@ fn report_refuses_a_directory_that_is_not_a_sweep() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("sweep.json"));
 }
+
+const WEB: &str = r#"
+name = "webtiny"
+title = "Tiny web sweep (test)"
+[topology]
+server_host = "gw"
+client_hosts = 2
+[server]
+engines = ["direct", "nat", "proxy", "haproxy"]
+protocol = "http"
+[matrix]
+connections = [8]
+active_ratios = ["1"]
+rates = [600, 1200]
+request_size = 128
+response_size = "10KiB"
+duration = "1s"
+warmup = "300ms"
+[web]
+backends = 2
+backend_cpu = "50%"
+"#;
+
+/// A web experiment: nginx backends under CPU quotas behind each gateway
+/// configuration; every point completes, backend CPU is measured (the
+/// second backend idle when clients go direct), and the report plots it.
+#[test]
+fn web_sweep_runs_backends_behind_each_gateway() {
+    let tools = ["nginx", "haproxy", "nft"]
+        .iter()
+        .all(|t| Command::new(t).arg("-v").output().is_ok());
+    if !is_root() || !tools {
+        eprintln!("skipped: needs root, nginx, haproxy and nft");
+        return;
+    }
+    let dir = scratch("web");
+    let file = dir.join("web.toml");
+    std::fs::write(&file, WEB).unwrap();
+    let out_dir = dir.join("out");
+    let out = connlab(
+        &[
+            "sweep",
+            file.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+        Duration::from_secs(240),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (config, rate) in ["direct", "nat", "proxy", "haproxy"]
+        .iter()
+        .flat_map(|c| [(*c, 600u64), (*c, 1200)])
+    {
+        let path = out_dir.join(format!("points/{config}-c8-a1-r{rate}-rep1.json"));
+        let p: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let completed = p["load"]["requests"]["measured_completed"]
+            .as_u64()
+            .unwrap();
+        assert!(
+            completed >= rate * 9 / 10,
+            "{config} {rate}: {completed} requests"
+        );
+        assert!(
+            p["load"]["requests"]["errors"]
+                .as_object()
+                .unwrap()
+                .is_empty(),
+            "{config}: {}",
+            p["load"]["requests"]["errors"]
+        );
+        let cpu: Vec<f64> = p["backend_cpu_share"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert_eq!(cpu.len(), 2, "{config}");
+        assert!(cpu.iter().sum::<f64>() > 0.0, "{config}: {cpu:?}");
+        if config == "direct" {
+            assert_eq!(
+                cpu[1], 0.0,
+                "the second backend is idle when clients go direct"
+            );
+        }
+        assert!(p["load"]["size_classes"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty()));
+    }
+    let report = dir.join("web.html");
+    let out = connlab(
+        &[
+            "report",
+            out_dir.to_str().unwrap(),
+            "-o",
+            report.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success());
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(
+        html.contains("CPU per backend"),
+        "the report plots backend CPU"
+    );
+}

@@ -15,7 +15,7 @@ mod results;
 pub use experiment::{
     parse_link_rate, rate_label, ClientSection, Experiment, ExperimentError, Matrix,
     MatrixOverride, Metric, Paper, PaperCell, PaperClaim, PointParams, RateValue, RatioValue,
-    ServerSection, SizeValue, TopologySection, Vary, ENGINES,
+    ServerSection, SizeValue, TopologySection, Vary, WebSection, ENGINES, WEB_CONFIGS,
 };
 pub use results::{
     PointResult, ResultsError, SweepDir, SweepInfo, TopologyInfo, POINT_SCHEMA, SWEEP_SCHEMA,

@@ -103,6 +103,10 @@ pub struct PointResult {
     /// Warnings of the sweep about this point (the load's own are in `load`).
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// Web experiments: each backend's CPU over the measured window, as a
+    /// share of one CPU (user + system time of the processes of its cgroup).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backend_cpu_share: Vec<f64>,
     /// Unix seconds when the point finished.
     pub finished_unix_s: f64,
 }

@@ -194,6 +194,32 @@ fn remove(dir: &Path) {
     let _ = fs::remove_dir(dir);
 }
 
+/// `cgroup.procs` of the group `connlab-<pid>-<name>` made by process `pid`
+/// (for example a `connlab cap` child), if it exists.
+pub fn procs_path(pid: u32, name: &str) -> Option<PathBuf> {
+    let leaf = format!("{PREFIX}{pid}-{name}");
+    std::iter::once(PathBuf::from(V1_ROOT))
+        .chain(v2_root())
+        .map(|r| r.join(&leaf).join("cgroup.procs"))
+        .find(|p| p.exists())
+}
+
+/// CPU seconds (user + system) of the processes listed in `procs`.
+pub fn group_cpu_s(procs: &Path) -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    fs::read_to_string(procs)
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|pid| fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+        .filter_map(|stat| {
+            let rest = stat.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            Some((f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?) / tick)
+        })
+        .sum()
+}
+
 /// Removes the `connlab-<pid>-*` groups whose process is gone; returns them.
 pub fn sweep_stale() -> Vec<PathBuf> {
     let mut removed = Vec::new();

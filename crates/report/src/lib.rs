@@ -494,6 +494,30 @@ const POLL_VALUES: [Value; 5] = [
     },
 ];
 
+/// The load-balancing experiments: backend CPU, response time and
+/// throughput against the request rate, a line per gateway configuration.
+const WEB_VALUES: [Value; 3] = [
+    Value {
+        name: "CPU per backend (mean over backends)",
+        axis: "CPU per backend (share of one CPU)",
+        of: |p| {
+            let s = &p.backend_cpu_share;
+            let used: Vec<f64> = s.iter().copied().filter(|c| *c > 0.0).collect();
+            (!used.is_empty()).then(|| used.iter().sum::<f64>() / used.len() as f64)
+        },
+    },
+    Value {
+        name: "mean response time",
+        axis: "mean response time at the client (µs)",
+        of: |p| Some(p.load.service_latency_us.mean),
+    },
+    Value {
+        name: "throughput",
+        axis: "responses per second",
+        of: |p| Some(p.load.achieved_rate_per_s),
+    },
+];
+
 /// The plots: (id, caption, svg).
 fn plots(dir: &SweepDir, t: &PaperTable) -> Result<Vec<(String, String, String)>, ReportError> {
     const MAX_PER_KIND: usize = 6;
@@ -525,13 +549,33 @@ fn plots(dir: &SweepDir, t: &PaperTable) -> Result<Vec<(String, String, String)>
                 )
             },
         ),
+        (
+            "rate",
+            "offered request rate (req/s)",
+            |p: &PointResult| p.params.rate_per_s,
+            |p: &PointResult| {
+                format!(
+                    "{} conns · ratio {}",
+                    grouped(p.params.connections as f64),
+                    p.params.active_ratio_label
+                )
+            },
+        ),
     ] {
+        // Plots against the rate are the web experiments' (the paper's
+        // CPU and response time against request rate).
+        let web = dir.experiment.web.is_some();
+        if (kind == "rate") != web {
+            continue;
+        }
         let mut groups: Vec<String> = dir.points.iter().map(group_of).collect();
         groups.sort();
         groups.dedup();
         // The polling-cost experiment plots the server's timings, the
         // throughput and the response time; the others plot latency.
-        let values: &[Value] = if t.metric == connlab_lab::Metric::PollCall {
+        let values: &[Value] = if web {
+            &WEB_VALUES
+        } else if t.metric == connlab_lab::Metric::PollCall {
             if kind == "connections" {
                 &POLL_VALUES
             } else {

@@ -10,4 +10,5 @@ pub(crate) mod report;
 pub(crate) mod run;
 pub(crate) mod serve;
 pub(crate) mod sweep;
+pub(crate) mod sweep_web;
 pub(crate) mod webset;

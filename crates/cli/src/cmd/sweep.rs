@@ -89,8 +89,10 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
 
     let server_host = experiment.topology.server_host.clone();
     let clients = experiment.client_hosts();
+    let backends = experiment.backend_hosts();
     let mut hosts: Vec<&str> = vec![server_host.as_str()];
     hosts.extend(clients.iter().map(String::as_str));
+    hosts.extend(backends.iter().map(String::as_str));
     eprintln!(
         "connlab sweep: {} ({} points{}), building {} hosts{}",
         experiment.name,
@@ -109,6 +111,13 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
     let server_ip = topology
         .host_addr(&server_host)
         .ok_or_else(|| anyhow!("the topology has no host {server_host:?}"))?;
+    let www = match experiment.web {
+        Some(_) => Some(
+            crate::cmd::sweep_web::prepare(&experiment, &topology, &out)
+                .map_err(|e| Exit::usage(e.context("preparing the web experiment")))?,
+        ),
+        None => None,
+    };
 
     let info = SweepInfo {
         schema: SWEEP_SCHEMA.into(),
@@ -133,6 +142,7 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
         .with_context(|| format!("writing {}", SweepDir::experiment_path(&out).display()))?;
 
     let ctx = PointContext {
+        www,
         exe,
         experiment: &experiment,
         topology: &topology,
@@ -210,6 +220,8 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
 
 /// Everything a point needs.
 struct PointContext<'a> {
+    /// Web experiments: the file set the backends serve.
+    www: Option<PathBuf>,
     exe: PathBuf,
     experiment: &'a Experiment,
     topology: &'a Topology,
@@ -233,21 +245,47 @@ impl PointContext<'_> {
         std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
         let stats = logs.join("server-stats.json");
 
-        let mut cmd = self.in_host(self.server_host)?;
-        cmd.args(["serve", "--engine", &p.engine, "--listen"])
-            .arg(format!("{}:0", self.server_ip))
-            .args(["--protocol", &exp.server.protocol, "--stats"])
-            .arg(&stats)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(log_file(&logs.join("server.log"))?);
-        if let Some(cpu) = &exp.server.cpu {
-            cmd.args(["--cpu", cpu]);
-        }
-        if exp.server.profile_poll {
-            cmd.arg("--profile-poll");
-        }
-        let mut server = ServerChild::spawn(cmd).map_err(|e| anyhow!("{e:?}"))?;
+        // The server under test: `connlab serve`, or web backends behind
+        // the point's gateway configuration.
+        let (mut server, web) = match &self.www {
+            None => {
+                let mut cmd = self.in_host(self.server_host)?;
+                cmd.args(["serve", "--engine", &p.engine, "--listen"])
+                    .arg(format!("{}:0", self.server_ip))
+                    .args(["--protocol", &exp.server.protocol, "--stats"])
+                    .arg(&stats)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(log_file(&logs.join("server.log"))?);
+                if let Some(cpu) = &exp.server.cpu {
+                    cmd.args(["--cpu", cpu]);
+                }
+                if exp.server.profile_poll {
+                    cmd.arg("--profile-poll");
+                }
+                (
+                    Some(ServerChild::spawn(cmd).map_err(|e| anyhow!("{e:?}"))?),
+                    None,
+                )
+            }
+            Some(www) => (
+                None,
+                Some(crate::cmd::sweep_web::start(
+                    exp,
+                    self.topology,
+                    &self.exe,
+                    www,
+                    &p.engine,
+                    &logs,
+                    log_file,
+                )?),
+            ),
+        };
+        let target = match (&server, &web) {
+            (Some(s), _) => s.addr,
+            (_, Some(w)) => w.target,
+            _ => unreachable!("one of the two is started"),
+        };
 
         let lead = exp.start_lead(p.connections);
         let start_at = SystemTime::now() + lead;
@@ -259,7 +297,7 @@ impl PointContext<'_> {
             let file = logs.join(format!("shard-{}.json", i + 1));
             let mut cmd = self.in_host(host)?;
             cmd.arg("load")
-                .args(["--target", &server.addr.to_string()])
+                .args(["--target", &target.to_string()])
                 .args(["--shard", &format!("{}/{k}", i + 1)])
                 .args(["--start-at", &format!("{start_s:.3}")])
                 .args(["-c", &p.connections.to_string()])
@@ -294,6 +332,9 @@ impl PointContext<'_> {
             if let Some(depth) = exp.client.depth {
                 cmd.args(["--depth", &depth.to_string()]);
             }
+            if let Some(www) = &self.www {
+                cmd.arg("--manifest").arg(www);
+            }
             match cmd.spawn() {
                 Ok(child) => shards.push(child),
                 Err(e) => {
@@ -310,8 +351,21 @@ impl PointContext<'_> {
             + Duration::from_secs_f64(p.warmup_s + p.duration_s)
             + DRAIN
             + Duration::from_secs(30 + p.connections / 1000);
+        let sampler = web.as_ref().map(|w| {
+            w.sampler(
+                start_at + Duration::from_secs_f64(p.warmup_s),
+                Duration::from_secs_f64(p.duration_s),
+            )
+        });
         let statuses = self.wait_shards(&mut shards, deadline);
-        let server_stats = server.stop(&stats, Duration::from_secs(30 + p.connections / 500));
+        let backend_cpu_share = sampler
+            .map(|s| s.join().unwrap_or_default())
+            .unwrap_or_default();
+        let server_stats = match (server.as_mut(), web) {
+            (Some(s), _) => s.stop(&stats, Duration::from_secs(30 + p.connections / 500)),
+            (_, Some(w)) => w.stop(),
+            _ => None,
+        };
         if self.shutdown.requested() {
             bail!("interrupted");
         }
@@ -350,7 +404,7 @@ impl PointContext<'_> {
                     "the server shed {shed} connections at its open-files limit"
                 ));
             }
-        } else {
+        } else if self.www.is_none() {
             warnings.push("the server wrote no statistics (see server.log)".into());
         }
         Ok(PointResult {
@@ -361,6 +415,7 @@ impl PointContext<'_> {
             load,
             server: server_stats,
             warnings,
+            backend_cpu_share,
             finished_unix_s: unix_now(),
         })
     }

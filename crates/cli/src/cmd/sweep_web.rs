@@ -1,0 +1,301 @@
+//! The web side of `connlab sweep` (experiments with a `[web]` section):
+//! nginx backends serving a file set, each under `connlab cap`, and the
+//! gateway configuration a point names (`direct`, `nat`, `proxy`,
+//! `haproxy`). Backend CPU is read from /proc for the processes of each
+//! backend's cgroup over the measured window.
+
+use crate::cmd::child::signal;
+use anyhow::{anyhow, bail, Context};
+use connlab_lab::Experiment;
+use connlab_os::netns::Topology;
+use std::io::{BufRead, BufReader};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+/// Port every backend listens on.
+const BACKEND_PORT: u16 = 8080;
+/// Port of the virtual address on the gateway host.
+const VIP_PORT: u16 = 80;
+
+/// Prepares a web sweep once: checks nginx (and HAProxy when named),
+/// writes the file set to `DIR/www` unless present, and puts every host's
+/// receive processing on its own CPU (backends 0, gateway 1), so that the
+/// backends' network-stack work counts in their CPU time whatever the
+/// gateway (a measured artefact otherwise: 29-36% instead of ~50%).
+pub(crate) fn prepare(exp: &Experiment, topo: &Topology, out: &Path) -> anyhow::Result<PathBuf> {
+    let web = exp
+        .web
+        .as_ref()
+        .ok_or_else(|| anyhow!("not a web experiment"))?;
+    if Command::new("nginx").arg("-v").output().is_err() {
+        bail!("web experiments need nginx: apt-get install nginx");
+    }
+    if exp.server.engines.iter().any(|e| e == "haproxy")
+        && Command::new("haproxy").arg("-v").output().is_err()
+    {
+        bail!("the haproxy configuration needs HAProxy: apt-get install haproxy");
+    }
+    let www = out.join("www");
+    if !www.join("manifest.csv").exists() {
+        let model: connlab_webset::Model = web.model.parse().map_err(|e: String| anyhow!(e))?;
+        connlab_webset::generate(model, &connlab_webset::ModelOptions::default())
+            .write_files(&www)
+            .map_err(|e| anyhow!("{e}"))?;
+    }
+    let rps = |host: &str, mask: &str| -> anyhow::Result<()> {
+        let ns = topo
+            .namespace(host)
+            .ok_or_else(|| anyhow!("no host {host}"))?;
+        let out = Command::new("ip")
+            .args(["netns", "exec", ns, "sh", "-c"])
+            .arg(format!(
+                "echo {mask} > /sys/class/net/eth0/queues/rx-0/rps_cpus"
+            ))
+            .output()?;
+        if !out.status.success() {
+            bail!(
+                "setting RPS in {host}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(())
+    };
+    rps(&exp.topology.server_host, "2")?;
+    for b in exp.backend_hosts() {
+        rps(&b, "1")?;
+    }
+    Ok(www)
+}
+
+/// The running backends and gateway of one point.
+pub(crate) struct WebSide {
+    backends: Vec<Child>,
+    gateway: Option<Child>,
+    procs: Vec<PathBuf>,
+    /// Where the clients send their requests.
+    pub(crate) target: SocketAddr,
+    gateway_stats: PathBuf,
+}
+
+fn addr(topo: &Topology, host: &str, port: u16) -> anyhow::Result<SocketAddr> {
+    let ip: Ipv4Addr = topo
+        .host_addr(host)
+        .ok_or_else(|| anyhow!("no host {host}"))?;
+    Ok(SocketAddr::from((ip, port)))
+}
+
+/// Waits until `target` accepts a connection from `from`'s namespace.
+fn wait_listening(topo: &Topology, from: &str, target: SocketAddr) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < deadline {
+        let ok = topo
+            .run_in(from, || {
+                std::net::TcpStream::connect_timeout(&target, Duration::from_millis(200)).is_ok()
+            })
+            .map_err(|e| anyhow!(e))?;
+        if ok {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    bail!("{target} never accepted a connection")
+}
+
+fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: prctl is async-signal-safe; it only sets this child's death signal.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
+/// Starts the backends and the gateway of configuration `config`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn start(
+    exp: &Experiment,
+    topo: &Topology,
+    exe: &Path,
+    www: &Path,
+    config: &str,
+    logs: &Path,
+    log_file: impl Fn(&Path) -> anyhow::Result<std::fs::File>,
+) -> anyhow::Result<WebSide> {
+    let web = exp
+        .web
+        .as_ref()
+        .ok_or_else(|| anyhow!("not a web experiment"))?;
+    let probe = exp.client_hosts()[0].clone();
+    let mut side = WebSide {
+        backends: Vec::new(),
+        gateway: None,
+        procs: Vec::new(),
+        target: addr(topo, "web1", BACKEND_PORT)?,
+        gateway_stats: logs.join("gateway-stats.json"),
+    };
+    let pool: Vec<SocketAddr> = exp
+        .backend_hosts()
+        .iter()
+        .map(|b| addr(topo, b, BACKEND_PORT))
+        .collect::<Result<_, _>>()?;
+    for (b, listen) in exp.backend_hosts().iter().zip(&pool) {
+        let conf = logs.join(format!("{b}.conf"));
+        std::fs::write(
+            &conf,
+            format!(
+                "user root; daemon off; worker_processes 1; pid {pid}; error_log {err};\n\
+                 events {{ worker_connections 8192; }}\n\
+                 http {{ access_log off; sendfile on; keepalive_requests 10000000; keepalive_timeout 300s;\n\
+                 server {{ listen {listen} backlog=4096; root {root}; }} }}\n",
+                pid = logs.join(format!("{b}.pid")).display(),
+                err = logs.join(format!("{b}.err")).display(),
+                root = www.display(),
+            ),
+        )
+        .with_context(|| format!("writing {}", conf.display()))?;
+        let ns = topo.namespace(b).ok_or_else(|| anyhow!("no host {b}"))?;
+        // `ip netns exec` remounts /sys (hiding the cgroup mounts): the quota
+        // is set up outside and the namespace entered inside it.
+        let mut cmd = Command::new("taskset");
+        cmd.args(["-c", "0"])
+            .arg(exe)
+            .args(["cap", "--cpu", &web.backend_cpu, "--name", b, "--"])
+            .args(["ip", "netns", "exec", ns, "nginx", "-c"])
+            .arg(&conf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file(&logs.join(format!("{b}.log")))?);
+        die_with_parent(&mut cmd);
+        let child = cmd
+            .spawn()
+            .context("starting a backend (connlab cap nginx)")?;
+        let pid = child.id();
+        side.backends.push(child);
+        wait_listening(topo, &probe, *listen)?;
+        side.procs.push(
+            connlab_os::cgroup::procs_path(pid, b)
+                .ok_or_else(|| anyhow!("no cgroup for backend {b}"))?,
+        );
+    }
+    if config == "direct" {
+        return Ok(side);
+    }
+    let gw = &exp.topology.server_host;
+    let vip = addr(topo, gw, VIP_PORT)?;
+    side.target = vip;
+    let mut cmd = topo.command(gw, "taskset").map_err(|e| anyhow!(e))?;
+    cmd.args(["-c", exp.server.cpu.as_deref().unwrap_or("1")]);
+    match config {
+        "nat" | "proxy" => {
+            cmd.arg(exe)
+                .args(["gateway", "--mode", config, "--listen", &vip.to_string()])
+                .args(["--policy", &web.policy, "--stats"])
+                .arg(&side.gateway_stats);
+            for b in &pool {
+                cmd.args(["--backend", &b.to_string()]);
+            }
+            if config == "nat" {
+                cmd.arg("--masquerade");
+            }
+        }
+        "haproxy" => {
+            let cfg = logs.join("haproxy.cfg");
+            let servers: String = pool
+                .iter()
+                .enumerate()
+                .map(|(i, b)| format!("  server s{i} {b}\n"))
+                .collect();
+            std::fs::write(
+                &cfg,
+                format!(
+                    "global\n  maxconn 9000\n  nbthread 1\ndefaults\n  mode tcp\n  timeout connect 5s\n  \
+                     timeout client 300s\n  timeout server 300s\nlisten gw\n  bind {vip}\n  balance source\n{servers}"
+                ),
+            )?;
+            cmd.args(["haproxy", "-db", "-f"]).arg(&cfg);
+        }
+        other => bail!("unknown gateway configuration {other:?}"),
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log_file(&logs.join("gateway.log"))?);
+    die_with_parent(&mut cmd);
+    let mut child = cmd.spawn().context("starting the gateway")?;
+    if config != "haproxy" {
+        // Wait for the banner: the ruleset or listener is in place.
+        let mut lines = BufReader::new(child.stdout.take().context("gateway stdout")?).lines();
+        loop {
+            match lines.next() {
+                Some(Ok(l)) if l.starts_with("gateway: ") => break,
+                Some(Ok(_)) => {}
+                _ => {
+                    let _ = child.wait();
+                    bail!("the gateway exited at start (see gateway.log)");
+                }
+            }
+        }
+        std::thread::spawn(move || for _ in lines {});
+    }
+    side.gateway = Some(child);
+    wait_listening(topo, &probe, vip)?;
+    Ok(side)
+}
+
+impl WebSide {
+    /// Samples each backend's CPU from `from` for `window`; returns shares
+    /// of one CPU. Runs on its own thread while the shards run.
+    pub(crate) fn sampler(
+        &self,
+        from: SystemTime,
+        window: Duration,
+    ) -> std::thread::JoinHandle<Vec<f64>> {
+        let procs = self.procs.clone();
+        std::thread::spawn(move || {
+            if let Ok(wait) = from.duration_since(SystemTime::now()) {
+                std::thread::sleep(wait);
+            }
+            let before: Vec<f64> = procs
+                .iter()
+                .map(|p| connlab_os::cgroup::group_cpu_s(p))
+                .collect();
+            let t0 = Instant::now();
+            std::thread::sleep(window);
+            let secs = t0.elapsed().as_secs_f64().max(1e-9);
+            procs
+                .iter()
+                .zip(before)
+                .map(|(p, b)| (connlab_os::cgroup::group_cpu_s(p) - b) / secs)
+                .collect()
+        })
+    }
+
+    /// Stops the gateway, then the backends; returns the gateway's statistics.
+    pub(crate) fn stop(mut self) -> Option<serde_json::Value> {
+        if let Some(g) = self.gateway.as_mut() {
+            stop_child(g);
+        }
+        for b in &mut self.backends {
+            stop_child(b);
+        }
+        std::fs::read_to_string(&self.gateway_stats)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+    }
+}
+
+fn stop_child(child: &mut Child) {
+    signal(child, libc::SIGINT);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
