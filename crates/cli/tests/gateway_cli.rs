@@ -318,6 +318,24 @@ fn proxy_takes_a_dead_backend_out_and_resets_its_connections() {
     assert!(s["backends"][0]["bytes_from"].as_u64().unwrap() >= 8, "{s}");
 }
 
+/// Unreachable backends: a clear error when none answers (proxy mode on
+/// loopback, no root needed).
+#[test]
+fn unreachable_backends_are_reported() {
+    let out = Command::new(connlab_bin())
+        .args(["gateway", "--mode", "proxy", "--listen", "127.0.0.1:0"])
+        .args(["--backend", "127.0.0.1:9", "--backend", "127.0.0.1:10"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no backend is reachable"), "{err}");
+    assert!(
+        err.contains("127.0.0.1:9") && err.contains("127.0.0.1:10"),
+        "{err}"
+    );
+}
+
 #[test]
 fn bad_flags_are_refused_with_exit_2() {
     for (args, says) in [

@@ -424,6 +424,12 @@ fn web_sweep_runs_backends_behind_each_gateway() {
                 cpu[1], 0.0,
                 "the second backend is idle when clients go direct"
             );
+            assert!(p.get("gateway_cpu_share").is_none(), "no gateway process");
+        } else {
+            assert!(
+                p["gateway_cpu_share"].as_f64().is_some(),
+                "{config}: gateway CPU"
+            );
         }
         assert!(p["load"]["size_classes"]
             .as_array()

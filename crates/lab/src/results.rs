@@ -107,6 +107,11 @@ pub struct PointResult {
     /// share of one CPU (user + system time of the processes of its cgroup).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub backend_cpu_share: Vec<f64>,
+    /// Web experiments: the gateway process's CPU over the measured window,
+    /// as a share of one CPU (`nat`: the kernel forwards in softirq, so this
+    /// stays near zero; `direct`: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_cpu_share: Option<f64>,
     /// Unix seconds when the point finished.
     pub finished_unix_s: f64,
 }

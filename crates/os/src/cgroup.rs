@@ -206,18 +206,23 @@ pub fn procs_path(pid: u32, name: &str) -> Option<PathBuf> {
 
 /// CPU seconds (user + system) of the processes listed in `procs`.
 pub fn group_cpu_s(procs: &Path) -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     fs::read_to_string(procs)
         .unwrap_or_default()
         .split_whitespace()
-        .filter_map(|pid| fs::read_to_string(format!("/proc/{pid}/stat")).ok())
-        .filter_map(|stat| {
-            let rest = stat.rsplit_once(')')?.1;
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            Some((f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?) / tick)
-        })
+        .filter_map(|pid| pid.parse().ok())
+        .filter_map(process_cpu_s)
         .sum()
+}
+
+/// CPU seconds (user + system) of process `pid` so far, from /proc (None
+/// when it is gone).
+pub fn process_cpu_s(pid: u32) -> Option<f64> {
+    // SAFETY: sysconf has no preconditions.
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some((f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?) / tick)
 }
 
 /// Removes the `connlab-<pid>-*` groups whose process is gone; returns them.

@@ -140,6 +140,7 @@ pub(crate) fn run(args: GatewayArgs) -> Result<ExitCode, Exit> {
         .map_err(|e| Exit::usage(anyhow!("--backend {e}")))?;
     let balancer = Balancer::new(args.policy, backends).map_err(|e| Exit::usage(anyhow!("{e}")))?;
     if args.mode == Mode::Proxy {
+        check_backends(&balancer)?;
         return run_proxy(&args, balancer);
     }
     // nat: refuse what the kernel rule cannot do before touching the kernel.
@@ -151,6 +152,7 @@ pub(crate) fn run(args: GatewayArgs) -> Result<ExitCode, Exit> {
             "nat mode programs nftables and needs root (CAP_NET_ADMIN): run as root or with sudo"
         )));
     }
+    check_backends(&balancer)?;
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let forward_before = std::fs::read_to_string(FORWARD).unwrap_or_default();
     std::fs::write(FORWARD, "1").with_context(|| format!("enabling forwarding ({FORWARD})"))?;
@@ -314,4 +316,25 @@ fn run_proxy(args: &GatewayArgs, balancer: Balancer) -> Result<ExitCode, Exit> {
             .collect(),
     };
     finish(args, &stats)
+}
+
+/// Connects once to every backend: warns about each one that does not
+/// answer, and fails (exit 1) when none does.
+fn check_backends(balancer: &Balancer) -> Result<(), Exit> {
+    let timeout = std::time::Duration::from_secs(1);
+    let mut failures = Vec::new();
+    for b in balancer.backends() {
+        if let Err(e) = std::net::TcpStream::connect_timeout(&b.addr, timeout) {
+            failures.push(format!("{} ({e})", b.addr));
+        }
+    }
+    if failures.len() == balancer.backends().len() {
+        return Err(anyhow!("no backend is reachable: {}", failures.join(", ")).into());
+    }
+    for f in &failures {
+        eprintln!(
+            "connlab gateway: warning: backend {f} does not answer; connections sent to it will fail until it does"
+        );
+    }
+    Ok(())
 }

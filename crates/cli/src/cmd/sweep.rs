@@ -358,7 +358,7 @@ impl PointContext<'_> {
             )
         });
         let statuses = self.wait_shards(&mut shards, deadline);
-        let backend_cpu_share = sampler
+        let (backend_cpu_share, gateway_cpu_share) = sampler
             .map(|s| s.join().unwrap_or_default())
             .unwrap_or_default();
         let server_stats = match (server.as_mut(), web) {
@@ -416,6 +416,7 @@ impl PointContext<'_> {
             server: server_stats,
             warnings,
             backend_cpu_share,
+            gateway_cpu_share,
             finished_unix_s: unix_now(),
         })
     }

@@ -246,30 +246,36 @@ pub(crate) fn start(
 }
 
 impl WebSide {
-    /// Samples each backend's CPU from `from` for `window`; returns shares
-    /// of one CPU. Runs on its own thread while the shards run.
+    /// Samples each backend's CPU and the gateway process's from `from`
+    /// for `window`; returns shares of one CPU. Runs on its own thread while
+    /// the shards run.
     pub(crate) fn sampler(
         &self,
         from: SystemTime,
         window: Duration,
-    ) -> std::thread::JoinHandle<Vec<f64>> {
+    ) -> std::thread::JoinHandle<(Vec<f64>, Option<f64>)> {
+        use connlab_os::cgroup::{group_cpu_s, process_cpu_s};
         let procs = self.procs.clone();
+        let gateway = self.gateway.as_ref().map(Child::id);
         std::thread::spawn(move || {
             if let Ok(wait) = from.duration_since(SystemTime::now()) {
                 std::thread::sleep(wait);
             }
-            let before: Vec<f64> = procs
-                .iter()
-                .map(|p| connlab_os::cgroup::group_cpu_s(p))
-                .collect();
+            let before: Vec<f64> = procs.iter().map(|p| group_cpu_s(p)).collect();
+            let gw_before = gateway.and_then(process_cpu_s);
             let t0 = Instant::now();
             std::thread::sleep(window);
             let secs = t0.elapsed().as_secs_f64().max(1e-9);
-            procs
+            let backends = procs
                 .iter()
                 .zip(before)
-                .map(|(p, b)| (connlab_os::cgroup::group_cpu_s(p) - b) / secs)
-                .collect()
+                .map(|(p, b)| (group_cpu_s(p) - b) / secs)
+                .collect();
+            let gw = match (gw_before, gateway.and_then(process_cpu_s)) {
+                (Some(a), Some(b)) => Some((b - a) / secs),
+                _ => None,
+            };
+            (backends, gw)
         })
     }
 
