@@ -3,6 +3,7 @@
 //! share one definition. Hand-written on purpose: the paper's `ip-mod`
 //! policy and the comparison with today's policies are the research.
 
+use connlab_measure::splitmix64;
 use std::net::{IpAddr, SocketAddr};
 
 /// A balancing policy.
@@ -235,24 +236,7 @@ impl Balancer {
                 Some(self.maglev[(address_hash(client) % MAGLEV_SIZE as u64) as usize])
             }
             PolicyKind::RoundRobin => {
-                // Smooth weighted round robin: add each weight, take the
-                // largest, subtract the total from it.
-                let mut total = 0i64;
-                let mut best: Option<usize> = None;
-                for i in 0..self.backends.len() {
-                    if !self.healthy[i] {
-                        continue;
-                    }
-                    let w = i64::from(self.backends[i].weight);
-                    self.rr_current[i] += w;
-                    total += w;
-                    if best.is_none_or(|b| self.rr_current[i] > self.rr_current[b]) {
-                        best = Some(i);
-                    }
-                }
-                let b = best?;
-                self.rr_current[b] -= total;
-                Some(b)
+                swrr_step(&self.backends, &self.healthy, &mut self.rr_current)
             }
             PolicyKind::LeastConnections => (0..self.backends.len())
                 .filter(|i| self.healthy[*i])
@@ -300,14 +284,14 @@ fn low_byte(ip: IpAddr) -> u8 {
     }
 }
 
-/// FNV-1a over the address bytes, then a 64-bit finaliser (splitmix64) so
+/// FNV-1a over the address bytes, then splitmix64 so
 /// neighbouring addresses spread.
 fn address_hash(ip: IpAddr) -> u64 {
     let bytes: Vec<u8> = match ip {
         IpAddr::V4(a) => a.octets().to_vec(),
         IpAddr::V6(a) => a.octets().to_vec(),
     };
-    mix(fnv1a(&bytes, 0xcbf2_9ce4_8422_2325))
+    splitmix64(fnv1a(&bytes, 0xcbf2_9ce4_8422_2325))
 }
 
 fn fnv1a(bytes: &[u8], seed: u64) -> u64 {
@@ -319,41 +303,34 @@ fn fnv1a(bytes: &[u8], seed: u64) -> u64 {
     h
 }
 
-fn mix(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
+/// One step of smooth weighted round robin (nginx's): every healthy
+/// backend's current weight grows by its weight, the largest is chosen and
+/// loses the total. Ties go to the first, so equal weights cycle in order.
+fn swrr_step(backends: &[Backend], healthy: &[bool], current: &mut [i64]) -> Option<usize> {
+    let mut total = 0i64;
+    let mut best: Option<usize> = None;
+    for (i, b) in backends.iter().enumerate() {
+        if !healthy[i] {
+            continue;
+        }
+        current[i] += i64::from(b.weight);
+        total += i64::from(b.weight);
+        if best.is_none_or(|k| current[i] > current[k]) {
+            best = Some(i);
+        }
+    }
+    let b = best?;
+    current[b] -= total;
+    Some(b)
 }
 
 /// `size` slots dealt to the healthy backends in proportion to their
-/// weights, interleaved (slot `s` to backend `s mod N` when weights are
-/// equal and all are healthy).
+/// weights, interleaved by [`swrr_step`] (slot `s` to backend `s mod N`
+/// when weights are equal and all are healthy).
 fn weighted_slots(backends: &[Backend], healthy: &[bool], size: usize) -> Vec<usize> {
-    let live: Vec<usize> = (0..backends.len()).filter(|&i| healthy[i]).collect();
-    if live.is_empty() {
-        return vec![0; size];
-    }
-    if live
-        .iter()
-        .all(|&i| backends[i].weight == backends[live[0]].weight)
-    {
-        return (0..size).map(|s| live[s % live.len()]).collect();
-    }
-    // Smooth weighted round robin over the slots: deterministic, interleaved.
-    let total: i64 = live.iter().map(|&i| i64::from(backends[i].weight)).sum();
     let mut current = vec![0i64; backends.len()];
     (0..size)
-        .map(|_| {
-            let mut best = live[0];
-            for &i in &live {
-                current[i] += i64::from(backends[i].weight);
-                if current[i] > current[best] {
-                    best = i;
-                }
-            }
-            current[best] -= total;
-            best
-        })
+        .map(|_| swrr_step(backends, healthy, &mut current).unwrap_or(0))
         .collect()
 }
 
@@ -372,8 +349,8 @@ fn maglev_table(backends: &[Backend], healthy: &[bool]) -> Vec<usize> {
         .iter()
         .map(|&i| {
             let name = backends[i].addr.to_string();
-            let offset = mix(fnv1a(name.as_bytes(), 0xcbf2_9ce4_8422_2325)) % m;
-            let skip = mix(fnv1a(name.as_bytes(), 0x8422_2325_cbf2_9ce4)) % (m - 1) + 1;
+            let offset = splitmix64(fnv1a(name.as_bytes(), 0xcbf2_9ce4_8422_2325)) % m;
+            let skip = splitmix64(fnv1a(name.as_bytes(), 0x8422_2325_cbf2_9ce4)) % (m - 1) + 1;
             (offset, skip)
         })
         .collect();

@@ -95,19 +95,9 @@ pub fn run(
     validate(w)?;
     if w.connection_per_request {
         let (opened, wr, rd, cpu, wall) = crate::per_request::run(w, shutdown, progress);
-        let mut result = assemble(w, w.connections, &opened, &[], wr, rd, cpu, wall);
-        // No connection stays open: the workers count as the connections.
-        result.connections.established = w.connections as u64;
-        result.connections.active = w.connections as u64;
-        result.warnings = warnings(w, &result, false, wall);
-        if result.requests.errors.contains_key("no_local_port") {
-            result.warnings.push(
-                "connects failed for want of a local port: each request leaves a TIME_WAIT \
-                 socket for 60 s, so the ephemeral ports (net.ipv4.ip_local_port_range) ran out; \
-                 lower the rate or spread over more --source-addrs"
-                    .into(),
-            );
-        }
+        // Every worker is active; none holds a connection between requests.
+        let workers: Vec<usize> = (0..w.connections).collect();
+        let result = assemble(w, w.connections, &opened, &workers, wr, rd, cpu, wall);
         return Ok(LoadOutcome {
             result,
             intervals: Vec::new(),
@@ -439,7 +429,12 @@ fn assemble(
         .map_or_else(Vec::new, |d| d.cdf(CDF_POINTS));
     let service = rd.service.summary();
     let response_bytes = rd.bytes_received as f64;
-    let established = opened.fds.len() as u64;
+    // Per-request runs keep no connection open: their workers stand for them.
+    let established = if w.connection_per_request {
+        w.connections
+    } else {
+        opened.fds.len()
+    } as u64;
     let (writer_cpu, reader_cpu) = (wr.cpu.total_s(), rd.cpu.total_s());
     let histograms = Histograms {
         encoding: HISTOGRAM_ENCODING.into(),
@@ -605,6 +600,14 @@ fn warnings(w: &Workload, r: &LoadResult, hit_fd_limit: bool, wall: Duration) ->
                 100.0 * cpu / wall_s
             ));
         }
+    }
+    if r.requests.errors.contains_key("no_local_port") {
+        out.push(
+            "connects failed for want of a local port: each request leaves a TIME_WAIT socket \
+             for 60 s, so the ephemeral ports (net.ipv4.ip_local_port_range) ran out; lower the \
+             rate or spread over more --source-addrs"
+                .into(),
+        );
     }
     if r.connections.established < r.connections.requested {
         out.push(format!(

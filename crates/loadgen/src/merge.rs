@@ -245,10 +245,7 @@ pub fn merge(parts: &[(String, LoadResult)]) -> Result<LoadResult, MergeError> {
         start_skew_ms: skew_s.max(0.0) * 1e3,
     });
     // Size classes (`--manifest` runs): histograms add per class label.
-    let mut classes: Vec<LatencyHistogram> = crate::request::SIZE_CLASSES
-        .iter()
-        .map(|_| LatencyHistogram::new())
-        .collect();
+    let mut classes: Vec<LatencyHistogram> = crate::request::class_histograms();
     for (file, r) in parts {
         for c in &r.size_classes {
             let Some(k) = crate::request::SIZE_CLASSES

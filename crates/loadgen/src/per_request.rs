@@ -12,7 +12,7 @@
 
 use crate::connect::Opened;
 use crate::reader::ReaderOutcome;
-use crate::request::{size_class, SIZE_CLASSES};
+use crate::request::{class_histograms, size_class};
 use crate::workload::{Progress, Rate, Workload};
 use crate::writer::WriterOutcome;
 use connlab_measure::LatencyHistogram;
@@ -51,10 +51,7 @@ pub(crate) fn run(
     let wall = start.elapsed();
     let mut rd = ReaderOutcome::default();
     if w.files.is_some() {
-        rd.classes = SIZE_CLASSES
-            .iter()
-            .map(|_| LatencyHistogram::new())
-            .collect();
+        rd.classes = class_histograms();
     }
     let mut wr = WriterOutcome {
         send_lag: LatencyHistogram::new(),
@@ -117,10 +114,7 @@ fn worker(
         bytes_sent: 0,
     };
     if w.files.is_some() {
-        out.rd.classes = SIZE_CLASSES
-            .iter()
-            .map(|_| LatencyHistogram::new())
-            .collect();
+        out.rd.classes = class_histograms();
     }
     let end = w.warmup + w.duration;
     // Open loop: this worker's share of the rate, phases spread over workers.
@@ -149,12 +143,12 @@ fn worker(
         let (path, class) = match &w.files {
             Some(f) => {
                 let i = f.mix.entry(seq, salt);
-                (f.mix.path(i).to_string(), Some(size_class(f.mix.size(i))))
+                (f.mix.path(i), Some(size_class(f.mix.size(i))))
             }
-            None => (w.path.clone(), None),
+            None => (w.path.as_str(), None),
         };
         request.clear();
-        encode_http_get(&path, false, &mut request);
+        encode_http_get(path, false, &mut request);
         let measured = scheduled >= w.warmup;
         out.sent += 1;
         out.measured_sent += u64::from(measured);

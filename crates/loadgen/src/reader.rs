@@ -116,10 +116,7 @@ pub(crate) fn run_reader(mut plan: ReaderPlan<'_, '_>) -> io::Result<ReaderOutco
     let cpu_before = CpuTimes::thread();
     let mut out = ReaderOutcome::default();
     if plan.files.is_some() {
-        out.classes = crate::request::SIZE_CLASSES
-            .iter()
-            .map(|_| LatencyHistogram::new())
-            .collect();
+        out.classes = crate::request::class_histograms();
     }
     let n = plan.fds.len();
     // SAFETY: plain syscall; the result is checked.

@@ -16,6 +16,14 @@ pub const SIZE_CLASSES: [(&str, u64, u64); 5] = [
     (">=1MB", 1_000_000, u64::MAX),
 ];
 
+/// One empty service-latency histogram per size class.
+pub(crate) fn class_histograms() -> Vec<connlab_measure::LatencyHistogram> {
+    SIZE_CLASSES
+        .iter()
+        .map(|_| connlab_measure::LatencyHistogram::new())
+        .collect()
+}
+
 /// The size class of a response of `bytes`.
 pub(crate) fn size_class(bytes: u64) -> usize {
     SIZE_CLASSES
@@ -75,7 +83,9 @@ impl FileMix {
 
     /// The file of request `seq` in the slice salted by `salt`.
     pub(crate) fn entry(&self, seq: u32, salt: u64) -> usize {
-        let h = splitmix(self.seed ^ salt ^ u64::from(seq).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let h = connlab_measure::splitmix64(
+            self.seed ^ salt ^ u64::from(seq).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        );
         self.picker.pick_at((h >> 11) as f64 / (1u64 << 53) as f64)
     }
 
@@ -88,13 +98,6 @@ impl FileMix {
     pub(crate) fn size(&self, i: usize) -> u64 {
         self.sizes[i]
     }
-}
-
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
 }
 
 /// Size of the shared request payload buffer; longer payloads repeat it.
@@ -152,7 +155,8 @@ impl RequestTemplate {
         }
     }
 
-    /// Bytes of request `seq`.
+    /// Bytes of request `seq` (the sender learns it from [`Self::iovecs`]).
+    #[cfg(test)]
     pub(crate) fn len(&self, seq: u32) -> u64 {
         match self.protocol {
             Protocol::Clb1 => u64::from(self.request_size),
@@ -162,19 +166,22 @@ impl RequestTemplate {
 
     /// Fills `iov` with the bytes of request `seq` from byte `offset` on;
     /// `head` holds the encoded header and must outlive the send. Returns the
-    /// number of iovecs used (at most `iov.len()`).
+    /// number of iovecs used (at most `iov.len()`) and the whole request's
+    /// length, so a manifest request's file is looked up once per write.
     pub(crate) fn iovecs(
         &self,
         seq: u32,
         offset: u64,
         head: &mut [u8; 16],
         iov: &mut [libc::iovec],
-    ) -> usize {
+    ) -> (usize, u64) {
         let mut n = 0;
         match self.protocol {
             Protocol::Http => {
-                let rest = &self.http_get(seq)[offset as usize..];
+                let get = self.http_get(seq);
+                let rest = &get[offset as usize..];
                 push(iov, &mut n, rest.as_ptr(), rest.len());
+                return (n, get.len() as u64);
             }
             Protocol::Clb1 => {
                 encode_clb1_request_header(self.request_size, self.response_size, seq, head);
@@ -197,7 +204,7 @@ impl RequestTemplate {
                 }
             }
         }
-        n
+        (n, u64::from(self.request_size))
     }
 }
 
@@ -222,7 +229,7 @@ mod tests {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
         }; 8];
-        let n = t.iovecs(seq, offset, &mut head, &mut iov);
+        let (n, _) = t.iovecs(seq, offset, &mut head, &mut iov);
         let mut out = Vec::new();
         for v in &iov[..n] {
             // SAFETY: each iovec points at `head` or a static buffer of at least iov_len bytes.

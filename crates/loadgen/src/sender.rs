@@ -47,8 +47,8 @@ impl<'a> Sender<'a> {
             self.pending[conn].push_back(Pending { seq, offset: 0 });
             return Ok(());
         }
-        let sent = self.write(fd, seq, 0)?;
-        if sent < self.template.len(seq) {
+        let (sent, len) = self.write(fd, seq, 0)?;
+        if sent < len {
             self.pending[conn].push_back(Pending { seq, offset: sent });
             self.backlogged.push(conn);
         }
@@ -83,8 +83,8 @@ impl<'a> Sender<'a> {
     fn flush_one(&mut self, conn: usize, fd: RawFd) -> Result<bool, SendFailure> {
         while let Some(front) = self.pending[conn].front() {
             let (seq, offset) = (front.seq, front.offset);
-            let sent = self.write(fd, seq, offset)?;
-            if offset + sent < self.template.len(seq) {
+            let (sent, len) = self.write(fd, seq, offset)?;
+            if offset + sent < len {
                 if let Some(front) = self.pending[conn].front_mut() {
                     front.offset = offset + sent;
                 }
@@ -95,14 +95,15 @@ impl<'a> Sender<'a> {
         Ok(true)
     }
 
-    /// One non-blocking `sendmsg` of request `seq` from `offset`; bytes taken.
-    fn write(&mut self, fd: RawFd, seq: u32, offset: u64) -> Result<u64, SendFailure> {
+    /// One non-blocking `sendmsg` of request `seq` from `offset`; returns the
+    /// bytes taken and the request's whole length.
+    fn write(&mut self, fd: RawFd, seq: u32, offset: u64) -> Result<(u64, u64), SendFailure> {
         let mut head = [0u8; 16];
         let mut iov = [libc::iovec {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
         }; IOVECS];
-        let n = self.template.iovecs(seq, offset, &mut head, &mut iov);
+        let (n, len) = self.template.iovecs(seq, offset, &mut head, &mut iov);
         // SAFETY: an all-zero msghdr is valid (no name, no control data).
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = iov.as_mut_ptr();
@@ -112,11 +113,11 @@ impl<'a> Sender<'a> {
             let r = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
             if r >= 0 {
                 self.bytes_sent += r as u64;
-                return Ok(r as u64);
+                return Ok((r as u64, len));
             }
             let e = io::Error::last_os_error();
             match e.kind() {
-                io::ErrorKind::WouldBlock => return Ok(0),
+                io::ErrorKind::WouldBlock => return Ok((0, len)),
                 io::ErrorKind::Interrupted => continue,
                 _ => return Err(SendFailure::Dead),
             }

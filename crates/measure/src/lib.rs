@@ -8,6 +8,7 @@
 
 mod active;
 mod deviation;
+mod hash;
 mod histogram;
 mod ratio;
 mod schedule;
@@ -16,6 +17,7 @@ pub mod units;
 
 pub use active::choose_active;
 pub use deviation::{DeviationHistogram, DeviationHistogramParts, DeviationSummary, SendDeviation};
+pub use hash::splitmix64;
 pub use histogram::{CdfPoint, DecodeError, LatencyHistogram, Summary};
 pub use ratio::{ActiveRatio, RatioError};
 pub use schedule::{Arrival, Schedule, ScheduleError};

@@ -83,6 +83,22 @@ impl Shutdown {
         }
     }
 
+    /// Waits until the latch trips or `timeout` passes; returns whether a
+    /// stop was asked for.
+    pub fn wait(&self, timeout: std::time::Duration) -> bool {
+        if !self.requested() {
+            let mut p = libc::pollfd {
+                fd: self.wake_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+            // SAFETY: one valid pollfd for the duration of the call.
+            unsafe { libc::poll(&mut p, 1, ms) };
+        }
+        self.requested()
+    }
+
     /// A descriptor that becomes readable when the latch trips; add it to any
     /// readiness set. It stays readable afterwards.
     pub fn wake_fd(&self) -> RawFd {

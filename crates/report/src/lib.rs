@@ -9,6 +9,7 @@
 
 mod plots;
 mod table;
+use table::server_stat;
 
 pub use table::{
     grouped, metric_name, rate_text, stat_names, Cell, ClaimCheck, PaperTable, Row, Stats,
@@ -451,11 +452,6 @@ struct Value {
     name: &'static str,
     axis: &'static str,
     of: fn(&PointResult) -> Option<f64>,
-}
-
-/// Server statistics field `name`.`key` of a point, as a number.
-fn server_stat(p: &PointResult, name: &str, key: &str) -> Option<f64> {
-    p.server.as_ref()?[name][key].as_f64()
 }
 
 const LATENCY_VALUES: [Value; 1] = [Value {

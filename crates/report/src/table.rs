@@ -109,14 +109,18 @@ fn our_stats(metric: Metric, p: &PointResult) -> Stats {
         Metric::PollCall => {
             // The call's cost is its thread CPU time: the wall time also
             // holds waiting for work and preemption by other threads.
-            let get = |name: &str, k: &str| p.server.as_ref().and_then(|s| s[name][k].as_f64());
             Stats([
-                get("poll_call_cpu_us", "mean"),
-                get("poll_call_us", "p50"),
-                get("poll_call_us", "mean"),
+                server_stat(p, "poll_call_cpu_us", "mean"),
+                server_stat(p, "poll_call_us", "p50"),
+                server_stat(p, "poll_call_us", "mean"),
             ])
         }
     }
+}
+
+/// Server statistics field `name`.`key` of a point, as a number.
+pub(crate) fn server_stat(p: &PointResult, name: &str, key: &str) -> Option<f64> {
+    p.server.as_ref()?[name][key].as_f64()
 }
 
 fn paper_stats(metric: Metric, c: &PaperCell) -> Stats {

@@ -2,6 +2,7 @@
 //! under a CPU quota, so that it, not the machine's shared cores, is the
 //! bottleneck of an experiment.
 
+use crate::cmd::child::signal;
 use crate::Exit;
 use anyhow::{anyhow, Context};
 use clap::Args;
@@ -13,7 +14,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Flags of `connlab cap`.
 #[derive(Args, Debug)]
@@ -106,19 +107,10 @@ pub(crate) fn run(args: CapArgs) -> Result<ExitCode, Exit> {
         if let Some(status) = child.try_wait().context("waiting for the command")? {
             break status;
         }
-        if shutdown.requested() && !forwarded {
-            let sig = shutdown.signal().unwrap_or(libc::SIGTERM);
-            // SAFETY: signalling our own child.
-            unsafe { libc::kill(child.id() as i32, sig) };
+        if shutdown.wait(Duration::from_millis(100)) && !forwarded {
+            signal(&child, shutdown.signal().unwrap_or(libc::SIGTERM));
             forwarded = true;
         }
-        let mut p = libc::pollfd {
-            fd: shutdown.wake_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd for the call.
-        unsafe { libc::poll(&mut p, 1, 100) };
     };
     let cpu = CpuTimes::self_and_children().since(&cpu0);
     let throttling = quota.throttling();

@@ -6,6 +6,7 @@ use crate::Exit;
 use anyhow::{anyhow, Context};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -31,16 +32,7 @@ impl ServerChild {
 
     /// SIGTERM, wait up to `grace` (then SIGKILL), and read its `--stats` file.
     pub(crate) fn stop(&mut self, stats: &Path, grace: Duration) -> Option<serde_json::Value> {
-        signal(&self.child, libc::SIGTERM);
-        let deadline = Instant::now() + grace;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop_child(&mut self.child, libc::SIGTERM, grace);
         let text = std::fs::read_to_string(stats).ok()?;
         serde_json::from_str(&text).ok()
     }
@@ -56,6 +48,35 @@ impl Drop for ServerChild {
 /// Server CPU seconds (user + system) from its `--stats`.
 pub(crate) fn server_cpu_s(stats: &serde_json::Value) -> Option<f64> {
     Some(stats["cpu_user_s"].as_f64()? + stats["cpu_sys_s"].as_f64()?)
+}
+
+/// Sends `sig`, waits up to `grace` for the child to end, then kills and
+/// reaps it.
+pub(crate) fn stop_child(child: &mut Child, sig: libc::c_int, grace: Duration) {
+    signal(child, sig);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Has the kernel kill the child (SIGKILL) when this process dies, so no
+/// server or shard outlives an interrupted sweep.
+pub(crate) fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: prctl is async-signal-safe; it only sets this child's death signal.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 }
 
 /// Sends `sig` to a child that has not been reaped.

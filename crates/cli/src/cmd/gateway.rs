@@ -175,15 +175,7 @@ pub(crate) fn run(args: GatewayArgs) -> Result<ExitCode, Exit> {
     );
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
-    while !shutdown.requested() {
-        let mut p = libc::pollfd {
-            fd: shutdown.wake_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd for the duration of the call.
-        unsafe { libc::poll(&mut p, 1, 1000) };
-    }
+    while !shutdown.wait(std::time::Duration::from_secs(1)) {}
     let counters = rules.counters();
     let table = rules.table().to_string();
     let removed = rules.remove();

@@ -18,7 +18,6 @@ use connlab_os::{Environment, Shutdown};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::fs::File;
 use std::io::IsTerminal;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -218,6 +217,13 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
     })
 }
 
+/// What a point measures: `connlab serve`, or web backends behind the
+/// point's gateway configuration.
+enum UnderTest {
+    Serve(ServerChild),
+    Web(crate::cmd::sweep_web::WebSide),
+}
+
 /// Everything a point needs.
 struct PointContext<'a> {
     /// Web experiments: the file set the backends serve.
@@ -247,7 +253,7 @@ impl PointContext<'_> {
 
         // The server under test: `connlab serve`, or web backends behind
         // the point's gateway configuration.
-        let (mut server, web) = match &self.www {
+        let mut under_test = match &self.www {
             None => {
                 let mut cmd = self.in_host(self.server_host)?;
                 cmd.args(["serve", "--engine", &p.engine, "--listen"])
@@ -263,28 +269,21 @@ impl PointContext<'_> {
                 if exp.server.profile_poll {
                     cmd.arg("--profile-poll");
                 }
-                (
-                    Some(ServerChild::spawn(cmd).map_err(|e| anyhow!("{e:?}"))?),
-                    None,
-                )
+                UnderTest::Serve(ServerChild::spawn(cmd).map_err(|e| anyhow!("{e:?}"))?)
             }
-            Some(www) => (
-                None,
-                Some(crate::cmd::sweep_web::start(
-                    exp,
-                    self.topology,
-                    &self.exe,
-                    www,
-                    &p.engine,
-                    &logs,
-                    log_file,
-                )?),
-            ),
+            Some(www) => UnderTest::Web(crate::cmd::sweep_web::start(
+                exp,
+                self.topology,
+                &self.exe,
+                www,
+                &p.engine,
+                &logs,
+                log_file,
+            )?),
         };
-        let target = match (&server, &web) {
-            (Some(s), _) => s.addr,
-            (_, Some(w)) => w.target,
-            _ => unreachable!("one of the two is started"),
+        let target = match &under_test {
+            UnderTest::Serve(s) => s.addr,
+            UnderTest::Web(w) => w.target,
         };
 
         let lead = exp.start_lead(p.connections);
@@ -351,20 +350,22 @@ impl PointContext<'_> {
             + Duration::from_secs_f64(p.warmup_s + p.duration_s)
             + DRAIN
             + Duration::from_secs(30 + p.connections / 1000);
-        let sampler = web.as_ref().map(|w| {
-            w.sampler(
+        let sampler = match &under_test {
+            UnderTest::Web(w) => Some(w.sampler(
                 start_at + Duration::from_secs_f64(p.warmup_s),
                 Duration::from_secs_f64(p.duration_s),
-            )
-        });
+            )),
+            UnderTest::Serve(_) => None,
+        };
         let statuses = self.wait_shards(&mut shards, deadline);
         let (backend_cpu_share, gateway_cpu_share) = sampler
             .map(|s| s.join().unwrap_or_default())
             .unwrap_or_default();
-        let server_stats = match (server.as_mut(), web) {
-            (Some(s), _) => s.stop(&stats, Duration::from_secs(30 + p.connections / 500)),
-            (_, Some(w)) => w.stop(),
-            _ => None,
+        let server_stats = match under_test {
+            UnderTest::Serve(ref mut s) => {
+                s.stop(&stats, Duration::from_secs(30 + p.connections / 500))
+            }
+            UnderTest::Web(w) => w.stop(),
         };
         if self.shutdown.requested() {
             bail!("interrupted");
@@ -427,15 +428,7 @@ impl PointContext<'_> {
             .topology
             .command(host, &self.exe)
             .map_err(|e| anyhow!(e))?;
-        // SAFETY: prctl is async-signal-safe; it only sets this child's death signal.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        crate::cmd::child::die_with_parent(&mut cmd);
         Ok(cmd)
     }
 

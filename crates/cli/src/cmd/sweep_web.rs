@@ -4,13 +4,12 @@
 //! `haproxy`). Backend CPU is read from /proc for the processes of each
 //! backend's cgroup over the measured window.
 
-use crate::cmd::child::signal;
+use crate::cmd::child::{die_with_parent, stop_child};
 use anyhow::{anyhow, bail, Context};
 use connlab_lab::Experiment;
 use connlab_os::netns::Topology;
 use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, SocketAddr};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
@@ -102,16 +101,6 @@ fn wait_listening(topo: &Topology, from: &str, target: SocketAddr) -> anyhow::Re
         std::thread::sleep(Duration::from_millis(100));
     }
     bail!("{target} never accepted a connection")
-}
-
-fn die_with_parent(cmd: &mut Command) {
-    // SAFETY: prctl is async-signal-safe; it only sets this child's death signal.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
 }
 
 /// Starts the backends and the gateway of configuration `config`.
@@ -281,27 +270,15 @@ impl WebSide {
 
     /// Stops the gateway, then the backends; returns the gateway's statistics.
     pub(crate) fn stop(mut self) -> Option<serde_json::Value> {
+        let grace = Duration::from_secs(20);
         if let Some(g) = self.gateway.as_mut() {
-            stop_child(g);
+            stop_child(g, libc::SIGINT, grace);
         }
         for b in &mut self.backends {
-            stop_child(b);
+            stop_child(b, libc::SIGINT, grace);
         }
         std::fs::read_to_string(&self.gateway_stats)
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
     }
-}
-
-fn stop_child(child: &mut Child) {
-    signal(child, libc::SIGINT);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
 }
