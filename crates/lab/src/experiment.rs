@@ -77,8 +77,35 @@ pub struct Experiment {
 
 /// Gateway configurations a web experiment's `server.engines` may name:
 /// `direct` (clients to the first backend), `nat` and `proxy` (`connlab
-/// gateway --mode ...`), `haproxy` (HAProxy `mode tcp`, `balance source`).
+/// gateway --mode ...`), `haproxy` (HAProxy `mode tcp`, `balance source`,
+/// or `roundrobin`/`leastconn` under those policies). A balancing
+/// configuration may add `:N` to balance only the first N backends
+/// (`proxy:4`), so one sweep compares backend counts (the gateway's limit).
 pub const WEB_CONFIGS: [&str; 4] = ["direct", "nat", "proxy", "haproxy"];
+
+/// A web experiment's engine name split into its gateway configuration and
+/// backend count: `proxy:4` is `("proxy", Some(4))`, `nat` is `("nat", None)`
+/// (all backends). Errors name what is wrong.
+pub fn web_config(engine: &str) -> Result<(&str, Option<u32>), String> {
+    let (config, count) = match engine.split_once(':') {
+        Some((c, n)) => {
+            let n: u32 = n.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
+                format!("{engine:?}: the backend count after ':' must be a whole number from 1")
+            })?;
+            (c, Some(n))
+        }
+        None => (engine, None),
+    };
+    if !WEB_CONFIGS.contains(&config) {
+        return Err(format!(
+            "{engine:?}: a web experiment names gateway configurations: direct, nat, proxy or haproxy, optionally with :N backends"
+        ));
+    }
+    if config == "direct" && count.is_some_and(|n| n != 1) {
+        return Err(format!("{engine:?}: direct always uses one backend"));
+    }
+    Ok((config, count))
+}
 
 /// `[web]`: nginx backends serving a web file set, each under a CPU quota,
 /// reached through the gateway configuration each point names in
@@ -421,7 +448,7 @@ impl PointParams {
             .collect();
         format!(
             "{}-c{}-a{}-r{}-rep{}",
-            self.engine,
+            self.engine.replace(':', "-b"),
             self.connections,
             ratio,
             self.rate_label(),
@@ -478,6 +505,18 @@ impl Experiment {
     pub fn backend_hosts(&self) -> Vec<String> {
         let n = self.web.as_ref().map_or(0, |w| w.backends);
         (1..=n).map(|i| format!("web{i}")).collect()
+    }
+
+    /// The backend hosts a web engine uses: the first N for `config:N`, one
+    /// for `direct`, all of them otherwise.
+    pub fn backend_hosts_of(&self, engine: &str) -> Vec<String> {
+        let mut hosts = self.backend_hosts();
+        match web_config(engine) {
+            Ok(("direct", _)) => hosts.truncate(1),
+            Ok((_, Some(n))) => hosts.truncate(n as usize),
+            _ => {}
+        }
+        hosts
     }
 
     /// Client host names: `client1` .. `clientK`.
@@ -597,11 +636,13 @@ impl Experiment {
             return Err(bad("server.engines", "name at least one engine".into()));
         }
         for (i, e) in self.server.engines.iter().enumerate() {
-            if self.web.is_some() {
-                if !WEB_CONFIGS.contains(&e.as_str()) {
+            if let Some(w) = &self.web {
+                let (_, count) =
+                    web_config(e).map_err(|m| bad(&format!("server.engines[{i}]"), m))?;
+                if count.is_some_and(|n| n > w.backends) {
                     return Err(bad(
                         &format!("server.engines[{i}]"),
-                        format!("{e:?}: a web experiment names gateway configurations: direct, nat, proxy or haproxy"),
+                        format!("{e:?}: more backends than web.backends = {}", w.backends),
                     ));
                 }
             } else {
@@ -1026,7 +1067,18 @@ mod shipped {
             if path.extension().is_some_and(|e| e == "toml") {
                 let e = Experiment::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
                 assert!(e.topology.client_hosts >= 2, "{}", path.display());
-                assert!(!e.plan(true).is_empty() && e.plan(true).len() < e.plan(false).len());
+                // --quick runs fewer points or shorter ones.
+                let (quick, full) = (e.plan(true), e.plan(false));
+                let seconds = |plan: &[super::PointParams]| -> f64 {
+                    plan.iter().map(|p| p.duration_s + p.warmup_s).sum()
+                };
+                assert!(
+                    !quick.is_empty()
+                        && quick.len() <= full.len()
+                        && seconds(&quick) < seconds(&full),
+                    "{}",
+                    path.display()
+                );
                 n += 1;
             }
         }

@@ -13,7 +13,7 @@ mod experiment;
 mod results;
 
 pub use experiment::{
-    parse_link_rate, rate_label, ClientSection, Experiment, ExperimentError, Matrix,
+    parse_link_rate, rate_label, web_config, ClientSection, Experiment, ExperimentError, Matrix,
     MatrixOverride, Metric, Paper, PaperCell, PaperClaim, PointParams, RateValue, RatioValue,
     ServerSection, SizeValue, TopologySection, Vary, WebSection, ENGINES, WEB_CONFIGS,
 };

@@ -112,6 +112,11 @@ pub struct PointResult {
     /// stays near zero; `direct`: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway_cpu_share: Option<f64>,
+    /// Web experiments: each CPU's busy share over the measured window, from
+    /// `/proc/stat` (index = CPU): sees the kernel's forwarding, which no
+    /// process is charged with.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu_busy_share: Vec<f64>,
     /// Unix seconds when the point finished.
     pub finished_unix_s: f64,
 }

@@ -145,9 +145,80 @@ pub fn current_cpu() -> Option<usize> {
     usize::try_from(cpu).ok()
 }
 
+/// Busy and total time of every CPU since boot, from `/proc/stat` (clock
+/// ticks): machine-wide, so it sees work no process is charged with (the
+/// kernel forwarding packets in softirq, for one).
+#[derive(Clone, Debug, Default)]
+pub struct CpuBusy(Vec<(u64, u64)>);
+
+impl CpuBusy {
+    /// Reads `/proc/stat` now; empty if it cannot be read.
+    pub fn sample() -> CpuBusy {
+        std::fs::read_to_string("/proc/stat")
+            .map(|s| CpuBusy::parse(&s))
+            .unwrap_or_default()
+    }
+
+    fn parse(stat: &str) -> CpuBusy {
+        let mut cpus = Vec::new();
+        for line in stat.lines() {
+            // "cpuN ..." lines; not the "cpu  ..." total.
+            let Some(rest) = line
+                .strip_prefix("cpu")
+                .filter(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+            else {
+                continue;
+            };
+            let mut fields = rest.split_whitespace();
+            let Some(index) = fields.next().and_then(|i| i.parse::<usize>().ok()) else {
+                continue;
+            };
+            let v: Vec<u64> = fields.filter_map(|f| f.parse().ok()).collect();
+            // user nice system idle iowait irq softirq steal ...
+            let total: u64 = v.iter().take(8).sum();
+            let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+            if cpus.len() <= index {
+                cpus.resize(index + 1, (0, 0));
+            }
+            cpus[index] = (total - idle.min(total), total);
+        }
+        CpuBusy(cpus)
+    }
+
+    /// Each CPU's busy share (0 to 1) between `earlier` and `self`.
+    pub fn shares_since(&self, earlier: &CpuBusy) -> Vec<f64> {
+        self.0
+            .iter()
+            .zip(&earlier.0)
+            .map(|(now, then)| {
+                let total = now.1.saturating_sub(then.1);
+                if total == 0 {
+                    0.0
+                } else {
+                    now.0.saturating_sub(then.0) as f64 / total as f64
+                }
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_busy_shares_from_proc_stat() {
+        let a = CpuBusy::parse(
+            "cpu  9 9 9 9 9 9 9 9\ncpu0 10 0 10 70 10 0 0 0 0 0\ncpu1 0 0 0 100 0 0 0 0\n",
+        );
+        let b = CpuBusy::parse(
+            "cpu  9 9 9 9 9 9 9 9\ncpu0 40 0 20 120 10 0 10 0 0 0\ncpu1 0 0 0 200 0 0 0 0\n",
+        );
+        assert_eq!(b.shares_since(&a), vec![0.5, 0.0]);
+        assert!(CpuBusy::sample()
+            .shares_since(&CpuBusy::default())
+            .is_empty());
+    }
 
     #[test]
     fn parses_lists_and_ranges() {

@@ -13,7 +13,7 @@ mod shared;
 mod shutdown;
 
 pub use cpu::{
-    current_affinity, current_cpu, pin_current_process, set_current_thread_fifo, CpuList,
+    current_affinity, current_cpu, pin_current_process, set_current_thread_fifo, CpuBusy, CpuList,
     CpuListError,
 };
 pub use environment::Environment;

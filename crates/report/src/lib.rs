@@ -626,6 +626,9 @@ fn plots(dir: &SweepDir, t: &PaperTable) -> Result<Vec<(String, String, String)>
             }
         }
     }
+    if dir.experiment.web.is_some() {
+        out.extend(backend_count_plots(dir)?);
+    }
     // Closed loop has no send schedule: no deviation to plot.
     if dir.points.iter().all(|p| p.params.closed_loop()) {
         return Ok(out);
@@ -690,6 +693,101 @@ fn plots(dir: &SweepDir, t: &PaperTable) -> Result<Vec<(String, String, String)>
             format!("Cumulative distribution of each send's deviation from the evenly spaced schedule with the same mean (section 5.2), {}, one line per engine.", row.label),
             svg,
         ));
+    }
+    Ok(out)
+}
+
+/// The gateway's limit (web engines named `config:N`): throughput, traffic
+/// and gateway CPU against the number of backends, a plot per rate, a line
+/// per gateway configuration.
+fn backend_count_plots(dir: &SweepDir) -> Result<Vec<(String, String, String)>, ReportError> {
+    type Of = Box<dyn Fn(&PointResult) -> Option<f64>>;
+    // The gateway's CPU as /proc/stat sees it: with nat, the kernel forwards
+    // in softirq and the gateway process itself stays idle.
+    let gateway_cpu: Option<usize> = dir
+        .experiment
+        .server
+        .cpu
+        .as_deref()
+        .and_then(|c| c.split([',', '-']).next())
+        .and_then(|c| c.trim().parse().ok());
+    let mut values: Vec<(&str, String, Of)> = vec![
+        (
+            "throughput",
+            "responses per second".into(),
+            Box::new(|p: &PointResult| Some(p.load.achieved_rate_per_s)),
+        ),
+        (
+            "traffic",
+            "response traffic (Mbit/s)".into(),
+            Box::new(|p: &PointResult| Some(p.load.throughput_mbit_s)),
+        ),
+        (
+            "gateway process CPU",
+            "gateway process CPU (share of one CPU)".into(),
+            Box::new(|p: &PointResult| p.gateway_cpu_share),
+        ),
+    ];
+    if let Some(cpu) = gateway_cpu {
+        values.push((
+            "busy share of the gateway's CPU",
+            format!("CPU {cpu} busy (share, /proc/stat)"),
+            Box::new(move |p: &PointResult| p.cpu_busy_share.get(cpu).copied()),
+        ));
+    }
+    let counted: Vec<(&PointResult, &str, f64)> = dir
+        .points
+        .iter()
+        .filter_map(|p| match connlab_lab::web_config(&p.params.engine) {
+            Ok((config, Some(n))) => Some((p, config, f64::from(n))),
+            _ => None,
+        })
+        .collect();
+    let mut configs: Vec<&str> = counted.iter().map(|c| c.1).collect();
+    configs.sort();
+    configs.dedup();
+    let mut rates: Vec<f64> = counted.iter().map(|c| c.0.params.rate_per_s).collect();
+    rates.sort_by(f64::total_cmp);
+    rates.dedup();
+    let mut out = Vec::new();
+    for rate in rates {
+        for (value_name, axis, value_of) in &values {
+            let series: Vec<Series> = configs
+                .iter()
+                .filter_map(|config| {
+                    let mut by_x: BTreeMap<u64, (f64, f64, usize)> = BTreeMap::new();
+                    for (p, _, n) in counted.iter().filter(|c| {
+                        c.1 == *config && c.0.params.rate_per_s.to_bits() == rate.to_bits()
+                    }) {
+                        let Some(y) = value_of(p) else { continue };
+                        let slot = by_x.entry(n.to_bits()).or_insert((*n, 0.0, 0));
+                        slot.1 += y;
+                        slot.2 += 1;
+                    }
+                    let points: Vec<(f64, f64)> =
+                        by_x.values().map(|(x, s, n)| (*x, s / *n as f64)).collect();
+                    (points.len() >= 2).then(|| Series {
+                        name: config.to_string(),
+                        points,
+                    })
+                })
+                .collect();
+            if series.is_empty() {
+                continue;
+            }
+            let title = format!("{value_name} against backends ({})", rate_text(rate));
+            let svg = plots::linear(&title, "backends", axis, &series, None)?;
+            let mut name = value_name.to_string();
+            name[..1].make_ascii_uppercase();
+            out.push((
+                format!("backends-{}", out.len()),
+                format!(
+                    "{name} against the number of backends, one line per gateway configuration, {}: where a line stops rising, the gateway (or the clients' CPU) is the limit.",
+                    rate_text(rate)
+                ),
+                svg,
+            ));
+        }
     }
     Ok(out)
 }

@@ -358,7 +358,7 @@ impl PointContext<'_> {
             UnderTest::Serve(_) => None,
         };
         let statuses = self.wait_shards(&mut shards, deadline);
-        let (backend_cpu_share, gateway_cpu_share) = sampler
+        let window_cpu = sampler
             .map(|s| s.join().unwrap_or_default())
             .unwrap_or_default();
         let server_stats = match under_test {
@@ -416,8 +416,9 @@ impl PointContext<'_> {
             load,
             server: server_stats,
             warnings,
-            backend_cpu_share,
-            gateway_cpu_share,
+            backend_cpu_share: window_cpu.backends,
+            gateway_cpu_share: window_cpu.gateway,
+            cpu_busy_share: window_cpu.cpus,
             finished_unix_s: unix_now(),
         })
     }

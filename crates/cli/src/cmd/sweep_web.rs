@@ -69,6 +69,17 @@ pub(crate) fn prepare(exp: &Experiment, topo: &Topology, out: &Path) -> anyhow::
     Ok(www)
 }
 
+/// CPU use over a point's measured window, each a share of one CPU.
+#[derive(Debug, Default)]
+pub(crate) struct WindowCpu {
+    /// Each backend's processes.
+    pub(crate) backends: Vec<f64>,
+    /// The gateway process, if there is one.
+    pub(crate) gateway: Option<f64>,
+    /// Each CPU's busy share (machine-wide, `/proc/stat`).
+    pub(crate) cpus: Vec<f64>,
+}
+
 /// The running backends and gateway of one point.
 pub(crate) struct WebSide {
     backends: Vec<Child>,
@@ -126,12 +137,13 @@ pub(crate) fn start(
         target: addr(topo, "web1", BACKEND_PORT)?,
         gateway_stats: logs.join("gateway-stats.json"),
     };
-    let pool: Vec<SocketAddr> = exp
-        .backend_hosts()
+    let hosts = exp.backend_hosts_of(config);
+    let config = connlab_lab::web_config(config).map_err(|m| anyhow!(m))?.0;
+    let pool: Vec<SocketAddr> = hosts
         .iter()
         .map(|b| addr(topo, b, BACKEND_PORT))
         .collect::<Result<_, _>>()?;
-    for (b, listen) in exp.backend_hosts().iter().zip(&pool) {
+    for (b, listen) in hosts.iter().zip(&pool) {
         let conf = logs.join(format!("{b}.conf"));
         std::fs::write(
             &conf,
@@ -193,6 +205,11 @@ pub(crate) fn start(
         }
         "haproxy" => {
             let cfg = logs.join("haproxy.cfg");
+            let balance = match web.policy.as_str() {
+                "round-robin" => "roundrobin",
+                "least-connections" => "leastconn",
+                _ => "source",
+            };
             let servers: String = pool
                 .iter()
                 .enumerate()
@@ -202,7 +219,7 @@ pub(crate) fn start(
                 &cfg,
                 format!(
                     "global\n  maxconn 9000\n  nbthread 1\ndefaults\n  mode tcp\n  timeout connect 5s\n  \
-                     timeout client 300s\n  timeout server 300s\nlisten gw\n  bind {vip}\n  balance source\n{servers}"
+                     timeout client 300s\n  timeout server 300s\nlisten gw\n  bind {vip}\n  balance {balance}\n{servers}"
                 ),
             )?;
             cmd.args(["haproxy", "-db", "-f"]).arg(&cfg);
@@ -235,14 +252,14 @@ pub(crate) fn start(
 }
 
 impl WebSide {
-    /// Samples each backend's CPU and the gateway process's from `from`
-    /// for `window`; returns shares of one CPU. Runs on its own thread while
-    /// the shards run.
+    /// Samples each backend's CPU, the gateway process's and every CPU's
+    /// busy share from `from` for `window`. Runs on its own thread while the
+    /// shards run.
     pub(crate) fn sampler(
         &self,
         from: SystemTime,
         window: Duration,
-    ) -> std::thread::JoinHandle<(Vec<f64>, Option<f64>)> {
+    ) -> std::thread::JoinHandle<WindowCpu> {
         use connlab_os::cgroup::{group_cpu_s, process_cpu_s};
         let procs = self.procs.clone();
         let gateway = self.gateway.as_ref().map(Child::id);
@@ -252,19 +269,25 @@ impl WebSide {
             }
             let before: Vec<f64> = procs.iter().map(|p| group_cpu_s(p)).collect();
             let gw_before = gateway.and_then(process_cpu_s);
+            let busy_before = connlab_os::CpuBusy::sample();
             let t0 = Instant::now();
             std::thread::sleep(window);
             let secs = t0.elapsed().as_secs_f64().max(1e-9);
+            let cpus = connlab_os::CpuBusy::sample().shares_since(&busy_before);
             let backends = procs
                 .iter()
                 .zip(before)
                 .map(|(p, b)| (group_cpu_s(p) - b) / secs)
                 .collect();
-            let gw = match (gw_before, gateway.and_then(process_cpu_s)) {
+            let gateway = match (gw_before, gateway.and_then(process_cpu_s)) {
                 (Some(a), Some(b)) => Some((b - a) / secs),
                 _ => None,
             };
-            (backends, gw)
+            WindowCpu {
+                backends,
+                gateway,
+                cpus,
+            }
         })
     }
 
