@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The gateway against its peers: connlab proxy vs HAProxy (mode tcp), and nat vs direct.
 
-Usage (root): scripts/bench_gateway.py [--reps N] [--duration S] [--rate R] > gateway.csv
+Usage (root): scripts/bench_gateway.py [--reps N] [--duration S] [--rate R] [--modes a,b] > gateway.csv
 
 Builds four network namespaces on one bridge (client 198.18.0.4, gateway .1, nginx
 backend .2; .3 unused), serves the paper's web file set (`connlab webset generate
@@ -10,6 +10,7 @@ workload (`connlab load --protocol http --manifest`, keep-alive connections):
 
   direct   client -> nginx
   proxy    client -> connlab gateway --mode proxy -> nginx
+  proxy-splice  the same with --splice (pipes and splice(2) instead of user buffers)
   haproxy  client -> haproxy (mode tcp, balance source, one thread) -> nginx
   nat      client -> connlab gateway --mode nat --masquerade (nftables DNAT) -> nginx
 
@@ -34,6 +35,8 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--rate", type=int, default=2000)
+    ap.add_argument("--modes", default="direct,proxy,proxy-splice,haproxy,nat",
+                    help="comma-separated subset of direct, proxy, proxy-splice, haproxy, nat")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root (network namespaces, nftables)")
@@ -71,12 +74,19 @@ listen gw
                 "direct": (None, BACKEND),
                 "proxy": (inns("gw", "taskset", "-c", "1", BIN, "gateway", "--mode", "proxy", "--listen", VIP,
                                "--backend", BACKEND, "--policy", "source-hash"), VIP),
+                "proxy-splice": (inns("gw", "taskset", "-c", "1", BIN, "gateway", "--mode", "proxy", "--listen",
+                                      VIP, "--backend", BACKEND, "--policy", "source-hash", "--splice"), VIP),
                 "haproxy": (inns("gw", "taskset", "-c", "1", "haproxy", "-db", "-f", f"{tmp}/haproxy.cfg"), VIP),
                 "nat": (inns("gw", BIN, "gateway", "--mode", "nat", "--listen", VIP, "--backend", BACKEND,
                              "--policy", "ip-mod", "--masquerade"), VIP),
             }
+            modes = a.modes.split(",")
+            unknown = [m for m in modes if m not in gateways]
+            if unknown:
+                sys.exit(f"--modes: unknown {unknown}; choose from {', '.join(gateways)}")
             for rep in range(1, a.reps + 1):
-                for mode, (cmd, target) in gateways.items():
+                for mode in modes:
+                    cmd, target = gateways[mode]
                     gw = None
                     if cmd:
                         gw = start(cmd, ready="gateway:" if BIN in cmd else None)

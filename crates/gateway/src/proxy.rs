@@ -7,6 +7,12 @@
 //! connections are reset (no client waits on a dead backend beyond the
 //! interval); it is put back when a check succeeds. A refused connect is
 //! retried on the next healthy backend.
+//!
+//! With `splice` on, each direction is a pipe instead of a user buffer:
+//! bytes move socket -> pipe -> socket by `splice(2)` and never enter user
+//! space (zero copy where the kernel can share pages; on loopback it still
+//! copies once into the pipe). It costs two pipes (four descriptors) per
+//! connection. Whether it helps is measured, not assumed (BENCHMARKS.md).
 
 use crate::policy::Balancer;
 use mio::net::{TcpListener, TcpStream};
@@ -14,7 +20,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown as Half, SocketAddr};
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +44,8 @@ pub struct ProxyConfig {
     pub health_timeout: Duration,
     /// Consecutive failed checks that take a backend out.
     pub health_fails: u32,
+    /// Relay through pipes with `splice(2)` instead of user-space buffers.
+    pub splice: bool,
 }
 
 impl Default for ProxyConfig {
@@ -48,6 +56,7 @@ impl Default for ProxyConfig {
             health_interval: Duration::from_secs(1),
             health_timeout: Duration::from_millis(500),
             health_fails: 1,
+            splice: false,
         }
     }
 }
@@ -78,6 +87,9 @@ pub struct ProxyStats {
     pub accepted: u64,
     /// Client connections closed at once because no backend was healthy.
     pub no_backend: u64,
+    /// Client connections reset because their relay pipes could not be made
+    /// (`--splice` out of descriptors).
+    pub no_relay: u64,
     /// Per backend, in the order given.
     pub backends: Vec<ProxyBackendStats>,
 }
@@ -104,9 +116,10 @@ impl Buf {
         self.end == self.data.len() && self.start == 0
     }
     /// One read from `src` into the free space; returns (bytes read, saw
-    /// EOF). Clears `readable` when the socket is drained: a short read or
-    /// `EAGAIN` (edge-triggered epoll reports the next arrival anyway), so
-    /// no call is spent to learn "nothing more".
+    /// EOF). Clears `readable` only on `EAGAIN`. Not on a short read: with
+    /// several connections relaying in bulk, a read shorter than the space
+    /// sometimes left data that no new edge announced, and the connection
+    /// stalled (found by `tests/proxy_relay.rs`; kernel 6.18).
     fn fill(&mut self, src: &mut TcpStream, readable: &mut bool) -> io::Result<(usize, bool)> {
         if self.start == self.end {
             self.start = 0;
@@ -126,9 +139,6 @@ impl Buf {
                 Ok(0) => return Ok((0, true)),
                 Ok(n) => {
                     self.end += n;
-                    if n < space {
-                        *readable = false;
-                    }
                     return Ok((n, false));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -164,6 +174,160 @@ impl Buf {
     }
 }
 
+/// A pipe that carries one direction of a connection with `splice(2)`.
+struct PipeRelay {
+    read: OwnedFd,
+    write: OwnedFd,
+    /// Bytes in the pipe.
+    len: usize,
+    /// The pipe's capacity (`F_SETPIPE_SZ` rounds up to whole pages).
+    cap: usize,
+    /// A splice into the pipe found no room although `len < cap` (a pipe
+    /// holds a bounded number of page slots, not bytes): full until drained.
+    stalled: bool,
+}
+
+const SPLICE_FLAGS: libc::c_uint = libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK;
+
+impl PipeRelay {
+    fn new(cap: usize) -> io::Result<PipeRelay> {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: pipe2 succeeded: both descriptors are open and ours alone.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let want = libc::c_int::try_from(cap).unwrap_or(libc::c_int::MAX);
+        // SAFETY: F_SETPIPE_SZ on an open pipe; returns the new capacity.
+        let got = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, want) };
+        let cap = if got > 0 {
+            got as usize
+        } else {
+            // SAFETY: F_GETPIPE_SZ on an open pipe.
+            (unsafe { libc::fcntl(write.as_raw_fd(), libc::F_GETPIPE_SZ) }).max(4096) as usize
+        };
+        Ok(PipeRelay {
+            read,
+            write,
+            len: 0,
+            cap,
+            stalled: false,
+        })
+    }
+
+    fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
+        loop {
+            // SAFETY: both descriptors are open; null offsets (sockets and
+            // pipes have none).
+            let n = unsafe {
+                libc::splice(
+                    from,
+                    std::ptr::null_mut(),
+                    to,
+                    std::ptr::null_mut(),
+                    len,
+                    SPLICE_FLAGS,
+                )
+            };
+            if n >= 0 {
+                return Ok(n as usize);
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+
+    /// Socket -> pipe. A short splice does not prove the socket drained (the
+    /// pipe may be out of slots), so `readable` is cleared only by `EAGAIN`
+    /// into an empty pipe.
+    fn fill(&mut self, src: &TcpStream, readable: &mut bool) -> io::Result<(usize, bool)> {
+        let space = self.cap.saturating_sub(self.len);
+        if space == 0 || self.stalled {
+            return Ok((0, false));
+        }
+        match PipeRelay::splice(src.as_raw_fd(), self.write.as_raw_fd(), space) {
+            Ok(0) => Ok((0, true)),
+            Ok(n) => {
+                self.len += n;
+                Ok((n, false))
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if self.len == 0 {
+                    *readable = false;
+                } else {
+                    self.stalled = true;
+                }
+                Ok((0, false))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Pipe -> socket; clears `writable` on a short splice or `EAGAIN`.
+    fn drain(&mut self, dst: &TcpStream, writable: &mut bool) -> io::Result<usize> {
+        match PipeRelay::splice(self.read.as_raw_fd(), dst.as_raw_fd(), self.len) {
+            Ok(n) => {
+                if n < self.len {
+                    *writable = false;
+                }
+                self.len -= n;
+                if n > 0 {
+                    self.stalled = false;
+                }
+                Ok(n)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                *writable = false;
+                Ok(0)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// One direction of a relayed connection: a user-space buffer or a pipe.
+enum Relay {
+    Copy(Buf),
+    Splice(PipeRelay),
+}
+
+impl Relay {
+    fn new(bytes: usize, splice: bool) -> io::Result<Relay> {
+        Ok(if splice {
+            Relay::Splice(PipeRelay::new(bytes)?)
+        } else {
+            Relay::Copy(Buf::new(bytes))
+        })
+    }
+    fn is_empty(&self) -> bool {
+        match self {
+            Relay::Copy(b) => b.is_empty(),
+            Relay::Splice(p) => p.len == 0,
+        }
+    }
+    fn is_full(&self) -> bool {
+        match self {
+            Relay::Copy(b) => b.is_full(),
+            Relay::Splice(p) => p.len >= p.cap || p.stalled,
+        }
+    }
+    fn fill(&mut self, src: &mut TcpStream, readable: &mut bool) -> io::Result<(usize, bool)> {
+        match self {
+            Relay::Copy(b) => b.fill(src, readable),
+            Relay::Splice(p) => p.fill(src, readable),
+        }
+    }
+    fn drain(&mut self, dst: &mut TcpStream, writable: &mut bool) -> io::Result<usize> {
+        match self {
+            Relay::Copy(b) => b.drain(dst, writable),
+            Relay::Splice(p) => p.drain(dst, writable),
+        }
+    }
+}
+
 /// One relayed connection.
 struct Pair {
     client: TcpStream,
@@ -171,8 +335,8 @@ struct Pair {
     backend_idx: usize,
     connected: bool,
     tries: usize,
-    up: Buf,
-    down: Buf,
+    up: Relay,
+    down: Relay,
     client_eof: bool,
     backend_eof: bool,
     up_shut: bool,
@@ -242,7 +406,7 @@ pub fn run(
                     &mut pairs,
                     &mut free,
                     &mut stats,
-                    config.buffer,
+                    config,
                 ),
                 WAKER => {
                     // Health changed: sync the balancer, reset connections
@@ -311,7 +475,7 @@ fn accept_all(
     pairs: &mut Vec<Option<Pair>>,
     free: &mut Vec<usize>,
     stats: &mut ProxyStats,
-    buffer: usize,
+    config: &ProxyConfig,
 ) {
     loop {
         let (client, client_addr) = match listener.accept() {
@@ -336,6 +500,17 @@ fn accept_all(
                 continue;
             }
         };
+        let (up, down) = match Relay::new(config.buffer, config.splice)
+            .and_then(|up| Ok((up, Relay::new(config.buffer, config.splice)?)))
+        {
+            Ok(relays) => relays,
+            Err(_) => {
+                // Out of descriptors for the pipes: this client only.
+                stats.no_relay += 1;
+                reset(&client);
+                continue;
+            }
+        };
         let slot = free.pop().unwrap_or_else(|| {
             pairs.push(None);
             pairs.len() - 1
@@ -346,8 +521,8 @@ fn accept_all(
             backend_idx: idx,
             connected: false,
             tries: 1,
-            up: Buf::new(buffer),
-            down: Buf::new(buffer),
+            up,
+            down,
             client_eof: false,
             backend_eof: false,
             up_shut: false,

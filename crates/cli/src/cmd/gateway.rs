@@ -33,9 +33,10 @@ Policies:
                      (proxy mode only)
 
 proxy mode relays in user space (one event loop, --buffer bytes per direction per
-connection), health-checks every backend each --health-interval (a TCP connect), takes
-a failing backend out of rotation and resets its connections, and puts it back when a
-check succeeds; a refused connect is retried on the next healthy backend.
+connection, or a pipe of that size with --splice), health-checks every backend each
+--health-interval (a TCP connect), takes a failing backend out of rotation and resets
+its connections, and puts it back when a check succeeds; a refused connect is retried
+on the next healthy backend.
 
 nat mode installs an nftables table connlab_gw_<pid> in the current network namespace
 (needs root and the nft binary), enables IPv4 forwarding there, prints the ruleset, and
@@ -79,6 +80,10 @@ pub(crate) struct GatewayArgs {
     /// proxy: bytes buffered per direction per connection (bounds memory).
     #[arg(long, default_value = "16KiB", value_parser = crate::units::parse_size)]
     buffer: u64,
+    /// proxy: relay through a pipe per direction with splice(2), so the bytes never
+    /// enter user space (costs four more descriptors per connection).
+    #[arg(long)]
+    splice: bool,
 }
 
 fn parse_policy(s: &str) -> Result<PolicyKind, String> {
@@ -122,6 +127,10 @@ struct GatewayStats {
     accepted: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     no_backend: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    no_relay: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    splice: Option<bool>,
     wall_s: f64,
     cpu_user_s: f64,
     cpu_sys_s: f64,
@@ -139,6 +148,11 @@ pub(crate) fn run(args: GatewayArgs) -> Result<ExitCode, Exit> {
         .collect::<Result<_, _>>()
         .map_err(|e| Exit::usage(anyhow!("--backend {e}")))?;
     let balancer = Balancer::new(args.policy, backends).map_err(|e| Exit::usage(anyhow!("{e}")))?;
+    if args.splice && args.mode != Mode::Proxy {
+        return Err(Exit::usage(anyhow!(
+            "--splice applies to --mode proxy only (nat forwards in the kernel)"
+        )));
+    }
     if args.mode == Mode::Proxy {
         check_backends(&balancer)?;
         return run_proxy(&args, balancer);
@@ -192,6 +206,8 @@ pub(crate) fn run(args: GatewayArgs) -> Result<ExitCode, Exit> {
         masquerade: args.masquerade,
         accepted: None,
         no_backend: None,
+        no_relay: None,
+        splice: None,
         wall_s: started.elapsed().as_secs_f64(),
         cpu_user_s: cpu.user_s,
         cpu_sys_s: cpu.sys_s,
@@ -251,6 +267,7 @@ fn run_proxy(args: &GatewayArgs, balancer: Balancer) -> Result<ExitCode, Exit> {
         health_interval: args.health_interval,
         health_timeout: args.health_timeout,
         health_fails: args.health_fails,
+        splice: args.splice,
     };
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let backends: Vec<(String, u32)> = balancer
@@ -268,7 +285,8 @@ fn run_proxy(args: &GatewayArgs, balancer: Balancer) -> Result<ExitCode, Exit> {
         || shutdown.requested(),
         |addr| {
             println!(
-                "gateway: proxy mode, {addr} -> {} backends, policy {}; Ctrl-C stops",
+                "gateway: proxy mode{}, {addr} -> {} backends, policy {}; Ctrl-C stops",
+                if config.splice { " (splice)" } else { "" },
                 backends.len(),
                 policy.name()
             );
@@ -287,6 +305,8 @@ fn run_proxy(args: &GatewayArgs, balancer: Balancer) -> Result<ExitCode, Exit> {
         masquerade: false,
         accepted: Some(result.accepted),
         no_backend: Some(result.no_backend),
+        no_relay: Some(result.no_relay),
+        splice: Some(args.splice),
         wall_s: started.elapsed().as_secs_f64(),
         cpu_user_s: cpu.user_s,
         cpu_sys_s: cpu.sys_s,
