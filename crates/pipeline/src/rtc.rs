@@ -1,0 +1,310 @@
+//! Run-to-completion mode, the baseline: `threads` workers per side carry each
+//! message through every layer. The same entity code as the layer-parallel
+//! mode; each layer's connection state is under a `Mutex`. A worker holds at
+//! most one layer lock at a time (actions are collected under the lock and
+//! carried on after it is released), except that the receiver's top layer
+//! hands messages to the sink while still locked, so messages reach the sink
+//! in the top layer's order. On the sending side the worker takes the next
+//! message index and generates the message under the top layer's lock, for
+//! the same reason.
+//!
+//! Threads, in cpu-map order: sender workers, the sender line, the receiver
+//! line, receiver workers (`2 * threads + 2`). The line threads are the same
+//! as in the layer-parallel mode; each worker has its own SPSC queue pair to
+//! its side's line.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use rtrb::{Consumer, Producer};
+
+use crate::idle::Idler;
+use crate::layer::{Action, Layer, Service};
+use crate::parallel::{flush, BATCH, LOCAL_LIMIT};
+use crate::pool::Buf;
+use crate::runtime::{CpuClock, Ctx, Item, Sink, Source, ThreadReport};
+
+/// Parker/cpu-map id of sender worker `w`.
+pub(crate) fn sender_worker_id(w: usize) -> usize {
+    w
+}
+
+/// Parker id of the sender line.
+pub(crate) fn sender_line_id(k: usize) -> usize {
+    k
+}
+
+/// Parker id of the receiver line.
+pub(crate) fn receiver_line_id(k: usize) -> usize {
+    k + 1
+}
+
+/// Parker/cpu-map id of receiver worker `w`.
+pub(crate) fn receiver_worker_id(k: usize, w: usize) -> usize {
+    k + 2 + w
+}
+
+/// Number of threads in this mode.
+pub(crate) fn thread_count(k: usize) -> usize {
+    2 * k + 2
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+enum Work<'p> {
+    FromBelow(Buf<'p>),
+    FromAbove(Buf<'p>, Service),
+    Release,
+    Poll(bool),
+}
+
+/// State shared by the workers of one side.
+pub(crate) struct SideState<'p> {
+    pub(crate) layers: Vec<Mutex<Layer<'p>>>,
+    pub(crate) source: Mutex<Source>,
+    pub(crate) sink: Mutex<Sink>,
+    pub(crate) released: AtomicBool,
+    pub(crate) initiator: bool,
+}
+
+/// One worker's queue pair to its line and identity.
+pub(crate) struct Worker<'p> {
+    pub(crate) name: String,
+    pub(crate) side: &'static str,
+    pub(crate) me: usize,
+    pub(crate) line: usize,
+    pub(crate) cpu: Option<usize>,
+    pub(crate) to_line: Producer<Item<'p>>,
+    pub(crate) from_line: Consumer<Item<'p>>,
+}
+
+struct Carrier<'a, 'p> {
+    ctx: &'a Ctx<'p>,
+    side: &'a SideState<'p>,
+    queue: VecDeque<(usize, Work<'p>)>,
+    acts: Vec<Action<'p>>,
+    to_line: VecDeque<Item<'p>>,
+    layer_time: Vec<Duration>,
+    sink_time: Duration,
+}
+
+impl<'p> Carrier<'_, 'p> {
+    /// Runs `work` on layer `j` and everything it causes, breadth first (so
+    /// PDUs keep their order between two layers).
+    fn carry(&mut self, j: usize, work: Work<'p>, now: Instant) {
+        let n = self.side.layers.len();
+        self.queue.push_back((j, work));
+        while let Some((j, work)) = self.queue.pop_front() {
+            let t0 = Instant::now();
+            let mut acts = std::mem::take(&mut self.acts);
+            let mut guard = lock(&self.side.layers[j]);
+            match work {
+                Work::FromBelow(b) => guard.on_pdu(b, now, &mut acts),
+                Work::FromAbove(b, s) => guard.send(b, s, now, &mut acts),
+                Work::Release => guard.release(now, &mut acts),
+                Work::Poll(idle) => guard.poll(now, idle, &mut acts),
+            }
+            if j + 1 == n && !self.side.initiator {
+                // Deliver to the sink in the top layer's order, still locked.
+                let ts = Instant::now();
+                let mut sink = lock(&self.side.sink);
+                acts.retain(|a| match a {
+                    Action::Up(b, Service::Data) => {
+                        if sink.accept(b.as_slice(), ts) {
+                            self.ctx.sink_done.store(true, Ordering::SeqCst);
+                        }
+                        false
+                    }
+                    Action::Up(_, Service::Expedited) => {
+                        sink.unexpected("expedited SDU");
+                        false
+                    }
+                    _ => true,
+                });
+                drop(sink);
+                self.sink_time += ts.elapsed();
+            }
+            drop(guard);
+            self.layer_time[j] += t0.elapsed();
+            for a in acts.drain(..) {
+                match a {
+                    Action::Down(b, s) => {
+                        if j == 0 {
+                            self.to_line.push_back(Item::Sdu(b, s));
+                        } else {
+                            self.queue.push_back((j - 1, Work::FromAbove(b, s)));
+                        }
+                    }
+                    Action::Up(b, _) => {
+                        if j + 1 < n {
+                            self.queue.push_back((j + 1, Work::FromBelow(b)));
+                        }
+                    }
+                    Action::Opened => {
+                        if j + 1 == n && self.side.initiator {
+                            self.ctx.sender_open.store(true, Ordering::SeqCst);
+                        }
+                    }
+                    Action::Closed => {
+                        if self.side.initiator {
+                            if j > 0 {
+                                self.queue.push_back((j - 1, Work::Release));
+                            } else {
+                                self.ctx.sender_closed.store(true, Ordering::SeqCst);
+                            }
+                        }
+                    }
+                }
+            }
+            self.acts = acts;
+        }
+    }
+}
+
+/// What a worker reports: its thread report and the time it spent in each
+/// layer (including waiting for that layer's lock) and in the sink.
+pub(crate) struct WorkerReport {
+    pub(crate) thread: ThreadReport,
+    pub(crate) layer_time: Vec<Duration>,
+    pub(crate) sink_time: Duration,
+}
+
+/// The loop of one worker.
+pub(crate) fn run_worker<'p>(
+    ctx: &Ctx<'p>,
+    side: &SideState<'p>,
+    mut w: Worker<'p>,
+) -> WorkerReport {
+    let n = side.layers.len();
+    let mut report = ThreadReport {
+        name: w.name.clone(),
+        side: w.side,
+        cpu: w.cpu,
+        ..ThreadReport::default()
+    };
+    let mut c = Carrier {
+        ctx,
+        side,
+        queue: VecDeque::new(),
+        acts: Vec::with_capacity(4 * BATCH),
+        to_line: VecDeque::new(),
+        layer_time: vec![Duration::ZERO; n],
+        sink_time: Duration::ZERO,
+    };
+    if !ctx.pin(w.cpu, &w.name) {
+        return WorkerReport {
+            thread: report,
+            layer_time: c.layer_time,
+            sink_time: c.sink_time,
+        };
+    }
+    let clock = CpuClock::start();
+    let mut idler = Idler::new(ctx.cfg.idle, ctx.parker(w.me));
+    let mut busy = Duration::ZERO;
+    let mut next_poll = Instant::now();
+    if side.initiator && w.me == sender_worker_id(0) {
+        let now = Instant::now();
+        for j in 0..n {
+            let mut acts = Vec::new();
+            lock(&side.layers[j]).connect(now, &mut acts);
+            c.acts = acts;
+            c.carry(j, Work::Poll(false), now);
+        }
+    }
+    while !ctx.stopping() {
+        let now = Instant::now();
+        let mut work = 0u32;
+        if c.to_line.len() < LOCAL_LIMIT {
+            let wake_line = w.from_line.slots() * 2 >= w.from_line.buffer().capacity();
+            for _ in 0..BATCH {
+                match w.from_line.pop() {
+                    Ok(Item::Sdu(b, _)) => c.carry(0, Work::FromBelow(b), now),
+                    Ok(Item::Release) => {}
+                    Err(_) => break,
+                }
+                work += 1;
+            }
+            if wake_line && work > 0 {
+                ctx.wake(w.line);
+            }
+        }
+        if side.initiator && ctx.sender_open.load(Ordering::SeqCst) && c.to_line.len() < LOCAL_LIMIT
+        {
+            let _ = ctx.first_send.set(now);
+            for _ in 0..BATCH {
+                let t0 = Instant::now();
+                let mut acts = std::mem::take(&mut c.acts);
+                let mut top = lock(&side.layers[n - 1]);
+                if !top.wants_data() {
+                    c.acts = acts;
+                    break;
+                }
+                let made = {
+                    let mut src = lock(&side.source);
+                    if src.next >= ctx.cfg.messages {
+                        None
+                    } else {
+                        src.make(ctx.pool)
+                    }
+                };
+                let Some(b) = made else {
+                    c.acts = acts;
+                    break;
+                };
+                top.send(b, Service::Data, now, &mut acts);
+                drop(top);
+                c.layer_time[n - 1] += t0.elapsed();
+                c.acts = acts;
+                c.carry(n - 1, Work::Poll(false), now);
+                work += 1;
+            }
+            let all_made = lock(&side.source).next >= ctx.cfg.messages;
+            if all_made && !side.released.swap(true, Ordering::SeqCst) {
+                c.carry(n - 1, Work::Release, now);
+            }
+        }
+        if work == 0 || now >= next_poll {
+            for j in 0..n {
+                c.carry(j, Work::Poll(work == 0), now);
+            }
+            next_poll = now + Duration::from_micros(50);
+        }
+        let mut moved = false;
+        if !c.to_line.is_empty() && flush(&mut c.to_line, &mut w.to_line) {
+            ctx.wake(w.line);
+            moved = true;
+        }
+        if work > 0 || moved {
+            busy += now.elapsed();
+            idler.reset();
+            continue;
+        }
+        let deadline = side
+            .layers
+            .iter()
+            .filter_map(|l| lock(l).next_deadline())
+            .min();
+        let wants_more = side.initiator
+            && ctx.sender_open.load(Ordering::SeqCst)
+            && lock(&side.source).next < ctx.cfg.messages
+            && lock(&side.layers[n - 1]).wants_data();
+        if wants_more {
+            idler.reset();
+            continue;
+        }
+        idler.idle(now, deadline, || !w.from_line.is_empty());
+    }
+    report.cpu_s = clock.seconds();
+    report.busy_s = busy.as_secs_f64();
+    report.yields = idler.counts.yields;
+    report.parks = idler.counts.parks;
+    WorkerReport {
+        thread: report,
+        layer_time: c.layer_time,
+        sink_time: c.sink_time,
+    }
+}

@@ -1,0 +1,296 @@
+//! What the drivers share: the queue element, the run context (flags, wake-up
+//! slots), the application source and sink, per-thread reports and pinning.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+use connlab_os::{pin_current_process, CpuList, CpuTimes};
+
+use crate::content::{fill_message, message_index, message_matches, StreamChecksum};
+use crate::idle::Parker;
+use crate::layer::{LayerCounters, Service};
+use crate::pool::{Buf, BufferPool};
+use crate::PipelineConfig;
+
+/// The element of every SPSC queue: a buffer handle (moved, not copied) or the
+/// end-of-stream mark that starts the release of the layer below.
+pub(crate) enum Item<'p> {
+    Sdu(Buf<'p>, Service),
+    Release,
+}
+
+/// Run-wide state shared by every thread.
+pub(crate) struct Ctx<'p> {
+    pub(crate) cfg: &'p PipelineConfig,
+    pub(crate) pool: &'p BufferPool,
+    pub(crate) shutdown: AtomicBool,
+    pub(crate) sender_open: AtomicBool,
+    pub(crate) sender_closed: AtomicBool,
+    pub(crate) sink_done: AtomicBool,
+    pub(crate) failure: Mutex<Option<String>>,
+    pub(crate) first_send: OnceLock<Instant>,
+    pub(crate) source: Mutex<Option<SourceTotals>>,
+    pub(crate) sink: Mutex<Sink>,
+    pub(crate) parkers: Vec<Parker>,
+}
+
+impl<'p> Ctx<'p> {
+    pub(crate) fn new(cfg: &'p PipelineConfig, pool: &'p BufferPool, threads: usize) -> Self {
+        Ctx {
+            cfg,
+            pool,
+            shutdown: AtomicBool::new(false),
+            sender_open: AtomicBool::new(false),
+            sender_closed: AtomicBool::new(false),
+            sink_done: AtomicBool::new(false),
+            failure: Mutex::new(None),
+            first_send: OnceLock::new(),
+            source: Mutex::new(None),
+            sink: Mutex::new(Sink::new(cfg)),
+            parkers: (0..threads).map(|_| Parker::default()).collect(),
+        }
+    }
+
+    pub(crate) fn stopping(&self) -> bool {
+        self.shutdown.load(Ordering::Relaxed)
+    }
+
+    /// Records the first failure and stops the run.
+    pub(crate) fn fail(&self, what: String) {
+        let mut f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        if f.is_none() {
+            *f = Some(what);
+        }
+        drop(f);
+        self.shutdown.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn wake(&self, id: usize) {
+        if let Some(p) = self.parkers.get(id) {
+            p.wake();
+        }
+    }
+
+    pub(crate) fn wake_all(&self) {
+        for p in &self.parkers {
+            p.wake_always();
+        }
+    }
+
+    pub(crate) fn parker(&self, id: usize) -> &Parker {
+        &self.parkers[id]
+    }
+
+    /// The CPU for thread number `i` from the cpu map, cycled.
+    pub(crate) fn cpu_for(&self, i: usize) -> Option<usize> {
+        let map = self.cfg.cpu_map.as_ref()?;
+        if map.is_empty() {
+            return None;
+        }
+        Some(map[i % map.len()])
+    }
+
+    /// Pins the calling thread to `cpu`; on failure records it and stops the run.
+    pub(crate) fn pin(&self, cpu: Option<usize>, name: &str) -> bool {
+        let Some(cpu) = cpu else { return true };
+        let res = CpuList::parse(&cpu.to_string())
+            .map_err(|e| e.to_string())
+            .and_then(|l| pin_current_process(&l).map_err(|e| e.to_string()));
+        match res {
+            Ok(()) => true,
+            Err(e) => {
+                self.fail(format!("pinning {name} to CPU {cpu}: {e}"));
+                false
+            }
+        }
+    }
+}
+
+/// Totals of the application source.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SourceTotals {
+    pub(crate) sent: u64,
+    pub(crate) checksum: StreamChecksum,
+}
+
+/// The message generator of the sending application.
+pub(crate) struct Source {
+    seed: u64,
+    size: usize,
+    data_offset: usize,
+    pub(crate) next: u64,
+    pub(crate) checksum: StreamChecksum,
+}
+
+impl Source {
+    pub(crate) fn new(cfg: &PipelineConfig) -> Self {
+        Source {
+            seed: cfg.seed,
+            size: cfg.message_size,
+            data_offset: cfg.layers * crate::header::HEADER_LEN,
+            next: 0,
+            checksum: StreamChecksum::new(),
+        }
+    }
+
+    /// The next message in a fresh buffer (view = the user data), or `None`
+    /// if the pool is empty (try again later).
+    pub(crate) fn make<'p>(&mut self, pool: &'p BufferPool) -> Option<Buf<'p>> {
+        let mut b = pool.alloc()?;
+        let view = b
+            .set_view(self.data_offset, self.data_offset + self.size)
+            .ok()?;
+        fill_message(self.seed, self.next, view);
+        self.checksum.update(view);
+        self.next += 1;
+        Some(b)
+    }
+
+    pub(crate) fn totals(&self) -> SourceTotals {
+        SourceTotals {
+            sent: self.next,
+            checksum: self.checksum,
+        }
+    }
+}
+
+/// The receiving application: checks every message and the order.
+pub(crate) struct Sink {
+    seed: u64,
+    size: usize,
+    expect: u64,
+    pub(crate) delivered: u64,
+    pub(crate) bytes: u64,
+    pub(crate) bad: u64,
+    pub(crate) errors: Vec<String>,
+    pub(crate) checksum: StreamChecksum,
+    pub(crate) last: Option<Instant>,
+    target: u64,
+}
+
+impl Sink {
+    pub(crate) fn new(cfg: &PipelineConfig) -> Self {
+        Sink {
+            seed: cfg.seed,
+            size: cfg.message_size,
+            expect: 0,
+            delivered: 0,
+            bytes: 0,
+            bad: 0,
+            errors: Vec::new(),
+            checksum: StreamChecksum::new(),
+            last: None,
+            target: cfg.messages,
+        }
+    }
+
+    fn error(&mut self, e: String) {
+        self.bad += 1;
+        if self.errors.len() < 8 {
+            self.errors.push(e);
+        }
+    }
+
+    /// One delivered SDU. Returns true when the last expected message arrived.
+    pub(crate) fn accept(&mut self, data: &[u8], now: Instant) -> bool {
+        let idx = self.expect;
+        if !message_matches(self.seed, idx, self.size, data) {
+            let got = message_index(data);
+            self.error(format!(
+                "message {idx}: got {} bytes claiming index {got:?}",
+                data.len()
+            ));
+        }
+        self.checksum.update(data);
+        self.expect += 1;
+        self.delivered += 1;
+        self.bytes += data.len() as u64;
+        self.last = Some(now);
+        if self.delivered > self.target {
+            self.error(format!("extra message {idx}"));
+        }
+        self.delivered == self.target
+    }
+
+    /// An SDU the sink should never see.
+    pub(crate) fn unexpected(&mut self, what: &str) {
+        self.error(format!("unexpected {what} at the sink"));
+    }
+}
+
+/// Time-sampled occupancy of a queue.
+#[derive(Default)]
+pub(crate) struct Occupancy {
+    sum: f64,
+    n: u64,
+    max: u64,
+    next: Option<Instant>,
+}
+
+const SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_micros(20);
+
+impl Occupancy {
+    pub(crate) fn sample(&mut self, now: Instant, slots: usize) {
+        if self.next.is_some_and(|t| now < t) {
+            return;
+        }
+        self.next = Some(now + SAMPLE_EVERY);
+        self.sum += slots as f64;
+        self.n += 1;
+        self.max = self.max.max(slots as u64);
+    }
+
+    pub(crate) fn mean(&self) -> f64 {
+        if self.n == 0 {
+            0.0
+        } else {
+            self.sum / self.n as f64
+        }
+    }
+
+    pub(crate) fn max(&self) -> u64 {
+        self.max
+    }
+}
+
+/// What one thread reports when it ends.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ThreadReport {
+    pub(crate) name: String,
+    pub(crate) side: &'static str,
+    /// Layer number (1 = bottom) for layer threads.
+    pub(crate) layer: Option<usize>,
+    pub(crate) cpu_s: f64,
+    pub(crate) busy_s: f64,
+    pub(crate) messages: u64,
+    pub(crate) counters: Option<LayerCounters>,
+    pub(crate) occupancy_mean: f64,
+    pub(crate) occupancy_max: u64,
+    pub(crate) cpu: Option<usize>,
+    pub(crate) yields: u64,
+    pub(crate) parks: u64,
+    pub(crate) dropped: u64,
+    pub(crate) duplicated: u64,
+    pub(crate) reordered: u64,
+}
+
+/// Thread CPU time from the start of a thread's work.
+pub(crate) struct CpuClock(CpuTimes);
+
+impl CpuClock {
+    pub(crate) fn start() -> Self {
+        CpuClock(CpuTimes::thread())
+    }
+
+    pub(crate) fn seconds(&self) -> f64 {
+        CpuTimes::thread().since(&self.0).total_s()
+    }
+}
