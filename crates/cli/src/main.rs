@@ -43,6 +43,8 @@ enum Command {
     Cap(cmd::cap::CapArgs),
     /// Web file sets for the HTTP workload (generate, stats).
     Webset(cmd::webset::WebsetArgs),
+    /// Layer-parallel protocol pipeline against run-to-completion (one run, or --costs).
+    Pipeline(cmd::pipeline::PipelineArgs),
 }
 
 /// A failure that carries its own exit code.
@@ -83,6 +85,7 @@ fn main() -> ExitCode {
         Command::Webset(args) => cmd::webset::run(args),
         Command::Gateway(args) => cmd::gateway::run(args),
         Command::Cap(args) => cmd::cap::run(args),
+        Command::Pipeline(args) => cmd::pipeline::run(args),
     };
     match result {
         Ok(code) => code,

@@ -10,12 +10,18 @@
 //! job; this crate does no I/O beyond reading and writing those files.
 
 mod experiment;
+mod pipeline;
 mod results;
 
 pub use experiment::{
     parse_link_rate, rate_label, web_config, ClientSection, Experiment, ExperimentError, Matrix,
     MatrixOverride, Metric, Paper, PaperCell, PaperClaim, PointParams, RateValue, RatioValue,
     ServerSection, SizeValue, TopologySection, Vary, WebSection, ENGINES, WEB_CONFIGS,
+};
+pub use pipeline::{
+    capacity, LinkSpec, MessageCounts, PipelineExperiment, PipelineMatrix, PipelinePaperValue,
+    PipelineQuick, PipelineRunParams, PipelineRunRecord, PipelineSweep, PIPELINE_MODES,
+    PIPELINE_SWEEP_SCHEMA,
 };
 pub use results::{
     PointResult, ResultsError, SweepDir, SweepInfo, TopologyInfo, POINT_SCHEMA, SWEEP_SCHEMA,

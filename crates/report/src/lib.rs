@@ -7,8 +7,10 @@
 //! Formats: one self-contained HTML file (inline CSS and SVG, nothing fetched
 //! when viewed), Markdown, and CSV (the table in long form, for pandas).
 
+mod pipeline;
 mod plots;
 mod table;
+pub use pipeline::render_pipeline;
 use table::server_stat;
 
 pub use table::{

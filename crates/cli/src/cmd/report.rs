@@ -39,6 +39,9 @@ fn parse_format(s: &str) -> Result<Format, String> {
 
 /// Renders the report.
 pub(crate) fn run(args: ReportArgs) -> Result<ExitCode, Exit> {
+    if args.dir.join("pipeline.json").exists() {
+        return pipeline_report(&args);
+    }
     if !SweepDir::info_path(&args.dir).exists() {
         return Err(Exit::usage(anyhow!(
             "{}: no sweep.json here; give the directory `connlab sweep --out DIR` wrote",
@@ -70,4 +73,41 @@ pub(crate) fn run(args: ReportArgs) -> Result<ExitCode, Exit> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The report of a pipeline sweep (`DIR/pipeline.json`).
+fn pipeline_report(args: &ReportArgs) -> Result<ExitCode, Exit> {
+    let sweep = connlab_lab::PipelineSweep::open(&args.dir).map_err(|e| Exit::usage(e.into()))?;
+    let text = connlab_report::render_pipeline(&sweep, args.format).map_err(|e| anyhow!(e))?;
+    let output = args
+        .output
+        .clone()
+        .or_else(|| (args.format == Format::Html).then(|| args.dir.join("report.html")));
+    write_output(output, &text)?;
+    if let Some(path) = &args.output {
+        eprintln!(
+            "connlab report: {} ({} of {} runs) -> {}",
+            sweep.experiment.name,
+            sweep.runs.len(),
+            sweep.runs_total,
+            path.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes the report to `path`, or to standard output.
+fn write_output(path: Option<PathBuf>, text: &str) -> Result<(), Exit> {
+    match path {
+        Some(path) => {
+            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?
+        }
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())
+                .and_then(|()| out.flush())
+                .context("writing the report to standard output")?;
+        }
+    }
+    Ok(())
 }

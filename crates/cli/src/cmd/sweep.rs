@@ -67,9 +67,20 @@ const DRAIN: Duration = Duration::from_secs(2);
 
 /// Runs the sweep.
 pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
-    let experiment = Experiment::from_file(&args.file).map_err(|e| Exit::usage(e.into()))?;
     let text = std::fs::read_to_string(&args.file)
-        .with_context(|| format!("reading {}", args.file.display()))?;
+        .with_context(|| format!("reading {}", args.file.display()))
+        .map_err(Exit::usage)?;
+    if connlab_lab::PipelineExperiment::is_pipeline(&text) {
+        return crate::cmd::sweep_pipeline::run(
+            &args.file,
+            &text,
+            args.out,
+            args.quick,
+            args.fresh,
+            args.dry_run,
+        );
+    }
+    let experiment = Experiment::from_file(&args.file).map_err(|e| Exit::usage(e.into()))?;
     let plan = experiment.plan(args.quick);
     let out = args.out.clone().unwrap_or_else(|| {
         let suffix = if args.quick { "-quick" } else { "" };

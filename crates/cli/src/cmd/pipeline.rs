@@ -1,0 +1,472 @@
+//! `connlab pipeline`: one run of the layer-parallel protocol pipeline (or
+//! its run-to-completion baseline), with the one-layer baseline that
+//! relative capacity needs; `--costs` measures the SPSC hand-off and the
+//! buffer pool against a mutex instead.
+
+use crate::Exit;
+use anyhow::{anyhow, Context};
+use clap::{Args, ValueEnum};
+use connlab_os::{Environment, Shutdown};
+use connlab_pipeline::{LinkConfig, Mode, PipelineConfig, PipelineResult, PoolKind};
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Flags of `connlab pipeline`.
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Each side of the line runs a stack of --layers connection-oriented layers (TP4-like:
+sequence numbers, cumulative acknowledgements, a sliding window, retransmission on
+timeout, connect and release). layer-parallel gives every layer of every side its own
+thread and passes buffer handles between them through SPSC queues (rtrb);
+run-to-completion carries each message through every layer on --rtc-threads workers
+per side, each layer's state under a mutex. Both use one global buffer pool.
+
+The sender's messages are generated from --seed; the receiver checks every byte, the
+order and a checksum of the whole stream: `verified` is true only if all agree.
+
+Relative capacity = throughput x layers / throughput at one layer (same settings);
+efficiency = relative capacity / layers (the paper's definitions). Unless --layers is 1
+or --baseline gives the one-layer throughput, a one-layer run with the same settings
+runs first. Measured and projected figures are reported side by side: the projection
+is the throughput with one core per layer thread, bounded by the slowest stage's busy
+time per message plus one queue hand-off (and by the line rate).
+
+Examples:
+  connlab pipeline --layers 5 --message-size 8KiB --messages 20000
+  connlab pipeline --layers 11 --mode run-to-completion --bandwidth unlimited --json r.json
+  connlab pipeline --layers 3 --loss 0.01 --messages 5000
+  connlab pipeline --link udp --layers 3
+  connlab pipeline --costs")]
+pub(crate) struct PipelineArgs {
+    /// Layers per side (1-16).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=16))]
+    layers: u32,
+    /// User bytes per message, e.g. 1KiB, 8KiB, 32KiB.
+    #[arg(long, default_value = "8KiB", value_parser = crate::units::parse_size)]
+    message_size: u64,
+    /// Messages to send.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    messages: u64,
+    /// Window of every layer, in PDUs (1-4096).
+    #[arg(long, default_value_t = 32)]
+    window: u32,
+    /// How the layers are driven.
+    #[arg(long, value_enum, default_value = "layer-parallel")]
+    mode: ModeArg,
+    /// run-to-completion: workers per side.
+    #[arg(long, default_value_t = 1)]
+    rtc_threads: usize,
+    /// The line: an in-process wire (memory) or UDP sockets.
+    #[arg(long, value_enum, default_value = "memory")]
+    link: LinkArg,
+    /// memory: line rate, e.g. 800mbit (the paper's HIPPI), 10gbit, or unlimited.
+    #[arg(long, default_value = "800mbit", value_parser = parse_bandwidth)]
+    bandwidth: Bandwidth,
+    /// memory: one-way latency added after transmission, e.g. 50us.
+    #[arg(long, default_value = "0s", value_parser = crate::units::parse_duration)]
+    latency: Duration,
+    /// Probability a frame is lost (0 to 0.5); retransmission then does real work.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_probability)]
+    loss: f64,
+    /// memory: probability a frame is held back behind the next one.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_probability)]
+    reorder: f64,
+    /// memory: probability a frame is delivered twice.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_probability)]
+    duplicate: f64,
+    /// udp: the sending side's socket address (port 0: any).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    udp_sender: SocketAddr,
+    /// udp: the receiving side's socket address (port 0: any).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    udp_receiver: SocketAddr,
+    /// CPUs for the threads in order, cycled (e.g. 0,1). layer-parallel order: source,
+    /// sender layers top..bottom, sender line, receiver line, receiver layers
+    /// bottom..top, sink. Default: not pinned.
+    #[arg(long, value_name = "LIST")]
+    cpu_map: Option<String>,
+    /// Seed of the message contents and of the line's impairments.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Retransmission timeout of every layer.
+    #[arg(long, default_value = "20ms", value_parser = crate::units::parse_duration)]
+    rto: Duration,
+    /// Stop and report what was delivered after this long.
+    #[arg(long, default_value = "120s", value_parser = crate::units::parse_duration)]
+    time_limit: Duration,
+    /// Layers check only their headers, not the whole SDU (less per-byte work).
+    #[arg(long)]
+    no_payload_checksum: bool,
+    /// Buffer-pool algorithm: lock-free (the paper's) or mutex (the baseline).
+    #[arg(long, value_enum, default_value = "lock-free")]
+    pool: PoolArg,
+    /// The one-layer throughput in Mbit/s for relative capacity, instead of measuring it.
+    #[arg(long, value_name = "MBIT_S")]
+    baseline: Option<f64>,
+    /// Measure the SPSC hand-off and the pool (lock-free vs mutex, two threads) instead of a run.
+    #[arg(long)]
+    costs: bool,
+    /// Write the result as JSON to FILE (schema connlab.pipeline/1).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ModeArg {
+    LayerParallel,
+    RunToCompletion,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LinkArg {
+    Memory,
+    Udp,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum PoolArg {
+    LockFree,
+    Mutex,
+}
+
+/// A line rate in bit/s; `None` is unlimited.
+#[derive(Clone, Copy, Debug)]
+struct Bandwidth(Option<u64>);
+
+fn parse_bandwidth(s: &str) -> Result<Bandwidth, String> {
+    connlab_lab::parse_link_rate(s).map(Bandwidth)
+}
+
+fn parse_probability(s: &str) -> Result<f64, String> {
+    let p: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number"))?;
+    if (0.0..=0.5).contains(&p) {
+        Ok(p)
+    } else {
+        Err(format!("{s}: a probability between 0 and 0.5"))
+    }
+}
+
+/// `--json` of a run.
+#[derive(Serialize)]
+struct RunJson<'a> {
+    schema: &'static str,
+    environment: Environment,
+    config: &'a PipelineConfig,
+    #[serde(flatten)]
+    result: &'a PipelineResult,
+    /// Throughput × layers / one-layer throughput.
+    relative_capacity: Option<f64>,
+    /// Relative capacity / layers.
+    efficiency: Option<f64>,
+    /// The one-layer throughput used, Mbit/s, and whether it was measured here.
+    baseline_throughput_mbit_s: Option<f64>,
+    baseline_measured: bool,
+    /// The same from the projected throughputs (one core per thread).
+    projected_relative_capacity: Option<f64>,
+    projected_efficiency: Option<f64>,
+}
+
+/// `--json` of `--costs`.
+#[derive(Serialize)]
+struct CostsJson {
+    schema: &'static str,
+    environment: Environment,
+    handoff: connlab_pipeline::HandoffCost,
+    pool: connlab_pipeline::PoolCost,
+}
+
+/// Turns the flags into a library configuration (validated).
+fn config(args: &PipelineArgs) -> Result<PipelineConfig, Exit> {
+    let usage = |e: String| Exit::usage(anyhow!(e));
+    let cpu_map = match &args.cpu_map {
+        Some(text) => Some(
+            text.parse::<connlab_os::CpuList>()
+                .map_err(|e| usage(format!("--cpu-map {text:?}: {e}")))?
+                .cpus()
+                .to_vec(),
+        ),
+        None => None,
+    };
+    let link = match args.link {
+        LinkArg::Memory => LinkConfig::Memory {
+            bandwidth_bit_s: args.bandwidth.0,
+            latency: args.latency,
+            loss: args.loss,
+            reorder: args.reorder,
+            duplicate: args.duplicate,
+        },
+        LinkArg::Udp => {
+            if args.reorder > 0.0 || args.duplicate > 0.0 {
+                return Err(usage(
+                    "--reorder and --duplicate apply to --link memory".into(),
+                ));
+            }
+            LinkConfig::Udp {
+                sender_addr: args.udp_sender,
+                receiver_addr: args.udp_receiver,
+                loss: args.loss,
+            }
+        }
+    };
+    let c = PipelineConfig {
+        layers: args.layers as usize,
+        message_size: usize::try_from(args.message_size).unwrap_or(usize::MAX),
+        messages: args.messages,
+        window: args.window,
+        mode: match args.mode {
+            ModeArg::LayerParallel => Mode::LayerParallel,
+            ModeArg::RunToCompletion => Mode::RunToCompletion {
+                threads: args.rtc_threads,
+            },
+        },
+        link,
+        seed: args.seed,
+        cpu_map,
+        retransmit_timeout: args.rto,
+        time_limit: Some(args.time_limit),
+        payload_checksum: !args.no_payload_checksum,
+        pool: match args.pool {
+            PoolArg::LockFree => PoolKind::LockFree,
+            PoolArg::Mutex => PoolKind::Mutex,
+        },
+        ..PipelineConfig::default()
+    };
+    c.validate().map_err(|e| usage(e.to_string()))?;
+    Ok(c)
+}
+
+/// A flag that turns true when SIGINT/SIGTERM arrive, for the library.
+pub(crate) fn stop_flag(shutdown: Shutdown) -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    std::thread::spawn(move || loop {
+        if shutdown.wait(Duration::from_millis(100)) {
+            flag.store(true, Relaxed);
+            return;
+        }
+    });
+    stop
+}
+
+/// Runs `connlab pipeline`.
+pub(crate) fn run(args: PipelineArgs) -> Result<ExitCode, Exit> {
+    if args.costs {
+        return costs(&args);
+    }
+    let cfg = config(&args)?;
+    let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
+    let stop = stop_flag(shutdown);
+    eprintln!(
+        "connlab pipeline: {}, {} layer{}, {} B x {} messages, {}, window {}",
+        cfg.mode.name(),
+        cfg.layers,
+        if cfg.layers == 1 { "" } else { "s" },
+        cfg.message_size,
+        cfg.messages,
+        cfg.link.describe(),
+        cfg.window
+    );
+    let (baseline, baseline_projected, measured) = match args.baseline {
+        Some(b) => (Some(b), None, false),
+        None if cfg.layers == 1 => (None, None, true),
+        None => {
+            eprintln!("  one-layer baseline for relative capacity ...");
+            let base_cfg = PipelineConfig {
+                layers: 1,
+                ..cfg.clone()
+            };
+            let base = connlab_pipeline::run(&base_cfg, &stop)
+                .map_err(|e| anyhow!("the one-layer baseline run: {e}"))?;
+            if !base.verified || base.interrupted {
+                eprintln!(
+                    "  warning: the baseline run was {}: relative capacity left out",
+                    if base.interrupted {
+                        "interrupted"
+                    } else {
+                        "not verified"
+                    }
+                );
+                (None, None, true)
+            } else {
+                (
+                    Some(base.throughput_mbit_s),
+                    Some(base.projected_throughput_mbit_s),
+                    true,
+                )
+            }
+        }
+    };
+    let result = if stop.load(Relaxed) {
+        return Ok(ExitCode::from(130));
+    } else {
+        connlab_pipeline::run(&cfg, &stop).map_err(|e| anyhow!("{e}"))?
+    };
+    let layers = cfg.layers as u32;
+    let base = if cfg.layers == 1 && args.baseline.is_none() {
+        Some(result.throughput_mbit_s)
+    } else {
+        baseline
+    };
+    let base_projected = if cfg.layers == 1 {
+        Some(result.projected_throughput_mbit_s)
+    } else {
+        baseline_projected
+    };
+    let (rc, eff) = connlab_lab::capacity(result.throughput_mbit_s, layers, base);
+    let (prc, peff) =
+        connlab_lab::capacity(result.projected_throughput_mbit_s, layers, base_projected);
+    print_summary(&result, rc, eff, base, prc, peff);
+    if let Some(path) = &args.json {
+        let json = RunJson {
+            schema: "connlab.pipeline/1",
+            environment: Environment::capture(),
+            config: &cfg,
+            result: &result,
+            relative_capacity: rc,
+            efficiency: eff,
+            baseline_throughput_mbit_s: base,
+            baseline_measured: measured,
+            projected_relative_capacity: prc,
+            projected_efficiency: peff,
+        };
+        let text = serde_json::to_string_pretty(&json).context("encoding the result")?;
+        std::fs::write(path, text + "\n")
+            .with_context(|| format!("writing --json file {}", path.display()))?;
+    }
+    if result.interrupted && stop.load(Relaxed) {
+        return Ok(ExitCode::from(130));
+    }
+    if !result.verified {
+        return Err(anyhow!(
+            "the delivered stream was not verified ({} of {} messages{}{})",
+            result.messages_delivered,
+            result.messages_sent,
+            if result.timed_out {
+                ", time limit reached"
+            } else {
+                ""
+            },
+            result
+                .errors
+                .first()
+                .map_or(String::new(), |e| format!("; first error: {e}"))
+        )
+        .into());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("—".into(), |v| format!("{v:.digits$}"))
+}
+
+fn print_summary(
+    r: &PipelineResult,
+    rc: Option<f64>,
+    eff: Option<f64>,
+    base: Option<f64>,
+    prc: Option<f64>,
+    peff: Option<f64>,
+) {
+    println!(
+        "delivered {} of {} messages, {} (stream checksum {})",
+        r.messages_delivered,
+        r.messages_sent,
+        if r.verified {
+            "verified"
+        } else {
+            "NOT VERIFIED"
+        },
+        r.stream_checksum
+    );
+    println!(
+        "measured:  {:.1} Mbit/s, {:.0} messages/s in {:.3} s; relative capacity {} (one layer: {} Mbit/s), efficiency {}",
+        r.throughput_mbit_s,
+        r.messages_per_s,
+        r.elapsed_s,
+        opt(rc, 2),
+        opt(base, 1),
+        opt(eff, 2)
+    );
+    println!(
+        "projected: {:.1} Mbit/s with one core per thread (bound: {}); relative capacity {}, efficiency {}",
+        r.projected_throughput_mbit_s,
+        r.projected_bottleneck,
+        opt(prc, 2),
+        opt(peff, 2)
+    );
+    println!(
+        "retransmissions {}, SPSC hand-off {:.1} ns, pool {}",
+        r.retransmissions, r.handoff_ns, r.pool
+    );
+    println!("side      layer  CPU ns/msg  busy ns/msg  queue mean/max  retx");
+    for l in &r.per_layer {
+        println!(
+            "{:<9} {:>5}  {:>10.0}  {:>11.0}  {:>9.1}/{:<4}  {}",
+            l.side,
+            l.layer,
+            l.cpu_ns_per_message,
+            l.busy_ns_per_message,
+            l.queue_occupancy_mean,
+            l.queue_occupancy_max,
+            l.retransmissions
+        );
+    }
+}
+
+/// `--costs`: the SPSC hand-off and the pool against a mutex, two threads.
+fn costs(args: &PipelineArgs) -> Result<ExitCode, Exit> {
+    let items = if cfg!(debug_assertions) {
+        200_000
+    } else {
+        5_000_000
+    };
+    let ops = if cfg!(debug_assertions) {
+        100_000
+    } else {
+        2_000_000
+    };
+    let handoff = connlab_pipeline::measure_handoff(items);
+    let pool = connlab_pipeline::measure_pool(2, ops);
+    println!(
+        "SPSC hand-off (rtrb, two threads): {:.1} ns per item over {} items{}",
+        handoff.ns_per_item,
+        handoff.items,
+        if handoff.verified {
+            ""
+        } else {
+            " NOT VERIFIED"
+        }
+    );
+    println!(
+        "buffer pool, {} threads: lock-free {:.1} ns, mutex {:.1} ns per allocate+release: lock-free {:.2}x cheaper{}",
+        pool.threads,
+        pool.lock_free_ns_per_op,
+        pool.mutex_ns_per_op,
+        pool.ratio,
+        if pool.verified { "" } else { " NOT VERIFIED" }
+    );
+    if let Some(path) = &args.json {
+        let json = CostsJson {
+            schema: "connlab.pipeline.costs/1",
+            environment: Environment::capture(),
+            handoff,
+            pool,
+        };
+        let text = serde_json::to_string_pretty(&json).context("encoding the result")?;
+        std::fs::write(path, text + "\n")
+            .with_context(|| format!("writing --json file {}", path.display()))?;
+    }
+    if !(handoff.verified && pool.verified) {
+        return Err(anyhow!("a microbenchmark failed its own check").into());
+    }
+    Ok(ExitCode::SUCCESS)
+}
