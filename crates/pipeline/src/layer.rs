@@ -24,7 +24,11 @@
 //!   ([`Layer::wants_data`] tells a driver when to stop feeding).
 //! * **Retransmission**: go-back-N on timeout (all unacknowledged DT resent in
 //!   order, timer restarted), plus fast retransmit of the oldest DT after three
-//!   duplicate acknowledgements. The timeout is fixed (`rto`), no backoff.
+//!   duplicate acknowledgements. The timeout starts at `rto` and doubles on
+//!   every expiry (at most 64 x `rto`); an acknowledgement that advances
+//!   resets it. Without the backoff, stacked layers with one fixed timeout
+//!   collapse: an upper layer's go-back-N copies queue behind a lower layer's,
+//!   which times out in turn.
 //! * **Receiving**: out-of-order DT within the window are *buffered* (handles,
 //!   not copies) and delivered when the gap fills; duplicates and DT beyond the
 //!   window are dropped and answered by an immediate AK. In-order DT are
@@ -175,6 +179,8 @@ pub struct Layer<'p> {
     data_queue: VecDeque<Buf<'p>>,
     ex_queue: VecDeque<Buf<'p>>,
     rto_deadline: Option<Instant>,
+    /// Current retransmission timeout (backed off).
+    rto: Duration,
     ctrl_deadline: Option<Instant>,
     dup_acks: u32,
     release_requested: bool,
@@ -213,6 +219,7 @@ impl<'p> Layer<'p> {
             data_queue: VecDeque::new(),
             ex_queue: VecDeque::new(),
             rto_deadline: None,
+            rto: cfg.rto,
             ctrl_deadline: None,
             dup_acks: 0,
             release_requested: false,
@@ -283,7 +290,7 @@ impl<'p> Layer<'p> {
         if self.role == Role::Initiator && self.state == State::Idle {
             self.state = State::Connecting;
             self.send_ctrl(PduType::Cr, now, out);
-            self.ctrl_deadline = Some(now + self.cfg.rto);
+            self.ctrl_deadline = Some(now + self.rto);
         }
     }
 
@@ -351,7 +358,7 @@ impl<'p> Layer<'p> {
                     self.counters.max_outstanding =
                         self.counters.max_outstanding.max(self.unacked.len() as u64);
                     if self.rto_deadline.is_none() {
-                        self.rto_deadline = Some(now + self.cfg.rto);
+                        self.rto_deadline = Some(now + self.rto);
                     }
                     self.note_ack_sent();
                     out.push(Action::Down(pdu, Service::Data));
@@ -510,6 +517,7 @@ impl<'p> Layer<'p> {
                     self.state = State::Open;
                     self.peer_window = u32::from(h.window).max(1);
                     self.ctrl_deadline = None;
+                    self.rto = self.cfg.rto;
                     out.push(Action::Opened);
                     self.pump(now, out);
                 }
@@ -629,10 +637,11 @@ impl<'p> Layer<'p> {
                 }
             }
             self.dup_acks = 0;
+            self.rto = self.cfg.rto;
             self.rto_deadline = if self.unacked.is_empty() {
                 None
             } else {
-                Some(now + self.cfg.rto)
+                Some(now + self.rto)
             };
             self.pump(now, out);
         } else if pure && ack == una && !self.unacked.is_empty() {
@@ -676,6 +685,10 @@ impl<'p> Layer<'p> {
         self.ack_deadline = None;
     }
 
+    fn backoff(&mut self) {
+        self.rto = (self.rto * 2).min(self.cfg.rto * 64);
+    }
+
     fn maybe_release(&mut self, now: Instant, out: &mut Vec<Action<'p>>) {
         if self.release_requested
             && self.role == Role::Initiator
@@ -686,7 +699,7 @@ impl<'p> Layer<'p> {
         {
             self.state = State::Closing;
             self.send_ctrl(PduType::Dr, now, out);
-            self.ctrl_deadline = Some(now + self.cfg.rto);
+            self.ctrl_deadline = Some(now + self.rto);
         }
     }
 
@@ -705,7 +718,8 @@ impl<'p> Layer<'p> {
                     State::Closing => Some(PduType::Dr),
                     _ => None,
                 };
-                self.ctrl_deadline = kind.map(|_| now + self.cfg.rto);
+                self.backoff();
+                self.ctrl_deadline = kind.map(|_| now + self.rto);
                 if let Some(kind) = kind {
                     self.send_ctrl(kind, now, out);
                 }
@@ -715,8 +729,9 @@ impl<'p> Layer<'p> {
             if now >= t && !self.unacked.is_empty() {
                 self.counters.timeouts += 1;
                 self.dup_acks = 0;
+                self.backoff();
                 self.retransmit(self.unacked.len(), out);
-                self.rto_deadline = Some(now + self.cfg.rto);
+                self.rto_deadline = Some(now + self.rto);
             }
         }
         let ack_due = self.ack_now
