@@ -1,9 +1,10 @@
 //! Runs one configuration and prints the whole result as JSON. Arguments:
-//! `layers message_size messages mode(lp|rtc) bandwidth_mbit(0 = unlimited)`.
+//! `layers message_size messages mode(lp|rtc) bandwidth_mbit(0 = unlimited)
+//! idle(park|spin|yield)`.
 
 use std::sync::atomic::AtomicBool;
 
-use connlab_pipeline::{run, LinkConfig, Mode, PipelineConfig};
+use connlab_pipeline::{run, IdleConfig, LinkConfig, Mode, PipelineConfig};
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
@@ -19,6 +20,11 @@ fn main() {
         messages: get(3, 5000),
         mode,
         link: LinkConfig::memory(if bw == 0 { None } else { Some(bw * 1_000_000) }),
+        idle: match a.get(6).map(String::as_str) {
+            Some("spin") => IdleConfig::busy_spin(),
+            Some("yield") => IdleConfig::spin_yield(),
+            _ => IdleConfig::default(),
+        },
         ..PipelineConfig::default()
     };
     match run(&cfg, &AtomicBool::new(false)) {

@@ -1381,9 +1381,11 @@ fn assemble(
 /// Projection with one core per thread. Layer-parallel: each layer stage
 /// costs its busy ns per message plus one SPSC hand-off; the slowest stage
 /// bounds the message rate. Run-to-completion: each side's workers share the
-/// per-message cost of the whole side (busy time of all its workers per
-/// delivered message), divided over `threads` cores. Both are bounded by the
-/// line rate. The second projection also counts source, sink and line threads.
+/// per-message cost of all that side's layers (time inside the entities per
+/// delivered message), divided over `threads` cores; the endpoint projection
+/// uses the workers' whole busy time (message generation and checking too).
+/// Both are bounded by the line rate. The second projection also counts
+/// source, sink and line threads.
 fn project(
     cfg: &PipelineConfig,
     per_layer: &[LayerStats],
@@ -1404,12 +1406,13 @@ fn project(
             }
         }
         Mode::RunToCompletion { threads } => {
+            // Layer work only (time inside the entities, sink excluded), as
+            // the layer-parallel projection counts layer threads only.
             for side in ["sender", "receiver"] {
-                let busy: f64 = collected
-                    .threads
+                let busy: f64 = per_layer
                     .iter()
-                    .filter(|r| r.side == side && r.name.contains("worker"))
-                    .map(|r| r.busy_s)
+                    .filter(|l| l.side == side)
+                    .map(|l| l.busy_s)
                     .sum();
                 if delivered > 0 {
                     stages.push((
@@ -1420,7 +1423,25 @@ fn project(
             }
         }
     }
-    let mut endpoint_stages = stages.clone();
+    let mut endpoint_stages = match cfg.mode {
+        Mode::LayerParallel => stages.clone(),
+        Mode::RunToCompletion { threads } => ["sender", "receiver"]
+            .into_iter()
+            .filter(|_| delivered > 0)
+            .map(|side| {
+                let busy: f64 = collected
+                    .threads
+                    .iter()
+                    .filter(|r| r.side == side && r.name.contains("worker"))
+                    .map(|r| r.busy_s)
+                    .sum();
+                (
+                    format!("{side} workers"),
+                    busy * 1e9 / delivered as f64 / threads as f64,
+                )
+            })
+            .collect(),
+    };
     for r in &collected.threads {
         let is_endpoint =
             r.name.contains("source") || r.name.contains("sink") || r.name.contains("line");
