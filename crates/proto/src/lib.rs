@@ -10,6 +10,9 @@
 //!   [`ResponseDone`] per complete response out, with [`encode_clb1_request_header`]
 //!   and [`encode_http_get`] to write requests.
 //! - [`clb1::Header::parse`] is the one checked way in from untrusted CLB1 bytes.
+//! - [`xfer`] is the single-IP cluster transfer protocol between the I/O
+//!   server and its application nodes (`docs/transfer-protocol.md`):
+//!   [`XferSession`] for either end, [`xfer::FrameDecoder`] for its frames.
 
 #![warn(clippy::unwrap_used)]
 
@@ -20,12 +23,14 @@ mod head;
 pub mod http1;
 mod payload;
 mod server;
+pub mod xfer;
 
 pub use clb1::{Header, HeaderError};
 pub use client::{encode_clb1_request_header, encode_http_get, ClientSession, ResponseDone};
 pub use error::{ErrorKind, ProtocolError};
 pub use http1::RequestError;
 pub use server::{Flow, HttpStatus, Response, ServerConfig, ServerSession};
+pub use xfer::{XferConfig, XferError, XferSession};
 
 /// Which wire format a connection speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -1,0 +1,1375 @@
+//! The frame codec: [`Frame::encode`] and the incremental [`FrameDecoder`],
+//! the one checked way in from untrusted bytes. The decoder keeps at most one
+//! 12-byte header and, once the header is validated against its type's
+//! payload range, at most [`MAX_PAYLOAD`] payload bytes.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use super::{
+    ErrorCode, LocalError, Role, SockOpt, StreamId, XferError, FLAGS_AT, HEADER_LEN, LEN_AT, MAGIC,
+    MAX_PAYLOAD, MAX_TEXT, RESERVED_AT, STREAM_AT, TYPE_AT,
+};
+
+/// A frame's type, the byte at header offset 4.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum FrameKind {
+    /// Node to server, first frame: magic, versions, node id, limits, nonce.
+    Hello = 0x01,
+    /// Server to node: chosen version, limits, nonce, server proof.
+    Challenge = 0x02,
+    /// Node to server: node proof.
+    Auth = 0x03,
+    /// Either way: 8 opaque bytes to echo in a PONG.
+    Ping = 0x04,
+    /// Either way: the echo of a PING.
+    Pong = 0x05,
+    /// Either way: the sender ends the connection (code, reason).
+    GoAway = 0x06,
+    /// Either way: a non-fatal error report about the connection or a stream.
+    Error = 0x07,
+    /// Node to server: "I serve port P on the cluster address".
+    Listen = 0x10,
+    /// Node to server: "I no longer serve port P".
+    Unlisten = 0x11,
+    /// Server to node: the outcome of a LISTEN (errno-like code).
+    ListenResult = 0x12,
+    /// Server to node: a client connected; opens an even stream.
+    Accept = 0x20,
+    /// Node to server: open a TCP connection to an address; opens an odd stream.
+    Connect = 0x21,
+    /// Server to node: the CONNECT succeeded.
+    Connected = 0x22,
+    /// Server to node: the CONNECT failed (errno-like code); closes the stream.
+    ConnectFailed = 0x23,
+    /// Either way: stream bytes, within the receiver's credit.
+    Data = 0x30,
+    /// Either way: the sender's half of the stream is closed.
+    Fin = 0x31,
+    /// Either way: the stream is abandoned in both directions (code).
+    Reset = 0x32,
+    /// Either way: more send credit on a stream (bytes).
+    Credit = 0x33,
+    /// Node to server: set a socket option on the stream's client connection.
+    SetOpt = 0x34,
+}
+
+impl FrameKind {
+    /// Every frame type, in type-byte order.
+    pub const ALL: [FrameKind; 19] = [
+        FrameKind::Hello,
+        FrameKind::Challenge,
+        FrameKind::Auth,
+        FrameKind::Ping,
+        FrameKind::Pong,
+        FrameKind::GoAway,
+        FrameKind::Error,
+        FrameKind::Listen,
+        FrameKind::Unlisten,
+        FrameKind::ListenResult,
+        FrameKind::Accept,
+        FrameKind::Connect,
+        FrameKind::Connected,
+        FrameKind::ConnectFailed,
+        FrameKind::Data,
+        FrameKind::Fin,
+        FrameKind::Reset,
+        FrameKind::Credit,
+        FrameKind::SetOpt,
+    ];
+
+    /// The type with this type byte, if any.
+    pub fn from_byte(byte: u8) -> Option<FrameKind> {
+        FrameKind::ALL.into_iter().find(|kind| *kind as u8 == byte)
+    }
+
+    /// The name used in `docs/transfer-protocol.md`, e.g. `"LISTEN_RESULT"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FrameKind::Hello => "HELLO",
+            FrameKind::Challenge => "CHALLENGE",
+            FrameKind::Auth => "AUTH",
+            FrameKind::Ping => "PING",
+            FrameKind::Pong => "PONG",
+            FrameKind::GoAway => "GOAWAY",
+            FrameKind::Error => "ERROR",
+            FrameKind::Listen => "LISTEN",
+            FrameKind::Unlisten => "UNLISTEN",
+            FrameKind::ListenResult => "LISTEN_RESULT",
+            FrameKind::Accept => "ACCEPT",
+            FrameKind::Connect => "CONNECT",
+            FrameKind::Connected => "CONNECTED",
+            FrameKind::ConnectFailed => "CONNECT_FAILED",
+            FrameKind::Data => "DATA",
+            FrameKind::Fin => "FIN",
+            FrameKind::Reset => "RESET",
+            FrameKind::Credit => "CREDIT",
+            FrameKind::SetOpt => "SETOPT",
+        }
+    }
+
+    /// The valid payload lengths of the type.
+    pub fn payload_range(self) -> (u32, u32) {
+        let text = 4 + MAX_TEXT as u32;
+        match self {
+            FrameKind::Hello => (HELLO_LEN as u32, HELLO_LEN as u32),
+            FrameKind::Challenge => (CHALLENGE_LEN as u32, CHALLENGE_LEN as u32),
+            FrameKind::Auth => (32, 32),
+            FrameKind::Ping | FrameKind::Pong => (8, 8),
+            FrameKind::GoAway | FrameKind::Error => (4, text),
+            FrameKind::Listen | FrameKind::Unlisten | FrameKind::Connected => (2, 2),
+            FrameKind::ListenResult => (6, 6),
+            FrameKind::Accept => (10, 22),
+            FrameKind::Connect => (8, 20),
+            FrameKind::ConnectFailed | FrameKind::Reset | FrameKind::Credit => (4, 4),
+            FrameKind::Data => (0, MAX_PAYLOAD as u32),
+            FrameKind::Fin => (0, 0),
+            FrameKind::SetOpt => (8, 8),
+        }
+    }
+
+    /// Whether the frame belongs on stream 0 (`Some(true)`), on a stream other
+    /// than 0 (`Some(false)`) or on either (`None`, ERROR only).
+    pub fn on_connection(self) -> Option<bool> {
+        match self {
+            FrameKind::Hello
+            | FrameKind::Challenge
+            | FrameKind::Auth
+            | FrameKind::Ping
+            | FrameKind::Pong
+            | FrameKind::GoAway
+            | FrameKind::Listen
+            | FrameKind::Unlisten
+            | FrameKind::ListenResult => Some(true),
+            FrameKind::Error => None,
+            FrameKind::Accept
+            | FrameKind::Connect
+            | FrameKind::Connected
+            | FrameKind::ConnectFailed
+            | FrameKind::Data
+            | FrameKind::Fin
+            | FrameKind::Reset
+            | FrameKind::Credit
+            | FrameKind::SetOpt => Some(false),
+        }
+    }
+
+    /// The only role that may send the frame, or `None` if both may.
+    pub fn sender(self) -> Option<Role> {
+        match self {
+            FrameKind::Hello
+            | FrameKind::Auth
+            | FrameKind::Listen
+            | FrameKind::Unlisten
+            | FrameKind::Connect
+            | FrameKind::SetOpt => Some(Role::Node),
+            FrameKind::Challenge
+            | FrameKind::ListenResult
+            | FrameKind::Accept
+            | FrameKind::Connected
+            | FrameKind::ConnectFailed => Some(Role::Server),
+            FrameKind::Ping
+            | FrameKind::Pong
+            | FrameKind::GoAway
+            | FrameKind::Error
+            | FrameKind::Data
+            | FrameKind::Fin
+            | FrameKind::Reset
+            | FrameKind::Credit => None,
+        }
+    }
+}
+
+impl fmt::Display for FrameKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Payload length of HELLO.
+const HELLO_LEN: usize = 52;
+/// Payload length of CHALLENGE.
+const CHALLENGE_LEN: usize = 76;
+/// CHALLENGE bytes covered by the proofs: all but the server proof.
+pub(crate) const CHALLENGE_SIGNED_LEN: usize = 44;
+
+/// HELLO: the node's opening frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hello {
+    /// Lowest protocol version the node speaks (payload bytes 4..6).
+    pub min_version: u16,
+    /// Highest protocol version the node speaks (bytes 6..8).
+    pub max_version: u16,
+    /// The node's number, for the server's logs and tables (bytes 8..12).
+    pub node_id: u32,
+    /// Credit the node grants the server on every new stream, in bytes (bytes 12..16).
+    pub initial_window: u32,
+    /// Streams the server may have open at once that the server opened (bytes 16..20).
+    pub max_streams: u32,
+    /// The node's fresh random nonce (bytes 20..52).
+    pub nonce: [u8; 32],
+}
+
+impl Hello {
+    /// The 52-byte payload.
+    pub(crate) fn payload(&self) -> [u8; HELLO_LEN] {
+        let mut p = [0; HELLO_LEN];
+        p[0..4].copy_from_slice(&MAGIC);
+        p[4..6].copy_from_slice(&self.min_version.to_be_bytes());
+        p[6..8].copy_from_slice(&self.max_version.to_be_bytes());
+        p[8..12].copy_from_slice(&self.node_id.to_be_bytes());
+        p[12..16].copy_from_slice(&self.initial_window.to_be_bytes());
+        p[16..20].copy_from_slice(&self.max_streams.to_be_bytes());
+        p[20..52].copy_from_slice(&self.nonce);
+        p
+    }
+}
+
+/// CHALLENGE: the server's answer to HELLO.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Challenge {
+    /// The version chosen from the node's range (payload bytes 0..2; bytes
+    /// 2..4 are reserved, zero).
+    pub version: u16,
+    /// Credit the server grants the node on every new stream, in bytes (bytes 4..8).
+    pub initial_window: u32,
+    /// Streams the node may have open at once that the node opened (bytes 8..12).
+    pub max_streams: u32,
+    /// The server's fresh random nonce (bytes 12..44).
+    pub nonce: [u8; 32],
+    /// HMAC-SHA256 proof that the server knows the key (bytes 44..76).
+    pub proof: [u8; 32],
+}
+
+impl Challenge {
+    /// The 76-byte payload.
+    pub(crate) fn payload(&self) -> [u8; CHALLENGE_LEN] {
+        let mut p = [0; CHALLENGE_LEN];
+        p[0..2].copy_from_slice(&self.version.to_be_bytes());
+        p[4..8].copy_from_slice(&self.initial_window.to_be_bytes());
+        p[8..12].copy_from_slice(&self.max_streams.to_be_bytes());
+        p[12..44].copy_from_slice(&self.nonce);
+        p[44..76].copy_from_slice(&self.proof);
+        p
+    }
+}
+
+/// One frame of the transfer protocol. Field comments give payload byte
+/// offsets; `docs/transfer-protocol.md` has the full layout.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Frame {
+    /// Node's first frame (stream 0).
+    Hello(Hello),
+    /// Server's answer to HELLO (stream 0).
+    Challenge(Challenge),
+    /// Node's proof (stream 0).
+    Auth {
+        /// HMAC-SHA256 proof that the node knows the key.
+        proof: [u8; 32],
+    },
+    /// Keepalive probe (stream 0).
+    Ping {
+        /// Opaque bytes echoed in the PONG.
+        data: u64,
+    },
+    /// Keepalive answer (stream 0).
+    Pong {
+        /// The PING's bytes.
+        data: u64,
+    },
+    /// The sender ends the connection after this frame (stream 0).
+    GoAway {
+        /// Why ([`ErrorCode::NO_ERROR`] for a normal shutdown), bytes 0..4.
+        code: ErrorCode,
+        /// UTF-8 text, at most [`MAX_TEXT`] bytes, bytes 4.. .
+        reason: String,
+    },
+    /// Non-fatal error report, about stream `stream` or the connection (0).
+    Error {
+        /// The stream concerned, 0 for the connection.
+        stream: StreamId,
+        /// The code, bytes 0..4.
+        code: ErrorCode,
+        /// UTF-8 text, at most [`MAX_TEXT`] bytes, bytes 4.. .
+        message: String,
+    },
+    /// "I serve this port on the cluster address" (stream 0).
+    Listen {
+        /// The TCP port, bytes 0..2, not 0.
+        port: u16,
+    },
+    /// "I no longer serve this port" (stream 0).
+    Unlisten {
+        /// The TCP port, bytes 0..2, not 0.
+        port: u16,
+    },
+    /// Outcome of a LISTEN (stream 0).
+    ListenResult {
+        /// The port, bytes 0..2.
+        port: u16,
+        /// 0 on success, else a Linux errno, bytes 2..6.
+        errno: u32,
+    },
+    /// A client connected to `local_port`; opens server stream `stream`.
+    Accept {
+        /// The new even stream id.
+        stream: StreamId,
+        /// The cluster port the client connected to.
+        local_port: u16,
+        /// The client's address and port.
+        peer: SocketAddr,
+    },
+    /// Open a TCP connection to `addr`; opens node stream `stream`.
+    Connect {
+        /// The new odd stream id.
+        stream: StreamId,
+        /// Where to connect.
+        addr: SocketAddr,
+    },
+    /// The CONNECT on `stream` succeeded.
+    Connected {
+        /// The stream.
+        stream: StreamId,
+        /// The local port of the server's connection, bytes 0..2.
+        local_port: u16,
+    },
+    /// The CONNECT on `stream` failed; the stream is closed.
+    ConnectFailed {
+        /// The stream.
+        stream: StreamId,
+        /// A Linux errno, bytes 0..4.
+        errno: u32,
+    },
+    /// Stream bytes (the whole payload).
+    Data {
+        /// The stream.
+        stream: StreamId,
+        /// The bytes, at most [`MAX_PAYLOAD`].
+        bytes: Vec<u8>,
+    },
+    /// The sender will send no more DATA on `stream`.
+    Fin {
+        /// The stream.
+        stream: StreamId,
+    },
+    /// The stream is abandoned both ways.
+    Reset {
+        /// The stream.
+        stream: StreamId,
+        /// Why, bytes 0..4.
+        code: ErrorCode,
+    },
+    /// More send credit on `stream`.
+    Credit {
+        /// The stream.
+        stream: StreamId,
+        /// Bytes added to the credit, 1..=2^31-1, bytes 0..4.
+        increment: u32,
+    },
+    /// Set a socket option on the stream's client connection.
+    SetOpt {
+        /// The stream.
+        stream: StreamId,
+        /// Option id, bytes 0..2 (bytes 2..4 reserved, zero).
+        option: SockOpt,
+        /// Option value, bytes 4..8.
+        value: u32,
+    },
+}
+
+impl Frame {
+    /// The frame's type.
+    pub fn kind(&self) -> FrameKind {
+        match self {
+            Frame::Hello(_) => FrameKind::Hello,
+            Frame::Challenge(_) => FrameKind::Challenge,
+            Frame::Auth { .. } => FrameKind::Auth,
+            Frame::Ping { .. } => FrameKind::Ping,
+            Frame::Pong { .. } => FrameKind::Pong,
+            Frame::GoAway { .. } => FrameKind::GoAway,
+            Frame::Error { .. } => FrameKind::Error,
+            Frame::Listen { .. } => FrameKind::Listen,
+            Frame::Unlisten { .. } => FrameKind::Unlisten,
+            Frame::ListenResult { .. } => FrameKind::ListenResult,
+            Frame::Accept { .. } => FrameKind::Accept,
+            Frame::Connect { .. } => FrameKind::Connect,
+            Frame::Connected { .. } => FrameKind::Connected,
+            Frame::ConnectFailed { .. } => FrameKind::ConnectFailed,
+            Frame::Data { .. } => FrameKind::Data,
+            Frame::Fin { .. } => FrameKind::Fin,
+            Frame::Reset { .. } => FrameKind::Reset,
+            Frame::Credit { .. } => FrameKind::Credit,
+            Frame::SetOpt { .. } => FrameKind::SetOpt,
+        }
+    }
+
+    /// The frame's stream id (0 for connection frames).
+    pub fn stream(&self) -> StreamId {
+        match self {
+            Frame::Error { stream, .. }
+            | Frame::Accept { stream, .. }
+            | Frame::Connect { stream, .. }
+            | Frame::Connected { stream, .. }
+            | Frame::ConnectFailed { stream, .. }
+            | Frame::Data { stream, .. }
+            | Frame::Fin { stream }
+            | Frame::Reset { stream, .. }
+            | Frame::Credit { stream, .. }
+            | Frame::SetOpt { stream, .. } => *stream,
+            _ => StreamId::CONNECTION,
+        }
+    }
+
+    /// Appends the frame, header and payload, to `dst` and returns its length.
+    /// Refuses, appending nothing, frames the decoder would reject: DATA over
+    /// [`MAX_PAYLOAD`], text over [`MAX_TEXT`], a stream frame on stream 0 or
+    /// a connection frame on another stream, port 0 in LISTEN and UNLISTEN,
+    /// a CREDIT of 0 or over 2^31 - 1.
+    pub fn encode(&self, dst: &mut Vec<u8>) -> Result<usize, LocalError> {
+        self.check()?;
+        let start = dst.len();
+        dst.extend_from_slice(&[0; HEADER_LEN]);
+        dst[start + TYPE_AT] = self.kind() as u8;
+        dst[start + STREAM_AT..start + STREAM_AT + 4]
+            .copy_from_slice(&self.stream().0.to_be_bytes());
+        match self {
+            Frame::Hello(hello) => dst.extend_from_slice(&hello.payload()),
+            Frame::Challenge(challenge) => dst.extend_from_slice(&challenge.payload()),
+            Frame::Auth { proof } => dst.extend_from_slice(proof),
+            Frame::Ping { data } | Frame::Pong { data } => {
+                dst.extend_from_slice(&data.to_be_bytes())
+            }
+            Frame::GoAway { code, reason: text }
+            | Frame::Error {
+                code,
+                message: text,
+                ..
+            } => {
+                dst.extend_from_slice(&code.0.to_be_bytes());
+                dst.extend_from_slice(text.as_bytes());
+            }
+            Frame::Listen { port } | Frame::Unlisten { port } => {
+                dst.extend_from_slice(&port.to_be_bytes())
+            }
+            Frame::ListenResult { port, errno } => {
+                dst.extend_from_slice(&port.to_be_bytes());
+                dst.extend_from_slice(&errno.to_be_bytes());
+            }
+            Frame::Accept {
+                local_port, peer, ..
+            } => {
+                dst.extend_from_slice(&[family(peer.ip()), 0]);
+                dst.extend_from_slice(&local_port.to_be_bytes());
+                dst.extend_from_slice(&peer.port().to_be_bytes());
+                put_ip(dst, peer.ip());
+            }
+            Frame::Connect { addr, .. } => {
+                dst.extend_from_slice(&[family(addr.ip()), 0]);
+                dst.extend_from_slice(&addr.port().to_be_bytes());
+                put_ip(dst, addr.ip());
+            }
+            Frame::Connected { local_port, .. } => dst.extend_from_slice(&local_port.to_be_bytes()),
+            Frame::ConnectFailed { errno, .. } => dst.extend_from_slice(&errno.to_be_bytes()),
+            Frame::Data { bytes, .. } => dst.extend_from_slice(bytes),
+            Frame::Fin { .. } => {}
+            Frame::Reset { code, .. } => dst.extend_from_slice(&code.0.to_be_bytes()),
+            Frame::Credit { increment, .. } => dst.extend_from_slice(&increment.to_be_bytes()),
+            Frame::SetOpt { option, value, .. } => {
+                dst.extend_from_slice(&option.0.to_be_bytes());
+                dst.extend_from_slice(&[0, 0]);
+                dst.extend_from_slice(&value.to_be_bytes());
+            }
+        }
+        let len = dst.len() - start - HEADER_LEN;
+        // `check` bounded every payload by MAX_PAYLOAD, so the length fits.
+        dst[start + LEN_AT..start + LEN_AT + 4].copy_from_slice(&(len as u32).to_be_bytes());
+        Ok(dst.len() - start)
+    }
+
+    /// The limits [`Frame::encode`] enforces.
+    fn check(&self) -> Result<(), LocalError> {
+        let too_large = |what, len: usize, max: usize| {
+            Err(LocalError::TooLarge {
+                what,
+                len: len as u64,
+                max: max as u64,
+            })
+        };
+        match self {
+            Frame::Data { bytes, .. } if bytes.len() > MAX_PAYLOAD => {
+                return too_large("DATA payload", bytes.len(), MAX_PAYLOAD)
+            }
+            Frame::GoAway { reason: text, .. } | Frame::Error { message: text, .. }
+                if text.len() > MAX_TEXT =>
+            {
+                return too_large("text", text.len(), MAX_TEXT)
+            }
+            Frame::Listen { port: 0 } => return Err(LocalError::PortZero { op: "LISTEN" }),
+            Frame::Unlisten { port: 0 } => return Err(LocalError::PortZero { op: "UNLISTEN" }),
+            Frame::Credit { increment, .. }
+                if *increment == 0 || *increment > super::MAX_WINDOW =>
+            {
+                return Err(LocalError::TooLarge {
+                    what: "CREDIT increment (1..=2^31-1)",
+                    len: u64::from(*increment),
+                    max: u64::from(super::MAX_WINDOW),
+                })
+            }
+            _ => {}
+        }
+        let stream = self.stream();
+        match self.kind().on_connection() {
+            Some(true) if stream != StreamId::CONNECTION => Err(LocalError::UnknownStream {
+                op: self.kind().name(),
+                stream,
+            }),
+            Some(false) if stream == StreamId::CONNECTION => Err(LocalError::UnknownStream {
+                op: self.kind().name(),
+                stream,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn family(ip: IpAddr) -> u8 {
+    match ip {
+        IpAddr::V4(_) => 4,
+        IpAddr::V6(_) => 6,
+    }
+}
+
+fn put_ip(dst: &mut Vec<u8>, ip: IpAddr) {
+    match ip {
+        IpAddr::V4(ip) => dst.extend_from_slice(&ip.octets()),
+        IpAddr::V6(ip) => dst.extend_from_slice(&ip.octets()),
+    }
+}
+
+/// Splits a byte stream into checked [`Frame`]s. Bytes may arrive in any
+/// chunking; after an error every later call returns the same error.
+#[derive(Clone, Debug, Default)]
+pub struct FrameDecoder {
+    header: [u8; HEADER_LEN],
+    /// Header bytes of the current frame received so far.
+    filled: usize,
+    /// The validated header of the frame whose payload is arriving.
+    body: Option<Body>,
+    /// Bytes consumed since the start of the connection.
+    consumed: u64,
+    /// Offset of the frame being assembled (or just returned).
+    frame_start: u64,
+    failed: Option<XferError>,
+}
+
+#[derive(Clone, Debug)]
+struct Body {
+    kind: FrameKind,
+    stream: u32,
+    len: usize,
+    /// Payload bytes so far; capacity at most `len` (checked <= MAX_PAYLOAD).
+    buf: Vec<u8>,
+}
+
+impl FrameDecoder {
+    /// A decoder at the start of a connection.
+    pub fn new() -> FrameDecoder {
+        FrameDecoder::default()
+    }
+
+    /// Consumes bytes from the front of `input` up to the end of the next
+    /// frame and returns it, or `Ok(None)` once `input` is used up without
+    /// completing one. The header is checked (type, flags, reserved, length
+    /// for the type, stream id 0 or not) before any payload is buffered.
+    pub fn decode(&mut self, input: &mut &[u8]) -> Result<Option<Frame>, XferError> {
+        if let Some(error) = &self.failed {
+            return Err(error.clone());
+        }
+        let result = self.step(input);
+        if let Err(error) = &result {
+            self.failed = Some(error.clone());
+        }
+        result
+    }
+
+    /// Offset in the connection of the header of the frame last returned (or
+    /// being assembled).
+    pub fn frame_offset(&self) -> u64 {
+        self.frame_start
+    }
+
+    /// Whether the input so far ends at a frame boundary; if not, how many
+    /// bytes of the unfinished frame arrived, as an error.
+    pub fn finish(&self) -> Result<(), XferError> {
+        let received = match &self.body {
+            Some(body) => (HEADER_LEN + body.buf.len()) as u64,
+            None => self.filled as u64,
+        };
+        if received == 0 {
+            Ok(())
+        } else {
+            Err(XferError::Truncated {
+                offset: self.frame_start,
+                received,
+            })
+        }
+    }
+
+    fn step(&mut self, input: &mut &[u8]) -> Result<Option<Frame>, XferError> {
+        if self.body.is_none() {
+            if self.filled == 0 {
+                self.frame_start = self.consumed;
+            }
+            let n = (HEADER_LEN - self.filled).min(input.len());
+            self.header[self.filled..self.filled + n].copy_from_slice(&input[..n]);
+            *input = &input[n..];
+            self.filled += n;
+            self.consumed += n as u64;
+            if self.filled < HEADER_LEN {
+                return Ok(None);
+            }
+            self.filled = 0;
+            let (kind, stream, len) = check_header(&self.header, self.frame_start)?;
+            self.body = Some(Body {
+                kind,
+                stream,
+                len,
+                buf: Vec::new(),
+            });
+        }
+        let Some(body) = &mut self.body else {
+            return Ok(None);
+        };
+        let need = body.len - body.buf.len();
+        let n = need.min(input.len());
+        if n == need && body.buf.is_empty() {
+            // The whole payload is here: parse it in place.
+            let payload = &input[..n];
+            *input = &input[n..];
+            self.consumed += n as u64;
+            let (kind, stream) = (body.kind, body.stream);
+            self.body = None;
+            return parse_payload(kind, stream, payload, self.frame_start).map(Some);
+        }
+        if body.buf.capacity() == 0 {
+            body.buf.reserve_exact(body.len);
+        }
+        body.buf.extend_from_slice(&input[..n]);
+        *input = &input[n..];
+        self.consumed += n as u64;
+        if body.buf.len() < body.len {
+            return Ok(None);
+        }
+        let (kind, stream, buf) = (body.kind, body.stream, std::mem::take(&mut body.buf));
+        self.body = None;
+        parse_payload(kind, stream, &buf, self.frame_start).map(Some)
+    }
+}
+
+/// Checks a frame header; returns the type, stream id and payload length.
+fn check_header(h: &[u8; HEADER_LEN], offset: u64) -> Result<(FrameKind, u32, usize), XferError> {
+    let frame_type = h[TYPE_AT];
+    let kind = FrameKind::from_byte(frame_type)
+        .ok_or(XferError::UnknownFrameType { offset, frame_type })?;
+    if h[FLAGS_AT] != 0 {
+        return Err(XferError::ReservedNotZero {
+            offset,
+            kind,
+            field: "flags",
+            at: FLAGS_AT,
+            value: u16::from(h[FLAGS_AT]),
+        });
+    }
+    let reserved = u16::from_be_bytes([h[RESERVED_AT], h[RESERVED_AT + 1]]);
+    if reserved != 0 {
+        return Err(XferError::ReservedNotZero {
+            offset,
+            kind,
+            field: "reserved",
+            at: RESERVED_AT,
+            value: reserved,
+        });
+    }
+    let len = be_u32(h, LEN_AT);
+    let (min, max) = kind.payload_range();
+    if !(min..=max).contains(&len) {
+        return Err(XferError::BadLength {
+            offset,
+            kind,
+            len,
+            min,
+            max,
+        });
+    }
+    let stream = be_u32(h, STREAM_AT);
+    let reason = match kind.on_connection() {
+        Some(true) if stream != 0 => Some("must be 0 for a connection frame"),
+        Some(false) if stream == 0 => Some("must not be 0 for a stream frame"),
+        _ => None,
+    };
+    if let Some(reason) = reason {
+        return Err(XferError::BadStreamId {
+            offset,
+            kind,
+            stream,
+            reason,
+        });
+    }
+    Ok((kind, stream, len as usize))
+}
+
+/// Parses a payload whose length is already within the type's range.
+fn parse_payload(kind: FrameKind, stream: u32, p: &[u8], offset: u64) -> Result<Frame, XferError> {
+    let bad = |field, at, value: u64| XferError::BadField {
+        offset,
+        kind,
+        field,
+        at,
+        value,
+    };
+    let sid = StreamId(stream);
+    Ok(match kind {
+        FrameKind::Hello => {
+            let got = [p[0], p[1], p[2], p[3]];
+            if got != MAGIC {
+                return Err(XferError::BadMagic { offset, got });
+            }
+            Frame::Hello(Hello {
+                min_version: be_u16(p, 4),
+                max_version: be_u16(p, 6),
+                node_id: be_u32(p, 8),
+                initial_window: be_u32(p, 12),
+                max_streams: be_u32(p, 16),
+                nonce: array32(p, 20),
+            })
+        }
+        FrameKind::Challenge => {
+            let reserved = be_u16(p, 2);
+            if reserved != 0 {
+                return Err(bad("reserved", 2, u64::from(reserved)));
+            }
+            Frame::Challenge(Challenge {
+                version: be_u16(p, 0),
+                initial_window: be_u32(p, 4),
+                max_streams: be_u32(p, 8),
+                nonce: array32(p, 12),
+                proof: array32(p, 44),
+            })
+        }
+        FrameKind::Auth => Frame::Auth {
+            proof: array32(p, 0),
+        },
+        FrameKind::Ping => Frame::Ping { data: be_u64(p, 0) },
+        FrameKind::Pong => Frame::Pong { data: be_u64(p, 0) },
+        FrameKind::GoAway => Frame::GoAway {
+            code: ErrorCode(be_u32(p, 0)),
+            reason: String::from_utf8_lossy(&p[4..]).into_owned(),
+        },
+        FrameKind::Error => Frame::Error {
+            stream: sid,
+            code: ErrorCode(be_u32(p, 0)),
+            message: String::from_utf8_lossy(&p[4..]).into_owned(),
+        },
+        FrameKind::Listen | FrameKind::Unlisten => {
+            let port = be_u16(p, 0);
+            if port == 0 {
+                return Err(bad("port", 0, 0));
+            }
+            if kind == FrameKind::Listen {
+                Frame::Listen { port }
+            } else {
+                Frame::Unlisten { port }
+            }
+        }
+        FrameKind::ListenResult => Frame::ListenResult {
+            port: be_u16(p, 0),
+            errno: be_u32(p, 2),
+        },
+        FrameKind::Accept => {
+            let ip = ip_at(p, 6, &bad)?;
+            Frame::Accept {
+                stream: sid,
+                local_port: be_u16(p, 2),
+                peer: SocketAddr::new(ip, be_u16(p, 4)),
+            }
+        }
+        FrameKind::Connect => {
+            let ip = ip_at(p, 4, &bad)?;
+            Frame::Connect {
+                stream: sid,
+                addr: SocketAddr::new(ip, be_u16(p, 2)),
+            }
+        }
+        FrameKind::Connected => Frame::Connected {
+            stream: sid,
+            local_port: be_u16(p, 0),
+        },
+        FrameKind::ConnectFailed => Frame::ConnectFailed {
+            stream: sid,
+            errno: be_u32(p, 0),
+        },
+        FrameKind::Data => Frame::Data {
+            stream: sid,
+            bytes: p.to_vec(),
+        },
+        FrameKind::Fin => Frame::Fin { stream: sid },
+        FrameKind::Reset => Frame::Reset {
+            stream: sid,
+            code: ErrorCode(be_u32(p, 0)),
+        },
+        FrameKind::Credit => Frame::Credit {
+            stream: sid,
+            increment: be_u32(p, 0),
+        },
+        FrameKind::SetOpt => {
+            let reserved = be_u16(p, 2);
+            if reserved != 0 {
+                return Err(bad("reserved", 2, u64::from(reserved)));
+            }
+            Frame::SetOpt {
+                stream: sid,
+                option: SockOpt(be_u16(p, 0)),
+                value: be_u32(p, 4),
+            }
+        }
+    })
+}
+
+/// The address after the family byte (payload byte 0) and reserved byte
+/// (byte 1, zero): 4 bytes for family 4, 16 for family 6, at `at`, ending the
+/// payload.
+fn ip_at(
+    p: &[u8],
+    at: usize,
+    bad: &impl Fn(&'static str, usize, u64) -> XferError,
+) -> Result<IpAddr, XferError> {
+    if p[1] != 0 {
+        return Err(bad("reserved", 1, u64::from(p[1])));
+    }
+    let rest = &p[at..];
+    match (p[0], rest.len()) {
+        (4, 4) => Ok(IpAddr::V4(Ipv4Addr::new(
+            rest[0], rest[1], rest[2], rest[3],
+        ))),
+        (6, 16) => {
+            let mut octets = [0; 16];
+            octets.copy_from_slice(rest);
+            Ok(IpAddr::V6(Ipv6Addr::from(octets)))
+        }
+        (4 | 6, len) => Err(bad("address length", at, len as u64)),
+        (family, _) => Err(bad("family", 0, u64::from(family))),
+    }
+}
+
+fn be_u16(p: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([p[at], p[at + 1]])
+}
+
+fn be_u32(p: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([p[at], p[at + 1], p[at + 2], p[at + 3]])
+}
+
+fn be_u64(p: &[u8], at: usize) -> u64 {
+    let mut b = [0; 8];
+    b.copy_from_slice(&p[at..at + 8]);
+    u64::from_be_bytes(b)
+}
+
+fn array32(p: &[u8], at: usize) -> [u8; 32] {
+    let mut b = [0; 32];
+    b.copy_from_slice(&p[at..at + 32]);
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// CREDIT of 4096 bytes on stream 3 (`docs/transfer-protocol.md` example).
+    const CREDIT_BYTES: [u8; 16] = [
+        0x00, 0x00, 0x00, 0x04, 0x33, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x10,
+        0x00,
+    ];
+
+    /// ACCEPT of a client at 192.0.2.7:40000 on port 80, stream 2.
+    const ACCEPT_BYTES: [u8; 22] = [
+        0x00, 0x00, 0x00, 0x0a, 0x20, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x04, 0x00, 0x00,
+        0x50, 0x9c, 0x40, 0xc0, 0x00, 0x02, 0x07,
+    ];
+
+    fn encode(frame: &Frame) -> Vec<u8> {
+        let mut out = Vec::new();
+        let len = frame.encode(&mut out).unwrap();
+        assert_eq!(len, out.len());
+        out
+    }
+
+    fn decode_all(mut bytes: &[u8]) -> Result<Vec<Frame>, XferError> {
+        let mut decoder = FrameDecoder::new();
+        let mut frames = Vec::new();
+        while let Some(frame) = decoder.decode(&mut bytes)? {
+            frames.push(frame);
+        }
+        assert!(bytes.is_empty());
+        decoder.finish()?;
+        Ok(frames)
+    }
+
+    /// One frame of every type.
+    fn examples() -> Vec<Frame> {
+        let v6: SocketAddr = "[2001:db8::1]:443".parse().unwrap();
+        let v4: SocketAddr = "192.0.2.7:40000".parse().unwrap();
+        vec![
+            Frame::Hello(Hello {
+                min_version: 1,
+                max_version: 3,
+                node_id: 9,
+                initial_window: 65536,
+                max_streams: 1024,
+                nonce: [7; 32],
+            }),
+            Frame::Challenge(Challenge {
+                version: 1,
+                initial_window: 1,
+                max_streams: 0,
+                nonce: [8; 32],
+                proof: [9; 32],
+            }),
+            Frame::Auth { proof: [3; 32] },
+            Frame::Ping { data: u64::MAX },
+            Frame::Pong { data: 1 },
+            Frame::GoAway {
+                code: ErrorCode::AUTH_FAILED,
+                reason: "bad key".into(),
+            },
+            Frame::Error {
+                stream: StreamId(5),
+                code: ErrorCode::UNSUPPORTED,
+                message: String::new(),
+            },
+            Frame::Error {
+                stream: StreamId::CONNECTION,
+                code: ErrorCode(999),
+                message: "é".into(),
+            },
+            Frame::Listen { port: 80 },
+            Frame::Unlisten { port: 65535 },
+            Frame::ListenResult {
+                port: 80,
+                errno: crate::xfer::errno::EADDRINUSE,
+            },
+            Frame::Accept {
+                stream: StreamId(2),
+                local_port: 80,
+                peer: v4,
+            },
+            Frame::Accept {
+                stream: StreamId(4),
+                local_port: 8080,
+                peer: v6,
+            },
+            Frame::Connect {
+                stream: StreamId(1),
+                addr: v4,
+            },
+            Frame::Connect {
+                stream: StreamId(3),
+                addr: v6,
+            },
+            Frame::Connected {
+                stream: StreamId(1),
+                local_port: 50000,
+            },
+            Frame::ConnectFailed {
+                stream: StreamId(3),
+                errno: crate::xfer::errno::ECONNREFUSED,
+            },
+            Frame::Data {
+                stream: StreamId(2),
+                bytes: b"GET / HTTP/1.1\r\n\r\n".to_vec(),
+            },
+            Frame::Data {
+                stream: StreamId(2),
+                bytes: vec![0xab; MAX_PAYLOAD],
+            },
+            Frame::Data {
+                stream: StreamId(2),
+                bytes: Vec::new(),
+            },
+            Frame::Fin {
+                stream: StreamId(u32::MAX),
+            },
+            Frame::Reset {
+                stream: StreamId(2),
+                code: ErrorCode::CANCEL,
+            },
+            Frame::Credit {
+                stream: StreamId(3),
+                increment: crate::xfer::MAX_WINDOW,
+            },
+            Frame::SetOpt {
+                stream: StreamId(2),
+                option: SockOpt::NODELAY,
+                value: 1,
+            },
+        ]
+    }
+
+    #[test]
+    fn every_frame_type_round_trips() {
+        let frames = examples();
+        let kinds: BTreeSet<FrameKind> = frames.iter().map(Frame::kind).collect();
+        assert_eq!(kinds.len(), FrameKind::ALL.len(), "an example per type");
+        for frame in frames {
+            let bytes = encode(&frame);
+            assert_eq!(bytes[TYPE_AT], frame.kind() as u8);
+            assert_eq!(decode_all(&bytes), Ok(vec![frame.clone()]), "{frame:?}");
+        }
+    }
+
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn encodes_the_documented_examples() {
+        let credit = Frame::Credit {
+            stream: StreamId(3),
+            increment: 4096,
+        };
+        assert_eq!(encode(&credit), CREDIT_BYTES);
+        let accept = Frame::Accept {
+            stream: StreamId(2),
+            local_port: 80,
+            peer: "192.0.2.7:40000".parse().unwrap(),
+        };
+        assert_eq!(encode(&accept), ACCEPT_BYTES);
+        assert_eq!(decode_all(&ACCEPT_BYTES), Ok(vec![accept]));
+    }
+
+    #[test]
+    fn type_bytes_and_names_are_consistent() {
+        for kind in FrameKind::ALL {
+            assert_eq!(FrameKind::from_byte(kind as u8), Some(kind));
+            assert_eq!(kind.to_string(), kind.name());
+        }
+        assert_eq!(FrameKind::from_byte(0), None);
+        assert_eq!(FrameKind::from_byte(0xff), None);
+    }
+
+    #[test]
+    fn encode_refuses_what_decode_would_reject() {
+        let mut out = Vec::new();
+        let too_big = Frame::Data {
+            stream: StreamId(1),
+            bytes: vec![0; MAX_PAYLOAD + 1],
+        };
+        assert!(matches!(
+            too_big.encode(&mut out),
+            Err(LocalError::TooLarge { .. })
+        ));
+        let long = Frame::GoAway {
+            code: ErrorCode::NO_ERROR,
+            reason: "x".repeat(MAX_TEXT + 1),
+        };
+        assert!(long.encode(&mut out).is_err());
+        let on_zero = Frame::Fin {
+            stream: StreamId(0),
+        };
+        assert!(on_zero.encode(&mut out).is_err());
+        assert!(Frame::Listen { port: 0 }.encode(&mut out).is_err());
+        let zero_credit = Frame::Credit {
+            stream: StreamId(1),
+            increment: 0,
+        };
+        assert!(zero_credit.encode(&mut out).is_err());
+        assert!(out.is_empty(), "nothing appended on refusal");
+    }
+
+    #[test]
+    fn rejects_an_unknown_type_naming_offset_and_byte() {
+        let mut bytes = encode(&Frame::Ping { data: 1 });
+        bytes.extend_from_slice(&[0, 0, 0, 0, 0x99, 0, 0, 0, 0, 0, 0, 0]);
+        let err = decode_all(&bytes).unwrap_err();
+        assert_eq!(
+            err,
+            XferError::UnknownFrameType {
+                offset: 20,
+                frame_type: 0x99
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "frame at byte 20: unknown frame type 0x99 at header byte 4"
+        );
+    }
+
+    #[test]
+    fn rejects_flags_and_reserved_bits() {
+        let mut bytes = CREDIT_BYTES;
+        bytes[FLAGS_AT] = 1;
+        assert!(matches!(
+            decode_all(&bytes),
+            Err(XferError::ReservedNotZero { field: "flags", .. })
+        ));
+        let mut bytes = CREDIT_BYTES;
+        bytes[RESERVED_AT + 1] = 1;
+        assert!(matches!(
+            decode_all(&bytes),
+            Err(XferError::ReservedNotZero {
+                field: "reserved",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn rejects_a_huge_length_before_buffering_any_payload() {
+        let mut decoder = FrameDecoder::new();
+        let header = [0xff, 0xff, 0xff, 0xff, 0x30, 0, 0, 0, 0, 0, 0, 1];
+        let mut input: &[u8] = &header;
+        let err = decoder.decode(&mut input).unwrap_err();
+        assert_eq!(
+            err,
+            XferError::BadLength {
+                offset: 0,
+                kind: FrameKind::Data,
+                len: u32::MAX,
+                min: 0,
+                max: MAX_PAYLOAD as u32
+            }
+        );
+        assert_eq!(err.code(), ErrorCode::FRAME_SIZE);
+        // Poisoned: the same error again, whatever comes next.
+        let mut more: &[u8] = &CREDIT_BYTES;
+        assert_eq!(decoder.decode(&mut more), Err(err));
+    }
+
+    #[test]
+    fn rejects_wrong_lengths_for_fixed_size_frames() {
+        let mut bytes = CREDIT_BYTES.to_vec();
+        bytes[3] = 5;
+        bytes.push(0);
+        assert!(matches!(
+            decode_all(&bytes),
+            Err(XferError::BadLength {
+                kind: FrameKind::Credit,
+                len: 5,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn rejects_stream_ids_on_the_wrong_side_of_zero() {
+        let mut bytes = CREDIT_BYTES;
+        bytes[STREAM_AT + 3] = 0;
+        assert!(matches!(
+            decode_all(&bytes),
+            Err(XferError::BadStreamId { stream: 0, .. })
+        ));
+        let mut ping = encode(&Frame::Ping { data: 0 });
+        ping[STREAM_AT] = 1;
+        assert!(matches!(
+            decode_all(&ping),
+            Err(XferError::BadStreamId {
+                kind: FrameKind::Ping,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn rejects_bad_payload_fields() {
+        let mut hello = encode(&examples()[0]);
+        hello[HEADER_LEN] = b'X';
+        assert!(matches!(
+            decode_all(&hello),
+            Err(XferError::BadMagic { offset: 0, .. })
+        ));
+        let mut accept = ACCEPT_BYTES;
+        accept[HEADER_LEN] = 6; // family 6 with a 4-byte address
+        assert!(matches!(
+            decode_all(&accept),
+            Err(XferError::BadField {
+                field: "address length",
+                ..
+            })
+        ));
+        accept[HEADER_LEN] = 5;
+        assert!(matches!(
+            decode_all(&accept),
+            Err(XferError::BadField {
+                field: "family",
+                value: 5,
+                ..
+            })
+        ));
+        let mut listen = encode(&Frame::Listen { port: 1 });
+        listen[HEADER_LEN + 1] = 0;
+        assert!(matches!(
+            decode_all(&listen),
+            Err(XferError::BadField { field: "port", .. })
+        ));
+    }
+
+    #[test]
+    fn reports_a_truncated_frame_at_eof() {
+        let bytes = encode(&examples()[0]);
+        let mut decoder = FrameDecoder::new();
+        let mut input = &bytes[..20];
+        assert_eq!(decoder.decode(&mut input), Ok(None));
+        assert_eq!(
+            decoder.finish(),
+            Err(XferError::Truncated {
+                offset: 0,
+                received: 20
+            })
+        );
+    }
+
+    #[test]
+    fn invalid_utf8_text_is_replaced_not_rejected() {
+        let mut bytes = encode(&Frame::GoAway {
+            code: ErrorCode::NO_ERROR,
+            reason: "ab".into(),
+        });
+        let n = bytes.len();
+        bytes[n - 1] = 0xff;
+        assert_eq!(
+            decode_all(&bytes),
+            Ok(vec![Frame::GoAway {
+                code: ErrorCode::NO_ERROR,
+                reason: "a\u{fffd}".into()
+            }])
+        );
+    }
+
+    fn addr() -> impl Strategy<Value = SocketAddr> {
+        prop_oneof![
+            (any::<[u8; 4]>(), any::<u16>())
+                .prop_map(|(ip, port)| SocketAddr::new(IpAddr::from(ip), port)),
+            (any::<[u8; 16]>(), any::<u16>())
+                .prop_map(|(ip, port)| SocketAddr::new(IpAddr::from(ip), port)),
+        ]
+    }
+
+    pub(crate) fn frame() -> impl Strategy<Value = Frame> {
+        let sid = (1..=u32::MAX).prop_map(StreamId);
+        let text = "\\PC{0,100}";
+        prop_oneof![
+            (any::<[u16; 2]>(), any::<[u32; 3]>(), any::<[u8; 32]>()).prop_map(|(v, n, nonce)| {
+                Frame::Hello(Hello {
+                    min_version: v[0],
+                    max_version: v[1],
+                    node_id: n[0],
+                    initial_window: n[1],
+                    max_streams: n[2],
+                    nonce,
+                })
+            }),
+            (
+                any::<u16>(),
+                any::<[u32; 2]>(),
+                any::<[u8; 32]>(),
+                any::<[u8; 32]>()
+            )
+                .prop_map(|(version, n, nonce, proof)| Frame::Challenge(Challenge {
+                    version,
+                    initial_window: n[0],
+                    max_streams: n[1],
+                    nonce,
+                    proof,
+                })),
+            any::<[u8; 32]>().prop_map(|proof| Frame::Auth { proof }),
+            any::<u64>().prop_map(|data| Frame::Ping { data }),
+            any::<u64>().prop_map(|data| Frame::Pong { data }),
+            (any::<u32>(), text).prop_map(|(c, reason)| Frame::GoAway {
+                code: ErrorCode(c),
+                reason
+            }),
+            (any::<u32>(), any::<u32>(), text).prop_map(|(s, c, message)| Frame::Error {
+                stream: StreamId(s),
+                code: ErrorCode(c),
+                message
+            }),
+            (1..=u16::MAX).prop_map(|port| Frame::Listen { port }),
+            (1..=u16::MAX).prop_map(|port| Frame::Unlisten { port }),
+            (any::<u16>(), any::<u32>())
+                .prop_map(|(port, errno)| Frame::ListenResult { port, errno }),
+            (sid.clone(), any::<u16>(), addr()).prop_map(|(stream, local_port, peer)| {
+                Frame::Accept {
+                    stream,
+                    local_port,
+                    peer,
+                }
+            }),
+            (sid.clone(), addr()).prop_map(|(stream, addr)| Frame::Connect { stream, addr }),
+            (sid.clone(), any::<u16>())
+                .prop_map(|(stream, local_port)| Frame::Connected { stream, local_port }),
+            (sid.clone(), any::<u32>())
+                .prop_map(|(stream, errno)| Frame::ConnectFailed { stream, errno }),
+            (sid.clone(), proptest::collection::vec(any::<u8>(), 0..300))
+                .prop_map(|(stream, bytes)| Frame::Data { stream, bytes }),
+            sid.clone().prop_map(|stream| Frame::Fin { stream }),
+            (sid.clone(), any::<u32>()).prop_map(|(stream, c)| Frame::Reset {
+                stream,
+                code: ErrorCode(c)
+            }),
+            (sid.clone(), 1..=crate::xfer::MAX_WINDOW)
+                .prop_map(|(stream, increment)| Frame::Credit { stream, increment }),
+            (sid, any::<u16>(), any::<u32>()).prop_map(|(stream, o, value)| Frame::SetOpt {
+                stream,
+                option: SockOpt(o),
+                value
+            }),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn decode_inverts_encode(frame in frame()) {
+            let bytes = encode(&frame);
+            prop_assert_eq!(decode_all(&bytes), Ok(vec![frame]));
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic_the_decoder(
+            bytes in proptest::collection::vec(any::<u8>(), 0..2000),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let mut decoder = FrameDecoder::new();
+            let at = cut.index(bytes.len() + 1);
+            for mut chunk in [&bytes[..at], &bytes[at..]] {
+                while let Ok(Some(_)) = decoder.decode(&mut chunk) {}
+            }
+            let _ = decoder.finish();
+        }
+
+        #[test]
+        fn any_chunking_decodes_the_same_frames(
+            frames in proptest::collection::vec(frame(), 1..12),
+            cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..20),
+        ) {
+            let mut bytes = Vec::new();
+            for frame in &frames {
+                frame.encode(&mut bytes).unwrap();
+            }
+            let mut points: Vec<usize> = cuts.iter().map(|c| c.index(bytes.len() + 1)).collect();
+            points.push(0);
+            points.push(bytes.len());
+            points.sort_unstable();
+            let mut decoder = FrameDecoder::new();
+            let mut decoded = Vec::new();
+            for pair in points.windows(2) {
+                let mut chunk = &bytes[pair[0]..pair[1]];
+                while let Some(frame) = decoder.decode(&mut chunk).unwrap() {
+                    decoded.push(frame);
+                }
+                prop_assert!(chunk.is_empty());
+            }
+            prop_assert_eq!(decoder.finish(), Ok(()));
+            prop_assert_eq!(decoded, frames);
+        }
+    }
+}
