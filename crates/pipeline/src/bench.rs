@@ -35,7 +35,9 @@ fn wait(spins: &mut u32) {
 
 /// Passes `items` 32-byte items (the size of a queue element carrying a buffer
 /// handle) from one thread to another through an rtrb queue of
-/// [`HANDOFF_QUEUE`] slots and reports the nanoseconds per item.
+/// [`HANDOFF_QUEUE`] slots and reports the nanoseconds per item. The two
+/// threads are pinned to the first two allowed CPUs (cross-core, as between
+/// two pipeline stages on different cores).
 pub fn measure_handoff(items: u64) -> HandoffCost {
     if items == 0 {
         return HandoffCost {
@@ -45,8 +47,11 @@ pub fn measure_handoff(items: u64) -> HandoffCost {
         };
     }
     let (mut tx, mut rx) = RingBuffer::<[u64; 4]>::new(HANDOFF_QUEUE);
+    let cpus = allowed_cpus();
     std::thread::scope(|s| {
+        let (pa, pb) = (cpus.first().copied(), cpus.get(1).copied());
         s.spawn(move || {
+            pin_to(pb);
             let mut spins = 0;
             for i in 0..items {
                 let mut v = [i, !i, 0, 0];
@@ -62,6 +67,22 @@ pub fn measure_handoff(items: u64) -> HandoffCost {
                 spins = 0;
             }
         });
+        // The consumer is a scoped thread of its own too, so the caller's
+        // affinity is left alone.
+        let consumer = s.spawn(move || {
+            pin_to(pa);
+            consume(&mut rx, items)
+        });
+        consumer.join().unwrap_or(HandoffCost {
+            items,
+            ns_per_item: 0.0,
+            verified: false,
+        })
+    })
+}
+
+fn consume(rx: &mut rtrb::Consumer<[u64; 4]>, items: u64) -> HandoffCost {
+    {
         let mut next = 0u64;
         let mut ok = true;
         let mut start = None;
@@ -83,7 +104,7 @@ pub fn measure_handoff(items: u64) -> HandoffCost {
             ns_per_item: elapsed * 1e9 / items.max(2).saturating_sub(1) as f64,
             verified: ok,
         }
-    })
+    }
 }
 
 /// The lock-free pool against the mutex pool under the same load.
@@ -111,17 +132,36 @@ pub const POOL_BENCH_BUFFERS: usize = 1024;
 /// Buffers each thread holds at once in [`measure_pool`] (like PDUs in flight).
 pub const POOL_BENCH_HELD: usize = 8;
 
+/// The CPUs this thread may run on (empty if unknown).
+fn allowed_cpus() -> Vec<usize> {
+    connlab_os::current_affinity()
+        .map(|l| l.cpus().to_vec())
+        .unwrap_or_default()
+}
+
+/// Pins the calling thread to `cpu` if given; a failure leaves it unpinned.
+fn pin_to(cpu: Option<usize>) {
+    if let Some(c) = cpu {
+        if let Ok(l) = connlab_os::CpuList::parse(&c.to_string()) {
+            let _ = connlab_os::pin_current_process(&l);
+        }
+    }
+}
+
 fn pool_run(kind: PoolKind, threads: usize, ops: u64) -> (f64, bool) {
     let Ok(pool) = BufferPool::new(kind, POOL_BENCH_BUFFERS, 64) else {
         return (0.0, false);
     };
     let barrier = Barrier::new(threads);
+    let cpus = allowed_cpus();
     let results: Vec<(f64, bool)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let pool = &pool;
                 let barrier = &barrier;
+                let cpu = cpus.get(t % cpus.len().max(1)).copied();
                 s.spawn(move || {
+                    pin_to(cpu);
                     let mut held = VecDeque::with_capacity(POOL_BENCH_HELD + 1);
                     let mut ok = true;
                     barrier.wait();
@@ -164,7 +204,10 @@ fn pool_run(kind: PoolKind, threads: usize, ops: u64) -> (f64, bool) {
 
 /// Runs `threads` threads each doing `ops_per_thread` allocate + write +
 /// release cycles (holding [`POOL_BENCH_HELD`] buffers at a time) on the
-/// lock-free pool, then the same on the mutex pool, and compares. `threads`
+/// lock-free pool, then the same on the mutex pool, and compares. Thread `t`
+/// is pinned to the `t`-th allowed CPU (cycled), so two threads really run at
+/// once on two cores; without pinning the scheduler sometimes keeps both on
+/// one CPU and neither pool sees contention. `threads`
 /// is clamped to 1..=64.
 pub fn measure_pool(threads: usize, ops_per_thread: u64) -> PoolCost {
     // Above 64 threads the 1024 buffers could all be held at once.
