@@ -883,7 +883,7 @@ fn array32(p: &[u8], at: usize) -> [u8; 32] {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 

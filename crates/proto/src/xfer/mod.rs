@@ -17,6 +17,8 @@ mod auth;
 mod error;
 mod frame;
 mod session;
+#[cfg(test)]
+mod session_tests;
 
 pub use auth::AuthKey;
 pub use error::{LocalError, XferError};
