@@ -164,3 +164,60 @@ fn client_skips_a_16_mib_http_body_without_buffering() {
     assert_eq!(done[0].status, Some(200));
     assert_eq!(done[0].total_bytes, head.len() as u64 + u64::from(16 * MIB));
 }
+
+#[test]
+fn xfer_decoder_refuses_a_huge_declared_length_without_buffering() {
+    use connlab_proto::xfer::{FrameDecoder, FrameKind, XferError};
+    // DATA on stream 1 declaring 4 GiB - 1 of payload, then 1 MiB of bytes.
+    let header = [0xff, 0xff, 0xff, 0xff, 0x30, 0, 0, 0, 0, 0, 0, 1];
+    let mut result = Ok(None);
+    let allocated = allocated_during(|| {
+        let mut decoder = FrameDecoder::new();
+        let mut input: &[u8] = &header;
+        result = decoder.decode(&mut input);
+        for _ in 0..(MIB as usize / CHUNK.len()) {
+            let mut input: &[u8] = &CHUNK;
+            assert!(decoder.decode(&mut input).is_err());
+        }
+    });
+    assert!(allocated < BUDGET, "allocated {allocated} bytes");
+    assert!(matches!(
+        result,
+        Err(XferError::BadLength {
+            kind: FrameKind::Data,
+            len: u32::MAX,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn xfer_decoder_buffers_at_most_one_payload_when_fed_byte_by_byte() {
+    use connlab_proto::xfer::{Frame, FrameDecoder, StreamId, MAX_PAYLOAD};
+    let mut bytes = Vec::new();
+    let frame = Frame::Data {
+        stream: StreamId(1),
+        bytes: vec![7; MAX_PAYLOAD],
+    };
+    for _ in 0..64 {
+        frame.encode(&mut bytes).unwrap();
+    }
+    let mut frames = 0;
+    let allocated = allocated_during(|| {
+        let mut decoder = FrameDecoder::new();
+        for byte in bytes.chunks(1) {
+            let mut input = byte;
+            if let Some(decoded) = decoder.decode(&mut input).unwrap() {
+                // Each frame's payload is one exact-size allocation.
+                assert_eq!(decoded, frame);
+                frames += 1;
+            }
+        }
+    });
+    assert_eq!(frames, 64);
+    // One exact-size payload buffer per frame, nothing in proportion to the stream.
+    assert!(
+        allocated <= 64 * (MAX_PAYLOAD as u64 + 64),
+        "allocated {allocated} bytes"
+    );
+}

@@ -663,6 +663,13 @@ impl FrameDecoder {
         }
         let (kind, stream, buf) = (body.kind, body.stream, std::mem::take(&mut body.buf));
         self.body = None;
+        if kind == FrameKind::Data {
+            // Hand the buffer over instead of copying it.
+            return Ok(Some(Frame::Data {
+                stream: StreamId(stream),
+                bytes: buf,
+            }));
+        }
         parse_payload(kind, stream, &buf, self.frame_start).map(Some)
     }
 }

@@ -64,7 +64,10 @@ fn established_with(node: XferConfig, server: XferConfig) -> Pair {
         version: 1,
         node_id: 42,
     };
-    assert_eq!(Pair::take(&mut pair.node_events), [expected.clone()]);
+    assert_eq!(
+        Pair::take(&mut pair.node_events),
+        std::slice::from_ref(&expected)
+    );
     assert_eq!(Pair::take(&mut pair.server_events), [expected]);
     pair
 }
