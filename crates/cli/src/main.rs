@@ -45,6 +45,8 @@ enum Command {
     Webset(cmd::webset::WebsetArgs),
     /// Layer-parallel protocol pipeline against run-to-completion (one run, or --costs).
     Pipeline(cmd::pipeline::PipelineArgs),
+    /// User-space link emulator: a router adding delay, jitter, loss and a rate limit.
+    Linkem(cmd::linkem::LinkemArgs),
 }
 
 /// A failure that carries its own exit code.
@@ -86,6 +88,7 @@ fn main() -> ExitCode {
         Command::Gateway(args) => cmd::gateway::run(args),
         Command::Cap(args) => cmd::cap::run(args),
         Command::Pipeline(args) => cmd::pipeline::run(args),
+        Command::Linkem(args) => cmd::linkem::run(args),
     };
     match result {
         Ok(code) => code,

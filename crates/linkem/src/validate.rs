@@ -149,7 +149,7 @@ fn run_in_lab(
                 interrupted: false,
             };
             let zero = [LinkConfig::default(), LinkConfig::default()];
-            v.zero_rtt = Some(phase(&router, zero, &quiet, &rtt)?);
+            v.zero_rtt = Some(phase(&router, zero, &quiet, rtt)?);
             if interrupt.requested() {
                 v.interrupted = true;
                 return Ok(v);
@@ -166,8 +166,8 @@ fn run_in_lab(
                 Ok((r, loss))
             })?;
             let (r, loss) = emulated.result;
-            let err = |base: f64| (r.p50_us - base - delay_rtt) / delay_rtt.max(1.0) * 100.0;
-            if r.answered > 0 {
+            let err = |base: f64| (r.p50_us - base - delay_rtt) / delay_rtt * 100.0;
+            if r.answered > 0 && delay_rtt > 0.0 {
                 v.rtt_error_vs_kernel_pct = Some(err(v.kernel_rtt.p50_us));
                 v.rtt_error_vs_zero_pct = v.zero_rtt.as_ref().map(|z| err(z.result.p50_us));
             }

@@ -3,6 +3,7 @@
 pub(crate) mod cap;
 pub(crate) mod child;
 pub(crate) mod gateway;
+pub(crate) mod linkem;
 pub(crate) mod load;
 pub(crate) mod merge;
 pub(crate) mod output;
