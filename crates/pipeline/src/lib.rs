@@ -359,11 +359,16 @@ pub struct LayerStats {
     pub queue_occupancy_max: u64,
     /// CPU the thread was pinned to.
     pub cpu: Option<usize>,
-    /// Seconds of rounds that did work (wall clock); layer-parallel only,
-    /// otherwise equal to `cpu_s`.
+    /// Seconds of rounds that did work (wall clock, each round capped at 4x
+    /// the median per-item cost so a round the scheduler interrupted does not
+    /// count other threads' work); layer-parallel only, otherwise the time
+    /// inside the entity.
     pub busy_s: f64,
     /// `busy_s` per message, ns: the stage cost the projection uses.
     pub busy_ns_per_message: f64,
+    /// The same without the cap, ns per message (for comparison).
+    #[serde(default)]
+    pub busy_raw_ns_per_message: f64,
     /// Retransmission timer expiries.
     pub timeouts: u64,
     /// Duplicate DT dropped.
@@ -387,12 +392,15 @@ pub struct StageStats {
     pub side: String,
     /// Thread CPU seconds.
     pub cpu_s: f64,
-    /// Seconds of rounds that did work.
+    /// Seconds of rounds that did work (capped like [`LayerStats::busy_s`]).
     pub busy_s: f64,
     /// Messages (layers, source, sink) or frames (lines) handled.
     pub messages: u64,
     /// `busy_s` per message, ns.
     pub busy_ns_per_message: f64,
+    /// The same without the cap, ns per message.
+    #[serde(default)]
+    pub busy_raw_ns_per_message: f64,
     /// `sched_yield` calls while idle.
     pub yields: u64,
     /// Parks while idle.
@@ -1216,7 +1224,7 @@ fn layer_stats(
     side: &str,
     layer: usize,
     cpu_s: f64,
-    busy_s: f64,
+    busy: (f64, f64),
     c: &layer::LayerCounters,
     occupancy: (f64, u64),
     cpu: Option<usize>,
@@ -1236,8 +1244,9 @@ fn layer_stats(
         queue_occupancy_mean: occupancy.0,
         queue_occupancy_max: occupancy.1,
         cpu,
-        busy_s,
-        busy_ns_per_message: per_message_ns(busy_s, messages),
+        busy_s: busy.0,
+        busy_ns_per_message: per_message_ns(busy.0, messages),
+        busy_raw_ns_per_message: per_message_ns(busy.1, messages),
         timeouts: c.timeouts,
         duplicates: c.duplicates,
         out_of_order: c.out_of_order,
@@ -1285,7 +1294,7 @@ fn assemble(
                         side,
                         l + 1,
                         t,
-                        t,
+                        (t, t),
                         &counters[si][l],
                         (0.0, 0),
                         None,
@@ -1306,7 +1315,7 @@ fn assemble(
                             side,
                             l,
                             r.cpu_s,
-                            r.busy_s,
+                            (r.busy_s, r.busy_raw_s),
                             &c,
                             (r.occupancy_mean, r.occupancy_max),
                             r.cpu,
@@ -1326,6 +1335,7 @@ fn assemble(
             busy_s: r.busy_s,
             messages: r.messages,
             busy_ns_per_message: per_message_ns(r.busy_s, r.messages),
+            busy_raw_ns_per_message: per_message_ns(r.busy_raw_s, r.messages),
             yields: r.yields,
             parks: r.parks,
             dropped: r.dropped,

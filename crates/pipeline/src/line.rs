@@ -25,7 +25,7 @@ use rtrb::{Consumer, Producer, PushError};
 use crate::idle::{Idler, Rng};
 use crate::layer::Service;
 use crate::pool::Buf;
-use crate::runtime::{CpuClock, Ctx, Item, ThreadReport};
+use crate::runtime::{BusyMeter, CpuClock, Ctx, Item, ThreadReport};
 
 /// Most catch-up a paced line allows after its thread was descheduled.
 pub(crate) const BURST: Duration = Duration::from_micros(100);
@@ -171,7 +171,7 @@ pub(crate) fn memory_line<'p>(
     let mut to_wire: VecDeque<Wired<'p>> = VecDeque::new();
     let mut to_layers: VecDeque<Buf<'p>> = VecDeque::new();
     let (mut rr_in, mut rr_out) = (0usize, 0usize);
-    let mut busy = Duration::ZERO;
+    let mut busy = BusyMeter::default();
     let bw = params.bandwidth_bit_s;
     while !ctx.stopping() {
         let now = Instant::now();
@@ -245,7 +245,7 @@ pub(crate) fn memory_line<'p>(
             work += 1;
         }
         if work > 0 {
-            busy += now.elapsed();
+            busy.round(now, work);
             idler.reset();
             continue;
         }
@@ -264,7 +264,8 @@ pub(crate) fn memory_line<'p>(
         });
     }
     report.cpu_s = clock.seconds();
-    report.busy_s = busy.as_secs_f64();
+    report.busy_s = busy.robust_s();
+    report.busy_raw_s = busy.raw_s();
     report.yields = idler.counts.yields;
     report.parks = idler.counts.parks;
     report
@@ -301,7 +302,7 @@ pub(crate) fn udp_line<'p>(
     let mut spare: Option<Buf<'p>> = None;
     let mut to_layers: VecDeque<Buf<'p>> = VecDeque::new();
     let (mut rr_in, mut rr_out) = (0usize, 0usize);
-    let mut busy = Duration::ZERO;
+    let mut busy = BusyMeter::default();
     let cap = ctx.pool.buffer_size();
     'run: while !ctx.stopping() {
         let now = Instant::now();
@@ -380,14 +381,15 @@ pub(crate) fn udp_line<'p>(
             work += 1;
         }
         if work > 0 {
-            busy += now.elapsed();
+            busy.round(now, work);
             idler.reset();
             continue;
         }
         idler.idle(now, None, || ends.has_input());
     }
     report.cpu_s = clock.seconds();
-    report.busy_s = busy.as_secs_f64();
+    report.busy_s = busy.robust_s();
+    report.busy_raw_s = busy.raw_s();
     report.yields = idler.counts.yields;
     report.parks = idler.counts.parks;
     report

@@ -9,14 +9,14 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rtrb::{Consumer, Producer, PushError, RingBuffer};
 
 use crate::idle::Idler;
 use crate::layer::{Action, Layer, LayerConfig, Role, Service};
 use crate::line::LayerEnds;
-use crate::runtime::{CpuClock, Ctx, Item, Occupancy, Source, ThreadReport};
+use crate::runtime::{BusyMeter, CpuClock, Ctx, Item, Occupancy, Source, ThreadReport};
 use crate::PipelineConfig;
 
 /// Items taken from one queue per round.
@@ -129,7 +129,7 @@ pub(crate) fn run_layer<'p>(ctx: &Ctx<'p>, mut t: LayerThread<'p>) -> ThreadRepo
     let mut pend_up: VecDeque<Item<'p>> = VecDeque::new();
     let mut pend_down: VecDeque<Item<'p>> = VecDeque::new();
     let mut occupancy = Occupancy::default();
-    let mut busy = Duration::ZERO;
+    let mut busy = BusyMeter::default();
     let mut stray_up = 0u64;
     entity.connect(Instant::now(), &mut acts);
     while !ctx.stopping() {
@@ -223,7 +223,7 @@ pub(crate) fn run_layer<'p>(ctx: &Ctx<'p>, mut t: LayerThread<'p>) -> ThreadRepo
             }
         }
         if work > 0 || moved {
-            busy += now.elapsed();
+            busy.round(now, work);
             idler.reset();
             continue;
         }
@@ -236,7 +236,8 @@ pub(crate) fn run_layer<'p>(ctx: &Ctx<'p>, mut t: LayerThread<'p>) -> ThreadRepo
     }
     let c = entity.counters();
     report.cpu_s = clock.seconds();
-    report.busy_s = busy.as_secs_f64();
+    report.busy_s = busy.robust_s();
+    report.busy_raw_s = busy.raw_s();
     report.messages = match t.role {
         Role::Initiator => c.data_sent,
         Role::Responder => c.data_delivered,
@@ -270,7 +271,7 @@ pub(crate) fn run_source<'p>(
     let clock = CpuClock::start();
     let mut idler = Idler::new(ctx.cfg.idle, ctx.parker(SOURCE));
     let mut source = Source::new(ctx.cfg);
-    let mut busy = Duration::ZERO;
+    let mut busy = BusyMeter::default();
     let mut pending: Option<Item<'p>> = None;
     let mut released = false;
     // The source stays until the run ends (an early exit would look like a
@@ -286,7 +287,7 @@ pub(crate) fn run_source<'p>(
             continue;
         }
         let _ = ctx.first_send.set(now);
-        let mut pushed = 0;
+        let mut pushed = 0u32;
         for _ in 0..BATCH {
             let item = match pending.take() {
                 Some(i) => i,
@@ -313,7 +314,7 @@ pub(crate) fn run_source<'p>(
         }
         if pushed > 0 {
             ctx.wake(below);
-            busy += now.elapsed();
+            busy.round(now, pushed);
             idler.reset();
         } else {
             idler.idle(now, None, || !tx.is_full());
@@ -322,7 +323,8 @@ pub(crate) fn run_source<'p>(
     *ctx.source.lock().unwrap_or_else(|e| e.into_inner()) = Some(source.totals());
     report.messages = source.next;
     report.cpu_s = clock.seconds();
-    report.busy_s = busy.as_secs_f64();
+    report.busy_s = busy.robust_s();
+    report.busy_raw_s = busy.raw_s();
     report.yields = idler.counts.yields;
     report.parks = idler.counts.parks;
     report
@@ -348,13 +350,13 @@ pub(crate) fn run_sink<'p>(
     let clock = CpuClock::start();
     let mut idler = Idler::new(ctx.cfg.idle, ctx.parker(me));
     let mut sink = crate::runtime::Sink::new(ctx.cfg);
-    let mut busy = Duration::ZERO;
+    let mut busy = BusyMeter::default();
     let mut occupancy = Occupancy::default();
     while !ctx.stopping() {
         let now = Instant::now();
         occupancy.sample(now, rx.slots());
         let wake_producer = half_full(&rx);
-        let mut n = 0;
+        let mut n = 0u32;
         for _ in 0..BATCH {
             match rx.pop() {
                 Ok(Item::Sdu(b, Service::Data)) => {
@@ -372,7 +374,7 @@ pub(crate) fn run_sink<'p>(
             if wake_producer {
                 ctx.wake(above_of);
             }
-            busy += now.elapsed();
+            busy.round(now, n);
             idler.reset();
         } else {
             idler.idle(now, None, || !rx.is_empty());
@@ -383,7 +385,8 @@ pub(crate) fn run_sink<'p>(
     report.occupancy_max = occupancy.max();
     *ctx.sink.lock().unwrap_or_else(|e| e.into_inner()) = sink;
     report.cpu_s = clock.seconds();
-    report.busy_s = busy.as_secs_f64();
+    report.busy_s = busy.robust_s();
+    report.busy_raw_s = busy.raw_s();
     report.yields = idler.counts.yields;
     report.parks = idler.counts.parks;
     report

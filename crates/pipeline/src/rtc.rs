@@ -24,7 +24,7 @@ use crate::idle::Idler;
 use crate::layer::{Action, Layer, Service};
 use crate::parallel::{flush, BATCH, LOCAL_LIMIT};
 use crate::pool::Buf;
-use crate::runtime::{CpuClock, Ctx, Item, Sink, Source, ThreadReport};
+use crate::runtime::{BusyMeter, CpuClock, Ctx, Item, Sink, Source, ThreadReport};
 
 /// Parker/cpu-map id of sender worker `w`.
 pub(crate) fn sender_worker_id(w: usize) -> usize {
@@ -204,7 +204,7 @@ pub(crate) fn run_worker<'p>(
     }
     let clock = CpuClock::start();
     let mut idler = Idler::new(ctx.cfg.idle, ctx.parker(w.me));
-    let mut busy = Duration::ZERO;
+    let mut busy = BusyMeter::default();
     let mut next_poll = Instant::now();
     if side.initiator && w.me == sender_worker_id(0) {
         let now = Instant::now();
@@ -279,7 +279,7 @@ pub(crate) fn run_worker<'p>(
             moved = true;
         }
         if work > 0 || moved {
-            busy += now.elapsed();
+            busy.round(now, work);
             idler.reset();
             continue;
         }
@@ -299,7 +299,8 @@ pub(crate) fn run_worker<'p>(
         idler.idle(now, deadline, || !w.from_line.is_empty());
     }
     report.cpu_s = clock.seconds();
-    report.busy_s = busy.as_secs_f64();
+    report.busy_s = busy.robust_s();
+    report.busy_raw_s = busy.raw_s();
     report.yields = idler.counts.yields;
     report.parks = idler.counts.parks;
     WorkerReport {

@@ -394,7 +394,7 @@ fn html(sweep: &PipelineSweep) -> Result<String, ReportError> {
         }
     }
     // Per-layer costs of the run with the most layers per table key.
-    h.push_str("<h2>Per-layer costs (runs with the most layers)</h2>\n<div class=\"scroll\"><table>\n<thead><tr><th class=\"label\">run</th><th>side</th><th>layer</th><th>CPU ns/msg</th><th>busy ns/msg</th><th>queue mean</th><th>queue max</th><th>retransmissions</th><th>CPU</th></tr></thead>\n<tbody>\n");
+    h.push_str("<h2>Per-layer costs (runs with the most layers)</h2>\n<div class=\"scroll\"><table>\n<thead><tr><th class=\"label\">run</th><th>side</th><th>layer</th><th>CPU ns/msg</th><th>busy ns/msg (capped)</th><th>busy ns/msg (raw)</th><th>queue mean</th><th>queue max</th><th>retransmissions</th><th>CPU</th></tr></thead>\n<tbody>\n");
     let most = sweep
         .runs
         .iter()
@@ -409,12 +409,13 @@ fn html(sweep: &PipelineSweep) -> Result<String, ReportError> {
         for l in &r.result.per_layer {
             let _ = writeln!(
                 h,
-                "<tr><td class=\"label\">{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{:.0}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td class=\"label\">{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{:.0}</td><td>{:.0}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&r.id),
                 esc(&l.side),
                 l.layer,
                 l.cpu_ns_per_message,
                 l.busy_ns_per_message,
+                l.busy_raw_ns_per_message,
                 l.queue_occupancy_mean,
                 l.queue_occupancy_max,
                 l.retransmissions,

@@ -407,14 +407,15 @@ fn print_summary(
         "retransmissions {}, SPSC hand-off {:.1} ns, pool {}",
         r.retransmissions, r.handoff_ns, r.pool
     );
-    println!("side      layer  CPU ns/msg  busy ns/msg  queue mean/max  retx");
+    println!("side      layer  CPU ns/msg  busy ns/msg (raw)  queue mean/max  retx");
     for l in &r.per_layer {
         println!(
-            "{:<9} {:>5}  {:>10.0}  {:>11.0}  {:>9.1}/{:<4}  {}",
+            "{:<9} {:>5}  {:>10.0}  {:>11.0} ({:>5.0})  {:>9.1}/{:<4}  {}",
             l.side,
             l.layer,
             l.cpu_ns_per_message,
             l.busy_ns_per_message,
+            l.busy_raw_ns_per_message,
             l.queue_occupancy_mean,
             l.queue_occupancy_max,
             l.retransmissions
