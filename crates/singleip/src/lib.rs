@@ -1,0 +1,122 @@
+//! System 4: the single-IP cluster front end of the SAPS paper.
+//!
+//! An [I/O server](server) holds every TCP connection of the cluster address
+//! and relays each one, as a stream of the transfer protocol
+//! ([`connlab_proto::xfer`], `docs/transfer-protocol.md`), to an application
+//! node over one interconnect connection per node. Toward clients it bounds
+//! what the kernel may hold per socket (`TCP_NOTSENT_LOWAT` and the send
+//! buffer) and writes to ready sockets in deficit-round-robin order
+//! ([`FairQueue`]), so one bulk stream cannot fill the interface queue ahead of
+//! the others. An [application node](node) authenticates with the shared key
+//! and either forwards each stream to a local unmodified server or hands it
+//! to Rust code as a [`ClusterStream`] from a [`ClusterListener`].
+
+#![warn(clippy::unwrap_used)]
+
+pub mod api;
+pub mod drr;
+pub mod node;
+mod relay;
+pub mod server;
+pub mod stats;
+
+pub use api::{ClusterListener, ClusterStream};
+pub use drr::{After, FairQueue, Turn};
+pub use node::{run_node, NodeConfig};
+pub use server::{run_server, SendLimit, ServerConfig};
+pub use stats::{ConnStats, NodeRunStats, NodeStats, ServerStats};
+
+use connlab_proto::xfer::{AuthKey, LocalError};
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// What went wrong in the front end, naming the file, address or operation.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The key file could not be read.
+    #[error("reading the key file {path}: {source}")]
+    KeyRead {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
+    /// The key file holds fewer than [`AuthKey::MIN_LEN`] bytes.
+    #[error("key file {path} holds {len} bytes; the shared key needs at least {min} (use random bytes, e.g. `head -c 32 /dev/urandom > key`)")]
+    KeyTooShort {
+        /// The file.
+        path: PathBuf,
+        /// Its length.
+        len: usize,
+        /// The least length.
+        min: usize,
+    },
+    /// A socket operation failed during setup.
+    #[error("{what} {addr}: {source}")]
+    Io {
+        /// The operation ("binding", "connecting to the I/O server at", ...).
+        what: &'static str,
+        /// The address concerned.
+        addr: String,
+        /// The cause.
+        source: io::Error,
+    },
+    /// The I/O server refused or broke the session.
+    #[error("session with the I/O server at {addr}: {reason}")]
+    Session {
+        /// The I/O server's address.
+        addr: String,
+        /// What happened.
+        reason: String,
+    },
+    /// A configuration value is out of range.
+    #[error("{0}")]
+    Config(String),
+}
+
+impl Error {
+    pub(crate) fn io(what: &'static str, addr: impl ToString, source: io::Error) -> Error {
+        Error::Io {
+            what,
+            addr: addr.to_string(),
+            source,
+        }
+    }
+}
+
+/// Reads the shared key from `path` (all its bytes; at least
+/// [`AuthKey::MIN_LEN`]).
+pub fn load_key(path: &Path) -> Result<AuthKey, Error> {
+    let bytes = std::fs::read(path).map_err(|source| Error::KeyRead {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    AuthKey::new(&bytes).map_err(|e| match e {
+        LocalError::KeyTooShort { len, min } => Error::KeyTooShort {
+            path: path.to_path_buf(),
+            len,
+            min,
+        },
+        other => Error::Config(format!("key file {}: {other}", path.display())),
+    })
+}
+
+/// 32 fresh random bytes from the kernel (`getrandom(2)`), for handshake nonces.
+pub fn os_nonce() -> io::Result<[u8; 32]> {
+    let mut nonce = [0u8; 32];
+    let mut filled = 0;
+    while filled < nonce.len() {
+        let rest = &mut nonce[filled..];
+        // SAFETY: the pointer and length describe the writable tail of `nonce`.
+        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        filled += n as usize;
+    }
+    Ok(nonce)
+}

@@ -1,0 +1,344 @@
+//! The application node, forwarding mode: one mio loop holds the
+//! interconnect connection ([`XferSession::node`]) and, for every stream the
+//! I/O server accepts, a TCP connection to a local unmodified server. Bytes
+//! move both ways under the stream's credit, half-closes become
+//! `shutdown(SHUT_WR)` and FIN, a reset on either side resets the other.
+
+use crate::relay::Relay;
+use crate::stats::NodeRunStats;
+use crate::{os_nonce, Error};
+use connlab_proto::xfer::{AuthKey, ErrorCode, Event, XferConfig, XferSession};
+use mio::net::TcpStream;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::time::{Duration, Instant};
+
+/// How an application node runs.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// The I/O server's node address.
+    pub io_server: SocketAddr,
+    /// The shared key.
+    pub key: AuthKey,
+    /// This node's number (informational, shown in the server's statistics).
+    pub node_id: u32,
+    /// Cluster ports this node serves (LISTEN).
+    pub ports: Vec<u16>,
+    /// The local server each stream is forwarded to.
+    pub forward: SocketAddr,
+    /// Credit granted to the I/O server on each stream.
+    pub initial_window: u32,
+    /// Streams the I/O server may have open on this node at once.
+    pub max_streams: u32,
+}
+
+impl NodeConfig {
+    /// A configuration with the protocol's default window and stream limit.
+    pub fn new(
+        io_server: SocketAddr,
+        key: AuthKey,
+        ports: Vec<u16>,
+        forward: SocketAddr,
+    ) -> NodeConfig {
+        NodeConfig {
+            io_server,
+            key,
+            node_id: 0,
+            ports,
+            forward,
+            initial_window: XferConfig::DEFAULT_WINDOW,
+            max_streams: XferConfig::DEFAULT_MAX_STREAMS,
+        }
+    }
+}
+
+const STOP: Token = Token(0);
+const SERVER: Token = Token(1);
+const FIRST: usize = 2;
+
+/// Connects to the I/O server, authenticates, serves `config.ports` and
+/// forwards every stream to `config.forward` until `stop_fd` becomes
+/// readable and `stop()` is true. `ready` is called once every port is
+/// granted. An I/O server that refuses the key or a port, or goes away,
+/// ends the run with an error.
+pub fn run_node(
+    config: &NodeConfig,
+    stop_fd: RawFd,
+    stop: impl Fn() -> bool,
+    ready: impl FnOnce(),
+) -> Result<NodeRunStats, Error> {
+    let addr = config.io_server;
+    let session_error = |reason: String| Error::Session {
+        addr: addr.to_string(),
+        reason,
+    };
+    let std_sock = std::net::TcpStream::connect(addr)
+        .map_err(|e| Error::io("connecting to the I/O server at", addr, e))?;
+    std_sock
+        .set_nonblocking(true)
+        .map_err(|e| Error::io("setting non-blocking mode on the connection to", addr, e))?;
+    let _ = std_sock.set_nodelay(true);
+    let mut sock = TcpStream::from_std(std_sock);
+    let nonce = os_nonce().map_err(|e| Error::io("reading a nonce (getrandom) for", addr, e))?;
+    let mut xc = XferConfig::new(config.key.clone(), nonce);
+    xc.node_id = config.node_id;
+    xc.initial_window = config.initial_window;
+    xc.max_streams = config.max_streams;
+    let mut session = XferSession::node(xc).map_err(|e| Error::Config(e.to_string()))?;
+    let mut poll = Poll::new().map_err(|e| Error::io("creating", "an epoll instance", e))?;
+    poll.registry()
+        .register(&mut SourceFd(&stop_fd), STOP, Interest::READABLE)
+        .map_err(|e| Error::io("registering the stop descriptor", stop_fd, e))?;
+    poll.registry()
+        .register(&mut sock, SERVER, Interest::READABLE | Interest::WRITABLE)
+        .map_err(|e| Error::io("registering the connection to", addr, e))?;
+    let mut stats = NodeRunStats {
+        schema: "connlab.singleip.app-node.stats/1",
+        io_server: addr.to_string(),
+        forward: config.forward.to_string(),
+        ports: config.ports.clone(),
+        end: "open".into(),
+        ..NodeRunStats::default()
+    };
+    let mut ready = Some(ready);
+    let mut granted = 0usize;
+    let mut relays: Vec<Option<Relay>> = Vec::new();
+    let mut by_stream: HashMap<u32, usize> = HashMap::new();
+    let mut out: Vec<u8> = Vec::new();
+    let (mut readable, mut writable) = (true, true);
+    let mut scratch = vec![0u8; 64 * 1024];
+    let mut evs = Vec::new();
+    let mut events = Events::with_capacity(1024);
+    let result: Result<(), Error> = 'run: loop {
+        // Output first: the HELLO is queued from the start.
+        session.drain_output(&mut out);
+        while writable && !out.is_empty() {
+            match sock.write(&out) {
+                Ok(k) => {
+                    out.drain(..k);
+                    if !out.is_empty() {
+                        writable = false;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => writable = false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => break 'run Err(session_error(format!("writing: {e}"))),
+            }
+        }
+        if stop() {
+            break Ok(());
+        }
+        if let Err(e) = poll.poll(&mut events, Some(Duration::from_secs(1))) {
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            break Err(Error::io(
+                "waiting for events (epoll_wait) on",
+                "the node's sockets",
+                e,
+            ));
+        }
+        let mut touched = Vec::new();
+        for event in &events {
+            let gone = event.is_error() || event.is_read_closed();
+            let r = event.is_readable() || gone;
+            let w = event.is_writable() || gone || event.is_write_closed();
+            match event.token() {
+                STOP => {}
+                SERVER => {
+                    readable |= r;
+                    writable |= w;
+                }
+                Token(t) => {
+                    if let Some(relay) = relays.get_mut(t - FIRST).and_then(Option::as_mut) {
+                        relay.readable |= r;
+                        relay.writable |= w;
+                        touched.push(t - FIRST);
+                    }
+                }
+            }
+        }
+        // The interconnect: read until EAGAIN, act on every event.
+        while readable {
+            let got = match sock.read(&mut scratch) {
+                Ok(0) => {
+                    let why = match session.finish_input() {
+                        Err(e) => format!("the I/O server closed the connection: {e}"),
+                        Ok(()) => "the I/O server closed the connection".to_string(),
+                    };
+                    break 'run Err(session_error(why));
+                }
+                Ok(k) => k,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    readable = false;
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => break 'run Err(session_error(format!("reading: {e}"))),
+            };
+            let fed = session.feed(&scratch[..got], &mut |e| evs.push(e));
+            let now = Instant::now();
+            for event in evs.drain(..) {
+                match event {
+                    Event::Established { .. } => {
+                        for &port in &config.ports {
+                            if let Err(e) = session.listen(port) {
+                                break 'run Err(session_error(format!("LISTEN {port}: {e}")));
+                            }
+                        }
+                        if config.ports.is_empty() {
+                            if let Some(f) = ready.take() {
+                                f();
+                            }
+                        }
+                    }
+                    Event::ListenResult { port, errno } => {
+                        if errno != 0 {
+                            let e = io::Error::from_raw_os_error(errno as i32);
+                            break 'run Err(session_error(format!(
+                                "the I/O server refused port {port}: {e}"
+                            )));
+                        }
+                        granted += 1;
+                        if granted >= config.ports.len() {
+                            if let Some(f) = ready.take() {
+                                f();
+                            }
+                        }
+                    }
+                    Event::Accepted { stream, .. } => {
+                        stats.streams += 1;
+                        let slot = relays.iter().position(Option::is_none).unwrap_or_else(|| {
+                            relays.push(None);
+                            relays.len() - 1
+                        });
+                        let connected = TcpStream::connect(config.forward).and_then(|mut s| {
+                            poll.registry()
+                                .register(
+                                    &mut s,
+                                    Token(FIRST + slot),
+                                    Interest::READABLE | Interest::WRITABLE,
+                                )
+                                .map(|()| s)
+                        });
+                        match connected {
+                            Ok(s) => {
+                                let _ = s.set_nodelay(true);
+                                relays[slot] = Some(Relay::new(s, stream, true));
+                                by_stream.insert(stream.0, slot);
+                            }
+                            Err(_) => {
+                                stats.forward_failures += 1;
+                                if session.reset(stream, ErrorCode::CONNECTION_RESET).is_ok() {
+                                    stats.resets_sent += 1;
+                                }
+                            }
+                        }
+                    }
+                    Event::Data { stream, bytes } => {
+                        if let Some(&slot) = by_stream.get(&stream.0) {
+                            if let Some(relay) = relays[slot].as_mut() {
+                                relay.push(bytes, now);
+                                touched.push(slot);
+                            }
+                        }
+                    }
+                    Event::Fin { stream } => {
+                        if let Some(&slot) = by_stream.get(&stream.0) {
+                            if let Some(relay) = relays[slot].as_mut() {
+                                relay.fin_in = true;
+                                touched.push(slot);
+                            }
+                        }
+                    }
+                    Event::Credit { stream, .. } => {
+                        if let Some(&slot) = by_stream.get(&stream.0) {
+                            touched.push(slot);
+                        }
+                    }
+                    Event::Reset { stream, .. } | Event::StreamError { stream, .. } => {
+                        if let Some(slot) = by_stream.remove(&stream.0) {
+                            if let Some(mut relay) = relays[slot].take() {
+                                stats.resets_received += 1;
+                                relay.abort();
+                                let _ = poll.registry().deregister(&mut relay.sock);
+                            }
+                        }
+                    }
+                    Event::GoAway { code, reason } => {
+                        break 'run Err(session_error(format!("GOAWAY {code}: {reason}")));
+                    }
+                    _ => {}
+                }
+            }
+            if let Err(e) = fed {
+                // Send the GOAWAY the session queued, then give up.
+                session.drain_output(&mut out);
+                let _ = sock.write(&out);
+                break 'run Err(session_error(e.to_string()));
+            }
+        }
+        // The local connections that something happened to.
+        touched.sort_unstable();
+        touched.dedup();
+        let now = Instant::now();
+        for slot in touched {
+            let Some(relay) = relays.get_mut(slot).and_then(Option::as_mut) else {
+                continue;
+            };
+            let stream = relay.stream;
+            let mut failed = false;
+            if relay.connecting {
+                match (relay.sock.take_error(), relay.sock.peer_addr()) {
+                    (Ok(None), Ok(_)) => relay.connecting = false,
+                    (Ok(None), Err(e)) if e.kind() == io::ErrorKind::NotConnected => continue,
+                    _ => {
+                        stats.forward_failures += 1;
+                        failed = true;
+                    }
+                }
+            }
+            if !failed {
+                let before = relay.stats.bytes_to_client;
+                failed |= relay.pump_out(&mut session, u64::MAX, now).is_err();
+                stats.bytes_to_local += relay.stats.bytes_to_client - before;
+            }
+            if !failed {
+                let n = relay.pump_in(&mut session, &mut scratch);
+                failed |= n.is_err();
+                stats.bytes_from_local += n.unwrap_or(0) as u64;
+            }
+            if failed || relay.done() {
+                if let Some(mut relay) = relays[slot].take() {
+                    by_stream.remove(&stream.0);
+                    if failed {
+                        relay.abort();
+                        if session.reset(stream, ErrorCode::CONNECTION_RESET).is_ok() {
+                            stats.resets_sent += 1;
+                        }
+                    }
+                    let _ = poll.registry().deregister(&mut relay.sock);
+                }
+            }
+        }
+    };
+    let _ = session.close(ErrorCode::NO_ERROR, "the node is stopping");
+    session.drain_output(&mut out);
+    let _ = sock.write(&out);
+    for relay in relays.iter_mut().flatten() {
+        relay.abort();
+    }
+    stats.frames_received = session.stats().frames_received;
+    stats.frames_sent = session.stats().frames_sent;
+    match result {
+        Ok(()) => {
+            stats.end = "stopped".into();
+            Ok(stats)
+        }
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,193 @@
+//! [`Relay`]: one stream of a node connection bound to one TCP socket, the
+//! part the I/O server (client sockets) and the forwarding node (local
+//! server sockets) share. Bytes from the session wait in a bounded queue of
+//! DATA payloads (bounded by the credit this end grants) and credit is
+//! returned as they reach the socket; bytes from the socket are read only as
+//! far as the peer's credit allows, so a stalled reader stops its own stream
+//! and nothing else.
+//!
+//! Readiness is edge-triggered (mio): `readable` is cleared only by `EAGAIN`
+//! (a short read does not prove the socket drained; the gateway's relays
+//! stalled on that), `writable` by a short write or `EAGAIN`.
+
+use connlab_proto::xfer::{LocalError, StreamId, XferSession};
+use mio::net::TcpStream;
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::net::Shutdown;
+use std::time::{Duration, Instant};
+
+use crate::stats::ConnStats;
+
+/// A DATA payload waiting for the socket.
+struct Chunk {
+    bytes: Vec<u8>,
+    written: usize,
+    arrived: Instant,
+}
+
+/// One stream's socket and its queue toward it.
+pub(crate) struct Relay {
+    pub(crate) sock: TcpStream,
+    pub(crate) stream: StreamId,
+    pub(crate) readable: bool,
+    pub(crate) writable: bool,
+    /// Connecting (CONNECT on the server, the local connect on the node):
+    /// nothing is read or written until it completes.
+    pub(crate) connecting: bool,
+    queue: VecDeque<Chunk>,
+    queued: usize,
+    /// The socket reported end of input; FIN sent on the stream.
+    pub(crate) read_eof: bool,
+    /// The peer's FIN arrived: shut the socket's write side once drained.
+    pub(crate) fin_in: bool,
+    pub(crate) write_shut: bool,
+    pub(crate) stats: ConnStats,
+}
+
+/// A socket error on a relay: the stream is reset.
+pub(crate) struct Failed;
+
+impl Relay {
+    pub(crate) fn new(sock: TcpStream, stream: StreamId, connecting: bool) -> Relay {
+        Relay {
+            sock,
+            stream,
+            readable: true,
+            writable: true,
+            connecting,
+            queue: VecDeque::new(),
+            queued: 0,
+            read_eof: false,
+            fin_in: false,
+            write_shut: false,
+            stats: ConnStats {
+                stream: stream.0,
+                end: "open".into(),
+                ..ConnStats::default()
+            },
+        }
+    }
+
+    /// Bytes waiting for the socket.
+    pub(crate) fn queued(&self) -> usize {
+        self.queued
+    }
+
+    /// Whether both directions are finished: the relay can go.
+    pub(crate) fn done(&self) -> bool {
+        self.read_eof && self.write_shut
+    }
+
+    /// A DATA payload from the session.
+    pub(crate) fn push(&mut self, bytes: Vec<u8>, now: Instant) {
+        self.queued += bytes.len();
+        self.stats.queued_max_bytes = self.stats.queued_max_bytes.max(self.queued as u64);
+        self.queue.push_back(Chunk {
+            bytes,
+            written: 0,
+            arrived: now,
+        });
+    }
+
+    /// Reads from the socket into the session as far as the stream's credit
+    /// allows. Returns the bytes moved; on end of input queues FIN.
+    pub(crate) fn pump_in(
+        &mut self,
+        session: &mut XferSession,
+        scratch: &mut [u8],
+    ) -> Result<usize, Failed> {
+        let mut moved = 0;
+        while self.readable && !self.read_eof && !self.connecting {
+            let credit = session.send_credit(self.stream).unwrap_or(0) as usize;
+            if credit == 0 {
+                break;
+            }
+            let want = credit.min(scratch.len());
+            match self.sock.read(&mut scratch[..want]) {
+                Ok(0) => {
+                    self.read_eof = true;
+                    // The stream may already be gone (reset crossing); then
+                    // there is nobody to tell.
+                    let _ = session.finish(self.stream);
+                }
+                Ok(n) => {
+                    match session.send_data(self.stream, &scratch[..n]) {
+                        Ok(_) => {}
+                        Err(LocalError::WrongState { .. } | LocalError::UnknownStream { .. }) => {
+                            return Err(Failed)
+                        }
+                        Err(_) => return Err(Failed),
+                    }
+                    self.stats.bytes_from_client += n as u64;
+                    moved += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Err(Failed),
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Writes at most `limit` queued bytes to the socket and releases them on
+    /// the session (credit back to the peer). Shuts the socket's write side
+    /// once the peer's FIN arrived and the queue is empty.
+    pub(crate) fn pump_out(
+        &mut self,
+        session: &mut XferSession,
+        limit: u64,
+        now: Instant,
+    ) -> Result<usize, Failed> {
+        let mut written = 0usize;
+        while self.writable && !self.connecting && (written as u64) < limit {
+            let Some(chunk) = self.queue.front_mut() else {
+                break;
+            };
+            let room = usize::try_from(limit - written as u64).unwrap_or(usize::MAX);
+            let end = chunk.bytes.len().min(chunk.written.saturating_add(room));
+            let want = end - chunk.written;
+            match self.sock.write(&chunk.bytes[chunk.written..end]) {
+                Ok(n) => {
+                    chunk.written += n;
+                    written += n;
+                    if n < want {
+                        self.writable = false;
+                    }
+                    if chunk.written == chunk.bytes.len() {
+                        let wait = now.saturating_duration_since(chunk.arrived);
+                        self.record_wait(wait);
+                        self.queue.pop_front();
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.writable = false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Err(Failed),
+            }
+        }
+        if written > 0 {
+            self.queued -= written;
+            self.stats.bytes_to_client += written as u64;
+            // The stream may have closed already (both FINs went by): the
+            // credit has nobody to go to.
+            let _ = session.release(self.stream, written as u32);
+        }
+        if self.queue.is_empty() && self.fin_in && !self.write_shut && !self.connecting {
+            let _ = self.sock.shutdown(Shutdown::Write);
+            self.write_shut = true;
+        }
+        Ok(written)
+    }
+
+    fn record_wait(&mut self, wait: Duration) {
+        let us = u64::try_from(wait.as_micros()).unwrap_or(u64::MAX);
+        self.stats.queued_chunks += 1;
+        self.stats.queue_wait_us_total = self.stats.queue_wait_us_total.saturating_add(us);
+        self.stats.queue_wait_us_max = self.stats.queue_wait_us_max.max(us);
+    }
+
+    /// Closes with a reset (linger 0), so the peer sees an error, not an end.
+    pub(crate) fn abort(&self) {
+        let _ = socket2::SockRef::from(&self.sock).set_linger(Some(Duration::ZERO));
+    }
+}

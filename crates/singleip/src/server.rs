@@ -1,0 +1,903 @@
+//! The I/O server: one mio (edge-triggered epoll) loop holds the cluster
+//! address's listeners, the node listener, every node connection
+//! ([`XferSession::server`]) and every client socket.
+//!
+//! - A client connection on a served port goes to the next node serving that
+//!   port (round robin) as an ACCEPT stream; a CONNECT from a node becomes a
+//!   non-blocking connect and then CONNECTED or CONNECT_FAILED.
+//! - Bytes move with the transfer protocol's per-stream credit: a client is
+//!   read only while its node granted credit, and the node gets credit back
+//!   only as bytes reach the client socket, so memory per connection is
+//!   bounded by the window and a stalled client stops only its own stream.
+//! - Toward clients: with a [`SendLimit`] each socket holds at most
+//!   `notsent_lowat` unsent bytes before epoll stops reporting it writable,
+//!   and ready sockets are written in [`FairQueue`] (deficit round robin)
+//!   order, at most one quantum of deficit per turn. Without one (the paper's
+//!   unlimited case) kernel buffers are left alone and each turn writes as
+//!   much as the socket takes.
+//! - A node that sends a bad frame gets GOAWAY and is closed; a node that
+//!   dies or misbehaves resets only its own clients. Unauthenticated nodes
+//!   are refused and counted.
+
+use crate::drr::{After, FairQueue};
+use crate::relay::Relay;
+use crate::stats::{ConnStats, NodeStats, ServerStats};
+use crate::{os_nonce, Error};
+use connlab_proto::xfer::{
+    AuthKey, ErrorCode, Event, SockOpt, StreamId, XferConfig, XferError, XferSession,
+};
+use mio::net::{TcpListener, TcpStream};
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::time::{Duration, Instant};
+
+/// How much each client socket may hold: the modern form of the paper's
+/// per-connection limit on the interface queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendLimit {
+    /// `TCP_NOTSENT_LOWAT`: unsent bytes above which the socket is not
+    /// reported writable (tcp(7)).
+    pub notsent_lowat: u32,
+    /// `SO_SNDBUF` to ask for (the kernel doubles it, socket(7)); `None`
+    /// keeps the default autotuning.
+    pub sndbuf: Option<usize>,
+}
+
+impl SendLimit {
+    /// The limit `--send-limit BYTES` sets: `TCP_NOTSENT_LOWAT` = `bytes`
+    /// and a send buffer of four times that (at least 16 KiB), so the bytes in
+    /// flight are not cut below what the link needs.
+    pub fn from_bytes(bytes: u32) -> SendLimit {
+        SendLimit {
+            notsent_lowat: bytes,
+            sndbuf: Some((bytes as usize).saturating_mul(4).max(16 * 1024)),
+        }
+    }
+}
+
+/// How the I/O server runs.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// The cluster addresses (VIP:PORT) clients connect to.
+    pub listen: Vec<SocketAddr>,
+    /// Where application nodes connect.
+    pub nodes: SocketAddr,
+    /// The shared key.
+    pub key: AuthKey,
+    /// The per-socket limit toward clients; `None` reproduces the paper's
+    /// unlimited case (default buffers, write as much as possible).
+    pub send_limit: Option<SendLimit>,
+    /// DRR quantum in bytes (used with a send limit).
+    pub quantum: u64,
+    /// Credit granted to nodes on each stream (bounds bytes queued per
+    /// client connection in user space).
+    pub initial_window: u32,
+    /// Streams a node may open (CONNECT) at once.
+    pub max_streams: u32,
+}
+
+impl ServerConfig {
+    /// The default DRR quantum: one full DATA payload, 16 KiB.
+    pub const DEFAULT_QUANTUM: u64 = 16 * 1024;
+
+    /// A configuration with the defaults (limit off, 16 KiB quantum,
+    /// protocol default window and stream limit).
+    pub fn new(listen: Vec<SocketAddr>, nodes: SocketAddr, key: AuthKey) -> ServerConfig {
+        ServerConfig {
+            listen,
+            nodes,
+            key,
+            send_limit: None,
+            quantum: ServerConfig::DEFAULT_QUANTUM,
+            initial_window: XferConfig::DEFAULT_WINDOW,
+            max_streams: XferConfig::DEFAULT_MAX_STREAMS,
+        }
+    }
+}
+
+/// Addresses the server is bound to, passed to the `ready` callback.
+#[derive(Clone, Debug)]
+pub struct Bound {
+    /// The cluster addresses, as bound (port 0 resolved).
+    pub listen: Vec<SocketAddr>,
+    /// The node address, as bound.
+    pub nodes: SocketAddr,
+}
+
+const STOP: Token = Token(0);
+const NODE_LISTENER: Token = Token(4);
+const KIND_LISTENER: usize = 1;
+const KIND_NODE: usize = 2;
+const KIND_CLIENT: usize = 3;
+const READ_CHUNK: usize = 64 * 1024;
+
+fn token(kind: usize, idx: usize) -> Token {
+    Token(idx * 4 + kind)
+}
+
+/// Runs the I/O server until `stop_fd` becomes readable and `stop()` is
+/// true (a shutdown latch), then returns its statistics. `ready` is called
+/// once every address is bound.
+pub fn run_server(
+    config: &ServerConfig,
+    stop_fd: RawFd,
+    stop: impl Fn() -> bool,
+    ready: impl FnOnce(&Bound),
+) -> Result<ServerStats, Error> {
+    let mut server = Server::bind(config)?;
+    server
+        .poll
+        .registry()
+        .register(&mut SourceFd(&stop_fd), STOP, Interest::READABLE)
+        .map_err(|e| Error::io("registering the stop descriptor", stop_fd, e))?;
+    let bound = Bound {
+        listen: server.listeners.iter().map(|l| l.addr).collect(),
+        nodes: server.node_addr,
+    };
+    server.stats.listen = bound.listen.iter().map(|a| a.to_string()).collect();
+    server.stats.nodes_addr = bound.nodes.to_string();
+    ready(&bound);
+    let mut events = Events::with_capacity(1024);
+    while !stop() {
+        let timeout = if server.fq.is_empty() {
+            Duration::from_secs(1)
+        } else {
+            Duration::ZERO
+        };
+        if let Err(e) = server.poll.poll(&mut events, Some(timeout)) {
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(Error::io(
+                "waiting for events (epoll_wait) on",
+                "the I/O server's sockets",
+                e,
+            ));
+        }
+        for event in &events {
+            let t = event.token();
+            if t == STOP {
+                continue;
+            }
+            if t == NODE_LISTENER {
+                server.accept_nodes();
+                continue;
+            }
+            let (kind, idx) = (t.0 % 4, t.0 / 4);
+            let gone = event.is_error() || event.is_read_closed();
+            let readable = event.is_readable() || gone;
+            let writable = event.is_writable() || gone || event.is_write_closed();
+            match kind {
+                KIND_LISTENER => server.accept_clients(idx),
+                KIND_NODE => {
+                    if let Some(node) = server.nodes.get_mut(idx).and_then(Option::as_mut) {
+                        node.readable |= readable;
+                        node.writable |= writable;
+                        server.on_node(idx);
+                    }
+                }
+                KIND_CLIENT => {
+                    if let Some(c) = server.clients.get_mut(idx).and_then(Option::as_mut) {
+                        c.relay.readable |= readable;
+                        c.relay.writable |= writable;
+                        server.on_client(idx);
+                    }
+                }
+                _ => {}
+            }
+        }
+        server.serve_clients();
+    }
+    Ok(server.finish())
+}
+
+struct Listener {
+    sock: TcpListener,
+    addr: SocketAddr,
+}
+
+struct Node {
+    sock: TcpStream,
+    session: XferSession,
+    out: Vec<u8>,
+    out_pos: usize,
+    readable: bool,
+    writable: bool,
+    /// Stream id -> client slot.
+    streams: HashMap<u32, usize>,
+    ports: BTreeSet<u16>,
+    /// Index in `stats.nodes`.
+    stats_idx: usize,
+    resets_sent: u64,
+}
+
+struct Client {
+    relay: Relay,
+    node: usize,
+}
+
+/// Nodes serving a port, taken in turn.
+#[derive(Default)]
+struct Serving {
+    nodes: Vec<usize>,
+    next: usize,
+}
+
+struct Server<'c> {
+    config: &'c ServerConfig,
+    poll: Poll,
+    listeners: Vec<Listener>,
+    node_listener: TcpListener,
+    node_addr: SocketAddr,
+    nodes: Vec<Option<Node>>,
+    clients: Vec<Option<Client>>,
+    free_clients: Vec<usize>,
+    ports: BTreeMap<u16, Serving>,
+    fq: FairQueue,
+    scratch: Vec<u8>,
+    stats: ServerStats,
+}
+
+impl<'c> Server<'c> {
+    fn bind(config: &'c ServerConfig) -> Result<Server<'c>, Error> {
+        if config.listen.is_empty() {
+            return Err(Error::Config("no cluster address to listen on".into()));
+        }
+        let poll = Poll::new().map_err(|e| Error::io("creating", "an epoll instance", e))?;
+        let mut listeners = Vec::new();
+        for addr in &config.listen {
+            let mut sock = TcpListener::bind(*addr)
+                .map_err(|e| Error::io("binding the cluster address", addr, e))?;
+            let addr = sock
+                .local_addr()
+                .map_err(|e| Error::io("reading the bound address of", addr, e))?;
+            poll.registry()
+                .register(
+                    &mut sock,
+                    token(KIND_LISTENER, listeners.len()),
+                    Interest::READABLE,
+                )
+                .map_err(|e| Error::io("registering the listener", addr, e))?;
+            listeners.push(Listener { sock, addr });
+        }
+        let mut node_listener = TcpListener::bind(config.nodes)
+            .map_err(|e| Error::io("binding the node address", config.nodes, e))?;
+        let node_addr = node_listener
+            .local_addr()
+            .map_err(|e| Error::io("reading the bound address of", config.nodes, e))?;
+        poll.registry()
+            .register(&mut node_listener, NODE_LISTENER, Interest::READABLE)
+            .map_err(|e| Error::io("registering the node listener", node_addr, e))?;
+        let limited = config.send_limit.is_some();
+        let stats = ServerStats {
+            schema: "connlab.singleip.io-server.stats/1",
+            send_limit_bytes: config.send_limit.map(|l| u64::from(l.notsent_lowat)),
+            sndbuf_bytes: config.send_limit.and_then(|l| l.sndbuf.map(|b| b as u64)),
+            quantum_bytes: limited.then_some(config.quantum),
+            ..ServerStats::default()
+        };
+        Ok(Server {
+            config,
+            poll,
+            listeners,
+            node_listener,
+            node_addr,
+            nodes: Vec::new(),
+            clients: Vec::new(),
+            free_clients: Vec::new(),
+            ports: BTreeMap::new(),
+            // Unlimited: every turn writes as much as the socket takes.
+            fq: FairQueue::new(if limited { config.quantum } else { u64::MAX }),
+            scratch: vec![0; READ_CHUNK],
+            stats,
+        })
+    }
+
+    fn accept_nodes(&mut self) {
+        loop {
+            let (mut sock, addr) = match self.node_listener.accept() {
+                Ok(c) => c,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // EMFILE and friends: try again at the next readiness.
+                Err(_) => return,
+            };
+            self.stats.node_connections += 1;
+            let mut node_stats = NodeStats {
+                addr: addr.to_string(),
+                end: "open".into(),
+                ..NodeStats::default()
+            };
+            let session = os_nonce().map_err(|e| e.to_string()).and_then(|nonce| {
+                let mut c = XferConfig::new(self.config.key.clone(), nonce);
+                c.initial_window = self.config.initial_window;
+                c.max_streams = self.config.max_streams;
+                XferSession::server(c).map_err(|e| e.to_string())
+            });
+            let session = match session {
+                Ok(s) => s,
+                Err(e) => {
+                    node_stats.end = format!("refused: no session ({e})");
+                    self.stats.nodes_refused += 1;
+                    self.stats.nodes.push(node_stats);
+                    continue;
+                }
+            };
+            let _ = sock.set_nodelay(true);
+            let idx = match self.nodes.iter().position(Option::is_none) {
+                Some(i) => i,
+                None => {
+                    self.nodes.push(None);
+                    self.nodes.len() - 1
+                }
+            };
+            let both = Interest::READABLE | Interest::WRITABLE;
+            if self
+                .poll
+                .registry()
+                .register(&mut sock, token(KIND_NODE, idx), both)
+                .is_err()
+            {
+                node_stats.end = "refused: could not register".into();
+                self.stats.nodes_refused += 1;
+                self.stats.nodes.push(node_stats);
+                continue;
+            }
+            self.stats.nodes.push(node_stats);
+            self.nodes[idx] = Some(Node {
+                sock,
+                session,
+                out: Vec::new(),
+                out_pos: 0,
+                readable: true,
+                writable: true,
+                streams: HashMap::new(),
+                ports: BTreeSet::new(),
+                stats_idx: self.stats.nodes.len() - 1,
+                resets_sent: 0,
+            });
+            self.on_node(idx);
+        }
+    }
+
+    fn accept_clients(&mut self, l: usize) {
+        loop {
+            let Some(listener) = self.listeners.get(l) else {
+                return;
+            };
+            let port = listener.addr.port();
+            let (sock, peer) = match listener.sock.accept() {
+                Ok(c) => c,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return,
+            };
+            self.stats.clients_accepted += 1;
+            // Round robin over the nodes serving the port; a node at its
+            // stream limit is skipped.
+            let mut opened = None;
+            if let Some(serving) = self.ports.get_mut(&port) {
+                for _ in 0..serving.nodes.len() {
+                    let n = serving.nodes[serving.next % serving.nodes.len()];
+                    serving.next = serving.next.wrapping_add(1);
+                    if let Some(node) = self.nodes.get_mut(n).and_then(Option::as_mut) {
+                        if let Ok(stream) = node.session.accept(port, peer) {
+                            opened = Some((n, stream));
+                            break;
+                        }
+                    }
+                }
+            }
+            let Some((n, stream)) = opened else {
+                self.stats.clients_no_node += 1;
+                let _ = socket2::SockRef::from(&sock).set_linger(Some(Duration::ZERO));
+                continue;
+            };
+            let slot = self.add_client(sock, n, stream, peer, false);
+            if slot.is_none() {
+                if let Some(node) = self.nodes.get_mut(n).and_then(Option::as_mut) {
+                    let _ = node.session.reset(stream, ErrorCode::INTERNAL);
+                    node.resets_sent += 1;
+                }
+            }
+            self.flush_node(n);
+        }
+    }
+
+    /// Registers a client socket relayed on `stream` of node `n`.
+    fn add_client(
+        &mut self,
+        mut sock: TcpStream,
+        n: usize,
+        stream: StreamId,
+        peer: SocketAddr,
+        connecting: bool,
+    ) -> Option<usize> {
+        let _ = sock.set_nodelay(true);
+        if let Some(limit) = self.config.send_limit {
+            let _ = set_notsent_lowat(&sock, limit.notsent_lowat);
+            if let Some(b) = limit.sndbuf {
+                let _ = socket2::SockRef::from(&sock).set_send_buffer_size(b);
+            }
+        }
+        let slot = self.free_clients.pop().unwrap_or_else(|| {
+            self.clients.push(None);
+            self.clients.len() - 1
+        });
+        let both = Interest::READABLE | Interest::WRITABLE;
+        if self
+            .poll
+            .registry()
+            .register(&mut sock, token(KIND_CLIENT, slot), both)
+            .is_err()
+        {
+            let _ = socket2::SockRef::from(&sock).set_linger(Some(Duration::ZERO));
+            self.free_clients.push(slot);
+            return None;
+        }
+        let node = self.nodes.get_mut(n).and_then(Option::as_mut)?;
+        let mut relay = Relay::new(sock, stream, connecting);
+        relay.stats.peer = peer.to_string();
+        relay.stats.connect = connecting;
+        relay.stats.node_id = node.session.node_id();
+        node.streams.insert(stream.0, slot);
+        self.clients[slot] = Some(Client { relay, node: n });
+        Some(slot)
+    }
+
+    /// Reads what the node sent, acts on it, and writes what is queued for it.
+    fn on_node(&mut self, n: usize) {
+        let mut events = Vec::new();
+        loop {
+            let Some(node) = self.nodes.get_mut(n).and_then(Option::as_mut) else {
+                return;
+            };
+            if !node.readable {
+                break;
+            }
+            let got = match node.sock.read(&mut self.scratch) {
+                Ok(0) => {
+                    let end = match node.session.finish_input() {
+                        Ok(()) if node.session.is_closed() => "closed".to_string(),
+                        Ok(()) => "node closed the connection".to_string(),
+                        Err(e) => format!("node closed the connection: {e}"),
+                    };
+                    self.drop_node(n, end);
+                    return;
+                }
+                Ok(k) => k,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    node.readable = false;
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    self.drop_node(n, format!("reading from the node: {e}"));
+                    return;
+                }
+            };
+            let result = node
+                .session
+                .feed(&self.scratch[..got], &mut |e| events.push(e));
+            for event in events.drain(..) {
+                self.on_event(n, event);
+            }
+            match result {
+                Ok(connlab_proto::Flow::Continue) => {}
+                Ok(connlab_proto::Flow::Close) => {
+                    self.drop_node(n, "the node said GOAWAY".into());
+                    return;
+                }
+                Err(error) => {
+                    self.connection_error(n, &error);
+                    return;
+                }
+            }
+        }
+        self.flush_node(n);
+    }
+
+    /// The node broke the protocol: GOAWAY was queued; send it and close.
+    fn connection_error(&mut self, n: usize, error: &XferError) {
+        let Some(node) = self.nodes.get_mut(n).and_then(Option::as_mut) else {
+            return;
+        };
+        self.stats.bad_frames += 1;
+        if !node.session.is_established() && !self.stats.nodes[node.stats_idx].authenticated {
+            self.stats.nodes_refused += 1;
+            if matches!(error, XferError::AuthFailed { .. }) {
+                self.stats.auth_failures += 1;
+            }
+        }
+        node.writable = true;
+        self.flush_node(n);
+        self.drop_node(n, format!("connection error: {error}"));
+    }
+
+    fn on_event(&mut self, n: usize, event: Event) {
+        let now = Instant::now();
+        let Some(node) = self.nodes.get_mut(n).and_then(Option::as_mut) else {
+            return;
+        };
+        let slot_of = |node: &Node, s: StreamId| node.streams.get(&s.0).copied();
+        match event {
+            Event::Established { node_id, .. } => {
+                self.stats.nodes_authenticated += 1;
+                let st = &mut self.stats.nodes[node.stats_idx];
+                st.authenticated = true;
+                st.node_id = node_id;
+            }
+            Event::Listen { port } => {
+                let errno = self.ensure_listener(port);
+                let Some(node) = self.nodes.get_mut(n).and_then(Option::as_mut) else {
+                    return;
+                };
+                let _ = node.session.listen_result(port, errno);
+                if errno == 0 {
+                    node.ports.insert(port);
+                    let serving = self.ports.entry(port).or_default();
+                    if !serving.nodes.contains(&n) {
+                        serving.nodes.push(n);
+                    }
+                }
+            }
+            Event::Unlisten { port } => {
+                node.ports.remove(&port);
+                if let Some(serving) = self.ports.get_mut(&port) {
+                    serving.nodes.retain(|&x| x != n);
+                }
+            }
+            Event::ConnectRequest { stream, addr } => {
+                self.stats.connects += 1;
+                match TcpStream::connect(addr) {
+                    Ok(sock) => {
+                        if self.add_client(sock, n, stream, addr, true).is_none() {
+                            self.stats.connect_failures += 1;
+                            if let Some(node) = self.nodes.get_mut(n).and_then(Option::as_mut) {
+                                let _ = node.session.connect_failed(stream, libc::EMFILE as u32);
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        self.stats.connect_failures += 1;
+                        let errno = e.raw_os_error().unwrap_or(libc::EIO) as u32;
+                        let _ = node.session.connect_failed(stream, errno);
+                    }
+                }
+            }
+            Event::Data { stream, bytes } => {
+                if let Some(slot) = slot_of(node, stream) {
+                    if let Some(c) = self.clients[slot].as_mut() {
+                        c.relay.push(bytes, now);
+                        if c.relay.writable {
+                            self.fq.activate(slot);
+                        }
+                    }
+                }
+            }
+            Event::Fin { stream } => {
+                if let Some(slot) = slot_of(node, stream) {
+                    if let Some(c) = self.clients[slot].as_mut() {
+                        c.relay.fin_in = true;
+                        self.fq.activate(slot);
+                    }
+                }
+            }
+            Event::Reset { stream, code } => {
+                if let Some(slot) = slot_of(node, stream) {
+                    self.drop_client(slot, &format!("reset by node ({code})"), None, true);
+                }
+            }
+            Event::StreamError { stream, error } => {
+                if let Some(slot) = slot_of(node, stream) {
+                    self.drop_client(slot, &format!("reset: {error}"), None, true);
+                }
+            }
+            Event::Credit { stream, .. } => {
+                if let Some(slot) = slot_of(node, stream) {
+                    self.pump_client_in(slot);
+                }
+            }
+            Event::SetOpt {
+                stream,
+                option,
+                value,
+            } => {
+                let Some(slot) = slot_of(node, stream) else {
+                    return;
+                };
+                let Some(c) = self.clients[slot].as_ref() else {
+                    return;
+                };
+                let result = match option {
+                    SockOpt::NODELAY => c
+                        .relay
+                        .sock
+                        .set_nodelay(value != 0)
+                        .map_err(|e| e.to_string()),
+                    SockOpt::KEEPALIVE => socket2::SockRef::from(&c.relay.sock)
+                        .set_keepalive(value != 0)
+                        .map_err(|e| e.to_string()),
+                    other => Err(format!("socket option {} is not supported", other.0)),
+                };
+                if let Err(message) = result {
+                    let _ = node
+                        .session
+                        .send_error(stream, ErrorCode::UNSUPPORTED, &message);
+                }
+            }
+            Event::GoAway { .. }
+            | Event::Closed { .. }
+            | Event::Pong { .. }
+            | Event::PeerError { .. }
+            | Event::ListenResult { .. }
+            | Event::Accepted { .. }
+            | Event::Connected { .. }
+            | Event::ConnectFailed { .. } => {}
+        }
+    }
+
+    /// 0 when a listener serves `port` on the cluster address (binding one on
+    /// the first cluster address's IP if needed), else the bind errno.
+    fn ensure_listener(&mut self, port: u16) -> u32 {
+        if self.listeners.iter().any(|l| l.addr.port() == port) {
+            return 0;
+        }
+        let addr = SocketAddr::new(self.listeners[0].addr.ip(), port);
+        let mut sock = match TcpListener::bind(addr) {
+            Ok(s) => s,
+            Err(e) => return e.raw_os_error().unwrap_or(libc::EACCES) as u32,
+        };
+        let idx = self.listeners.len();
+        if let Err(e) =
+            self.poll
+                .registry()
+                .register(&mut sock, token(KIND_LISTENER, idx), Interest::READABLE)
+        {
+            return e.raw_os_error().unwrap_or(libc::EIO) as u32;
+        }
+        self.stats.listen.push(addr.to_string());
+        self.listeners.push(Listener { sock, addr });
+        0
+    }
+
+    fn on_client(&mut self, slot: usize) {
+        let Some(c) = self.clients[slot].as_mut() else {
+            return;
+        };
+        let n = c.node;
+        let Some(node) = self.nodes.get_mut(n).and_then(Option::as_mut) else {
+            return;
+        };
+        if c.relay.connecting {
+            let stream = c.relay.stream;
+            match (c.relay.sock.take_error(), c.relay.sock.peer_addr()) {
+                (Ok(None), Ok(_)) => {
+                    c.relay.connecting = false;
+                    let port = c.relay.sock.local_addr().map(|a| a.port()).unwrap_or(0);
+                    let _ = node.session.connected(stream, port);
+                }
+                (Ok(None), Err(e)) if e.kind() == io::ErrorKind::NotConnected => return,
+                (Ok(Some(e)) | Err(e), _) | (Ok(None), Err(e)) => {
+                    self.stats.connect_failures += 1;
+                    let errno = e.raw_os_error().unwrap_or(libc::ECONNREFUSED) as u32;
+                    let _ = node.session.connect_failed(stream, errno);
+                    self.drop_client(slot, "connect failed", None, false);
+                    self.flush_node(n);
+                    return;
+                }
+            }
+        }
+        self.pump_client_in(slot);
+        if let Some(c) = self.clients[slot].as_ref() {
+            if c.relay.writable && (c.relay.queued() > 0 || c.relay.fin_in) {
+                self.fq.activate(slot);
+            }
+        }
+        self.flush_node(n);
+    }
+
+    /// Client socket -> node, as far as the node's credit allows.
+    fn pump_client_in(&mut self, slot: usize) {
+        let Some(c) = self.clients[slot].as_mut() else {
+            return;
+        };
+        let Some(node) = self.nodes.get_mut(c.node).and_then(Option::as_mut) else {
+            return;
+        };
+        match c.relay.pump_in(&mut node.session, &mut self.scratch) {
+            Ok(_) if c.relay.done() => self.drop_client(slot, "closed", None, false),
+            Ok(_) => {}
+            Err(_) => self.drop_client(
+                slot,
+                "reset by client",
+                Some(ErrorCode::CONNECTION_RESET),
+                true,
+            ),
+        }
+    }
+
+    /// The DRR writer: ready client sockets in turn, at most their deficit
+    /// each, until every one is empty or blocked or the budget for this
+    /// pass is spent (so node input is not starved).
+    fn serve_clients(&mut self) {
+        let now = Instant::now();
+        let mut budget = self.clients.len() * 2 + 16;
+        let mut touched = BTreeSet::new();
+        while budget > 0 {
+            let Some(turn) = self.fq.next_turn() else {
+                break;
+            };
+            budget -= 1;
+            self.stats.drr_turns += 1;
+            let Some(c) = self.clients.get_mut(turn.flow).and_then(Option::as_mut) else {
+                self.fq.remove(turn.flow);
+                continue;
+            };
+            let n = c.node;
+            let Some(node) = self.nodes.get_mut(n).and_then(Option::as_mut) else {
+                continue;
+            };
+            touched.insert(n);
+            match c.relay.pump_out(&mut node.session, turn.allowance, now) {
+                Ok(sent) => {
+                    let after = if c.relay.queued() == 0 {
+                        After::Empty
+                    } else if c.relay.writable {
+                        After::Backlogged
+                    } else {
+                        After::Blocked
+                    };
+                    self.fq.complete(turn, sent as u64, after);
+                    if c.relay.done() {
+                        self.drop_client(turn.flow, "closed", None, false);
+                    }
+                }
+                Err(_) => self.drop_client(
+                    turn.flow,
+                    "reset by client",
+                    Some(ErrorCode::CONNECTION_RESET),
+                    true,
+                ),
+            }
+        }
+        for n in touched {
+            self.flush_node(n);
+        }
+    }
+
+    /// Removes a client: optionally resets its stream (`reset`) and its
+    /// socket (`abort`), and records its statistics.
+    fn drop_client(&mut self, slot: usize, end: &str, reset: Option<ErrorCode>, abort: bool) {
+        let Some(mut c) = self.clients.get_mut(slot).and_then(Option::take) else {
+            return;
+        };
+        self.fq.remove(slot);
+        if abort {
+            c.relay.abort();
+        }
+        let _ = self.poll.registry().deregister(&mut c.relay.sock);
+        if let Some(node) = self.nodes.get_mut(c.node).and_then(Option::as_mut) {
+            node.streams.remove(&c.relay.stream.0);
+            if let Some(code) = reset {
+                if node.session.reset(c.relay.stream, code).is_ok() {
+                    node.resets_sent += 1;
+                }
+            }
+        }
+        c.relay.stats.end = end.to_string();
+        self.record(c.relay.stats);
+        self.free_clients.push(slot);
+    }
+
+    fn record(&mut self, stats: ConnStats) {
+        if self.stats.connections.len() < ServerStats::MAX_CONNS {
+            self.stats.connections.push(stats);
+        } else {
+            self.stats.connections_not_listed += 1;
+        }
+    }
+
+    /// Writes the node's queued output; a write error ends the node.
+    fn flush_node(&mut self, n: usize) {
+        let Some(node) = self.nodes.get_mut(n).and_then(Option::as_mut) else {
+            return;
+        };
+        node.session.drain_output(&mut node.out);
+        while node.writable && node.out_pos < node.out.len() {
+            match node.sock.write(&node.out[node.out_pos..]) {
+                Ok(k) => {
+                    node.out_pos += k;
+                    if node.out_pos < node.out.len() {
+                        node.writable = false;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => node.writable = false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.drop_node(n, format!("writing to the node: {e}"));
+                    return;
+                }
+            }
+        }
+        if node.out_pos == node.out.len() {
+            node.out.clear();
+            node.out_pos = 0;
+        } else if node.out_pos > READ_CHUNK {
+            node.out.drain(..node.out_pos);
+            node.out_pos = 0;
+        }
+    }
+
+    /// Ends a node connection: its clients are reset, its ports freed.
+    fn drop_node(&mut self, n: usize, end: String) {
+        let Some(mut node) = self.nodes.get_mut(n).and_then(Option::take) else {
+            return;
+        };
+        let slots: Vec<usize> = node.streams.values().copied().collect();
+        for slot in slots {
+            // The node entry is already out of the table: no RESET is queued.
+            self.drop_client(slot, "node lost", None, true);
+        }
+        for port in &node.ports {
+            if let Some(serving) = self.ports.get_mut(port) {
+                serving.nodes.retain(|&x| x != n);
+            }
+        }
+        let _ = self.poll.registry().deregister(&mut node.sock);
+        let st = &mut self.stats.nodes[node.stats_idx];
+        st.absorb(node.session.stats());
+        st.resets_sent = node.resets_sent + node.session.stats().stream_errors;
+        st.ports = node.ports.iter().copied().collect();
+        if !st.authenticated && !end.starts_with("connection error") {
+            self.stats.nodes_refused += 1;
+        }
+        st.end = end;
+    }
+
+    fn finish(mut self) -> ServerStats {
+        for n in 0..self.nodes.len() {
+            if let Some(node) = self.nodes[n].as_mut() {
+                let _ = node
+                    .session
+                    .close(ErrorCode::NO_ERROR, "the I/O server is shutting down");
+                node.writable = true;
+                self.flush_node(n);
+                self.drop_node(n, "I/O server stopped".into());
+            }
+        }
+        for slot in 0..self.clients.len() {
+            if let Some(c) = self.clients[slot].take() {
+                let mut st = c.relay.stats;
+                st.end = "open".into();
+                self.record(st);
+            }
+        }
+        self.stats
+    }
+}
+
+/// `setsockopt(TCP_NOTSENT_LOWAT)` (tcp(7)); socket2 0.5 has no wrapper.
+fn set_notsent_lowat(sock: &TcpStream, bytes: u32) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: a valid socket descriptor and a pointer to a c_int of the size passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            (&value as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
