@@ -19,13 +19,23 @@ pub fn render_pipeline(sweep: &PipelineSweep, format: Format) -> Result<String, 
     })
 }
 
-/// Mean of a value over a group's repetitions.
-fn mean(
+/// Median of a value over a group's repetitions (robust to the odd run a
+/// busy machine disturbed; the mean of the middle two for an even count).
+fn median(
     runs: &[&PipelineRunRecord],
     of: impl Fn(&PipelineRunRecord) -> Option<f64>,
 ) -> Option<f64> {
-    let v: Vec<f64> = runs.iter().filter_map(|r| of(r)).collect();
-    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    let mut v: Vec<f64> = runs.iter().filter_map(|r| of(r)).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
 }
 
 fn f(v: Option<f64>, digits: usize) -> String {
@@ -97,12 +107,12 @@ fn tables(sweep: &PipelineSweep) -> Vec<Table> {
                                 })
                                 .collect();
                             [
-                                mean(&runs, |r| Some(r.result.throughput_mbit_s)),
-                                mean(&runs, |r| r.relative_capacity),
-                                mean(&runs, |r| r.efficiency),
-                                mean(&runs, |r| Some(r.result.projected_throughput_mbit_s)),
-                                mean(&runs, |r| r.projected_relative_capacity),
-                                mean(&runs, |r| r.projected_efficiency),
+                                median(&runs, |r| Some(r.result.throughput_mbit_s)),
+                                median(&runs, |r| r.relative_capacity),
+                                median(&runs, |r| r.efficiency),
+                                median(&runs, |r| Some(r.result.projected_throughput_mbit_s)),
+                                median(&runs, |r| r.projected_relative_capacity),
+                                median(&runs, |r| r.projected_efficiency),
                             ]
                         })
                         .collect();
@@ -141,7 +151,7 @@ fn summary_lines(sweep: &PipelineSweep) -> Vec<(String, String)> {
     let m = &sweep.experiment.pipeline;
     let verified = sweep.runs.iter().filter(|r| r.result.verified).count();
     let retx: u64 = sweep.runs.iter().map(|r| r.result.retransmissions).sum();
-    let handoff = mean(&sweep.runs.iter().collect::<Vec<_>>(), |r| {
+    let handoff = median(&sweep.runs.iter().collect::<Vec<_>>(), |r| {
         Some(r.result.handoff_ns)
     });
     vec![
@@ -175,7 +185,7 @@ fn summary_lines(sweep: &PipelineSweep) -> Vec<(String, String)> {
         ),
         ("retransmissions (all runs)".into(), retx.to_string()),
         (
-            "SPSC hand-off (measured per run, mean)".into(),
+            "SPSC hand-off (measured per run, median)".into(),
             format!("{} ns", f(handoff, 1)),
         ),
         (
@@ -197,7 +207,7 @@ fn summary_lines(sweep: &PipelineSweep) -> Vec<(String, String)> {
     ]
 }
 
-const NOTE: &str = "Relative capacity = throughput × layers / the one-layer throughput of the same mode, line, size and repetition; efficiency = relative capacity / layers (the paper's definitions). Measured figures come from this machine, where all layer threads share its CPUs; projected figures assume one core per thread: the slowest stage's busy time per message plus one SPSC hand-off bounds the rate (and the line rate, when limited). The paper's values are given where known.";
+const NOTE: &str = "Every figure is the median over the repetitions. Relative capacity = throughput × layers / the one-layer throughput of the same mode, line, size and repetition; efficiency = relative capacity / layers (the paper's definitions). Measured figures come from this machine, where all layer threads share its CPUs; projected figures assume one core per thread: the slowest stage's busy time per message plus one SPSC hand-off bounds the rate (and the line rate, when limited). The paper's values are given where known.";
 
 fn markdown(sweep: &PipelineSweep) -> String {
     let exp = &sweep.experiment;
@@ -302,7 +312,7 @@ fn plots_of(sweep: &PipelineSweep) -> Result<Vec<(String, String)>, ReportError>
                                         && r.params.layers == l
                                 })
                                 .collect();
-                            mean(&runs, of).map(|v| (f64::from(l), v))
+                            median(&runs, of).map(|v| (f64::from(l), v))
                         })
                         .collect();
                     (points.len() >= 2).then(|| Series {
