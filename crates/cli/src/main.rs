@@ -47,6 +47,8 @@ enum Command {
     Pipeline(cmd::pipeline::PipelineArgs),
     /// User-space link emulator: a router adding delay, jitter, loss and a rate limit.
     Linkem(cmd::linkem::LinkemArgs),
+    /// Single-IP cluster front end: I/O server and application nodes.
+    Singleip(cmd::singleip::SingleIpArgs),
 }
 
 /// A failure that carries its own exit code.
@@ -89,6 +91,7 @@ fn main() -> ExitCode {
         Command::Cap(args) => cmd::cap::run(args),
         Command::Pipeline(args) => cmd::pipeline::run(args),
         Command::Linkem(args) => cmd::linkem::run(args),
+        Command::Singleip(args) => cmd::singleip::run(args),
     };
     match result {
         Ok(code) => code,

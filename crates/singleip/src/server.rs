@@ -630,8 +630,18 @@ impl<'c> Server<'c> {
                         .send_error(stream, ErrorCode::UNSUPPORTED, &message);
                 }
             }
-            Event::GoAway { .. }
-            | Event::Closed { .. }
+            Event::GoAway { code, .. } => {
+                // A node refuses the server's proof with GOAWAY AUTH_FAILED:
+                // the keys differ. Counted like a wrong node proof.
+                if code == ErrorCode::AUTH_FAILED && !node.session.is_established() {
+                    let st = &mut self.stats.nodes[node.stats_idx];
+                    if !st.authenticated {
+                        st.auth_failures += 1;
+                        self.stats.auth_failures += 1;
+                    }
+                }
+            }
+            Event::Closed { .. }
             | Event::Pong { .. }
             | Event::PeerError { .. }
             | Event::ListenResult { .. }

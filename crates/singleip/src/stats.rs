@@ -47,7 +47,7 @@ impl NodeStats {
         self.streams = s.streams_opened;
         self.resets_received = s.resets_received;
         self.stream_errors = s.stream_errors;
-        self.auth_failures = s.auth_failures;
+        self.auth_failures = self.auth_failures.max(s.auth_failures);
     }
 }
 

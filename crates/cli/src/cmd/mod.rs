@@ -11,6 +11,7 @@ pub(crate) mod pipeline;
 pub(crate) mod report;
 pub(crate) mod run;
 pub(crate) mod serve;
+pub(crate) mod singleip;
 pub(crate) mod sweep;
 pub(crate) mod sweep_pipeline;
 pub(crate) mod sweep_web;

@@ -1,0 +1,291 @@
+//! `connlab singleip`: the single-IP cluster front end. `io-server` holds the
+//! cluster address and relays every client connection to an application
+//! node; `app-node` connects to it and forwards each stream to a local
+//! unmodified server.
+
+use crate::Exit;
+use anyhow::{anyhow, Context};
+use clap::{Args, Subcommand};
+use connlab_measure::units::parse_size;
+use connlab_os::Shutdown;
+use connlab_singleip::{
+    load_key, run_node, run_server, Error as SingleIpError, NodeConfig, SendLimit, ServerConfig,
+};
+use serde::Serialize;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// Flags of `connlab singleip`.
+#[derive(Args, Debug)]
+pub(crate) struct SingleIpArgs {
+    #[command(subcommand)]
+    command: SingleIpCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum SingleIpCommand {
+    /// Hold the cluster address and relay its connections to application nodes.
+    #[command(after_help = "\
+Clients connect to --listen (the cluster address, VIP:PORT; repeat for more ports);
+application nodes connect to --nodes and authenticate with the key in --key (a file of
+at least 16 random bytes shared with every node: head -c 32 /dev/urandom > key). Each
+client connection goes, as a stream of the CLXF transfer protocol
+(docs/transfer-protocol.md), to the next node serving its port (round robin). A node
+may also ask for a port not in --listen: it is bound on the first --listen address.
+A node that dies or sends a bad frame resets only its own clients.
+
+Toward clients each socket may hold at most --send-limit unsent bytes
+(TCP_NOTSENT_LOWAT, with SO_SNDBUF at four times that) and ready sockets are written
+in deficit-round-robin order, --quantum bytes per turn, so one bulk stream cannot fill
+the interface queue ahead of the others. --send-limit off is the paper's unlimited
+case: kernel default buffers, each socket written as far as it takes.
+
+Prints 'singleip: io-server ready ...' on stdout once listening. SIGINT/SIGTERM stop
+it; it then writes --stats (JSON: per node frames, bytes, streams, resets, auth
+failures; per connection bytes each way and queueing) and a summary on stderr.
+
+Example:
+  head -c 32 /dev/urandom > cluster.key
+  connlab singleip io-server --listen 198.18.0.1:80 --nodes 10.0.0.1:7000 \\
+      --key cluster.key --send-limit 16KiB --stats io.json")]
+    IoServer(IoServerArgs),
+    /// Connect to an I/O server and forward its streams to a local server.
+    #[command(after_help = "\
+Connects to the I/O server at --io-server, authenticates with --key, asks to serve each
+--port of the cluster address (default: the port of --forward), and forwards every
+client connection it receives to --forward, a local unmodified server (nginx,
+connlab serve), with half-close and reset passed on both ways.
+
+Prints 'singleip: app-node ready ...' on stdout once every port is granted.
+SIGINT/SIGTERM stop it and write --stats. A refused key or port, or a lost I/O
+server, ends it with exit 1.
+
+Example:
+  connlab serve --engine epoll --listen 127.0.0.1:8080 &
+  connlab singleip app-node --io-server 10.0.0.1:7000 --key cluster.key \\
+      --forward 127.0.0.1:8080 --port 80")]
+    AppNode(AppNodeArgs),
+}
+
+/// Flags of `connlab singleip io-server`.
+#[derive(Args, Debug)]
+struct IoServerArgs {
+    /// A cluster address clients connect to (VIP:PORT); repeat for more.
+    #[arg(long, required = true, value_name = "VIP:PORT")]
+    listen: Vec<SocketAddr>,
+    /// Where application nodes connect (ADDR:PORT).
+    #[arg(long, value_name = "ADDR")]
+    nodes: SocketAddr,
+    /// File holding the shared key (at least 16 bytes).
+    #[arg(long, value_name = "FILE")]
+    key: PathBuf,
+    /// Unsent bytes each client socket may hold (TCP_NOTSENT_LOWAT), or 'off'.
+    #[arg(long, default_value = "16KiB", value_name = "BYTES|off")]
+    send_limit: String,
+    /// Bytes a client socket may be written per DRR turn (with a send limit).
+    #[arg(long, default_value = "16KiB", value_parser = parse_size, value_name = "BYTES")]
+    quantum: u64,
+    /// Credit granted to nodes per stream: bytes queued per client in user space.
+    #[arg(long, default_value = "64KiB", value_parser = parse_size, value_name = "BYTES")]
+    window: u64,
+    /// Write the statistics as JSON to FILE on exit.
+    #[arg(long, value_name = "FILE")]
+    stats: Option<PathBuf>,
+}
+
+/// Flags of `connlab singleip app-node`.
+#[derive(Args, Debug)]
+struct AppNodeArgs {
+    /// The I/O server's node address (its --nodes).
+    #[arg(long, value_name = "ADDR")]
+    io_server: SocketAddr,
+    /// File holding the shared key (at least 16 bytes).
+    #[arg(long, value_name = "FILE")]
+    key: PathBuf,
+    /// The local server each client connection is forwarded to.
+    #[arg(long, value_name = "ADDR")]
+    forward: SocketAddr,
+    /// A cluster port to serve; repeat for more (default: the port of --forward).
+    #[arg(long = "port", value_name = "P", value_parser = clap::value_parser!(u16).range(1..))]
+    ports: Vec<u16>,
+    /// This node's number, shown in the I/O server's statistics.
+    #[arg(long, default_value_t = 0)]
+    node_id: u32,
+    /// Credit granted to the I/O server per stream (bytes).
+    #[arg(long, default_value = "64KiB", value_parser = parse_size, value_name = "BYTES")]
+    window: u64,
+    /// Write the statistics as JSON to FILE on exit.
+    #[arg(long, value_name = "FILE")]
+    stats: Option<PathBuf>,
+}
+
+/// Runs `connlab singleip`.
+pub(crate) fn run(args: SingleIpArgs) -> Result<ExitCode, Exit> {
+    match args.command {
+        SingleIpCommand::IoServer(a) => io_server(a),
+        SingleIpCommand::AppNode(a) => app_node(a),
+    }
+}
+
+/// Key problems are configuration errors (exit 2).
+fn key(path: &Path) -> Result<connlab_proto::xfer::AuthKey, Exit> {
+    load_key(path).map_err(|e| Exit::usage(anyhow!("--key: {e}")))
+}
+
+fn window(flag: &str, bytes: u64) -> Result<u32, Exit> {
+    u32::try_from(bytes)
+        .ok()
+        .filter(|w| (1024..=connlab_proto::xfer::MAX_WINDOW).contains(w))
+        .ok_or_else(|| Exit::usage(anyhow!("{flag} {bytes}: between 1 KiB and 2 GiB - 1")))
+}
+
+fn parse_send_limit(text: &str) -> Result<Option<SendLimit>, Exit> {
+    if text.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    let bytes = parse_size(text)
+        .map_err(|e| Exit::usage(anyhow!("--send-limit {text:?}: {e} (or 'off')")))?;
+    let bytes = u32::try_from(bytes)
+        .ok()
+        .filter(|b| (1..=(64 << 20)).contains(b))
+        .ok_or_else(|| {
+            Exit::usage(anyhow!(
+                "--send-limit {bytes}: between 1 B and 64 MiB, or 'off'"
+            ))
+        })?;
+    Ok(Some(SendLimit::from_bytes(bytes)))
+}
+
+/// `--stats` of the I/O server: the library's counters plus wall time.
+#[derive(Serialize)]
+struct Timed<T: Serialize> {
+    #[serde(flatten)]
+    stats: T,
+    wall_s: f64,
+}
+
+fn write_stats<T: Serialize>(path: Option<&Path>, stats: T, started: Instant) -> Result<(), Exit> {
+    let Some(path) = path else {
+        return Ok(());
+    };
+    let doc = Timed {
+        stats,
+        wall_s: started.elapsed().as_secs_f64(),
+    };
+    let json = serde_json::to_string_pretty(&doc).context("encoding the statistics")?;
+    std::fs::write(path, json + "\n")
+        .with_context(|| format!("writing --stats file {}", path.display()))?;
+    Ok(())
+}
+
+fn setup_error(e: SingleIpError) -> Exit {
+    match e {
+        SingleIpError::Config(_) => Exit::usage(anyhow!("{e}")),
+        other => anyhow!("{other}").into(),
+    }
+}
+
+fn io_server(args: IoServerArgs) -> Result<ExitCode, Exit> {
+    let send_limit = parse_send_limit(&args.send_limit)?;
+    if !(512..=(16 << 20)).contains(&args.quantum) {
+        return Err(Exit::usage(anyhow!(
+            "--quantum {}: between 512 B and 16 MiB",
+            args.quantum
+        )));
+    }
+    let key = key(&args.key)?;
+    let mut config = ServerConfig::new(args.listen.clone(), args.nodes, key);
+    config.send_limit = send_limit;
+    config.quantum = args.quantum;
+    config.initial_window = window("--window", args.window)?;
+    let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
+    let started = Instant::now();
+    let stats = run_server(
+        &config,
+        shutdown.wake_fd(),
+        || shutdown.requested(),
+        |bound| {
+            let listen: Vec<String> = bound.listen.iter().map(|a| a.to_string()).collect();
+            let limit = match send_limit {
+                Some(l) => format!(
+                    "send limit {} B, quantum {} B",
+                    l.notsent_lowat, args.quantum
+                ),
+                None => "send limit off".to_string(),
+            };
+            println!(
+                "singleip: io-server ready: cluster {}, nodes {}, {limit}; Ctrl-C stops",
+                listen.join(" "),
+                bound.nodes
+            );
+            let _ = std::io::stdout().flush();
+        },
+    )
+    .map_err(setup_error)?;
+    eprintln!(
+        "singleip io-server: {} clients ({} without a node), {} node connections ({} authenticated, {} refused, {} wrong key, {} bad frames)",
+        stats.clients_accepted,
+        stats.clients_no_node,
+        stats.node_connections,
+        stats.nodes_authenticated,
+        stats.nodes_refused,
+        stats.auth_failures,
+        stats.bad_frames
+    );
+    for n in &stats.nodes {
+        eprintln!(
+            "  node {} {}: {} streams, {} B to node, {} B from node, {} resets in, {} out: {}",
+            n.node_id,
+            n.addr,
+            n.streams,
+            n.bytes_to_node,
+            n.bytes_from_node,
+            n.resets_received,
+            n.resets_sent,
+            n.end
+        );
+    }
+    write_stats(args.stats.as_deref(), stats, started)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn app_node(args: AppNodeArgs) -> Result<ExitCode, Exit> {
+    let key = key(&args.key)?;
+    let ports = if args.ports.is_empty() {
+        vec![args.forward.port()]
+    } else {
+        args.ports.clone()
+    };
+    let mut config = NodeConfig::new(args.io_server, key, ports.clone(), args.forward);
+    config.node_id = args.node_id;
+    config.initial_window = window("--window", args.window)?;
+    let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
+    let started = Instant::now();
+    let stats = run_node(
+        &config,
+        shutdown.wake_fd(),
+        || shutdown.requested(),
+        || {
+            println!(
+            "singleip: app-node ready: node {} serving ports {ports:?} of {} -> {}; Ctrl-C stops",
+            args.node_id, args.io_server, args.forward
+        );
+            let _ = std::io::stdout().flush();
+        },
+    )
+    .map_err(setup_error)?;
+    eprintln!(
+        "singleip app-node: {} streams ({} local connects failed), {} B to local, {} B from local, {} resets in, {} out",
+        stats.streams,
+        stats.forward_failures,
+        stats.bytes_to_local,
+        stats.bytes_from_local,
+        stats.resets_received,
+        stats.resets_sent
+    );
+    write_stats(args.stats.as_deref(), stats, started)?;
+    Ok(ExitCode::SUCCESS)
+}

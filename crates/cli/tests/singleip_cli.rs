@@ -1,0 +1,603 @@
+//! `connlab singleip` on loopback, through the real binary: a client reaches
+//! an unmodified server through the single cluster address (io-server +
+//! app-node processes); a client that stops reading does not stop the other
+//! streams (checked by bytes moved, with the send limit on and off); a killed
+//! node resets only its own streams; a wrong key is refused and counted; a
+//! peer sending garbage or a frame before the handshake is refused without
+//! crashing the io-server, which keeps serving the good node; bad flags exit 2.
+//! Every wait has a deadline and every child is killed when dropped.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const IO_TIMEOUT: Duration = Duration::from_secs(20);
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+fn connlab_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_connlab"))
+}
+
+/// A child process killed on drop, with its banner line.
+struct Proc {
+    child: Child,
+    banner: String,
+}
+
+impl Proc {
+    /// Starts `connlab args...` and waits for its `singleip: ... ready` line.
+    fn start(args: &[&str]) -> Proc {
+        let mut child = Command::new(connlab_bin())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start connlab");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                let _ = tx.send(line);
+            }
+        });
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) if line.starts_with("singleip:") && line.contains("ready") => {
+                    return Proc {
+                        child,
+                        banner: line,
+                    }
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    let _ = child.kill();
+                    let out = child.wait_with_output().unwrap();
+                    panic!(
+                        "connlab {args:?} printed no ready line: {}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                }
+            }
+        }
+    }
+
+    /// SIGINT, then the exit status and stderr (bounded wait).
+    fn stop(mut self) -> (i32, String) {
+        // SAFETY: kill on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let code = wait_exit(&mut self.child);
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        (code, err)
+    }
+
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_exit(child: &mut Child) -> i32 {
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code().unwrap_or(-1);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("connlab did not exit in time");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn temp_dir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+fn key_file(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+/// An io-server on loopback: (process, cluster address, node address).
+fn io_server(key: &Path, extra: &[&str], stats: &Path) -> (Proc, SocketAddr, SocketAddr) {
+    let mut args = vec![
+        "singleip",
+        "io-server",
+        "--listen",
+        "127.0.0.1:0",
+        "--nodes",
+        "127.0.0.1:0",
+        "--key",
+        key.to_str().unwrap(),
+        "--stats",
+        stats.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let p = Proc::start(&args);
+    // "singleip: io-server ready: cluster A, nodes B, ..."
+    let cluster = p
+        .banner
+        .split("cluster ")
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap();
+    let nodes = p
+        .banner
+        .split("nodes ")
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap();
+    let (c, n) = (cluster.parse().unwrap(), nodes.parse().unwrap());
+    (p, c, n)
+}
+
+fn app_node(nodes: SocketAddr, key: &Path, forward: SocketAddr, port: u16, id: &str) -> Proc {
+    Proc::start(&[
+        "singleip",
+        "app-node",
+        "--io-server",
+        &nodes.to_string(),
+        "--key",
+        key.to_str().unwrap(),
+        "--forward",
+        &forward.to_string(),
+        "--port",
+        &port.to_string(),
+        "--node-id",
+        id,
+    ])
+}
+
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+/// A local unmodified server: echoes every connection (read all, write back).
+fn echo_server() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut r = s.try_clone().unwrap();
+                let mut w = s;
+                let _ = std::io::copy(&mut r, &mut w);
+                let _ = w.shutdown(Shutdown::Write);
+            });
+        }
+    });
+    addr
+}
+
+/// A local server that writes its `name` byte, then echoes.
+fn named_echo_server(name: u8) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let _ = s.write_all(&[name]);
+                let mut r = s.try_clone().unwrap();
+                let _ = std::io::copy(&mut r, &mut s);
+                let _ = s.shutdown(Shutdown::Write);
+            });
+        }
+    });
+    addr
+}
+
+/// A local server that sends `n` bytes on every connection, then closes.
+fn bulk_server(n: usize) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let data = pattern(n, 5);
+                let _ = s.write_all(&data);
+                let _ = s.shutdown(Shutdown::Write);
+                let mut sink = [0u8; 1024];
+                while matches!(s.read(&mut sink), Ok(k) if k > 0) {}
+            });
+        }
+    });
+    addr
+}
+
+fn connect(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    s.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+    s
+}
+
+/// Sends `data`, half-closes, reads everything back.
+fn round_trip(addr: SocketAddr, data: &[u8]) -> Vec<u8> {
+    let mut s = connect(addr);
+    let mut w = s.try_clone().unwrap();
+    let data = data.to_vec();
+    let writer = std::thread::spawn(move || {
+        w.write_all(&data).unwrap();
+        w.shutdown(Shutdown::Write).unwrap();
+    });
+    let mut back = Vec::new();
+    s.read_to_end(&mut back).unwrap();
+    writer.join().unwrap();
+    back
+}
+
+#[test]
+fn client_reaches_an_unmodified_server_through_the_cluster_address() {
+    let dir = temp_dir();
+    let key = key_file(dir.path(), "key", b"a shared key of 32 bytes, ok....");
+    let stats = dir.path().join("io.json");
+    let node_stats = dir.path().join("node.json");
+    let (server, cluster, nodes) = io_server(&key, &[], &stats);
+    let echo = echo_server();
+    let node = Proc::start(&[
+        "singleip",
+        "app-node",
+        "--io-server",
+        &nodes.to_string(),
+        "--key",
+        key.to_str().unwrap(),
+        "--forward",
+        &echo.to_string(),
+        "--port",
+        &cluster.port().to_string(),
+        "--node-id",
+        "3",
+        "--stats",
+        node_stats.to_str().unwrap(),
+    ]);
+    let clients: Vec<_> = (0..6u8)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let data = pattern(1 + i as usize * 150_000, i);
+                assert_eq!(round_trip(cluster, &data), data, "client {i}");
+                data.len() as u64
+            })
+        })
+        .collect();
+    let total: u64 = clients.into_iter().map(|c| c.join().unwrap()).sum();
+    let (code, err) = node.stop();
+    assert_eq!(code, 0, "app-node: {err}");
+    let (code, err) = server.stop();
+    assert_eq!(code, 0, "io-server: {err}");
+    let s = read_json(&stats);
+    assert_eq!(s["schema"], "connlab.singleip.io-server.stats/1");
+    assert_eq!(s["clients_accepted"], 6);
+    assert_eq!(s["nodes_authenticated"], 1);
+    assert_eq!(s["nodes"][0]["node_id"], 3);
+    assert_eq!(s["nodes"][0]["bytes_to_node"], total);
+    assert_eq!(s["nodes"][0]["bytes_from_node"], total);
+    let conns = s["connections"].as_array().unwrap();
+    assert_eq!(conns.len(), 6);
+    for c in conns {
+        assert_eq!(c["end"], "closed", "{c}");
+        assert_eq!(c["bytes_to_client"], c["bytes_from_client"], "{c}");
+    }
+    let n = read_json(&node_stats);
+    assert_eq!(n["streams"], 6);
+    assert_eq!(n["bytes_to_local"], total);
+    assert_eq!(n["bytes_from_local"], total);
+}
+
+#[test]
+fn a_client_that_stops_reading_does_not_stop_the_other_streams() {
+    const N: usize = 3_000_000;
+    for limit in ["16KiB", "off"] {
+        let dir = temp_dir();
+        let key = key_file(dir.path(), "key", b"0123456789abcdef0123456789abcdef");
+        let stats = dir.path().join("io.json");
+        let (server, cluster, nodes) = io_server(&key, &["--send-limit", limit], &stats);
+        let bulk = bulk_server(N);
+        let _node = app_node(nodes, &key, bulk, cluster.port(), "1");
+        // The stalled client connects first and never reads a byte.
+        let stalled = connect(cluster);
+        let readers: Vec<_> = (0..5)
+            .map(|_| {
+                std::thread::spawn(move || {
+                    let mut s = connect(cluster);
+                    let mut got = Vec::new();
+                    s.read_to_end(&mut got).unwrap();
+                    got == pattern(N, 5)
+                })
+            })
+            .collect();
+        for (i, r) in readers.into_iter().enumerate() {
+            assert!(
+                r.join().unwrap(),
+                "--send-limit {limit}: reader {i} got wrong bytes"
+            );
+        }
+        drop(stalled);
+        let (code, err) = server.stop();
+        assert_eq!(code, 0, "io-server: {err}");
+        let s = read_json(&stats);
+        let full = s["connections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["bytes_to_client"] == N as u64)
+            .count();
+        assert!(full >= 5, "--send-limit {limit}: {s}");
+    }
+}
+
+#[test]
+fn a_killed_node_resets_only_its_own_streams() {
+    let dir = temp_dir();
+    let key = key_file(dir.path(), "key", b"0123456789abcdef0123456789abcdef");
+    let stats = dir.path().join("io.json");
+    let (server, cluster, nodes) = io_server(&key, &[], &stats);
+    let node_a = app_node(nodes, &key, named_echo_server(b'A'), cluster.port(), "1");
+    let node_b = app_node(nodes, &key, named_echo_server(b'B'), cluster.port(), "2");
+    // Round robin: the connections alternate between the nodes.
+    let mut conns: Vec<(TcpStream, u8)> = (0..6)
+        .map(|_| {
+            let mut s = connect(cluster);
+            let mut name = [0u8; 1];
+            s.read_exact(&mut name).unwrap();
+            (s, name[0])
+        })
+        .collect();
+    assert_eq!(conns.iter().filter(|c| c.1 == b'A').count(), 3);
+    node_a.kill();
+    for (s, name) in &mut conns {
+        if *name == b'A' {
+            // Reset (or at least ended): never a hang, never more bytes.
+            let mut buf = [0u8; 16];
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => {}
+                Ok(n) => panic!("a stream of the killed node got {n} more bytes"),
+            }
+        } else {
+            let data = pattern(100_000, 7);
+            let mut w = s.try_clone().unwrap();
+            let d = data.clone();
+            let writer = std::thread::spawn(move || w.write_all(&d).unwrap());
+            let mut back = vec![0u8; data.len()];
+            s.read_exact(&mut back).unwrap();
+            writer.join().unwrap();
+            assert_eq!(back, data);
+        }
+    }
+    // New clients go to the surviving node.
+    for _ in 0..3 {
+        let mut s = connect(cluster);
+        let mut name = [0u8; 1];
+        s.read_exact(&mut name).unwrap();
+        assert_eq!(name[0], b'B');
+    }
+    drop(conns);
+    drop(node_b);
+    let (code, err) = server.stop();
+    assert_eq!(code, 0, "io-server: {err}");
+    let s = read_json(&stats);
+    let lost = s["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["end"] == "node lost" && c["node_id"] == 1)
+        .count();
+    assert_eq!(lost, 3, "{s}");
+}
+
+#[test]
+fn a_wrong_key_is_refused_and_counted() {
+    let dir = temp_dir();
+    let key = key_file(dir.path(), "key", b"0123456789abcdef0123456789abcdef");
+    let wrong = key_file(dir.path(), "wrong", b"fedcba9876543210fedcba9876543210");
+    let stats = dir.path().join("io.json");
+    let (server, cluster, nodes) = io_server(&key, &[], &stats);
+    let out = Command::new(connlab_bin())
+        .args([
+            "singleip",
+            "app-node",
+            "--io-server",
+            &nodes.to_string(),
+            "--key",
+            wrong.to_str().unwrap(),
+            "--forward",
+            &echo_server().to_string(),
+            "--port",
+            &cluster.port().to_string(),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("proof does not match"), "{err}");
+    let (code, err) = server.stop();
+    assert_eq!(code, 0, "io-server: {err}");
+    let s = read_json(&stats);
+    assert_eq!(s["nodes_authenticated"], 0, "{s}");
+    assert_eq!(s["nodes_refused"], 1, "{s}");
+    // The node checks the server's proof first and refuses with GOAWAY
+    // AUTH_FAILED; the server counts that as a wrong key.
+    assert_eq!(s["auth_failures"], 1, "{s}");
+    assert_eq!(s["nodes"][0]["auth_failures"], 1, "{s}");
+}
+
+#[test]
+fn a_node_proof_made_with_a_wrong_key_is_counted_as_an_auth_failure() {
+    // A raw node that sends HELLO, ignores the server's proof and answers
+    // with a made-up AUTH.
+    let dir = temp_dir();
+    let key = key_file(dir.path(), "key", b"0123456789abcdef0123456789abcdef");
+    let stats = dir.path().join("io.json");
+    let (server, _cluster, nodes) = io_server(&key, &[], &stats);
+    let mut s = connect(nodes);
+    let mut hello = vec![0, 0, 0, 52, 0x01, 0, 0, 0, 0, 0, 0, 0];
+    hello.extend_from_slice(b"CLXF");
+    hello.extend_from_slice(&[0, 1, 0, 1, 0, 0, 0, 9, 0, 1, 0, 0, 0, 0, 4, 0]);
+    hello.extend_from_slice(&[7u8; 32]);
+    s.write_all(&hello).unwrap();
+    let mut challenge = [0u8; 12 + 76];
+    s.read_exact(&mut challenge).unwrap();
+    assert_eq!(challenge[4], 0x02, "CHALLENGE expected");
+    let mut auth = vec![0, 0, 0, 32, 0x03, 0, 0, 0, 0, 0, 0, 0];
+    auth.extend_from_slice(&[0xAB; 32]);
+    s.write_all(&auth).unwrap();
+    // GOAWAY AUTH_FAILED (8), then the server closes.
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    assert_eq!(rest.get(4), Some(&0x06), "GOAWAY expected: {rest:02x?}");
+    assert_eq!(&rest[12..16], &[0, 0, 0, 8]);
+    let (code, err) = server.stop();
+    assert_eq!(code, 0, "io-server: {err}");
+    let st = read_json(&stats);
+    assert_eq!(st["auth_failures"], 1, "{st}");
+    assert_eq!(st["nodes_refused"], 1, "{st}");
+    assert_eq!(st["nodes"][0]["auth_failures"], 1, "{st}");
+}
+
+#[test]
+fn bad_frames_from_a_node_are_refused_and_the_io_server_keeps_serving() {
+    let dir = temp_dir();
+    let key = key_file(dir.path(), "key", b"0123456789abcdef0123456789abcdef");
+    let stats = dir.path().join("io.json");
+    let (server, cluster, nodes) = io_server(&key, &[], &stats);
+    let _node = app_node(nodes, &key, echo_server(), cluster.port(), "1");
+    // Garbage; a DATA frame before the handshake; a truncated frame.
+    let inputs: [&[u8]; 3] = [
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+        &[0, 0, 0, 4, 0x30, 0, 0, 0, 0, 0, 0, 2, 1, 2, 3, 4],
+        &[0, 0, 0, 52, 0x01, 0, 0],
+    ];
+    for input in inputs {
+        let mut s = connect(nodes);
+        s.write_all(input).unwrap();
+        if input.len() < 12 {
+            s.shutdown(Shutdown::Write).unwrap();
+        }
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        // The good node still serves clients after each bad peer.
+        let data = pattern(50_000, 3);
+        assert_eq!(round_trip(cluster, &data), data);
+    }
+    let (code, err) = server.stop();
+    assert_eq!(code, 0, "io-server: {err}");
+    let s = read_json(&stats);
+    assert_eq!(s["nodes_authenticated"], 1, "{s}");
+    assert_eq!(s["nodes_refused"], 3, "{s}");
+    assert_eq!(s["bad_frames"], 2, "{s}");
+    assert_eq!(s["clients_accepted"], 3, "{s}");
+}
+
+#[test]
+fn help_shows_examples_and_bad_flags_exit_2() {
+    let out = Command::new(connlab_bin())
+        .args(["singleip", "io-server", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains("Example:") && help.contains("--send-limit"),
+        "{help}"
+    );
+    let dir = temp_dir();
+    let short = key_file(dir.path(), "short", b"too short");
+    let good = key_file(dir.path(), "good", b"0123456789abcdef");
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["singleip", "io-server", "--nodes", "127.0.0.1:0"],
+            "--listen",
+        ),
+        (
+            &[
+                "singleip",
+                "io-server",
+                "--listen",
+                "127.0.0.1:0",
+                "--nodes",
+                "127.0.0.1:0",
+                "--key",
+                short.to_str().unwrap(),
+            ],
+            "at least 16",
+        ),
+        (
+            &[
+                "singleip",
+                "io-server",
+                "--listen",
+                "127.0.0.1:0",
+                "--nodes",
+                "127.0.0.1:0",
+                "--key",
+                "/nonexistent/key",
+            ],
+            "/nonexistent/key",
+        ),
+        (
+            &[
+                "singleip",
+                "io-server",
+                "--listen",
+                "127.0.0.1:0",
+                "--nodes",
+                "127.0.0.1:0",
+                "--key",
+                good.to_str().unwrap(),
+                "--send-limit",
+                "lots",
+            ],
+            "--send-limit",
+        ),
+        (
+            &[
+                "singleip",
+                "app-node",
+                "--io-server",
+                "127.0.0.1:1",
+                "--key",
+                good.to_str().unwrap(),
+                "--forward",
+                "127.0.0.1:1",
+                "--port",
+                "0",
+            ],
+            "--port",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = Command::new(connlab_bin()).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}

@@ -1,0 +1,207 @@
+//! The I/O server and both node flavours in one process on loopback: bytes
+//! go through intact both ways with half-close, through the Rust API and
+//! through a forwarding node; a stream whose client stops reading does not
+//! hold up the others.
+
+use connlab_os::Shutdown;
+use connlab_proto::xfer::AuthKey;
+use connlab_singleip::{
+    run_node, run_server, ClusterListener, NodeConfig, SendLimit, ServerConfig, ServerStats,
+};
+use std::io::{Read, Write};
+use std::net::{Shutdown as Half, SocketAddr, TcpListener, TcpStream};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+fn key() -> AuthKey {
+    AuthKey::new(b"0123456789abcdef-test-key").unwrap()
+}
+
+struct Server {
+    listen: SocketAddr,
+    nodes: SocketAddr,
+    stop: Arc<Shutdown>,
+    thread: JoinHandle<ServerStats>,
+}
+
+fn start_server(limit: Option<SendLimit>) -> Server {
+    let stop = Arc::new(Shutdown::new().unwrap());
+    let (tx, rx) = mpsc::channel();
+    let s = stop.clone();
+    let thread = std::thread::spawn(move || {
+        let mut config = ServerConfig::new(
+            vec!["127.0.0.1:0".parse().unwrap()],
+            "127.0.0.1:0".parse().unwrap(),
+            key(),
+        );
+        config.send_limit = limit;
+        run_server(
+            &config,
+            s.wake_fd(),
+            || s.requested(),
+            |b| tx.send((b.listen[0], b.nodes)).unwrap(),
+        )
+        .unwrap()
+    });
+    let (listen, nodes) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    Server {
+        listen,
+        nodes,
+        stop,
+        thread,
+    }
+}
+
+impl Server {
+    fn stop(self) -> ServerStats {
+        self.stop.trigger();
+        self.thread.join().unwrap()
+    }
+}
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+/// Sends `data`, half-closes, reads everything back.
+fn round_trip(addr: SocketAddr, data: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let data = data.to_vec();
+    let writer = std::thread::spawn(move || {
+        w.write_all(&data).unwrap();
+        w.shutdown(Half::Write).unwrap();
+    });
+    let mut back = Vec::new();
+    s.read_to_end(&mut back).unwrap();
+    writer.join().unwrap();
+    back
+}
+
+fn echo_server() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut r = s.try_clone().unwrap();
+                let mut w = s;
+                let _ = std::io::copy(&mut r, &mut w);
+                let _ = w.shutdown(Half::Write);
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn api_stream_echoes_with_half_close() {
+    let server = start_server(None);
+    let listener = ClusterListener::bind(server.nodes, key(), 7, server.listen.port()).unwrap();
+    let node = std::thread::spawn(move || {
+        for _ in 0..2 {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = Vec::new();
+            s.read_to_end(&mut buf).unwrap();
+            s.write_all(&buf).unwrap();
+            s.shutdown_write().unwrap();
+            // Keep the session until the client has read everything.
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest);
+        }
+        listener
+    });
+    for (n, seed) in [(10, 1u8), (300_000, 2)] {
+        let data = pattern(n, seed);
+        assert_eq!(round_trip(server.listen, &data), data);
+    }
+    let listener = node.join().unwrap();
+    drop(listener);
+    let stats = server.stop();
+    assert_eq!(stats.nodes_authenticated, 1);
+    assert_eq!(stats.clients_accepted, 2);
+}
+
+#[test]
+fn forwarding_node_relays_to_a_local_server() {
+    let server = start_server(Some(SendLimit::from_bytes(16 * 1024)));
+    let echo = echo_server();
+    let stop = Arc::new(Shutdown::new().unwrap());
+    let (tx, rx) = mpsc::channel();
+    let s = stop.clone();
+    let config = NodeConfig::new(server.nodes, key(), vec![server.listen.port()], echo);
+    let node = std::thread::spawn(move || {
+        run_node(
+            &config,
+            s.wake_fd(),
+            || s.requested(),
+            || tx.send(()).unwrap(),
+        )
+    });
+    rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let clients: Vec<_> = (0..8u8)
+        .map(|i| {
+            let addr = server.listen;
+            std::thread::spawn(move || {
+                let data = pattern(200_000 + i as usize * 1000, i);
+                assert_eq!(round_trip(addr, &data), data);
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    stop.trigger();
+    let node_stats = node.join().unwrap().unwrap();
+    assert_eq!(node_stats.streams, 8);
+    let stats = server.stop();
+    assert_eq!(stats.connections.len(), 8);
+    assert!(
+        stats.connections.iter().all(|c| c.end == "closed"),
+        "{:?}",
+        stats.connections
+    );
+}
+
+#[test]
+fn stalled_reader_does_not_stop_the_other_streams() {
+    let server = start_server(Some(SendLimit::from_bytes(16 * 1024)));
+    // A node that sends 2 MB on every stream, as fast as credit allows.
+    let listener = ClusterListener::bind(server.nodes, key(), 1, server.listen.port()).unwrap();
+    const N: usize = 2_000_000;
+    std::thread::spawn(move || loop {
+        let Ok((mut s, _)) = listener.accept() else {
+            return;
+        };
+        std::thread::spawn(move || {
+            let data = pattern(N, 9);
+            let _ = s.write_all(&data);
+            let _ = s.shutdown_write();
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest);
+        });
+    });
+    // The stalled client connects first and never reads.
+    let stalled = TcpStream::connect(server.listen).unwrap();
+    let others: Vec<_> = (0..4)
+        .map(|_| {
+            let addr = server.listen;
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                let mut got = Vec::new();
+                s.read_to_end(&mut got).unwrap();
+                got.len()
+            })
+        })
+        .collect();
+    for o in others {
+        assert_eq!(o.join().unwrap(), N);
+    }
+    drop(stalled);
+    let _ = server.stop();
+}
