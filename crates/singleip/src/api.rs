@@ -58,6 +58,8 @@ struct State {
 
 #[derive(Default)]
 struct Inbound {
+    /// Active opens: `None` while connecting, then `Ok` or the errno.
+    connect: Option<Result<(), u32>>,
     data: VecDeque<u8>,
     fin: bool,
     reset: Option<ErrorCode>,
@@ -170,6 +172,54 @@ impl ClusterListener {
     }
 }
 
+impl ClusterListener {
+    /// Opens a TCP connection to `addr` from the I/O server (an active open
+    /// on the node's behalf: CONNECT) and waits until it is up.
+    pub fn connect(&self, addr: SocketAddr) -> io::Result<ClusterStream> {
+        let mut st = self.shared.lock();
+        let stream = st.session.connect(addr).map_err(local)?;
+        st.streams.insert(stream.0, Inbound::default());
+        drop(st);
+        let _ = self.shared.waker.wake();
+        let mut st = self.shared.lock();
+        loop {
+            let dead = st.dead.clone();
+            match st.streams.get(&stream.0).map(|i| (i.connect, i.reset)) {
+                Some((Some(Ok(())), _)) => {
+                    return Ok(ClusterStream {
+                        shared: self.shared.clone(),
+                        stream,
+                        peer: addr,
+                    })
+                }
+                Some((Some(Err(errno)), _)) => {
+                    st.streams.remove(&stream.0);
+                    let e = io::Error::from_raw_os_error(errno as i32);
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("connect to {addr} through the I/O server: {e}"),
+                    ));
+                }
+                Some((None, Some(code))) => {
+                    st.streams.remove(&stream.0);
+                    return Err(io::Error::new(
+                        io::ErrorKind::ConnectionReset,
+                        format!("connect to {addr} through the I/O server: stream reset ({code})"),
+                    ));
+                }
+                None => {
+                    return Err(io::Error::new(io::ErrorKind::NotConnected, "stream gone"));
+                }
+                Some((None, None)) => {}
+            }
+            if let Some(why) = dead {
+                return Err(io::Error::new(io::ErrorKind::NotConnected, why));
+            }
+            st = self.shared.wait(st);
+        }
+    }
+}
+
 impl Drop for ClusterListener {
     /// Says GOAWAY to the I/O server and stops the session thread; streams
     /// still open fail from then on.
@@ -197,6 +247,22 @@ impl ClusterStream {
         Ok(())
     }
 
+    /// Sets `TCP_NODELAY` on the client connection (SETOPT); the I/O server
+    /// answers an option it cannot set with an ERROR, which is not reported here.
+    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        let mut st = self.shared.lock();
+        st.session
+            .set_option(
+                self.stream,
+                connlab_proto::xfer::SockOpt::NODELAY,
+                u32::from(on),
+            )
+            .map_err(local)?;
+        drop(st);
+        let _ = self.shared.waker.wake();
+        Ok(())
+    }
+
     /// Abandons the connection: the I/O server resets the client.
     pub fn abort(&self) -> io::Result<()> {
         let mut st = self.shared.lock();
@@ -210,6 +276,23 @@ impl ClusterStream {
 }
 
 impl Read for ClusterStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&*self).read(buf)
+    }
+}
+
+impl Write for ClusterStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&*self).write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Like `&TcpStream`: one thread may read while another writes.
+impl Read for &ClusterStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if buf.is_empty() {
             return Ok(0);
@@ -250,7 +333,8 @@ impl Read for ClusterStream {
     }
 }
 
-impl Write for ClusterStream {
+/// Like `&TcpStream`: one thread may write while another reads.
+impl Write for &ClusterStream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let mut st = self.shared.lock();
         loop {
@@ -407,8 +491,22 @@ fn apply(st: &mut State, event: Event) {
             }
         }
         Event::ListenResult { port, errno } if port == st.port => st.listen_errno = Some(errno),
+        Event::Connected { stream, .. } => {
+            if let Some(inbound) = st.streams.get_mut(&stream.0) {
+                inbound.connect = Some(Ok(()));
+            }
+        }
+        Event::ConnectFailed { stream, errno } => {
+            if let Some(inbound) = st.streams.get_mut(&stream.0) {
+                inbound.connect = Some(Err(errno));
+            }
+        }
         Event::Accepted { stream, peer, .. } => {
-            st.streams.insert(stream.0, Inbound::default());
+            let inbound = Inbound {
+                connect: Some(Ok(())),
+                ..Inbound::default()
+            };
+            st.streams.insert(stream.0, inbound);
             st.accepts.push_back((stream, peer));
         }
         Event::Data { stream, bytes } => {

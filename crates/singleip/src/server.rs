@@ -78,6 +78,9 @@ pub struct ServerConfig {
     pub initial_window: u32,
     /// Streams a node may open (CONNECT) at once.
     pub max_streams: u32,
+    /// A node connection that has not authenticated after this long is
+    /// closed and counted as refused (so silent peers cannot hold slots).
+    pub handshake_timeout: Duration,
 }
 
 impl ServerConfig {
@@ -95,6 +98,7 @@ impl ServerConfig {
             quantum: ServerConfig::DEFAULT_QUANTUM,
             initial_window: XferConfig::DEFAULT_WINDOW,
             max_streams: XferConfig::DEFAULT_MAX_STREAMS,
+            handshake_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -191,6 +195,7 @@ pub fn run_server(
             }
         }
         server.serve_clients();
+        server.expire_handshakes();
     }
     Ok(server.finish())
 }
@@ -212,6 +217,7 @@ struct Node {
     ports: BTreeSet<u16>,
     /// Index in `stats.nodes`.
     stats_idx: usize,
+    accepted_at: Instant,
     resets_sent: u64,
 }
 
@@ -358,6 +364,7 @@ impl<'c> Server<'c> {
                 streams: HashMap::new(),
                 ports: BTreeSet::new(),
                 stats_idx: self.stats.nodes.len() - 1,
+                accepted_at: Instant::now(),
                 resets_sent: 0,
             });
             self.on_node(idx);
@@ -777,6 +784,31 @@ impl<'c> Server<'c> {
         }
         for n in touched {
             self.flush_node(n);
+        }
+    }
+
+    /// Closes node connections still unauthenticated after the handshake timeout.
+    fn expire_handshakes(&mut self) {
+        let now = Instant::now();
+        let limit = self.config.handshake_timeout;
+        let late: Vec<usize> = (0..self.nodes.len())
+            .filter(|&n| {
+                self.nodes[n].as_ref().is_some_and(|node| {
+                    !node.session.is_established()
+                        && !node.session.is_closed()
+                        && now.saturating_duration_since(node.accepted_at) > limit
+                })
+            })
+            .collect();
+        for n in late {
+            if let Some(node) = self.nodes[n].as_mut() {
+                let _ = node
+                    .session
+                    .close(ErrorCode::AUTH_REQUIRED, "no authentication in time");
+                node.writable = true;
+            }
+            self.flush_node(n);
+            self.drop_node(n, format!("refused: not authenticated within {limit:?}"));
         }
     }
 

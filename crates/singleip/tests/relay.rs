@@ -26,6 +26,10 @@ struct Server {
 }
 
 fn start_server(limit: Option<SendLimit>) -> Server {
+    start_server_with(move |c| c.send_limit = limit)
+}
+
+fn start_server_with(adjust: impl FnOnce(&mut ServerConfig) + Send + 'static) -> Server {
     let stop = Arc::new(Shutdown::new().unwrap());
     let (tx, rx) = mpsc::channel();
     let s = stop.clone();
@@ -35,7 +39,7 @@ fn start_server(limit: Option<SendLimit>) -> Server {
             "127.0.0.1:0".parse().unwrap(),
             key(),
         );
-        config.send_limit = limit;
+        adjust(&mut config);
         run_server(
             &config,
             s.wake_fd(),
@@ -204,4 +208,106 @@ fn stalled_reader_does_not_stop_the_other_streams() {
     }
     drop(stalled);
     let _ = server.stop();
+}
+
+#[test]
+fn api_connect_opens_a_connection_from_the_io_server() {
+    let server = start_server(None);
+    let listener = ClusterListener::bind(server.nodes, key(), 2, server.listen.port()).unwrap();
+    let echo = echo_server();
+    let s = Arc::new(listener.connect(echo).unwrap());
+    s.set_nodelay(true).unwrap();
+    let data = pattern(250_000, 4);
+    let (data2, w) = (data.clone(), s.clone());
+    let writer = std::thread::spawn(move || {
+        (&*w).write_all(&data2).unwrap();
+        w.shutdown_write().unwrap();
+    });
+    let mut back = Vec::new();
+    (&*s).read_to_end(&mut back).unwrap();
+    writer.join().unwrap();
+    assert_eq!(back, data);
+    // A refused connect reports the errno.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let err = listener.connect(closed).err().unwrap();
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused, "{err}");
+    drop(s);
+    drop(listener);
+    let stats = server.stop();
+    assert_eq!(stats.connects, 2);
+    assert_eq!(stats.connect_failures, 1);
+}
+
+#[test]
+fn client_reset_reaches_the_local_server_as_a_reset() {
+    let server = start_server(None);
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let local = l.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut hello = [0u8; 5];
+        s.read_exact(&mut hello).unwrap();
+        tx.send(Ok(())).unwrap();
+        let mut buf = [0u8; 1024];
+        let outcome = loop {
+            match s.read(&mut buf) {
+                Ok(0) => break Err(std::io::ErrorKind::UnexpectedEof),
+                Ok(_) => {}
+                Err(e) => break Err(e.kind()),
+            }
+        };
+        tx.send(outcome).unwrap();
+    });
+    let stop = Arc::new(Shutdown::new().unwrap());
+    let (rtx, rrx) = mpsc::channel();
+    let st = stop.clone();
+    let config = NodeConfig::new(server.nodes, key(), vec![server.listen.port()], local);
+    let node = std::thread::spawn(move || {
+        run_node(
+            &config,
+            st.wake_fd(),
+            || st.requested(),
+            || rtx.send(()).unwrap(),
+        )
+    });
+    rrx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let mut c = TcpStream::connect(server.listen).unwrap();
+    c.write_all(b"hello").unwrap();
+    // The local server has the bytes: the stream is fully set up.
+    assert_eq!(rx.recv_timeout(Duration::from_secs(20)).unwrap(), Ok(()));
+    socket2::SockRef::from(&c)
+        .set_linger(Some(Duration::ZERO))
+        .unwrap();
+    drop(c);
+    let outcome = rx.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert_eq!(outcome, Err(std::io::ErrorKind::ConnectionReset));
+    stop.trigger();
+    let ns = node.join().unwrap().unwrap();
+    assert_eq!(ns.resets_received, 1);
+    let stats = server.stop();
+    assert_eq!(stats.connections[0].end, "reset by client");
+}
+
+#[test]
+fn silent_peer_is_refused_after_the_handshake_timeout() {
+    let server = start_server_with(|c| c.handshake_timeout = Duration::from_millis(200));
+    let mut s = TcpStream::connect(server.nodes).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).unwrap();
+    // GOAWAY AUTH_REQUIRED (7), then the server closed.
+    assert_eq!(got.get(4), Some(&0x06), "{got:02x?}");
+    assert_eq!(&got[12..16], &[0, 0, 0, 7]);
+    let stats = server.stop();
+    assert_eq!(stats.nodes_refused, 1);
+    assert!(
+        stats.nodes[0].end.contains("not authenticated"),
+        "{:?}",
+        stats.nodes
+    );
 }
