@@ -20,10 +20,12 @@ use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const SOCK: Token = Token(0);
 const WAKE: Token = Token(1);
+/// How long [`ClusterListener::bind`] waits for the handshake and the port.
+const BIND_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A port of the cluster address served by this process.
 pub struct ClusterListener {
@@ -69,7 +71,8 @@ struct Inbound {
 
 impl ClusterListener {
     /// Connects to the I/O server at `io_server`, authenticates with `key`
-    /// as node `node_id` and serves `port`; returns once the port is granted.
+    /// as node `node_id` and serves `port`; returns once the port is granted
+    /// (or fails after 30 s without an answer).
     pub fn bind(
         io_server: SocketAddr,
         key: AuthKey,
@@ -127,6 +130,7 @@ impl ClusterListener {
             port,
             thread: Some(thread),
         };
+        let deadline = Instant::now() + BIND_TIMEOUT;
         let mut st = listener.shared.lock();
         loop {
             if let Some(errno) = st.listen_errno {
@@ -141,7 +145,13 @@ impl ClusterListener {
             if let Some(why) = &st.dead {
                 return Err(session_error(why.clone()));
             }
-            st = listener.shared.wait(st);
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(session_error(format!(
+                    "no answer to the handshake and LISTEN {port} within {BIND_TIMEOUT:?}"
+                )));
+            }
+            st = listener.shared.wait_timeout(st, left);
         }
         drop(st);
         Ok(listener)
@@ -393,6 +403,17 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn wait_timeout<'a>(
+        &self,
+        guard: MutexGuard<'a, State>,
+        timeout: Duration,
+    ) -> MutexGuard<'a, State> {
+        match self.cond.wait_timeout(guard, timeout) {
+            Ok((g, _)) => g,
+            Err(e) => e.into_inner().0,
+        }
+    }
+
     fn wait<'a>(&self, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
         self.cond.wait(guard).unwrap_or_else(|e| e.into_inner())
     }
@@ -444,6 +465,9 @@ fn io_loop(shared: &Shared, mut sock: TcpStream, mut poll: Poll) {
             let _ = st
                 .session
                 .close(ErrorCode::NO_ERROR, "the node is stopping");
+            if st.dead.is_none() {
+                st.dead = Some("the ClusterListener was dropped".into());
+            }
         }
         st.session.drain_output(&mut out);
         let stop = st.stop;

@@ -311,3 +311,28 @@ fn silent_peer_is_refused_after_the_handshake_timeout() {
         stats.nodes
     );
 }
+
+#[test]
+fn dropping_the_listener_fails_blocked_readers_instead_of_hanging_them() {
+    let server = start_server(None);
+    let listener = ClusterListener::bind(server.nodes, key(), 4, server.listen.port()).unwrap();
+    let mut client = TcpStream::connect(server.listen).unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let (mut s, _) = listener.accept().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 16];
+        s.read(&mut buf)
+    });
+    drop(listener);
+    let outcome = reader.join().unwrap();
+    assert_eq!(
+        outcome.err().map(|e| e.kind()),
+        Some(std::io::ErrorKind::ConnectionAborted)
+    );
+    // The I/O server lost the node: the client sees its connection end.
+    let mut buf = [0u8; 16];
+    assert!(matches!(client.read(&mut buf), Ok(0) | Err(_)));
+    let _ = server.stop();
+}
