@@ -30,6 +30,8 @@ pub struct FairQueue {
 #[derive(Clone, Copy, Debug, Default)]
 struct FlowState {
     deficit: u64,
+    /// This flow's quantum; 0: the queue's.
+    quantum: u64,
     queued: bool,
     /// Bumped by [`FairQueue::remove`], so stale queue entries are ignored.
     generation: u64,
@@ -67,9 +69,32 @@ impl FairQueue {
         }
     }
 
-    /// Bytes added to a flow's deficit per round.
+    /// Bytes added per round to the deficit of flows without a quantum of
+    /// their own.
     pub fn quantum(&self) -> u64 {
         self.quantum
+    }
+
+    /// Gives `flow` its own quantum (at least 1), so that over many rounds
+    /// backlogged flows get bytes in proportion to their quanta (a weight).
+    /// [`FairQueue::remove`] returns the slot to the queue's quantum.
+    pub fn set_quantum(&mut self, flow: usize, quantum: u64) {
+        self.slot(flow).quantum = quantum.max(1);
+    }
+
+    fn slot(&mut self, flow: usize) -> &mut FlowState {
+        if flow >= self.flows.len() {
+            self.flows.resize(flow + 1, FlowState::default());
+        }
+        &mut self.flows[flow]
+    }
+
+    fn quantum_of(&self, f: &FlowState) -> u64 {
+        if f.quantum == 0 {
+            self.quantum
+        } else {
+            f.quantum
+        }
     }
 
     /// Flows waiting for a turn.
@@ -90,13 +115,11 @@ impl FairQueue {
     /// `flow` has bytes to send and room to send them: it joins the tail of
     /// the round (no-op if it is already in it).
     pub fn activate(&mut self, flow: usize) {
-        if flow >= self.flows.len() {
-            self.flows.resize(flow + 1, FlowState::default());
-        }
-        let f = &mut self.flows[flow];
+        let f = self.slot(flow);
         if !f.queued {
             f.queued = true;
-            self.active.push_back((flow, f.generation));
+            let generation = f.generation;
+            self.active.push_back((flow, generation));
         }
     }
 
@@ -104,12 +127,13 @@ impl FairQueue {
     /// quantum. `None` when no flow is active.
     pub fn next_turn(&mut self) -> Option<Turn> {
         while let Some((flow, generation)) = self.active.pop_front() {
+            let quantum = self.quantum_of(&self.flows[flow]);
             let f = &mut self.flows[flow];
             if !f.queued || f.generation != generation {
                 continue;
             }
             f.queued = false;
-            f.deficit = f.deficit.saturating_add(self.quantum);
+            f.deficit = f.deficit.saturating_add(quantum);
             return Some(Turn {
                 flow,
                 allowance: f.deficit,
@@ -121,9 +145,10 @@ impl FairQueue {
     /// The flow of `turn` wrote `sent` bytes (at most its allowance) and is
     /// now in state `after`.
     pub fn complete(&mut self, turn: Turn, sent: u64, after: After) {
-        let Some(f) = self.flows.get_mut(turn.flow) else {
+        let Some(quantum) = self.flows.get(turn.flow).map(|f| self.quantum_of(f)) else {
             return;
         };
+        let f = &mut self.flows[turn.flow];
         f.deficit = f.deficit.saturating_sub(sent);
         match after {
             After::Backlogged => {
@@ -133,7 +158,7 @@ impl FairQueue {
                 }
             }
             After::Empty => f.deficit = 0,
-            After::Blocked => f.deficit = f.deficit.min(self.quantum),
+            After::Blocked => f.deficit = f.deficit.min(quantum),
         }
     }
 
@@ -142,6 +167,7 @@ impl FairQueue {
     pub fn remove(&mut self, flow: usize) {
         if let Some(f) = self.flows.get_mut(flow) {
             f.deficit = 0;
+            f.quantum = 0;
             f.queued = false;
             f.generation += 1;
         }
@@ -255,7 +281,44 @@ mod tests {
         assert!(q.next_turn().is_none());
     }
 
+    #[test]
+    fn flows_share_in_proportion_to_their_quanta() {
+        let mut q = FairQueue::new(1000);
+        q.set_quantum(1, 3000);
+        let mut sent = [0u64; 2];
+        q.activate(0);
+        q.activate(1);
+        for _ in 0..200 {
+            let t = q.next_turn().unwrap();
+            sent[t.flow] += t.allowance;
+            q.complete(t, t.allowance, After::Backlogged);
+        }
+        assert_eq!(sent, [100_000, 300_000]);
+    }
+
     proptest! {
+        /// Weighted fairness: always-backlogged flows with quanta q_i that
+        /// take all they are given get q_i bytes per round each.
+        #[test]
+        fn backlogged_flows_get_bytes_in_proportion_to_their_quanta(
+            quanta in proptest::collection::vec(1u64..50_000, 1..10),
+            rounds in 1u64..50,
+        ) {
+            let mut q = FairQueue::new(1);
+            for (i, &qi) in quanta.iter().enumerate() {
+                q.set_quantum(i, qi);
+                q.activate(i);
+            }
+            let mut sent = vec![0u64; quanta.len()];
+            for _ in 0..rounds as usize * quanta.len() {
+                let t = q.next_turn().unwrap();
+                sent[t.flow] += t.allowance;
+                q.complete(t, t.allowance, After::Backlogged);
+            }
+            let want: Vec<u64> = quanta.iter().map(|qi| qi * rounds).collect();
+            prop_assert_eq!(sent, want);
+        }
+
         /// Fairness: flows that stay backlogged and whose sockets take all
         /// they are given get the same bytes within one quantum (the last
         /// round may be cut short); flows whose sockets take less (a slow
