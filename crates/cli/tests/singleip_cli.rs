@@ -7,6 +7,7 @@
 //! crashing the io-server, which keeps serving the good node; bad flags exit 2.
 //! Every wait has a deadline and every child is killed when dropped.
 
+use connlab_os::netns::{Topology, TopologySpec};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -31,7 +32,12 @@ struct Proc {
 impl Proc {
     /// Starts `connlab args...` and waits for its `singleip: ... ready` line.
     fn start(args: &[&str]) -> Proc {
-        let mut child = Command::new(connlab_bin())
+        Proc::start_cmd(Command::new(connlab_bin()), args)
+    }
+
+    /// Starts `cmd` (a `connlab` command, e.g. in a namespace) with `args`.
+    fn start_cmd(mut cmd: Command, args: &[&str]) -> Proc {
+        let mut child = cmd
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -201,7 +207,11 @@ fn echo_server() -> SocketAddr {
 
 /// A local server that writes its `name` byte, then echoes.
 fn named_echo_server(name: u8) -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    named_echo_on(TcpListener::bind("127.0.0.1:0").unwrap(), name)
+}
+
+/// [`named_echo_server`] on a given listener (one bound in a namespace).
+fn named_echo_on(l: TcpListener, name: u8) -> SocketAddr {
     let addr = l.local_addr().unwrap();
     std::thread::spawn(move || {
         for mut s in l.incoming().flatten() {
@@ -600,4 +610,128 @@ fn help_shows_examples_and_bad_flags_exit_2() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
     }
+}
+
+/// Root is needed for namespaces: skipped with a message without it, but a
+/// failure when `CI=true` (CI must not pass by skipping).
+fn can_use_namespaces() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "namespace tests need root in CI"
+        );
+        eprintln!("skipped: needs root for network namespaces");
+    }
+    root
+}
+
+#[test]
+fn in_namespaces_clients_reach_two_nodes_through_one_address_and_a_killed_node_costs_only_its_streams(
+) {
+    if !can_use_namespaces() {
+        return;
+    }
+    // io 198.18.0.1, n1 .2, n2 .3, client .4.
+    let topo = Topology::build(&TopologySpec::bridge(&["io", "n1", "n2", "client"])).unwrap();
+    let dir = temp_dir();
+    let key = key_file(dir.path(), "key", b"0123456789abcdef0123456789abcdef");
+    let stats = dir.path().join("io.json");
+    let vip: SocketAddr = "198.18.0.1:80".parse().unwrap();
+    let server = Proc::start_cmd(
+        topo.command("io", connlab_bin()).unwrap(),
+        &[
+            "singleip",
+            "io-server",
+            "--listen",
+            "198.18.0.1:80",
+            "--nodes",
+            "198.18.0.1:7000",
+            "--key",
+            key.to_str().unwrap(),
+            "--stats",
+            stats.to_str().unwrap(),
+        ],
+    );
+    // Each node host runs an unmodified server on its own loopback.
+    let mut nodes = Vec::new();
+    for (host, name) in [("n1", b'A'), ("n2", b'B')] {
+        let l = topo
+            .run_in(host, || TcpListener::bind("127.0.0.1:0").unwrap())
+            .unwrap();
+        let local = named_echo_on(l, name);
+        let id = if name == b'A' { "1" } else { "2" };
+        nodes.push(Proc::start_cmd(
+            topo.command(host, connlab_bin()).unwrap(),
+            &[
+                "singleip",
+                "app-node",
+                "--io-server",
+                "198.18.0.1:7000",
+                "--key",
+                key.to_str().unwrap(),
+                "--forward",
+                &local.to_string(),
+                "--port",
+                "80",
+                "--node-id",
+                id,
+            ],
+        ));
+    }
+    let mut conns: Vec<(TcpStream, u8)> = topo
+        .run_in("client", || {
+            (0..4)
+                .map(|_| {
+                    let mut s = connect(vip);
+                    let mut name = [0u8; 1];
+                    s.read_exact(&mut name).unwrap();
+                    (s, name[0])
+                })
+                .collect()
+        })
+        .unwrap();
+    let mut names: Vec<u8> = conns.iter().map(|c| c.1).collect();
+    names.sort_unstable();
+    assert_eq!(names, b"AABB");
+    nodes.remove(0).kill();
+    for (s, name) in &mut conns {
+        if *name == b'A' {
+            let mut buf = [0u8; 16];
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => {}
+                Ok(n) => panic!("a stream of the killed node got {n} more bytes"),
+            }
+        } else {
+            let data = pattern(200_000, 1);
+            let mut w = s.try_clone().unwrap();
+            let d = data.clone();
+            let writer = std::thread::spawn(move || w.write_all(&d).unwrap());
+            let mut back = vec![0u8; data.len()];
+            s.read_exact(&mut back).unwrap();
+            writer.join().unwrap();
+            assert_eq!(back, data);
+        }
+    }
+    drop(conns);
+    drop(nodes);
+    let (code, err) = server.stop();
+    assert_eq!(code, 0, "io-server: {err}");
+    let s = read_json(&stats);
+    assert_eq!(s["nodes_authenticated"], 2, "{s}");
+    let ends: Vec<(&Value, &Value)> = s["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (&c["node_id"], &c["end"]))
+        .collect();
+    assert_eq!(
+        ends.iter()
+            .filter(|(n, e)| *n == 1 && *e == "node lost")
+            .count(),
+        2,
+        "{ends:?}"
+    );
+    topo.teardown().unwrap();
 }
