@@ -81,6 +81,12 @@ pub struct ServerConfig {
     /// A node connection that has not authenticated after this long is
     /// closed and counted as refused (so silent peers cannot hold slots).
     pub handshake_timeout: Duration,
+    /// An authenticated node silent this long is sent a PING.
+    pub ping_interval: Duration,
+    /// An authenticated node silent this long (PINGs unanswered) is
+    /// considered dead: its streams are reset (a hung node costs only its own
+    /// clients, and not forever).
+    pub dead_after: Duration,
 }
 
 impl ServerConfig {
@@ -99,6 +105,8 @@ impl ServerConfig {
             initial_window: XferConfig::DEFAULT_WINDOW,
             max_streams: XferConfig::DEFAULT_MAX_STREAMS,
             handshake_timeout: Duration::from_secs(10),
+            ping_interval: Duration::from_secs(5),
+            dead_after: Duration::from_secs(20),
         }
     }
 }
@@ -195,7 +203,7 @@ pub fn run_server(
             }
         }
         server.serve_clients();
-        server.expire_handshakes();
+        server.check_timers();
     }
     Ok(server.finish())
 }
@@ -218,6 +226,9 @@ struct Node {
     /// Index in `stats.nodes`.
     stats_idx: usize,
     accepted_at: Instant,
+    /// When the node last sent anything.
+    last_input: Instant,
+    last_ping: Instant,
     resets_sent: u64,
 }
 
@@ -365,6 +376,8 @@ impl<'c> Server<'c> {
                 ports: BTreeSet::new(),
                 stats_idx: self.stats.nodes.len() - 1,
                 accepted_at: Instant::now(),
+                last_input: Instant::now(),
+                last_ping: Instant::now(),
                 resets_sent: 0,
             });
             self.on_node(idx);
@@ -787,28 +800,50 @@ impl<'c> Server<'c> {
         }
     }
 
-    /// Closes node connections still unauthenticated after the handshake timeout.
-    fn expire_handshakes(&mut self) {
+    /// Closes node connections still unauthenticated after the handshake
+    /// timeout, pings silent nodes and gives up on those silent too long.
+    fn check_timers(&mut self) {
         let now = Instant::now();
-        let limit = self.config.handshake_timeout;
-        let late: Vec<usize> = (0..self.nodes.len())
-            .filter(|&n| {
-                self.nodes[n].as_ref().is_some_and(|node| {
-                    !node.session.is_established()
-                        && !node.session.is_closed()
-                        && now.saturating_duration_since(node.accepted_at) > limit
-                })
-            })
-            .collect();
-        for n in late {
-            if let Some(node) = self.nodes[n].as_mut() {
+        let c = self.config;
+        for n in 0..self.nodes.len() {
+            let Some(node) = self.nodes[n].as_mut() else {
+                continue;
+            };
+            if node.session.is_closed() {
+                continue;
+            }
+            let end = if !node.session.is_established() {
+                if now.saturating_duration_since(node.accepted_at) <= c.handshake_timeout {
+                    continue;
+                }
                 let _ = node
                     .session
                     .close(ErrorCode::AUTH_REQUIRED, "no authentication in time");
-                node.writable = true;
-            }
+                format!(
+                    "refused: not authenticated within {:?}",
+                    c.handshake_timeout
+                )
+            } else {
+                let silent = now.saturating_duration_since(node.last_input);
+                if silent > c.dead_after {
+                    let _ = node
+                        .session
+                        .close(ErrorCode::CANCEL, "no answer to PING in time");
+                    format!("no input for {:?} (PINGs unanswered)", c.dead_after)
+                } else {
+                    if silent > c.ping_interval
+                        && now.saturating_duration_since(node.last_ping) > c.ping_interval
+                    {
+                        node.last_ping = now;
+                        let _ = node.session.ping(0);
+                        self.flush_node(n);
+                    }
+                    continue;
+                }
+            };
+            node.writable = true;
             self.flush_node(n);
-            self.drop_node(n, format!("refused: not authenticated within {limit:?}"));
+            self.drop_node(n, end);
         }
     }
 

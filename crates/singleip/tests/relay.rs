@@ -4,7 +4,7 @@
 //! hold up the others.
 
 use connlab_os::Shutdown;
-use connlab_proto::xfer::AuthKey;
+use connlab_proto::xfer::{AuthKey, Event, XferConfig, XferSession};
 use connlab_singleip::{
     run_node, run_server, ClusterListener, NodeConfig, SendLimit, ServerConfig, ServerStats,
 };
@@ -335,4 +335,58 @@ fn dropping_the_listener_fails_blocked_readers_instead_of_hanging_them() {
     let mut buf = [0u8; 16];
     assert!(matches!(client.read(&mut buf), Ok(0) | Err(_)));
     let _ = server.stop();
+}
+
+#[test]
+fn a_hung_node_is_given_up_after_unanswered_pings_and_only_its_clients_are_reset() {
+    let server = start_server_with(|c| {
+        c.ping_interval = Duration::from_millis(50);
+        c.dead_after = Duration::from_millis(300);
+    });
+    // A node that authenticates, serves the port, then stops answering.
+    let mut sock = TcpStream::connect(server.nodes).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut session = XferSession::node(XferConfig::new(key(), [3; 32])).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut granted = false;
+    while !granted {
+        session.drain_output(&mut out);
+        sock.write_all(&out).unwrap();
+        out.clear();
+        let n = sock.read(&mut buf).unwrap();
+        assert!(n > 0, "the server closed during the handshake");
+        let mut events = Vec::new();
+        session.feed(&buf[..n], &mut |e| events.push(e)).unwrap();
+        for e in events {
+            match e {
+                Event::Established { .. } => session.listen(server.listen.port()).unwrap(),
+                Event::ListenResult { errno, .. } => {
+                    assert_eq!(errno, 0);
+                    granted = true;
+                }
+                _ => {}
+            }
+        }
+    }
+    session.drain_output(&mut out);
+    sock.write_all(&out).unwrap();
+    let mut client = TcpStream::connect(server.listen).unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    // The node says nothing more; the server pings, then gives up: the
+    // client's connection ends, and the node connection is closed.
+    let mut cbuf = [0u8; 16];
+    assert!(matches!(client.read(&mut cbuf), Ok(0) | Err(_)));
+    let mut rest = Vec::new();
+    let _ = sock.read_to_end(&mut rest);
+    let stats = server.stop();
+    assert!(
+        stats.nodes[0].end.contains("PINGs unanswered"),
+        "{:?}",
+        stats.nodes
+    );
+    assert_eq!(stats.connections[0].end, "node lost");
 }
