@@ -96,7 +96,8 @@ pub struct ServerStats {
     pub quantum_bytes: Option<u64>,
     /// Client connections accepted on the cluster address.
     pub clients_accepted: u64,
-    /// Client connections closed at once: no node served their port.
+    /// Client connections reset at once: no node served their port, or
+    /// every node serving it was at its `max_streams`.
     pub clients_no_node: u64,
     /// CONNECT requests carried out.
     pub connects: u64,

@@ -114,6 +114,10 @@ struct AppNodeArgs {
     /// This node's number, shown in the I/O server's statistics.
     #[arg(long, default_value_t = 0)]
     node_id: u32,
+    /// Client connections the I/O server may hand this node at once; beyond
+    /// it the next node serving the port gets them (or the client is reset).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=(1 << 20)))]
+    max_streams: u32,
     /// Credit granted to the I/O server per stream (bytes).
     #[arg(long, default_value = "64KiB", value_parser = parse_size, value_name = "BYTES")]
     window: u64,
@@ -261,6 +265,7 @@ fn app_node(args: AppNodeArgs) -> Result<ExitCode, Exit> {
     };
     let mut config = NodeConfig::new(args.io_server, key, ports.clone(), args.forward);
     config.node_id = args.node_id;
+    config.max_streams = args.max_streams;
     config.initial_window = window("--window", args.window)?;
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let started = Instant::now();
