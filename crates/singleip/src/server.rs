@@ -937,6 +937,14 @@ impl<'c> Server<'c> {
     }
 
     fn finish(mut self) -> ServerStats {
+        // Frames that arrived before the stop (a node's GOAWAY, a refused
+        // handshake) are still counted.
+        for n in 0..self.nodes.len() {
+            if let Some(node) = self.nodes[n].as_mut() {
+                node.readable = true;
+                self.on_node(n);
+            }
+        }
         for n in 0..self.nodes.len() {
             if let Some(node) = self.nodes[n].as_mut() {
                 let _ = node
