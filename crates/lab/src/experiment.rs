@@ -1065,6 +1065,15 @@ mod shipped {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "toml") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                if crate::PipelineExperiment::is_pipeline(&text) {
+                    let p = crate::PipelineExperiment::from_file(&path)
+                        .unwrap_or_else(|e| panic!("{e}"));
+                    let (quick, full) = (p.plan(true), p.plan(false));
+                    assert!(!quick.is_empty() && quick.len() < full.len());
+                    n += 1;
+                    continue;
+                }
                 let e = Experiment::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
                 assert!(e.topology.client_hosts >= 2, "{}", path.display());
                 // --quick runs fewer points or shorter ones.
