@@ -182,6 +182,20 @@ fn read_json(path: &Path) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
+/// Checks a `--stats` document against its schema in `crates/singleip/schema/`.
+fn assert_matches_schema(doc: &Value, schema_file: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../singleip/schema")
+        .join(schema_file);
+    let schema = read_json(&path);
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{schema_file}: {errors:#?}");
+}
+
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
     (0..n)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
@@ -305,6 +319,7 @@ fn client_reaches_an_unmodified_server_through_the_cluster_address() {
     let (code, err) = server.stop();
     assert_eq!(code, 0, "io-server: {err}");
     let s = read_json(&stats);
+    assert_matches_schema(&s, "io-server-stats.schema.json");
     assert_eq!(s["schema"], "connlab.singleip.io-server.stats/1");
     assert_eq!(s["clients_accepted"], 6);
     assert_eq!(s["nodes_authenticated"], 1);
@@ -318,6 +333,7 @@ fn client_reaches_an_unmodified_server_through_the_cluster_address() {
         assert_eq!(c["bytes_to_client"], c["bytes_from_client"], "{c}");
     }
     let n = read_json(&node_stats);
+    assert_matches_schema(&n, "app-node-stats.schema.json");
     assert_eq!(n["streams"], 6);
     assert_eq!(n["bytes_to_local"], total);
     assert_eq!(n["bytes_from_local"], total);
