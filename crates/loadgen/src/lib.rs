@@ -25,7 +25,7 @@ mod writer;
 
 pub use driver::{run, LoadError, LoadOutcome};
 pub use merge::{merge, MergeError};
-pub use preflight::{check_capacity, Capacity};
+pub use preflight::{check_capacity, per_request_port_warning, Capacity};
 pub use request::{FileMix, SIZE_CLASSES};
 pub use result::{
     ConnectionCounts, CpuSeconds, Histograms, LoadResult, MergeInfo, Placement, RequestCounts,

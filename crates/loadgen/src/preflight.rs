@@ -69,6 +69,34 @@ pub fn check_capacity(
     Ok(())
 }
 
+/// Seconds a closed connection's local port stays in TIME_WAIT (Linux).
+const TIME_WAIT_S: f64 = 60.0;
+
+/// A warning when a connection-per-request run at `rate_per_s` for `run_s`
+/// seconds would need more local ports than its source addresses have: each
+/// request's connection leaves its port in TIME_WAIT for 60 s. An estimate
+/// (the server may close first and keep the TIME_WAIT itself), so it warns
+/// instead of refusing.
+pub fn per_request_port_warning(
+    rate_per_s: f64,
+    run_s: f64,
+    source_addrs: &[IpAddr],
+    cap: Capacity,
+) -> Option<String> {
+    let addrs = source_addrs.len().max(1) as u64;
+    let ports = cap.ephemeral_ports * addrs;
+    let needed = rate_per_s * run_s.min(TIME_WAIT_S);
+    (needed > ports as f64).then(|| {
+        format!(
+            "{rate_per_s} new connections/s for {run_s:.0} s may need {needed:.0} local ports \
+             (each stays in TIME_WAIT for 60 s) but {addrs} source address(es) have {ports}; \
+             connects may fail with no_local_port: lower the rate to {:.0}/s or add \
+             --source-addrs",
+            ports as f64 / run_s.min(TIME_WAIT_S)
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,6 +105,17 @@ mod tests {
         nofile: 20_000,
         ephemeral_ports: 28_232,
     };
+
+    #[test]
+    fn warns_when_time_wait_would_exhaust_the_ports() {
+        assert!(per_request_port_warning(400.0, 30.0, &[], CAP).is_none());
+        let w = per_request_port_warning(1_000.0, 30.0, &[], CAP).unwrap();
+        assert!(w.contains("941/s"), "{w}");
+        let four: Vec<IpAddr> = (2..6)
+            .map(|i| format!("127.0.0.{i}").parse().unwrap())
+            .collect();
+        assert!(per_request_port_warning(1_000.0, 30.0, &four, CAP).is_none());
+    }
 
     #[test]
     fn accepts_runs_that_fit() {

@@ -300,6 +300,18 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode, Exit> {
     workload.shard = args.shard.unwrap_or(Shard::WHOLE);
     workload.start_at = args.start_at;
     raise_limit();
+    if let (true, Rate::PerSecond(rate)) = (workload.connection_per_request, workload.rate) {
+        let share = rate / f64::from(workload.shard.count.max(1));
+        let seconds = (workload.duration + workload.warmup).as_secs_f64();
+        if let Some(w) = connlab_loadgen::per_request_port_warning(
+            share,
+            seconds,
+            &workload.source_addrs,
+            connlab_loadgen::Capacity::current(),
+        ) {
+            eprintln!("connlab load: warning: {w}");
+        }
+    }
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let outcome = drive(&workload, &shutdown, &args.output)?;
     Ok(outcome)
