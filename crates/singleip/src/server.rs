@@ -154,9 +154,15 @@ pub fn run_server(
     server.stats.nodes_addr = bound.nodes.to_string();
     ready(&bound);
     let mut events = Events::with_capacity(1024);
+    // Idle wake-ups often enough for the node timers (a PING must go out
+    // and its answer come back well inside `dead_after`).
+    let tick = Duration::from_secs(1)
+        .min(config.ping_interval / 2)
+        .min(config.handshake_timeout / 2)
+        .max(Duration::from_millis(1));
     while !stop() {
         let timeout = if server.fq.is_empty() {
-            Duration::from_secs(1)
+            tick
         } else {
             Duration::ZERO
         };
@@ -489,7 +495,13 @@ impl<'c> Server<'c> {
                     self.drop_node(n, end);
                     return;
                 }
-                Ok(k) => k,
+                Ok(k) => {
+                    // Any input proves the node alive (regression: only the
+                    // handshake set this, so every node was dropped after
+                    // `dead_after` however busy it was).
+                    node.last_input = Instant::now();
+                    k
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     node.readable = false;
                     break;

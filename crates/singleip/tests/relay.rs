@@ -390,3 +390,31 @@ fn a_hung_node_is_given_up_after_unanswered_pings_and_only_its_clients_are_reset
     );
     assert_eq!(stats.connections[0].end, "node lost");
 }
+
+/// Regression (found by the SAPS experiments): a node that keeps answering
+/// PINGs, idle or busy, is never given up, however long it stays.
+#[test]
+fn a_live_node_outlasts_the_dead_after_deadline() {
+    let server = start_server_with(|c| {
+        c.ping_interval = Duration::from_millis(50);
+        c.dead_after = Duration::from_millis(300);
+    });
+    let listener = ClusterListener::bind(server.nodes, key(), 9, server.listen.port()).unwrap();
+    let node = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).unwrap();
+        s.write_all(&buf).unwrap();
+        s.shutdown_write().unwrap();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        listener
+    });
+    // Idle for several deadlines, answering only PINGs.
+    std::thread::sleep(Duration::from_millis(1_200));
+    let data = pattern(200_000, 5);
+    assert_eq!(round_trip(server.listen, &data), data);
+    drop(node.join().unwrap());
+    let stats = server.stop();
+    assert_eq!(stats.clients_accepted, 1);
+}
