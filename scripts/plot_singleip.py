@@ -1,0 +1,104 @@
+#!/usr/bin/python3
+"""Plots of the SAPS experiment (issue 8 part 5) from scripts/bench_singleip.py's output.
+
+Usage: scripts/plot_singleip.py DIR [DIR ...]
+(Debian's python3 with python3-matplotlib: apt-get install python3-matplotlib)
+
+For each results directory (e.g. benchmarks/runs/.../singleip/emulator-reno) writes
+  timelines.png   time against TCP sequence number (relative) per stream, one panel per
+                  system (io16k, iooff, nat) and foreground size (the paper's figures 8-12)
+  throughput.png  per-stream throughput over time (100 ms bins), same panels
+from the repetition-1 files c-<system>-fg<size>-rep1.{timeline,bins}.csv.
+"""
+import csv, os, sys
+from collections import defaultdict
+
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError:
+    sys.exit("needs matplotlib: apt-get install python3-matplotlib")
+
+SYSTEMS = ["io16k", "iooff", "nat"]
+SIZES = [("fg100k", "100 KB foreground"), ("fg100000k", "100 MB foreground")]
+COLOURS = {"fg": "tab:red", "bg1": "tab:blue", "bg2": "tab:green"}
+
+
+def rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def panel_grid(title):
+    fig, axes = plt.subplots(len(SIZES), len(SYSTEMS), figsize=(15, 8), squeeze=False)
+    fig.suptitle(title)
+    return fig, axes
+
+
+def plot_dir(d):
+    name = os.path.basename(os.path.normpath(d))
+    done = 0
+    fig, axes = panel_grid(f"{name}: time against TCP sequence number, per stream (repetition 1)")
+    for i, (size, label) in enumerate(SIZES):
+        for j, system in enumerate(SYSTEMS):
+            ax = axes[i][j]
+            path = os.path.join(d, f"c-{system}-{size}-rep1.timeline.csv")
+            if not os.path.exists(path):
+                ax.set_visible(False)
+                continue
+            by = defaultdict(lambda: ([], []))
+            lost = defaultdict(lambda: ([], []))
+            for r in rows(path):
+                target = lost if r.get("fate", "sent") != "sent" else by
+                target[r["stream"]][0].append(float(r["t_s"]))
+                target[r["stream"]][1].append(int(r["seq_rel"]) / 1e6)
+            for s, (t, q) in sorted(by.items()):
+                ax.plot(t, q, ".", ms=1, color=COLOURS.get(s), label=s)
+            for s, (t, q) in sorted(lost.items()):
+                ax.plot(t, q, "x", ms=3, color="black", label=f"{s} dropped")
+            ax.set_title(f"{system}, {label}")
+            ax.set_xlabel("time (s)")
+            ax.set_ylabel("sequence (MB)")
+            ax.legend(markerscale=3, fontsize=7)
+            done += 1
+    fig.tight_layout()
+    fig.savefig(os.path.join(d, "timelines.png"), dpi=90)
+    plt.close(fig)
+    fig, axes = panel_grid(f"{name}: per-stream throughput over time, 100 ms bins (repetition 1)")
+    for i, (size, label) in enumerate(SIZES):
+        for j, system in enumerate(SYSTEMS):
+            ax = axes[i][j]
+            path = os.path.join(d, f"c-{system}-{size}-rep1.bins.csv")
+            if not os.path.exists(path):
+                ax.set_visible(False)
+                continue
+            by = defaultdict(list)
+            for r in rows(path):
+                by[r["stream"]].append((float(r["t_s"]), float(r["mbit_s"])))
+            for s, pts in sorted(by.items()):
+                pts.sort()
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], color=COLOURS.get(s), label=s, lw=1)
+            ax.set_title(f"{system}, {label}")
+            ax.set_xlabel("time (s)")
+            ax.set_ylabel("Mbit/s")
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(d, "throughput.png"), dpi=90)
+    plt.close(fig)
+    return done
+
+
+def main():
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(0 if len(sys.argv) >= 2 else 2)
+    for d in sys.argv[1:]:
+        if not os.path.isdir(d):
+            sys.exit(f"{d}: not a directory")
+        n = plot_dir(d)
+        print(f"{d}: {n} timeline panels -> timelines.png, throughput.png")
+
+
+if __name__ == "__main__":
+    main()
