@@ -85,6 +85,12 @@ struct IoServerArgs {
     /// Unsent bytes each client socket may hold (TCP_NOTSENT_LOWAT), or 'off'.
     #[arg(long, default_value = "16KiB", value_name = "BYTES|off")]
     send_limit: String,
+    /// SO_SNDBUF of each client socket with a send limit: BYTES, '4x' (four times
+    /// --send-limit) or 'auto' (kernel autotuning). The buffer also holds unacknowledged
+    /// data, so it caps each connection's rate near BYTES x 2 / RTT: 4x a 16 KiB limit
+    /// caps it near 450 Mbit/s at 2 ms RTT (BENCHMARKS.md).
+    #[arg(long, default_value = "4x", value_name = "BYTES|4x|auto")]
+    send_buffer: String,
     /// Bytes a client socket may be written per DRR turn (with a send limit).
     #[arg(long, default_value = "16KiB", value_parser = parse_size, value_name = "BYTES")]
     quantum: u64,
@@ -192,8 +198,37 @@ fn setup_error(e: SingleIpError) -> Exit {
     }
 }
 
+/// Applies `--send-buffer` to a send limit.
+fn with_send_buffer(limit: Option<SendLimit>, text: &str) -> Result<Option<SendLimit>, Exit> {
+    let Some(mut limit) = limit else {
+        if text != "4x" {
+            return Err(Exit::usage(anyhow!(
+                "--send-buffer applies with a --send-limit, not with --send-limit off"
+            )));
+        }
+        return Ok(None);
+    };
+    limit.sndbuf = match text.to_ascii_lowercase().as_str() {
+        "4x" => limit.sndbuf,
+        "auto" => None,
+        _ => {
+            let bytes = parse_size(text)
+                .map_err(|e| Exit::usage(anyhow!("--send-buffer {text:?}: {e} (or 4x, auto)")))?;
+            Some(
+                usize::try_from(bytes)
+                    .ok()
+                    .filter(|b| (4096..=(256 << 20)).contains(b))
+                    .ok_or_else(|| {
+                        Exit::usage(anyhow!("--send-buffer {bytes}: between 4 KiB and 256 MiB"))
+                    })?,
+            )
+        }
+    };
+    Ok(Some(limit))
+}
+
 fn io_server(args: IoServerArgs) -> Result<ExitCode, Exit> {
-    let send_limit = parse_send_limit(&args.send_limit)?;
+    let send_limit = with_send_buffer(parse_send_limit(&args.send_limit)?, &args.send_buffer)?;
     if !(512..=(16 << 20)).contains(&args.quantum) {
         return Err(Exit::usage(anyhow!(
             "--quantum {}: between 512 B and 16 MiB",
@@ -215,8 +250,10 @@ fn io_server(args: IoServerArgs) -> Result<ExitCode, Exit> {
             let listen: Vec<String> = bound.listen.iter().map(|a| a.to_string()).collect();
             let limit = match send_limit {
                 Some(l) => format!(
-                    "send limit {} B, quantum {} B",
-                    l.notsent_lowat, args.quantum
+                    "send limit {} B, send buffer {}, quantum {} B",
+                    l.notsent_lowat,
+                    l.sndbuf.map_or("auto".to_string(), |b| format!("{b} B")),
+                    args.quantum
                 ),
                 None => "send limit off".to_string(),
             };
