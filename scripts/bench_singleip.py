@@ -12,6 +12,8 @@ Systems on the front host (the cluster address 198.18.2.1:80):
   io16k    connlab singleip io-server --send-limit 16KiB (default), app-node on each
            node host forwarding to its local server (127.0.0.1:8080)
   iooff    the same with --send-limit off (the paper's unlimited case)
+  io16k-auto  --send-limit 16KiB with --send-buffer auto (kernel-sized send buffer);
+           only with --systems
   nat      connlab gateway --mode nat (nftables DNAT, round robin) to the node servers
   haproxy  HAProxy 'mode tcp', nbthread 1, round robin to the node servers (part d)
 
@@ -211,11 +213,12 @@ class Bench:
     def start_system(self, system):
         lab, started = self.lab, []
         vip = f"{lab.VIP}:{PORT}"
-        if system in ("io16k", "iooff"):
-            limit = "16KiB" if system == "io16k" else "off"
+        if system in ("io16k", "iooff", "io16k-auto"):
+            limit = "off" if system == "iooff" else "16KiB"
+            extra = ["--send-buffer", "auto"] if system == "io16k-auto" else []
             p = self.procs.start(system, lab.inns("front", "taskset", "-c", "1", BIN, "singleip", "io-server",
                                                   "--listen", vip, "--nodes", f"{lab.FRONT_NODE_SIDE}:{NODE_PORT}",
-                                                  "--key", self.key, "--send-limit", limit),
+                                                  "--key", self.key, "--send-limit", limit, *extra),
                                  ready="io-server ready")
             started.append(p)
             for j, n in enumerate(lab.nodes):
@@ -477,7 +480,7 @@ def main():
                          "(the I/O server's own interface queue, where TCP small queues apply to its sockets)")
     ap.add_argument("--cc", default="reno", help="TCP congestion control in every namespace (reno or bbr: only' tcp_allowed_congestion_control' may be set in a namespace; cubic is not allowed here)")
     ap.add_argument("--nodes", type=int, default=2)
-    ap.add_argument("--systems", default=None, help="comma-separated subset of io16k, iooff, nat, haproxy")
+    ap.add_argument("--systems", default=None, help="comma-separated subset of io16k, iooff, nat, haproxy, io16k-auto (16 KiB limit, --send-buffer auto)")
     ap.add_argument("--fg", default=None, help="(c) foreground sizes in bytes, comma-separated (default 100 KB and "
                     "the background size)")
     ap.add_argument("--fg-delay", type=float, default=3.0, help="seconds between background and foreground start")
@@ -518,6 +521,9 @@ def main():
         a.fg_delay = min(a.fg_delay, 1.0)
     fgs = [int(x) for x in a.fg.split(",")] if a.fg else [100 * 1000, a.bg]
     systems = a.systems.split(",") if a.systems else None
+    known = SYSTEMS_AB + ["io16k-auto"]
+    if systems and any(x not in known for x in systems):
+        sys.exit(f"--systems: choose from {', '.join(known)}")
     out = a.out or tempfile.mkdtemp(prefix="connlab-singleip-")
     os.makedirs(out, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="connlab-si-")
@@ -553,13 +559,13 @@ def main():
             if "ab" in a.exps:
                 lk = b.linkem()
                 for rep in range(1, a.reps + 1):
-                    for system in [s for s in SYSTEMS_AB if not systems or s in systems]:
+                    for system in (systems or SYSTEMS_AB):
                         b.log(f"a/b/d rep {rep} {system}")
                         b.phase_ab(rep, system)
                 procs.stop(lk)
             if "c" in a.exps:
                 for rep in range(1, a.reps + 1):
-                    for system in [s for s in SYSTEMS_C if not systems or s in systems]:
+                    for system in [s for s in (systems or SYSTEMS_C) if s != "haproxy"]:
                         for fg in fgs:
                             b.log(f"c rep {rep} {system} fg {fg}")
                             b.phase_c(rep, system, fg)
