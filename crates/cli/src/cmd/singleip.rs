@@ -38,10 +38,14 @@ may also ask for a port not in --listen: it is bound on the first --listen addre
 A node that dies or sends a bad frame resets only its own clients.
 
 Toward clients each socket may hold at most --send-limit unsent bytes
-(TCP_NOTSENT_LOWAT, with SO_SNDBUF at four times that) and ready sockets are written
-in deficit-round-robin order, --quantum bytes per turn, so one bulk stream cannot fill
-the interface queue ahead of the others. --send-limit off is the paper's unlimited
-case: kernel default buffers, each socket written as far as it takes.
+(TCP_NOTSENT_LOWAT) in a send buffer of --send-buffer (default four times the limit),
+and ready sockets are written in deficit-round-robin order, --quantum bytes per turn.
+Measured (BENCHMARKS.md): the bounded send buffer, which also bounds each connection's
+bytes in flight, is what keeps a bottleneck queue short and streams fair (Jain 1.00 vs
+0.87 for NAT at 2 ms RTT), at the price of a rate cap near send buffer / RTT (about 450
+Mbit/s per connection with the defaults at 2 ms); --send-buffer auto lifts the cap and
+loses the effect. --send-limit off is the paper's unlimited case: kernel default
+buffers, each socket written as far as it takes.
 
 Prints 'singleip: io-server ready ...' on stdout once listening. SIGINT/SIGTERM stop
 it; it then writes --stats (JSON: per node frames, bytes, streams, resets, auth
