@@ -34,6 +34,11 @@ pub struct NodeConfig {
     pub initial_window: u32,
     /// Streams the I/O server may have open on this node at once.
     pub max_streams: u32,
+    /// Silence from the I/O server after which the node sends a PING.
+    pub ping_interval: Duration,
+    /// Silence after which the I/O server is given up (its answers to PINGs
+    /// count as input), so a hung server does not hold the node forever.
+    pub dead_after: Duration,
 }
 
 impl NodeConfig {
@@ -52,6 +57,8 @@ impl NodeConfig {
             forward,
             initial_window: XferConfig::DEFAULT_WINDOW,
             max_streams: XferConfig::DEFAULT_MAX_STREAMS,
+            ping_interval: Duration::from_secs(5),
+            dead_after: Duration::from_secs(20),
         }
     }
 }
@@ -113,6 +120,11 @@ pub fn run_node(
     let mut scratch = vec![0u8; 64 * 1024];
     let mut evs = Vec::new();
     let mut events = Events::with_capacity(1024);
+    // Wake often enough for the liveness timer.
+    let tick = Duration::from_secs(1)
+        .min(config.ping_interval / 2)
+        .max(Duration::from_millis(1));
+    let (mut last_input, mut last_ping) = (Instant::now(), Instant::now());
     let result: Result<(), Error> = 'run: loop {
         // Output first: the HELLO is queued from the start.
         session.drain_output(&mut out);
@@ -132,7 +144,23 @@ pub fn run_node(
         if stop() {
             break Ok(());
         }
-        if let Err(e) = poll.poll(&mut events, Some(Duration::from_secs(1))) {
+        let now = Instant::now();
+        let silent = now.saturating_duration_since(last_input);
+        if silent > config.dead_after {
+            break Err(session_error(format!(
+                "no input from the I/O server for {:?} (PINGs unanswered)",
+                config.dead_after
+            )));
+        }
+        if session.is_established()
+            && silent > config.ping_interval
+            && now.saturating_duration_since(last_ping) > config.ping_interval
+        {
+            last_ping = now;
+            let _ = session.ping(0);
+            continue;
+        }
+        if let Err(e) = poll.poll(&mut events, Some(tick)) {
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
@@ -172,7 +200,10 @@ pub fn run_node(
                     };
                     break 'run Err(session_error(why));
                 }
-                Ok(k) => k,
+                Ok(k) => {
+                    last_input = Instant::now();
+                    k
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     readable = false;
                     break;

@@ -418,3 +418,42 @@ fn a_live_node_outlasts_the_dead_after_deadline() {
     let stats = server.stop();
     assert_eq!(stats.clients_accepted, 1);
 }
+
+/// A forwarding node whose I/O server completes the handshake and then hangs
+/// gives up after its unanswered PINGs instead of waiting forever.
+#[test]
+fn a_node_gives_up_a_hung_io_server_after_unanswered_pings() {
+    let fake = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = fake.local_addr().unwrap();
+    let hung = std::thread::spawn(move || {
+        let (mut sock, _) = fake.accept().unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut session = XferSession::server(XferConfig::new(key(), [4; 32])).unwrap();
+        let (mut out, mut buf) = (Vec::new(), [0u8; 4096]);
+        let mut established = false;
+        while !established {
+            let n = sock.read(&mut buf).unwrap();
+            assert!(n > 0, "the node closed during the handshake");
+            let mut events = Vec::new();
+            session.feed(&buf[..n], &mut |e| events.push(e)).unwrap();
+            established = events
+                .iter()
+                .any(|e| matches!(e, Event::Established { .. }));
+            session.drain_output(&mut out);
+            sock.write_all(&out).unwrap();
+            out.clear();
+        }
+        // Hang: read and drop whatever comes (LISTEN, PINGs), answer nothing.
+        let mut rest = Vec::new();
+        let _ = sock.read_to_end(&mut rest);
+    });
+    let stop = Shutdown::new().unwrap();
+    let mut config = NodeConfig::new(addr, key(), vec![], echo_server());
+    config.ping_interval = Duration::from_millis(50);
+    config.dead_after = Duration::from_millis(300);
+    let result = run_node(&config, stop.wake_fd(), || stop.requested(), || {});
+    let err = result.expect_err("the node must give up").to_string();
+    assert!(err.contains("PINGs unanswered"), "{err}");
+    hung.join().unwrap();
+}
