@@ -687,7 +687,7 @@ fn can_use_namespaces() -> bool {
 }
 
 #[test]
-fn in_namespaces_clients_reach_two_nodes_through_one_address_and_a_killed_node_costs_only_its_streams(
+fn in_namespaces_clients_reach_two_nodes_a_killed_node_garbage_and_a_stalled_reader_cost_only_themselves(
 ) {
     if !can_use_namespaces() {
         return;
@@ -773,12 +773,66 @@ fn in_namespaces_clients_reach_two_nodes_through_one_address_and_a_killed_node_c
             assert_eq!(back, data);
         }
     }
+    // Garbage on the node port from another host costs only that peer.
+    topo.run_in("n1", || {
+        let mut g = TcpStream::connect("198.18.0.1:7000").unwrap();
+        g.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let _ = g.write_all(&[0xff; 64]);
+        let mut rest = Vec::new();
+        let _ = g.read_to_end(&mut rest); // the io-server closes it
+    })
+    .unwrap();
+    // One client that never reads does not hold up the others (bytes moved,
+    // not time): three streams echo 1 MB each through the surviving node.
+    let (stalled, movers) = topo
+        .run_in("client", || {
+            let mut stalled = connect(vip);
+            let mut name = [0u8; 1];
+            stalled.read_exact(&mut name).unwrap();
+            stalled
+                .set_write_timeout(Some(Duration::from_secs(30)))
+                .unwrap();
+            let mut w = stalled.try_clone().unwrap();
+            let stall_writer = std::thread::spawn(move || {
+                // Fills every buffer on the way and then blocks (until the end).
+                let _ = w.write_all(&pattern(8 << 20, 9));
+            });
+            let movers: Vec<_> = (0..3u8)
+                .map(|i| {
+                    let mut s = connect(vip);
+                    let mut name = [0u8; 1];
+                    s.read_exact(&mut name).unwrap();
+                    std::thread::spawn(move || {
+                        let data = pattern(1 << 20, 20 + i);
+                        let mut w = s.try_clone().unwrap();
+                        let d = data.clone();
+                        let writer = std::thread::spawn(move || w.write_all(&d).unwrap());
+                        let mut back = vec![0u8; data.len()];
+                        s.read_exact(&mut back).unwrap();
+                        writer.join().unwrap();
+                        back == data
+                    })
+                })
+                .collect();
+            ((stalled, stall_writer), movers)
+        })
+        .unwrap();
+    for (i, m) in movers.into_iter().enumerate() {
+        assert!(
+            m.join().unwrap(),
+            "stream {i} beside a stalled reader: wrong bytes"
+        );
+    }
+    let (stalled_sock, stall_writer) = stalled;
+    let _ = stalled_sock.shutdown(Shutdown::Both);
+    let _ = stall_writer.join();
     drop(conns);
     drop(nodes);
     let (code, err) = server.stop();
     assert_eq!(code, 0, "io-server: {err}");
     let s = read_json(&stats);
     assert_eq!(s["nodes_authenticated"], 2, "{s}");
+    assert_eq!(s["nodes_refused"], 1, "the garbage peer: {s}");
     let ends: Vec<(&Value, &Value)> = s["connections"]
         .as_array()
         .unwrap()
