@@ -264,9 +264,7 @@ pub fn run_node(
                             }
                             Err(_) => {
                                 stats.forward_failures += 1;
-                                if session.reset(stream, ErrorCode::CONNECTION_RESET).is_ok() {
-                                    stats.resets_sent += 1;
-                                }
+                                let _ = session.reset(stream, ErrorCode::CONNECTION_RESET);
                             }
                         }
                     }
@@ -348,9 +346,7 @@ pub fn run_node(
                     by_stream.remove(&stream.0);
                     if failed {
                         relay.abort();
-                        if session.reset(stream, ErrorCode::CONNECTION_RESET).is_ok() {
-                            stats.resets_sent += 1;
-                        }
+                        let _ = session.reset(stream, ErrorCode::CONNECTION_RESET);
                     }
                     let _ = poll.registry().deregister(&mut relay.sock);
                 }
@@ -365,6 +361,7 @@ pub fn run_node(
     }
     stats.frames_received = session.stats().frames_received;
     stats.frames_sent = session.stats().frames_sent;
+    stats.resets_sent = session.stats().resets_sent;
     match result {
         Ok(()) => {
             stats.end = "stopped".into();

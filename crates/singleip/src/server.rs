@@ -235,7 +235,6 @@ struct Node {
     /// When the node last sent anything.
     last_input: Instant,
     last_ping: Instant,
-    resets_sent: u64,
 }
 
 struct Client {
@@ -384,7 +383,6 @@ impl<'c> Server<'c> {
                 accepted_at: Instant::now(),
                 last_input: Instant::now(),
                 last_ping: Instant::now(),
-                resets_sent: 0,
             });
             self.on_node(idx);
         }
@@ -427,7 +425,6 @@ impl<'c> Server<'c> {
             if slot.is_none() {
                 if let Some(node) = self.nodes.get_mut(n).and_then(Option::as_mut) {
                     let _ = node.session.reset(stream, ErrorCode::INTERNAL);
-                    node.resets_sent += 1;
                 }
             }
             self.flush_node(n);
@@ -873,9 +870,7 @@ impl<'c> Server<'c> {
         if let Some(node) = self.nodes.get_mut(c.node).and_then(Option::as_mut) {
             node.streams.remove(&c.relay.stream.0);
             if let Some(code) = reset {
-                if node.session.reset(c.relay.stream, code).is_ok() {
-                    node.resets_sent += 1;
-                }
+                let _ = node.session.reset(c.relay.stream, code);
             }
         }
         c.relay.stats.end = end.to_string();
@@ -940,7 +935,7 @@ impl<'c> Server<'c> {
         let _ = self.poll.registry().deregister(&mut node.sock);
         let st = &mut self.stats.nodes[node.stats_idx];
         st.absorb(node.session.stats());
-        st.resets_sent = node.resets_sent + node.session.stats().stream_errors;
+        st.resets_sent = node.session.stats().resets_sent;
         st.ports = node.ports.iter().copied().collect();
         if !st.authenticated && !end.starts_with("connection error") {
             self.stats.nodes_refused += 1;

@@ -150,7 +150,8 @@ pub struct NodeRunStats {
     pub bytes_from_local: u64,
     /// Streams reset by the I/O server.
     pub resets_received: u64,
-    /// Streams this node reset (local server reset or failed).
+    /// Streams this node reset (local server reset or failed, and stream
+    /// errors in what the I/O server sent).
     pub resets_sent: u64,
     /// Frames received.
     pub frames_received: u64,

@@ -226,6 +226,9 @@ pub struct XferStats {
     pub streams_opened: u64,
     /// Streams this end reset because of a bad frame.
     pub stream_errors: u64,
+    /// RESETs queued for the peer: by [`XferSession::reset`] and for stream
+    /// errors.
+    pub resets_sent: u64,
     /// RESETs received.
     pub resets_received: u64,
     /// Frames on streams already closed, ignored.
@@ -597,6 +600,7 @@ impl XferSession {
         self.get("reset", stream)?;
         self.remove(stream.0);
         self.push(Frame::Reset { stream, code });
+        self.stats.resets_sent += 1;
         Ok(())
     }
 
@@ -1200,6 +1204,7 @@ impl XferSession {
         events: &mut impl FnMut(Event),
     ) {
         self.stats.stream_errors += 1;
+        self.stats.resets_sent += 1;
         self.remove(stream.0);
         self.push(Frame::Reset {
             stream,

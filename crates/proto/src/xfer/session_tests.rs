@@ -389,6 +389,7 @@ fn data_after_fin_resets_only_that_stream() {
     assert_eq!(pair.node.stream_state(s), StreamState::Closed);
     assert_eq!(pair.node.stream_state(other), StreamState::Open);
     assert_eq!(pair.node.stats().stream_errors, 1);
+    assert_eq!(pair.node.stats().resets_sent, 1, "the stream error's RESET");
 }
 
 #[test]
@@ -571,6 +572,7 @@ fn reset_ends_the_stream_and_late_frames_are_ignored() {
     assert!(pair.node_events.is_empty());
     assert_eq!(pair.node.stats().frames_ignored, 1);
     assert_eq!(pair.node.stats().stream_errors, 0);
+    assert_eq!(pair.node.stats().resets_sent, 1, "the explicit RESET");
     assert_eq!(pair.server.stream_state(s), StreamState::Closed);
     assert!(matches!(
         pair.server.send_data(s, b"x"),
