@@ -22,7 +22,7 @@ pub mod stats;
 
 pub use api::{ClusterListener, ClusterStream};
 pub use drr::{After, FairQueue, Turn};
-pub use node::{run_node, NodeConfig};
+pub use node::{run_node, run_node_with_stats, NodeConfig};
 pub use server::{run_server, SendLimit, ServerConfig};
 pub use stats::{ConnStats, NodeRunStats, NodeStats, ServerStats};
 

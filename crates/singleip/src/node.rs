@@ -78,6 +78,41 @@ pub fn run_node(
     stop: impl Fn() -> bool,
     ready: impl FnOnce(),
 ) -> Result<NodeRunStats, Error> {
+    let (stats, result) = run_node_with_stats(config, stop_fd, stop, ready);
+    result.map(|()| stats)
+}
+
+/// [`run_node`], returning the statistics also when the run ends with an
+/// error (their `end` then says why), so `--stats` is written either way.
+pub fn run_node_with_stats(
+    config: &NodeConfig,
+    stop_fd: RawFd,
+    stop: impl Fn() -> bool,
+    ready: impl FnOnce(),
+) -> (NodeRunStats, Result<(), Error>) {
+    let mut stats = NodeRunStats {
+        schema: "connlab.singleip.app-node.stats/1",
+        io_server: config.io_server.to_string(),
+        forward: config.forward.to_string(),
+        ports: config.ports.clone(),
+        end: "open".into(),
+        ..NodeRunStats::default()
+    };
+    let result = node_loop(config, stop_fd, stop, ready, &mut stats);
+    stats.end = match &result {
+        Ok(()) => "stopped".into(),
+        Err(e) => e.to_string(),
+    };
+    (stats, result)
+}
+
+fn node_loop(
+    config: &NodeConfig,
+    stop_fd: RawFd,
+    stop: impl Fn() -> bool,
+    ready: impl FnOnce(),
+    stats: &mut NodeRunStats,
+) -> Result<(), Error> {
     let addr = config.io_server;
     let session_error = |reason: String| Error::Session {
         addr: addr.to_string(),
@@ -103,14 +138,6 @@ pub fn run_node(
     poll.registry()
         .register(&mut sock, SERVER, Interest::READABLE | Interest::WRITABLE)
         .map_err(|e| Error::io("registering the connection to", addr, e))?;
-    let mut stats = NodeRunStats {
-        schema: "connlab.singleip.app-node.stats/1",
-        io_server: addr.to_string(),
-        forward: config.forward.to_string(),
-        ports: config.ports.clone(),
-        end: "open".into(),
-        ..NodeRunStats::default()
-    };
     let mut ready = Some(ready);
     let mut granted = 0usize;
     let mut relays: Vec<Option<Relay>> = Vec::new();
@@ -362,11 +389,5 @@ pub fn run_node(
     stats.frames_received = session.stats().frames_received;
     stats.frames_sent = session.stats().frames_sent;
     stats.resets_sent = session.stats().resets_sent;
-    match result {
-        Ok(()) => {
-            stats.end = "stopped".into();
-            Ok(stats)
-        }
-        Err(e) => Err(e),
-    }
+    result
 }

@@ -6,7 +6,8 @@
 use connlab_os::Shutdown;
 use connlab_proto::xfer::{AuthKey, Event, XferConfig, XferSession};
 use connlab_singleip::{
-    run_node, run_server, ClusterListener, NodeConfig, SendLimit, ServerConfig, ServerStats,
+    run_node, run_node_with_stats, run_server, ClusterListener, NodeConfig, SendLimit,
+    ServerConfig, ServerStats,
 };
 use std::io::{Read, Write};
 use std::net::{Shutdown as Half, SocketAddr, TcpListener, TcpStream};
@@ -452,8 +453,10 @@ fn a_node_gives_up_a_hung_io_server_after_unanswered_pings() {
     let mut config = NodeConfig::new(addr, key(), vec![], echo_server());
     config.ping_interval = Duration::from_millis(50);
     config.dead_after = Duration::from_millis(300);
-    let result = run_node(&config, stop.wake_fd(), || stop.requested(), || {});
+    let (stats, result) = run_node_with_stats(&config, stop.wake_fd(), || stop.requested(), || {});
     let err = result.expect_err("the node must give up").to_string();
     assert!(err.contains("PINGs unanswered"), "{err}");
+    // The statistics survive the error and say why the run ended.
+    assert_eq!(stats.end, err);
     hung.join().unwrap();
 }

@@ -9,7 +9,8 @@ use clap::{Args, Subcommand};
 use connlab_measure::units::parse_size;
 use connlab_os::Shutdown;
 use connlab_singleip::{
-    load_key, run_node, run_server, Error as SingleIpError, NodeConfig, SendLimit, ServerConfig,
+    load_key, run_node_with_stats, run_server, Error as SingleIpError, NodeConfig, SendLimit,
+    ServerConfig,
 };
 use serde::Serialize;
 use std::io::Write as _;
@@ -310,7 +311,7 @@ fn app_node(args: AppNodeArgs) -> Result<ExitCode, Exit> {
     config.initial_window = window("--window", args.window)?;
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let started = Instant::now();
-    let stats = run_node(
+    let (stats, result) = run_node_with_stats(
         &config,
         shutdown.wake_fd(),
         || shutdown.requested(),
@@ -321,8 +322,12 @@ fn app_node(args: AppNodeArgs) -> Result<ExitCode, Exit> {
         );
             let _ = std::io::stdout().flush();
         },
-    )
-    .map_err(setup_error)?;
+    );
+    if let Err(e) = result {
+        // What was measured before the end is written all the same.
+        write_stats(args.stats.as_deref(), stats, started)?;
+        return Err(setup_error(e));
+    }
     eprintln!(
         "singleip app-node: {} streams ({} local connects failed), {} B to local, {} B from local, {} resets in, {} out",
         stats.streams,
