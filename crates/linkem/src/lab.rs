@@ -17,7 +17,6 @@ use std::fs::File;
 use std::net::Ipv4Addr;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
 
 /// The router's interface towards the left hosts.
 pub const LEFT_IF: &str = "brl";
@@ -133,29 +132,8 @@ impl Lab {
                 ip(&["-n", &host, "route", "add", "default", "via", &gw])?;
             }
         }
-        self.wait_until_up()
-    }
-
-    fn wait_until_up(&self) -> Result<(), LinkemError> {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        for ns in self.left.iter().chain(&self.right) {
-            loop {
-                let out = std::process::Command::new("ip")
-                    .args(["-n", ns, "-o", "link", "show", "dev", "eth0"])
-                    .output()
-                    .map_err(|e| LinkemError::io("running ip", e))?;
-                if String::from_utf8_lossy(&out.stdout).contains("LOWER_UP") {
-                    break;
-                }
-                if Instant::now() > deadline {
-                    return Err(LinkemError::BadConfig(format!(
-                        "eth0 in {ns} did not come up within 10 s"
-                    )));
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        Ok(())
+        let hosts: Vec<String> = self.left.iter().chain(&self.right).cloned().collect();
+        Ok(connlab_os::netns::wait_for_carrier(&hosts)?)
     }
 
     /// The router's namespace.

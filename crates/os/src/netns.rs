@@ -241,27 +241,7 @@ impl Topology {
                 tbf(ns, "eth0", bps)?;
             }
         }
-        self.wait_until_up()?;
-        Ok(())
-    }
-
-    /// Waits (bounded) until every host's eth0 reports carrier.
-    fn wait_until_up(&self) -> Result<(), NetnsError> {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        for ns in &self.namespaces {
-            loop {
-                let out = run_tool("ip", &["-n", ns, "-o", "link", "show", "dev", "eth0"])?;
-                if out.contains("LOWER_UP") {
-                    break;
-                }
-                if Instant::now() > deadline {
-                    return Err(NetnsError::BadSpec(format!(
-                        "eth0 in {ns} did not come up within 10 s: {out}"
-                    )));
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
+        wait_for_carrier(&self.namespaces)?;
         Ok(())
     }
 
@@ -372,6 +352,27 @@ impl Drop for Topology {
 }
 
 /// Host i's address: 198.18.0.(i+1).
+/// Waits (at most 10 s) until `eth0` in each of `namespaces` reports
+/// carrier (`LOWER_UP`): a veth peer just moved and set up takes a moment.
+pub fn wait_for_carrier(namespaces: &[String]) -> Result<(), NetnsError> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for ns in namespaces {
+        loop {
+            let out = run_tool("ip", &["-n", ns, "-o", "link", "show", "dev", "eth0"])?;
+            if out.contains("LOWER_UP") {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(NetnsError::BadSpec(format!(
+                    "eth0 in {ns} did not come up within 10 s: {out}"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    Ok(())
+}
+
 fn host_ip(i: usize) -> Ipv4Addr {
     Ipv4Addr::new(198, 18, 0, (i + 1) as u8)
 }

@@ -752,6 +752,112 @@ fn spawn_err(name: &str, e: std::io::Error) -> PipelineError {
     thread_error(&format!("spawning thread {name}"), e)
 }
 
+/// The body of a line thread.
+type LineFn<'a> = Box<dyn FnOnce() -> ThreadReport + Send + 'a>;
+
+/// The sender's and the receiver's line threads for `ctx.cfg.link` (one
+/// construction for both modes): `ends` are each side's queues to its bottom
+/// layer(s), `ids` the two line threads' parker ids.
+fn line_threads<'p>(
+    ctx: &'p Ctx<'p>,
+    udp: Option<(UdpSocket, UdpSocket)>,
+    ends: [LayerEnds<'p>; 2],
+    ids: [usize; 2],
+) -> Result<(LineFn<'p>, LineFn<'p>), PipelineError> {
+    let cfg = ctx.cfg;
+    let [s_ends, r_ends] = ends;
+    let [sid, rid] = ids;
+    let (s_seed, r_seed) = (cfg.seed ^ 0x5e4d, cfg.seed ^ 0x4ece);
+    Ok(match (&cfg.link, udp) {
+        (
+            LinkConfig::Memory {
+                bandwidth_bit_s,
+                latency,
+                loss,
+                reorder,
+                duplicate,
+            },
+            _,
+        ) => {
+            let (a_tx, a_rx) = RingBuffer::new(WIRE_QUEUE);
+            let (b_tx, b_rx) = RingBuffer::new(WIRE_QUEUE);
+            let p = MemoryParams {
+                bandwidth_bit_s: *bandwidth_bit_s,
+                latency: *latency,
+                loss: *loss,
+                reorder: *reorder,
+                duplicate: *duplicate,
+                seed: s_seed,
+            };
+            let q = MemoryParams { seed: r_seed, ..p };
+            (
+                Box::new(move || {
+                    line::memory_line(
+                        ctx,
+                        "sender line".into(),
+                        "sender",
+                        sid,
+                        rid,
+                        ctx.cpu_for(sid),
+                        s_ends,
+                        a_tx,
+                        b_rx,
+                        p,
+                    )
+                }),
+                Box::new(move || {
+                    line::memory_line(
+                        ctx,
+                        "receiver line".into(),
+                        "receiver",
+                        rid,
+                        sid,
+                        ctx.cpu_for(rid),
+                        r_ends,
+                        b_tx,
+                        a_rx,
+                        q,
+                    )
+                }),
+            )
+        }
+        (LinkConfig::Udp { loss, .. }, Some((a, b))) => {
+            let loss = *loss;
+            (
+                Box::new(move || {
+                    line::udp_line(
+                        ctx,
+                        "sender line".into(),
+                        "sender",
+                        sid,
+                        ctx.cpu_for(sid),
+                        s_ends,
+                        a,
+                        loss,
+                        s_seed,
+                    )
+                }),
+                Box::new(move || {
+                    line::udp_line(
+                        ctx,
+                        "receiver line".into(),
+                        "receiver",
+                        rid,
+                        ctx.cpu_for(rid),
+                        r_ends,
+                        b,
+                        loss,
+                        r_seed,
+                    )
+                }),
+            )
+        }
+        (LinkConfig::Udp { .. }, None) => {
+            return Err(PipelineError::Thread("udp sockets missing".into()));
+        }
+    })
+}
+
 fn run_parallel<'p>(
     ctx: &'p Ctx<'p>,
     udp: Option<(UdpSocket, UdpSocket)>,
@@ -785,108 +891,14 @@ fn run_parallel<'p>(
                 let name = t.name.clone();
                 spawn(name, Box::new(move || parallel::run_layer(ctx, t)))?;
             }
-            let sid = parallel::sender_line_id(n);
-            let rid = parallel::receiver_line_id(n);
-            let (s_ends, r_ends) = (w.sender_line, w.receiver_line);
-            match (&cfg.link, udp) {
-                (
-                    LinkConfig::Memory {
-                        bandwidth_bit_s,
-                        latency,
-                        loss,
-                        reorder,
-                        duplicate,
-                    },
-                    _,
-                ) => {
-                    let (a_tx, a_rx) = RingBuffer::new(WIRE_QUEUE);
-                    let (b_tx, b_rx) = RingBuffer::new(WIRE_QUEUE);
-                    let p = MemoryParams {
-                        bandwidth_bit_s: *bandwidth_bit_s,
-                        latency: *latency,
-                        loss: *loss,
-                        reorder: *reorder,
-                        duplicate: *duplicate,
-                        seed: cfg.seed ^ 0x5e4d,
-                    };
-                    spawn(
-                        "sender line".into(),
-                        Box::new(move || {
-                            line::memory_line(
-                                ctx,
-                                "sender line".into(),
-                                "sender",
-                                sid,
-                                rid,
-                                ctx.cpu_for(sid),
-                                s_ends,
-                                a_tx,
-                                b_rx,
-                                p,
-                            )
-                        }),
-                    )?;
-                    let p = MemoryParams {
-                        seed: cfg.seed ^ 0x4ece,
-                        ..p
-                    };
-                    spawn(
-                        "receiver line".into(),
-                        Box::new(move || {
-                            line::memory_line(
-                                ctx,
-                                "receiver line".into(),
-                                "receiver",
-                                rid,
-                                sid,
-                                ctx.cpu_for(rid),
-                                r_ends,
-                                b_tx,
-                                a_rx,
-                                p,
-                            )
-                        }),
-                    )?;
-                }
-                (LinkConfig::Udp { loss, .. }, Some((a, b))) => {
-                    let loss = *loss;
-                    spawn(
-                        "sender line".into(),
-                        Box::new(move || {
-                            line::udp_line(
-                                ctx,
-                                "sender line".into(),
-                                "sender",
-                                sid,
-                                ctx.cpu_for(sid),
-                                s_ends,
-                                a,
-                                loss,
-                                cfg.seed ^ 0x5e4d,
-                            )
-                        }),
-                    )?;
-                    spawn(
-                        "receiver line".into(),
-                        Box::new(move || {
-                            line::udp_line(
-                                ctx,
-                                "receiver line".into(),
-                                "receiver",
-                                rid,
-                                ctx.cpu_for(rid),
-                                r_ends,
-                                b,
-                                loss,
-                                cfg.seed ^ 0x4ece,
-                            )
-                        }),
-                    )?;
-                }
-                (LinkConfig::Udp { .. }, None) => {
-                    return Err(PipelineError::Thread("udp sockets missing".into()));
-                }
-            }
+            let (sf, rf) = line_threads(
+                ctx,
+                udp,
+                [w.sender_line, w.receiver_line],
+                [parallel::sender_line_id(n), parallel::receiver_line_id(n)],
+            )?;
+            spawn("sender line".into(), sf)?;
+            spawn("receiver line".into(), rf)?;
             let sink_rx = w.sink_rx;
             let sink = parallel::sink_id(n);
             spawn(
@@ -1049,102 +1061,13 @@ fn run_rtc<'p>(
                     .map_err(|e| fail_spawn(spawn_err(&name, e)))?;
                 worker_handles.push((name, si, h));
             }
-            let sid = rtc::sender_line_id(k);
-            let rid = rtc::receiver_line_id(k);
-            type LineFn<'a> = Box<dyn FnOnce() -> ThreadReport + Send + 'a>;
-            let (sf, rf): (LineFn<'_>, LineFn<'_>) = match (&cfg.link, udp) {
-                (
-                    LinkConfig::Memory {
-                        bandwidth_bit_s,
-                        latency,
-                        loss,
-                        reorder,
-                        duplicate,
-                    },
-                    _,
-                ) => {
-                    let (a_tx, a_rx) = RingBuffer::new(WIRE_QUEUE);
-                    let (b_tx, b_rx) = RingBuffer::new(WIRE_QUEUE);
-                    let p = MemoryParams {
-                        bandwidth_bit_s: *bandwidth_bit_s,
-                        latency: *latency,
-                        loss: *loss,
-                        reorder: *reorder,
-                        duplicate: *duplicate,
-                        seed: cfg.seed ^ 0x5e4d,
-                    };
-                    let q = MemoryParams {
-                        seed: cfg.seed ^ 0x4ece,
-                        ..p
-                    };
-                    (
-                        Box::new(move || {
-                            line::memory_line(
-                                ctx,
-                                "sender line".into(),
-                                "sender",
-                                sid,
-                                rid,
-                                ctx.cpu_for(sid),
-                                s_ends,
-                                a_tx,
-                                b_rx,
-                                p,
-                            )
-                        }),
-                        Box::new(move || {
-                            line::memory_line(
-                                ctx,
-                                "receiver line".into(),
-                                "receiver",
-                                rid,
-                                sid,
-                                ctx.cpu_for(rid),
-                                r_ends,
-                                b_tx,
-                                a_rx,
-                                q,
-                            )
-                        }),
-                    )
-                }
-                (LinkConfig::Udp { loss, .. }, Some((a, b))) => {
-                    let loss = *loss;
-                    (
-                        Box::new(move || {
-                            line::udp_line(
-                                ctx,
-                                "sender line".into(),
-                                "sender",
-                                sid,
-                                ctx.cpu_for(sid),
-                                s_ends,
-                                a,
-                                loss,
-                                cfg.seed ^ 0x5e4d,
-                            )
-                        }),
-                        Box::new(move || {
-                            line::udp_line(
-                                ctx,
-                                "receiver line".into(),
-                                "receiver",
-                                rid,
-                                ctx.cpu_for(rid),
-                                r_ends,
-                                b,
-                                loss,
-                                cfg.seed ^ 0x4ece,
-                            )
-                        }),
-                    )
-                }
-                (LinkConfig::Udp { .. }, None) => {
-                    return Err(fail_spawn(PipelineError::Thread(
-                        "udp sockets missing".into(),
-                    )));
-                }
-            };
+            let (sf, rf) = line_threads(
+                ctx,
+                udp,
+                [s_ends, r_ends],
+                [rtc::sender_line_id(k), rtc::receiver_line_id(k)],
+            )
+            .map_err(fail_spawn)?;
             for (name, f) in [("sender line", sf), ("receiver line", rf)] {
                 let h = std::thread::Builder::new()
                     .name(short_name(name))

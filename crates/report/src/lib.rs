@@ -261,19 +261,26 @@ figcaption{font-size:.8rem;color:#555;max-width:720px}
 ul.warnings li{margin:.2rem 0}
 ";
 
-fn html(dir: &SweepDir, t: &PaperTable) -> Result<String, ReportError> {
-    let exp = &dir.experiment;
-    let names = stat_names(t.metric);
+/// The start of a report page: head with the inline style, the title and
+/// the experiment's description.
+fn page_start(title: &str, description: &str) -> String {
     let mut h = String::new();
     let _ = write!(
         h,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{}</h1>\n",
-        esc(&exp.title),
-        esc(&exp.title)
+        esc(title),
+        esc(title)
     );
-    if !exp.description.trim().is_empty() {
-        let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(exp.description.trim()));
+    if !description.trim().is_empty() {
+        let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(description.trim()));
     }
+    h
+}
+
+fn html(dir: &SweepDir, t: &PaperTable) -> Result<String, ReportError> {
+    let exp = &dir.experiment;
+    let names = stat_names(t.metric);
+    let mut h = page_start(&exp.title, &exp.description);
     if dir.points.is_empty() {
         let _ = writeln!(
             h,

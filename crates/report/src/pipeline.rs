@@ -5,7 +5,7 @@
 //! layers; the per-layer costs of the largest runs.
 
 use crate::plots::{self, Series};
-use crate::{iso, Format, ReportError, STYLE};
+use crate::{iso, page_start, Format, ReportError};
 use connlab_lab::{PipelineRunRecord, PipelineSweep};
 use html_escape::encode_text as esc;
 use std::fmt::Write as _;
@@ -337,16 +337,7 @@ fn plots_of(sweep: &PipelineSweep) -> Result<Vec<(String, String)>, ReportError>
 
 fn html(sweep: &PipelineSweep) -> Result<String, ReportError> {
     let exp = &sweep.experiment;
-    let mut h = String::new();
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{}</h1>\n",
-        esc(&exp.title),
-        esc(&exp.title)
-    );
-    if !exp.description.trim().is_empty() {
-        let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(exp.description.trim()));
-    }
+    let mut h = page_start(&exp.title, &exp.description);
     h.push_str("<table>\n");
     for (k, v) in summary_lines(sweep) {
         let _ = writeln!(
