@@ -454,7 +454,7 @@ pub struct PipelineSweep {
 pub fn capacity(throughput: f64, layers: u32, base: Option<f64>) -> (Option<f64>, Option<f64>) {
     match base {
         Some(b) if b > 0.0 => {
-            let rc = throughput * f64::from(layers) / b;
+            let rc = connlab_pipeline::relative_capacity(throughput, layers as usize, b);
             (Some(rc), Some(rc / f64::from(layers)))
         }
         _ => (None, None),

@@ -501,7 +501,8 @@ fn last_line(path: &Path) -> String {
         .unwrap_or_else(|| format!("(see {})", path.display()))
 }
 
-fn unix_now() -> f64 {
+/// Seconds since the Unix epoch, now.
+pub(crate) fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())

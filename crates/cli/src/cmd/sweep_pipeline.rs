@@ -4,6 +4,7 @@
 //! an interrupted sweep keeps its runs and resumes from them.
 
 use crate::cmd::pipeline::stop_flag;
+use crate::cmd::sweep::unix_now;
 use crate::Exit;
 use anyhow::{anyhow, Context};
 use connlab_lab::{
@@ -15,13 +16,7 @@ use connlab_pipeline::{LinkConfig, Mode, PipelineConfig};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
+use std::time::{Duration, Instant};
 
 /// The library configuration of one run.
 fn run_config(exp: &PipelineExperiment, p: &PipelineRunParams) -> anyhow::Result<PipelineConfig> {
