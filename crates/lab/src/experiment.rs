@@ -875,25 +875,11 @@ pub fn parse_link_rate(text: &str) -> Result<Option<u64>, String> {
     if t == "none" || t == "unlimited" {
         return Ok(None);
     }
-    let (digits, mult) = [
-        ("gbit", 1_000_000_000u64),
-        ("mbit", 1_000_000),
-        ("kbit", 1_000),
-        ("bit", 1),
-    ]
-    .iter()
-    .find_map(|(unit, m)| t.strip_suffix(unit).map(|d| (d.trim(), *m)))
-    .ok_or_else(|| {
-        format!("{text:?}: write a rate with a unit (1gbit, 100mbit, 512kbit) or none")
-    })?;
-    let value: f64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?}: {digits:?} is not a number"))?;
-    let bps = value * mult as f64;
-    if !(bps.is_finite() && (8_000.0..=100e9).contains(&bps)) {
+    let bps = connlab_measure::units::parse_rate(text).map_err(|e| format!("{e}, or none"))?;
+    if bps > 100_000_000_000 {
         return Err(format!("{text:?}: between 8kbit and 100gbit"));
     }
-    Ok(Some(bps.round() as u64))
+    Ok(Some(bps))
 }
 
 #[cfg(test)]

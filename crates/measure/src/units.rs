@@ -35,6 +35,35 @@ pub fn parse_size_u32(text: &str) -> Result<u32, String> {
     u32::try_from(n).map_err(|_| format!("{text:?} is above the 4 GiB - 1 maximum"))
 }
 
+/// Parses a rate: `1gbit`, `100mbit`, `512kbit`, `2.5gbit`, `1000000` (bit/s),
+/// also `bps`/`kbps`/`mbps`/`gbps` and `bit/s` spellings (decimal units).
+pub fn parse_rate(text: &str) -> Result<u64, String> {
+    let t = text.trim().to_ascii_lowercase();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| {
+        format!("{text:?} is not a rate: expected a number with a unit like 1gbit or 100mbit")
+    })?;
+    let scale = match unit.trim().trim_end_matches("/s") {
+        "" | "bit" | "bps" => 1.0,
+        "k" | "kbit" | "kbps" => 1e3,
+        "m" | "mbit" | "mbps" => 1e6,
+        "g" | "gbit" | "gbps" => 1e9,
+        other => {
+            return Err(format!(
+                "unknown rate unit {other:?} in {text:?}: use bit, kbit, mbit or gbit"
+            ))
+        }
+    };
+    let bits = n * scale;
+    if !bits.is_finite() || !(8_000.0..=1e13).contains(&bits) {
+        return Err(format!("{text:?}: a rate between 8kbit and 10000gbit"));
+    }
+    Ok(bits.round() as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
