@@ -9,11 +9,16 @@ Topology (network namespaces made here, removed at the end even on error or Ctrl
       -- bridge -- nodes n0 n1 (each: a small Python bulk/echo server on :8080)
 
 Systems on the front host (the cluster address 198.18.2.1:80):
-  io16k    connlab singleip io-server --send-limit 16KiB (default), app-node on each
-           node host forwarding to its local server (127.0.0.1:8080)
+  io16k    connlab singleip io-server --send-limit 16KiB (the defaults: send buffers
+           sized by rate share), app-node on each node host forwarding to its local
+           server (127.0.0.1:8080); the io-server's --stats JSON is kept per run
   iooff    the same with --send-limit off (the paper's unlimited case)
+  io16k-4x    --send-limit 16KiB with --send-buffer 4x (fixed 64 KiB, the default
+           before rate-share sizing); only with --systems
   io16k-auto  --send-limit 16KiB with --send-buffer auto (kernel-sized send buffer);
            only with --systems
+  io16k-h1.5  --send-buffer share:1.5 (rate-share headroom 1.5 instead of 2); only
+           with --systems
   nat      connlab gateway --mode nat (nftables DNAT, round robin) to the node servers
   haproxy  HAProxy 'mode tcp', nbthread 1, round robin to the node servers (part d)
 
@@ -176,6 +181,10 @@ def role_client(a):
 
 SYSTEMS_AB = ["io16k", "iooff", "nat", "haproxy"]
 SYSTEMS_C = ["io16k", "iooff", "nat"]
+# The I/O server's variants: --send-limit, --send-buffer.
+IO_SERVERS = {"io16k": ("16KiB", []), "iooff": ("off", []), "io16k-4x": ("16KiB", ["--send-buffer", "4x"]),
+              "io16k-auto": ("16KiB", ["--send-buffer", "auto"]),
+              "io16k-h1.5": ("16KiB", ["--send-buffer", "share:1.5"])}
 
 
 class Bench:
@@ -213,12 +222,15 @@ class Bench:
     def start_system(self, system):
         lab, started = self.lab, []
         vip = f"{lab.VIP}:{PORT}"
-        if system in ("io16k", "iooff", "io16k-auto"):
-            limit = "off" if system == "iooff" else "16KiB"
-            extra = ["--send-buffer", "auto"] if system == "io16k-auto" else []
+        if system in IO_SERVERS:
+            limit, extra = IO_SERVERS[system]
+            self.runs = getattr(self, "runs", 0) + 1
+            stats = f"{self.out}/io-server-stats/{self.runs:03d}-{system}.json"
+            os.makedirs(os.path.dirname(stats), exist_ok=True)
             p = self.procs.start(system, lab.inns("front", "taskset", "-c", "1", BIN, "singleip", "io-server",
                                                   "--listen", vip, "--nodes", f"{lab.FRONT_NODE_SIDE}:{NODE_PORT}",
-                                                  "--key", self.key, "--send-limit", limit, *extra),
+                                                  "--key", self.key, "--send-limit", limit, "--stats", stats,
+                                                  *extra),
                                  ready="io-server ready")
             started.append(p)
             for j, n in enumerate(lab.nodes):
@@ -299,7 +311,7 @@ listen front
                 self.row("b", rep, system, size, "mbit_s", size * 8 / median(done) / 1e6)
                 self.row("b", rep, system, size, "transfers", len(done))
             # (d): bulk with CPU accounting of the front process and the app-nodes
-            front = [p for p in started if p.name in ("io16k", "iooff", "haproxy")]
+            front = [p for p in started if (p.name in IO_SERVERS or p.name == "haproxy")]
             nodes = [p for p in started if p.name.startswith("app-node")]
             c0 = [cpu_s(p.pid) for p in front]
             n0 = [cpu_s(p.pid) for p in nodes]
@@ -480,7 +492,8 @@ def main():
                          "(the I/O server's own interface queue, where TCP small queues apply to its sockets)")
     ap.add_argument("--cc", default="reno", help="TCP congestion control in every namespace (reno or bbr: only' tcp_allowed_congestion_control' may be set in a namespace; cubic is not allowed here)")
     ap.add_argument("--nodes", type=int, default=2)
-    ap.add_argument("--systems", default=None, help="comma-separated subset of io16k, iooff, nat, haproxy, io16k-auto (16 KiB limit, --send-buffer auto)")
+    ap.add_argument("--systems", default=None, help="comma-separated subset of io16k, iooff, nat, haproxy, io16k-4x (16 KiB limit, --send-buffer 4x), "
+                    "io16k-auto (16 KiB limit, --send-buffer auto), io16k-h1.5 (--send-buffer share:1.5)")
     ap.add_argument("--fg", default=None, help="(c) foreground sizes in bytes, comma-separated (default 100 KB and "
                     "the background size)")
     ap.add_argument("--fg-delay", type=float, default=3.0, help="seconds between background and foreground start")
@@ -521,7 +534,7 @@ def main():
         a.fg_delay = min(a.fg_delay, 1.0)
     fgs = [int(x) for x in a.fg.split(",")] if a.fg else [100 * 1000, a.bg]
     systems = a.systems.split(",") if a.systems else None
-    known = SYSTEMS_AB + ["io16k-auto"]
+    known = SYSTEMS_AB + ["io16k-4x", "io16k-auto", "io16k-h1.5"]
     if systems and any(x not in known for x in systems):
         sys.exit(f"--systems: choose from {', '.join(known)}")
     out = a.out or tempfile.mkdtemp(prefix="connlab-singleip-")

@@ -569,7 +569,7 @@ fn help_shows_examples_and_bad_flags_exit_2() {
     let dir = temp_dir();
     let short = key_file(dir.path(), "short", b"too short");
     let good = key_file(dir.path(), "good", b"0123456789abcdef");
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 8] = [
         (
             &["singleip", "io-server", "--nodes", "127.0.0.1:0"],
             "--listen",
@@ -629,6 +629,21 @@ fn help_shows_examples_and_bad_flags_exit_2() {
                 "1",
             ],
             "--send-buffer",
+        ),
+        (
+            &[
+                "singleip",
+                "io-server",
+                "--listen",
+                "127.0.0.1:0",
+                "--nodes",
+                "127.0.0.1:0",
+                "--key",
+                good.to_str().unwrap(),
+                "--send-buffer",
+                "share:0.5",
+            ],
+            "headroom",
         ),
         (
             &[

@@ -11,6 +11,7 @@ pub mod netns;
 mod rusage;
 mod shared;
 mod shutdown;
+pub mod tcp;
 
 pub use cpu::{
     current_affinity, current_cpu, pin_current_process, set_current_thread_fifo, CpuBusy, CpuList,

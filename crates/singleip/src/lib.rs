@@ -18,12 +18,14 @@ pub mod drr;
 pub mod node;
 mod relay;
 pub mod server;
+pub mod sizing;
 pub mod stats;
 
 pub use api::{ClusterListener, ClusterStream};
 pub use drr::{After, FairQueue, Turn};
 pub use node::{run_node, run_node_with_stats, NodeConfig};
-pub use server::{run_server, SendLimit, ServerConfig};
+pub use server::{run_server, SendBuffer, SendLimit, ServerConfig};
+pub use sizing::ShareSizing;
 pub use stats::{ConnStats, NodeRunStats, NodeStats, ServerStats};
 
 use connlab_proto::xfer::{AuthKey, LocalError};

@@ -21,40 +21,62 @@
 
 use crate::drr::{After, FairQueue};
 use crate::relay::Relay;
+use crate::sizing::{self, ShareSizing};
 use crate::stats::{ConnStats, NodeStats, ServerStats};
 use crate::{os_nonce, Error};
+use connlab_os::tcp;
 use connlab_proto::xfer::{
     AuthKey, ErrorCode, Event, SockOpt, StreamId, XferConfig, XferError, XferSession,
 };
 use mio::net::{TcpListener, TcpStream};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
 /// How much each client socket may hold: the modern form of the paper's
 /// per-connection limit on the interface queue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SendLimit {
     /// `TCP_NOTSENT_LOWAT`: unsent bytes above which the socket is not
     /// reported writable (tcp(7)).
     pub notsent_lowat: u32,
-    /// `SO_SNDBUF` to ask for (the kernel doubles it, socket(7)); `None`
-    /// keeps the default autotuning.
-    pub sndbuf: Option<usize>,
+    /// How each socket's send buffer is sized.
+    pub sndbuf: SendBuffer,
+}
+
+/// How a limited client socket's send buffer (`SO_SNDBUF`) is sized. The
+/// buffer also holds the bytes in flight, so it bounds a connection's rate
+/// near buffer / RTT and its share of a bottleneck's queue.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SendBuffer {
+    /// The kernel's autotuning.
+    Auto,
+    /// This many bytes asked for (the kernel doubles it, socket(7)).
+    Fixed(usize),
+    /// Re-sized to a rate share of the fastest connection ([`ShareSizing`]).
+    Share(ShareSizing),
 }
 
 impl SendLimit {
     /// The limit `--send-limit BYTES` sets: `TCP_NOTSENT_LOWAT` = `bytes`
-    /// and a send buffer of four times that (at least 16 KiB), so the bytes in
-    /// flight are not cut below what the link needs.
+    /// and send buffers sized by rate share ([`ShareSizing::for_unsent_limit`]).
     pub fn from_bytes(bytes: u32) -> SendLimit {
         SendLimit {
             notsent_lowat: bytes,
-            sndbuf: Some((bytes as usize).saturating_mul(4).max(16 * 1024)),
+            sndbuf: SendBuffer::Share(ShareSizing::for_unsent_limit(bytes)),
+        }
+    }
+
+    /// `bytes` with a fixed send buffer of four times that (at least 16 KiB):
+    /// the default before rate-share sizing (`--send-buffer 4x`).
+    pub fn fixed_4x(bytes: u32) -> SendLimit {
+        SendLimit {
+            notsent_lowat: bytes,
+            sndbuf: SendBuffer::Fixed((bytes as usize).saturating_mul(4).max(16 * 1024)),
         }
     }
 }
@@ -126,6 +148,9 @@ const KIND_LISTENER: usize = 1;
 const KIND_NODE: usize = 2;
 const KIND_CLIENT: usize = 3;
 const READ_CHUNK: usize = 64 * 1024;
+/// `TCP_INFO` readings a socket's delivery rate is taken over (the span is
+/// `RATE_READINGS - 1` sizing periods).
+const RATE_READINGS: usize = 4;
 
 fn token(kind: usize, idx: usize) -> Token {
     Token(idx * 4 + kind)
@@ -161,10 +186,12 @@ pub fn run_server(
         .min(config.handshake_timeout / 2)
         .max(Duration::from_millis(1));
     while !stop() {
-        let timeout = if server.fq.is_empty() {
-            tick
-        } else {
-            Duration::ZERO
+        let timeout = match &server.sizer {
+            _ if !server.fq.is_empty() => Duration::ZERO,
+            Some(sizer) if server.clients.iter().any(Option::is_some) => {
+                tick.min(sizer.next.saturating_duration_since(Instant::now()))
+            }
+            _ => tick,
         };
         if let Err(e) = server.poll.poll(&mut events, Some(timeout)) {
             if e.kind() == io::ErrorKind::Interrupted {
@@ -209,6 +236,7 @@ pub fn run_server(
             }
         }
         server.serve_clients();
+        server.resize_send_buffers(Instant::now());
         server.check_timers();
     }
     Ok(server.finish())
@@ -240,6 +268,30 @@ struct Node {
 struct Client {
     relay: Relay,
     node: usize,
+    /// Rate-share sizing state (with `SendBuffer::Share`).
+    sizing: Option<ConnSizing>,
+}
+
+/// What rate-share sizing knows of one client socket.
+struct ConnSizing {
+    /// When and `tcpi_bytes_acked` at the last few readings, oldest first:
+    /// the delivery rate is taken over these (a few periods), as one period
+    /// of ACKs is bursty.
+    readings: VecDeque<(Instant, u64)>,
+    /// `bytes_to_client` at the last reading.
+    written: u64,
+    /// The lowest RTT seen, microseconds.
+    min_rtt_us: u32,
+    /// The send buffer set, bytes as the kernel counts them.
+    sk_bytes: usize,
+}
+
+/// Rate-share sizing across the client sockets.
+struct Sizer {
+    rules: ShareSizing,
+    /// The fastest delivery rate in the last round, bytes per second.
+    fastest: f64,
+    next: Instant,
 }
 
 /// Nodes serving a port, taken in turn.
@@ -260,6 +312,7 @@ struct Server<'c> {
     free_clients: Vec<usize>,
     ports: BTreeMap<u16, Serving>,
     fq: FairQueue,
+    sizer: Option<Sizer>,
     scratch: Vec<u8>,
     stats: ServerStats,
 }
@@ -298,7 +351,15 @@ impl<'c> Server<'c> {
         let stats = ServerStats {
             schema: "connlab.singleip.io-server.stats/1",
             send_limit_bytes: config.send_limit.map(|l| u64::from(l.notsent_lowat)),
-            sndbuf_bytes: config.send_limit.and_then(|l| l.sndbuf.map(|b| b as u64)),
+            sndbuf_bytes: match config.send_limit.map(|l| l.sndbuf) {
+                Some(SendBuffer::Fixed(b)) => Some(b as u64),
+                _ => None,
+            },
+            sndbuf_mode: match config.send_limit.map(|l| l.sndbuf) {
+                None | Some(SendBuffer::Auto) => "auto",
+                Some(SendBuffer::Fixed(_)) => "fixed",
+                Some(SendBuffer::Share(_)) => "share",
+            },
             quantum_bytes: limited.then_some(config.quantum),
             ..ServerStats::default()
         };
@@ -314,6 +375,14 @@ impl<'c> Server<'c> {
             ports: BTreeMap::new(),
             // Unlimited: every turn writes as much as the socket takes.
             fq: FairQueue::new(if limited { config.quantum } else { u64::MAX }),
+            sizer: match config.send_limit.map(|l| l.sndbuf) {
+                Some(SendBuffer::Share(rules)) => Some(Sizer {
+                    rules,
+                    fastest: 0.0,
+                    next: Instant::now() + rules.period,
+                }),
+                _ => None,
+            },
             scratch: vec![0; READ_CHUNK],
             stats,
         })
@@ -441,10 +510,34 @@ impl<'c> Server<'c> {
         connecting: bool,
     ) -> Option<usize> {
         let _ = sock.set_nodelay(true);
+        let mut sizing = None;
         if let Some(limit) = self.config.send_limit {
-            let _ = set_notsent_lowat(&sock, limit.notsent_lowat);
-            if let Some(b) = limit.sndbuf {
-                let _ = socket2::SockRef::from(&sock).set_send_buffer_size(b);
+            let fd = sock.as_raw_fd();
+            let _ = tcp::set_notsent_lowat(fd, limit.notsent_lowat as usize);
+            match (limit.sndbuf, &self.sizer) {
+                (SendBuffer::Fixed(b), _) => {
+                    let _ = socket2::SockRef::from(&sock).set_send_buffer_size(b);
+                }
+                (SendBuffer::Share(rules), Some(sizer)) => {
+                    // Before any sample of its own: the handshake's RTT and
+                    // the allowance every active connection has now.
+                    let info = tcp::tcp_info(fd).unwrap_or_default();
+                    let rtt_us = if info.min_rtt_us > 0 {
+                        info.min_rtt_us
+                    } else {
+                        info.rtt_us
+                    };
+                    let sk_bytes =
+                        rules.target(sizer.fastest, Duration::from_micros(rtt_us.into()));
+                    let _ = tcp::set_send_buffer(fd, sk_bytes / 2);
+                    sizing = Some(ConnSizing {
+                        readings: VecDeque::from([(Instant::now(), info.bytes_acked)]),
+                        written: 0,
+                        min_rtt_us: rtt_us,
+                        sk_bytes,
+                    });
+                }
+                _ => {}
             }
         }
         let slot = self.free_clients.pop().unwrap_or_else(|| {
@@ -467,8 +560,16 @@ impl<'c> Server<'c> {
         relay.stats.peer = peer.to_string();
         relay.stats.connect = connecting;
         relay.stats.node_id = node.session.node_id();
+        if let Some(z) = &sizing {
+            relay.stats.sndbuf_max_bytes = z.sk_bytes as u64;
+            relay.stats.sndbuf_last_bytes = z.sk_bytes as u64;
+        }
         node.streams.insert(stream.0, slot);
-        self.clients[slot] = Some(Client { relay, node: n });
+        self.clients[slot] = Some(Client {
+            relay,
+            node: n,
+            sizing,
+        });
         Some(slot)
     }
 
@@ -809,6 +910,74 @@ impl<'c> Server<'c> {
         }
     }
 
+    /// One round of rate-share sizing when it is due: reads `TCP_INFO` of
+    /// every client socket that sent since its last reading, takes the
+    /// fastest delivery rate, and re-sizes those sockets' send buffers to
+    /// the allowance it gives ([`ShareSizing`]). Idle sockets keep theirs.
+    fn resize_send_buffers(&mut self, now: Instant) {
+        let Some(sizer) = self.sizer.as_mut() else {
+            return;
+        };
+        if now < sizer.next {
+            return;
+        }
+        let rules = sizer.rules;
+        let mut fastest = 0.0f64;
+        let mut active = Vec::new();
+        let mut min_rtts = Vec::new();
+        for (slot, c) in self.clients.iter_mut().enumerate() {
+            let Some(c) = c.as_mut() else { continue };
+            let Some(z) = c.sizing.as_mut() else { continue };
+            if c.relay.stats.bytes_to_client == z.written && c.relay.queued() == 0 {
+                continue;
+            }
+            let Ok(info) = tcp::tcp_info(c.relay.sock.as_raw_fd()) else {
+                continue;
+            };
+            if z.readings.len() >= RATE_READINGS {
+                z.readings.pop_front();
+            }
+            z.readings.push_back((now, info.bytes_acked));
+            if let (Some(&(t0, a0)), Some(&(t1, a1))) = (z.readings.front(), z.readings.back()) {
+                // Too short a span makes a noisy sample: such a socket is
+                // sized this round but sets the pace only later.
+                if t1.saturating_duration_since(t0) >= rules.period / 2 {
+                    let r = sizing::rate(a1.saturating_sub(a0), t1.saturating_duration_since(t0));
+                    fastest = fastest.max(r);
+                }
+            }
+            z.written = c.relay.stats.bytes_to_client;
+            if info.min_rtt_us > 0 {
+                z.min_rtt_us = info.min_rtt_us;
+            }
+            active.push(slot);
+            min_rtts.push(Duration::from_micros(z.min_rtt_us.into()));
+        }
+        sizer.fastest = fastest;
+        sizer.next = now + rules.period_for(active.len());
+        self.stats.sizing_rounds += 1;
+        let bases = sizing::base_rtts(&min_rtts, rules.same_path);
+        for (slot, base) in active.into_iter().zip(bases) {
+            let Some(c) = self.clients[slot].as_mut() else {
+                continue;
+            };
+            let Some(z) = c.sizing.as_mut() else { continue };
+            let target = rules.target(fastest, base);
+            let st = &mut c.relay.stats;
+            st.min_rtt_us = z.min_rtt_us;
+            st.base_rtt_us = base.as_micros().try_into().unwrap_or(u32::MAX);
+            if !ShareSizing::worth_changing(z.sk_bytes, target) {
+                continue;
+            }
+            if tcp::set_send_buffer(c.relay.sock.as_raw_fd(), target / 2).is_ok() {
+                z.sk_bytes = target;
+                st.sndbuf_changes += 1;
+                st.sndbuf_last_bytes = target as u64;
+                st.sndbuf_max_bytes = st.sndbuf_max_bytes.max(target as u64);
+            }
+        }
+    }
+
     /// Closes node connections still unauthenticated after the handshake
     /// timeout, pings silent nodes and gives up on those silent too long.
     fn check_timers(&mut self) {
@@ -970,26 +1139,5 @@ impl<'c> Server<'c> {
             }
         }
         self.stats
-    }
-}
-
-/// `setsockopt(TCP_NOTSENT_LOWAT)` (tcp(7)); socket2 0.5 has no wrapper.
-fn set_notsent_lowat(sock: &TcpStream, bytes: u32) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    // SAFETY: a valid socket descriptor and a pointer to a c_int of the size passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_NOTSENT_LOWAT,
-            (&value as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
     }
 }

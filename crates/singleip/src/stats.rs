@@ -74,6 +74,17 @@ pub struct ConnStats {
     pub queue_wait_us_total: u64,
     /// Longest such time, us.
     pub queue_wait_us_max: u64,
+    /// Largest send buffer set by rate-share sizing, bytes as the kernel
+    /// counts them (0 without it).
+    pub sndbuf_max_bytes: u64,
+    /// The send buffer it had last, bytes.
+    pub sndbuf_last_bytes: u64,
+    /// Times its send buffer was re-sized.
+    pub sndbuf_changes: u64,
+    /// Its lowest RTT as `TCP_INFO` gave it at the last re-sizing, us.
+    pub min_rtt_us: u32,
+    /// The base RTT its buffer was sized with then, us (`sizing::base_rtts`).
+    pub base_rtt_us: u32,
     /// How it ended: `closed`, `reset by client`, `reset by node`, `node lost`,
     /// `connect failed`, `open` (still open at exit).
     pub end: String,
@@ -90,8 +101,13 @@ pub struct ServerStats {
     pub nodes_addr: String,
     /// `TCP_NOTSENT_LOWAT` per client socket, bytes (`None`: unlimited).
     pub send_limit_bytes: Option<u64>,
-    /// `SO_SNDBUF` asked per client socket, bytes (`None`: kernel default).
+    /// `SO_SNDBUF` asked per client socket with a fixed buffer, bytes.
     pub sndbuf_bytes: Option<u64>,
+    /// How client send buffers are sized: `auto` (kernel), `fixed`, or
+    /// `share` (re-sized to a rate share, see `sizing`).
+    pub sndbuf_mode: &'static str,
+    /// Rate-share sizing rounds run.
+    pub sizing_rounds: u64,
     /// DRR quantum, bytes (`None`: unlimited writes).
     pub quantum_bytes: Option<u64>,
     /// Client connections accepted on the cluster address.

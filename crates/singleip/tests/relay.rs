@@ -133,7 +133,7 @@ fn api_stream_echoes_with_half_close() {
 
 #[test]
 fn forwarding_node_relays_to_a_local_server() {
-    let server = start_server(Some(SendLimit::from_bytes(16 * 1024)));
+    let server = start_server(Some(SendLimit::fixed_4x(16 * 1024)));
     let echo = echo_server();
     let stop = Arc::new(Shutdown::new().unwrap());
     let (tx, rx) = mpsc::channel();
@@ -208,7 +208,21 @@ fn stalled_reader_does_not_stop_the_other_streams() {
         assert_eq!(o.join().unwrap(), N);
     }
     drop(stalled);
-    let _ = server.stop();
+    let stats = server.stop();
+    // The default limit re-sizes send buffers by rate share.
+    assert_eq!(stats.sndbuf_mode, "share");
+    assert!(stats.sizing_rounds > 0);
+    let sent: Vec<_> = stats
+        .connections
+        .iter()
+        .filter(|c| c.bytes_to_client == N as u64)
+        .collect();
+    assert_eq!(sent.len(), 4, "{:?}", stats.connections);
+    assert!(
+        sent.iter()
+            .all(|c| c.sndbuf_max_bytes >= 32 << 10 && c.sndbuf_last_bytes >= 32 << 10),
+        "{sent:?}"
+    );
 }
 
 #[test]

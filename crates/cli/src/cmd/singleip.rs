@@ -9,8 +9,8 @@ use clap::{Args, Subcommand};
 use connlab_measure::units::parse_size;
 use connlab_os::Shutdown;
 use connlab_singleip::{
-    load_key, run_node_with_stats, run_server, Error as SingleIpError, NodeConfig, SendLimit,
-    ServerConfig,
+    load_key, run_node_with_stats, run_server, Error as SingleIpError, NodeConfig, SendBuffer,
+    SendLimit, ServerConfig, ShareSizing,
 };
 use serde::Serialize;
 use std::io::Write as _;
@@ -39,14 +39,16 @@ may also ask for a port not in --listen: it is bound on the first --listen addre
 A node that dies or sends a bad frame resets only its own clients.
 
 Toward clients each socket may hold at most --send-limit unsent bytes
-(TCP_NOTSENT_LOWAT) in a send buffer of --send-buffer (default four times the limit),
-and ready sockets are written in deficit-round-robin order, --quantum bytes per turn.
-Measured (BENCHMARKS.md): the bounded send buffer, which also bounds each connection's
-bytes in flight, is what keeps a bottleneck queue short and streams fair (Jain 1.00 vs
-0.87 for NAT at 2 ms RTT), at the price of a rate cap near send buffer / RTT (about 450
-Mbit/s per connection with the defaults at 2 ms); --send-buffer auto lifts the cap and
-loses the effect. --send-limit off is the paper's unlimited case: kernel default
-buffers, each socket written as far as it takes.
+(TCP_NOTSENT_LOWAT) in a send buffer sized by --send-buffer, and ready sockets are
+written in deficit-round-robin order, --quantum bytes per turn. Measured
+(BENCHMARKS.md): the bounded send buffer, which also bounds each connection's bytes in
+flight, is what keeps a bottleneck queue short and streams fair at 2 ms RTT. The
+default, --send-buffer share, gives every active connection the same allowance, twice
+the fastest one's delivery rate, so a lone connection is not capped and connections
+sharing a bottleneck are held to equal rates. A fixed buffer caps a connection near
+buffer / RTT; --send-buffer auto lifts the bound and loses the effect. --send-limit off
+is the paper's unlimited case: kernel default buffers, each socket written as far as
+it takes.
 
 Prints 'singleip: io-server ready ...' on stdout once listening. SIGINT/SIGTERM stop
 it; it then writes --stats (JSON: per node frames, bytes, streams, resets, auth
@@ -90,11 +92,13 @@ struct IoServerArgs {
     /// Unsent bytes each client socket may hold (TCP_NOTSENT_LOWAT), or 'off'.
     #[arg(long, default_value = "16KiB", value_name = "BYTES|off")]
     send_limit: String,
-    /// SO_SNDBUF of each client socket with a send limit: BYTES, '4x' (four times
-    /// --send-limit) or 'auto' (kernel autotuning). The buffer also holds unacknowledged
-    /// data, so it caps each connection's rate near BYTES x 2 / RTT: 4x a 16 KiB limit
-    /// caps it near 450 Mbit/s at 2 ms RTT (BENCHMARKS.md).
-    #[arg(long, default_value = "4x", value_name = "BYTES|4x|auto")]
+    /// SO_SNDBUF of each client socket with a send limit: 'share' (re-sized every 10 ms
+    /// to twice the fastest connection's delivery rate times the socket's base RTT,
+    /// plus --send-limit; 'share:H' sets the factor), BYTES (fixed), '4x' (four times
+    /// --send-limit, fixed) or 'auto' (kernel autotuning). The buffer also holds
+    /// unacknowledged data, so a fixed one caps a connection's rate near BYTES x 2 / RTT
+    /// (BENCHMARKS.md).
+    #[arg(long, default_value = "share", value_name = "share[:H]|BYTES|4x|auto")]
     send_buffer: String,
     /// Bytes a client socket may be written per DRR turn (with a send limit).
     #[arg(long, default_value = "16KiB", value_parser = parse_size, value_name = "BYTES")]
@@ -206,20 +210,38 @@ fn setup_error(e: SingleIpError) -> Exit {
 /// Applies `--send-buffer` to a send limit.
 fn with_send_buffer(limit: Option<SendLimit>, text: &str) -> Result<Option<SendLimit>, Exit> {
     let Some(mut limit) = limit else {
-        if text != "4x" {
+        if !text.eq_ignore_ascii_case("share") {
             return Err(Exit::usage(anyhow!(
                 "--send-buffer applies with a --send-limit, not with --send-limit off"
             )));
         }
         return Ok(None);
     };
-    limit.sndbuf = match text.to_ascii_lowercase().as_str() {
-        "4x" => limit.sndbuf,
-        "auto" => None,
+    let lower = text.to_ascii_lowercase();
+    if let Some(h) = lower.strip_prefix("share:") {
+        let headroom: f64 = h
+            .parse()
+            .ok()
+            .filter(|h: &f64| (1.05..=16.0).contains(h))
+            .ok_or_else(|| {
+                Exit::usage(anyhow!(
+                    "--send-buffer {text:?}: share:H takes a headroom H between 1.05 and 16"
+                ))
+            })?;
+        let mut rules = ShareSizing::for_unsent_limit(limit.notsent_lowat);
+        rules.headroom = headroom;
+        limit.sndbuf = SendBuffer::Share(rules);
+        return Ok(Some(limit));
+    }
+    limit.sndbuf = match lower.as_str() {
+        "share" => limit.sndbuf,
+        "4x" => SendLimit::fixed_4x(limit.notsent_lowat).sndbuf,
+        "auto" => SendBuffer::Auto,
         _ => {
-            let bytes = parse_size(text)
-                .map_err(|e| Exit::usage(anyhow!("--send-buffer {text:?}: {e} (or 4x, auto)")))?;
-            Some(
+            let bytes = parse_size(text).map_err(|e| {
+                Exit::usage(anyhow!("--send-buffer {text:?}: {e} (or share, 4x, auto)"))
+            })?;
+            SendBuffer::Fixed(
                 usize::try_from(bytes)
                     .ok()
                     .filter(|b| (4096..=(256 << 20)).contains(b))
@@ -230,6 +252,18 @@ fn with_send_buffer(limit: Option<SendLimit>, text: &str) -> Result<Option<SendL
         }
     };
     Ok(Some(limit))
+}
+
+/// How `--send-buffer` came out, for the ready line.
+fn describe_send_buffer(b: SendBuffer) -> String {
+    match b {
+        SendBuffer::Auto => "auto".into(),
+        SendBuffer::Fixed(bytes) => format!("{bytes} B"),
+        SendBuffer::Share(r) => format!(
+            "share ({}x the fastest rate x RTT + {} B, {}-{} B, every {:?})",
+            r.headroom, r.unsent, r.floor, r.ceiling, r.period
+        ),
+    }
 }
 
 fn io_server(args: IoServerArgs) -> Result<ExitCode, Exit> {
@@ -257,7 +291,7 @@ fn io_server(args: IoServerArgs) -> Result<ExitCode, Exit> {
                 Some(l) => format!(
                     "send limit {} B, send buffer {}, quantum {} B",
                     l.notsent_lowat,
-                    l.sndbuf.map_or("auto".to_string(), |b| format!("{b} B")),
+                    describe_send_buffer(l.sndbuf),
                     args.quantum
                 ),
                 None => "send limit off".to_string(),
