@@ -6,7 +6,7 @@ Usage: scripts/plot_singleip.py DIR [DIR ...]
 
 For each results directory (e.g. benchmarks/runs/.../singleip/emulator-reno) writes
   timelines.png   time against TCP sequence number (relative) per stream, one panel per
-                  system (io16k, iooff, nat) and foreground size (the paper's figures 8-12)
+                  system found (io16k, io16k-4x, iooff, nat, ...) and foreground size (the paper's figures 8-12)
   throughput.png  per-stream throughput over time (100 ms bins), same panels
 from the repetition-1 files c-<system>-fg<size>-rep1.{timeline,bins}.csv.
 """
@@ -20,7 +20,13 @@ try:
 except ImportError:
     sys.exit("needs matplotlib: apt-get install python3-matplotlib")
 
-SYSTEMS = ["io16k", "iooff", "nat"]
+# Panel order; systems found in a directory but not listed here follow.
+ORDER = ["io16k", "io16k-4x", "io16k-h1.5", "io16k-auto", "iooff", "nat"]
+
+
+def systems_in(d):
+    found = {f.split("-fg")[0][2:] for f in os.listdir(d) if f.startswith("c-") and f.endswith("-rep1.timeline.csv")}
+    return [s for s in ORDER if s in found] + sorted(found - set(ORDER))
 SIZES = [("fg100k", "100 KB foreground"), ("fg100000k", "100 MB foreground")]
 COLOURS = {"fg": "tab:red", "bg1": "tab:blue", "bg2": "tab:green"}
 
@@ -30,8 +36,8 @@ def rows(path):
         return list(csv.DictReader(f))
 
 
-def panel_grid(title):
-    fig, axes = plt.subplots(len(SIZES), len(SYSTEMS), figsize=(15, 8), squeeze=False)
+def panel_grid(title, ncols):
+    fig, axes = plt.subplots(len(SIZES), max(ncols, 1), figsize=(5 * max(ncols, 3), 8), squeeze=False)
     fig.suptitle(title)
     return fig, axes
 
@@ -39,9 +45,10 @@ def panel_grid(title):
 def plot_dir(d):
     name = os.path.basename(os.path.normpath(d))
     done = 0
-    fig, axes = panel_grid(f"{name}: time against TCP sequence number, per stream (repetition 1)")
+    systems = systems_in(d)
+    fig, axes = panel_grid(f"{name}: time against TCP sequence number, per stream (repetition 1)", len(systems))
     for i, (size, label) in enumerate(SIZES):
-        for j, system in enumerate(SYSTEMS):
+        for j, system in enumerate(systems):
             ax = axes[i][j]
             path = os.path.join(d, f"c-{system}-{size}-rep1.timeline.csv")
             if not os.path.exists(path):
@@ -65,9 +72,9 @@ def plot_dir(d):
     fig.tight_layout()
     fig.savefig(os.path.join(d, "timelines.png"), dpi=90)
     plt.close(fig)
-    fig, axes = panel_grid(f"{name}: per-stream throughput over time, 100 ms bins (repetition 1)")
+    fig, axes = panel_grid(f"{name}: per-stream throughput over time, 100 ms bins (repetition 1)", len(systems))
     for i, (size, label) in enumerate(SIZES):
-        for j, system in enumerate(SYSTEMS):
+        for j, system in enumerate(systems):
             ax = axes[i][j]
             path = os.path.join(d, f"c-{system}-{size}-rep1.bins.csv")
             if not os.path.exists(path):

@@ -5,9 +5,13 @@
 //! node resets only its own streams; a wrong key is refused and counted; a
 //! peer sending garbage or a frame before the handshake is refused without
 //! crashing the io-server, which keeps serving the good node; bad flags exit 2.
+//! The same in network namespaces (io-server, two node hosts, a client host):
+//! reach, a killed node, garbage, a wrong key, a frame before the handshake,
+//! an oversized frame from an authenticated node, and a stalled reader.
 //! Every wait has a deadline and every child is killed when dropped.
 
 use connlab_os::netns::{Topology, TopologySpec};
+use connlab_proto::xfer::{Event as XferEvent, XferConfig, XferSession};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -702,7 +706,7 @@ fn can_use_namespaces() -> bool {
 }
 
 #[test]
-fn in_namespaces_clients_reach_two_nodes_a_killed_node_garbage_and_a_stalled_reader_cost_only_themselves(
+fn in_namespaces_clients_reach_two_nodes_a_killed_node_a_wrong_key_bad_frames_and_a_stalled_reader_cost_only_themselves(
 ) {
     if !can_use_namespaces() {
         return;
@@ -797,6 +801,68 @@ fn in_namespaces_clients_reach_two_nodes_a_killed_node_garbage_and_a_stalled_rea
         let _ = g.read_to_end(&mut rest); // the io-server closes it
     })
     .unwrap();
+    // A node with a wrong key, from another host: refused, counted, and the
+    // node exits 1 saying why.
+    let wrong = key_file(dir.path(), "wrong", b"fedcba9876543210fedcba9876543210");
+    let out = topo
+        .command("n1", connlab_bin())
+        .unwrap()
+        .args([
+            "singleip",
+            "app-node",
+            "--io-server",
+            "198.18.0.1:7000",
+            "--key",
+            wrong.to_str().unwrap(),
+            "--forward",
+            "127.0.0.1:9",
+            "--port",
+            "80",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("proof does not match"), "{err}");
+    // Bad frames: a DATA frame before the handshake, and an oversized frame
+    // from a node that authenticated. Each costs only its own connection.
+    topo.run_in("n1", || {
+        let mut s = TcpStream::connect("198.18.0.1:7000").unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let _ = s.write_all(&[0, 0, 0, 4, 0x30, 0, 0, 0, 0, 0, 0, 2, 1, 2, 3, 4]);
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        assert_eq!(rest.get(4), Some(&0x06), "GOAWAY expected: {rest:02x?}");
+        let mut s = TcpStream::connect("198.18.0.1:7000").unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let key = connlab_proto::xfer::AuthKey::new(b"0123456789abcdef0123456789abcdef").unwrap();
+        let mut session = XferSession::node(XferConfig::new(key, [5; 32])).unwrap();
+        let (mut out, mut buf) = (Vec::new(), [0u8; 4096]);
+        let mut established = false;
+        while !established {
+            session.drain_output(&mut out);
+            s.write_all(&out).unwrap();
+            out.clear();
+            let n = s.read(&mut buf).unwrap();
+            assert!(n > 0, "the io-server closed during the handshake");
+            session
+                .feed(&buf[..n], &mut |e| {
+                    established |= matches!(e, XferEvent::Established { .. })
+                })
+                .unwrap();
+        }
+        session.drain_output(&mut out);
+        s.write_all(&out).unwrap();
+        // A DATA header announcing 2 GiB on stream 1.
+        s.write_all(&[0x7f, 0xff, 0xff, 0xff, 0x30, 0, 0, 0, 0, 0, 0, 1])
+            .unwrap();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        // GOAWAY FRAME_SIZE (2).
+        assert_eq!(rest.get(4), Some(&0x06), "GOAWAY expected: {rest:02x?}");
+        assert_eq!(rest.get(12..16), Some(&[0, 0, 0, 2][..]), "{rest:02x?}");
+    })
+    .unwrap();
     // One client that never reads does not hold up the others (bytes moved,
     // not time): three streams echo 1 MB each through the surviving node.
     let (stalled, movers) = topo
@@ -846,8 +912,13 @@ fn in_namespaces_clients_reach_two_nodes_a_killed_node_garbage_and_a_stalled_rea
     let (code, err) = server.stop();
     assert_eq!(code, 0, "io-server: {err}");
     let s = read_json(&stats);
-    assert_eq!(s["nodes_authenticated"], 2, "{s}");
-    assert_eq!(s["nodes_refused"], 1, "the garbage peer: {s}");
+    // n1, n2 and the node that then sent an oversized frame.
+    assert_eq!(s["nodes_authenticated"], 3, "{s}");
+    // The garbage peer, the wrong key, the frame before the handshake.
+    assert_eq!(s["nodes_refused"], 3, "{s}");
+    assert_eq!(s["auth_failures"], 1, "{s}");
+    // Garbage, the early DATA frame, the oversized frame.
+    assert_eq!(s["bad_frames"], 3, "{s}");
     let ends: Vec<(&Value, &Value)> = s["connections"]
         .as_array()
         .unwrap()

@@ -150,7 +150,7 @@ const KIND_CLIENT: usize = 3;
 const READ_CHUNK: usize = 64 * 1024;
 /// `TCP_INFO` readings a socket's delivery rate is taken over (the span is
 /// `RATE_READINGS - 1` sizing periods).
-const RATE_READINGS: usize = 4;
+const RATE_READINGS: usize = 3;
 
 fn token(kind: usize, idx: usize) -> Token {
     Token(idx * 4 + kind)
@@ -274,6 +274,8 @@ struct Client {
 
 /// What rate-share sizing knows of one client socket.
 struct ConnSizing {
+    /// When the socket was added.
+    born: Instant,
     /// When and `tcpi_bytes_acked` at the last few readings, oldest first:
     /// the delivery rate is taken over these (a few periods), as one period
     /// of ACKs is bursty.
@@ -527,11 +529,13 @@ impl<'c> Server<'c> {
                     } else {
                         info.rtt_us
                     };
-                    let sk_bytes =
-                        rules.target(sizer.fastest, Duration::from_micros(rtt_us.into()));
+                    let rtt = Duration::from_micros(rtt_us.into());
+                    let sk_bytes = rules.target_at_age(sizer.fastest, rtt, Duration::ZERO);
                     let _ = tcp::set_send_buffer(fd, sk_bytes / 2);
+                    let now = Instant::now();
                     sizing = Some(ConnSizing {
-                        readings: VecDeque::from([(Instant::now(), info.bytes_acked)]),
+                        born: now,
+                        readings: VecDeque::from([(now, info.bytes_acked)]),
                         written: 0,
                         min_rtt_us: rtt_us,
                         sk_bytes,
@@ -962,7 +966,7 @@ impl<'c> Server<'c> {
                 continue;
             };
             let Some(z) = c.sizing.as_mut() else { continue };
-            let target = rules.target(fastest, base);
+            let target = rules.target_at_age(fastest, base, now.saturating_duration_since(z.born));
             let st = &mut c.relay.stats;
             st.min_rtt_us = z.min_rtt_us;
             st.base_rtt_us = base.as_micros().try_into().unwrap_or(u32::MAX);

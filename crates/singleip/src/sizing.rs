@@ -41,6 +41,13 @@ pub struct ShareSizing {
     pub floor: usize,
     /// The largest buffer, bytes.
     pub ceiling: usize,
+    /// The least buffer a new connection gets, kept until it has been
+    /// measured over [`ShareSizing::young_for`]: enough for TCP's slow start
+    /// to run a few round trips unhindered, so a short transfer is not held
+    /// back by the period it takes to measure it.
+    pub initial: usize,
+    /// How long a new connection keeps at least `initial`.
+    pub young_for: Duration,
     /// Lowest RTTs within this factor of a lower one are taken as that one
     /// plus queueing ([`base_rtts`]).
     pub same_path: f64,
@@ -54,8 +61,9 @@ impl ShareSizing {
 
     /// The defaults for an unsent-bytes limit of `unsent` bytes: re-size
     /// every 10 ms, allowance twice the fastest rate, buffers between
-    /// twice the limit (at least 16 KiB) and 64 MiB, RTTs within 3x taken as
-    /// one path.
+    /// twice the limit (at least 16 KiB) and 64 MiB, at least eight times
+    /// the limit (at least 128 KiB) for a connection's first 20 ms, RTTs
+    /// within 3x taken as one path.
     pub fn for_unsent_limit(unsent: u32) -> ShareSizing {
         let unsent = unsent as usize;
         ShareSizing {
@@ -64,6 +72,8 @@ impl ShareSizing {
             unsent,
             floor: unsent.saturating_mul(2).max(16 << 10),
             ceiling: 64 << 20,
+            initial: unsent.saturating_mul(8).max(128 << 10),
+            young_for: Duration::from_millis(20),
             same_path: 3.0,
         }
     }
@@ -80,6 +90,17 @@ impl ShareSizing {
         let in_flight = self.headroom * fastest.max(0.0) * min_rtt.as_secs_f64();
         let want = in_flight.min(self.ceiling as f64) as usize + self.unsent;
         want.clamp(self.floor, self.ceiling.max(self.floor))
+    }
+
+    /// The buffer for a connection `age` old: [`ShareSizing::target`], and
+    /// at least `initial` while it is young.
+    pub fn target_at_age(&self, fastest: f64, base_rtt: Duration, age: Duration) -> usize {
+        let t = self.target(fastest, base_rtt);
+        if age < self.young_for {
+            t.max(self.initial.min(self.ceiling))
+        } else {
+            t
+        }
     }
 
     /// Whether a buffer of `current` bytes is far enough from `target` to be
@@ -184,6 +205,20 @@ mod tests {
             ]
         );
         assert!(base_rtts(&[], 3.0).is_empty());
+    }
+
+    #[test]
+    fn a_young_connection_keeps_the_initial_buffer() {
+        let s = ShareSizing::for_unsent_limit(16 << 10);
+        assert_eq!(s.target_at_age(0.0, MS2, Duration::ZERO), 128 << 10);
+        assert_eq!(
+            s.target_at_age(0.0, MS2, Duration::from_millis(20)),
+            32 << 10
+        );
+        assert_eq!(
+            s.target_at_age(1e9, MS2, Duration::ZERO),
+            s.target(1e9, MS2)
+        );
     }
 
     #[test]

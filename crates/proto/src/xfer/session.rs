@@ -220,7 +220,8 @@ pub struct XferStats {
     pub data_bytes_received: u64,
     /// DATA payload bytes queued for the peer.
     pub data_bytes_sent: u64,
-    /// Handshakes refused because a proof did not match the key.
+    /// Handshakes refused because a proof did not match the key, by this
+    /// end or by the peer (GOAWAY `AUTH_FAILED` before the handshake ended).
     pub auth_failures: u64,
     /// Streams opened, by either end.
     pub streams_opened: u64,
@@ -385,7 +386,13 @@ impl XferSession {
 
     /// Moves every queued output byte to the end of `dst`.
     pub fn drain_output(&mut self, dst: &mut Vec<u8>) {
-        dst.append(&mut self.out);
+        if dst.is_empty() {
+            // Hand the buffer over instead of copying it; each side keeps
+            // an allocation for next time.
+            std::mem::swap(dst, &mut self.out);
+        } else {
+            dst.append(&mut self.out);
+        }
     }
 
     /// Whether output is queued.
@@ -566,10 +573,10 @@ impl XferSession {
         let n = data.len().min(s.send_credit as usize);
         s.send_credit -= n as u32;
         for chunk in data[..n].chunks(super::MAX_PAYLOAD) {
-            self.push(Frame::Data {
-                stream,
-                bytes: chunk.to_vec(),
-            });
+            // Straight into the output: one copy of the payload, not two.
+            let encoded = Frame::encode_data(stream, chunk, &mut self.out);
+            debug_assert!(encoded.is_ok(), "session built a bad frame: {encoded:?}");
+            self.stats.frames_sent += 1;
         }
         self.stats.data_bytes_sent += n as u64;
         Ok(n)
@@ -685,6 +692,11 @@ impl XferSession {
     ) -> Result<(), XferError> {
         let kind = frame.kind();
         if let Frame::GoAway { code, reason } = frame {
+            // The peer refused this end's proof: a handshake failed on the
+            // key, counted on both ends.
+            if code == ErrorCode::AUTH_FAILED && !matches!(self.phase, Phase::Established) {
+                self.stats.auth_failures += 1;
+            }
             self.shut();
             events(Event::GoAway { code, reason });
             return Ok(());

@@ -115,8 +115,13 @@ fn inject(session: &mut XferSession, frame: Frame) -> (Result<Flow, XferError>, 
 fn output(session: &mut XferSession) -> Vec<Frame> {
     let mut bytes = Vec::new();
     session.drain_output(&mut bytes);
+    decode_all(&bytes)
+}
+
+/// Decodes whole frames.
+fn decode_all(bytes: &[u8]) -> Vec<Frame> {
     let mut decoder = FrameDecoder::new();
-    let mut input = bytes.as_slice();
+    let mut input = bytes;
     let mut frames = Vec::new();
     while let Some(frame) = decoder.decode(&mut input).unwrap() {
         frames.push(frame);
@@ -155,9 +160,23 @@ fn a_server_with_another_key_is_refused_by_the_node() {
     );
     assert_eq!(pair.node.stats().auth_failures, 1);
     assert!(pair.node.is_closed());
+    let mut goaway = Vec::new();
+    pair.node.drain_output(&mut goaway);
     assert!(matches!(
-        output(&mut pair.node).as_slice(),
+        decode_all(&goaway).as_slice(),
         [Frame::GoAway {
+            code: ErrorCode::AUTH_FAILED,
+            ..
+        }]
+    ));
+    // The server learns of it from the GOAWAY and counts it too.
+    let mut events = Vec::new();
+    pair.server.feed(&goaway, &mut |e| events.push(e)).unwrap();
+    assert_eq!(pair.server.stats().auth_failures, 1);
+    assert!(pair.server.is_closed());
+    assert!(matches!(
+        events.as_slice(),
+        [Event::GoAway {
             code: ErrorCode::AUTH_FAILED,
             ..
         }]
