@@ -237,17 +237,9 @@ fn socket_error(fd: RawFd) -> Option<io::Error> {
     (err != 0).then(|| io::Error::from_raw_os_error(err))
 }
 
-fn set_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) {
-    // SAFETY: valid socket, option pointer and length; failure only loses the option.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
+/// Sets an integer socket option; failure only loses the option.
+fn set_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: usize) {
+    let _ = connlab_os::tcp::set_int(fd, level, name, value);
 }
 
 fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {

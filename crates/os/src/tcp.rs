@@ -1,5 +1,5 @@
-//! TCP socket options socket2 0.5 does not wrap: `TCP_INFO` (the fields
-//! connlab reads), `TCP_NOTSENT_LOWAT` and `SO_SNDBUFFORCE`.
+//! Socket options socket2 0.5 does not wrap: `TCP_INFO` (the fields connlab
+//! reads), `TCP_NOTSENT_LOWAT`, `SO_SNDBUFFORCE`, and any integer option.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -104,7 +104,9 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
     })
 }
 
-fn set_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: usize) -> io::Result<()> {
+/// `setsockopt(fd, level, name, &value)` for an integer option; values above
+/// `c_int::MAX` are clamped.
+pub fn set_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: usize) -> io::Result<()> {
     let value = libc::c_int::try_from(value).unwrap_or(libc::c_int::MAX);
     // SAFETY: a pointer to a c_int of the size passed; the kernel checks `fd`.
     let rc = unsafe {
