@@ -573,7 +573,7 @@ fn help_shows_examples_and_bad_flags_exit_2() {
     let dir = temp_dir();
     let short = key_file(dir.path(), "short", b"too short");
     let good = key_file(dir.path(), "good", b"0123456789abcdef");
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 9] = [
         (
             &["singleip", "io-server", "--nodes", "127.0.0.1:0"],
             "--listen",
@@ -680,6 +680,21 @@ fn help_shows_examples_and_bad_flags_exit_2() {
                 "0",
             ],
             "--port",
+        ),
+        (
+            &[
+                "singleip",
+                "app-node",
+                "--io-server",
+                "127.0.0.1:1",
+                "--key",
+                good.to_str().unwrap(),
+                "--forward",
+                "127.0.0.1:1",
+                "--connect",
+                "127.0.0.1:9000",
+            ],
+            "LOCAL=DEST",
         ),
     ];
     for (args, needle) in cases {

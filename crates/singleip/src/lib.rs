@@ -23,7 +23,7 @@ pub mod stats;
 
 pub use api::{ClusterListener, ClusterStream};
 pub use drr::{After, FairQueue, Turn};
-pub use node::{run_node, run_node_with_stats, NodeConfig};
+pub use node::{run_node, run_node_with_stats, NodeConfig, Outbound};
 pub use server::{run_server, SendBuffer, SendLimit, ServerConfig};
 pub use sizing::ShareSizing;
 pub use stats::{ConnStats, NodeRunStats, NodeStats, ServerStats};

@@ -3,15 +3,22 @@
 //! I/O server accepts, a TCP connection to a local unmodified server. Bytes
 //! move both ways under the stream's credit, half-closes become
 //! `shutdown(SHUT_WR)` and FIN, a reset on either side resets the other.
+//!
+//! Outbound ([`Outbound`]): a local program that connects to one of the
+//! node's outbound listeners gets a connection opened by the I/O server
+//! (CONNECT), so it leaves the cluster from the cluster address; bytes wait
+//! until the I/O server reports it CONNECTED, and a CONNECT_FAILED resets the
+//! local connection.
 
 use crate::relay::Relay;
 use crate::stats::NodeRunStats;
 use crate::{os_nonce, Error};
 use connlab_proto::xfer::{AuthKey, ErrorCode, Event, XferConfig, XferSession};
+use mio::net::TcpListener;
 use mio::net::TcpStream;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
@@ -39,6 +46,18 @@ pub struct NodeConfig {
     /// Silence after which the I/O server is given up (its answers to PINGs
     /// count as input), so a hung server does not hold the node forever.
     pub dead_after: Duration,
+    /// Local listeners whose connections the I/O server opens outward.
+    pub outbound: Vec<Outbound>,
+}
+
+/// A local listener of the node: each connection to `listen` becomes a
+/// connection from the I/O server (the cluster address) to `connect`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outbound {
+    /// Where local programs connect (on the node).
+    pub listen: SocketAddr,
+    /// Where the I/O server connects for them.
+    pub connect: SocketAddr,
 }
 
 impl NodeConfig {
@@ -59,6 +78,7 @@ impl NodeConfig {
             max_streams: XferConfig::DEFAULT_MAX_STREAMS,
             ping_interval: Duration::from_secs(5),
             dead_after: Duration::from_secs(20),
+            outbound: Vec::new(),
         }
     }
 }
@@ -138,6 +158,24 @@ fn node_loop(
     poll.registry()
         .register(&mut sock, SERVER, Interest::READABLE | Interest::WRITABLE)
         .map_err(|e| Error::io("registering the connection to", addr, e))?;
+    let mut outbound = Vec::new();
+    for (i, o) in config.outbound.iter().enumerate() {
+        let mut l = TcpListener::bind(o.listen)
+            .map_err(|e| Error::io("binding the outbound listener", o.listen, e))?;
+        poll.registry()
+            .register(&mut l, Token(FIRST + i), Interest::READABLE)
+            .map_err(|e| Error::io("registering the outbound listener", o.listen, e))?;
+        stats.outbound_listen.push(
+            l.local_addr()
+                .map_or_else(|_| o.listen.to_string(), |a| a.to_string()),
+        );
+        outbound.push((l, o.connect));
+    }
+    // Local connections' tokens follow the outbound listeners'.
+    let first = FIRST + outbound.len();
+    // Slots whose stream waits for CONNECTED.
+    let mut waiting: HashSet<usize> = HashSet::new();
+    let mut accept_ready: Vec<usize> = Vec::new();
     let mut ready = Some(ready);
     let mut granted = 0usize;
     let mut relays: Vec<Option<Relay>> = Vec::new();
@@ -208,11 +246,12 @@ fn node_loop(
                     readable |= r;
                     writable |= w;
                 }
+                Token(t) if t < first => accept_ready.push(t - FIRST),
                 Token(t) => {
-                    if let Some(relay) = relays.get_mut(t - FIRST).and_then(Option::as_mut) {
+                    if let Some(relay) = relays.get_mut(t - first).and_then(Option::as_mut) {
                         relay.readable |= r;
                         relay.writable |= w;
-                        touched.push(t - FIRST);
+                        touched.push(t - first);
                     }
                 }
             }
@@ -278,7 +317,7 @@ fn node_loop(
                             poll.registry()
                                 .register(
                                     &mut s,
-                                    Token(FIRST + slot),
+                                    Token(first + slot),
                                     Interest::READABLE | Interest::WRITABLE,
                                 )
                                 .map(|()| s)
@@ -316,8 +355,25 @@ fn node_loop(
                             touched.push(slot);
                         }
                     }
+                    Event::Connected { stream, .. } => {
+                        if let Some(&slot) = by_stream.get(&stream.0) {
+                            waiting.remove(&slot);
+                            touched.push(slot);
+                        }
+                    }
+                    Event::ConnectFailed { stream, .. } => {
+                        if let Some(slot) = by_stream.remove(&stream.0) {
+                            waiting.remove(&slot);
+                            if let Some(mut relay) = relays[slot].take() {
+                                stats.outbound_failures += 1;
+                                relay.abort();
+                                let _ = poll.registry().deregister(&mut relay.sock);
+                            }
+                        }
+                    }
                     Event::Reset { stream, .. } | Event::StreamError { stream, .. } => {
                         if let Some(slot) = by_stream.remove(&stream.0) {
+                            waiting.remove(&slot);
                             if let Some(mut relay) = relays[slot].take() {
                                 stats.resets_received += 1;
                                 relay.abort();
@@ -338,7 +394,52 @@ fn node_loop(
                 break 'run Err(session_error(e.to_string()));
             }
         }
+        // Local programs connecting outward: each becomes a CONNECT (only
+        // once the session is up; until then they wait in the backlog).
+        if session.is_established() {
+            accept_ready.sort_unstable();
+            accept_ready.dedup();
+            for i in accept_ready.drain(..) {
+                let (listener, dest) = &outbound[i];
+                loop {
+                    let mut local = match listener.accept() {
+                        Ok((s, _)) => s,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        // WouldBlock, or EMFILE and friends: next readiness.
+                        Err(_) => break,
+                    };
+                    let slot = relays.iter().position(Option::is_none).unwrap_or_else(|| {
+                        relays.push(None);
+                        relays.len() - 1
+                    });
+                    let opened = session.connect(*dest).ok().filter(|_| {
+                        poll.registry()
+                            .register(
+                                &mut local,
+                                Token(first + slot),
+                                Interest::READABLE | Interest::WRITABLE,
+                            )
+                            .is_ok()
+                    });
+                    match opened {
+                        Some(stream) => {
+                            let _ = local.set_nodelay(true);
+                            stats.outbound_streams += 1;
+                            relays[slot] = Some(Relay::new(local, stream, false));
+                            by_stream.insert(stream.0, slot);
+                            waiting.insert(slot);
+                        }
+                        None => {
+                            // Too many streams, or the session is closing.
+                            stats.outbound_failures += 1;
+                            let _ = socket2::SockRef::from(&local).set_linger(Some(Duration::ZERO));
+                        }
+                    }
+                }
+            }
+        }
         // The local connections that something happened to.
+        touched.retain(|slot| !waiting.contains(slot));
         touched.sort_unstable();
         touched.dedup();
         let now = Instant::now();
@@ -371,6 +472,7 @@ fn node_loop(
             if failed || relay.done() {
                 if let Some(mut relay) = relays[slot].take() {
                     by_stream.remove(&stream.0);
+                    waiting.remove(&slot);
                     if failed {
                         relay.abort();
                         let _ = session.reset(stream, ErrorCode::CONNECTION_RESET);

@@ -173,6 +173,13 @@ pub struct NodeRunStats {
     pub frames_received: u64,
     /// Frames sent.
     pub frames_sent: u64,
+    /// Outbound listeners (`--connect`), as bound.
+    pub outbound_listen: Vec<String>,
+    /// Local connections opened outward through the I/O server (CONNECT).
+    pub outbound_streams: u64,
+    /// Of those, or refused before, the ones that failed (CONNECT_FAILED,
+    /// no stream free): the local connection was reset.
+    pub outbound_failures: u64,
     /// How the session ended.
     pub end: String,
 }

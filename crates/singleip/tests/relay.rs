@@ -6,7 +6,7 @@
 use connlab_os::Shutdown;
 use connlab_proto::xfer::{AuthKey, Event, XferConfig, XferSession};
 use connlab_singleip::{
-    run_node, run_node_with_stats, run_server, ClusterListener, NodeConfig, SendLimit,
+    run_node, run_node_with_stats, run_server, ClusterListener, NodeConfig, Outbound, SendLimit,
     ServerConfig, ServerStats,
 };
 use std::io::{Read, Write};
@@ -473,4 +473,61 @@ fn a_node_gives_up_a_hung_io_server_after_unanswered_pings() {
     // The statistics survive the error and say why the run ended.
     assert_eq!(stats.end, err);
     hung.join().unwrap();
+}
+
+/// A free loopback port (bound and released: a small race, fine in tests).
+fn free_port() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+#[test]
+fn forwarding_node_connects_outward_for_local_programs() {
+    let server = start_server(Some(SendLimit::from_bytes(16 * 1024)));
+    let echo = echo_server();
+    // A port nobody listens on: the I/O server's connect is refused.
+    let closed = free_port();
+    let (to_echo, to_closed) = (free_port(), free_port());
+    let stop = Arc::new(Shutdown::new().unwrap());
+    let (tx, rx) = mpsc::channel();
+    let s = stop.clone();
+    let mut config = NodeConfig::new(server.nodes, key(), vec![], echo);
+    config.outbound = vec![
+        Outbound {
+            listen: to_echo,
+            connect: echo,
+        },
+        Outbound {
+            listen: to_closed,
+            connect: closed,
+        },
+    ];
+    let node = std::thread::spawn(move || {
+        run_node(
+            &config,
+            s.wake_fd(),
+            || s.requested(),
+            || tx.send(()).unwrap(),
+        )
+    });
+    rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    for i in 0..3u8 {
+        let data = pattern(300_000, i);
+        assert_eq!(round_trip(to_echo, &data), data);
+    }
+    // The refused destination resets (or closes) the local connection.
+    let mut c = TcpStream::connect(to_closed).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut buf = [0u8; 8];
+    assert!(matches!(c.read(&mut buf), Ok(0) | Err(_)));
+    stop.trigger();
+    let st = node.join().unwrap().unwrap();
+    assert_eq!(st.outbound_streams, 4, "{st:?}");
+    assert_eq!(st.outbound_failures, 1, "{st:?}");
+    assert_eq!(st.outbound_listen.len(), 2);
+    let stats = server.stop();
+    assert_eq!(stats.connects, 4, "{stats:?}");
+    assert_eq!(stats.connect_failures, 1);
 }

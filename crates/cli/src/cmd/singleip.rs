@@ -9,8 +9,8 @@ use clap::{Args, Subcommand};
 use connlab_measure::units::parse_size;
 use connlab_os::Shutdown;
 use connlab_singleip::{
-    load_key, run_node_with_stats, run_server, Error as SingleIpError, NodeConfig, SendBuffer,
-    SendLimit, ServerConfig, ShareSizing,
+    load_key, run_node_with_stats, run_server, Error as SingleIpError, NodeConfig, Outbound,
+    SendBuffer, SendLimit, ServerConfig, ShareSizing,
 };
 use serde::Serialize;
 use std::io::Write as _;
@@ -65,6 +65,10 @@ Connects to the I/O server at --io-server, authenticates with --key, asks to ser
 --port of the cluster address (default: the port of --forward), and forwards every
 client connection it receives to --forward, a local unmodified server (nginx,
 connlab serve), with half-close and reset passed on both ways.
+
+With --connect LOCAL=DEST the node also listens on LOCAL: each connection a local
+program makes there is opened by the I/O server to DEST (CONNECT), so it leaves the
+cluster from the cluster address; a refused DEST resets the local connection.
 
 Prints 'singleip: app-node ready ...' on stdout once every port is granted.
 SIGINT/SIGTERM stop it and write --stats. A refused key or port, or a lost I/O
@@ -136,9 +140,29 @@ struct AppNodeArgs {
     /// Credit granted to the I/O server per stream (bytes).
     #[arg(long, default_value = "64KiB", value_parser = parse_size, value_name = "BYTES")]
     window: u64,
+    /// Outbound: listen on LOCAL (on this node); the I/O server opens each
+    /// connection made to it to DEST, from the cluster address. Repeatable.
+    #[arg(long = "connect", value_name = "LOCAL=DEST", value_parser = parse_outbound)]
+    outbound: Vec<Outbound>,
     /// Write the statistics as JSON to FILE on exit.
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
+}
+
+/// `--connect LOCAL=DEST`: two socket addresses.
+fn parse_outbound(text: &str) -> Result<Outbound, String> {
+    let (listen, connect) = text.split_once('=').ok_or_else(|| {
+        format!("{text:?}: expected LOCAL=DEST, e.g. 127.0.0.1:9000=203.0.113.7:443")
+    })?;
+    let addr = |what: &str, t: &str| {
+        t.trim()
+            .parse::<SocketAddr>()
+            .map_err(|e| format!("{what} {t:?}: {e} (an IP:PORT)"))
+    };
+    Ok(Outbound {
+        listen: addr("LOCAL", listen)?,
+        connect: addr("DEST", connect)?,
+    })
 }
 
 /// Runs `connlab singleip`.
@@ -343,6 +367,7 @@ fn app_node(args: AppNodeArgs) -> Result<ExitCode, Exit> {
     config.node_id = args.node_id;
     config.max_streams = args.max_streams;
     config.initial_window = window("--window", args.window)?;
+    config.outbound = args.outbound.clone();
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let started = Instant::now();
     let (stats, result) = run_node_with_stats(
@@ -350,10 +375,15 @@ fn app_node(args: AppNodeArgs) -> Result<ExitCode, Exit> {
         shutdown.wake_fd(),
         || shutdown.requested(),
         || {
+            let outbound: String = args
+                .outbound
+                .iter()
+                .map(|o| format!(", outbound {} -> {}", o.listen, o.connect))
+                .collect();
             println!(
-            "singleip: app-node ready: node {} serving ports {ports:?} of {} -> {}; Ctrl-C stops",
-            args.node_id, args.io_server, args.forward
-        );
+                "singleip: app-node ready: node {} serving ports {ports:?} of {} -> {}{outbound}; Ctrl-C stops",
+                args.node_id, args.io_server, args.forward
+            );
             let _ = std::io::stdout().flush();
         },
     );
@@ -363,9 +393,11 @@ fn app_node(args: AppNodeArgs) -> Result<ExitCode, Exit> {
         return Err(setup_error(e));
     }
     eprintln!(
-        "singleip app-node: {} streams ({} local connects failed), {} B to local, {} B from local, {} resets in, {} out",
+        "singleip app-node: {} streams ({} local connects failed), {} outbound ({} failed), {} B to local, {} B from local, {} resets in, {} out",
         stats.streams,
         stats.forward_failures,
+        stats.outbound_streams,
+        stats.outbound_failures,
         stats.bytes_to_local,
         stats.bytes_from_local,
         stats.resets_received,
