@@ -6,8 +6,8 @@
 use connlab_os::Shutdown;
 use connlab_proto::xfer::{AuthKey, Event, XferConfig, XferSession};
 use connlab_singleip::{
-    run_node, run_node_with_stats, run_server, ClusterListener, NodeConfig, Outbound, SendLimit,
-    ServerConfig, ServerStats,
+    run_node, run_node_with_stats, run_server, ClusterListener, NodeConfig, NodeRunStats, Outbound,
+    SendLimit, ServerConfig, ServerStats,
 };
 use std::io::{Read, Write};
 use std::net::{Shutdown as Half, SocketAddr, TcpListener, TcpStream};
@@ -60,6 +60,35 @@ fn start_server_with(adjust: impl FnOnce(&mut ServerConfig) + Send + 'static) ->
 
 impl Server {
     fn stop(self) -> ServerStats {
+        self.stop.trigger();
+        self.thread.join().unwrap()
+    }
+}
+
+/// A forwarding node in a thread, returned once it is ready.
+struct Node {
+    stop: Arc<Shutdown>,
+    thread: JoinHandle<Result<NodeRunStats, connlab_singleip::Error>>,
+}
+
+impl Node {
+    fn start(config: NodeConfig) -> Node {
+        let stop = Arc::new(Shutdown::new().unwrap());
+        let (tx, rx) = mpsc::channel();
+        let s = stop.clone();
+        let thread = std::thread::spawn(move || {
+            run_node(
+                &config,
+                s.wake_fd(),
+                || s.requested(),
+                || tx.send(()).unwrap(),
+            )
+        });
+        rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        Node { stop, thread }
+    }
+
+    fn stop(self) -> Result<NodeRunStats, connlab_singleip::Error> {
         self.stop.trigger();
         self.thread.join().unwrap()
     }
@@ -135,19 +164,12 @@ fn api_stream_echoes_with_half_close() {
 fn forwarding_node_relays_to_a_local_server() {
     let server = start_server(Some(SendLimit::fixed_4x(16 * 1024)));
     let echo = echo_server();
-    let stop = Arc::new(Shutdown::new().unwrap());
-    let (tx, rx) = mpsc::channel();
-    let s = stop.clone();
-    let config = NodeConfig::new(server.nodes, key(), vec![server.listen.port()], echo);
-    let node = std::thread::spawn(move || {
-        run_node(
-            &config,
-            s.wake_fd(),
-            || s.requested(),
-            || tx.send(()).unwrap(),
-        )
-    });
-    rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let node = Node::start(NodeConfig::new(
+        server.nodes,
+        key(),
+        vec![server.listen.port()],
+        echo,
+    ));
     let clients: Vec<_> = (0..8u8)
         .map(|i| {
             let addr = server.listen;
@@ -160,8 +182,7 @@ fn forwarding_node_relays_to_a_local_server() {
     for c in clients {
         c.join().unwrap();
     }
-    stop.trigger();
-    let node_stats = node.join().unwrap().unwrap();
+    let node_stats = node.stop().unwrap();
     assert_eq!(node_stats.streams, 8);
     let stats = server.stop();
     assert_eq!(stats.connections.len(), 8);
@@ -278,19 +299,12 @@ fn client_reset_reaches_the_local_server_as_a_reset() {
         };
         tx.send(outcome).unwrap();
     });
-    let stop = Arc::new(Shutdown::new().unwrap());
-    let (rtx, rrx) = mpsc::channel();
-    let st = stop.clone();
-    let config = NodeConfig::new(server.nodes, key(), vec![server.listen.port()], local);
-    let node = std::thread::spawn(move || {
-        run_node(
-            &config,
-            st.wake_fd(),
-            || st.requested(),
-            || rtx.send(()).unwrap(),
-        )
-    });
-    rrx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let node = Node::start(NodeConfig::new(
+        server.nodes,
+        key(),
+        vec![server.listen.port()],
+        local,
+    ));
     let mut c = TcpStream::connect(server.listen).unwrap();
     c.write_all(b"hello").unwrap();
     // The local server has the bytes: the stream is fully set up.
@@ -301,8 +315,7 @@ fn client_reset_reaches_the_local_server_as_a_reset() {
     drop(c);
     let outcome = rx.recv_timeout(Duration::from_secs(20)).unwrap();
     assert_eq!(outcome, Err(std::io::ErrorKind::ConnectionReset));
-    stop.trigger();
-    let ns = node.join().unwrap().unwrap();
+    let ns = node.stop().unwrap();
     assert_eq!(ns.resets_received, 1);
     let stats = server.stop();
     assert_eq!(stats.connections[0].end, "reset by client");
@@ -490,9 +503,6 @@ fn forwarding_node_connects_outward_for_local_programs() {
     // A port nobody listens on: the I/O server's connect is refused.
     let closed = free_port();
     let (to_echo, to_closed) = (free_port(), free_port());
-    let stop = Arc::new(Shutdown::new().unwrap());
-    let (tx, rx) = mpsc::channel();
-    let s = stop.clone();
     let mut config = NodeConfig::new(server.nodes, key(), vec![], echo);
     config.outbound = vec![
         Outbound {
@@ -504,15 +514,7 @@ fn forwarding_node_connects_outward_for_local_programs() {
             connect: closed,
         },
     ];
-    let node = std::thread::spawn(move || {
-        run_node(
-            &config,
-            s.wake_fd(),
-            || s.requested(),
-            || tx.send(()).unwrap(),
-        )
-    });
-    rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let node = Node::start(config);
     for i in 0..3u8 {
         let data = pattern(300_000, i);
         assert_eq!(round_trip(to_echo, &data), data);
@@ -522,8 +524,7 @@ fn forwarding_node_connects_outward_for_local_programs() {
     c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut buf = [0u8; 8];
     assert!(matches!(c.read(&mut buf), Ok(0) | Err(_)));
-    stop.trigger();
-    let st = node.join().unwrap().unwrap();
+    let st = node.stop().unwrap();
     assert_eq!(st.outbound_streams, 4, "{st:?}");
     assert_eq!(st.outbound_failures, 1, "{st:?}");
     assert_eq!(st.outbound_listen.len(), 2);
