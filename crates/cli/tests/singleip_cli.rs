@@ -573,132 +573,40 @@ fn help_shows_examples_and_bad_flags_exit_2() {
     let dir = temp_dir();
     let short = key_file(dir.path(), "short", b"too short");
     let good = key_file(dir.path(), "good", b"0123456789abcdef");
-    let cases: [(&[&str], &str); 9] = [
+    let (short, good) = (short.to_str().unwrap(), good.to_str().unwrap());
+    // io-server with a cluster and a node address, then the rest.
+    fn io<'a>(rest: &[&'a str], key: &'a str) -> Vec<&'a str> {
+        let mut v = vec!["singleip", "io-server", "--listen", "127.0.0.1:0"];
+        v.extend(["--nodes", "127.0.0.1:0", "--key", key]);
+        v.extend(rest);
+        v
+    }
+    // app-node with an io-server, a key and a forward address, then the rest.
+    let node = |rest: &[&'static str]| {
+        let mut v = vec!["singleip", "app-node", "--io-server", "127.0.0.1:1"];
+        v.extend(["--key", good, "--forward", "127.0.0.1:1"]);
+        v.extend(rest.iter().copied());
+        v
+    };
+    let cases: Vec<(Vec<&str>, &str)> = vec![
         (
-            &["singleip", "io-server", "--nodes", "127.0.0.1:0"],
+            vec!["singleip", "io-server", "--nodes", "127.0.0.1:0"],
             "--listen",
         ),
+        (io(&[], short), "at least 16"),
+        (io(&[], "/nonexistent/key"), "/nonexistent/key"),
+        (io(&["--send-limit", "lots"], good), "--send-limit"),
+        (io(&["--send-buffer", "1"], good), "--send-buffer"),
+        (io(&["--send-buffer", "share:0.5"], good), "headroom"),
         (
-            &[
-                "singleip",
-                "io-server",
-                "--listen",
-                "127.0.0.1:0",
-                "--nodes",
-                "127.0.0.1:0",
-                "--key",
-                short.to_str().unwrap(),
-            ],
-            "at least 16",
-        ),
-        (
-            &[
-                "singleip",
-                "io-server",
-                "--listen",
-                "127.0.0.1:0",
-                "--nodes",
-                "127.0.0.1:0",
-                "--key",
-                "/nonexistent/key",
-            ],
-            "/nonexistent/key",
-        ),
-        (
-            &[
-                "singleip",
-                "io-server",
-                "--listen",
-                "127.0.0.1:0",
-                "--nodes",
-                "127.0.0.1:0",
-                "--key",
-                good.to_str().unwrap(),
-                "--send-limit",
-                "lots",
-            ],
-            "--send-limit",
-        ),
-        (
-            &[
-                "singleip",
-                "io-server",
-                "--listen",
-                "127.0.0.1:0",
-                "--nodes",
-                "127.0.0.1:0",
-                "--key",
-                good.to_str().unwrap(),
-                "--send-buffer",
-                "1",
-            ],
+            io(&["--send-limit", "off", "--send-buffer", "auto"], good),
             "--send-buffer",
         ),
-        (
-            &[
-                "singleip",
-                "io-server",
-                "--listen",
-                "127.0.0.1:0",
-                "--nodes",
-                "127.0.0.1:0",
-                "--key",
-                good.to_str().unwrap(),
-                "--send-buffer",
-                "share:0.5",
-            ],
-            "headroom",
-        ),
-        (
-            &[
-                "singleip",
-                "io-server",
-                "--listen",
-                "127.0.0.1:0",
-                "--nodes",
-                "127.0.0.1:0",
-                "--key",
-                good.to_str().unwrap(),
-                "--send-limit",
-                "off",
-                "--send-buffer",
-                "auto",
-            ],
-            "--send-buffer",
-        ),
-        (
-            &[
-                "singleip",
-                "app-node",
-                "--io-server",
-                "127.0.0.1:1",
-                "--key",
-                good.to_str().unwrap(),
-                "--forward",
-                "127.0.0.1:1",
-                "--port",
-                "0",
-            ],
-            "--port",
-        ),
-        (
-            &[
-                "singleip",
-                "app-node",
-                "--io-server",
-                "127.0.0.1:1",
-                "--key",
-                good.to_str().unwrap(),
-                "--forward",
-                "127.0.0.1:1",
-                "--connect",
-                "127.0.0.1:9000",
-            ],
-            "LOCAL=DEST",
-        ),
+        (node(&["--port", "0"]), "--port"),
+        (node(&["--connect", "127.0.0.1:9000"]), "LOCAL=DEST"),
     ];
     for (args, needle) in cases {
-        let out = Command::new(connlab_bin()).args(args).output().unwrap();
+        let out = Command::new(connlab_bin()).args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
