@@ -52,8 +52,13 @@ run left to right; then a TCP bulk transfer left to right through links of
 (connlab-<pid>-lk<n>-*) are removed at the end, and by the next run if this one is
 killed. Needs root and /dev/net/tun.
 
+Placement matters at small delays: spread over CPUs, each direction pays a cross-CPU
+wake-up of the forwarding thread (about 100 us on the reference VM, +5.9% at 2 ms);
+on one CPU, as scripts/bench_singleip.py places linkem and its clients, the 2 ms RTT
+measured +1.6-2.1% over the kernel baseline (BENCHMARKS.md).
+
 Example:
-  connlab linkem lab --delay 1ms --loss 1% --json lab.json")]
+  taskset -c 0 connlab linkem lab --delay 1ms --loss 1% --json lab.json")]
     Lab(LabArgs),
 }
 
