@@ -188,7 +188,7 @@ pub fn run_server(
     while !stop() {
         let timeout = match &server.sizer {
             _ if !server.fq.is_empty() => Duration::ZERO,
-            Some(sizer) if server.clients.iter().any(Option::is_some) => {
+            Some(sizer) if sizer.sent_since => {
                 tick.min(sizer.next.saturating_duration_since(Instant::now()))
             }
             _ => tick,
@@ -294,6 +294,9 @@ struct Sizer {
     /// The fastest delivery rate in the last round, bytes per second.
     fastest: f64,
     next: Instant,
+    /// Whether any client socket was written since the last round (an idle
+    /// server neither wakes up nor scans for rounds).
+    sent_since: bool,
 }
 
 /// Nodes serving a port, taken in turn.
@@ -382,6 +385,7 @@ impl<'c> Server<'c> {
                     rules,
                     fastest: 0.0,
                     next: Instant::now() + rules.period,
+                    sent_since: false,
                 }),
                 _ => None,
             },
@@ -889,6 +893,11 @@ impl<'c> Server<'c> {
             touched.insert(n);
             match c.relay.pump_out(&mut node.session, turn.allowance, now) {
                 Ok(sent) => {
+                    if sent > 0 {
+                        if let Some(sizer) = self.sizer.as_mut() {
+                            sizer.sent_since = true;
+                        }
+                    }
                     let after = if c.relay.queued() == 0 {
                         After::Empty
                     } else if c.relay.writable {
@@ -922,9 +931,10 @@ impl<'c> Server<'c> {
         let Some(sizer) = self.sizer.as_mut() else {
             return;
         };
-        if now < sizer.next {
+        if now < sizer.next || !sizer.sent_since {
             return;
         }
+        sizer.sent_since = false;
         let rules = sizer.rules;
         let mut fastest = 0.0f64;
         let mut active = Vec::new();
