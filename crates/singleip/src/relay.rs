@@ -13,11 +13,15 @@
 use connlab_proto::xfer::{LocalError, StreamId, XferSession};
 use mio::net::TcpStream;
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
+use std::io::{self, IoSlice, Read, Write};
 use std::net::Shutdown;
 use std::time::{Duration, Instant};
 
 use crate::stats::ConnStats;
+
+/// Payloads written in one `writev`: with 16 KiB DATA payloads, up to 256 KiB
+/// per system call.
+const MAX_IOV: usize = 16;
 
 /// A DATA payload waiting for the socket.
 struct Chunk {
@@ -81,6 +85,9 @@ impl Relay {
 
     /// A DATA payload from the session.
     pub(crate) fn push(&mut self, bytes: Vec<u8>, now: Instant) {
+        if bytes.is_empty() {
+            return;
+        }
         self.queued += bytes.len();
         self.stats.queued_max_bytes = self.stats.queued_max_bytes.max(self.queued as u64);
         self.queue.push_back(Chunk {
@@ -141,24 +148,30 @@ impl Relay {
     ) -> Result<usize, Failed> {
         let mut written = 0usize;
         while self.writable && !self.connecting && (written as u64) < limit {
-            let Some(chunk) = self.queue.front_mut() else {
+            if self.queue.is_empty() {
                 break;
-            };
-            let room = usize::try_from(limit - written as u64).unwrap_or(usize::MAX);
-            let end = chunk.bytes.len().min(chunk.written.saturating_add(room));
-            let want = end - chunk.written;
-            match self.sock.write(&chunk.bytes[chunk.written..end]) {
+            }
+            // Up to MAX_IOV queued payloads in one writev, within `limit`.
+            let mut room = usize::try_from(limit - written as u64).unwrap_or(usize::MAX);
+            let mut slices = Vec::with_capacity(MAX_IOV.min(self.queue.len()));
+            for chunk in &self.queue {
+                if room == 0 || slices.len() == MAX_IOV {
+                    break;
+                }
+                let rest = &chunk.bytes[chunk.written..];
+                let take = rest.len().min(room);
+                slices.push(IoSlice::new(&rest[..take]));
+                room -= take;
+            }
+            let want: usize = slices.iter().map(|s| s.len()).sum();
+            match self.sock.write_vectored(&slices) {
                 Ok(n) => {
-                    chunk.written += n;
+                    drop(slices);
                     written += n;
                     if n < want {
                         self.writable = false;
                     }
-                    if chunk.written == chunk.bytes.len() {
-                        let wait = now.saturating_duration_since(chunk.arrived);
-                        self.record_wait(wait);
-                        self.queue.pop_front();
-                    }
+                    self.advance(n, now);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.writable = false,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -177,6 +190,25 @@ impl Relay {
             self.write_shut = true;
         }
         Ok(written)
+    }
+
+    /// Drops `n` written bytes from the front of the queue, recording the
+    /// queueing time of every payload fully written.
+    fn advance(&mut self, mut n: usize, now: Instant) {
+        while n > 0 {
+            let Some(chunk) = self.queue.front_mut() else {
+                return;
+            };
+            let left = chunk.bytes.len() - chunk.written;
+            if n < left {
+                chunk.written += n;
+                return;
+            }
+            n -= left;
+            let wait = now.saturating_duration_since(chunk.arrived);
+            self.queue.pop_front();
+            self.record_wait(wait);
+        }
     }
 
     fn record_wait(&mut self, wait: Duration) {
