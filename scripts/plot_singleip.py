@@ -8,6 +8,7 @@ For each results directory (e.g. benchmarks/runs/.../singleip/emulator-reno) wri
   timelines.png   time against TCP sequence number (relative) per stream, one panel per
                   system found (io16k, io16k-4x, iooff, nat, ...) and foreground size (the paper's figures 8-12)
   throughput.png  per-stream throughput over time (100 ms bins), same panels
+  foreground.png  the 100 KB foreground transfer alone, all systems on one set of axes
 from the repetition-1 files c-<system>-fg<size>-rep1.{timeline,bins}.csv.
 """
 import csv, os, sys
@@ -93,7 +94,38 @@ def plot_dir(d):
     fig.tight_layout()
     fig.savefig(os.path.join(d, "throughput.png"), dpi=90)
     plt.close(fig)
+    plot_foreground(d, name, systems)
     return done
+
+
+def plot_foreground(d, name, systems):
+    """The 100 KB foreground transfer alone, every system on one set of axes: time since
+    its first packet against its sequence number, drops marked (the paper's close-ups)."""
+    fig, ax = plt.subplots(figsize=(8, 5))
+    drawn = False
+    for k, system in enumerate(systems):
+        path = os.path.join(d, f"c-{system}-fg100k-rep1.timeline.csv")
+        if not os.path.exists(path):
+            continue
+        pts = [r for r in rows(path) if r["stream"] == "fg"]
+        if not pts:
+            continue
+        t0 = min(float(r["t_s"]) for r in pts)
+        sent = [(1000 * (float(r["t_s"]) - t0), int(r["seq_rel"]) / 1e3) for r in pts if r.get("fate", "sent") == "sent"]
+        lost = [(1000 * (float(r["t_s"]) - t0), int(r["seq_rel"]) / 1e3) for r in pts if r.get("fate", "sent") != "sent"]
+        colour = f"C{k}"
+        ax.plot([p[0] for p in sent], [p[1] for p in sent], ".", ms=3, color=colour, label=system)
+        if lost:
+            ax.plot([p[0] for p in lost], [p[1] for p in lost], "x", ms=5, color=colour, label=f"{system} dropped")
+        drawn = True
+    if drawn:
+        ax.set_title(f"{name}: the 100 KB foreground transfer beside two 100 MB streams (repetition 1)")
+        ax.set_xlabel("time since its first packet (ms)")
+        ax.set_ylabel("sequence (KB)")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(os.path.join(d, "foreground.png"), dpi=90)
+    plt.close(fig)
 
 
 def main():
@@ -104,7 +136,7 @@ def main():
         if not os.path.isdir(d):
             sys.exit(f"{d}: not a directory")
         n = plot_dir(d)
-        print(f"{d}: {n} timeline panels -> timelines.png, throughput.png")
+        print(f"{d}: {n} timeline panels -> timelines.png, throughput.png, foreground.png")
 
 
 if __name__ == "__main__":
