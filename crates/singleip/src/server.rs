@@ -151,6 +151,9 @@ const READ_CHUNK: usize = 64 * 1024;
 /// `TCP_INFO` readings a socket's delivery rate is taken over (the span is
 /// `RATE_READINGS - 1` sizing periods).
 const RATE_READINGS: usize = 3;
+/// Sockets read per call of a sizing pass (each a `TCP_INFO`, about a
+/// microsecond, sometimes a `setsockopt`).
+const SIZING_BATCH: usize = 32;
 
 fn token(kind: usize, idx: usize) -> Token {
     Token(idx * 4 + kind)
@@ -188,6 +191,7 @@ pub fn run_server(
     while !stop() {
         let timeout = match &server.sizer {
             _ if !server.fq.is_empty() => Duration::ZERO,
+            Some(sizer) if sizer.in_pass() => Duration::ZERO,
             Some(sizer) if sizer.sent_since => {
                 tick.min(sizer.next.saturating_duration_since(Instant::now()))
             }
@@ -294,9 +298,22 @@ struct Sizer {
     /// The fastest delivery rate in the last round, bytes per second.
     fastest: f64,
     next: Instant,
-    /// Whether any client socket was written since the last round (an idle
-    /// server neither wakes up nor scans for rounds).
+    /// Whether any client socket was written since the last pass began (an
+    /// idle server neither wakes up nor scans).
     sent_since: bool,
+    /// The next client slot of the pass under way (`None`: no pass).
+    cursor: Option<usize>,
+    /// The fastest rate and the lowest RTTs seen so far in this pass.
+    pass_fastest: f64,
+    pass_rtts: Vec<Duration>,
+    /// Base-RTT group starts from the last complete pass.
+    groups: Vec<Duration>,
+}
+
+impl Sizer {
+    fn in_pass(&self) -> bool {
+        self.cursor.is_some()
+    }
 }
 
 /// Nodes serving a port, taken in turn.
@@ -386,6 +403,10 @@ impl<'c> Server<'c> {
                     fastest: 0.0,
                     next: Instant::now() + rules.period,
                     sent_since: false,
+                    cursor: None,
+                    pass_fastest: 0.0,
+                    pass_rtts: Vec::new(),
+                    groups: Vec::new(),
                 }),
                 _ => None,
             },
@@ -923,28 +944,39 @@ impl<'c> Server<'c> {
         }
     }
 
-    /// One round of rate-share sizing when it is due: reads `TCP_INFO` of
-    /// every client socket that sent since its last reading, takes the
-    /// fastest delivery rate, and re-sizes those sockets' send buffers to
-    /// the allowance it gives ([`ShareSizing`]). Idle sockets keep theirs.
+    /// Rate-share sizing, a pass over the client sockets when one is due:
+    /// reads `TCP_INFO` of every socket that sent since its last reading,
+    /// keeps the fastest delivery rate, and re-sizes those sockets' send
+    /// buffers to the allowance it gives ([`ShareSizing`]); idle sockets keep
+    /// theirs. A pass goes [`SIZING_BATCH`] readings per call, between
+    /// event-loop turns, so thousands of connections do not stall the loop;
+    /// sockets are sized with the fastest rate so far in this pass or the
+    /// last, and the base RTTs of the last pass's groups.
     fn resize_send_buffers(&mut self, now: Instant) {
         let Some(sizer) = self.sizer.as_mut() else {
             return;
         };
-        if now < sizer.next || !sizer.sent_since {
-            return;
+        if !sizer.in_pass() {
+            if now < sizer.next || !sizer.sent_since {
+                return;
+            }
+            sizer.sent_since = false;
+            sizer.cursor = Some(0);
         }
-        sizer.sent_since = false;
         let rules = sizer.rules;
-        let mut fastest = 0.0f64;
-        let mut active = Vec::new();
-        let mut min_rtts = Vec::new();
-        for (slot, c) in self.clients.iter_mut().enumerate() {
-            let Some(c) = c.as_mut() else { continue };
+        let mut reads = 0;
+        let mut slot = sizer.cursor.unwrap_or(0);
+        while slot < self.clients.len() && reads < SIZING_BATCH {
+            let this = slot;
+            slot += 1;
+            let Some(c) = self.clients[this].as_mut() else {
+                continue;
+            };
             let Some(z) = c.sizing.as_mut() else { continue };
             if c.relay.stats.bytes_to_client == z.written && c.relay.queued() == 0 {
                 continue;
             }
+            reads += 1;
             let Ok(info) = tcp::tcp_info(c.relay.sock.as_raw_fd()) else {
                 continue;
             };
@@ -954,42 +986,46 @@ impl<'c> Server<'c> {
             z.readings.push_back((now, info.bytes_acked));
             if let (Some(&(t0, a0)), Some(&(t1, a1))) = (z.readings.front(), z.readings.back()) {
                 // Too short a span makes a noisy sample: such a socket is
-                // sized this round but sets the pace only later.
-                if t1.saturating_duration_since(t0) >= rules.period / 2 {
-                    let r = sizing::rate(a1.saturating_sub(a0), t1.saturating_duration_since(t0));
-                    fastest = fastest.max(r);
+                // sized this pass but sets the pace only later.
+                let span = t1.saturating_duration_since(t0);
+                if span >= rules.period / 2 {
+                    let r = sizing::rate(a1.saturating_sub(a0), span);
+                    sizer.pass_fastest = sizer.pass_fastest.max(r);
                 }
             }
             z.written = c.relay.stats.bytes_to_client;
             if info.min_rtt_us > 0 {
                 z.min_rtt_us = info.min_rtt_us;
             }
-            active.push(slot);
-            min_rtts.push(Duration::from_micros(z.min_rtt_us.into()));
-        }
-        sizer.fastest = fastest;
-        sizer.next = now + rules.period_for(active.len());
-        self.stats.sizing_rounds += 1;
-        let bases = sizing::base_rtts(&min_rtts, rules.same_path);
-        for (slot, base) in active.into_iter().zip(bases) {
-            let Some(c) = self.clients[slot].as_mut() else {
-                continue;
-            };
-            let Some(z) = c.sizing.as_mut() else { continue };
+            let rtt = Duration::from_micros(z.min_rtt_us.into());
+            sizer.pass_rtts.push(rtt);
+            let base = sizing::base_in(&sizer.groups, rtt, rules.same_path);
+            let fastest = sizer.pass_fastest.max(sizer.fastest);
             let target = rules.target_at_age(fastest, base, now.saturating_duration_since(z.born));
             let st = &mut c.relay.stats;
             st.min_rtt_us = z.min_rtt_us;
             st.base_rtt_us = base.as_micros().try_into().unwrap_or(u32::MAX);
-            if !ShareSizing::worth_changing(z.sk_bytes, target) {
-                continue;
-            }
-            if tcp::set_send_buffer(c.relay.sock.as_raw_fd(), target / 2).is_ok() {
+            if ShareSizing::worth_changing(z.sk_bytes, target)
+                && tcp::set_send_buffer(c.relay.sock.as_raw_fd(), target / 2).is_ok()
+            {
                 z.sk_bytes = target;
                 st.sndbuf_changes += 1;
                 st.sndbuf_last_bytes = target as u64;
                 st.sndbuf_max_bytes = st.sndbuf_max_bytes.max(target as u64);
             }
         }
+        if slot < self.clients.len() {
+            sizer.cursor = Some(slot);
+            return;
+        }
+        // The pass is complete.
+        sizer.cursor = None;
+        sizer.fastest = sizer.pass_fastest;
+        sizer.pass_fastest = 0.0;
+        sizer.groups = sizing::group_starts(&sizer.pass_rtts, rules.same_path);
+        sizer.next = now + rules.period_for(sizer.pass_rtts.len());
+        sizer.pass_rtts.clear();
+        self.stats.sizing_rounds += 1;
     }
 
     /// Closes node connections still unauthenticated after the handshake
