@@ -46,6 +46,9 @@ pub(crate) struct Relay {
     /// The peer's FIN arrived: shut the socket's write side once drained.
     pub(crate) fin_in: bool,
     pub(crate) write_shut: bool,
+    /// Times a write found the socket full (short write or `EAGAIN`): a
+    /// socket held by its send buffer, which rate-share sizing attends to.
+    pub(crate) blocked: u64,
     pub(crate) stats: ConnStats,
 }
 
@@ -65,6 +68,7 @@ impl Relay {
             read_eof: false,
             fin_in: false,
             write_shut: false,
+            blocked: 0,
             stats: ConnStats {
                 stream: stream.0,
                 end: "open".into(),
@@ -170,10 +174,14 @@ impl Relay {
                     written += n;
                     if n < want {
                         self.writable = false;
+                        self.blocked += 1;
                     }
                     self.advance(n, now);
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.writable = false,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.writable = false;
+                    self.blocked += 1;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => return Err(Failed),
             }

@@ -284,8 +284,8 @@ struct ConnSizing {
     /// the delivery rate is taken over these (a few periods), as one period
     /// of ACKs is bursty.
     readings: VecDeque<(Instant, u64)>,
-    /// `bytes_to_client` at the last reading.
-    written: u64,
+    /// The relay's `blocked` count at the last reading.
+    blocked: u64,
     /// The lowest RTT seen, microseconds.
     min_rtt_us: u32,
     /// The send buffer set, bytes as the kernel counts them.
@@ -561,7 +561,7 @@ impl<'c> Server<'c> {
                     sizing = Some(ConnSizing {
                         born: now,
                         readings: VecDeque::from([(now, info.bytes_acked)]),
-                        written: 0,
+                        blocked: 0,
                         min_rtt_us: rtt_us,
                         sk_bytes,
                     });
@@ -945,7 +945,8 @@ impl<'c> Server<'c> {
     }
 
     /// Rate-share sizing, a pass over the client sockets when one is due:
-    /// reads `TCP_INFO` of every socket that sent since its last reading,
+    /// reads `TCP_INFO` of every socket that filled up (a short write or
+    /// `EAGAIN`) since its last reading,
     /// keeps the fastest delivery rate, and re-sizes those sockets' send
     /// buffers to the allowance it gives ([`ShareSizing`]); idle sockets keep
     /// theirs. A pass goes [`SIZING_BATCH`] readings per call, between
@@ -973,9 +974,14 @@ impl<'c> Server<'c> {
                 continue;
             };
             let Some(z) = c.sizing.as_mut() else { continue };
-            if c.relay.stats.bytes_to_client == z.written && c.relay.queued() == 0 {
+            // Only sockets that filled up since their last reading: one that
+            // never does (a request-response) is not held by its buffer, and
+            // reading it would only cost (measured: +190 us at p99 with 5,000
+            // such connections). It keeps the buffer it has.
+            if c.relay.blocked == z.blocked {
                 continue;
             }
+            z.blocked = c.relay.blocked;
             reads += 1;
             let Ok(info) = tcp::tcp_info(c.relay.sock.as_raw_fd()) else {
                 continue;
@@ -993,7 +999,6 @@ impl<'c> Server<'c> {
                     sizer.pass_fastest = sizer.pass_fastest.max(r);
                 }
             }
-            z.written = c.relay.stats.bytes_to_client;
             if info.min_rtt_us > 0 {
                 z.min_rtt_us = info.min_rtt_us;
             }

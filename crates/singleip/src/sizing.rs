@@ -15,7 +15,9 @@
 //!   ones bound by it run at equal rates, and the fastest one, bound by its
 //!   buffer, keeps the queue near `(headroom - 1)` times the base RTT;
 //! - a connection that sends little (a request-response) does not shrink the
-//!   others' allowance, as an average over connections would.
+//!   others' allowance, as an average over connections would; the I/O server
+//!   reads and re-sizes only sockets that filled up since their last reading,
+//!   so such a connection keeps its first buffer and costs no system calls.
 //!
 //! The base RTT: a connection that starts while a queue stands sees that
 //! queue in every RTT sample, so its own lowest RTT overstates its path's
