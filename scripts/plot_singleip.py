@@ -37,6 +37,19 @@ def rows(path):
         return list(csv.DictReader(f))
 
 
+def label(ax, title, xlabel, ylabel, fontsize=7, markerscale=1):
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=fontsize, markerscale=markerscale)
+
+
+def save(fig, d, name):
+    fig.tight_layout()
+    fig.savefig(os.path.join(d, name), dpi=90)
+    plt.close(fig)
+
+
 def panel_grid(title, ncols):
     fig, axes = plt.subplots(len(SIZES), max(ncols, 1), figsize=(5 * max(ncols, 3), 8), squeeze=False)
     fig.suptitle(title)
@@ -48,7 +61,7 @@ def plot_dir(d):
     done = 0
     systems = systems_in(d)
     fig, axes = panel_grid(f"{name}: time against TCP sequence number, per stream (repetition 1)", len(systems))
-    for i, (size, label) in enumerate(SIZES):
+    for i, (size, title) in enumerate(SIZES):
         for j, system in enumerate(systems):
             ax = axes[i][j]
             path = os.path.join(d, f"c-{system}-{size}-rep1.timeline.csv")
@@ -65,16 +78,11 @@ def plot_dir(d):
                 ax.plot(t, q, ".", ms=1, color=COLOURS.get(s), label=s)
             for s, (t, q) in sorted(lost.items()):
                 ax.plot(t, q, "x", ms=3, color="black", label=f"{s} dropped")
-            ax.set_title(f"{system}, {label}")
-            ax.set_xlabel("time (s)")
-            ax.set_ylabel("sequence (MB)")
-            ax.legend(markerscale=3, fontsize=7)
+            label(ax, f"{system}, {title}", "time (s)", "sequence (MB)", markerscale=3)
             done += 1
-    fig.tight_layout()
-    fig.savefig(os.path.join(d, "timelines.png"), dpi=90)
-    plt.close(fig)
+    save(fig, d, "timelines.png")
     fig, axes = panel_grid(f"{name}: per-stream throughput over time, 100 ms bins (repetition 1)", len(systems))
-    for i, (size, label) in enumerate(SIZES):
+    for i, (size, title) in enumerate(SIZES):
         for j, system in enumerate(systems):
             ax = axes[i][j]
             path = os.path.join(d, f"c-{system}-{size}-rep1.bins.csv")
@@ -87,13 +95,8 @@ def plot_dir(d):
             for s, pts in sorted(by.items()):
                 pts.sort()
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], color=COLOURS.get(s), label=s, lw=1)
-            ax.set_title(f"{system}, {label}")
-            ax.set_xlabel("time (s)")
-            ax.set_ylabel("Mbit/s")
-            ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(d, "throughput.png"), dpi=90)
-    plt.close(fig)
+            label(ax, f"{system}, {title}", "time (s)", "Mbit/s")
+    save(fig, d, "throughput.png")
     plot_foreground(d, name, systems)
     return done
 
@@ -119,13 +122,11 @@ def plot_foreground(d, name, systems):
             ax.plot([p[0] for p in lost], [p[1] for p in lost], "x", ms=5, color=colour, label=f"{system} dropped")
         drawn = True
     if drawn:
-        ax.set_title(f"{name}: the 100 KB foreground transfer beside two 100 MB streams (repetition 1)")
-        ax.set_xlabel("time since its first packet (ms)")
-        ax.set_ylabel("sequence (KB)")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(os.path.join(d, "foreground.png"), dpi=90)
-    plt.close(fig)
+        label(ax, f"{name}: the 100 KB foreground transfer beside two 100 MB streams (repetition 1)",
+              "time since its first packet (ms)", "sequence (KB)", fontsize=8)
+        save(fig, d, "foreground.png")
+    else:
+        plt.close(fig)
 
 
 def main():
