@@ -25,7 +25,7 @@ Prints one CSV row per run. Needs a release build, nginx, haproxy and nft.
 """
 import argparse, csv, json, os, sys, tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gwlab import BIN, Lab, cpu_s, nginx_conf, sh, start, stop
+from gwlab import BIN, Lab, cpu_s, haproxy_tcp_cfg, nginx_conf, sh, start, stop
 
 VIP, BACKEND = "198.18.0.1:80", "198.18.0.2:8080"
 
@@ -56,20 +56,7 @@ def main():
             sh(BIN, "webset", "generate", f"{tmp}/www", "--model", "paper")
             conf = nginx_conf(tmp, "nginx", BACKEND, f"{tmp}/www")
             procs.append(start(inns("b1", "taskset", "-c", "0", "nginx", "-c", conf)))
-            hap = f"""global
-  maxconn 9000
-  nbthread 1
-defaults
-  mode tcp
-  timeout connect 5s
-  timeout client 300s
-  timeout server 300s
-listen gw
-  bind {VIP}
-  balance source
-  server b1 {BACKEND}
-"""
-            open(f"{tmp}/haproxy.cfg", "w").write(hap)
+            haproxy_tcp_cfg(f"{tmp}/haproxy.cfg", VIP, [BACKEND], balance="source")
             gateways = {
                 "direct": (None, BACKEND),
                 "proxy": (inns("gw", "taskset", "-c", "1", BIN, "gateway", "--mode", "proxy", "--listen", VIP,

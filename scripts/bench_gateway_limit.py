@@ -15,7 +15,7 @@ means the gateway is the limit; CPU 0 (client and backends) near 100% means it i
 """
 import argparse, csv, json, os, sys, tempfile, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gwlab import BIN, Lab, cpu_s, nginx_conf, sh, start, stop
+from gwlab import BIN, Lab, cpu_s, haproxy_tcp_cfg, nginx_conf, sh, start, stop
 
 
 def cpu_busy():
@@ -57,11 +57,7 @@ def main():
             vip = f"{lab.addr('gw')}:80"
             for n in counts:
                 pool = [f"{lab.addr(b)}:8080" for b in backends[:n]]
-                cfg = f"{tmp}/haproxy-{n}.cfg"
-                open(cfg, "w").write("global\n  maxconn 9000\n  nbthread 1\ndefaults\n  mode tcp\n"
-                                     "  timeout connect 5s\n  timeout client 300s\n  timeout server 300s\n"
-                                     f"listen gw\n  bind {vip}\n  balance roundrobin\n"
-                                     + "".join(f"  server s{i} {b}\n" for i, b in enumerate(pool)))
+                cfg = haproxy_tcp_cfg(f"{tmp}/haproxy-{n}.cfg", vip, pool)
                 flags = [x for b in pool for x in ("--backend", b)]
                 modes = {
                     "proxy": lab.inns("gw", "taskset", "-c", "1", BIN, "gateway", "--mode", "proxy", "--listen",

@@ -21,7 +21,7 @@ cgroup. One CSV row per (configuration, rate).
 """
 import argparse, csv, json, os, subprocess, sys, tempfile, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gwlab import BIN, Lab, group_cpu_s, nginx_conf, sh, start, stop
+from gwlab import BIN, Lab, group_cpu_s, haproxy_tcp_cfg, nginx_conf, sh, start, stop
 
 CLIENTS = ["c1", "c2", "c3", "c4"]
 
@@ -72,11 +72,7 @@ def main():
             vip = f"{lab.addr('gw')}:80"
             pool = [f"{lab.addr(b)}:8080" for b in ["b0", "b1"]]
             if a.gateway == "haproxy":
-                cfg = f"{tmp}/haproxy.cfg"
-                open(cfg, "w").write("global\n  maxconn 9000\n  nbthread 1\ndefaults\n  mode tcp\n"
-                                     "  timeout connect 5s\n  timeout client 300s\n  timeout server 300s\n"
-                                     f"listen gw\n  bind {vip}\n  balance source\n"
-                                     + "".join(f"  server s{i} {b}\n" for i, b in enumerate(pool)))
+                cfg = haproxy_tcp_cfg(f"{tmp}/haproxy.cfg", vip, pool, balance="source")
                 gw_cmd = lab.inns("gw", "taskset", "-c", "1", "haproxy", "-db", "-f", cfg)
             else:
                 gw_cmd = lab.inns("gw", "taskset", "-c", "1", BIN, "gateway", "--mode", a.gateway, "--listen", vip,

@@ -50,7 +50,7 @@ import argparse, csv, json, os, shutil, signal, socket, socketserver, struct, sy
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from silab import BIN, Lab, Procs, SetupError, cpu_s, jain, median, pct, sh  # noqa: E402
+from silab import BIN, Lab, Procs, SetupError, cpu_s, haproxy_tcp_cfg, jain, median, pct, sh  # noqa: E402
 
 PORT = 80
 SERVER_PORT = 8080
@@ -245,21 +245,8 @@ class Bench:
                 cmd += ["--backend", f"{lab.naddr(j)}:{SERVER_PORT}"]
             started.append(self.procs.start("nat", cmd, ready="gateway: nat mode"))
         elif system == "haproxy":
-            servers = "\n".join(f"  server n{j} {lab.naddr(j)}:{SERVER_PORT}" for j in range(len(lab.nodes)))
-            cfg = f"{self.tmp}/haproxy.cfg"
-            open(cfg, "w").write(f"""global
-  maxconn 1000
-  nbthread 1
-defaults
-  mode tcp
-  timeout connect 5s
-  timeout client 300s
-  timeout server 300s
-listen front
-  bind {vip}
-  balance roundrobin
-{servers}
-""")
+            cfg = haproxy_tcp_cfg(f"{self.tmp}/haproxy.cfg", vip,
+                                  [f"{lab.naddr(j)}:{SERVER_PORT}" for j in range(len(lab.nodes))])
             p = self.procs.start("haproxy", lab.inns("front", "taskset", "-c", "1", "haproxy", "-db", "-f", cfg))
             time.sleep(1.0)
             if p.poll() is not None:

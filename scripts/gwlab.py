@@ -48,6 +48,17 @@ class Lab:
         sh(*self.inns(host, "sh", "-c", f"echo {cpu_mask:x} > /sys/class/net/eth0/queues/rx-0/rps_cpus"))
 
 
+def haproxy_tcp_cfg(path, bind, servers, balance="roundrobin"):
+    """Writes the HAProxy peer every gateway benchmark uses: mode tcp, one thread,
+    `balance` over `servers` (ADDR:PORT), listening on `bind`. Returns `path`."""
+    with open(path, "w") as f:
+        f.write("global\n  maxconn 9000\n  nbthread 1\ndefaults\n  mode tcp\n"
+                "  timeout connect 5s\n  timeout client 300s\n  timeout server 300s\n"
+                f"listen gw\n  bind {bind}\n  balance {balance}\n"
+                + "".join(f"  server s{i} {b}\n" for i, b in enumerate(servers)))
+    return path
+
+
 def cpu_s(pid):
     """User + system CPU seconds of one process (None: no process)."""
     if pid is None:

@@ -56,46 +56,47 @@ def panel_grid(title, ncols):
     return fig, axes
 
 
+def panels(d, axes, systems, kind):
+    """(axes, panel title, path) of every panel whose repetition-1 file of `kind`
+    (timeline, bins) exists; the other panels are hidden."""
+    for i, (size, title) in enumerate(SIZES):
+        for j, system in enumerate(systems):
+            ax = axes[i][j]
+            path = os.path.join(d, f"c-{system}-{size}-rep1.{kind}.csv")
+            if os.path.exists(path):
+                yield ax, f"{system}, {title}", path
+            else:
+                ax.set_visible(False)
+
+
 def plot_dir(d):
     name = os.path.basename(os.path.normpath(d))
     done = 0
     systems = systems_in(d)
     fig, axes = panel_grid(f"{name}: time against TCP sequence number, per stream (repetition 1)", len(systems))
-    for i, (size, title) in enumerate(SIZES):
-        for j, system in enumerate(systems):
-            ax = axes[i][j]
-            path = os.path.join(d, f"c-{system}-{size}-rep1.timeline.csv")
-            if not os.path.exists(path):
-                ax.set_visible(False)
-                continue
-            by = defaultdict(lambda: ([], []))
-            lost = defaultdict(lambda: ([], []))
-            for r in rows(path):
-                target = lost if r.get("fate", "sent") != "sent" else by
-                target[r["stream"]][0].append(float(r["t_s"]))
-                target[r["stream"]][1].append(int(r["seq_rel"]) / 1e6)
-            for s, (t, q) in sorted(by.items()):
-                ax.plot(t, q, ".", ms=1, color=COLOURS.get(s), label=s)
-            for s, (t, q) in sorted(lost.items()):
-                ax.plot(t, q, "x", ms=3, color="black", label=f"{s} dropped")
-            label(ax, f"{system}, {title}", "time (s)", "sequence (MB)", markerscale=3)
-            done += 1
+    for ax, title, path in panels(d, axes, systems, "timeline"):
+        by = defaultdict(lambda: ([], []))
+        lost = defaultdict(lambda: ([], []))
+        for r in rows(path):
+            target = lost if r.get("fate", "sent") != "sent" else by
+            target[r["stream"]][0].append(float(r["t_s"]))
+            target[r["stream"]][1].append(int(r["seq_rel"]) / 1e6)
+        for s, (t, q) in sorted(by.items()):
+            ax.plot(t, q, ".", ms=1, color=COLOURS.get(s), label=s)
+        for s, (t, q) in sorted(lost.items()):
+            ax.plot(t, q, "x", ms=3, color="black", label=f"{s} dropped")
+        label(ax, title, "time (s)", "sequence (MB)", markerscale=3)
+        done += 1
     save(fig, d, "timelines.png")
     fig, axes = panel_grid(f"{name}: per-stream throughput over time, 100 ms bins (repetition 1)", len(systems))
-    for i, (size, title) in enumerate(SIZES):
-        for j, system in enumerate(systems):
-            ax = axes[i][j]
-            path = os.path.join(d, f"c-{system}-{size}-rep1.bins.csv")
-            if not os.path.exists(path):
-                ax.set_visible(False)
-                continue
-            by = defaultdict(list)
-            for r in rows(path):
-                by[r["stream"]].append((float(r["t_s"]), float(r["mbit_s"])))
-            for s, pts in sorted(by.items()):
-                pts.sort()
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], color=COLOURS.get(s), label=s, lw=1)
-            label(ax, f"{system}, {title}", "time (s)", "Mbit/s")
+    for ax, title, path in panels(d, axes, systems, "bins"):
+        by = defaultdict(list)
+        for r in rows(path):
+            by[r["stream"]].append((float(r["t_s"]), float(r["mbit_s"])))
+        for s, pts in sorted(by.items()):
+            pts.sort()
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], color=COLOURS.get(s), label=s, lw=1)
+        label(ax, title, "time (s)", "Mbit/s")
     save(fig, d, "throughput.png")
     plot_foreground(d, name, systems)
     return done

@@ -15,8 +15,8 @@ Every child's stdout/stderr go to files in a temporary directory.
 """
 import os, re, shutil, signal, subprocess, sys, time
 
-BIN = os.path.abspath(os.environ.get("CONNLAB", "target/release/connlab"))
-TICK = os.sysconf("SC_CLK_TCK")
+from gwlab import BIN, cpu_s, haproxy_tcp_cfg  # noqa: F401 (re-exported for bench_singleip)
+
 PREFIX = "connlab-bench-"
 
 
@@ -128,12 +128,6 @@ class Lab:
 
     def rps(self, host, dev, mask):
         sh(*self.inns(host, "sh", "-c", f"echo {mask:x} > /sys/class/net/{dev}/queues/rx-0/rps_cpus"))
-
-
-def cpu_s(pid):
-    """User + system CPU seconds of one process."""
-    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / TICK
 
 
 class Procs:

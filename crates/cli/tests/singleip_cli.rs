@@ -269,6 +269,44 @@ fn connect(addr: SocketAddr) -> TcpStream {
     s
 }
 
+/// Connects to `addr` and reads the one-byte name its server sends first
+/// (`named_echo_on`): which node got the connection.
+fn connect_named(addr: SocketAddr) -> (TcpStream, u8) {
+    let mut s = connect(addr);
+    let mut name = [0u8; 1];
+    s.read_exact(&mut name).unwrap();
+    (s, name[0])
+}
+
+/// Writes `data` on `s` while reading as many bytes back (an echo).
+fn echo_back(s: &mut TcpStream, data: &[u8]) -> Vec<u8> {
+    let mut w = s.try_clone().unwrap();
+    let d = data.to_vec();
+    let writer = std::thread::spawn(move || w.write_all(&d).unwrap());
+    let mut back = vec![0u8; data.len()];
+    s.read_exact(&mut back).unwrap();
+    writer.join().unwrap();
+    back
+}
+
+/// After the node named `b'A'` was killed: its streams end (reset or end of
+/// input, never a hang, never more bytes); the others still echo `size`
+/// bytes.
+fn check_streams_after_killing_a(conns: &mut [(TcpStream, u8)], size: usize, seed: u8) {
+    for (s, name) in conns {
+        if *name == b'A' {
+            let mut buf = [0u8; 16];
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => {}
+                Ok(n) => panic!("a stream of the killed node got {n} more bytes"),
+            }
+        } else {
+            let data = pattern(size, seed);
+            assert_eq!(echo_back(s, &data), data);
+        }
+    }
+}
+
 /// Sends `data`, half-closes, reads everything back.
 fn round_trip(addr: SocketAddr, data: &[u8]) -> Vec<u8> {
     let mut s = connect(addr);
@@ -405,41 +443,13 @@ fn a_killed_node_resets_only_its_own_streams() {
     let node_a = app_node(nodes, &key, named_echo_server(b'A'), cluster.port(), "1");
     let node_b = app_node(nodes, &key, named_echo_server(b'B'), cluster.port(), "2");
     // Round robin: the connections alternate between the nodes.
-    let mut conns: Vec<(TcpStream, u8)> = (0..6)
-        .map(|_| {
-            let mut s = connect(cluster);
-            let mut name = [0u8; 1];
-            s.read_exact(&mut name).unwrap();
-            (s, name[0])
-        })
-        .collect();
+    let mut conns: Vec<(TcpStream, u8)> = (0..6).map(|_| connect_named(cluster)).collect();
     assert_eq!(conns.iter().filter(|c| c.1 == b'A').count(), 3);
     node_a.kill();
-    for (s, name) in &mut conns {
-        if *name == b'A' {
-            // Reset (or at least ended): never a hang, never more bytes.
-            let mut buf = [0u8; 16];
-            match s.read(&mut buf) {
-                Ok(0) | Err(_) => {}
-                Ok(n) => panic!("a stream of the killed node got {n} more bytes"),
-            }
-        } else {
-            let data = pattern(100_000, 7);
-            let mut w = s.try_clone().unwrap();
-            let d = data.clone();
-            let writer = std::thread::spawn(move || w.write_all(&d).unwrap());
-            let mut back = vec![0u8; data.len()];
-            s.read_exact(&mut back).unwrap();
-            writer.join().unwrap();
-            assert_eq!(back, data);
-        }
-    }
+    check_streams_after_killing_a(&mut conns, 100_000, 7);
     // New clients go to the surviving node.
     for _ in 0..3 {
-        let mut s = connect(cluster);
-        let mut name = [0u8; 1];
-        s.read_exact(&mut name).unwrap();
-        assert_eq!(name[0], b'B');
+        assert_eq!(connect_named(cluster).1, b'B');
     }
     drop(conns);
     drop(node_b);
@@ -682,39 +692,13 @@ fn in_namespaces_clients_reach_two_nodes_a_killed_node_a_wrong_key_bad_frames_an
         ));
     }
     let mut conns: Vec<(TcpStream, u8)> = topo
-        .run_in("client", || {
-            (0..4)
-                .map(|_| {
-                    let mut s = connect(vip);
-                    let mut name = [0u8; 1];
-                    s.read_exact(&mut name).unwrap();
-                    (s, name[0])
-                })
-                .collect()
-        })
+        .run_in("client", || (0..4).map(|_| connect_named(vip)).collect())
         .unwrap();
     let mut names: Vec<u8> = conns.iter().map(|c| c.1).collect();
     names.sort_unstable();
     assert_eq!(names, b"AABB");
     nodes.remove(0).kill();
-    for (s, name) in &mut conns {
-        if *name == b'A' {
-            let mut buf = [0u8; 16];
-            match s.read(&mut buf) {
-                Ok(0) | Err(_) => {}
-                Ok(n) => panic!("a stream of the killed node got {n} more bytes"),
-            }
-        } else {
-            let data = pattern(200_000, 1);
-            let mut w = s.try_clone().unwrap();
-            let d = data.clone();
-            let writer = std::thread::spawn(move || w.write_all(&d).unwrap());
-            let mut back = vec![0u8; data.len()];
-            s.read_exact(&mut back).unwrap();
-            writer.join().unwrap();
-            assert_eq!(back, data);
-        }
-    }
+    check_streams_after_killing_a(&mut conns, 200_000, 1);
     // Garbage on the node port from another host costs only that peer.
     topo.run_in("n1", || {
         let mut g = TcpStream::connect("198.18.0.1:7000").unwrap();
@@ -790,9 +774,7 @@ fn in_namespaces_clients_reach_two_nodes_a_killed_node_a_wrong_key_bad_frames_an
     // not time): three streams echo 1 MB each through the surviving node.
     let (stalled, movers) = topo
         .run_in("client", || {
-            let mut stalled = connect(vip);
-            let mut name = [0u8; 1];
-            stalled.read_exact(&mut name).unwrap();
+            let (stalled, _) = connect_named(vip);
             stalled
                 .set_write_timeout(Some(Duration::from_secs(30)))
                 .unwrap();
@@ -803,18 +785,10 @@ fn in_namespaces_clients_reach_two_nodes_a_killed_node_a_wrong_key_bad_frames_an
             });
             let movers: Vec<_> = (0..3u8)
                 .map(|i| {
-                    let mut s = connect(vip);
-                    let mut name = [0u8; 1];
-                    s.read_exact(&mut name).unwrap();
+                    let (mut s, _) = connect_named(vip);
                     std::thread::spawn(move || {
                         let data = pattern(1 << 20, 20 + i);
-                        let mut w = s.try_clone().unwrap();
-                        let d = data.clone();
-                        let writer = std::thread::spawn(move || w.write_all(&d).unwrap());
-                        let mut back = vec![0u8; data.len()];
-                        s.read_exact(&mut back).unwrap();
-                        writer.join().unwrap();
-                        back == data
+                        echo_back(&mut s, &data) == data
                     })
                 })
                 .collect();

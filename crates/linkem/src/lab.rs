@@ -13,9 +13,7 @@
 //! deletes the namespaces on drop.
 
 use crate::{ip, LinkemError};
-use std::fs::File;
 use std::net::Ipv4Addr;
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The router's interface towards the left hosts.
@@ -177,16 +175,11 @@ impl Lab {
 
     fn delete_all(&mut self) -> Result<(), LinkemError> {
         self.torn_down = true;
-        let mut first = None;
-        for ns in self.namespaces() {
-            if let Err(e) = ip(&["netns", "delete", &ns]) {
-                first.get_or_insert(e);
-            }
-        }
+        let names = self.namespaces();
         self.left.clear();
         self.right.clear();
         self.router.clear();
-        first.map_or(Ok(()), Err)
+        Ok(connlab_os::netns::delete_namespaces(&names)?)
     }
 }
 
@@ -218,24 +211,8 @@ fn write_sysctl(key: &str, value: &str) -> Result<(), LinkemError> {
     std::fs::write(&path, value).map_err(|e| LinkemError::io(format!("writing {path}"), e))
 }
 
-/// Runs `f` on a new thread that entered network namespace `ns` (a name in
-/// `/run/netns`); sockets, TUN devices and `ip` children it creates belong
-/// there. The calling thread is unaffected.
+/// Runs `f` on a new thread that entered network namespace `ns`
+/// ([`connlab_os::netns::run_in_namespace`]).
 pub fn in_namespace<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> Result<T, LinkemError> {
-    let path = format!("/run/netns/{ns}");
-    let handle = File::open(&path).map_err(|e| LinkemError::io(format!("opening {path}"), e))?;
-    std::thread::scope(|s| {
-        s.spawn(move || {
-            // SAFETY: a valid namespace descriptor; only this thread moves.
-            if unsafe { libc::setns(handle.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                return Err(LinkemError::io(
-                    format!("setns into {ns}"),
-                    std::io::Error::last_os_error(),
-                ));
-            }
-            Ok(f())
-        })
-        .join()
-        .unwrap_or_else(|p| std::panic::resume_unwind(p))
-    })
+    Ok(connlab_os::netns::run_in_namespace(ns, f)?)
 }

@@ -30,8 +30,6 @@ pub use lab::{Lab, LabSpec};
 pub use router::{Router, RouterSpec};
 pub use sched::{Scheduler, Verdict};
 
-use std::process::Command;
-
 /// Why the emulator could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum LinkemError {
@@ -44,15 +42,7 @@ pub enum LinkemError {
     /// A bad value.
     #[error("{0}")]
     BadConfig(String),
-    /// An iproute2 call failed.
-    #[error("`{cmd}` failed: {stderr}")]
-    Command {
-        /// The command line.
-        cmd: String,
-        /// What it printed on stderr.
-        stderr: String,
-    },
-    /// Building the namespaces failed.
+    /// Building the namespaces, or an iproute2 call, failed.
     #[error(transparent)]
     Netns(#[from] connlab_os::netns::NetnsError),
     /// A system call or file operation failed.
@@ -76,19 +66,5 @@ impl LinkemError {
 
 /// Runs `ip ARGS` (in the calling thread's network namespace).
 pub(crate) fn ip(args: &[&str]) -> Result<(), LinkemError> {
-    let out = Command::new("ip").args(args).output().map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            LinkemError::BadConfig("ip not found: install iproute2".into())
-        } else {
-            LinkemError::io("running ip", e)
-        }
-    })?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(LinkemError::Command {
-            cmd: format!("ip {}", args.join(" ")),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        })
-    }
+    Ok(connlab_os::netns::ip(args)?)
 }

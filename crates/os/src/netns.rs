@@ -296,24 +296,8 @@ impl Topology {
         host: &str,
         f: impl FnOnce() -> T + Send,
     ) -> Result<T, NetnsError> {
-        let ns = File::open(self.handle(host)?).map_err(|source| NetnsError::Io {
-            what: format!("opening the namespace of {host}"),
-            source,
-        })?;
-        std::thread::scope(|s| {
-            s.spawn(move || {
-                // SAFETY: a valid namespace descriptor; only this thread moves.
-                if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                    return Err(NetnsError::Io {
-                        what: "setns(CLONE_NEWNET)".into(),
-                        source: std::io::Error::last_os_error(),
-                    });
-                }
-                Ok(f())
-            })
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-        })
+        let i = self.index(host)?;
+        run_in_namespace(&self.namespaces[i], f)
     }
 
     fn handle(&self, host: &str) -> Result<String, NetnsError> {
@@ -328,18 +312,13 @@ impl Topology {
 
     fn delete_all(&mut self) -> Result<(), NetnsError> {
         self.torn_down = true;
-        let mut first = None;
-        for ns in self
+        let names: Vec<String> = self
             .switch
             .take()
             .into_iter()
             .chain(self.namespaces.drain(..))
-        {
-            if let Err(e) = ip(&["netns", "delete", &ns]) {
-                first.get_or_insert(e);
-            }
-        }
-        first.map_or(Ok(()), Err)
+            .collect();
+        delete_namespaces(&names)
     }
 }
 
@@ -404,8 +383,45 @@ fn tbf(ns: &str, dev: &str, bps: u64) -> Result<(), NetnsError> {
     .map(drop)
 }
 
-fn ip(args: &[&str]) -> Result<(), NetnsError> {
+/// Runs `ip ARGS` in the calling thread's network namespace.
+pub fn ip(args: &[&str]) -> Result<(), NetnsError> {
     run_tool("ip", args).map(drop)
+}
+
+/// Runs `f` on a new thread that entered network namespace `ns` (a name in
+/// `/run/netns`); sockets, devices and `ip` children it creates belong
+/// there. The calling thread is unaffected.
+pub fn run_in_namespace<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> Result<T, NetnsError> {
+    let path = format!("{NETNS_DIR}/{ns}");
+    let handle = File::open(&path).map_err(|source| NetnsError::Io {
+        what: format!("opening {path}"),
+        source,
+    })?;
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            // SAFETY: a valid namespace descriptor; only this thread moves.
+            if unsafe { libc::setns(handle.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                return Err(NetnsError::Io {
+                    what: format!("setns(CLONE_NEWNET) into {ns}"),
+                    source: std::io::Error::last_os_error(),
+                });
+            }
+            Ok(f())
+        })
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
+/// Deletes the named namespaces, all of them, reporting the first error.
+pub fn delete_namespaces(names: &[String]) -> Result<(), NetnsError> {
+    let mut first = None;
+    for ns in names {
+        if let Err(e) = ip(&["netns", "delete", ns]) {
+            first.get_or_insert(e);
+        }
+    }
+    first.map_or(Ok(()), Err)
 }
 
 /// Runs an iproute2 tool; its stdout on success, a [`NetnsError::Command`] with

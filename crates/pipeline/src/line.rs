@@ -263,11 +263,7 @@ pub(crate) fn memory_line<'p>(
                 || wire_rx.peek().is_ok_and(|(a, _)| *a <= Instant::now())
         });
     }
-    report.cpu_s = clock.seconds();
-    report.busy_s = busy.robust_s();
-    report.busy_raw_s = busy.raw_s();
-    report.yields = idler.counts.yields;
-    report.parks = idler.counts.parks;
+    report.close(&clock, &busy, &idler);
     report
 }
 
@@ -387,10 +383,6 @@ pub(crate) fn udp_line<'p>(
         }
         idler.idle(now, None, || ends.has_input());
     }
-    report.cpu_s = clock.seconds();
-    report.busy_s = busy.robust_s();
-    report.busy_raw_s = busy.raw_s();
-    report.yields = idler.counts.yields;
-    report.parks = idler.counts.parks;
+    report.close(&clock, &busy, &idler);
     report
 }

@@ -235,9 +235,7 @@ pub(crate) fn run_layer<'p>(ctx: &Ctx<'p>, mut t: LayerThread<'p>) -> ThreadRepo
         });
     }
     let c = entity.counters();
-    report.cpu_s = clock.seconds();
-    report.busy_s = busy.robust_s();
-    report.busy_raw_s = busy.raw_s();
+    report.close(&clock, &busy, &idler);
     report.messages = match t.role {
         Role::Initiator => c.data_sent,
         Role::Responder => c.data_delivered,
@@ -245,8 +243,6 @@ pub(crate) fn run_layer<'p>(ctx: &Ctx<'p>, mut t: LayerThread<'p>) -> ThreadRepo
     report.counters = Some(c);
     report.occupancy_mean = occupancy.mean();
     report.occupancy_max = occupancy.max();
-    report.yields = idler.counts.yields;
-    report.parks = idler.counts.parks;
     report.dropped = stray_up;
     report
 }
@@ -322,11 +318,7 @@ pub(crate) fn run_source<'p>(
     }
     *ctx.source.lock().unwrap_or_else(|e| e.into_inner()) = Some(source.totals());
     report.messages = source.next;
-    report.cpu_s = clock.seconds();
-    report.busy_s = busy.robust_s();
-    report.busy_raw_s = busy.raw_s();
-    report.yields = idler.counts.yields;
-    report.parks = idler.counts.parks;
+    report.close(&clock, &busy, &idler);
     report
 }
 
@@ -384,11 +376,7 @@ pub(crate) fn run_sink<'p>(
     report.occupancy_mean = occupancy.mean();
     report.occupancy_max = occupancy.max();
     *ctx.sink.lock().unwrap_or_else(|e| e.into_inner()) = sink;
-    report.cpu_s = clock.seconds();
-    report.busy_s = busy.robust_s();
-    report.busy_raw_s = busy.raw_s();
-    report.yields = idler.counts.yields;
-    report.parks = idler.counts.parks;
+    report.close(&clock, &busy, &idler);
     report
 }
 

@@ -325,11 +325,7 @@ pub(crate) fn run_worker<'p>(
         }
         idler.idle(now, deadline, || !w.from_line.is_empty());
     }
-    report.cpu_s = clock.seconds();
-    report.busy_s = busy.robust_s();
-    report.busy_raw_s = busy.raw_s();
-    report.yields = idler.counts.yields;
-    report.parks = idler.counts.parks;
+    report.close(&clock, &busy, &idler);
     WorkerReport {
         thread: report,
         layer_time: c.layer_time,

@@ -8,7 +8,7 @@ use std::time::Instant;
 use connlab_os::{pin_current_process, CpuList, CpuTimes};
 
 use crate::content::{fill_message, message_index, message_matches, StreamChecksum};
-use crate::idle::Parker;
+use crate::idle::{Idler, Parker};
 use crate::layer::{LayerCounters, Service};
 use crate::pool::{Buf, BufferPool};
 use crate::PipelineConfig;
@@ -362,6 +362,18 @@ pub(crate) struct ThreadReport {
     pub(crate) dropped: u64,
     pub(crate) duplicated: u64,
     pub(crate) reordered: u64,
+}
+
+impl ThreadReport {
+    /// Fills what every thread measures the same way at its end: CPU time,
+    /// busy time (robust and raw) and how it idled.
+    pub(crate) fn close(&mut self, clock: &CpuClock, busy: &BusyMeter, idler: &Idler<'_>) {
+        self.cpu_s = clock.seconds();
+        self.busy_s = busy.robust_s();
+        self.busy_raw_s = busy.raw_s();
+        self.yields = idler.counts.yields;
+        self.parks = idler.counts.parks;
+    }
 }
 
 /// Thread CPU time from the start of a thread's work.

@@ -176,6 +176,8 @@ fn node_loop(
     // Slots whose stream waits for CONNECTED.
     let mut waiting: HashSet<usize> = HashSet::new();
     let mut accept_ready: Vec<usize> = Vec::new();
+    // Local connections something happened to in a loop turn (reused).
+    let mut touched: Vec<usize> = Vec::new();
     let mut ready = Some(ready);
     let mut granted = 0usize;
     let mut relays: Vec<Option<Relay>> = Vec::new();
@@ -235,7 +237,7 @@ fn node_loop(
                 e,
             ));
         }
-        let mut touched = Vec::new();
+        touched.clear();
         for event in &events {
             let gone = event.is_error() || event.is_read_closed();
             let r = event.is_readable() || gone;
@@ -443,7 +445,7 @@ fn node_loop(
         touched.sort_unstable();
         touched.dedup();
         let now = Instant::now();
-        for slot in touched {
+        for &slot in &touched {
             let Some(relay) = relays.get_mut(slot).and_then(Option::as_mut) else {
                 continue;
             };

@@ -10,7 +10,7 @@
 //! (a short read does not prove the socket drained; the gateway's relays
 //! stalled on that), `writable` by a short write or `EAGAIN`.
 
-use connlab_proto::xfer::{LocalError, StreamId, XferSession};
+use connlab_proto::xfer::{StreamId, XferSession};
 use mio::net::TcpStream;
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Read, Write};
@@ -123,12 +123,10 @@ impl Relay {
                     let _ = session.finish(self.stream);
                 }
                 Ok(n) => {
-                    match session.send_data(self.stream, &scratch[..n]) {
-                        Ok(_) => {}
-                        Err(LocalError::WrongState { .. } | LocalError::UnknownStream { .. }) => {
-                            return Err(Failed)
-                        }
-                        Err(_) => return Err(Failed),
+                    // Within the credit read above, so all of it is taken;
+                    // an error means the stream is gone (reset crossing).
+                    if session.send_data(self.stream, &scratch[..n]).is_err() {
+                        return Err(Failed);
                     }
                     self.stats.bytes_from_client += n as u64;
                     moved += n;
@@ -157,20 +155,22 @@ impl Relay {
             }
             // Up to MAX_IOV queued payloads in one writev, within `limit`.
             let mut room = usize::try_from(limit - written as u64).unwrap_or(usize::MAX);
-            let mut slices = Vec::with_capacity(MAX_IOV.min(self.queue.len()));
-            for chunk in &self.queue {
-                if room == 0 || slices.len() == MAX_IOV {
+            // On the stack: no allocation per write.
+            let mut slices = [IoSlice::new(&[]); MAX_IOV];
+            let (mut used, mut want) = (0, 0);
+            for chunk in self.queue.iter().take(MAX_IOV) {
+                if room == 0 {
                     break;
                 }
                 let rest = &chunk.bytes[chunk.written..];
                 let take = rest.len().min(room);
-                slices.push(IoSlice::new(&rest[..take]));
+                slices[used] = IoSlice::new(&rest[..take]);
+                used += 1;
+                want += take;
                 room -= take;
             }
-            let want: usize = slices.iter().map(|s| s.len()).sum();
-            match self.sock.write_vectored(&slices) {
+            match self.sock.write_vectored(&slices[..used]) {
                 Ok(n) => {
-                    drop(slices);
                     written += n;
                     if n < want {
                         self.writable = false;

@@ -239,9 +239,11 @@ pub fn run_server(
                 _ => {}
             }
         }
-        server.serve_clients();
-        server.resize_send_buffers(Instant::now());
-        server.check_timers();
+        // One clock reading serves the writer, the sizing and the timers.
+        let now = Instant::now();
+        server.serve_clients(now);
+        server.resize_send_buffers(now);
+        server.check_timers(now);
     }
     Ok(server.finish())
 }
@@ -335,6 +337,10 @@ struct Server<'c> {
     ports: BTreeMap<u16, Serving>,
     fq: FairQueue,
     sizer: Option<Sizer>,
+    /// Scratch of `on_node` (events of one read) and `serve_clients` (nodes
+    /// with output), kept to avoid an allocation per loop turn.
+    node_events: Vec<Event>,
+    touched_nodes: Vec<usize>,
     scratch: Vec<u8>,
     stats: ServerStats,
 }
@@ -410,6 +416,8 @@ impl<'c> Server<'c> {
                 }),
                 _ => None,
             },
+            node_events: Vec::new(),
+            touched_nodes: Vec::new(),
             scratch: vec![0; READ_CHUNK],
             stats,
         })
@@ -547,8 +555,14 @@ impl<'c> Server<'c> {
                 }
                 (SendBuffer::Share(rules), Some(sizer)) => {
                     // Before any sample of its own: the handshake's RTT and
-                    // the allowance every active connection has now.
-                    let info = tcp::tcp_info(fd).unwrap_or_default();
+                    // the allowance every active connection has now. With no
+                    // allowance yet the RTT changes nothing (a young socket
+                    // gets `initial`): no TCP_INFO per accept then.
+                    let info = if sizer.fastest > 0.0 {
+                        tcp::tcp_info(fd).unwrap_or_default()
+                    } else {
+                        tcp::TcpInfo::default()
+                    };
                     let rtt_us = if info.min_rtt_us > 0 {
                         info.min_rtt_us
                     } else {
@@ -604,7 +618,16 @@ impl<'c> Server<'c> {
 
     /// Reads what the node sent, acts on it, and writes what is queued for it.
     fn on_node(&mut self, n: usize) {
-        let mut events = Vec::new();
+        // Reused between calls: no allocation per read.
+        let mut events = std::mem::take(&mut self.node_events);
+        self.read_node(n, &mut events);
+        events.clear();
+        self.node_events = events;
+    }
+
+    /// Reads what node `n` sent until `EAGAIN`, acting on every event, then
+    /// writes what is queued for it.
+    fn read_node(&mut self, n: usize, events: &mut Vec<Event>) {
         loop {
             let Some(node) = self.nodes.get_mut(n).and_then(Option::as_mut) else {
                 return;
@@ -642,8 +665,10 @@ impl<'c> Server<'c> {
             let result = node
                 .session
                 .feed(&self.scratch[..got], &mut |e| events.push(e));
+            // The read's time stamps every DATA payload it carried.
+            let now = node.last_input;
             for event in events.drain(..) {
-                self.on_event(n, event);
+                self.on_event(n, event, now);
             }
             match result {
                 Ok(connlab_proto::Flow::Continue) => {}
@@ -677,8 +702,7 @@ impl<'c> Server<'c> {
         self.drop_node(n, format!("connection error: {error}"));
     }
 
-    fn on_event(&mut self, n: usize, event: Event) {
-        let now = Instant::now();
+    fn on_event(&mut self, n: usize, event: Event, now: Instant) {
         let Some(node) = self.nodes.get_mut(n).and_then(Option::as_mut) else {
             return;
         };
@@ -893,10 +917,10 @@ impl<'c> Server<'c> {
     /// The DRR writer: ready client sockets in turn, at most their deficit
     /// each, until every one is empty or blocked or the budget for this
     /// pass is spent (so node input is not starved).
-    fn serve_clients(&mut self) {
-        let now = Instant::now();
+    fn serve_clients(&mut self, now: Instant) {
         let mut budget = self.clients.len() * 2 + 16;
-        let mut touched = BTreeSet::new();
+        // Reused between calls: no allocation per loop turn.
+        let mut touched = std::mem::take(&mut self.touched_nodes);
         while budget > 0 {
             let Some(turn) = self.fq.next_turn() else {
                 break;
@@ -911,7 +935,7 @@ impl<'c> Server<'c> {
             let Some(node) = self.nodes.get_mut(n).and_then(Option::as_mut) else {
                 continue;
             };
-            touched.insert(n);
+            touched.push(n);
             match c.relay.pump_out(&mut node.session, turn.allowance, now) {
                 Ok(sent) => {
                     if sent > 0 {
@@ -939,9 +963,13 @@ impl<'c> Server<'c> {
                 ),
             }
         }
-        for n in touched {
+        touched.sort_unstable();
+        touched.dedup();
+        for &n in &touched {
             self.flush_node(n);
         }
+        touched.clear();
+        self.touched_nodes = touched;
     }
 
     /// Rate-share sizing, a pass over the client sockets when one is due:
@@ -1035,8 +1063,7 @@ impl<'c> Server<'c> {
 
     /// Closes node connections still unauthenticated after the handshake
     /// timeout, pings silent nodes and gives up on those silent too long.
-    fn check_timers(&mut self) {
-        let now = Instant::now();
+    fn check_timers(&mut self, now: Instant) {
         let c = self.config;
         for n in 0..self.nodes.len() {
             let Some(node) = self.nodes[n].as_mut() else {

@@ -119,29 +119,26 @@ impl ShareSizing {
 /// its group is given that first one (a group's first connection is the one
 /// that saw its path with the least queue); a larger one starts a group.
 pub fn base_rtts(min_rtts: &[Duration], same_path: f64) -> Vec<Duration> {
-    let mut order: Vec<usize> = (0..min_rtts.len()).collect();
-    order.sort_by_key(|&i| min_rtts[i]);
-    let mut base = vec![Duration::ZERO; min_rtts.len()];
-    let mut group: Option<Duration> = None;
-    for i in order {
-        let rtt = min_rtts[i];
-        let g = match group {
-            Some(g) if rtt.as_secs_f64() <= g.as_secs_f64() * same_path => g,
-            _ => rtt,
-        };
-        group = Some(g);
-        base[i] = g;
-    }
-    base
+    let starts = group_starts(min_rtts, same_path);
+    min_rtts
+        .iter()
+        .map(|&rtt| base_in(&starts, rtt, same_path))
+        .collect()
 }
 
 /// The group starts of [`base_rtts`]: ascending, each more than `same_path`
 /// times the one before. With [`base_in`] a connection measured later gets
 /// the base [`base_rtts`] would have given it among these.
 pub fn group_starts(min_rtts: &[Duration], same_path: f64) -> Vec<Duration> {
-    let mut starts: Vec<Duration> = base_rtts(min_rtts, same_path);
-    starts.sort_unstable();
-    starts.dedup();
+    let mut sorted = min_rtts.to_vec();
+    sorted.sort_unstable();
+    let mut starts: Vec<Duration> = Vec::new();
+    for rtt in sorted {
+        match starts.last() {
+            Some(g) if rtt.as_secs_f64() <= g.as_secs_f64() * same_path => {}
+            _ => starts.push(rtt),
+        }
+    }
     starts
 }
 

@@ -6,8 +6,8 @@
 use connlab_os::Shutdown;
 use connlab_proto::xfer::{AuthKey, Event, XferConfig, XferSession};
 use connlab_singleip::{
-    run_node, run_node_with_stats, run_server, ClusterListener, NodeConfig, NodeRunStats, Outbound,
-    SendLimit, ServerConfig, ServerStats,
+    run_node, run_node_with_stats, run_server, ClusterListener, ClusterStream, NodeConfig,
+    NodeRunStats, Outbound, SendLimit, ServerConfig, ServerStats,
 };
 use std::io::{Read, Write};
 use std::net::{Shutdown as Half, SocketAddr, TcpListener, TcpStream};
@@ -94,6 +94,17 @@ impl Node {
     }
 }
 
+/// A cluster stream's server side: reads everything, writes it back,
+/// half-closes, and keeps the stream until the client has read it all.
+fn echo_until_closed(mut s: ClusterStream) {
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).unwrap();
+    s.write_all(&buf).unwrap();
+    s.shutdown_write().unwrap();
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+}
+
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
     (0..n)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
@@ -138,14 +149,8 @@ fn api_stream_echoes_with_half_close() {
     let listener = ClusterListener::bind(server.nodes, key(), 7, server.listen.port()).unwrap();
     let node = std::thread::spawn(move || {
         for _ in 0..2 {
-            let (mut s, _) = listener.accept().unwrap();
-            let mut buf = Vec::new();
-            s.read_to_end(&mut buf).unwrap();
-            s.write_all(&buf).unwrap();
-            s.shutdown_write().unwrap();
-            // Keep the session until the client has read everything.
-            let mut rest = Vec::new();
-            let _ = s.read_to_end(&mut rest);
+            let (s, _) = listener.accept().unwrap();
+            echo_until_closed(s);
         }
         listener
     });
@@ -429,13 +434,8 @@ fn a_live_node_outlasts_the_dead_after_deadline() {
     });
     let listener = ClusterListener::bind(server.nodes, key(), 9, server.listen.port()).unwrap();
     let node = std::thread::spawn(move || {
-        let (mut s, _) = listener.accept().unwrap();
-        let mut buf = Vec::new();
-        s.read_to_end(&mut buf).unwrap();
-        s.write_all(&buf).unwrap();
-        s.shutdown_write().unwrap();
-        let mut rest = Vec::new();
-        let _ = s.read_to_end(&mut rest);
+        let (s, _) = listener.accept().unwrap();
+        echo_until_closed(s);
         listener
     });
     // Idle for several deadlines, answering only PINGs.

@@ -111,6 +111,17 @@ fn inject(session: &mut XferSession, frame: Frame) -> (Result<Flow, XferError>, 
     (result, events)
 }
 
+/// Feeds `frame` to `session` and checks that it cost one stream only: the
+/// session continues and reports exactly one stream error, returned.
+fn inject_stream_error(session: &mut XferSession, frame: Frame) -> (StreamId, XferError) {
+    let (result, events) = inject(session, frame);
+    assert_eq!(result, Ok(Flow::Continue));
+    match <[Event; 1]>::try_from(events) {
+        Ok([Event::StreamError { stream, error }]) => (stream, error),
+        other => panic!("one stream error expected, got {other:?}"),
+    }
+}
+
 /// Decodes a session's queued output.
 fn output(session: &mut XferSession) -> Vec<Frame> {
     let mut bytes = Vec::new();
@@ -380,23 +391,19 @@ fn data_after_fin_resets_only_that_stream() {
     pair.server.finish(s).unwrap();
     pair.pump();
     Pair::take(&mut pair.node_events);
-    let (result, events) = inject(
+    let (_, error) = inject_stream_error(
         &mut pair.node,
         Frame::Data {
             stream: s,
             bytes: vec![1],
         },
     );
-    assert_eq!(result, Ok(Flow::Continue));
     assert!(matches!(
-        events.as_slice(),
-        [Event::StreamError {
-            error: XferError::Stream {
-                code: ErrorCode::STREAM_CLOSED,
-                ..
-            },
+        error,
+        XferError::Stream {
+            code: ErrorCode::STREAM_CLOSED,
             ..
-        }]
+        }
     ));
     assert_eq!(
         output(&mut pair.node),
@@ -529,21 +536,14 @@ fn a_stalled_stream_does_not_block_another() {
 #[test]
 fn credit_overflow_and_zero_credit_reset_the_stream() {
     let (mut pair, s) = with_stream(config(KEY, 1), config(KEY, 2));
-    let (result, events) = inject(
+    let (_, error) = inject_stream_error(
         &mut pair.server,
         Frame::Credit {
             stream: s,
             increment: MAX_WINDOW,
         },
     );
-    assert_eq!(result, Ok(Flow::Continue));
-    assert!(matches!(
-        events.as_slice(),
-        [Event::StreamError {
-            error: XferError::BadCredit { .. },
-            ..
-        }]
-    ));
+    assert!(matches!(error, XferError::BadCredit { .. }));
     assert_eq!(pair.server.stream_state(s), StreamState::Closed);
 }
 
@@ -603,23 +603,20 @@ fn reset_ends_the_stream_and_late_frames_are_ignored() {
 fn unknown_stream_ids_cost_only_that_stream() {
     let (mut pair, s) = with_stream(config(KEY, 1), config(KEY, 2));
     // Never opened: answered with RESET UNKNOWN_STREAM.
-    let (result, events) = inject(
+    let (stream, error) = inject_stream_error(
         &mut pair.node,
         Frame::Data {
             stream: StreamId(1000),
             bytes: vec![1],
         },
     );
-    assert_eq!(result, Ok(Flow::Continue));
+    assert_eq!(stream, StreamId(1000));
     assert!(matches!(
-        events.as_slice(),
-        [Event::StreamError {
-            stream: StreamId(1000),
-            error: XferError::Stream {
-                code: ErrorCode::UNKNOWN_STREAM,
-                ..
-            }
-        }]
+        error,
+        XferError::Stream {
+            code: ErrorCode::UNKNOWN_STREAM,
+            ..
+        }
     ));
     assert_eq!(
         output(&mut pair.node),
@@ -709,7 +706,7 @@ fn accept_needs_a_served_port() {
         Err(LocalError::PortNotServed { port: 80 })
     );
     // A server that ignores that is refused by the node, stream by stream.
-    let (result, events) = inject(
+    let (_, error) = inject_stream_error(
         &mut pair.node,
         Frame::Accept {
             stream: StreamId(2),
@@ -717,16 +714,12 @@ fn accept_needs_a_served_port() {
             peer: client(),
         },
     );
-    assert_eq!(result, Ok(Flow::Continue));
     assert!(matches!(
-        events.as_slice(),
-        [Event::StreamError {
-            error: XferError::Stream {
-                code: ErrorCode::REFUSED,
-                ..
-            },
+        error,
+        XferError::Stream {
+            code: ErrorCode::REFUSED,
             ..
-        }]
+        }
     ));
     // A refused LISTEN is forgotten; UNLISTEN too.
     pair.node.listen(81).unwrap();
@@ -762,7 +755,7 @@ fn stream_limits_are_enforced_at_both_ends() {
             max: 1
         })
     );
-    let (result, events) = inject(
+    let (stream, error) = inject_stream_error(
         &mut pair.node,
         Frame::Accept {
             stream: StreamId(4),
@@ -770,16 +763,13 @@ fn stream_limits_are_enforced_at_both_ends() {
             peer: client(),
         },
     );
-    assert_eq!(result, Ok(Flow::Continue));
+    assert_eq!(stream, StreamId(4));
     assert!(matches!(
-        events.as_slice(),
-        [Event::StreamError {
-            stream: StreamId(4),
-            error: XferError::Stream {
-                code: ErrorCode::REFUSED,
-                ..
-            }
-        }]
+        error,
+        XferError::Stream {
+            code: ErrorCode::REFUSED,
+            ..
+        }
     ));
     // Closing the first stream makes room again.
     pair.node.reset(s, ErrorCode::CANCEL).unwrap();
@@ -857,24 +847,20 @@ fn data_before_connected_resets_the_stream() {
     let s = pair.node.connect(client()).unwrap();
     pair.pump();
     Pair::take(&mut pair.server_events);
-    let (result, events) = inject(
+    let (_, error) = inject_stream_error(
         &mut pair.server,
         Frame::Data {
             stream: s,
             bytes: vec![1],
         },
     );
-    assert_eq!(result, Ok(Flow::Continue));
     assert!(matches!(
-        events.as_slice(),
-        [Event::StreamError {
-            error: XferError::Stream {
-                code: ErrorCode::PROTOCOL,
-                reason: "DATA before CONNECTED",
-                ..
-            },
+        error,
+        XferError::Stream {
+            code: ErrorCode::PROTOCOL,
+            reason: "DATA before CONNECTED",
             ..
-        }]
+        }
     ));
 }
 
