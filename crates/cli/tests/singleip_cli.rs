@@ -181,6 +181,13 @@ fn app_node(nodes: SocketAddr, key: &Path, forward: SocketAddr, port: u16, id: &
     ])
 }
 
+/// Stops the io-server (SIGINT), checks it exited 0, and reads its `--stats`.
+fn stop_io_server(server: Proc, stats: &Path) -> Value {
+    let (code, err) = server.stop();
+    assert_eq!(code, 0, "io-server: {err}");
+    read_json(stats)
+}
+
 fn read_json(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap();
     serde_json::from_str(&text).unwrap()
@@ -358,9 +365,7 @@ fn client_reaches_an_unmodified_server_through_the_cluster_address() {
     let total: u64 = clients.into_iter().map(|c| c.join().unwrap()).sum();
     let (code, err) = node.stop();
     assert_eq!(code, 0, "app-node: {err}");
-    let (code, err) = server.stop();
-    assert_eq!(code, 0, "io-server: {err}");
-    let s = read_json(&stats);
+    let s = stop_io_server(server, &stats);
     assert_matches_schema(&s, "io-server-stats.schema.json");
     assert_eq!(s["schema"], "connlab.singleip.io-server.stats/1");
     assert_eq!(s["clients_accepted"], 6);
@@ -412,9 +417,7 @@ fn a_client_that_stops_reading_does_not_stop_the_other_streams() {
             );
         }
         drop(stalled);
-        let (code, err) = server.stop();
-        assert_eq!(code, 0, "io-server: {err}");
-        let s = read_json(&stats);
+        let s = stop_io_server(server, &stats);
         let full = s["connections"]
             .as_array()
             .unwrap()
@@ -453,9 +456,7 @@ fn a_killed_node_resets_only_its_own_streams() {
     }
     drop(conns);
     drop(node_b);
-    let (code, err) = server.stop();
-    assert_eq!(code, 0, "io-server: {err}");
-    let s = read_json(&stats);
+    let s = stop_io_server(server, &stats);
     let lost = s["connections"]
         .as_array()
         .unwrap()
@@ -490,9 +491,7 @@ fn a_wrong_key_is_refused_and_counted() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("proof does not match"), "{err}");
-    let (code, err) = server.stop();
-    assert_eq!(code, 0, "io-server: {err}");
-    let s = read_json(&stats);
+    let s = stop_io_server(server, &stats);
     assert_eq!(s["nodes_authenticated"], 0, "{s}");
     assert_eq!(s["nodes_refused"], 1, "{s}");
     // The node checks the server's proof first and refuses with GOAWAY
@@ -526,9 +525,7 @@ fn a_node_proof_made_with_a_wrong_key_is_counted_as_an_auth_failure() {
     let _ = s.read_to_end(&mut rest);
     assert_eq!(rest.get(4), Some(&0x06), "GOAWAY expected: {rest:02x?}");
     assert_eq!(&rest[12..16], &[0, 0, 0, 8]);
-    let (code, err) = server.stop();
-    assert_eq!(code, 0, "io-server: {err}");
-    let st = read_json(&stats);
+    let st = stop_io_server(server, &stats);
     assert_eq!(st["auth_failures"], 1, "{st}");
     assert_eq!(st["nodes_refused"], 1, "{st}");
     assert_eq!(st["nodes"][0]["auth_failures"], 1, "{st}");
@@ -559,9 +556,7 @@ fn bad_frames_from_a_node_are_refused_and_the_io_server_keeps_serving() {
         let data = pattern(50_000, 3);
         assert_eq!(round_trip(cluster, &data), data);
     }
-    let (code, err) = server.stop();
-    assert_eq!(code, 0, "io-server: {err}");
-    let s = read_json(&stats);
+    let s = stop_io_server(server, &stats);
     assert_eq!(s["nodes_authenticated"], 1, "{s}");
     assert_eq!(s["nodes_refused"], 3, "{s}");
     assert_eq!(s["bad_frames"], 2, "{s}");
@@ -806,9 +801,7 @@ fn in_namespaces_clients_reach_two_nodes_a_killed_node_a_wrong_key_bad_frames_an
     let _ = stall_writer.join();
     drop(conns);
     drop(nodes);
-    let (code, err) = server.stop();
-    assert_eq!(code, 0, "io-server: {err}");
-    let s = read_json(&stats);
+    let s = stop_io_server(server, &stats);
     // n1, n2 and the node that then sent an oversized frame.
     assert_eq!(s["nodes_authenticated"], 3, "{s}");
     // The garbage peer, the wrong key, the frame before the handshake.

@@ -83,25 +83,11 @@ impl Lab {
         let router = format!("{run}-router");
         add_namespace(&router)?;
         self.router = router.clone();
-        in_namespace(&router, || -> Result<(), LinkemError> {
-            write_sysctl("net/ipv4/ip_forward", "1")?;
-            for (br, addr) in [(LEFT_IF, "198.18.1.254/24"), (RIGHT_IF, "198.18.2.254/24")] {
-                ip(&[
-                    "link",
-                    "add",
-                    br,
-                    "type",
-                    "bridge",
-                    "forward_delay",
-                    "0",
-                    "stp_state",
-                    "0",
-                ])?;
-                ip(&["addr", "add", addr, "dev", br])?;
-                ip(&["link", "set", br, "up"])?;
-            }
-            Ok(())
-        })??;
+        in_namespace(&router, || write_sysctl("net/ipv4/ip_forward", "1"))??;
+        for (br, addr) in [(LEFT_IF, "198.18.1.254/24"), (RIGHT_IF, "198.18.2.254/24")] {
+            connlab_os::netns::add_bridge(&router, br)?;
+            ip(&["-n", &router, "addr", "add", addr, "dev", br])?;
+        }
         for (side, n) in [(0u8, spec.left_hosts), (1u8, spec.right_hosts)] {
             for i in 0..n {
                 let (letter, br) = if side == 0 {

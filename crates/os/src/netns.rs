@@ -197,20 +197,7 @@ impl Topology {
                 ip(&["netns", "add", &sw])?;
                 self.switch = Some(sw.clone());
                 ip(&["-n", &sw, "link", "set", "lo", "up"])?;
-                ip(&[
-                    "-n",
-                    &sw,
-                    "link",
-                    "add",
-                    "br0",
-                    "type",
-                    "bridge",
-                    "forward_delay",
-                    "0",
-                    "stp_state",
-                    "0",
-                ])?;
-                ip(&["-n", &sw, "link", "set", "br0", "up"])?;
+                add_bridge(&sw, "br0")?;
                 for (i, ns) in self.namespaces.iter().enumerate() {
                     let port = format!("p{i}");
                     // Both ends are created directly in their namespaces.
@@ -411,6 +398,25 @@ pub fn run_in_namespace<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> Resu
         .join()
         .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     })
+}
+
+/// Adds bridge `name` in namespace `ns` and sets it up: no STP, no
+/// forwarding delay (ports forward at once).
+pub fn add_bridge(ns: &str, name: &str) -> Result<(), NetnsError> {
+    ip(&[
+        "-n",
+        ns,
+        "link",
+        "add",
+        name,
+        "type",
+        "bridge",
+        "forward_delay",
+        "0",
+        "stp_state",
+        "0",
+    ])?;
+    ip(&["-n", ns, "link", "set", name, "up"])
 }
 
 /// Deletes the named namespaces, all of them, reporting the first error.
