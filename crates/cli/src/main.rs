@@ -37,6 +37,8 @@ enum Command {
     Sweep(cmd::sweep::SweepArgs),
     /// Tables and plots (HTML, Markdown, CSV) from a sweep's results directory.
     Report(cmd::report::ReportArgs),
+    /// Every paper's experiments, their reports and one index of claims and verdicts.
+    Reproduce(cmd::reproduce::ReproduceArgs),
     /// Load-balancing gateway in front of N backends (nftables NAT or user-space proxy).
     Gateway(cmd::gateway::GatewayArgs),
     /// Run a command (a backend) under a CPU quota (cgroup cpu controller).
@@ -86,6 +88,7 @@ fn main() -> ExitCode {
         Command::Merge(args) => cmd::merge::run(args),
         Command::Sweep(args) => cmd::sweep::run(args),
         Command::Report(args) => cmd::report::run(args),
+        Command::Reproduce(args) => cmd::reproduce::run(args),
         Command::Webset(args) => cmd::webset::run(args),
         Command::Gateway(args) => cmd::gateway::run(args),
         Command::Cap(args) => cmd::cap::run(args),

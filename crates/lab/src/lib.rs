@@ -12,6 +12,7 @@
 mod experiment;
 mod pipeline;
 mod results;
+mod suite;
 
 pub use experiment::{
     parse_link_rate, rate_label, web_config, ClientSection, Experiment, ExperimentError, Matrix,
@@ -26,3 +27,4 @@ pub use pipeline::{
 pub use results::{
     PointResult, ResultsError, SweepDir, SweepInfo, TopologyInfo, POINT_SCHEMA, SWEEP_SCHEMA,
 };
+pub use suite::{experiment_name, Suite, SuiteKind, SuitePaper, DEFAULT_SUITE};

@@ -7,11 +7,15 @@
 //! Formats: one self-contained HTML file (inline CSS and SVG, nothing fetched
 //! when viewed), Markdown, and CSV (the table in long form, for pandas).
 
+mod index;
 mod pipeline;
 mod plots;
 mod table;
+mod verdicts;
+pub use index::{ClaimRow, Index, IndexExperiment, IndexPaper, Verdict};
 pub use pipeline::render_pipeline;
 use table::server_stat;
+pub use verdicts::{claim_rows, ExperimentClaims};
 
 pub use table::{
     grouped, metric_name, rate_text, stat_names, Cell, ClaimCheck, PaperTable, Row, Stats,

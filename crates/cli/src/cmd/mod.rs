@@ -9,6 +9,7 @@ pub(crate) mod merge;
 pub(crate) mod output;
 pub(crate) mod pipeline;
 pub(crate) mod report;
+pub(crate) mod reproduce;
 pub(crate) mod run;
 pub(crate) mod serve;
 pub(crate) mod singleip;

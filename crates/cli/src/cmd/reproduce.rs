@@ -1,0 +1,241 @@
+//! `connlab reproduce`: every paper's experiments in one command. Runs each
+//! experiment file of a suite (`experiments/reproduce.toml`) with `connlab
+//! sweep` in a child process (so each sweep keeps its own namespaces, signal
+//! handling and exit code, and resumes on its own), renders each report, and
+//! writes an index page with one row per table, figure and claim.
+
+use crate::Exit;
+use anyhow::{anyhow, Context};
+use clap::Args;
+use connlab_lab::{experiment_name, Suite, DEFAULT_SUITE};
+use connlab_report::{Format, Index, IndexExperiment, IndexPaper};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, ExitStatus};
+use std::time::Instant;
+
+/// Flags of `connlab reproduce`.
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Runs every experiment file the suite lists (by default experiments/reproduce.toml: the
+five papers' tables and figures on the papers' own parameters) one after the other with
+`connlab sweep`, then `connlab report` for each, then writes
+
+  DIR/index.html, DIR/index.md, DIR/index.csv   one row per table, figure and claim:
+                                                the paper's value, ours, the verdict
+  DIR/<experiment>/                             each sweep's results and report.html
+
+Running the same command again resumes every sweep where it stopped. An experiment
+that fails is reported on the index and the others still run (exit 1 at the end);
+Ctrl-C stops after the sweep under way has written what it measured (exit 130).
+Needs root (the sweeps build network namespaces).
+
+Examples:
+  connlab reproduce --quick --out results/reproduce-quick    # under 15 minutes
+  connlab reproduce --out results/reproduce                  # the full matrices, hours
+  connlab reproduce --only locality,pipeline --quick")]
+pub(crate) struct ReproduceArgs {
+    /// Results directory [default: results/reproduce, or results/reproduce-quick with --quick].
+    #[arg(long, short = 'o', value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Run every experiment's reduced `[quick]` matrix.
+    #[arg(long)]
+    quick: bool,
+    /// The suite file listing the experiments.
+    #[arg(long, value_name = "FILE", default_value = DEFAULT_SUITE)]
+    suite: PathBuf,
+    /// Only these papers (suite ids, comma-separated), e.g. locality,pipeline.
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    only: Vec<String>,
+    /// Discard earlier results and start every sweep over.
+    #[arg(long)]
+    fresh: bool,
+    /// List what would run (each sweep's plan and estimate); run nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+/// Runs the suite.
+pub(crate) fn run(args: ReproduceArgs) -> Result<ExitCode, Exit> {
+    let suite = Suite::from_file(&args.suite).map_err(|e| Exit::usage(e.into()))?;
+    for id in &args.only {
+        if !suite.papers.iter().any(|p| &p.id == id) {
+            let ids: Vec<&str> = suite.papers.iter().map(|p| p.id.as_str()).collect();
+            return Err(Exit::usage(anyhow!(
+                "--only {id:?}: the suite has the papers {}",
+                ids.join(", ")
+            )));
+        }
+    }
+    let out = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from("results").join(if args.quick {
+            "reproduce-quick"
+        } else {
+            "reproduce"
+        })
+    });
+    let exe = std::env::current_exe().context("locating the connlab binary")?;
+    let selected: Vec<_> = suite
+        .experiment_paths()
+        .into_iter()
+        .filter(|(p, _)| args.only.is_empty() || args.only.contains(&p.id))
+        .collect();
+    if !args.dry_run {
+        connlab_os::netns::require_root().map_err(|e| Exit::usage(anyhow!(e)))?;
+        std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    }
+    let started = Instant::now();
+    let mut failed = 0usize;
+    let mut interrupted = false;
+    let mut papers: Vec<IndexPaper> = Vec::new();
+    for (i, (paper, path)) in selected.iter().enumerate() {
+        let name = experiment_name(path);
+        let dir = out.join(&name);
+        eprintln!(
+            "\n== [{}/{}] {} ({}): {}",
+            i + 1,
+            selected.len(),
+            name,
+            paper.id,
+            path.display()
+        );
+        let mut sweep = Command::new(&exe);
+        sweep.arg("sweep").arg(path).arg("--out").arg(&dir);
+        for (on, flag) in [
+            (args.quick, "--quick"),
+            (args.fresh, "--fresh"),
+            (args.dry_run, "--dry-run"),
+        ] {
+            if on {
+                sweep.arg(flag);
+            }
+        }
+        let status = sweep
+            .status()
+            .with_context(|| format!("starting connlab sweep {}", path.display()))?;
+        if args.dry_run {
+            continue;
+        }
+        let mut status_text = describe(&status);
+        let ok = status.success();
+        if status.code() == Some(130) {
+            interrupted = true;
+        }
+        if !ok {
+            failed += 1;
+        }
+        if dir.exists() && !interrupted {
+            for (format, file) in [
+                ("html", "report.html"),
+                ("markdown", "report.md"),
+                ("csv", "report.csv"),
+            ] {
+                let report = Command::new(&exe)
+                    .arg("report")
+                    .arg(&dir)
+                    .args(["--format", format, "-o"])
+                    .arg(dir.join(file))
+                    .status()
+                    .context("starting connlab report")?;
+                if !report.success() {
+                    status_text.push_str(&format!("; report ({format}) {}", describe(&report)));
+                }
+            }
+        }
+        let (title, progress, rows) = match connlab_report::claim_rows(&dir) {
+            Ok(c) => (c.title, c.progress, c.rows),
+            Err(e) => (name.clone(), format!("no results ({e})"), Vec::new()),
+        };
+        let entry = IndexExperiment {
+            report: format!("{name}/report.html"),
+            name: name.clone(),
+            title,
+            status: format!("{progress}; sweep {status_text}"),
+            ok,
+            rows,
+        };
+        match papers.iter_mut().find(|p| p.id == paper.id) {
+            Some(p) => p.experiments.push(entry),
+            None => papers.push(IndexPaper {
+                id: paper.id.clone(),
+                title: paper.title.clone(),
+                source: paper.source.clone(),
+                system: paper.system.clone(),
+                experiments: vec![entry],
+            }),
+        }
+        if interrupted {
+            break;
+        }
+    }
+    if args.dry_run {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let index = Index {
+        title: suite.title.clone(),
+        description: suite.description.clone(),
+        facts: vec![
+            (
+                "matrices".into(),
+                if args.quick {
+                    "quick (each experiment's reduced [quick] matrix)".into()
+                } else {
+                    "full (the papers' own parameters)".into()
+                },
+            ),
+            ("suite".into(), args.suite.display().to_string()),
+            (
+                "wall time".into(),
+                format!("{:.0} s", started.elapsed().as_secs_f64()),
+            ),
+            ("connlab".into(), env!("CARGO_PKG_VERSION").into()),
+            (
+                "machine".into(),
+                connlab_os::Environment::capture().kernel.clone(),
+            ),
+        ],
+        papers,
+    };
+    write_index(&out, &index)?;
+    let [holds, fails, unmeasured, _] = index.tally();
+    eprintln!(
+        "\nconnlab reproduce: {holds} claims hold, {fails} do not, {unmeasured} cannot be measured here; {} -> {}",
+        if failed == 0 {
+            "every sweep finished".to_string()
+        } else {
+            format!("{failed} sweep(s) failed")
+        },
+        out.join("index.html").display()
+    );
+    Ok(if interrupted {
+        ExitCode::from(130)
+    } else if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn describe(status: &ExitStatus) -> String {
+    match status.code() {
+        Some(0) => "finished".into(),
+        Some(130) => "interrupted".into(),
+        Some(c) => format!("failed (exit {c})"),
+        None => "killed by a signal".into(),
+    }
+}
+
+/// Writes the index in every format, each whole (temporary name, then rename).
+fn write_index(out: &Path, index: &Index) -> Result<(), Exit> {
+    for (format, file) in [
+        (Format::Html, "index.html"),
+        (Format::Markdown, "index.md"),
+        (Format::Csv, "index.csv"),
+    ] {
+        let path = out.join(file);
+        let tmp = out.join(format!(".{file}.tmp"));
+        std::fs::write(&tmp, index.render(format))
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}

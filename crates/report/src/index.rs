@@ -1,0 +1,343 @@
+//! The index page of `connlab reproduce`: one section per paper, one link per
+//! experiment report, and one row per table, figure and claim with the
+//! paper's value, ours and the verdict. Every experiment kind turns its own
+//! checks into [`ClaimRow`]s; this module only lays them out.
+
+use crate::Format;
+use html_escape::encode_text as esc;
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// A claim's verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Ours meets the claim's criterion across the whole spread of repetitions.
+    Holds,
+    /// Ours misses the criterion for at least part of the spread.
+    DoesNotHold,
+    /// This run cannot judge it (the reason says why).
+    CannotMeasure,
+    /// A row that compares values but states no criterion (a table cell).
+    Compared,
+}
+
+impl Verdict {
+    /// The verdict in words.
+    pub fn text(self) -> &'static str {
+        match self {
+            Verdict::Holds => "holds",
+            Verdict::DoesNotHold => "does not hold",
+            Verdict::CannotMeasure => "cannot be measured here",
+            Verdict::Compared => "compared",
+        }
+    }
+
+    fn class(self) -> &'static str {
+        match self {
+            Verdict::Holds => "holds",
+            Verdict::DoesNotHold => "fails",
+            Verdict::CannotMeasure => "unmeasured",
+            Verdict::Compared => "compared",
+        }
+    }
+}
+
+/// One row of the index: a table, a figure or a claim of a paper.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClaimRow {
+    /// Where in the paper: `Table 3`, `Figure 6`, `section 5.2`.
+    pub source: String,
+    /// The claim or the table in our words.
+    pub text: String,
+    /// The paper's value, as text (`18.0x`, `217.6 us`, or `shape only`).
+    pub paper: String,
+    /// Ours, as text (`19.1x [17-21x]`).
+    pub ours: String,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Why, when the verdict needs a reason (cannot be measured; bound missed).
+    pub reason: String,
+}
+
+/// One experiment of a paper on the index.
+#[derive(Clone, Debug, Serialize)]
+pub struct IndexExperiment {
+    /// The experiment's name (its results directory).
+    pub name: String,
+    /// Its title.
+    pub title: String,
+    /// Link to its report, relative to the index page.
+    pub report: String,
+    /// How far it ran: `45 of 45 points`, or the failure.
+    pub status: String,
+    /// Whether the sweep finished without error.
+    pub ok: bool,
+    /// Its tables, figures and claims.
+    pub rows: Vec<ClaimRow>,
+}
+
+/// One paper on the index.
+#[derive(Clone, Debug, Serialize)]
+pub struct IndexPaper {
+    /// Anchor id.
+    pub id: String,
+    /// Subject.
+    pub title: String,
+    /// Where the paper is.
+    pub source: String,
+    /// The connlab system.
+    pub system: String,
+    /// Its experiments.
+    pub experiments: Vec<IndexExperiment>,
+}
+
+/// The whole index.
+#[derive(Clone, Debug, Serialize)]
+pub struct Index {
+    /// Page title.
+    pub title: String,
+    /// What the page shows.
+    pub description: String,
+    /// Facts about the run: (name, value).
+    pub facts: Vec<(String, String)>,
+    /// The papers.
+    pub papers: Vec<IndexPaper>,
+}
+
+impl Index {
+    /// Counts of verdicts over every row: (holds, does not hold, cannot be
+    /// measured, compared).
+    pub fn tally(&self) -> [usize; 4] {
+        let mut t = [0; 4];
+        for r in self.rows() {
+            t[match r.verdict {
+                Verdict::Holds => 0,
+                Verdict::DoesNotHold => 1,
+                Verdict::CannotMeasure => 2,
+                Verdict::Compared => 3,
+            }] += 1;
+        }
+        t
+    }
+
+    fn rows(&self) -> impl Iterator<Item = &ClaimRow> {
+        self.papers
+            .iter()
+            .flat_map(|p| p.experiments.iter().flat_map(|e| e.rows.iter()))
+    }
+
+    /// Renders the index (HTML, Markdown, or CSV with one row per claim).
+    pub fn render(&self, format: Format) -> String {
+        match format {
+            Format::Html => self.html(),
+            Format::Markdown => self.markdown(),
+            Format::Csv => self.csv(),
+        }
+    }
+
+    fn html(&self) -> String {
+        let mut h = crate::page_start(&self.title, &self.description);
+        h.push_str(INDEX_STYLE);
+        let [holds, fails, unmeasured, _] = self.tally();
+        let _ = writeln!(
+            h,
+            "<p class=\"note\"><strong>{holds}</strong> claims hold, <strong>{fails}</strong> do not, <strong>{unmeasured}</strong> cannot be measured here.</p>"
+        );
+        h.push_str("<table id=\"facts\">\n<tbody>\n");
+        for (k, v) in &self.facts {
+            let _ = writeln!(
+                h,
+                "<tr><th class=\"label\">{}</th><td class=\"label\">{}</td></tr>",
+                esc(k),
+                esc(v)
+            );
+        }
+        h.push_str("</tbody>\n</table>\n");
+        for p in &self.papers {
+            let _ = writeln!(
+                h,
+                "<h2 id=\"{}\">{}</h2>\n<p class=\"note\">{} · paper: {}</p>",
+                esc(&p.id),
+                esc(&p.title),
+                esc(&p.system),
+                esc(&p.source)
+            );
+            for e in &p.experiments {
+                let _ = writeln!(
+                    h,
+                    "<h3><a href=\"{}\">{}</a></h3>\n<p class=\"note\">{}: {}</p>",
+                    esc(&e.report),
+                    esc(&e.title),
+                    esc(&e.name),
+                    esc(&e.status)
+                );
+                if e.rows.is_empty() {
+                    h.push_str("<p class=\"note\">No claims checked.</p>\n");
+                    continue;
+                }
+                h.push_str("<table class=\"claims\">\n<thead><tr><th class=\"label\">where</th><th class=\"label\">claim</th><th>paper</th><th>ours</th><th class=\"label\">verdict</th></tr></thead>\n<tbody>\n");
+                for r in &e.rows {
+                    let reason = if r.reason.is_empty() {
+                        String::new()
+                    } else {
+                        format!("<br><small>{}</small>", esc(&r.reason))
+                    };
+                    let _ = writeln!(
+                        h,
+                        "<tr><td class=\"label\">{}</td><td class=\"label claim\">{}</td><td>{}</td><td>{}</td><td class=\"label verdict {}\">{}{reason}</td></tr>",
+                        esc(&r.source),
+                        esc(&r.text),
+                        esc(&r.paper),
+                        esc(&r.ours),
+                        r.verdict.class(),
+                        r.verdict.text()
+                    );
+                }
+                h.push_str("</tbody>\n</table>\n");
+            }
+        }
+        h.push_str("</body>\n</html>\n");
+        h
+    }
+
+    fn markdown(&self) -> String {
+        let mut m = format!("# {}\n\n{}\n\n", self.title, self.description.trim());
+        let [holds, fails, unmeasured, _] = self.tally();
+        let _ = writeln!(
+            m,
+            "{holds} claims hold, {fails} do not, {unmeasured} cannot be measured here.\n"
+        );
+        for (k, v) in &self.facts {
+            let _ = writeln!(m, "- {k}: {v}");
+        }
+        for p in &self.papers {
+            let _ = writeln!(
+                m,
+                "\n## {}\n\n{} · paper: {}\n",
+                p.title, p.system, p.source
+            );
+            for e in &p.experiments {
+                let _ = writeln!(
+                    m,
+                    "### [{}]({})\n\n{}: {}\n",
+                    e.title, e.report, e.name, e.status
+                );
+                if e.rows.is_empty() {
+                    continue;
+                }
+                m.push_str("| where | claim | paper | ours | verdict |\n|---|---|---:|---:|---|\n");
+                for r in &e.rows {
+                    let verdict = if r.reason.is_empty() {
+                        r.verdict.text().to_string()
+                    } else {
+                        format!("{} ({})", r.verdict.text(), r.reason)
+                    };
+                    let cells = [&r.source, &r.text, &r.paper, &r.ours, &verdict]
+                        .map(|c| c.replace('|', "\\|").replace('\n', " "));
+                    let _ = writeln!(m, "| {} |", cells.join(" | "));
+                }
+                m.push('\n');
+            }
+        }
+        m
+    }
+
+    fn csv(&self) -> String {
+        #[derive(Serialize)]
+        struct Line<'a> {
+            paper: &'a str,
+            experiment: &'a str,
+            source: &'a str,
+            claim: &'a str,
+            paper_value: &'a str,
+            ours: &'a str,
+            verdict: Verdict,
+            reason: &'a str,
+        }
+        let mut w = csv::Writer::from_writer(Vec::new());
+        for p in &self.papers {
+            for e in &p.experiments {
+                for r in &e.rows {
+                    // Writing to memory cannot fail.
+                    let _ = w.serialize(Line {
+                        paper: &p.id,
+                        experiment: &e.name,
+                        source: &r.source,
+                        claim: &r.text,
+                        paper_value: &r.paper,
+                        ours: &r.ours,
+                        verdict: r.verdict,
+                        reason: &r.reason,
+                    });
+                }
+            }
+        }
+        String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
+    }
+}
+
+const INDEX_STYLE: &str = "<style>
+table.claims{width:100%;table-layout:fixed}
+table.claims td.claim{width:45%}
+table.claims td,table.claims th{overflow-wrap:anywhere}
+td.verdict.holds{color:#1a7f37;font-weight:600}
+td.verdict.fails{color:#b42318;font-weight:600}
+td.verdict.unmeasured{color:#777}
+</style>
+";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn index() -> Index {
+        let row = |verdict, reason: &str| ClaimRow {
+            source: "Table 3".into(),
+            text: "select grows <fast>".into(),
+            paper: "18.0x".into(),
+            ours: "19.1x [17-21x]".into(),
+            verdict,
+            reason: reason.into(),
+        };
+        Index {
+            title: "T".into(),
+            description: "D".into(),
+            facts: vec![("matrix".into(), "quick".into())],
+            papers: vec![IndexPaper {
+                id: "locality".into(),
+                title: "Locality".into(),
+                source: "000".into(),
+                system: "serve".into(),
+                experiments: vec![IndexExperiment {
+                    name: "locality-table3".into(),
+                    title: "Table 3".into(),
+                    report: "locality-table3/report.html".into(),
+                    status: "15 of 15 points".into(),
+                    ok: true,
+                    rows: vec![
+                        row(Verdict::Holds, ""),
+                        row(Verdict::CannotMeasure, "rows 10,000 not in this run"),
+                    ],
+                }],
+            }],
+        }
+    }
+
+    #[test]
+    fn every_format_carries_every_row_and_verdict() {
+        let i = index();
+        assert_eq!(i.tally(), [1, 0, 1, 0]);
+        let h = i.render(Format::Html);
+        assert!(h.contains("href=\"locality-table3/report.html\""));
+        assert!(h.contains("select grows &lt;fast&gt;"));
+        assert!(h.contains("cannot be measured here<br><small>rows 10,000"));
+        let m = i.render(Format::Markdown);
+        assert!(m.contains("| Table 3 | select grows <fast> | 18.0x | 19.1x [17-21x] | holds |"));
+        let c = i.render(Format::Csv);
+        let mut r = csv::Reader::from_reader(c.as_bytes());
+        let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(&rows[1][6], "cannot_measure");
+    }
+}
