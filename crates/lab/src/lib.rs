@@ -14,9 +14,10 @@ mod pipeline;
 mod results;
 
 pub use experiment::{
-    parse_link_rate, rate_label, web_config, ClientSection, Experiment, ExperimentError, Matrix,
-    MatrixOverride, Metric, Paper, PaperCell, PaperClaim, PointParams, RateValue, RatioValue,
-    ServerSection, SizeValue, TopologySection, Vary, WebSection, ENGINES, WEB_CONFIGS,
+    parse_link_rate, rate_label, web_config, ClaimShape, ClientSection, DerivedPick, Experiment,
+    ExperimentError, Matrix, MatrixOverride, Metric, Paper, PaperCell, PaperClaim, PaperDerived,
+    PointParams, RateValue, RatioValue, ServerSection, SizeValue, TopologySection, Vary,
+    WebSection, ENGINES, WEB_CONFIGS,
 };
 pub use pipeline::{
     capacity, LinkSpec, MessageCounts, PipelineExperiment, PipelineMatrix, PipelinePaperValue,
