@@ -461,7 +461,7 @@ fn along_checks(
                                     "widest span measured instead: {}, {} [{}–{}], context only, not judged",
                                     span_text(along, a.0, b.0),
                                     ratio_text_x(m),
-                                    ratio_text_x(l),
+                                    ratio_text_x(l).trim_end_matches('×'),
                                     ratio_text_x(h)
                                 ));
                             }

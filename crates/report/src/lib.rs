@@ -131,6 +131,22 @@ pub(crate) fn spread_text(s: &Spread, unit: (&str, f64)) -> String {
     }
 }
 
+/// A claim's spread: `4.5–5.5×`, `300–330 µs`.
+pub(crate) fn claim_spread(c: &ClaimResult, lo: f64, hi: f64) -> String {
+    if c.is_ratio {
+        let (l, h) = (claims::ratio_text_x(lo), claims::ratio_text_x(hi));
+        format!("{}–{h}", l.trim_end_matches('×'))
+    } else {
+        let u = unit(c.metric);
+        let (l, h) = (num_sig(lo / u.1), num_sig(hi / u.1));
+        if lo < 0.0 {
+            format!("{l} to {h} {}", u.0)
+        } else {
+            format!("{l}–{h} {}", u.0)
+        }
+    }
+}
+
 /// A ratio to two significant figures below 10 (0.025×, 0.62×, 19×).
 pub(crate) fn ratio(v: Option<f64>) -> String {
     v.map_or("—".into(), claims::ratio_text_x)
@@ -347,6 +363,7 @@ th,td{border:1px solid #ccc;padding:.2rem .4rem;text-align:right;vertical-align:
 th{background:#f3f3f3}td.label,th.label{text-align:left}
 td.paper{color:#666;font-style:italic}
 td.vs{color:#444}
+td.nowrap{white-space:nowrap}
 span.spread{display:block;font-size:.75rem;color:#777;white-space:nowrap}
 tr.first td{border-top:2px solid #999}
 tr.claim td{background:#fafafa;text-align:left}
@@ -420,7 +437,7 @@ fn repetitions_text(reps: usize) -> String {
     match reps {
         0 => "No repetition finished yet.".into(),
         1 => "Ours: one repetition per cell, so no spread is shown.".into(),
-        n => format!("Ours: the median over up to {n} repetitions, with the lowest and highest repetition below it (n gives each cell's count)."),
+        n => format!("Each of our values is the median over up to {n} repetitions, with the lowest and highest repetition below it (n gives each cell's count)."),
     }
 }
 
@@ -479,7 +496,7 @@ fn html(m: &Model) -> Result<String, ReportError> {
         "of the merged client shards"
     };
     let mut caption = format!(
-        "Values in {}. Ours: {} {whose}. {} ",
+        "Values in {}; ours are the {} {whose}. {} ",
         u.0,
         metric_name(t.metric),
         repetitions_text(t.max_repetitions())
@@ -488,7 +505,7 @@ fn html(m: &Model) -> Result<String, ReportError> {
         if !t.has_paper_values {
             caption.push_str("Paper: the experiment file gives no values for this table (—). ");
         } else {
-            caption.push_str("The paper's hardware (an 800 MHz Pentium III, a 2006 kernel) differs from ours: absolute values differ, and what should carry over is the shape (ratios and orderings), judged under the claims below. ");
+            caption.push_str("The paper's machine and kernel differ from ours, so absolute values differ; what should carry over is the shape (ratios and orderings), judged under the claims below. ");
         }
         caption.push_str(p.note.trim());
         caption.push_str(&format!(" Source: {}", p.source));
@@ -553,7 +570,7 @@ fn html(m: &Model) -> Result<String, ReportError> {
                 "<tr class=\"claim first\"><td colspan=\"6\"><strong>{}</strong> · {}<br><small>{} of the {}{}</small></td><td class=\"{}\">{}</td></tr>",
                 esc(&c.source),
                 esc(&c.text),
-                if c.is_ratio { "ratio of the" } else { "value of the" },
+                if c.is_ratio { "ratio" } else { "value" },
                 esc(c.statistic),
                 esc(&format!(
                     " {}{}",
@@ -585,11 +602,10 @@ fn html(m: &Model) -> Result<String, ReportError> {
                 }
                 let _ = writeln!(
                     h,
-                    "<tr><td class=\"label\">{}</td><td class=\"label\">{rows}</td><td class=\"paper\">{paper}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
+                    "<tr><td class=\"label\">{}</td><td class=\"label\">{rows}</td><td class=\"paper nowrap\">{paper}</td><td class=\"nowrap\">{}</td><td class=\"nowrap\">{}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
                     esc(&k.engine),
                     k.ours.map_or("—".into(), fmt),
-                    k.spread
-                        .map_or("—".into(), |(lo, hi)| format!("{}–{}", fmt(lo), fmt(hi))),
+                    k.spread.map_or("—".into(), |(lo, hi)| claim_spread(c, lo, hi)),
                     if k.n == 0 { "—".into() } else { k.n.to_string() },
                     k.verdict.key(),
                     esc(&k.verdict.text())

@@ -181,7 +181,7 @@ fn log_ticks(lo: f64, hi: f64, pixels: f64, prefer: &[f64]) -> Vec<f64> {
 /// whole steps only on a whole-number axis.
 fn linear_ticks(lo: f64, hi: f64, pixels: f64, whole: bool) -> Vec<f64> {
     let span = (hi - lo).max(1e-12);
-    let target = (pixels / 70.0).clamp(2.0, 10.0);
+    let target = (pixels / 60.0).clamp(2.0, 10.0);
     let raw = span / target;
     let mag = 10f64.powf(raw.log10().floor());
     let mut step = [1.0, 2.0, 5.0, 10.0]

@@ -3,7 +3,9 @@
 
 use crate::claims::{ratio_text_x, ClaimResult};
 use crate::table::{metric_name, stat_names, unit, Cell};
-use crate::{environment, in_unit, num_sig, ratio, spread_text, warnings, Model, ReportError};
+use crate::{
+    claim_spread, environment, in_unit, num_sig, ratio, spread_text, warnings, Model, ReportError,
+};
 use connlab_lab::Metric;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -157,10 +159,9 @@ pub(crate) fn markdown(m: &Model) -> String {
                 });
                 let ours = match (k.ours, k.spread) {
                     (Some(o), Some((lo, hi))) => format!(
-                        "ours {} [spread {}–{}, n={}]",
+                        "ours {} [spread {}, n={}]",
                         claim_value(c, o),
-                        claim_value(c, lo),
-                        claim_value(c, hi),
+                        claim_spread(c, lo, hi),
                         k.n
                     ),
                     _ => "ours —".into(),

@@ -184,6 +184,11 @@ fn locality() -> SweepDir {
 #[test]
 fn html_puts_the_paper_beside_ours_with_verdicts() {
     let html = render(&locality(), Format::Html).unwrap();
+    // Kept for a look in a browser (scripts/screenshot_report.sh).
+    let _ = std::fs::write(
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-fixture.html"),
+        &html,
+    );
     // Paper select mean at 400 conns, 125 req/s: 1.13 ms; ours the median of
     // 280 and 308 µs = 0.294 ms; ours/paper 0.26x; the spread below it.
     assert!(
@@ -198,7 +203,7 @@ fn html_puts_the_paper_beside_ours_with_verdicts() {
     assert!(html.contains("service latency (ms)"), "unit stated");
     // Claims: the shape from the paper's cells (5,650 / 1,130 = 5.0x).
     assert!(html.contains("400 → 2,000 conns at ratio 1 · 125 req/s"));
-    assert!(html.contains("<td class=\"paper\">5.0×</td>"));
+    assert!(html.contains("<td class=\"paper nowrap\">5.0×</td>"));
     assert!(html.contains("<td class=\"holds\">holds</td>"));
     assert!(html.contains("cannot be measured here: 10,000 conns not in this run"));
     assert!(html.contains("widest span measured instead"));
