@@ -2,7 +2,9 @@
 //! bars, and the paper's cells on the same axes (dashed, hollow markers).
 
 use crate::plots::{self, Line, Series};
-use crate::table::{cell_matches, grouped, rate_text, ratio_of, server_stat, PaperTable, Spread};
+use crate::table::{
+    cell_matches, grouped, rate_text, ratio_of, ratio_text, server_stat, PaperTable, Spread,
+};
 use crate::ReportError;
 use connlab_lab::{Metric, PaperCell, PointResult, SweepDir};
 use std::collections::BTreeMap;
@@ -263,7 +265,11 @@ pub(crate) fn plots(
                     }
                 }
                 let title = format!("{} against {x_desc} ({group})", value.name);
-                let svg = plots::log_log_lines(&title, x_desc, value.axis, &lines)?;
+                let svg = if kind == "ratio" {
+                    plots::log_log_labelled(&title, x_desc, value.axis, &lines, ratio_text)?
+                } else {
+                    plots::log_log_lines(&title, x_desc, value.axis, &lines)?
+                };
                 let id = format!("{kind}-{}", out.len());
                 let mut name = value.name.to_string();
                 name[..1].make_ascii_uppercase();

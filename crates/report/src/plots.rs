@@ -308,11 +308,23 @@ pub(crate) fn log_log_lines(
     y_desc: &str,
     lines: &[Line],
 ) -> Result<String, ReportError> {
+    log_log_labelled(title, x_desc, y_desc, lines, tick_label)
+}
+
+/// [`log_log_lines`] with the x axis's labels written by `x_label` (active
+/// ratios as `1/16`).
+pub(crate) fn log_log_labelled(
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    lines: &[Line],
+    x_label: fn(f64) -> String,
+) -> Result<String, ReportError> {
     let x = log_axis(&all_x(lines), X_PIXELS, true);
     let y = log_axis(&all_y(lines), Y_PIXELS, false);
     draw(
         title,
-        x_desc,
+        (x_desc, x_label),
         y_desc,
         lines,
         (x.lo..x.hi).log_scale().with_key_points(x.ticks),
@@ -347,12 +359,20 @@ pub(crate) fn linear_lines(
     let y_values = all_y(lines);
     // A y axis is whole only if its range is wide enough to need it.
     let y = linear_axis(&y_values, Y_PIXELS, y_range);
-    draw(title, x_desc, y_desc, lines, Ticked(x), Ticked(y), markers)
+    draw(
+        title,
+        (x_desc, tick_label),
+        y_desc,
+        lines,
+        Ticked(x),
+        Ticked(y),
+        markers,
+    )
 }
 
 fn draw<X, Y>(
     title: &str,
-    x_desc: &str,
+    (x_desc, x_label): (&str, fn(f64) -> String),
     y_desc: &str,
     lines: &[Line],
     x: X,
@@ -377,11 +397,12 @@ where
             .build_cartesian_2d(x, y)
             .map_err(plot_err)?;
         let fmt = |v: &f64| tick_label(*v);
+        let x_fmt = |v: &f64| x_label(*v);
         chart
             .configure_mesh()
             .x_desc(x_desc)
             .y_desc(y_desc)
-            .x_label_formatter(&fmt)
+            .x_label_formatter(&x_fmt)
             .y_label_formatter(&fmt)
             .label_style(("sans-serif", 13))
             .bold_line_style(RGBColor(225, 225, 225))
@@ -479,5 +500,74 @@ mod tests {
         assert!(a.ticks.contains(&5.0), "{:?}", a.ticks);
         let a = linear_axis(&[3.0, 5.0], 600.0, None);
         assert_eq!(a.ticks, vec![3.0, 4.0, 5.0]);
+    }
+
+    /// Numeric `<text>` labels sharing one y (x axis) and one x (y axis).
+    fn ticks(svg: &str) -> (usize, usize) {
+        let mut labels: Vec<(String, String)> = Vec::new();
+        for part in svg.split("<text").skip(1) {
+            let attr = |k: &str| {
+                let key = format!(" {k}=\"");
+                let rest = &part[part.find(&key).unwrap() + key.len()..];
+                rest[..rest.find('"').unwrap()].to_string()
+            };
+            let body = part[part.find('>').unwrap() + 1..part.find("</text>").unwrap()].trim();
+            if !body.is_empty()
+                && body
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || ",.-".contains(c))
+            {
+                labels.push((attr("x"), attr("y")));
+            }
+        }
+        let most = |f: fn(&(String, String)) -> &String| {
+            labels
+                .iter()
+                .map(|l| labels.iter().filter(|m| f(m) == f(l)).count())
+                .max()
+                .unwrap_or(0)
+        };
+        (most(|l| &l.1), most(|l| &l.0))
+    }
+
+    #[test]
+    fn every_drawing_kind_labels_both_axes() {
+        let layers = Series {
+            name: "stages 1,024 B".into(),
+            points: (1..=11)
+                .map(|l| (f64::from(l), 900.0 / f64::from(l)))
+                .collect(),
+        };
+        let svg = linear("t", "layers per side", "Mbit/s", &[layers], None).unwrap();
+        assert_eq!(ticks(&svg).0, 11, "layers 1 to 11 each labelled");
+        assert!(
+            svg.contains(">\n5\n</text>") || svg.contains(">5</text>"),
+            "5 labelled"
+        );
+        assert!(!svg.contains("4.8"), "no fractional layers");
+        let cdf = Series {
+            name: "epoll".into(),
+            points: vec![(-3.5, 0.0), (0.2, 0.5), (7.9, 1.0)],
+        };
+        let svg = linear("t", "deviation (µs)", "fraction", &[cdf], Some((0.0, 1.0))).unwrap();
+        let (x, y) = ticks(&svg);
+        assert!(x >= 3 && y >= 3, "{x} {y}");
+        let lat = Line {
+            name: "poll".into(),
+            colour_key: "poll".into(),
+            points: vec![(1000.0, 4100.0), (5000.0, 4300.0), (10000.0, 4600.0)],
+            spread: vec![(5000.0, 4200.0, 4500.0)],
+            paper: false,
+        };
+        let paper = Line {
+            paper: true,
+            name: "poll (paper)".into(),
+            ..lat.clone()
+        };
+        let svg = log_log_lines("t", "connections", "µs", &[lat, paper]).unwrap();
+        let (x, y) = ticks(&svg);
+        assert!(x >= 3 && y >= 2, "{x} {y}: {svg}");
+        assert!(svg.contains("10,000"), "{svg}");
+        assert!(!svg.contains("4000.0"), "{svg}");
     }
 }

@@ -292,7 +292,7 @@ fn axis_ticks(svg: &str) -> (usize, usize) {
             })
         };
         let body = part[part.find('>').unwrap() + 1..part.find("</text>").unwrap()].trim();
-        let numeric = body.replace([',', '-', '.', '−'], "");
+        let numeric = body.replace([',', '-', '.', '−', '/'], "");
         if !numeric.is_empty() && numeric.chars().all(|c| c.is_ascii_digit()) {
             texts.push((
                 attr("x").unwrap_or_default(),
@@ -369,5 +369,68 @@ fn every_plot_has_tick_labels_on_both_axes() {
             svg.contains("5,000\n</text>"),
             "connection counts label the x axis: {svg}"
         );
+    }
+}
+
+#[test]
+fn active_ratio_and_web_plots_have_tick_labels() {
+    // Table 4's kind: one connection count, the active ratio varies.
+    let table4 = LOCALITY
+        .replace("connections = [400, 2000]", "connections = [10000]")
+        .replace(
+            "active_ratios = [\"1\"]",
+            "active_ratios = [\"1/4\", \"1/16\", \"1/64\"]",
+        )
+        .replace("vary = \"connections\"", "vary = \"active_ratio\"");
+    let table4 = table4[..table4.find("[[paper.cells]]").unwrap()].to_string();
+    let dir = sweep(&table4, |p| (100.0 + 1000.0 * p.active_ratio, 200.0, 0.0));
+    let html = render(&dir, Format::Html).unwrap();
+    let plots = svgs(&html);
+    assert!(html.contains("against active ratio"));
+    assert!(
+        html.contains("1/64\n</text>"),
+        "ratios labelled as fractions"
+    );
+    for svg in &plots {
+        let (x, y) = axis_ticks(svg);
+        assert!(x >= 2 && y >= 2, "x {x}, y {y} tick labels in {svg}");
+    }
+
+    // The gateway kind: rates on the x axis, and backend counts.
+    let web = r#"
+name = "web"
+title = "Web fixture"
+[topology]
+client_hosts = 2
+[server]
+engines = ["proxy:1", "proxy:2", "proxy:3"]
+protocol = "http"
+cpu = "1"
+[matrix]
+connections = [100]
+active_ratios = ["1"]
+rates = [500, 1000, 2000]
+request_size = 128
+response_size = "10KiB"
+duration = "1s"
+repetitions = 2
+[web]
+backends = 3
+"#;
+    let mut dir = sweep(web, |p| (1000.0 + p.rate_per_s, 0.0, 0.0));
+    for p in &mut dir.points {
+        let n = p.params.engine[6..].parse::<usize>().unwrap();
+        p.backend_cpu_share = vec![0.2 * p.params.rate_per_s / 1000.0; n];
+        p.gateway_cpu_share = Some(0.1 * n as f64);
+        p.cpu_busy_share = vec![0.3, 0.05 * n as f64];
+    }
+    let html = render(&dir, Format::Html).unwrap();
+    let plots = svgs(&html);
+    assert!(html.contains("against backends"), "backend-count plots");
+    assert!(plots.len() >= 6, "{} web plots", plots.len());
+    for svg in &plots {
+        let (x, y) = axis_ticks(svg);
+        assert!(x >= 2 && y >= 2, "x {x}, y {y} tick labels in {svg}");
+        assert!(!svg.contains(".0\n</text>"), "no trailing .0 labels");
     }
 }
