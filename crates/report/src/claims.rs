@@ -430,6 +430,10 @@ fn along_checks(
                     }
                     Err(why) => check.verdict = Verdict::CannotMeasure(why),
                 },
+                _ if rows.is_empty() => {
+                    check.verdict =
+                        Verdict::CannotMeasure(format!("{} not in this run", group_text(g)));
+                }
                 (f, tt) => {
                     let missing: Vec<String> = [(from, &f), (to, &tt)]
                         .iter()

@@ -44,6 +44,18 @@ connections = 2000
 active_ratio = "1"
 rate_per_s = 125
 mean_us = 5650.0
+[[paper.cells]]
+engine = "select"
+connections = 400
+active_ratio = "1"
+rate_per_s = 2000
+mean_us = 1500.0
+[[paper.cells]]
+engine = "select"
+connections = 2000
+active_ratio = "1"
+rate_per_s = 2000
+mean_us = 9000.0
 [[paper.derived]]
 table = "Table 5"
 metric = "send_deviation"
@@ -207,6 +219,8 @@ fn html_puts_the_paper_beside_ours_with_verdicts() {
     assert!(html.contains("<td class=\"holds\">holds</td>"));
     assert!(html.contains("cannot be measured here: 10,000 conns not in this run"));
     assert!(html.contains("widest span measured instead"));
+    // A setting only the paper has: named, never replaced by another.
+    assert!(html.contains("cannot be measured here: ratio 1 · 2,000 req/s not in this run"));
     assert!(html.contains("cannot be measured here: needs 40,000 connections"));
     // Derived Table 5: the paper's 7.08 µs beside ours, and the point picked.
     assert!(html.contains("Table 5: send-timing deviation (µs)"));
