@@ -218,8 +218,15 @@ fn tiny_sweep_resumes_and_reports() {
     );
     assert_eq!(csv.status.code(), Some(0));
     let csv = String::from_utf8_lossy(&csv.stdout);
-    // A header and one row per (connection count, engine).
-    assert_eq!(csv.lines().count(), 1 + 2 * 2, "{csv}");
+    // Long form: a row per (connection count, engine, statistic), then the
+    // claim's comparisons.
+    assert!(csv.starts_with("kind,"), "{csv}");
+    assert_eq!(
+        csv.lines().filter(|l| l.starts_with("cell,")).count(),
+        2 * 2 * 3,
+        "{csv}"
+    );
+    assert!(csv.lines().any(|l| l.starts_with("claim,")), "{csv}");
 }
 
 /// Loads the report in headless Chromium: it must load, build a DOM with the

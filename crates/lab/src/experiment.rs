@@ -319,6 +319,18 @@ pub enum Metric {
     PollCall,
 }
 
+impl Metric {
+    /// Names of the metric's three statistics, in table column order (a
+    /// claim's `statistic` is one of them).
+    pub fn stat_names(self) -> [&'static str; 3] {
+        match self {
+            Metric::ServiceLatency => ["mean", "median", "stddev"],
+            Metric::SendDeviation => ["stddev", "median", "max"],
+            Metric::PollCall => ["CPU mean", "wall median", "wall mean"],
+        }
+    }
+}
+
 /// The parameter a paper table varies along its rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -349,9 +361,41 @@ pub struct Paper {
     /// The paper's cells, matched to ours by engine and parameters.
     #[serde(default)]
     pub cells: Vec<PaperCell>,
-    /// The paper's claims as ratios between two rows, checked against ours.
+    /// Further paper tables computed from this sweep's points (Table 5 from
+    /// the runs of Table 3).
+    #[serde(default)]
+    pub derived: Vec<PaperDerived>,
+    /// The paper's claims, checked against ours.
     #[serde(default)]
     pub claims: Vec<PaperClaim>,
+}
+
+/// How a derived table picks, per engine, the point it reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DerivedPick {
+    /// The setting whose first statistic (the median over repetitions) is
+    /// the largest of the sweep: the locality paper's Table 5 reports each
+    /// engine's worst send deviation.
+    LargestFirstStat,
+}
+
+/// `[[paper.derived]]`: a paper table computed from this sweep's points.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PaperDerived {
+    /// E.g. `Table 5`.
+    pub table: String,
+    /// The statistic the table reports.
+    pub metric: Metric,
+    /// Which point stands for each engine.
+    pub pick: DerivedPick,
+    /// Remarks shown under the table.
+    #[serde(default)]
+    pub note: String,
+    /// The paper's cells (usually by engine only).
+    #[serde(default)]
+    pub cells: Vec<PaperCell>,
 }
 
 /// One cell of the paper's table. Parameters left out match any value.
@@ -383,28 +427,127 @@ pub struct PaperCell {
     pub max_us: Option<f64>,
 }
 
-/// A claim of the paper: for these engines, the mean at row `to` divided by
-/// the mean at row `from` (along [`Paper::vary`]) is about `paper_ratio`
-/// (or only goes the way `text` says, when the paper gives no number).
-/// With `versus`, the claim compares engines instead: at every row, each
-/// engine's mean divided by the `versus` engine's (`from`/`to` unused).
+impl PaperCell {
+    /// The cell's three statistics in the order of `metric`'s
+    /// [`Metric::stat_names`].
+    pub fn stats(&self, metric: Metric) -> [Option<f64>; 3] {
+        match metric {
+            Metric::ServiceLatency => [self.mean_us, self.median_us, self.stddev_us],
+            Metric::SendDeviation => [self.stddev_us, self.median_us, self.max_us],
+            Metric::PollCall => [self.mean_us, self.median_us, None],
+        }
+    }
+}
+
+/// A claim of the paper, in one of three shapes:
+///
+/// - **along a parameter** (`from` and `to` given, no `versus`): for each
+///   engine, the statistic at row `to` divided by the one at row `from`
+///   (rows along `along`, the other parameters equal);
+/// - **versus an engine** (`versus` given): at every row (or the rows whose
+///   `along` value lies in `[from, to]`), each engine's statistic divided by
+///   the `versus` engine's;
+/// - **a plain value** (neither): the statistic itself at every row.
+///
+/// The claim holds when our whole spread of the ratio (or value) lies within
+/// `[expect_min, expect_max]`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PaperClaim {
+    /// The paper's table, figure or section the claim comes from; defaults
+    /// to [`Paper::table`].
+    #[serde(default)]
+    pub source: String,
     /// The claim in words, as the paper or the design states it.
     pub text: String,
     /// Engines it is about.
     pub engines: Vec<String>,
-    /// Row value the ratio starts from.
-    pub from: f64,
-    /// Row value the ratio ends at.
-    pub to: f64,
-    /// The paper's ratio, if it gives one.
+    /// The metric; defaults to [`Paper::metric`].
+    #[serde(default)]
+    pub metric: Option<Metric>,
+    /// One of the metric's [`Metric::stat_names`]; defaults to the first.
+    #[serde(default)]
+    pub statistic: Option<String>,
+    /// The parameter `from` and `to` refer to; defaults to [`Paper::vary`].
+    #[serde(default)]
+    pub along: Option<Vary>,
+    /// Row value the ratio starts from (or the low end of the rows compared).
+    #[serde(default)]
+    pub from: Option<f64>,
+    /// Row value the ratio ends at (or the high end of the rows compared).
+    #[serde(default)]
+    pub to: Option<f64>,
+    /// The paper's ratio, if its text gives one (the report computes it from
+    /// the paper's cells instead when they cover the claim's rows).
     #[serde(default)]
     pub paper_ratio: Option<f64>,
     /// Compare each engine with this one at the same row.
     #[serde(default)]
     pub versus: Option<String>,
+    /// The claim holds when our whole spread is at least this.
+    #[serde(default)]
+    pub expect_min: Option<f64>,
+    /// The claim holds when our whole spread is at most this.
+    #[serde(default)]
+    pub expect_max: Option<f64>,
+    /// The claim cannot be measured on this setup, and why.
+    #[serde(default)]
+    pub unmeasurable: Option<String>,
+}
+
+/// The shape of a [`PaperClaim`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ClaimShape<'a> {
+    /// The ratio of the statistic between rows `from` and `to`.
+    Along {
+        /// Start row.
+        from: f64,
+        /// End row.
+        to: f64,
+    },
+    /// Each engine against `engine` at the same row, at rows in `range`.
+    Versus {
+        /// The engine divided by.
+        engine: &'a str,
+        /// Rows compared: `along` within `[from, to]`; all rows if `None`.
+        range: Option<(f64, f64)>,
+    },
+    /// The statistic itself, at every row.
+    Value,
+}
+
+impl PaperClaim {
+    /// The claim's metric, given the paper's.
+    pub fn metric_in(&self, paper: &Paper) -> Metric {
+        self.metric.unwrap_or(paper.metric)
+    }
+
+    /// The parameter the claim's rows vary along, given the paper's.
+    pub fn along_in(&self, paper: &Paper) -> Vary {
+        self.along.unwrap_or(paper.vary)
+    }
+
+    /// Index of the claim's statistic in its metric's
+    /// [`Metric::stat_names`] (0 when unnamed or unknown; validated on load).
+    pub fn statistic_index(&self, paper: &Paper) -> usize {
+        let names = self.metric_in(paper).stat_names();
+        self.statistic
+            .as_deref()
+            .and_then(|s| names.iter().position(|n| *n == s))
+            .unwrap_or(0)
+    }
+
+    /// The claim's shape.
+    pub fn shape(&self) -> ClaimShape<'_> {
+        match (&self.versus, self.from, self.to) {
+            (Some(v), from, to) => ClaimShape::Versus {
+                engine: v,
+                range: from.zip(to).map(|(a, b)| (a.min(b), a.max(b))),
+            },
+            (None, Some(from), Some(to)) => ClaimShape::Along { from, to },
+            _ => ClaimShape::Value,
+        }
+    }
 }
 
 /// One measurement of a sweep: one engine at one cell of the matrix.
@@ -488,10 +631,17 @@ impl Experiment {
 
     /// Parses and validates experiment text; `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<Experiment, ExperimentError> {
-        let exp: Experiment = toml::from_str(text).map_err(|e| ExperimentError::Parse {
+        let mut exp: Experiment = toml::from_str(text).map_err(|e| ExperimentError::Parse {
             origin: origin.to_string(),
             message: e.to_string().trim_end().to_string(),
         })?;
+        if let Some(p) = &mut exp.paper {
+            for c in &mut p.claims {
+                if c.source.trim().is_empty() {
+                    c.source = p.table.clone();
+                }
+            }
+        }
         exp.validate(origin)?;
         Ok(exp)
     }
@@ -788,38 +938,155 @@ impl Experiment {
             }
         }
         if let Some(p) = &self.paper {
-            for (i, c) in p.claims.iter().enumerate() {
-                for (field, e) in c
-                    .engines
-                    .iter()
-                    .enumerate()
-                    .map(|(j, e)| (format!("paper.claims[{i}].engines[{j}]"), e))
-                    .chain(
-                        c.versus
-                            .iter()
-                            .map(|e| (format!("paper.claims[{i}].versus"), e)),
-                    )
-                {
-                    if !self.server.engines.contains(e) {
-                        return Err(bad(&field, format!("{e:?} is not in server.engines")));
+            self.validate_paper(p, origin)?;
+        }
+        Ok(())
+    }
+}
+
+impl Experiment {
+    /// Checks `[paper]`: engines named by cells and claims exist, claim
+    /// statistics belong to their metric, and claim bounds agree.
+    fn validate_paper(&self, p: &Paper, origin: &str) -> Result<(), ExperimentError> {
+        let bad = |field: String, message: String| ExperimentError::Invalid {
+            origin: origin.to_string(),
+            field,
+            message,
+        };
+        let engine_ok = |field: String, e: &str| {
+            if self.server.engines.iter().any(|x| x == e) {
+                Ok(())
+            } else {
+                Err(bad(field, format!("{e:?} is not in server.engines")))
+            }
+        };
+        let check_cells = |prefix: &str, cells: &[PaperCell]| -> Result<(), ExperimentError> {
+            for (i, c) in cells.iter().enumerate() {
+                engine_ok(format!("{prefix}[{i}].engine"), &c.engine)?;
+                if let Some(r) = &c.active_ratio {
+                    ratio_value(r).map_err(|e| bad(format!("{prefix}[{i}].active_ratio"), e))?;
+                }
+                for (name, v) in [
+                    ("mean_us", c.mean_us),
+                    ("median_us", c.median_us),
+                    ("stddev_us", c.stddev_us),
+                    ("max_us", c.max_us),
+                ] {
+                    if v.is_some_and(|v| !v.is_finite()) {
+                        return Err(bad(
+                            format!("{prefix}[{i}].{name}"),
+                            "a finite number of microseconds".into(),
+                        ));
                     }
                 }
             }
-            for (i, c) in p.cells.iter().enumerate() {
-                if !self.server.engines.contains(&c.engine) {
+            Ok(())
+        };
+        check_cells("paper.cells", &p.cells)?;
+        for (d, derived) in p.derived.iter().enumerate() {
+            if derived.table.trim().is_empty() {
+                return Err(bad(
+                    format!("paper.derived[{d}].table"),
+                    "name the paper's table, e.g. \"Table 5\"".into(),
+                ));
+            }
+            check_cells(&format!("paper.derived[{d}].cells"), &derived.cells)?;
+        }
+        for (i, c) in p.claims.iter().enumerate() {
+            let field = |name: &str| format!("paper.claims[{i}].{name}");
+            if c.engines.is_empty() {
+                return Err(bad(field("engines"), "name at least one engine".into()));
+            }
+            for (j, e) in c.engines.iter().enumerate() {
+                engine_ok(field(&format!("engines[{j}]")), e)?;
+            }
+            if let Some(v) = &c.versus {
+                engine_ok(field("versus"), v)?;
+                if c.engines.contains(v) {
                     return Err(bad(
-                        &format!("paper.cells[{i}].engine"),
-                        format!("{:?} is not in server.engines", c.engine),
+                        field("versus"),
+                        format!("{v:?} is also in engines: an engine against itself"),
                     ));
                 }
-                if let Some(r) = &c.active_ratio {
-                    ratio_value(r)
-                        .map_err(|e| bad(&format!("paper.cells[{i}].active_ratio"), e))?;
+            }
+            let metric = c.metric_in(p);
+            if let Some(s) = &c.statistic {
+                let names = metric.stat_names();
+                if !names.contains(&s.as_str()) {
+                    return Err(bad(
+                        field("statistic"),
+                        format!(
+                            "{s:?}: the {} statistics are {}",
+                            serde_name(&metric),
+                            names.map(|n| format!("{n:?}")).join(", ")
+                        ),
+                    ));
                 }
+            }
+            for (name, v) in [
+                ("from", c.from),
+                ("to", c.to),
+                ("paper_ratio", c.paper_ratio),
+                ("expect_min", c.expect_min),
+                ("expect_max", c.expect_max),
+            ] {
+                if v.is_some_and(|v| !v.is_finite()) {
+                    return Err(bad(field(name), "a finite number".into()));
+                }
+            }
+            match (c.from, c.to) {
+                (Some(_), None) => {
+                    return Err(bad(field("to"), "give to with from (or neither)".into()))
+                }
+                (None, Some(_)) => {
+                    return Err(bad(field("from"), "give from with to (or neither)".into()))
+                }
+                (Some(f), Some(t)) if c.versus.is_none() && f == t => {
+                    return Err(bad(
+                        field("to"),
+                        format!("{t}: the same row as from; a ratio needs two rows"),
+                    ))
+                }
+                _ => {}
+            }
+            if let (Some(lo), Some(hi)) = (c.expect_min, c.expect_max) {
+                if lo > hi {
+                    return Err(bad(
+                        field("expect_min"),
+                        format!("{lo} is above expect_max = {hi}: no value can hold"),
+                    ));
+                }
+            }
+            if c.shape() == ClaimShape::Value
+                && c.expect_min.is_none()
+                && c.expect_max.is_none()
+                && c.unmeasurable.is_none()
+            {
+                return Err(bad(
+                    field("expect_max"),
+                    "a value claim (no from/to, no versus) needs expect_min or expect_max, or unmeasurable".into(),
+                ));
+            }
+            if c.unmeasurable
+                .as_deref()
+                .is_some_and(|u| u.trim().is_empty())
+            {
+                return Err(bad(
+                    field("unmeasurable"),
+                    "say why the claim cannot be measured here".into(),
+                ));
             }
         }
         Ok(())
     }
+}
+
+/// A unit enum's name as written in the file (`send_deviation`).
+fn serde_name<T: Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
 }
 
 /// Checks every element and refuses duplicates, naming the index.
@@ -1022,6 +1289,138 @@ duration = "1s"
         }
     }
 
+    const PAPER: &str = r#"
+[paper]
+table = "Table 3"
+source = "test"
+metric = "service_latency"
+vary = "connections"
+[[paper.cells]]
+engine = "select"
+connections = 10
+rate_per_s = 100
+mean_us = 1130.0
+[[paper.derived]]
+table = "Table 5"
+metric = "send_deviation"
+pick = "largest_first_stat"
+[[paper.derived.cells]]
+engine = "select"
+stddev_us = 7.08
+[[paper.derived.cells]]
+engine = "epoll"
+max_us = 337.0
+[[paper.claims]]
+text = "select grows"
+engines = ["select"]
+from = 10
+to = 40
+paper_ratio = 4.0
+expect_min = 2.0
+[[paper.claims]]
+source = "Figure 2"
+text = "send deviation stays below 1 ms"
+engines = ["select", "epoll"]
+metric = "send_deviation"
+statistic = "max"
+expect_max = 1000.0
+[[paper.claims]]
+source = "Table 3"
+text = "select slower than epoll"
+engines = ["select"]
+versus = "epoll"
+statistic = "median"
+along = "rate"
+from = 100
+to = 100
+expect_min = 1.0
+"#;
+
+    #[test]
+    fn paper_sections_parse_into_typed_values() {
+        let e = Experiment::from_toml(&(MINIMAL.to_string() + PAPER), "t.toml").unwrap();
+        let p = e.paper.as_ref().unwrap();
+        assert_eq!(p.derived[0].pick, DerivedPick::LargestFirstStat);
+        assert_eq!(
+            p.derived[0].cells[0].stats(Metric::SendDeviation)[0],
+            Some(7.08)
+        );
+        let c = &p.claims;
+        assert_eq!(
+            c[0].source, "Table 3",
+            "source defaults to the paper's table"
+        );
+        assert_eq!(
+            c[0].shape(),
+            ClaimShape::Along {
+                from: 10.0,
+                to: 40.0
+            }
+        );
+        assert_eq!(c[1].source, "Figure 2");
+        assert_eq!(c[1].metric_in(p), Metric::SendDeviation);
+        assert_eq!(c[1].statistic_index(p), 2);
+        assert_eq!(c[1].shape(), ClaimShape::Value);
+        assert_eq!(c[2].along_in(p), Vary::Rate);
+        assert_eq!(c[2].statistic_index(p), 1);
+        assert_eq!(
+            c[2].shape(),
+            ClaimShape::Versus {
+                engine: "epoll",
+                range: Some((100.0, 100.0))
+            }
+        );
+    }
+
+    #[test]
+    fn bad_paper_fields_are_named() {
+        let text = MINIMAL.to_string() + PAPER;
+        for (from, to, says) in [
+            (
+                "statistic = \"max\"",
+                "statistic = \"mean\"",
+                "paper.claims[1].statistic",
+            ),
+            (
+                "expect_max = 1000.0",
+                "expect_max = 1000.0\nexpect_min = 2000.0",
+                "paper.claims[1].expect_min",
+            ),
+            (
+                "engine = \"epoll\"\nmax_us",
+                "engine = \"kqueue\"\nmax_us",
+                "paper.derived[0].cells[1].engine",
+            ),
+            ("to = 40\n", "", "paper.claims[0].to"),
+            ("expect_max = 1000.0", "", "paper.claims[1].expect_max"),
+            (
+                "versus = \"epoll\"",
+                "versus = \"select\"",
+                "paper.claims[2].versus",
+            ),
+            ("pick = \"largest_first_stat\"", "pick = \"first\"", "pick"),
+            (
+                "metric = \"send_deviation\"\nstatistic",
+                "metric = \"speed\"\nstatistic",
+                "metric",
+            ),
+            (
+                "engine = \"select\"\nconnections",
+                "engine = \"poll\"\nconnections",
+                "paper.cells[0].engine",
+            ),
+        ] {
+            assert!(text.contains(from), "{from}");
+            let err = Experiment::from_toml(&text.replacen(from, to, 1), "t.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with("t.toml: ") && err.contains(says),
+                "{to}: {err}"
+            );
+        }
+    }
+
     #[test]
     fn link_rates_parse_like_tc() {
         assert_eq!(parse_link_rate("100mbit"), Ok(Some(100_000_000)));
@@ -1052,6 +1451,11 @@ mod shipped {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "toml") {
                 let text = std::fs::read_to_string(&path).unwrap();
+                if crate::experiment_kind(&text).as_deref() == Some("suite") {
+                    crate::Suite::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+                    n += 1;
+                    continue;
+                }
                 if crate::PipelineExperiment::is_pipeline(&text) {
                     let p = crate::PipelineExperiment::from_file(&path)
                         .unwrap_or_else(|e| panic!("{e}"));

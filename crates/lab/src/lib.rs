@@ -15,9 +15,10 @@ mod results;
 mod suite;
 
 pub use experiment::{
-    parse_link_rate, rate_label, web_config, ClientSection, Experiment, ExperimentError, Matrix,
-    MatrixOverride, Metric, Paper, PaperCell, PaperClaim, PointParams, RateValue, RatioValue,
-    ServerSection, SizeValue, TopologySection, Vary, WebSection, ENGINES, WEB_CONFIGS,
+    parse_link_rate, rate_label, web_config, ClaimShape, ClientSection, DerivedPick, Experiment,
+    ExperimentError, Matrix, MatrixOverride, Metric, Paper, PaperCell, PaperClaim, PaperDerived,
+    PointParams, RateValue, RatioValue, ServerSection, SizeValue, TopologySection, Vary,
+    WebSection, ENGINES, WEB_CONFIGS,
 };
 pub use pipeline::{
     capacity, LinkSpec, MessageCounts, PipelineExperiment, PipelineMatrix, PipelinePaperValue,
@@ -27,4 +28,4 @@ pub use pipeline::{
 pub use results::{
     PointResult, ResultsError, SweepDir, SweepInfo, TopologyInfo, POINT_SCHEMA, SWEEP_SCHEMA,
 };
-pub use suite::{experiment_name, Suite, SuiteKind, SuitePaper, DEFAULT_SUITE};
+pub use suite::{experiment_kind, experiment_name, Suite, SuiteKind, SuitePaper, DEFAULT_SUITE};

@@ -134,6 +134,13 @@ impl Suite {
     }
 }
 
+/// The top-level `kind` of an experiment file's text (`suite`, `singleip`,
+/// ...), if it names one; files without one are the original sweep kinds.
+pub fn experiment_kind(text: &str) -> Option<String> {
+    let table = toml::from_str::<toml::Table>(text).ok()?;
+    table.get("kind")?.as_str().map(str::to_string)
+}
+
 /// The experiment's `name` field as written in its file (every experiment
 /// kind has one), or the file stem when the file has none.
 pub fn experiment_name(path: &Path) -> String {

@@ -3,43 +3,29 @@
 //! paper's value, ours and the verdict. Every experiment kind turns its own
 //! checks into [`ClaimRow`]s; this module only lays them out.
 
-use crate::Format;
+use crate::{Format, Verdict};
 use html_escape::encode_text as esc;
 use serde::Serialize;
 use std::fmt::Write as _;
 
-/// A claim's verdict.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// Ours meets the claim's criterion across the whole spread of repetitions.
-    Holds,
-    /// Ours misses the criterion for at least part of the spread.
-    DoesNotHold,
-    /// This run cannot judge it (the reason says why).
-    CannotMeasure,
-    /// A row that compares values but states no criterion (a table cell).
-    Compared,
+/// CSS class of a verdict on the index.
+fn class(v: &Verdict) -> &'static str {
+    match v {
+        Verdict::Holds => "holds",
+        Verdict::DoesNotHold { .. } => "fails",
+        Verdict::CannotMeasure(_) => "unmeasured",
+        Verdict::NotJudged => "compared",
+    }
 }
 
-impl Verdict {
-    /// The verdict in words.
-    pub fn text(self) -> &'static str {
-        match self {
-            Verdict::Holds => "holds",
-            Verdict::DoesNotHold => "does not hold",
-            Verdict::CannotMeasure => "cannot be measured here",
-            Verdict::Compared => "compared",
-        }
-    }
-
-    fn class(self) -> &'static str {
-        match self {
-            Verdict::Holds => "holds",
-            Verdict::DoesNotHold => "fails",
-            Verdict::CannotMeasure => "unmeasured",
-            Verdict::Compared => "compared",
-        }
+/// A verdict as one word for the CSV: `holds`, `does_not_hold`,
+/// `cannot_measure`, `not_judged`.
+fn verdict_key(v: &Verdict) -> &'static str {
+    match v {
+        Verdict::Holds => "holds",
+        Verdict::DoesNotHold { .. } => "does_not_hold",
+        Verdict::CannotMeasure(_) => "cannot_measure",
+        Verdict::NotJudged => "not_judged",
     }
 }
 
@@ -54,9 +40,10 @@ pub struct ClaimRow {
     pub paper: String,
     /// Ours, as text (`19.1x [17-21x]`).
     pub ours: String,
-    /// The verdict.
+    /// The verdict (its text says why when the claim cannot be measured).
+    #[serde(skip)]
     pub verdict: Verdict,
-    /// Why, when the verdict needs a reason (cannot be measured; bound missed).
+    /// What the verdict rests on: the bounds, the rows compared.
     pub reason: String,
 }
 
@@ -107,15 +94,15 @@ pub struct Index {
 
 impl Index {
     /// Counts of verdicts over every row: (holds, does not hold, cannot be
-    /// measured, compared).
+    /// measured, not judged).
     pub fn tally(&self) -> [usize; 4] {
         let mut t = [0; 4];
         for r in self.rows() {
             t[match r.verdict {
                 Verdict::Holds => 0,
-                Verdict::DoesNotHold => 1,
-                Verdict::CannotMeasure => 2,
-                Verdict::Compared => 3,
+                Verdict::DoesNotHold { .. } => 1,
+                Verdict::CannotMeasure(_) => 2,
+                Verdict::NotJudged => 3,
             }] += 1;
         }
         t
@@ -190,8 +177,8 @@ impl Index {
                         esc(&r.text),
                         esc(&r.paper),
                         esc(&r.ours),
-                        r.verdict.class(),
-                        r.verdict.text()
+                        class(&r.verdict),
+                        esc(&r.verdict.text())
                     );
                 }
                 h.push_str("</tbody>\n</table>\n");
@@ -229,7 +216,7 @@ impl Index {
                 m.push_str("| where | claim | paper | ours | verdict |\n|---|---|---:|---:|---|\n");
                 for r in &e.rows {
                     let verdict = if r.reason.is_empty() {
-                        r.verdict.text().to_string()
+                        r.verdict.text()
                     } else {
                         format!("{} ({})", r.verdict.text(), r.reason)
                     };
@@ -252,7 +239,7 @@ impl Index {
             claim: &'a str,
             paper_value: &'a str,
             ours: &'a str,
-            verdict: Verdict,
+            verdict: &'a str,
             reason: &'a str,
         }
         let mut w = csv::Writer::from_writer(Vec::new());
@@ -267,7 +254,7 @@ impl Index {
                         claim: &r.text,
                         paper_value: &r.paper,
                         ours: &r.ours,
-                        verdict: r.verdict,
+                        verdict: verdict_key(&r.verdict),
                         reason: &r.reason,
                     });
                 }
@@ -316,8 +303,11 @@ mod tests {
                     status: "15 of 15 points".into(),
                     ok: true,
                     rows: vec![
-                        row(Verdict::Holds, ""),
-                        row(Verdict::CannotMeasure, "rows 10,000 not in this run"),
+                        row(Verdict::Holds, "≥ 5×"),
+                        row(
+                            Verdict::CannotMeasure("rows 10,000 not in this run".into()),
+                            "",
+                        ),
                     ],
                 }],
             }],
@@ -331,9 +321,11 @@ mod tests {
         let h = i.render(Format::Html);
         assert!(h.contains("href=\"locality-table3/report.html\""));
         assert!(h.contains("select grows &lt;fast&gt;"));
-        assert!(h.contains("cannot be measured here<br><small>rows 10,000"));
+        assert!(h.contains("cannot be measured here: rows 10,000 not in this run"));
         let m = i.render(Format::Markdown);
-        assert!(m.contains("| Table 3 | select grows <fast> | 18.0x | 19.1x [17-21x] | holds |"));
+        assert!(
+            m.contains("| Table 3 | select grows <fast> | 18.0x | 19.1x [17-21x] | holds (≥ 5×) |")
+        );
         let c = i.render(Format::Csv);
         let mut r = csv::Reader::from_reader(c.as_bytes());
         let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();

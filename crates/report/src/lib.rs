@@ -1,31 +1,38 @@
-//! Reports of `connlab sweep` results directories: the paper's table layout
-//! (engine columns, three statistics per cell, the paper's values beside ours),
-//! the paper's claims checked against our ratios, plots (latency against
-//! connections and against the active ratio, the CDF of send deviation), the
-//! run environment and every warning.
+//! Reports of `connlab sweep` results directories: the paper's table beside
+//! ours (one row per setting and engine; paper | ours | ours/paper for each
+//! statistic, ours as the median over repetitions with their spread), the
+//! paper's derived tables, the paper's claims checked across our spread with
+//! a verdict each, plots (with the paper's values on the same axes where it
+//! gives them), the run environment and every warning.
 //!
 //! Formats: one self-contained HTML file (inline CSS and SVG, nothing fetched
-//! when viewed), Markdown, and CSV (the table in long form, for pandas).
+//! when viewed), Markdown, and CSV (long form, for pandas).
 
+mod claims;
+mod figures;
 mod index;
 mod pipeline;
 mod plots;
 mod table;
+mod text;
 mod verdicts;
-pub use index::{ClaimRow, Index, IndexExperiment, IndexPaper, Verdict};
+pub use claims::{
+    check_claims, derived_tables, setting_text, ClaimCheck, ClaimResult, DerivedRow, DerivedTable,
+    Verdict,
+};
+pub use index::{ClaimRow, Index, IndexExperiment, IndexPaper};
 pub use pipeline::render_pipeline;
-use table::server_stat;
+pub use table::{
+    grouped, metric_name, our_stats, param_text, rate_text, ratio_text, stat_names, unit, Cell,
+    PaperTable, Row, Spread,
+};
 pub use verdicts::{claim_rows, ExperimentClaims};
 
-pub use table::{
-    grouped, metric_name, rate_text, stat_names, Cell, ClaimCheck, PaperTable, Row, Stats,
-};
-
-use connlab_lab::{PointResult, SweepDir, Vary};
+use connlab_lab::{PointResult, SweepDir};
 use html_escape::encode_text as esc;
-use plots::Series;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use table::server_stat;
 
 /// Output formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,7 +41,7 @@ pub enum Format {
     Html,
     /// GitHub-flavoured Markdown tables.
     Markdown,
-    /// The paper table in long form.
+    /// The tables and claims in long form.
     Csv,
 }
 
@@ -58,39 +65,95 @@ pub enum ReportError {
     /// Drawing a plot failed.
     #[error("drawing a plot: {0}")]
     Plot(String),
+    /// Writing the CSV failed.
+    #[error("writing CSV: {0}")]
+    Csv(String),
+}
+
+/// Everything a report shows, computed once for every format.
+pub(crate) struct Model<'a> {
+    pub(crate) dir: &'a SweepDir,
+    pub(crate) table: PaperTable,
+    pub(crate) derived: Vec<DerivedTable>,
+    pub(crate) claims: Vec<ClaimResult>,
+}
+
+impl<'a> Model<'a> {
+    fn of(dir: &'a SweepDir) -> Model<'a> {
+        let table = PaperTable::of(dir);
+        let derived = derived_tables(dir, &table);
+        let claims = check_claims(dir, &table);
+        Model {
+            dir,
+            table,
+            derived,
+            claims,
+        }
+    }
 }
 
 /// Renders the report of a results directory.
 pub fn render(dir: &SweepDir, format: Format) -> Result<String, ReportError> {
-    let table = PaperTable::of(dir);
-    Ok(match format {
-        Format::Html => html(dir, &table)?,
-        Format::Markdown => markdown(dir, &table),
-        Format::Csv => csv(&table),
-    })
+    let m = Model::of(dir);
+    match format {
+        Format::Html => html(&m),
+        Format::Markdown => Ok(text::markdown(&m)),
+        Format::Csv => text::csv(&m),
+    }
 }
 
-fn num(v: Option<f64>) -> String {
-    match v {
-        None => "—".into(),
-        Some(v) if v.abs() >= 100.0 => grouped(v.round()),
-        Some(v) => format!("{v:.1}"),
+/// Three significant figures, thousands grouped: 1,130 · 146 · 1.13 · 0.284.
+pub(crate) fn num_sig(v: f64) -> String {
+    if !v.is_finite() {
+        return "—".into();
+    }
+    if v.abs() >= 100.0 {
+        return grouped(v.round());
+    }
+    if v == 0.0 {
+        return "0".into();
+    }
+    let digits = (2 - v.abs().log10().floor() as i32).clamp(0, 9) as usize;
+    format!("{v:.digits$}")
+}
+
+/// A value in µs printed in `unit` (size in µs).
+pub(crate) fn in_unit(v: Option<f64>, unit: (&str, f64)) -> String {
+    v.map_or("—".into(), |v| num_sig(v / unit.1))
+}
+
+/// A spread `lo–hi` in `unit` (`lo to hi` when negative, one value when
+/// all repetitions agree).
+pub(crate) fn spread_text(s: &Spread, unit: (&str, f64)) -> String {
+    let (lo, hi) = (num_sig(s.min() / unit.1), num_sig(s.max() / unit.1));
+    if lo == hi {
+        lo
+    } else if s.min() < 0.0 {
+        format!("{lo} to {hi}")
+    } else {
+        format!("{lo}–{hi}")
+    }
+}
+
+/// A claim's spread: `4.5–5.5×`, `300–330 µs`.
+pub(crate) fn claim_spread(c: &ClaimResult, lo: f64, hi: f64) -> String {
+    if c.is_ratio {
+        let (l, h) = (claims::ratio_text_x(lo), claims::ratio_text_x(hi));
+        format!("{}–{h}", l.trim_end_matches('×'))
+    } else {
+        let u = unit(c.metric);
+        let (l, h) = (num_sig(lo / u.1), num_sig(hi / u.1));
+        if lo < 0.0 {
+            format!("{l} to {h} {}", u.0)
+        } else {
+            format!("{l}–{h} {}", u.0)
+        }
     }
 }
 
 /// A ratio to two significant figures below 10 (0.025×, 0.62×, 19×).
-fn ratio(v: Option<f64>) -> String {
-    v.map_or("—".into(), |r| {
-        if r >= 10.0 {
-            format!("{r:.0}×")
-        } else if r >= 1.0 {
-            format!("{r:.1}×")
-        } else if r >= 0.1 {
-            format!("{r:.2}×")
-        } else {
-            format!("{r:.3}×")
-        }
-    })
+pub(crate) fn ratio(v: Option<f64>) -> String {
+    v.map_or("—".into(), claims::ratio_text_x)
 }
 
 /// UTC date and time of Unix seconds (ISO 8601, to the second).
@@ -115,24 +178,73 @@ fn iso(unix_s: f64) -> String {
     )
 }
 
+/// Distinct values, in order of first appearance.
+fn distinct(values: impl Iterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for v in values {
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    out
+}
+
+/// Where the points ran, as the points recorded it: the server's CPU set,
+/// and the client threads' pinning, CPUs and writer policy. Unknown parts
+/// are left out; nothing recorded reads "not recorded".
+fn placement(dir: &SweepDir) -> (String, String) {
+    let server = distinct(dir.points.iter().filter_map(|p| {
+        let env = &p.server.as_ref()?["environment"];
+        let set = env["cpu_affinity"].as_str()?.to_string();
+        Some(match env["cpu_now"].as_u64() {
+            Some(now) => format!("CPU set {set} (last on CPU {now})"),
+            None => format!("CPU set {set}"),
+        })
+    }));
+    let server = if server.is_empty() {
+        match &dir.experiment.server.cpu {
+            Some(c) => format!("CPU {c} (asked; the points recorded none)"),
+            None => "not recorded".into(),
+        }
+    } else if server.len() > 3 {
+        format!("{}; … ({} variants)", server[..3].join("; "), server.len())
+    } else {
+        server.join("; ")
+    };
+    let client = distinct(dir.points.iter().map(|p| {
+        let pl = &p.load.placement;
+        let mut parts = Vec::new();
+        match &pl.pinned {
+            Some(c) => parts.push(format!("pinned to CPU {c}")),
+            None => parts.push("not pinned".into()),
+        }
+        if let Some(c) = pl.writer_cpu {
+            parts.push(format!("writer on CPU {c}"));
+        }
+        if let Some(c) = pl.reader_cpu {
+            parts.push(format!("reader on CPU {c}"));
+        }
+        if let Some(policy) = &pl.writer_policy {
+            parts.push(format!("writer {policy}"));
+        }
+        parts.join(", ")
+    }));
+    let client = if client.is_empty() {
+        "not recorded (no finished point)".into()
+    } else if client.len() > 3 {
+        format!("{}; … ({} variants)", client[..3].join("; "), client.len())
+    } else {
+        client.join("; ")
+    };
+    (server, client)
+}
+
 /// Key facts about the run, as (name, value) pairs.
 fn environment(dir: &SweepDir) -> Vec<(&'static str, String)> {
     let i = &dir.info;
     let e = &i.environment;
     let exp = &dir.experiment;
-    let placement = dir
-        .points
-        .first()
-        .map(|p| {
-            let pl = &p.load.placement;
-            format!(
-                "client writer CPU {}, reader CPU {} (pinned {})",
-                pl.writer_cpu.map_or("?".into(), |c| c.to_string()),
-                pl.reader_cpu.map_or("?".into(), |c| c.to_string()),
-                pl.pinned.clone().unwrap_or_else(|| "no".into())
-            )
-        })
-        .unwrap_or_else(|| "—".into());
+    let (server_cpu, client_cpu) = placement(dir);
     vec![
         ("experiment", format!("{} ({})", exp.name, i.title)),
         (
@@ -177,11 +289,8 @@ fn environment(dir: &SweepDir) -> Vec<(&'static str, String)> {
                     format!("{r} (tbf) veth on one bridge")
                 }),
         ),
-        (
-            "server CPUs",
-            exp.server.cpu.clone().unwrap_or_else(|| "any".into()),
-        ),
-        ("client placement", placement),
+        ("server placement (recorded)", server_cpu),
+        ("client placement (recorded)", client_cpu),
         ("protocol", exp.server.protocol.clone()),
     ]
 }
@@ -220,14 +329,14 @@ fn point_row(p: &PointResult) -> Vec<String> {
         format!("{:.1}", l.achieved_rate_per_s),
         l.requests.measured_completed.to_string(),
         errors.to_string(),
-        num(Some(l.service_latency_us.mean)),
-        num(Some(l.service_latency_us.p50)),
-        num(Some(l.service_latency_us.p99)),
-        num(Some(l.send_deviation_us.stddev)),
+        num_sig(l.service_latency_us.mean),
+        num_sig(l.service_latency_us.p50),
+        num_sig(l.service_latency_us.p99),
+        num_sig(l.send_deviation_us.stddev),
         p.server_cpu_s().map_or("—".into(), |c| format!("{c:.2}")),
         format!("{:.2}", l.client_cpu_s.user + l.client_cpu_s.sys),
-        num(server_stat(p, "poll_call_us", "mean")),
-        num(server_stat(p, "cycle_us", "mean")),
+        server_stat(p, "poll_call_us", "mean").map_or("—".into(), num_sig),
+        server_stat(p, "cycle_us", "mean").map_or("—".into(), num_sig),
     ]
 }
 
@@ -251,15 +360,24 @@ const POINT_COLUMNS: [&str; 16] = [
 ];
 
 const STYLE: &str = "
-body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:2rem auto;max-width:1200px;color:#222;padding:0 1rem}
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:2rem auto;max-width:980px;color:#222;padding:0 1rem}
 h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem}
-th,td{border:1px solid #ccc;padding:.25rem .45rem;text-align:right}
+th,td{border:1px solid #ccc;padding:.2rem .4rem;text-align:right;vertical-align:top}
 th{background:#f3f3f3}td.label,th.label{text-align:left}
-td.paper{color:#777;font-style:italic}
+td.paper{color:#666;font-style:italic}
+td.vs{color:#444}
+td.nowrap{white-space:nowrap}
+span.spread{display:block;font-size:.75rem;color:#777;white-space:nowrap}
+tr.first td{border-top:2px solid #999}
+tr.claim td{background:#fafafa;text-align:left}
+td.holds{color:#17652a;font-weight:600;text-align:left}
+td.fails{color:#a31515;font-weight:600;text-align:left}
+td.unmeasurable,td.unjudged{color:#6b5900;text-align:left}
 caption{caption-side:bottom;text-align:left;font-size:.8rem;color:#555;padding-top:.3rem}
 div.scroll{overflow-x:auto;max-width:100%}
-figure.plot{display:inline-block;margin:.5rem;vertical-align:top}
+figure.plot{display:inline-block;margin:.5rem 0;vertical-align:top;max-width:100%}
+figure.plot svg{max-width:100%;height:auto}
 figcaption{font-size:.8rem;color:#555;max-width:720px}
 .note{font-size:.85rem;color:#444;max-width:900px}
 ul.warnings li{margin:.2rem 0}
@@ -281,9 +399,57 @@ fn page_start(title: &str, description: &str) -> String {
     h
 }
 
-fn html(dir: &SweepDir, t: &PaperTable) -> Result<String, ReportError> {
+/// The three `<td>` of one statistic: paper | ours (median, spread below) |
+/// ours/paper.
+fn stat_tds(cell: &Cell, k: usize, unit: (&str, f64)) -> String {
+    let ours = match &cell.ours[k] {
+        None => "—".to_string(),
+        Some(s) if s.n() > 1 => format!(
+            "{}<span class=\"spread\">{}</span>",
+            num_sig(s.median() / unit.1),
+            spread_text(s, unit)
+        ),
+        Some(s) => num_sig(s.median() / unit.1),
+    };
+    format!(
+        "<td class=\"paper\">{}</td><td>{ours}</td><td class=\"vs\">{}</td>",
+        in_unit(cell.paper[k], unit),
+        ratio(cell.ours_over_paper(k))
+    )
+}
+
+/// The header of a paper-beside-ours table: `lead` label columns, then
+/// paper | ours | ours/paper under each statistic.
+fn stat_header(lead: &[&str], names: [&str; 3], unit: &str) -> String {
+    let mut h = String::from("<thead>\n<tr>");
+    for l in lead {
+        let _ = write!(h, "<th class=\"label\" rowspan=\"2\">{}</th>", esc(l));
+    }
+    for n in names {
+        let _ = write!(h, "<th colspan=\"3\">{} ({unit})</th>", esc(n));
+    }
+    h.push_str("</tr>\n<tr>");
+    for _ in names {
+        h.push_str("<th>paper</th><th>ours</th><th>ours / paper</th>");
+    }
+    h.push_str("</tr>\n</thead>\n");
+    h
+}
+
+/// The caption's sentence on repetitions.
+fn repetitions_text(reps: usize) -> String {
+    match reps {
+        0 => "No repetition finished yet.".into(),
+        1 => "Ours: one repetition per cell, so no spread is shown.".into(),
+        n => format!("Each of our values is the median over up to {n} repetitions, with the lowest and highest repetition below it (n gives each cell's count)."),
+    }
+}
+
+fn html(m: &Model) -> Result<String, ReportError> {
+    let (dir, t) = (m.dir, &m.table);
     let exp = &dir.experiment;
     let names = stat_names(t.metric);
+    let u = unit(t.metric);
     let mut h = page_start(&exp.title, &exp.description);
     if dir.points.is_empty() {
         let _ = writeln!(
@@ -293,63 +459,57 @@ fn html(dir: &SweepDir, t: &PaperTable) -> Result<String, ReportError> {
         );
     }
 
-    // The paper table.
+    // The paper table: one row per setting and engine.
     let _ = writeln!(
         h,
-        "<h2>{}: {} (µs)</h2>",
+        "<h2>{}: {} ({}), paper beside ours</h2>",
         esc(&t.table),
-        metric_name(t.metric)
+        metric_name(t.metric),
+        u.0
     );
-    h.push_str("<div class=\"scroll\">\n<table id=\"paper-table\">\n<thead>\n<tr><th class=\"label\" rowspan=\"2\">setting</th>");
-    for e in &t.engines {
-        let _ = write!(h, "<th colspan=\"6\" class=\"engine\">{}</th>", esc(e));
-    }
-    h.push_str("</tr>\n<tr>");
-    for _ in &t.engines {
-        for n in names {
-            let _ = write!(h, "<th>{n}</th><th>paper</th>");
-        }
-    }
-    h.push_str("</tr>\n</thead>\n<tbody>\n");
+    h.push_str("<div class=\"scroll\">\n<table id=\"paper-table\">\n");
+    h.push_str(&stat_header(&["setting", "engine", "n"], names, u.0));
+    h.push_str("<tbody>\n");
     for row in &t.rows {
-        let _ = write!(h, "<tr><td class=\"label\">{}</td>", esc(&row.label));
-        for cell in &row.cells {
-            for k in 0..3 {
-                let ours = cell.ours.and_then(|s| s.0[k]);
-                let paper = cell.paper.and_then(|s| s.0[k]);
+        for (i, (e, cell)) in t.engines.iter().zip(&row.cells).enumerate() {
+            if i == 0 {
                 let _ = write!(
                     h,
-                    "<td>{}</td><td class=\"paper\">{}</td>",
-                    num(ours),
-                    num(paper)
+                    "<tr class=\"first\"><td class=\"label\" rowspan=\"{}\">{}</td>",
+                    t.engines.len(),
+                    esc(&row.label)
                 );
+            } else {
+                h.push_str("<tr>");
             }
+            let _ = write!(
+                h,
+                "<td class=\"label\">{}</td><td>{}</td>",
+                esc(e),
+                cell.n()
+            );
+            for k in 0..3 {
+                h.push_str(&stat_tds(cell, k, u));
+            }
+            h.push_str("</tr>\n");
         }
-        h.push_str("</tr>\n");
     }
-    let reps = t
-        .rows
-        .iter()
-        .flat_map(|r| r.cells.iter().map(|c| c.n))
-        .max()
-        .unwrap_or(0);
     let whose = if t.metric == connlab_lab::Metric::PollCall {
         "at the server (--profile-poll): thread CPU time per call, and wall time per call, which also holds waiting for work and preemption"
     } else {
         "of the merged client shards"
     };
     let mut caption = format!(
-        "Ours: {} {whose}, in µs{}. ",
+        "Values in {}; ours are the {} {whose}. {} ",
+        u.0,
         metric_name(t.metric),
-        if reps > 1 {
-            format!(", averaged over {reps} repetitions")
-        } else {
-            String::new()
-        }
+        repetitions_text(t.max_repetitions())
     );
     if let Some(p) = &exp.paper {
         if !t.has_paper_values {
-            caption.push_str("Paper: no values are given in the experiment file (—). ");
+            caption.push_str("Paper: the experiment file gives no values for this table (—). ");
+        } else {
+            caption.push_str("The paper's machine and kernel differ from ours, so absolute values differ; what should carry over is the shape (ratios and orderings), judged under the claims below. ");
         }
         caption.push_str(p.note.trim());
         caption.push_str(&format!(" Source: {}", p.source));
@@ -362,35 +522,107 @@ fn html(dir: &SweepDir, t: &PaperTable) -> Result<String, ReportError> {
         esc(&caption)
     );
 
-    // Claims.
-    let claims = t.claims(dir);
-    if !claims.is_empty() {
-        h.push_str("<h2>The paper's claims against ours</h2>\n<table id=\"claims\">\n<thead><tr><th class=\"label\">claim</th><th class=\"label\">engine</th><th class=\"label\">rows of</th><th>from</th><th>to</th><th>ours</th><th>paper</th></tr></thead>\n<tbody>\n");
-        for c in &claims {
-            let _ = writeln!(
+    // Derived tables.
+    for d in &m.derived {
+        let dn = stat_names(d.metric);
+        let du = unit(d.metric);
+        let _ = writeln!(
+            h,
+            "<h2>{}: {} ({}), from this sweep's points</h2>",
+            esc(&d.table),
+            metric_name(d.metric),
+            du.0
+        );
+        let _ = writeln!(
+            h,
+            "<div class=\"scroll\">\n<table class=\"derived\" id=\"derived-{}\">",
+            esc(&d.table.to_lowercase().replace(' ', "-"))
+        );
+        h.push_str(&stat_header(&["engine", "our point", "n"], dn, du.0));
+        h.push_str("<tbody>\n");
+        for r in &d.rows {
+            let _ = write!(
                 h,
-                "<tr><td class=\"label\">{}</td><td class=\"label\">{}</td><td class=\"label\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&c.text),
-                esc(&c.engine),
-                esc(&c.group),
-                grouped_or_ratio(t.vary, c.from),
-                grouped_or_ratio(t.vary, c.to) + if c.exact { "" } else { "*" },
-                ratio(c.ours),
-                ratio(c.paper)
+                "<tr><td class=\"label\">{}</td><td class=\"label\">{}</td><td>{}</td>",
+                esc(&r.engine),
+                esc(r.picked.as_deref().unwrap_or("nothing measured")),
+                r.cell.n()
             );
+            for k in 0..3 {
+                h.push_str(&stat_tds(&r.cell, k, du));
+            }
+            h.push_str("</tr>\n");
         }
         let _ = writeln!(
             h,
-            "<caption>Ratio of the {} {} at the two rows (to / from); rows marked * are the widest span measured where the claim's own rows were not.</caption>\n</tbody>\n</table>",
-            names[0],
-            metric_name(t.metric)
+            "</tbody>\n</table>\n</div>\n<p class=\"note\">{}</p>",
+            esc(&format!(
+                "Per engine, our setting with the largest {} (median over repetitions) in this sweep, as the paper reports each engine's worst case. {} {}",
+                dn[0],
+                repetitions_text(d.rows.iter().map(|r| r.cell.n()).max().unwrap_or(0)),
+                d.note.trim()
+            ))
         );
+    }
+
+    // Claims.
+    if !m.claims.is_empty() {
+        h.push_str("<h2>The paper's claims against ours</h2>\n<div class=\"scroll\">\n<table id=\"claims\">\n<thead><tr><th class=\"label\">engine</th><th class=\"label\">rows compared</th><th>paper</th><th>ours</th><th>spread</th><th>n</th><th class=\"label\">verdict</th></tr></thead>\n<tbody>\n");
+        for c in &m.claims {
+            let _ = writeln!(
+                h,
+                "<tr class=\"claim first\"><td colspan=\"6\"><strong>{}</strong> · {}<br><small>{} of the {}{}</small></td><td class=\"{}\">{}</td></tr>",
+                esc(&c.source),
+                esc(&c.text),
+                if c.is_ratio { "ratio" } else { "value" },
+                esc(c.statistic),
+                esc(&format!(
+                    " {}{}",
+                    metric_name(c.metric),
+                    if c.expect.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; holds if our whole spread is {}", c.expect)
+                    }
+                )),
+                c.verdict.key(),
+                esc(&c.verdict.text())
+            );
+            for k in &c.checks {
+                let fmt = |v: f64| {
+                    if c.is_ratio {
+                        claims::ratio_text_x(v)
+                    } else {
+                        let u = unit(c.metric);
+                        format!("{} {}", num_sig(v / u.1), u.0)
+                    }
+                };
+                let paper = k.paper.map_or("—".into(), |p| {
+                    format!("{}{}", fmt(p), if k.paper_from_cells { "" } else { "†" })
+                });
+                let mut rows = esc(&k.rows).to_string();
+                if let Some(ctx) = &k.context {
+                    let _ = write!(rows, "<br><small>{}</small>", esc(ctx));
+                }
+                let _ = writeln!(
+                    h,
+                    "<tr><td class=\"label\">{}</td><td class=\"label\">{rows}</td><td class=\"paper nowrap\">{paper}</td><td class=\"nowrap\">{}</td><td class=\"nowrap\">{}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
+                    esc(&k.engine),
+                    k.ours.map_or("—".into(), fmt),
+                    k.spread.map_or("—".into(), |(lo, hi)| claim_spread(c, lo, hi)),
+                    if k.n == 0 { "—".into() } else { k.n.to_string() },
+                    k.verdict.key(),
+                    esc(&k.verdict.text())
+                );
+            }
+        }
+        h.push_str("</tbody>\n<caption>A claim holds only if every comparison holds across our spread. Ratios compare the named statistic between the two rows (to ÷ from) or between two engines at one row; ours is the ratio of the medians, and the spread is the conservative interval: the lowest and highest ratio any pairing of the two cells' repetitions gives (smallest over largest, largest over smallest), with no assumption that repetitions of different cells correspond. A value claim's spread runs from the lowest to the highest repetition over every setting. Paper: computed from the paper's cells where the experiment file gives them for the rows compared; † marks the number the paper's text states instead. Rows not in this run are never replaced by others for the verdict; the widest span measured is shown beside them as context.</caption>\n</table>\n</div>\n");
     }
 
     // Plots.
     h.push_str("<h2>Plots</h2>\n");
     let mut plotted = 0;
-    for (id, caption, svg) in plots(dir, t)? {
+    for (id, caption, svg) in figures::plots(dir, t)? {
         let _ = writeln!(
             h,
             "<figure class=\"plot\" id=\"plot-{id}\">\n{svg}\n<figcaption>{}</figcaption>\n</figure>",
@@ -434,7 +666,7 @@ fn html(dir: &SweepDir, t: &PaperTable) -> Result<String, ReportError> {
     // Every point.
     let _ = writeln!(
         h,
-        "<h2>All points</h2>\n<details open>\n<summary>{} points</summary>\n<table id=\"points\">\n<thead><tr>{}</tr></thead>\n<tbody>",
+        "<h2>All points</h2>\n<details>\n<summary>{} points</summary>\n<div class=\"scroll\">\n<table id=\"points\">\n<thead><tr>{}</tr></thead>\n<tbody>",
         dir.points.len(),
         POINT_COLUMNS
             .iter()
@@ -449,507 +681,8 @@ fn html(dir: &SweepDir, t: &PaperTable) -> Result<String, ReportError> {
         }
         h.push_str("</tr>\n");
     }
-    h.push_str("</tbody>\n</table>\n</details>\n</body>\n</html>\n");
+    h.push_str("</tbody>\n</table>\n</div>\n</details>\n</body>\n</html>\n");
     Ok(h)
-}
-
-fn grouped_or_ratio(vary: Vary, v: f64) -> String {
-    match vary {
-        Vary::ActiveRatio if v < 1.0 => format!("1/{}", grouped(1.0 / v)),
-        _ => grouped(v),
-    }
-}
-
-/// One plotted quantity of a point.
-struct Value {
-    name: &'static str,
-    axis: &'static str,
-    of: fn(&PointResult) -> Option<f64>,
-}
-
-const LATENCY_VALUES: [Value; 1] = [Value {
-    name: "mean service latency",
-    axis: "mean service latency (µs)",
-    of: |p| Some(p.load.service_latency_us.mean),
-}];
-
-/// The polling paper's figures: time per polling call and per server cycle,
-/// throughput, and the client's response time.
-const POLL_VALUES: [Value; 5] = [
-    Value {
-        name: "CPU time per polling call (mean)",
-        axis: "server thread CPU time per polling call (µs)",
-        of: |p| server_stat(p, "poll_call_cpu_us", "mean"),
-    },
-    Value {
-        name: "wall time per polling call (median)",
-        axis: "wall time per polling call, median (µs)",
-        of: |p| server_stat(p, "poll_call_us", "p50"),
-    },
-    Value {
-        name: "mean time per server cycle",
-        axis: "time per cycle: polling call + the I/O it reported (µs)",
-        of: |p| server_stat(p, "cycle_us", "mean"),
-    },
-    Value {
-        name: "throughput",
-        axis: "responses per second",
-        of: |p| Some(p.load.achieved_rate_per_s),
-    },
-    Value {
-        name: "mean response time",
-        axis: "mean response time at the client (µs)",
-        of: |p| Some(p.load.service_latency_us.mean),
-    },
-];
-
-/// The load-balancing experiments: backend CPU, response time and
-/// throughput against the request rate, a line per gateway configuration.
-const WEB_VALUES: [Value; 3] = [
-    Value {
-        name: "CPU per backend (mean over backends)",
-        axis: "CPU per backend (share of one CPU)",
-        of: |p| {
-            let s = &p.backend_cpu_share;
-            let used: Vec<f64> = s.iter().copied().filter(|c| *c > 0.0).collect();
-            (!used.is_empty()).then(|| used.iter().sum::<f64>() / used.len() as f64)
-        },
-    },
-    Value {
-        name: "mean response time",
-        axis: "mean response time at the client (µs)",
-        of: |p| Some(p.load.service_latency_us.mean),
-    },
-    Value {
-        name: "throughput",
-        axis: "responses per second",
-        of: |p| Some(p.load.achieved_rate_per_s),
-    },
-];
-
-/// The plots: (id, caption, svg).
-fn plots(dir: &SweepDir, t: &PaperTable) -> Result<Vec<(String, String, String)>, ReportError> {
-    const MAX_PER_KIND: usize = 6;
-    let mut out = Vec::new();
-    // Latency against connections, and against the active ratio: a plot per
-    // group of the other parameters, a line per engine.
-    for (kind, x_desc, x_of, group_of) in [
-        (
-            "connections",
-            "total connections",
-            (|p: &PointResult| p.params.connections as f64) as fn(&PointResult) -> f64,
-            (|p: &PointResult| {
-                format!(
-                    "ratio {} · {}",
-                    p.params.active_ratio_label,
-                    rate_text(p.params.rate_per_s)
-                )
-            }) as fn(&PointResult) -> String,
-        ),
-        (
-            "ratio",
-            "active ratio",
-            |p: &PointResult| p.params.active_ratio,
-            |p: &PointResult| {
-                format!(
-                    "{} conns · {}",
-                    grouped(p.params.connections as f64),
-                    rate_text(p.params.rate_per_s)
-                )
-            },
-        ),
-        (
-            "rate",
-            "offered request rate (req/s)",
-            |p: &PointResult| p.params.rate_per_s,
-            |p: &PointResult| {
-                format!(
-                    "{} conns · ratio {}",
-                    grouped(p.params.connections as f64),
-                    p.params.active_ratio_label
-                )
-            },
-        ),
-    ] {
-        // Plots against the rate are the web experiments' (the paper's
-        // CPU and response time against request rate).
-        let web = dir.experiment.web.is_some();
-        if (kind == "rate") != web {
-            continue;
-        }
-        let mut groups: Vec<String> = dir.points.iter().map(group_of).collect();
-        groups.sort();
-        groups.dedup();
-        // The polling-cost experiment plots the server's timings, the
-        // throughput and the response time; the others plot latency.
-        let values: &[Value] = if web {
-            &WEB_VALUES
-        } else if t.metric == connlab_lab::Metric::PollCall {
-            if kind == "connections" {
-                &POLL_VALUES
-            } else {
-                &POLL_VALUES[..1]
-            }
-        } else {
-            &LATENCY_VALUES
-        };
-        for value in values {
-            for group in groups.iter().take(MAX_PER_KIND) {
-                let series: Vec<Series> = t
-                    .engines
-                    .iter()
-                    .filter_map(|e| {
-                        let mut by_x: BTreeMap<u64, (f64, f64, usize)> = BTreeMap::new();
-                        for p in dir
-                            .points
-                            .iter()
-                            .filter(|p| p.params.engine == *e && group_of(p) == *group)
-                        {
-                            let Some(y) = (value.of)(p) else { continue };
-                            let x = x_of(p);
-                            let slot = by_x.entry(x.to_bits()).or_insert((x, 0.0, 0));
-                            slot.1 += y;
-                            slot.2 += 1;
-                        }
-                        let mut points: Vec<(f64, f64)> = by_x
-                            .values()
-                            .map(|(x, s, n)| (*x, s / *n as f64))
-                            .filter(|(_, y)| *y > 0.0)
-                            .collect();
-                        points.sort_by(|a, b| a.0.total_cmp(&b.0));
-                        (points.len() >= 2).then(|| Series {
-                            name: e.clone(),
-                            points,
-                        })
-                    })
-                    .collect();
-                if series.is_empty() {
-                    continue;
-                }
-                let title = format!("{} against {x_desc} ({group})", value.name);
-                let svg = plots::log_log(&title, x_desc, value.axis, &series)?;
-                let id = format!("{kind}-{}", out.len());
-                let mut name = value.name.to_string();
-                name[..1].make_ascii_uppercase();
-                out.push((
-                    id,
-                    format!("{name} against {x_desc}, one line per engine, {group}; both axes logarithmic."),
-                    svg,
-                ));
-            }
-        }
-    }
-    if dir.experiment.web.is_some() {
-        out.extend(backend_count_plots(dir)?);
-    }
-    // Closed loop has no send schedule: no deviation to plot.
-    if dir.points.iter().all(|p| p.params.closed_loop()) {
-        return Ok(out);
-    }
-    // CDF of send deviation: a plot per setting, a line per engine.
-    for row in t.rows.iter().take(MAX_PER_KIND) {
-        let series: Vec<Series> = t
-            .engines
-            .iter()
-            .filter_map(|e| {
-                let p = dir.points.iter().find(|p| {
-                    p.params.engine == *e
-                        && p.params.connections == row.connections
-                        && p.params.active_ratio_label == row.active_ratio_label
-                        && p.params.rate_per_s.to_bits() == row.rate_per_s.to_bits()
-                })?;
-                let points: Vec<(f64, f64)> = fine_deviation_cdf(p)
-                    .iter()
-                    .map(|c| (c.value_us, c.fraction))
-                    .collect();
-                (points.len() >= 2).then(|| Series {
-                    name: e.clone(),
-                    points,
-                })
-            })
-            .collect();
-        if series.is_empty() {
-            continue;
-        }
-        // The central 98% of sends: a few outliers would squeeze the rest
-        // into one pixel column (the table gives the maximum).
-        let lo = series
-            .iter()
-            .filter_map(|s| s.points.iter().find(|p| p.1 >= 0.01).map(|p| p.0))
-            .fold(f64::INFINITY, f64::min);
-        let hi = series
-            .iter()
-            .filter_map(|s| s.points.iter().find(|p| p.1 >= 0.99).map(|p| p.0))
-            .fold(f64::NEG_INFINITY, f64::max);
-        let series: Vec<Series> = series
-            .into_iter()
-            .map(|s| Series {
-                name: s.name,
-                points: s
-                    .points
-                    .into_iter()
-                    .map(|(x, y)| (x.clamp(lo, hi), y))
-                    .collect(),
-            })
-            .collect();
-        let title = format!("CDF of send deviation ({})", row.label);
-        let svg = plots::linear(
-            &title,
-            "send deviation from the ideal schedule (µs), 1st to 99th percentile",
-            "fraction of sends",
-            &series,
-            Some((0.0, 1.0)),
-        )?;
-        let id = format!("cdf-{}", out.len());
-        out.push((
-            id,
-            format!("Cumulative distribution of each send's deviation from the evenly spaced schedule with the same mean (section 5.2), {}, one line per engine.", row.label),
-            svg,
-        ));
-    }
-    Ok(out)
-}
-
-/// The gateway's limit (web engines named `config:N`): throughput, traffic
-/// and gateway CPU against the number of backends, a plot per rate, a line
-/// per gateway configuration.
-fn backend_count_plots(dir: &SweepDir) -> Result<Vec<(String, String, String)>, ReportError> {
-    type Of = Box<dyn Fn(&PointResult) -> Option<f64>>;
-    // The gateway's CPU as /proc/stat sees it: with nat, the kernel forwards
-    // in softirq and the gateway process itself stays idle.
-    let gateway_cpu: Option<usize> = dir
-        .experiment
-        .server
-        .cpu
-        .as_deref()
-        .and_then(|c| c.split([',', '-']).next())
-        .and_then(|c| c.trim().parse().ok());
-    let mut values: Vec<(&str, String, Of)> = vec![
-        (
-            "throughput",
-            "responses per second".into(),
-            Box::new(|p: &PointResult| Some(p.load.achieved_rate_per_s)),
-        ),
-        (
-            "traffic",
-            "response traffic (Mbit/s)".into(),
-            Box::new(|p: &PointResult| Some(p.load.throughput_mbit_s)),
-        ),
-        (
-            "gateway process CPU",
-            "gateway process CPU (share of one CPU)".into(),
-            Box::new(|p: &PointResult| p.gateway_cpu_share),
-        ),
-    ];
-    if let Some(cpu) = gateway_cpu {
-        values.push((
-            "busy share of the gateway's CPU",
-            format!("CPU {cpu} busy (share, /proc/stat)"),
-            Box::new(move |p: &PointResult| p.cpu_busy_share.get(cpu).copied()),
-        ));
-    }
-    let counted: Vec<(&PointResult, &str, f64)> = dir
-        .points
-        .iter()
-        .filter_map(|p| match connlab_lab::web_config(&p.params.engine) {
-            Ok((config, Some(n))) => Some((p, config, f64::from(n))),
-            _ => None,
-        })
-        .collect();
-    let mut configs: Vec<&str> = counted.iter().map(|c| c.1).collect();
-    configs.sort();
-    configs.dedup();
-    let mut rates: Vec<f64> = counted.iter().map(|c| c.0.params.rate_per_s).collect();
-    rates.sort_by(f64::total_cmp);
-    rates.dedup();
-    let mut out = Vec::new();
-    for rate in rates {
-        for (value_name, axis, value_of) in &values {
-            let series: Vec<Series> = configs
-                .iter()
-                .filter_map(|config| {
-                    let mut by_x: BTreeMap<u64, (f64, f64, usize)> = BTreeMap::new();
-                    for (p, _, n) in counted.iter().filter(|c| {
-                        c.1 == *config && c.0.params.rate_per_s.to_bits() == rate.to_bits()
-                    }) {
-                        let Some(y) = value_of(p) else { continue };
-                        let slot = by_x.entry(n.to_bits()).or_insert((*n, 0.0, 0));
-                        slot.1 += y;
-                        slot.2 += 1;
-                    }
-                    let points: Vec<(f64, f64)> =
-                        by_x.values().map(|(x, s, n)| (*x, s / *n as f64)).collect();
-                    (points.len() >= 2).then(|| Series {
-                        name: config.to_string(),
-                        points,
-                    })
-                })
-                .collect();
-            if series.is_empty() {
-                continue;
-            }
-            let title = format!("{value_name} against backends ({})", rate_text(rate));
-            let svg = plots::linear(&title, "backends", axis, &series, None)?;
-            let mut name = value_name.to_string();
-            name[..1].make_ascii_uppercase();
-            out.push((
-                format!("backends-{}", out.len()),
-                format!(
-                    "{name} against the number of backends, one line per gateway configuration, {}: where a line stops rising, the gateway (or the clients' CPU) is the limit.",
-                    rate_text(rate)
-                ),
-                svg,
-            ));
-        }
-    }
-    Ok(out)
-}
-
-/// The send-deviation CDF at 0.5% steps from the point's histogram, or the
-/// summary's coarse CDF when the histogram is missing or unreadable.
-fn fine_deviation_cdf(p: &PointResult) -> Vec<connlab_measure::CdfPoint> {
-    p.load
-        .histograms
-        .send_deviation
-        .as_ref()
-        .and_then(|parts| connlab_measure::DeviationHistogram::from_parts(parts).ok())
-        .filter(|h| !h.is_empty())
-        .map(|h| h.cdf(201))
-        .unwrap_or_else(|| p.load.send_deviation_cdf.clone())
-}
-
-fn md_row(cells: &[String]) -> String {
-    format!(
-        "| {} |\n",
-        cells
-            .iter()
-            .map(|c| c.replace('|', "\\|"))
-            .collect::<Vec<_>>()
-            .join(" | ")
-    )
-}
-
-fn markdown(dir: &SweepDir, t: &PaperTable) -> String {
-    let names = stat_names(t.metric);
-    let mut m = format!("# {}\n\n", dir.experiment.title);
-    if dir.points.is_empty() {
-        m.push_str("No points finished yet.\n\n");
-    }
-    let _ = writeln!(m, "## {}: {} (µs)\n", t.table, metric_name(t.metric));
-    let mut header = vec!["setting".to_string()];
-    for e in &t.engines {
-        for n in names {
-            header.push(format!("{e} {n}"));
-        }
-    }
-    m.push_str(&md_row(&header));
-    m.push_str(&md_row(&vec!["---".to_string(); header.len()]));
-    for row in &t.rows {
-        let mut cells = vec![row.label.clone()];
-        for c in &row.cells {
-            for k in 0..3 {
-                let ours = num(c.ours.and_then(|s| s.0[k]));
-                cells.push(match c.paper.and_then(|s| s.0[k]) {
-                    Some(p) => format!("{ours} ({})", num(Some(p))),
-                    None => ours,
-                });
-            }
-        }
-        m.push_str(&md_row(&cells));
-    }
-    if let Some(p) = &dir.experiment.paper {
-        let _ = writeln!(
-            m,
-            "\nPaper values in parentheses where the experiment file gives them. {}\n",
-            p.note.trim().replace('\n', " ")
-        );
-    }
-    let claims = t.claims(dir);
-    if !claims.is_empty() {
-        m.push_str("## The paper's claims against ours\n\n");
-        m.push_str(&md_row(&[
-            "claim".into(),
-            "engine".into(),
-            "rows of".into(),
-            "from".into(),
-            "to".into(),
-            "ours".into(),
-            "paper".into(),
-        ]));
-        m.push_str(&md_row(&vec!["---".to_string(); 7]));
-        for c in &claims {
-            m.push_str(&md_row(&[
-                c.text.clone(),
-                c.engine.clone(),
-                c.group.clone(),
-                grouped_or_ratio(t.vary, c.from),
-                grouped_or_ratio(t.vary, c.to) + if c.exact { "" } else { "*" },
-                ratio(c.ours),
-                ratio(c.paper),
-            ]));
-        }
-        m.push('\n');
-    }
-    m.push_str("## Environment\n\n| | |\n|---|---|\n");
-    for (k, v) in environment(dir) {
-        m.push_str(&md_row(&[k.to_string(), v]));
-    }
-    m.push_str("\n## Warnings\n\n");
-    let ws = warnings(dir);
-    if ws.is_empty() {
-        m.push_str("none\n");
-    }
-    for (w, ids) in ws {
-        let _ = writeln!(m, "- {w} ({}: {})", ids.len(), ids.join(", "));
-    }
-    m
-}
-
-/// Quotes a CSV field when it needs it.
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
-fn csv(t: &PaperTable) -> String {
-    let metric = metric_name(t.metric).replace(' ', "_");
-    let mut c = String::from("table,metric,row_label,connections,active_ratio,rate_per_s,engine,n,mean_us,median_us,stddev_us,max_us,paper_mean_us,paper_median_us,paper_stddev_us,paper_max_us\n");
-    let f = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.3}"));
-    for row in &t.rows {
-        for (e, cell) in t.engines.iter().zip(&row.cells) {
-            // Map the three statistics onto mean/median/stddev/max columns.
-            let pick = |s: Option<Stats>| -> [Option<f64>; 4] {
-                let s = s.map(|s| s.0).unwrap_or([None; 3]);
-                match t.metric {
-                    connlab_lab::Metric::ServiceLatency => [s[0], s[1], s[2], None],
-                    connlab_lab::Metric::SendDeviation => [None, s[1], s[0], s[2]],
-                    connlab_lab::Metric::PollCall => [s[0], s[1], None, None],
-                }
-            };
-            let ours = pick(cell.ours);
-            let paper = pick(cell.paper);
-            let fields: Vec<String> = [
-                csv_field(&t.table),
-                metric.clone(),
-                csv_field(&row.label),
-                row.connections.to_string(),
-                format!("{}", row.active_ratio),
-                format!("{}", row.rate_per_s),
-                csv_field(e),
-                cell.n.to_string(),
-            ]
-            .into_iter()
-            .chain(ours.iter().map(|v| f(*v)))
-            .chain(paper.iter().map(|v| f(*v)))
-            .collect();
-            c.push_str(&fields.join(","));
-            c.push('\n');
-        }
-    }
-    c
 }
 
 #[cfg(test)]

@@ -1,25 +1,78 @@
 //! The paper-layout table as data: one row per setting along the table's
 //! varied parameter (and per combination of the other parameters that vary),
-//! a column group per engine, and for every cell our statistics and the
-//! paper's where the experiment file gives them. Every output format renders
-//! this one model.
+//! a cell per engine with our statistics over the repetitions (median and
+//! spread) and the paper's where the experiment file gives them. Every output
+//! format renders this one model; claims and derived tables live in
+//! [`crate::claims`].
 
 use connlab_lab::{Metric, PaperCell, PointResult, RatioValue, SweepDir, Vary};
 use connlab_measure::ActiveRatio;
 
-/// Three statistics of one cell, in the order of [`Metric`]'s column names.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Stats(pub [Option<f64>; 3]);
+/// One statistic of one cell over its repetitions.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Spread {
+    /// The repetitions' values, sorted ascending.
+    pub values: Vec<f64>,
+}
+
+impl Spread {
+    /// A spread of these values (non-finite ones dropped); `None` if none.
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Spread> {
+        let mut values: Vec<f64> = values.into_iter().filter(|v| v.is_finite()).collect();
+        values.sort_by(f64::total_cmp);
+        (!values.is_empty()).then_some(Spread { values })
+    }
+
+    /// The median over repetitions (the mean of the middle two for an even
+    /// count).
+    pub fn median(&self) -> f64 {
+        let v = &self.values;
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    }
+
+    /// The smallest repetition.
+    pub fn min(&self) -> f64 {
+        self.values[0]
+    }
+
+    /// The largest repetition.
+    pub fn max(&self) -> f64 {
+        self.values[self.values.len() - 1]
+    }
+
+    /// Repetitions.
+    pub fn n(&self) -> usize {
+        self.values.len()
+    }
+}
 
 /// One engine's cell in one row.
 #[derive(Clone, Debug, Default)]
 pub struct Cell {
-    /// Points averaged (repetitions).
-    pub n: usize,
-    /// Ours, averaged over repetitions.
-    pub ours: Option<Stats>,
-    /// The paper's, if the experiment file gives it.
-    pub paper: Option<Stats>,
+    /// Indices into the sweep's points of this cell's repetitions.
+    pub points: Vec<usize>,
+    /// Ours, per statistic in the order of [`stat_names`].
+    pub ours: [Option<Spread>; 3],
+    /// The paper's, per statistic, in µs.
+    pub paper: [Option<f64>; 3],
+}
+
+impl Cell {
+    /// Repetitions measured.
+    pub fn n(&self) -> usize {
+        self.points.len()
+    }
+
+    /// Our median over the paper's value for statistic `k`.
+    pub fn ours_over_paper(&self, k: usize) -> Option<f64> {
+        let (o, p) = (self.ours[k].as_ref()?.median(), self.paper[k]?);
+        (p != 0.0 && o.signum() == p.signum()).then(|| o / p)
+    }
 }
 
 /// One row: a setting of the parameters.
@@ -39,6 +92,17 @@ pub struct Row {
     pub cells: Vec<Cell>,
 }
 
+impl Row {
+    /// The row's value of a parameter.
+    pub fn value(&self, along: Vary) -> f64 {
+        match along {
+            Vary::Connections => self.connections as f64,
+            Vary::ActiveRatio => self.active_ratio,
+            Vary::Rate => self.rate_per_s,
+        }
+    }
+}
+
 /// The table.
 #[derive(Clone, Debug)]
 pub struct PaperTable {
@@ -56,35 +120,9 @@ pub struct PaperTable {
     pub has_paper_values: bool,
 }
 
-/// One checked claim: our ratio per engine and parameter group.
-#[derive(Clone, Debug)]
-pub struct ClaimCheck {
-    /// The claim in words.
-    pub text: String,
-    /// Engine.
-    pub engine: String,
-    /// The other parameters of the rows compared.
-    pub group: String,
-    /// Row value our ratio starts from.
-    pub from: f64,
-    /// Row value the ratio ends at.
-    pub to: f64,
-    /// Whether `from` and `to` are the claim's own rows (else the widest
-    /// span measured).
-    pub exact: bool,
-    /// Our ratio (to / from) of the table's first statistic.
-    pub ours: Option<f64>,
-    /// The paper's ratio.
-    pub paper: Option<f64>,
-}
-
 /// Column names of a metric's three statistics.
 pub fn stat_names(metric: Metric) -> [&'static str; 3] {
-    match metric {
-        Metric::ServiceLatency => ["mean", "median", "stddev"],
-        Metric::SendDeviation => ["stddev", "median", "max"],
-        Metric::PollCall => ["CPU mean", "wall median", "wall mean"],
-    }
+    metric.stat_names()
 }
 
 /// What the statistics are of, for captions.
@@ -96,26 +134,45 @@ pub fn metric_name(metric: Metric) -> &'static str {
     }
 }
 
-fn our_stats(metric: Metric, p: &PointResult) -> Stats {
+/// The unit a metric's tables print in, and its size in µs: the locality
+/// paper gives latency in ms, send deviation in µs.
+pub fn unit(metric: Metric) -> (&'static str, f64) {
+    match metric {
+        Metric::ServiceLatency => ("ms", 1000.0),
+        Metric::SendDeviation | Metric::PollCall => ("µs", 1.0),
+    }
+}
+
+/// Our three statistics of a point for `metric`, in µs.
+pub fn our_stats(metric: Metric, p: &PointResult) -> [Option<f64>; 3] {
     match metric {
         Metric::ServiceLatency => {
             let s = &p.load.service_latency_us;
-            Stats([Some(s.mean), Some(s.p50), Some(s.stddev)])
+            [Some(s.mean), Some(s.p50), Some(s.stddev)]
         }
         Metric::SendDeviation => {
             let s = &p.load.send_deviation_us;
-            Stats([Some(s.stddev), Some(s.median), Some(s.max)])
+            [Some(s.stddev), Some(s.median), Some(s.max)]
         }
         Metric::PollCall => {
             // The call's cost is its thread CPU time: the wall time also
             // holds waiting for work and preemption by other threads.
-            Stats([
+            [
                 server_stat(p, "poll_call_cpu_us", "mean"),
                 server_stat(p, "poll_call_us", "p50"),
                 server_stat(p, "poll_call_us", "mean"),
-            ])
+            ]
         }
     }
+}
+
+/// Our spreads of `metric` over the points at `idx`.
+pub(crate) fn spreads(dir: &SweepDir, idx: &[usize], metric: Metric) -> [Option<Spread>; 3] {
+    let stats: Vec<[Option<f64>; 3]> = idx
+        .iter()
+        .map(|&i| our_stats(metric, &dir.points[i]))
+        .collect();
+    std::array::from_fn(|k| Spread::of(stats.iter().filter_map(|s| s[k])))
 }
 
 /// Server statistics field `name`.`key` of a point, as a number.
@@ -123,36 +180,32 @@ pub(crate) fn server_stat(p: &PointResult, name: &str, key: &str) -> Option<f64>
     p.server.as_ref()?[name][key].as_f64()
 }
 
-fn paper_stats(metric: Metric, c: &PaperCell) -> Stats {
-    match metric {
-        Metric::ServiceLatency => Stats([c.mean_us, c.median_us, c.stddev_us]),
-        Metric::SendDeviation => Stats([c.stddev_us, c.median_us, c.max_us]),
-        Metric::PollCall => Stats([c.mean_us, c.median_us, None]),
-    }
-}
-
-fn ratio_of(v: &RatioValue) -> Option<f64> {
+/// A paper cell's active ratio as a number.
+pub(crate) fn ratio_of(v: &RatioValue) -> Option<f64> {
     match v {
         RatioValue::Number(n) => Some(*n),
         RatioValue::Text(t) => t.parse::<ActiveRatio>().ok().map(ActiveRatio::get),
     }
 }
 
-fn close(a: f64, b: f64) -> bool {
+/// Equal up to rounding.
+pub(crate) fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+/// Whether a paper cell is for this engine and setting (its parameters left
+/// out match any value).
+pub(crate) fn cell_matches(c: &PaperCell, engine: &str, conns: u64, ratio: f64, rate: f64) -> bool {
+    c.engine == engine
+        && c.connections.is_none_or(|x| x == conns)
+        && c.rate_per_s.is_none_or(|x| close(x, rate))
+        && c.active_ratio
+            .as_ref()
+            .is_none_or(|r| ratio_of(r).is_some_and(|r| close(r, ratio)))
 }
 
 /// A setting: connections, active-ratio label, active ratio, rate.
 type Setting = (u64, String, f64, f64);
-
-/// Groups points by their parameters (engine and repetition aside).
-fn key(p: &PointResult) -> (u64, String, u64) {
-    (
-        p.params.connections,
-        p.params.active_ratio_label.clone(),
-        p.params.rate_per_s.to_bits(),
-    )
-}
 
 /// A rate for labels: `1,000 req/s`, or `closed loop` (rate 0 = `max`).
 pub fn rate_text(rate_per_s: f64) -> String {
@@ -160,6 +213,25 @@ pub fn rate_text(rate_per_s: f64) -> String {
         "closed loop".into()
     } else {
         format!("{} req/s", grouped(rate_per_s))
+    }
+}
+
+/// An active ratio for labels: `1`, `1/16`.
+pub fn ratio_text(ratio: f64) -> String {
+    if ratio < 1.0 && ratio > 0.0 && close((1.0 / ratio).round(), 1.0 / ratio) {
+        format!("1/{}", grouped(1.0 / ratio))
+    } else {
+        format!("{ratio}")
+    }
+}
+
+/// A parameter value as the report writes it: `10,000 conns`, `ratio 1/16`,
+/// `125 req/s`.
+pub fn param_text(along: Vary, v: f64) -> String {
+    match along {
+        Vary::Connections => format!("{} conns", grouped(v)),
+        Vary::ActiveRatio => format!("ratio {}", ratio_text(v)),
+        Vary::Rate => rate_text(v),
     }
 }
 
@@ -261,45 +333,32 @@ impl PaperTable {
                 let cells = engines
                     .iter()
                     .map(|engine| {
-                        let pts: Vec<&PointResult> = dir
+                        let points: Vec<usize> = dir
                             .points
                             .iter()
-                            .filter(|p| {
+                            .enumerate()
+                            .filter(|(_, p)| {
                                 p.params.engine == *engine
-                                    && key(p) == (*conns, label.clone(), rate.to_bits())
+                                    && p.params.connections == *conns
+                                    && p.params.active_ratio_label == *label
+                                    && p.params.rate_per_s.to_bits() == rate.to_bits()
                             })
+                            .map(|(i, _)| i)
                             .collect();
-                        let ours = (!pts.is_empty()).then(|| {
-                            // Mean over the repetitions that have the value.
-                            let mut sum = [(0.0, 0usize); 3];
-                            for p in &pts {
-                                for (s, v) in sum.iter_mut().zip(our_stats(metric, p).0) {
-                                    if let Some(v) = v {
-                                        s.0 += v;
-                                        s.1 += 1;
-                                    }
-                                }
-                            }
-                            Stats(sum.map(|(s, n)| (n > 0).then(|| s / n as f64)))
-                        });
-                        let paper = exp.paper.as_ref().and_then(|paper| {
-                            paper
-                                .cells
-                                .iter()
-                                .find(|c| {
-                                    c.engine == *engine
-                                        && c.connections.is_none_or(|x| x == *conns)
-                                        && c.rate_per_s.is_none_or(|x| close(x, *rate))
-                                        && c.active_ratio.as_ref().is_none_or(|r| {
-                                            ratio_of(r).is_some_and(|r| close(r, *ratio))
-                                        })
-                                })
-                                .map(|c| paper_stats(metric, c))
-                        });
-                        has_paper_values |= paper.is_some();
+                        let paper = exp
+                            .paper
+                            .as_ref()
+                            .and_then(|paper| {
+                                paper
+                                    .cells
+                                    .iter()
+                                    .find(|c| cell_matches(c, engine, *conns, *ratio, *rate))
+                            })
+                            .map_or([None; 3], |c| c.stats(metric));
+                        has_paper_values |= paper.iter().any(Option::is_some);
                         Cell {
-                            n: pts.len(),
-                            ours,
+                            ours: spreads(dir, &points, metric),
+                            points,
                             paper,
                         }
                     })
@@ -326,124 +385,37 @@ impl PaperTable {
 
     /// The row's value along the varied parameter.
     pub fn vary_value(&self, row: &Row) -> f64 {
-        match self.vary {
-            Vary::Connections => row.connections as f64,
-            Vary::ActiveRatio => row.active_ratio,
-            Vary::Rate => row.rate_per_s,
-        }
+        row.value(self.vary)
     }
 
-    /// The row's other parameters, as a group label.
-    pub fn group_label(&self, row: &Row) -> String {
-        match self.vary {
-            Vary::Connections => format!(
-                "ratio {} · {}",
-                row.active_ratio_label,
-                rate_text(row.rate_per_s)
-            ),
-            Vary::ActiveRatio => format!(
-                "{} conns · {}",
-                grouped(row.connections as f64),
-                rate_text(row.rate_per_s)
-            ),
-            Vary::Rate => format!(
-                "{} conns · ratio {}",
-                grouped(row.connections as f64),
-                row.active_ratio_label
-            ),
-        }
+    /// Most repetitions of any cell.
+    pub fn max_repetitions(&self) -> usize {
+        self.rows
+            .iter()
+            .flat_map(|r| r.cells.iter().map(Cell::n))
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_is_median_and_range() {
+        let s = Spread::of([3.0, 1.0, f64::NAN, 2.0]).unwrap();
+        assert_eq!((s.min(), s.median(), s.max(), s.n()), (1.0, 2.0, 3.0, 3));
+        let s = Spread::of([4.0, 1.0]).unwrap();
+        assert_eq!(s.median(), 2.5);
+        assert!(Spread::of([]).is_none());
     }
 
-    /// Checks the experiment's claims against our rows.
-    pub fn claims(&self, dir: &SweepDir) -> Vec<ClaimCheck> {
-        let Some(paper) = &dir.experiment.paper else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        let mut groups: Vec<String> = self.rows.iter().map(|r| self.group_label(r)).collect();
-        groups.dedup();
-        for claim in &paper.claims {
-            if let Some(versus) = &claim.versus {
-                out.extend(self.versus_claims(claim, versus));
-                continue;
-            }
-            for engine in &claim.engines {
-                let Some(col) = self.engines.iter().position(|e| e == engine) else {
-                    continue;
-                };
-                for group in &groups {
-                    let rows: Vec<(f64, Option<f64>)> = self
-                        .rows
-                        .iter()
-                        .filter(|r| self.group_label(r) == *group)
-                        .map(|r| (self.vary_value(r), r.cells[col].ours.and_then(|s| s.0[0])))
-                        .collect();
-                    // The claim's rows, or else the widest span measured in
-                    // the same direction (a quick sweep has fewer rows).
-                    let exact = |v: f64| rows.iter().find(|(x, _)| close(*x, v)).copied();
-                    let lo = rows.iter().copied().min_by(|a, b| a.0.total_cmp(&b.0));
-                    let hi = rows.iter().copied().max_by(|a, b| a.0.total_cmp(&b.0));
-                    let (from, to) = match (exact(claim.from), exact(claim.to)) {
-                        (Some(f), Some(t)) => (Some(f), Some(t)),
-                        _ if claim.from <= claim.to => (lo, hi),
-                        _ => (hi, lo),
-                    };
-                    let (Some((from_x, a)), Some((to_x, b))) = (from, to) else {
-                        continue;
-                    };
-                    if close(from_x, to_x) {
-                        continue;
-                    }
-                    let ours = match (a, b) {
-                        (Some(a), Some(b)) if a > 0.0 => Some(b / a),
-                        _ => None,
-                    };
-                    out.push(ClaimCheck {
-                        text: claim.text.clone(),
-                        engine: engine.clone(),
-                        group: group.clone(),
-                        from: from_x,
-                        to: to_x,
-                        exact: close(from_x, claim.from) && close(to_x, claim.to),
-                        ours,
-                        paper: claim.paper_ratio,
-                    });
-                }
-            }
-        }
-        out
-    }
-
-    /// A claim between engines: at every row, each engine's first statistic
-    /// divided by the `versus` engine's.
-    fn versus_claims(&self, claim: &connlab_lab::PaperClaim, versus: &str) -> Vec<ClaimCheck> {
-        let Some(vcol) = self.engines.iter().position(|e| e == versus) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for engine in &claim.engines {
-            let Some(col) = self.engines.iter().position(|e| e == engine) else {
-                continue;
-            };
-            for row in &self.rows {
-                let mean = |c: usize| row.cells[c].ours.and_then(|s| s.0[0]);
-                let ours = match (mean(col), mean(vcol)) {
-                    (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-                    _ => None,
-                };
-                let x = self.vary_value(row);
-                out.push(ClaimCheck {
-                    text: claim.text.clone(),
-                    engine: format!("{engine} ÷ {versus}"),
-                    group: self.group_label(row),
-                    from: x,
-                    to: x,
-                    exact: true,
-                    ours,
-                    paper: claim.paper_ratio,
-                });
-            }
-        }
-        out
+    #[test]
+    fn labels() {
+        assert_eq!(ratio_text(1.0 / 16.0), "1/16");
+        assert_eq!(ratio_text(1.0), "1");
+        assert_eq!(param_text(Vary::Connections, 10000.0), "10,000 conns");
+        assert_eq!(rate_text(0.0), "closed loop");
     }
 }

@@ -1,10 +1,11 @@
 //! The rows each kind of results directory contributes to the `connlab
-//! reproduce` index: its title, how far it ran, and its claims as
+//! reproduce` index: its title, how far it ran, and its tables and claims as
 //! [`ClaimRow`]s. One function per experiment kind, chosen by what the
 //! directory holds.
 
-use crate::index::{ClaimRow, Verdict};
-use crate::PaperTable;
+use crate::claims::{check_claims, derived_tables, ClaimResult, Verdict};
+use crate::index::ClaimRow;
+use crate::table::{metric_name, Cell, PaperTable};
 use connlab_lab::{PipelineSweep, SweepDir};
 use std::path::Path;
 
@@ -35,18 +36,16 @@ pub fn claim_rows(dir: &Path) -> Result<ExperimentClaims, String> {
     }
     let sweep = SweepDir::open(dir).map_err(|e| e.to_string())?;
     let table = PaperTable::of(&sweep);
-    let rows = table
-        .claims(&sweep)
-        .into_iter()
-        .map(|c| ClaimRow {
-            source: table.table.clone(),
-            text: format!("{} ({}, {})", c.text, c.engine, c.group),
-            paper: c.paper.map_or("—".into(), |r| format!("{r:.2}x")),
-            ours: c.ours.map_or("—".into(), |r| format!("{r:.2}x")),
-            verdict: Verdict::Compared,
-            reason: String::new(),
-        })
-        .collect();
+    let mut rows = Vec::new();
+    if sweep.experiment.paper.is_some() {
+        let cells: Vec<&Cell> = table.rows.iter().flat_map(|r| r.cells.iter()).collect();
+        rows.push(table_row(&table.table, metric_name(table.metric), &cells));
+        for d in derived_tables(&sweep, &table) {
+            let cells: Vec<&Cell> = d.rows.iter().map(|r| &r.cell).collect();
+            rows.push(table_row(&d.table, metric_name(d.metric), &cells));
+        }
+    }
+    rows.extend(check_claims(&sweep, &table).iter().map(claim_row));
     Ok(ExperimentClaims {
         title: sweep.info.title.clone(),
         progress: format!(
@@ -56,4 +55,105 @@ pub fn claim_rows(dir: &Path) -> Result<ExperimentClaims, String> {
         ),
         rows,
     })
+}
+
+/// A paper table as one index row: how many of its cells we measured, and
+/// the spread of ours/paper over them (first statistic). Absolute values are
+/// not judged: the claims judge what should carry over.
+fn table_row(table: &str, what: &str, cells: &[&Cell]) -> ClaimRow {
+    let with_paper = cells.iter().filter(|c| c.paper[0].is_some()).count();
+    let mut ratios: Vec<f64> = cells.iter().filter_map(|c| c.ours_over_paper(0)).collect();
+    ratios.sort_by(f64::total_cmp);
+    let ours = match (ratios.first(), ratios.last()) {
+        (Some(lo), Some(hi)) => format!(
+            "{} of {with_paper} cells measured; ours/paper {} (median {})",
+            ratios.len(),
+            range(*lo, *hi, "×"),
+            fmt(ratios[ratios.len() / 2], "×")
+        ),
+        _ => format!("0 of {with_paper} cells measured"),
+    };
+    ClaimRow {
+        source: table.to_string(),
+        text: format!("the paper's {what} cells beside ours"),
+        paper: format!("{with_paper} cells"),
+        ours,
+        verdict: if ratios.is_empty() {
+            Verdict::CannotMeasure("none of the table's settings ran".into())
+        } else {
+            Verdict::NotJudged
+        },
+        reason: "absolute values are compared, not judged (other hardware)".into(),
+    }
+}
+
+/// A claim as one index row: the range of the paper's numbers and of ours
+/// over its comparisons, and its overall verdict.
+fn claim_row(c: &ClaimResult) -> ClaimRow {
+    let unit = if c.is_ratio { "×" } else { " µs" };
+    let span = |values: Vec<f64>| -> Option<(f64, f64)> {
+        let lo = values.iter().copied().reduce(f64::min)?;
+        let hi = values.iter().copied().reduce(f64::max)?;
+        Some((lo, hi))
+    };
+    let paper = span(c.checks.iter().filter_map(|k| k.paper).collect())
+        .map_or("shape only".into(), |(lo, hi)| range(lo, hi, unit));
+    let ours = span(c.checks.iter().filter_map(|k| k.ours).collect());
+    let spread = span(
+        c.checks
+            .iter()
+            .filter_map(|k| k.spread)
+            .flat_map(|(a, b)| [a, b])
+            .collect(),
+    );
+    let ours = match (ours, spread) {
+        (Some((lo, hi)), Some((slo, shi))) if (slo, shi) != (lo, hi) => {
+            format!("{} [spread {}]", range(lo, hi, unit), range(slo, shi, unit))
+        }
+        (Some((lo, hi)), _) => range(lo, hi, unit),
+        (None, _) => "—".into(),
+    };
+    let mut reason = String::new();
+    if !c.expect.is_empty() {
+        reason = format!("criterion {}", c.expect);
+    }
+    if !c.checks.is_empty() {
+        if !reason.is_empty() {
+            reason.push_str("; ");
+        }
+        reason.push_str(&format!(
+            "{} comparison{} ({} of {})",
+            c.checks.len(),
+            if c.checks.len() == 1 { "" } else { "s" },
+            c.statistic,
+            metric_name(c.metric)
+        ));
+    }
+    ClaimRow {
+        source: c.source.clone(),
+        text: c.text.clone(),
+        paper,
+        ours,
+        verdict: c.verdict.clone(),
+        reason,
+    }
+}
+
+fn fmt(v: f64, unit: &str) -> String {
+    let digits = if v.abs() >= 100.0 {
+        0
+    } else if v.abs() >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{v:.digits$}{unit}")
+}
+
+fn range(lo: f64, hi: f64, unit: &str) -> String {
+    if fmt(lo, "") == fmt(hi, "") {
+        fmt(lo, unit)
+    } else {
+        format!("{}–{}", fmt(lo, ""), fmt(hi, unit))
+    }
 }

@@ -12,11 +12,13 @@ use std::process::ExitCode;
 /// Flags of `connlab report`.
 #[derive(Args, Debug)]
 #[command(after_help = "\
-HTML (the default) is one self-contained file: the paper's table layout (engine columns,
-mean/median/stddev cells, the paper's values beside ours where the experiment file gives
-them), the paper's claims against our ratios, SVG plots (latency against connections and
-against the active ratio, CDF of send deviation), the environment and every warning.
-Markdown and CSV carry the same tables; CSV is long form (one row per setting and engine).
+HTML (the default) is one self-contained file: the paper's table beside ours (a row per
+setting and engine; paper | ours | ours/paper for each statistic, ours the median over
+repetitions with their lowest-highest spread), the paper's derived tables (Table 5 from the
+same points), each claim of the paper with the rows it compares and a verdict (holds, does
+not hold, cannot be measured here) judged across the spread, SVG plots with the paper's
+values on the same axes, the environment and every warning. Markdown carries the same;
+CSV is long form (kind = cell, derived or claim; one row per statistic or comparison).
 
 Examples:
   connlab report results/locality-table3 -o table3.html

@@ -1,0 +1,757 @@
+//! The paper's claims checked against our repetitions, with a verdict each,
+//! and the paper's derived tables (Table 5 from the runs of Table 3).
+//!
+//! A claim holds only when it holds across our spread. The spread of a ratio
+//! between two cells is the conservative interval: the lowest and the highest
+//! ratio any pairing of the two cells' repetitions can give (smallest
+//! numerator over largest denominator, and the reverse). It does not assume
+//! that repetition k of one cell is related to repetition k of another.
+
+use crate::table::{
+    close, grouped, param_text, rate_text, ratio_text, spreads, Cell, PaperTable, Row, Spread,
+};
+use connlab_lab::{ClaimShape, Metric, PaperCell, PaperClaim, SweepDir, Vary};
+
+/// Whether a claim holds.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// Our whole spread lies within the claim's bounds.
+    Holds,
+    /// Some of our spread lies outside the bounds; `median_holds` says
+    /// whether the medians alone would have held.
+    DoesNotHold {
+        /// The medians lie within the bounds.
+        median_holds: bool,
+    },
+    /// The claim cannot be judged on this run, and why.
+    CannotMeasure(String),
+    /// The experiment file gives no bounds to judge against.
+    NotJudged,
+}
+
+impl Verdict {
+    /// Short text: `holds`, `does not hold`, `cannot be measured here: ...`.
+    pub fn text(&self) -> String {
+        match self {
+            Verdict::Holds => "holds".into(),
+            Verdict::DoesNotHold {
+                median_holds: false,
+            } => "does not hold".into(),
+            Verdict::DoesNotHold { median_holds: true } => {
+                "does not hold across the spread (the medians do)".into()
+            }
+            Verdict::CannotMeasure(why) => format!("cannot be measured here: {why}"),
+            Verdict::NotJudged => "not judged: the experiment file gives no bounds".into(),
+        }
+    }
+
+    /// A CSS class / machine key: `holds`, `fails`, `unmeasurable`, `unjudged`.
+    pub fn key(&self) -> &'static str {
+        match self {
+            Verdict::Holds => "holds",
+            Verdict::DoesNotHold { .. } => "fails",
+            Verdict::CannotMeasure(_) => "unmeasurable",
+            Verdict::NotJudged => "unjudged",
+        }
+    }
+}
+
+/// One comparison of a claim: an engine over two rows, against another
+/// engine at a row, or its value over the rows.
+#[derive(Clone, Debug)]
+pub struct ClaimCheck {
+    /// The engine (`select`) or pair (`rtsig ÷ poll`).
+    pub engine: String,
+    /// The rows compared, e.g. `400 → 10,000 conns at ratio 1 · 125 req/s`.
+    pub rows: String,
+    /// The paper's number (ratio, or value in µs).
+    pub paper: Option<f64>,
+    /// Whether `paper` was computed from the paper's cells (else it is the
+    /// claim's `paper_ratio`).
+    pub paper_from_cells: bool,
+    /// Ours from the medians.
+    pub ours: Option<f64>,
+    /// Our spread (lowest, highest).
+    pub spread: Option<(f64, f64)>,
+    /// Fewest repetitions behind any value compared.
+    pub n: usize,
+    /// The verdict of this comparison.
+    pub verdict: Verdict,
+    /// Context shown where the claim's own rows are missing (the widest span
+    /// measured); never judged.
+    pub context: Option<String>,
+}
+
+/// One claim with its comparisons and overall verdict.
+#[derive(Clone, Debug)]
+pub struct ClaimResult {
+    /// Where in the paper (`Table 3`, `Figure 2`).
+    pub source: String,
+    /// The claim in words.
+    pub text: String,
+    /// The metric judged.
+    pub metric: Metric,
+    /// The statistic judged (`mean`).
+    pub statistic: &'static str,
+    /// Whether the checks are ratios (else values in µs).
+    pub is_ratio: bool,
+    /// The bounds in words (`≥ 5×`), empty when none.
+    pub expect: String,
+    /// The comparisons.
+    pub checks: Vec<ClaimCheck>,
+    /// Holds only if every comparison holds.
+    pub verdict: Verdict,
+}
+
+/// The non-`along` parameters of a row: connections, ratio, rate (the
+/// `along` one is `None`).
+type Group = [Option<f64>; 3];
+
+fn slot(along: Vary) -> usize {
+    match along {
+        Vary::Connections => 0,
+        Vary::ActiveRatio => 1,
+        Vary::Rate => 2,
+    }
+}
+
+fn row_params(r: &Row) -> [f64; 3] {
+    [r.connections as f64, r.active_ratio, r.rate_per_s]
+}
+
+fn cell_params(c: &PaperCell) -> [Option<f64>; 3] {
+    [
+        c.connections.map(|c| c as f64),
+        c.active_ratio.as_ref().and_then(crate::table::ratio_of),
+        c.rate_per_s,
+    ]
+}
+
+fn group_text(g: &Group) -> String {
+    let mut parts = Vec::new();
+    if let Some(c) = g[0] {
+        parts.push(format!("{} conns", grouped(c)));
+    }
+    if let Some(r) = g[1] {
+        parts.push(format!("ratio {}", ratio_text(r)));
+    }
+    if let Some(r) = g[2] {
+        parts.push(rate_text(r));
+    }
+    parts.join(" · ")
+}
+
+/// A full setting: `10,000 conns · ratio 1 · 125 req/s`.
+pub fn setting_text(r: &Row) -> String {
+    let p = row_params(r);
+    group_text(&[Some(p[0]), Some(p[1]), Some(p[2])])
+}
+
+/// `400 → 10,000 conns`, `ratio 1 → 1/64`, `125 → 2,000 req/s`.
+fn span_text(along: Vary, from: f64, to: f64) -> String {
+    match along {
+        Vary::Connections => format!("{} → {} conns", grouped(from), grouped(to)),
+        Vary::ActiveRatio => format!("ratio {} → {}", ratio_text(from), ratio_text(to)),
+        Vary::Rate => format!("{} → {}", grouped(from), rate_text(to)),
+    }
+}
+
+fn in_group(p: &[f64; 3], g: &Group) -> bool {
+    g.iter().zip(p).all(|(g, v)| g.is_none_or(|g| close(g, *v)))
+}
+
+/// The ratio b / a of two spreads: (median ratio, lowest, highest).
+fn ratio_spread(a: &Spread, b: &Spread) -> Result<(f64, f64, f64), String> {
+    if a.min() <= 0.0 || b.min() <= 0.0 {
+        return Err("a ratio of values that are not all positive".into());
+    }
+    Ok((
+        b.median() / a.median(),
+        b.min() / a.max(),
+        b.max() / a.min(),
+    ))
+}
+
+fn judge(claim: &PaperClaim, median: f64, lo: f64, hi: f64) -> Verdict {
+    if claim.expect_min.is_none() && claim.expect_max.is_none() {
+        return Verdict::NotJudged;
+    }
+    let ok = |a: f64, b: f64| {
+        claim.expect_min.is_none_or(|m| a >= m) && claim.expect_max.is_none_or(|m| b <= m)
+    };
+    if ok(lo, hi) {
+        Verdict::Holds
+    } else {
+        Verdict::DoesNotHold {
+            median_holds: ok(median, median),
+        }
+    }
+}
+
+/// The paper's ratio or value printed for a check.
+pub(crate) fn ratio_text_x(r: f64) -> String {
+    if r.abs() >= 10.0 {
+        format!("{r:.0}×")
+    } else if r.abs() >= 1.0 {
+        format!("{r:.1}×")
+    } else if r.abs() >= 0.1 {
+        format!("{r:.2}×")
+    } else {
+        format!("{r:.3}×")
+    }
+}
+
+/// Checks every claim of the experiment against the table's rows.
+pub fn check_claims(dir: &SweepDir, t: &PaperTable) -> Vec<ClaimResult> {
+    let Some(paper) = &dir.experiment.paper else {
+        return Vec::new();
+    };
+    paper
+        .claims
+        .iter()
+        .map(|claim| {
+            let metric = claim.metric_in(paper);
+            let k = claim.statistic_index(paper);
+            let along = claim.along_in(paper);
+            // The paper's cells of this claim's metric.
+            let cells: Vec<&PaperCell> = if metric == paper.metric {
+                paper.cells.iter().collect()
+            } else {
+                Vec::new()
+            };
+            let shape = claim.shape();
+            let mut checks = match shape {
+                ClaimShape::Along { from, to } => {
+                    along_checks(dir, t, claim, metric, k, along, &cells, from, to)
+                }
+                ClaimShape::Versus { engine, range } => {
+                    versus_checks(dir, t, claim, metric, k, along, &cells, engine, range)
+                }
+                ClaimShape::Value => value_checks(dir, t, claim, metric, k),
+            };
+            if let Some(why) = &claim.unmeasurable {
+                for c in &mut checks {
+                    c.verdict = Verdict::CannotMeasure(why.clone());
+                }
+            }
+            let verdict = match &claim.unmeasurable {
+                Some(why) => Verdict::CannotMeasure(why.clone()),
+                None => overall(&checks),
+            };
+            let unit = if shape == ClaimShape::Value {
+                crate::table::unit(metric)
+            } else {
+                ("×", 0.0)
+            };
+            let b = |v: f64| {
+                if unit.1 == 0.0 {
+                    format!("{v}×")
+                } else {
+                    format!("{} {}", crate::num_sig(v / unit.1), unit.0)
+                }
+            };
+            let expect = match (claim.expect_min, claim.expect_max) {
+                (Some(lo), Some(hi)) => format!("between {} and {}", b(lo), b(hi)),
+                (Some(lo), None) => format!("≥ {}", b(lo)),
+                (None, Some(hi)) => format!("≤ {}", b(hi)),
+                (None, None) => String::new(),
+            };
+            ClaimResult {
+                source: claim.source.clone(),
+                text: claim.text.clone(),
+                metric,
+                statistic: metric.stat_names()[k],
+                is_ratio: shape != ClaimShape::Value,
+                expect,
+                checks,
+                verdict,
+            }
+        })
+        .collect()
+}
+
+fn overall(checks: &[ClaimCheck]) -> Verdict {
+    if checks.is_empty() {
+        return Verdict::CannotMeasure("no rows to compare in this run".into());
+    }
+    let fails: Vec<&ClaimCheck> = checks
+        .iter()
+        .filter(|c| matches!(c.verdict, Verdict::DoesNotHold { .. }))
+        .collect();
+    if !fails.is_empty() {
+        return Verdict::DoesNotHold {
+            median_holds: fails
+                .iter()
+                .all(|c| c.verdict == Verdict::DoesNotHold { median_holds: true }),
+        };
+    }
+    let mut whys: Vec<String> = Vec::new();
+    for c in checks {
+        if let Verdict::CannotMeasure(w) = &c.verdict {
+            if !whys.contains(w) {
+                whys.push(w.clone());
+            }
+        }
+    }
+    if !whys.is_empty() {
+        let holds = checks.iter().any(|c| c.verdict == Verdict::Holds);
+        return Verdict::CannotMeasure(format!(
+            "{}{}",
+            whys.join("; "),
+            if holds {
+                " (the rows measured hold)"
+            } else {
+                ""
+            }
+        ));
+    }
+    if checks.iter().all(|c| c.verdict == Verdict::Holds) {
+        Verdict::Holds
+    } else {
+        Verdict::NotJudged
+    }
+}
+
+/// Our spread of statistic `k` of `metric` for an engine at a row.
+fn ours_at(dir: &SweepDir, cell: &Cell, metric: Metric, k: usize) -> Option<Spread> {
+    let [a, b, c] = spreads(dir, &cell.points, metric);
+    [a, b, c].into_iter().nth(k).flatten()
+}
+
+/// The paper's value of an engine at a setting (the `along` parameter must
+/// be given by the cell).
+fn paper_at(
+    cells: &[&PaperCell],
+    metric: Metric,
+    k: usize,
+    engine: &str,
+    along: Vary,
+    params: &[Option<f64>; 3],
+) -> Option<f64> {
+    cells
+        .iter()
+        .find(|c| {
+            let cp = cell_params(c);
+            c.engine == engine
+                && cp[slot(along)].is_some()
+                && cp.iter().zip(params).all(|(c, p)| match (c, p) {
+                    (Some(c), Some(p)) => close(*c, *p),
+                    _ => true,
+                })
+        })
+        .and_then(|c| c.stats(metric)[k])
+}
+
+#[allow(clippy::too_many_arguments)]
+fn along_checks(
+    dir: &SweepDir,
+    t: &PaperTable,
+    claim: &PaperClaim,
+    metric: Metric,
+    k: usize,
+    along: Vary,
+    cells: &[&PaperCell],
+    from: f64,
+    to: f64,
+) -> Vec<ClaimCheck> {
+    let s = slot(along);
+    // Groups: our rows' other parameters, then the paper's where we have none.
+    let mut groups: Vec<Group> = Vec::new();
+    let push = |groups: &mut Vec<Group>, g: Group| {
+        if !groups.iter().any(|h| {
+            h.iter().zip(&g).all(|(a, b)| match (a, b) {
+                (Some(a), Some(b)) => close(*a, *b),
+                (None, None) => true,
+                _ => false,
+            })
+        }) {
+            groups.push(g);
+        }
+    };
+    for r in &t.rows {
+        let p = row_params(r);
+        let mut g: Group = [Some(p[0]), Some(p[1]), Some(p[2])];
+        g[s] = None;
+        push(&mut groups, g);
+    }
+    for c in cells {
+        let mut g = cell_params(c);
+        if g[s].is_none() || !claim.engines.contains(&c.engine) {
+            continue;
+        }
+        g[s] = None;
+        if g.iter().enumerate().all(|(i, v)| i == s || v.is_some()) {
+            push(&mut groups, g);
+        }
+    }
+    let mut out = Vec::new();
+    for engine in &claim.engines {
+        let Some(col) = t.engines.iter().position(|e| e == engine) else {
+            continue;
+        };
+        for g in &groups {
+            let rows: Vec<&Row> = t
+                .rows
+                .iter()
+                .filter(|r| in_group(&row_params(r), g))
+                .collect();
+            let at = |v: f64| {
+                rows.iter()
+                    .find(|r| close(r.value(along), v))
+                    .map(|r| ours_at(dir, &r.cells[col], metric, k))
+            };
+            let params_at = |v: f64| {
+                let mut p = *g;
+                p[s] = Some(v);
+                p
+            };
+            let paper_cells = paper_at(cells, metric, k, engine, along, &params_at(from))
+                .zip(paper_at(cells, metric, k, engine, along, &params_at(to)))
+                .filter(|(a, b)| *a > 0.0 && *b > 0.0)
+                .map(|(a, b)| b / a);
+            let mut check = ClaimCheck {
+                engine: engine.clone(),
+                rows: format!("{} at {}", span_text(along, from, to), group_text(g)),
+                paper: paper_cells.or(claim.paper_ratio),
+                paper_from_cells: paper_cells.is_some(),
+                ours: None,
+                spread: None,
+                n: 0,
+                verdict: Verdict::NotJudged,
+                context: None,
+            };
+            match (at(from), at(to)) {
+                (Some(Some(a)), Some(Some(b))) => match ratio_spread(&a, &b) {
+                    Ok((m, lo, hi)) => {
+                        check.ours = Some(m);
+                        check.spread = Some((lo, hi));
+                        check.n = a.n().min(b.n());
+                        check.verdict = judge(claim, m, lo, hi);
+                    }
+                    Err(why) => check.verdict = Verdict::CannotMeasure(why),
+                },
+                _ if rows.is_empty() => {
+                    check.verdict =
+                        Verdict::CannotMeasure(format!("{} not in this run", group_text(g)));
+                }
+                (f, tt) => {
+                    let missing: Vec<String> = [(from, &f), (to, &tt)]
+                        .iter()
+                        .filter(|(_, r)| !matches!(r, Some(Some(_))))
+                        .map(|(v, r)| {
+                            let what = param_text(along, *v);
+                            if r.is_some() {
+                                format!("{what} has no finished point")
+                            } else {
+                                format!("{what} not in this run")
+                            }
+                        })
+                        .collect();
+                    check.verdict = Verdict::CannotMeasure(missing.join(", "));
+                    // The widest span measured, as context only.
+                    let measured: Vec<(f64, Spread)> = rows
+                        .iter()
+                        .filter_map(|r| {
+                            Some((r.value(along), ours_at(dir, &r.cells[col], metric, k)?))
+                        })
+                        .collect();
+                    let lo = measured.iter().min_by(|a, b| a.0.total_cmp(&b.0));
+                    let hi = measured.iter().max_by(|a, b| a.0.total_cmp(&b.0));
+                    if let (Some(lo), Some(hi)) = (lo, hi) {
+                        let (a, b) = if from <= to { (lo, hi) } else { (hi, lo) };
+                        if !close(a.0, b.0) {
+                            if let Ok((m, l, h)) = ratio_spread(&a.1, &b.1) {
+                                check.context = Some(format!(
+                                    "widest span measured instead: {}, {} [{}–{}], context only, not judged",
+                                    span_text(along, a.0, b.0),
+                                    ratio_text_x(m),
+                                    ratio_text_x(l).trim_end_matches('×'),
+                                    ratio_text_x(h)
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+            out.push(check);
+        }
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn versus_checks(
+    dir: &SweepDir,
+    t: &PaperTable,
+    claim: &PaperClaim,
+    metric: Metric,
+    k: usize,
+    along: Vary,
+    cells: &[&PaperCell],
+    versus: &str,
+    range: Option<(f64, f64)>,
+) -> Vec<ClaimCheck> {
+    let Some(vcol) = t.engines.iter().position(|e| e == versus) else {
+        return Vec::new();
+    };
+    let rows: Vec<&Row> = t
+        .rows
+        .iter()
+        .filter(|r| {
+            range.is_none_or(|(lo, hi)| {
+                let v = r.value(along);
+                (v >= lo || close(v, lo)) && (v <= hi || close(v, hi))
+            })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for engine in &claim.engines {
+        let Some(col) = t.engines.iter().position(|e| e == engine) else {
+            continue;
+        };
+        let name = format!("{engine} ÷ {versus}");
+        if rows.is_empty() {
+            let (lo, hi) = range.unwrap_or((0.0, 0.0));
+            out.push(ClaimCheck {
+                engine: name.clone(),
+                rows: if close(lo, hi) {
+                    param_text(along, lo)
+                } else {
+                    format!("{} to {}", param_text(along, lo), param_text(along, hi))
+                },
+                paper: claim.paper_ratio,
+                paper_from_cells: false,
+                ours: None,
+                spread: None,
+                n: 0,
+                verdict: Verdict::CannotMeasure(format!(
+                    "no row with {} in this run",
+                    if close(lo, hi) {
+                        param_text(along, lo)
+                    } else {
+                        format!("{} to {}", param_text(along, lo), param_text(along, hi))
+                    }
+                )),
+                context: None,
+            });
+            continue;
+        }
+        for r in &rows {
+            let p = row_params(r);
+            let params = [Some(p[0]), Some(p[1]), Some(p[2])];
+            let paper_cells = paper_at(cells, metric, k, engine, along, &params)
+                .zip(paper_at(cells, metric, k, versus, along, &params))
+                .filter(|(a, b)| *a > 0.0 && *b > 0.0)
+                .map(|(a, b)| a / b);
+            let mut check = ClaimCheck {
+                engine: name.clone(),
+                rows: setting_text(r),
+                paper: paper_cells.or(claim.paper_ratio),
+                paper_from_cells: paper_cells.is_some(),
+                ours: None,
+                spread: None,
+                n: 0,
+                verdict: Verdict::NotJudged,
+                context: None,
+            };
+            match (
+                ours_at(dir, &r.cells[vcol], metric, k),
+                ours_at(dir, &r.cells[col], metric, k),
+            ) {
+                (Some(b), Some(a)) => match ratio_spread(&b, &a) {
+                    Ok((m, lo, hi)) => {
+                        check.ours = Some(m);
+                        check.spread = Some((lo, hi));
+                        check.n = a.n().min(b.n());
+                        check.verdict = judge(claim, m, lo, hi);
+                    }
+                    Err(why) => check.verdict = Verdict::CannotMeasure(why),
+                },
+                _ => {
+                    check.verdict =
+                        Verdict::CannotMeasure(format!("{} has no finished point", setting_text(r)))
+                }
+            }
+            out.push(check);
+        }
+    }
+    out
+}
+
+fn value_checks(
+    dir: &SweepDir,
+    t: &PaperTable,
+    claim: &PaperClaim,
+    metric: Metric,
+    k: usize,
+) -> Vec<ClaimCheck> {
+    let paper = dir.experiment.paper.as_ref();
+    let mut out = Vec::new();
+    for engine in &claim.engines {
+        let Some(col) = t.engines.iter().position(|e| e == engine) else {
+            continue;
+        };
+        let measured: Vec<(&Row, Spread)> = t
+            .rows
+            .iter()
+            .filter_map(|r| Some((r, ours_at(dir, &r.cells[col], metric, k)?)))
+            .collect();
+        // The paper's value: a derived table of this metric gives the
+        // engine's worst case.
+        let paper_value = paper
+            .into_iter()
+            .flat_map(|p| p.derived.iter())
+            .filter(|d| d.metric == metric)
+            .flat_map(|d| d.cells.iter())
+            .find(|c| c.engine == *engine)
+            .and_then(|c| c.stats(metric)[k]);
+        let mut check = ClaimCheck {
+            engine: engine.clone(),
+            rows: String::new(),
+            paper: paper_value.or(claim.paper_ratio),
+            paper_from_cells: paper_value.is_some(),
+            ours: None,
+            spread: None,
+            n: 0,
+            verdict: Verdict::NotJudged,
+            context: None,
+        };
+        if measured.is_empty() {
+            check.rows = "every setting".into();
+            check.verdict = Verdict::CannotMeasure("no finished point".into());
+            out.push(check);
+            continue;
+        }
+        // The row that decides: the largest median for an upper bound, the
+        // smallest for a lower one.
+        let upper = claim.expect_max.is_some() || claim.expect_min.is_none();
+        let worst = if upper {
+            measured
+                .iter()
+                .max_by(|a, b| a.1.median().total_cmp(&b.1.median()))
+        } else {
+            measured
+                .iter()
+                .min_by(|a, b| a.1.median().total_cmp(&b.1.median()))
+        };
+        let lo = measured
+            .iter()
+            .map(|m| m.1.min())
+            .fold(f64::INFINITY, f64::min);
+        let hi = measured
+            .iter()
+            .map(|m| m.1.max())
+            .fold(f64::NEG_INFINITY, f64::max);
+        let (worst_row, worst) = worst.expect("measured is not empty");
+        check.rows = format!(
+            "all {} settings measured (decided by {})",
+            measured.len(),
+            setting_text(worst_row)
+        );
+        check.ours = Some(worst.median());
+        check.spread = Some((lo, hi));
+        check.n = measured.iter().map(|m| m.1.n()).min().unwrap_or(0);
+        // The medians: every row's median within bounds.
+        let med_lo = measured
+            .iter()
+            .map(|m| m.1.median())
+            .fold(f64::INFINITY, f64::min);
+        let med_hi = measured
+            .iter()
+            .map(|m| m.1.median())
+            .fold(f64::NEG_INFINITY, f64::max);
+        check.verdict = match judge(claim, worst.median(), lo, hi) {
+            Verdict::DoesNotHold { .. } => Verdict::DoesNotHold {
+                median_holds: judge(claim, med_lo, med_lo, med_hi) == Verdict::Holds,
+            },
+            v => v,
+        };
+        out.push(check);
+    }
+    out
+}
+
+/// A paper table computed from this sweep (`[[paper.derived]]`).
+#[derive(Clone, Debug)]
+pub struct DerivedTable {
+    /// E.g. `Table 5`.
+    pub table: String,
+    /// Its statistic.
+    pub metric: Metric,
+    /// Remarks.
+    pub note: String,
+    /// One row per engine.
+    pub rows: Vec<DerivedRow>,
+}
+
+/// One engine of a derived table.
+#[derive(Clone, Debug)]
+pub struct DerivedRow {
+    /// The engine.
+    pub engine: String,
+    /// The setting picked for it (`None`: nothing measured).
+    pub picked: Option<String>,
+    /// Ours at that setting and the paper's.
+    pub cell: Cell,
+}
+
+/// The experiment's derived tables, each engine at the setting whose first
+/// statistic (median over repetitions) is the largest of the sweep.
+pub fn derived_tables(dir: &SweepDir, t: &PaperTable) -> Vec<DerivedTable> {
+    let Some(paper) = &dir.experiment.paper else {
+        return Vec::new();
+    };
+    paper
+        .derived
+        .iter()
+        .map(|d| {
+            let rows = t
+                .engines
+                .iter()
+                .enumerate()
+                .map(|(col, engine)| {
+                    let best = t
+                        .rows
+                        .iter()
+                        .filter_map(|r| {
+                            let s = spreads(dir, &r.cells[col].points, d.metric);
+                            let first = s[0].as_ref()?.median();
+                            Some((r, s, first))
+                        })
+                        .max_by(|a, b| a.2.total_cmp(&b.2));
+                    let paper = d
+                        .cells
+                        .iter()
+                        .find(|c| c.engine == *engine)
+                        .map_or([None; 3], |c| c.stats(d.metric));
+                    match best {
+                        Some((r, ours, _)) => DerivedRow {
+                            engine: engine.clone(),
+                            picked: Some(setting_text(r)),
+                            cell: Cell {
+                                points: r.cells[col].points.clone(),
+                                ours,
+                                paper,
+                            },
+                        },
+                        None => DerivedRow {
+                            engine: engine.clone(),
+                            picked: None,
+                            cell: Cell {
+                                points: Vec::new(),
+                                ours: Default::default(),
+                                paper,
+                            },
+                        },
+                    }
+                })
+                .collect();
+            DerivedTable {
+                table: d.table.clone(),
+                metric: d.metric,
+                note: d.note.clone(),
+                rows,
+            }
+        })
+        .collect()
+}

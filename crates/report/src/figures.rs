@@ -1,0 +1,461 @@
+//! The report's plots: our medians with the spread over repetitions as
+//! bars, and the paper's cells on the same axes (dashed, hollow markers).
+
+use crate::plots::{self, Line, Series};
+use crate::table::{
+    cell_matches, grouped, rate_text, ratio_of, ratio_text, server_stat, PaperTable, Spread,
+};
+use crate::ReportError;
+use connlab_lab::{Metric, PaperCell, PointResult, SweepDir};
+use std::collections::BTreeMap;
+
+/// A line through the medians of (x, y) samples, with the spread as bars
+/// where an x has more than one sample.
+fn median_line(name: &str, samples: impl Iterator<Item = (f64, f64)>, positive: bool) -> Line {
+    let mut by_x: BTreeMap<u64, (f64, Vec<f64>)> = BTreeMap::new();
+    for (x, y) in samples {
+        if positive && y <= 0.0 {
+            continue;
+        }
+        by_x.entry(x.to_bits()).or_insert((x, Vec::new())).1.push(y);
+    }
+    let mut line = Line {
+        name: name.to_string(),
+        colour_key: name.to_string(),
+        ..Line::default()
+    };
+    let mut xs: Vec<(f64, Spread)> = by_x
+        .into_values()
+        .filter_map(|(x, ys)| Some((x, Spread::of(ys)?)))
+        .collect();
+    xs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (x, s) in xs {
+        line.points.push((x, s.median()));
+        if s.n() > 1 {
+            line.spread.push((x, s.min(), s.max()));
+        }
+    }
+    line
+}
+
+/// One plotted quantity of a point.
+struct Value {
+    name: &'static str,
+    axis: &'static str,
+    of: fn(&PointResult) -> Option<f64>,
+    /// The paper statistic this is (metric, index into its stat names), so
+    /// the paper's cells can be drawn on the same axes.
+    paper: Option<(Metric, usize)>,
+}
+
+const LATENCY_VALUES: [Value; 1] = [Value {
+    name: "mean service latency",
+    axis: "mean service latency (µs)",
+    of: |p| Some(p.load.service_latency_us.mean),
+    paper: Some((Metric::ServiceLatency, 0)),
+}];
+
+/// The polling paper's figures: time per polling call and per server cycle,
+/// throughput, and the client's response time.
+const POLL_VALUES: [Value; 5] = [
+    Value {
+        name: "CPU time per polling call (mean)",
+        axis: "server thread CPU time per polling call (µs)",
+        of: |p| server_stat(p, "poll_call_cpu_us", "mean"),
+        paper: Some((Metric::PollCall, 0)),
+    },
+    Value {
+        name: "wall time per polling call (median)",
+        axis: "wall time per polling call, median (µs)",
+        of: |p| server_stat(p, "poll_call_us", "p50"),
+        paper: Some((Metric::PollCall, 1)),
+    },
+    Value {
+        name: "mean time per server cycle",
+        axis: "time per cycle: polling call + the I/O it reported (µs)",
+        of: |p| server_stat(p, "cycle_us", "mean"),
+        paper: None,
+    },
+    Value {
+        name: "throughput",
+        axis: "responses per second",
+        of: |p| Some(p.load.achieved_rate_per_s),
+        paper: None,
+    },
+    Value {
+        name: "mean response time",
+        axis: "mean response time at the client (µs)",
+        of: |p| Some(p.load.service_latency_us.mean),
+        paper: None,
+    },
+];
+
+/// The load-balancing experiments: backend CPU, response time and
+/// throughput against the request rate, a line per gateway configuration.
+const WEB_VALUES: [Value; 3] = [
+    Value {
+        name: "CPU per backend (mean over backends)",
+        axis: "CPU per backend (share of one CPU)",
+        of: |p| {
+            let s = &p.backend_cpu_share;
+            let used: Vec<f64> = s.iter().copied().filter(|c| *c > 0.0).collect();
+            (!used.is_empty()).then(|| used.iter().sum::<f64>() / used.len() as f64)
+        },
+        paper: None,
+    },
+    Value {
+        name: "mean response time",
+        axis: "mean response time at the client (µs)",
+        of: |p| Some(p.load.service_latency_us.mean),
+        paper: None,
+    },
+    Value {
+        name: "throughput",
+        axis: "responses per second",
+        of: |p| Some(p.load.achieved_rate_per_s),
+        paper: None,
+    },
+];
+
+/// The plots: (id, caption, svg).
+pub(crate) fn plots(
+    dir: &SweepDir,
+    t: &PaperTable,
+) -> Result<Vec<(String, String, String)>, ReportError> {
+    const MAX_PER_KIND: usize = 6;
+    type XOf = fn(&PointResult) -> f64;
+    type GroupOf = fn(&PointResult) -> String;
+    type CellX = fn(&PaperCell) -> Option<f64>;
+    let mut out = Vec::new();
+    let paper = dir.experiment.paper.as_ref();
+    // Against connections, the active ratio and the rate: a plot per group
+    // of the other parameters, a line per engine.
+    let kinds: [(&str, &str, XOf, GroupOf, CellX); 3] = [
+        (
+            "connections",
+            "total connections",
+            |p| p.params.connections as f64,
+            |p| {
+                format!(
+                    "ratio {} · {}",
+                    p.params.active_ratio_label,
+                    rate_text(p.params.rate_per_s)
+                )
+            },
+            |c| c.connections.map(|c| c as f64),
+        ),
+        (
+            "ratio",
+            "active ratio",
+            |p| p.params.active_ratio,
+            |p| {
+                format!(
+                    "{} conns · {}",
+                    grouped(p.params.connections as f64),
+                    rate_text(p.params.rate_per_s)
+                )
+            },
+            |c| c.active_ratio.as_ref().and_then(ratio_of),
+        ),
+        (
+            "rate",
+            "offered request rate (req/s)",
+            |p| p.params.rate_per_s,
+            |p| {
+                format!(
+                    "{} conns · ratio {}",
+                    grouped(p.params.connections as f64),
+                    p.params.active_ratio_label
+                )
+            },
+            |c| c.rate_per_s,
+        ),
+    ];
+    for (kind, x_desc, x_of, group_of, cell_x) in kinds {
+        // Plots against the rate are the web experiments' (the paper's
+        // CPU and response time against request rate).
+        let web = dir.experiment.web.is_some();
+        if (kind == "rate") != web {
+            continue;
+        }
+        let mut groups: Vec<String> = dir.points.iter().map(group_of).collect();
+        groups.sort();
+        groups.dedup();
+        // The polling-cost experiment plots the server's timings, the
+        // throughput and the response time; the others plot latency.
+        let values: &[Value] = if web {
+            &WEB_VALUES
+        } else if t.metric == Metric::PollCall {
+            if kind == "connections" {
+                &POLL_VALUES
+            } else {
+                &POLL_VALUES[..1]
+            }
+        } else {
+            &LATENCY_VALUES
+        };
+        for value in values {
+            for group in groups.iter().take(MAX_PER_KIND) {
+                let Some(rep) = dir.points.iter().find(|p| group_of(p) == *group) else {
+                    continue;
+                };
+                let mut lines: Vec<Line> = Vec::new();
+                for e in &t.engines {
+                    let line = median_line(
+                        e,
+                        dir.points
+                            .iter()
+                            .filter(|p| p.params.engine == *e && group_of(p) == *group)
+                            .filter_map(|p| Some((x_of(p), (value.of)(p)?))),
+                        true,
+                    );
+                    if line.points.len() >= 2 {
+                        lines.push(line);
+                    }
+                }
+                if lines.is_empty() {
+                    continue;
+                }
+                // The paper's cells of this group, where it gives them.
+                let mut paper_lines = 0;
+                if let (Some(paper), Some((metric, k))) = (paper, value.paper) {
+                    if paper.metric == metric {
+                        for e in &t.engines {
+                            let mut pts: Vec<(f64, f64)> = paper
+                                .cells
+                                .iter()
+                                .filter(|c| c.engine == *e)
+                                .filter_map(|c| {
+                                    let x = cell_x(c)?;
+                                    // Match the group's other parameters.
+                                    let (conns, ratio, rate) = match kind {
+                                        "connections" => (
+                                            c.connections.unwrap_or(0),
+                                            rep.params.active_ratio,
+                                            rep.params.rate_per_s,
+                                        ),
+                                        "ratio" => (
+                                            rep.params.connections,
+                                            ratio_of(c.active_ratio.as_ref()?)?,
+                                            rep.params.rate_per_s,
+                                        ),
+                                        _ => (
+                                            rep.params.connections,
+                                            rep.params.active_ratio,
+                                            c.rate_per_s?,
+                                        ),
+                                    };
+                                    let y = c.stats(metric)[k]?;
+                                    (cell_matches(c, e, conns, ratio, rate) && y > 0.0)
+                                        .then_some((x, y))
+                                })
+                                .collect();
+                            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                            if !pts.is_empty() {
+                                paper_lines += 1;
+                                lines.push(Line {
+                                    name: format!("{e} (paper)"),
+                                    colour_key: e.clone(),
+                                    points: pts,
+                                    spread: Vec::new(),
+                                    paper: true,
+                                });
+                            }
+                        }
+                    }
+                }
+                let title = format!("{} against {x_desc} ({group})", value.name);
+                let svg = if kind == "ratio" {
+                    plots::log_log_labelled(&title, x_desc, value.axis, &lines, ratio_text)?
+                } else {
+                    plots::log_log_lines(&title, x_desc, value.axis, &lines)?
+                };
+                let id = format!("{kind}-{}", out.len());
+                let mut name = value.name.to_string();
+                name[..1].make_ascii_uppercase();
+                out.push((
+                    id,
+                    format!(
+                        "{name} against {x_desc}, one line per engine, {group}: the median over repetitions, bars from the lowest to the highest repetition{}; both axes logarithmic.",
+                        if paper_lines > 0 {
+                            "; dashed lines with hollow markers are the paper's values"
+                        } else {
+                            ""
+                        }
+                    ),
+                    svg,
+                ));
+            }
+        }
+    }
+    if dir.experiment.web.is_some() {
+        out.extend(backend_count_plots(dir)?);
+    }
+    // Closed loop has no send schedule: no deviation to plot.
+    if dir.points.iter().all(|p| p.params.closed_loop()) {
+        return Ok(out);
+    }
+    // CDF of send deviation: a plot per setting, a line per engine (its
+    // first repetition).
+    for row in t.rows.iter().take(MAX_PER_KIND) {
+        let series: Vec<Series> = t
+            .engines
+            .iter()
+            .zip(&row.cells)
+            .filter_map(|(e, cell)| {
+                let p = &dir.points[*cell.points.first()?];
+                let points: Vec<(f64, f64)> = fine_deviation_cdf(p)
+                    .iter()
+                    .map(|c| (c.value_us, c.fraction))
+                    .collect();
+                (points.len() >= 2).then(|| Series {
+                    name: e.clone(),
+                    points,
+                })
+            })
+            .collect();
+        if series.is_empty() {
+            continue;
+        }
+        // The central 98% of sends: a few outliers would squeeze the rest
+        // into one pixel column (the table gives the maximum).
+        let lo = series
+            .iter()
+            .filter_map(|s| s.points.iter().find(|p| p.1 >= 0.01).map(|p| p.0))
+            .fold(f64::INFINITY, f64::min);
+        let hi = series
+            .iter()
+            .filter_map(|s| s.points.iter().find(|p| p.1 >= 0.99).map(|p| p.0))
+            .fold(f64::NEG_INFINITY, f64::max);
+        let series: Vec<Series> = series
+            .into_iter()
+            .map(|s| Series {
+                name: s.name,
+                points: s
+                    .points
+                    .into_iter()
+                    .map(|(x, y)| (x.clamp(lo, hi), y))
+                    .collect(),
+            })
+            .collect();
+        let title = format!("CDF of send deviation ({})", row.label);
+        let svg = plots::linear(
+            &title,
+            "send deviation from the ideal schedule (µs), 1st to 99th percentile",
+            "fraction of sends",
+            &series,
+            Some((0.0, 1.0)),
+        )?;
+        let id = format!("cdf-{}", out.len());
+        out.push((
+            id,
+            format!("Cumulative distribution of each send's deviation from the evenly spaced schedule with the same mean (section 5.2), {}, one line per engine (first repetition).", row.label),
+            svg,
+        ));
+    }
+    Ok(out)
+}
+
+/// The gateway's limit (web engines named `config:N`): throughput, traffic
+/// and gateway CPU against the number of backends, a plot per rate, a line
+/// per gateway configuration.
+fn backend_count_plots(dir: &SweepDir) -> Result<Vec<(String, String, String)>, ReportError> {
+    type Of = Box<dyn Fn(&PointResult) -> Option<f64>>;
+    // The gateway's CPU as /proc/stat sees it: with nat, the kernel forwards
+    // in softirq and the gateway process itself stays idle.
+    let gateway_cpu: Option<usize> = dir
+        .experiment
+        .server
+        .cpu
+        .as_deref()
+        .and_then(|c| c.split([',', '-']).next())
+        .and_then(|c| c.trim().parse().ok());
+    let mut values: Vec<(&str, String, Of)> = vec![
+        (
+            "throughput",
+            "responses per second".into(),
+            Box::new(|p: &PointResult| Some(p.load.achieved_rate_per_s)),
+        ),
+        (
+            "traffic",
+            "response traffic (Mbit/s)".into(),
+            Box::new(|p: &PointResult| Some(p.load.throughput_mbit_s)),
+        ),
+        (
+            "gateway process CPU",
+            "gateway process CPU (share of one CPU)".into(),
+            Box::new(|p: &PointResult| p.gateway_cpu_share),
+        ),
+    ];
+    if let Some(cpu) = gateway_cpu {
+        values.push((
+            "busy share of the gateway's CPU",
+            format!("CPU {cpu} busy (share, /proc/stat)"),
+            Box::new(move |p: &PointResult| p.cpu_busy_share.get(cpu).copied()),
+        ));
+    }
+    let counted: Vec<(&PointResult, &str, f64)> = dir
+        .points
+        .iter()
+        .filter_map(|p| match connlab_lab::web_config(&p.params.engine) {
+            Ok((config, Some(n))) => Some((p, config, f64::from(n))),
+            _ => None,
+        })
+        .collect();
+    let mut configs: Vec<&str> = counted.iter().map(|c| c.1).collect();
+    configs.sort();
+    configs.dedup();
+    let mut rates: Vec<f64> = counted.iter().map(|c| c.0.params.rate_per_s).collect();
+    rates.sort_by(f64::total_cmp);
+    rates.dedup();
+    let mut out = Vec::new();
+    for rate in rates {
+        for (value_name, axis, value_of) in &values {
+            let series: Vec<Line> = configs
+                .iter()
+                .filter_map(|config| {
+                    let line = median_line(
+                        config,
+                        counted
+                            .iter()
+                            .filter(|c| {
+                                c.1 == *config && c.0.params.rate_per_s.to_bits() == rate.to_bits()
+                            })
+                            .filter_map(|(p, _, n)| Some((*n, value_of(p)?))),
+                        false,
+                    );
+                    (line.points.len() >= 2).then_some(line)
+                })
+                .collect();
+            if series.is_empty() {
+                continue;
+            }
+            let title = format!("{value_name} against backends ({})", rate_text(rate));
+            let svg = plots::linear_lines(&title, "backends", axis, &series, None, true)?;
+            let mut name = value_name.to_string();
+            name[..1].make_ascii_uppercase();
+            out.push((
+                format!("backends-{}", out.len()),
+                format!(
+                    "{name} against the number of backends, one line per gateway configuration (median over repetitions, bars: lowest to highest), {}: where a line stops rising, the gateway (or the clients' CPU) is the limit.",
+                    rate_text(rate)
+                ),
+                svg,
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// The send-deviation CDF at 0.5% steps from the point's histogram, or the
+/// summary's coarse CDF when the histogram is missing or unreadable.
+fn fine_deviation_cdf(p: &PointResult) -> Vec<connlab_measure::CdfPoint> {
+    p.load
+        .histograms
+        .send_deviation
+        .as_ref()
+        .and_then(|parts| connlab_measure::DeviationHistogram::from_parts(parts).ok())
+        .filter(|h| !h.is_empty())
+        .map(|h| h.cdf(201))
+        .unwrap_or_else(|| p.load.send_deviation_cdf.clone())
+}

@@ -1,0 +1,328 @@
+//! The Markdown and CSV renderings: the same paper / ours / ratio / spread /
+//! verdict data as the HTML page.
+
+use crate::claims::{ratio_text_x, ClaimResult};
+use crate::table::{metric_name, stat_names, unit, Cell};
+use crate::{
+    claim_spread, environment, in_unit, num_sig, ratio, spread_text, warnings, Model, ReportError,
+};
+use connlab_lab::Metric;
+use serde::Serialize;
+use std::fmt::Write as _;
+
+fn md_row(cells: &[String]) -> String {
+    format!(
+        "| {} |\n",
+        cells
+            .iter()
+            .map(|c| c.replace('|', "\\|").replace('\n', " "))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    )
+}
+
+/// Ours as `median [lowest–highest]` (the range only with repetitions).
+fn ours_md(cell: &Cell, k: usize, u: (&str, f64)) -> String {
+    match &cell.ours[k] {
+        None => "—".into(),
+        Some(s) if s.n() > 1 => format!("{} [{}]", num_sig(s.median() / u.1), spread_text(s, u)),
+        Some(s) => num_sig(s.median() / u.1),
+    }
+}
+
+fn stat_header(lead: &[&str], names: [&str; 3], unit: &str) -> String {
+    let mut header: Vec<String> = lead.iter().map(|s| s.to_string()).collect();
+    for n in names {
+        header.push(format!("{n} paper ({unit})"));
+        header.push(format!("{n} ours"));
+        header.push(format!("{n} ours/paper"));
+    }
+    md_row(&header) + &md_row(&vec!["---".to_string(); header.len()])
+}
+
+fn stat_cells(cell: &Cell, u: (&str, f64)) -> Vec<String> {
+    (0..3)
+        .flat_map(|k| {
+            [
+                in_unit(cell.paper[k], u),
+                ours_md(cell, k, u),
+                ratio(cell.ours_over_paper(k)),
+            ]
+        })
+        .collect()
+}
+
+/// A claim's number as the report prints it: a ratio, or a value with unit.
+fn claim_value(c: &ClaimResult, v: f64) -> String {
+    if c.is_ratio {
+        ratio_text_x(v)
+    } else {
+        let u = unit(c.metric);
+        format!("{} {}", num_sig(v / u.1), u.0)
+    }
+}
+
+pub(crate) fn markdown(m: &Model) -> String {
+    let (dir, t) = (m.dir, &m.table);
+    let names = stat_names(t.metric);
+    let u = unit(t.metric);
+    let mut out = format!("# {}\n\n", dir.experiment.title);
+    if dir.points.is_empty() {
+        out.push_str("No points finished yet.\n\n");
+    }
+    let _ = writeln!(
+        out,
+        "## {}: {} ({}), paper beside ours\n",
+        t.table,
+        metric_name(t.metric),
+        u.0
+    );
+    out.push_str(&stat_header(&["setting", "engine", "n"], names, u.0));
+    for row in &t.rows {
+        for (e, cell) in t.engines.iter().zip(&row.cells) {
+            let mut cells = vec![row.label.clone(), e.clone(), cell.n().to_string()];
+            cells.extend(stat_cells(cell, u));
+            out.push_str(&md_row(&cells));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\nOurs: the median over repetitions, [lowest–highest] when there are several. Values in {}.{}\n",
+        u.0,
+        dir.experiment
+            .paper
+            .as_ref()
+            .map(|p| format!(" {}", p.note.trim().replace('\n', " ")))
+            .unwrap_or_default()
+    );
+    for d in &m.derived {
+        let du = unit(d.metric);
+        let _ = writeln!(
+            out,
+            "## {}: {} ({}), from this sweep's points\n",
+            d.table,
+            metric_name(d.metric),
+            du.0
+        );
+        out.push_str(&stat_header(
+            &["engine", "our point", "n"],
+            stat_names(d.metric),
+            du.0,
+        ));
+        for r in &d.rows {
+            let mut cells = vec![
+                r.engine.clone(),
+                r.picked
+                    .clone()
+                    .unwrap_or_else(|| "nothing measured".into()),
+                r.cell.n().to_string(),
+            ];
+            cells.extend(stat_cells(&r.cell, du));
+            out.push_str(&md_row(&cells));
+        }
+        let _ = writeln!(
+            out,
+            "\nPer engine, our setting with the largest {} in this sweep. {}\n",
+            stat_names(d.metric)[0],
+            d.note.trim().replace('\n', " ")
+        );
+    }
+    if !m.claims.is_empty() {
+        out.push_str("## The paper's claims against ours\n\n");
+        for c in &m.claims {
+            let _ = writeln!(
+                out,
+                "- **{}: {}** ({} of the {} {}{}): **{}**",
+                c.source,
+                c.text.replace('\n', " "),
+                if c.is_ratio { "ratio" } else { "value" },
+                c.statistic,
+                metric_name(c.metric),
+                if c.expect.is_empty() {
+                    String::new()
+                } else {
+                    format!(", holds if our whole spread is {}", c.expect)
+                },
+                c.verdict.text()
+            );
+            for k in &c.checks {
+                let paper = k.paper.map_or("no paper value".into(), |p| {
+                    format!(
+                        "paper {}{}",
+                        claim_value(c, p),
+                        if k.paper_from_cells {
+                            ""
+                        } else {
+                            " (its text)"
+                        }
+                    )
+                });
+                let ours = match (k.ours, k.spread) {
+                    (Some(o), Some((lo, hi))) => format!(
+                        "ours {} [spread {}, n={}]",
+                        claim_value(c, o),
+                        claim_spread(c, lo, hi),
+                        k.n
+                    ),
+                    _ => "ours —".into(),
+                };
+                let _ = writeln!(
+                    out,
+                    "  - {}, {}: {paper}, {ours}: {}{}",
+                    k.engine,
+                    k.rows,
+                    k.verdict.text(),
+                    k.context
+                        .as_ref()
+                        .map(|c| format!("; {c}"))
+                        .unwrap_or_default()
+                );
+            }
+        }
+        out.push_str("\nA claim holds only if every comparison holds across our spread (the conservative interval: the lowest and highest ratio any pairing of repetitions gives).\n\n");
+    }
+    out.push_str("## Environment\n\n| | |\n|---|---|\n");
+    for (k, v) in environment(dir) {
+        out.push_str(&md_row(&[k.to_string(), v]));
+    }
+    out.push_str("\n## Warnings\n\n");
+    let ws = warnings(dir);
+    if ws.is_empty() {
+        out.push_str("none\n");
+    }
+    for (w, ids) in ws {
+        let _ = writeln!(out, "- {w} ({}: {})", ids.len(), ids.join(", "));
+    }
+    out
+}
+
+/// One CSV row in long form. `kind` is `cell` (the paper table), `derived`
+/// (a derived table) or `claim` (one comparison of a claim); columns that do
+/// not apply to a kind are empty.
+#[derive(Serialize, Default)]
+struct CsvRow {
+    kind: &'static str,
+    table: String,
+    metric: String,
+    statistic: String,
+    row_label: String,
+    connections: Option<u64>,
+    active_ratio: Option<f64>,
+    rate_per_s: Option<f64>,
+    engine: String,
+    n: usize,
+    paper_us: Option<f64>,
+    ours_median_us: Option<f64>,
+    ours_min_us: Option<f64>,
+    ours_max_us: Option<f64>,
+    ours_over_paper: Option<f64>,
+    claim_text: String,
+    /// `ratio`, or `value_us` for a value claim.
+    claim_quantity: String,
+    claim_paper: Option<f64>,
+    paper_from_cells: Option<bool>,
+    claim_ours: Option<f64>,
+    claim_ours_min: Option<f64>,
+    claim_ours_max: Option<f64>,
+    expect: String,
+    verdict: String,
+    claim_verdict: String,
+}
+
+fn metric_key(m: Metric) -> String {
+    metric_name(m).replace([' ', '-'], "_")
+}
+
+fn cell_rows(
+    kind: &'static str,
+    table: &str,
+    metric: Metric,
+    base: &CsvRow,
+    cell: &Cell,
+) -> Vec<CsvRow> {
+    (0..3)
+        .filter(|k| cell.ours[*k].is_some() || cell.paper[*k].is_some())
+        .map(|k| {
+            let s = cell.ours[k].as_ref();
+            CsvRow {
+                kind,
+                table: table.to_string(),
+                metric: metric_key(metric),
+                statistic: stat_names(metric)[k].to_string(),
+                row_label: base.row_label.clone(),
+                connections: base.connections,
+                active_ratio: base.active_ratio,
+                rate_per_s: base.rate_per_s,
+                engine: base.engine.clone(),
+                n: cell.n(),
+                paper_us: cell.paper[k],
+                ours_median_us: s.map(|s| s.median()),
+                ours_min_us: s.map(|s| s.min()),
+                ours_max_us: s.map(|s| s.max()),
+                ours_over_paper: cell.ours_over_paper(k),
+                ..CsvRow::default()
+            }
+        })
+        .collect()
+}
+
+pub(crate) fn csv(m: &Model) -> Result<String, ReportError> {
+    let t = &m.table;
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let err = |e: csv::Error| ReportError::Csv(e.to_string());
+    let mut rows: Vec<CsvRow> = Vec::new();
+    for row in &t.rows {
+        for (e, cell) in t.engines.iter().zip(&row.cells) {
+            let base = CsvRow {
+                row_label: row.label.clone(),
+                connections: Some(row.connections),
+                active_ratio: Some(row.active_ratio),
+                rate_per_s: Some(row.rate_per_s),
+                engine: e.clone(),
+                ..CsvRow::default()
+            };
+            rows.extend(cell_rows("cell", &t.table, t.metric, &base, cell));
+        }
+    }
+    for d in &m.derived {
+        for r in &d.rows {
+            let base = CsvRow {
+                row_label: r.picked.clone().unwrap_or_default(),
+                engine: r.engine.clone(),
+                ..CsvRow::default()
+            };
+            rows.extend(cell_rows("derived", &d.table, d.metric, &base, &r.cell));
+        }
+    }
+    for c in &m.claims {
+        for k in &c.checks {
+            rows.push(CsvRow {
+                kind: "claim",
+                table: c.source.clone(),
+                metric: metric_key(c.metric),
+                statistic: c.statistic.to_string(),
+                row_label: k.rows.clone(),
+                engine: k.engine.clone(),
+                n: k.n,
+                claim_text: c.text.clone(),
+                claim_quantity: if c.is_ratio { "ratio" } else { "value_us" }.into(),
+                claim_paper: k.paper,
+                paper_from_cells: k.paper.map(|_| k.paper_from_cells),
+                claim_ours: k.ours,
+                claim_ours_min: k.spread.map(|s| s.0),
+                claim_ours_max: k.spread.map(|s| s.1),
+                expect: c.expect.clone(),
+                verdict: k.verdict.text(),
+                claim_verdict: c.verdict.text(),
+                ..CsvRow::default()
+            });
+        }
+    }
+    for r in &rows {
+        w.serialize(r).map_err(err)?;
+    }
+    let bytes = w
+        .into_inner()
+        .map_err(|e| ReportError::Csv(e.to_string()))?;
+    String::from_utf8(bytes).map_err(|e| ReportError::Csv(e.to_string()))
+}

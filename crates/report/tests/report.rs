@@ -1,0 +1,450 @@
+//! The report of a small results fixture (no root, no timing): two engines,
+//! two repetitions, the paper's cells beside ours with ratios and verdicts,
+//! claims whose rows are missing, and every plot with labelled axes.
+//!
+//! The points are built in code from one real load result
+//! (`fixtures/load.json`, `fixtures/server.json`) with chosen statistics.
+
+use connlab_lab::{Experiment, PointResult, SweepDir, SweepInfo, TopologyInfo, POINT_SCHEMA};
+use connlab_report::{render, Format};
+use std::path::{Path, PathBuf};
+
+const LOCALITY: &str = r#"
+name = "fixture"
+title = "Fixture: latency against connections"
+[topology]
+client_hosts = 2
+[server]
+engines = ["select", "epoll"]
+cpu = "1"
+[matrix]
+connections = [400, 2000]
+active_ratios = ["1"]
+rates = [125, 500]
+request_size = 128
+response_size = "10KiB"
+duration = "1s"
+repetitions = 2
+[paper]
+table = "Table 3"
+source = "fixture"
+metric = "service_latency"
+vary = "connections"
+[[paper.cells]]
+engine = "select"
+connections = 400
+active_ratio = "1"
+rate_per_s = 125
+mean_us = 1130.0
+median_us = 1100.0
+stddev_us = 146.0
+[[paper.cells]]
+engine = "select"
+connections = 2000
+active_ratio = "1"
+rate_per_s = 125
+mean_us = 5650.0
+[[paper.cells]]
+engine = "select"
+connections = 400
+active_ratio = "1"
+rate_per_s = 2000
+mean_us = 1500.0
+[[paper.cells]]
+engine = "select"
+connections = 2000
+active_ratio = "1"
+rate_per_s = 2000
+mean_us = 9000.0
+[[paper.derived]]
+table = "Table 5"
+metric = "send_deviation"
+pick = "largest_first_stat"
+[[paper.derived.cells]]
+engine = "select"
+stddev_us = 7.08
+median_us = -0.214
+max_us = 337.0
+[[paper.claims]]
+text = "select grows with connections"
+engines = ["select"]
+from = 400
+to = 2000
+expect_min = 3.0
+[[paper.claims]]
+source = "Table 3"
+text = "select grows to 10,000 connections"
+engines = ["select"]
+from = 400
+to = 10000
+paper_ratio = 18.0
+expect_min = 5.0
+[[paper.claims]]
+text = "epoll stays flat"
+engines = ["epoll"]
+from = 400
+to = 2000
+expect_min = 0.8
+expect_max = 1.25
+[[paper.claims]]
+source = "Figure 2"
+text = "send deviation stays below 1 ms"
+engines = ["select", "epoll"]
+metric = "send_deviation"
+statistic = "max"
+expect_max = 1000.0
+[[paper.claims]]
+text = "select is slower than epoll at 2,000"
+engines = ["select"]
+versus = "epoll"
+from = 2000
+to = 2000
+expect_min = 2.0
+[[paper.claims]]
+text = "a claim this setup cannot test"
+engines = ["epoll"]
+versus = "select"
+unmeasurable = "needs 40,000 connections"
+"#;
+
+fn fixture(name: &str) -> serde_json::Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// A sweep of `toml` whose every planned point gets `stats(params)`:
+/// (mean latency µs, send-deviation max µs, poll-call CPU µs).
+fn sweep(toml: &str, stats: impl Fn(&connlab_lab::PointParams) -> (f64, f64, f64)) -> SweepDir {
+    let experiment = Experiment::from_toml(toml, "fixture.toml").unwrap();
+    let load = fixture("load.json");
+    let server = fixture("server.json");
+    let plan = experiment.plan(false);
+    let points = plan
+        .iter()
+        .map(|params| {
+            let (mean, dev_max, poll) = stats(params);
+            let mut l = load.clone();
+            l["service_latency_us"]["mean"] = mean.into();
+            l["service_latency_us"]["p50"] = (mean * 0.9).into();
+            l["service_latency_us"]["stddev"] = (mean * 0.2).into();
+            l["send_deviation_us"]["stddev"] = (dev_max / 40.0).into();
+            l["send_deviation_us"]["median"] = (-0.1).into();
+            l["send_deviation_us"]["max"] = dev_max.into();
+            l["achieved_rate_per_s"] = (params.rate_per_s.max(1000.0) * 0.99).into();
+            let mut s = server.clone();
+            s["poll_call_cpu_us"] = serde_json::json!({"mean": poll, "p50": poll});
+            s["poll_call_us"] = serde_json::json!({"mean": poll * 2.0, "p50": poll * 1.5});
+            s["cycle_us"] = serde_json::json!({"mean": poll * 3.0, "p50": poll * 3.0});
+            s["environment"]["cpu_affinity"] = "1".into();
+            PointResult {
+                schema: POINT_SCHEMA.into(),
+                id: params.id(),
+                params: params.clone(),
+                shards: 2,
+                load: serde_json::from_value(l).unwrap(),
+                server: Some(s),
+                warnings: Vec::new(),
+                backend_cpu_share: Vec::new(),
+                gateway_cpu_share: None,
+                cpu_busy_share: Vec::new(),
+                finished_unix_s: 1_795_000_000.0,
+            }
+        })
+        .collect::<Vec<_>>();
+    let info = SweepInfo {
+        schema: connlab_lab::SWEEP_SCHEMA.into(),
+        name: experiment.name.clone(),
+        title: experiment.title.clone(),
+        reproduces: experiment.reproduces().map(str::to_string),
+        quick: false,
+        started_unix_s: 1_795_000_000.0,
+        points_total: plan.len(),
+        connlab_version: "0.1.0".into(),
+        environment: serde_json::from_value(load["environment"].clone()).unwrap(),
+        topology: TopologyInfo {
+            server_host: "server".into(),
+            server_addr: "10.0.0.1".into(),
+            client_hosts: vec!["client1".into(), "client2".into()],
+            link_rate: None,
+            link_rate_bps: None,
+        },
+    };
+    SweepDir {
+        path: PathBuf::from("fixture"),
+        info,
+        experiment,
+        points,
+    }
+}
+
+/// select grows 5x from 400 to 2,000; epoll stays flat; repetition 2 is
+/// 10% slower than repetition 1.
+fn locality() -> SweepDir {
+    sweep(LOCALITY, |p| {
+        let base = if p.engine == "select" {
+            280.0 * p.connections as f64 / 400.0
+        } else {
+            200.0
+        };
+        let rep = if p.repetition == 2 { 1.1 } else { 1.0 };
+        (base * rep, 300.0 * rep, 0.0)
+    })
+}
+
+#[test]
+fn html_puts_the_paper_beside_ours_with_verdicts() {
+    let html = render(&locality(), Format::Html).unwrap();
+    // Kept for a look in a browser (scripts/screenshot_report.sh).
+    let _ = std::fs::write(
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-fixture.html"),
+        &html,
+    );
+    // Paper select mean at 400 conns, 125 req/s: 1.13 ms; ours the median of
+    // 280 and 308 µs = 0.294 ms; ours/paper 0.26x; the spread below it.
+    assert!(
+        html.contains("<td class=\"paper\">1.13</td>"),
+        "paper value"
+    );
+    assert!(
+        html.contains("0.294<span class=\"spread\">0.280–0.308</span>"),
+        "ours, median and spread"
+    );
+    assert!(html.contains("0.26×"), "ours / paper");
+    assert!(html.contains("service latency (ms)"), "unit stated");
+    // Claims: the shape from the paper's cells (5,650 / 1,130 = 5.0x).
+    assert!(html.contains("400 → 2,000 conns at ratio 1 · 125 req/s"));
+    assert!(html.contains("<td class=\"paper nowrap\">5.0×</td>"));
+    assert!(html.contains("<td class=\"holds\">holds</td>"));
+    assert!(html.contains("cannot be measured here: 10,000 conns not in this run"));
+    assert!(html.contains("widest span measured instead"));
+    // A setting only the paper has: named, never replaced by another.
+    assert!(html.contains("cannot be measured here: ratio 1 · 2,000 req/s not in this run"));
+    assert!(html.contains("cannot be measured here: needs 40,000 connections"));
+    // Derived Table 5: the paper's 7.08 µs beside ours, and the point picked.
+    assert!(html.contains("Table 5: send-timing deviation (µs)"));
+    assert!(html.contains("<td class=\"paper\">7.08</td>"));
+    assert!(
+        html.contains("2,000 conns · ratio 1 · 125 req/s")
+            || html.contains("400 conns · ratio 1 · 125 req/s")
+    );
+    // Environment: recorded placement, nothing unknown as "?".
+    assert!(html.contains("CPU set 1"));
+    assert!(!html.contains(" ?,") && !html.contains(" ?<"), "no '?'");
+    // Each claim comparison states its verdict.
+    let claims = &html[html.find("id=\"claims\"").unwrap()..];
+    let claims = &claims[..claims.find("</table>").unwrap()];
+    for row in claims.split("<tr").skip(2) {
+        assert!(
+            ["holds", "fails", "unmeasurable", "unjudged"]
+                .iter()
+                .any(|k| row.contains(&format!("class=\"{k}\""))),
+            "row without a verdict: {row}"
+        );
+    }
+}
+
+#[test]
+fn a_failing_claim_says_so() {
+    let dir = sweep(LOCALITY, |p| {
+        // epoll doubles: "stays flat" fails.
+        let base = if p.engine == "select" { 1.0 } else { 2.0 };
+        (base * p.connections as f64, 300.0, 0.0)
+    });
+    let html = render(&dir, Format::Html).unwrap();
+    assert!(
+        html.contains("<td class=\"fails\">does not hold</td>"),
+        "{html}"
+    );
+}
+
+#[test]
+fn markdown_and_csv_carry_the_same_data() {
+    let dir = locality();
+    let md = render(&dir, Format::Markdown).unwrap();
+    insta::assert_snapshot!("locality_markdown", md);
+    let csv = render(&dir, Format::Csv).unwrap();
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let headers = reader.headers().unwrap().clone();
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    let width = headers.len();
+    assert!(rows.iter().all(|r| r.len() == width), "rectangular");
+    let cell = rows
+        .iter()
+        .find(|r| {
+            &r[col("kind")] == "cell"
+                && &r[col("engine")] == "select"
+                && &r[col("statistic")] == "mean"
+                && &r[col("connections")] == "400"
+                && &r[col("rate_per_s")] == "125.0"
+        })
+        .expect("select mean at 400 conns, 125 req/s");
+    assert_eq!(&cell[col("paper_us")], "1130.0");
+    assert_eq!(&cell[col("ours_min_us")], "280.0");
+    assert_eq!(&cell[col("n")], "2");
+    let claims: Vec<&csv::StringRecord> =
+        rows.iter().filter(|r| &r[col("kind")] == "claim").collect();
+    assert!(claims.iter().any(|r| &r[col("verdict")] == "holds"));
+    assert!(claims
+        .iter()
+        .any(|r| r[col("verdict")].starts_with("cannot be measured here")));
+    assert!(rows.iter().any(|r| &r[col("kind")] == "derived"));
+}
+
+/// Tick labels of an SVG: numeric `<text>` elements grouped by the axis
+/// they sit on (x labels share a y coordinate, y labels an x coordinate).
+fn axis_ticks(svg: &str) -> (usize, usize) {
+    let mut texts: Vec<(String, String, String)> = Vec::new();
+    for part in svg.split("<text").skip(1) {
+        let attr = |name: &str| {
+            let key = format!(" {name}=\"");
+            part.find(&key).map(|i| {
+                let rest = &part[i + key.len()..];
+                rest[..rest.find('"').unwrap()].to_string()
+            })
+        };
+        let body = part[part.find('>').unwrap() + 1..part.find("</text>").unwrap()].trim();
+        let numeric = body.replace([',', '-', '.', '−', '/'], "");
+        if !numeric.is_empty() && numeric.chars().all(|c| c.is_ascii_digit()) {
+            texts.push((
+                attr("x").unwrap_or_default(),
+                attr("y").unwrap_or_default(),
+                body.to_string(),
+            ));
+        }
+    }
+    let most = |key: fn(&(String, String, String)) -> &String| {
+        let mut best = 0;
+        for t in &texts {
+            best = best.max(texts.iter().filter(|u| key(u) == key(t)).count());
+        }
+        best
+    };
+    (most(|t| &t.1), most(|t| &t.0))
+}
+
+fn svgs(html: &str) -> Vec<&str> {
+    html.split("<svg")
+        .skip(1)
+        .map(|s| &s[..s.find("</svg>").unwrap()])
+        .collect()
+}
+
+#[test]
+fn every_plot_has_tick_labels_on_both_axes() {
+    let html = render(&locality(), Format::Html).unwrap();
+    let plots = svgs(&html);
+    assert!(plots.len() >= 3, "connections plots and CDFs");
+    for svg in &plots {
+        let (x, y) = axis_ticks(svg);
+        assert!(x >= 2 && y >= 2, "x {x}, y {y} tick labels in {svg}");
+        assert!(!svg.contains(".0<"), "no trailing .0 labels");
+    }
+    // The paper's values drawn on the same axes.
+    assert!(html.contains("select (paper)"));
+
+    // The polling-cost kind: server timings and throughput against
+    // connections, closed loop.
+    let poll = LOCALITY
+        .replace(
+            "metric = \"service_latency\"\nvary",
+            "metric = \"poll_call\"\nvary",
+        )
+        .replace("rates = [125, 500]", "rates = [\"max\"]")
+        .replace(
+            "connections = [400, 2000]",
+            "connections = [1000, 5000, 10000]",
+        )
+        .replace(
+            "[matrix]",
+            "[client]\nactive_policy = \"rotating\"\ndepth = 1\n[matrix]",
+        );
+    let poll = poll[..poll.find("[[paper.cells]]").unwrap()].to_string();
+    let dir = sweep(&poll, |p| {
+        (
+            100.0,
+            0.0,
+            if p.engine == "select" {
+                p.connections as f64 / 100.0
+            } else {
+                2.0
+            },
+        )
+    });
+    let html = render(&dir, Format::Html).unwrap();
+    let plots = svgs(&html);
+    assert!(plots.len() >= 5, "{} polling plots", plots.len());
+    for svg in plots {
+        let (x, y) = axis_ticks(svg);
+        assert!(x >= 2 && y >= 2, "x {x}, y {y} tick labels in {svg}");
+        assert!(
+            svg.contains("5,000\n</text>"),
+            "connection counts label the x axis: {svg}"
+        );
+    }
+}
+
+#[test]
+fn active_ratio_and_web_plots_have_tick_labels() {
+    // Table 4's kind: one connection count, the active ratio varies.
+    let table4 = LOCALITY
+        .replace("connections = [400, 2000]", "connections = [10000]")
+        .replace(
+            "active_ratios = [\"1\"]",
+            "active_ratios = [\"1/4\", \"1/16\", \"1/64\"]",
+        )
+        .replace("vary = \"connections\"", "vary = \"active_ratio\"");
+    let table4 = table4[..table4.find("[[paper.cells]]").unwrap()].to_string();
+    let dir = sweep(&table4, |p| (100.0 + 1000.0 * p.active_ratio, 200.0, 0.0));
+    let html = render(&dir, Format::Html).unwrap();
+    let plots = svgs(&html);
+    assert!(html.contains("against active ratio"));
+    assert!(
+        html.contains("1/64\n</text>"),
+        "ratios labelled as fractions"
+    );
+    for svg in &plots {
+        let (x, y) = axis_ticks(svg);
+        assert!(x >= 2 && y >= 2, "x {x}, y {y} tick labels in {svg}");
+    }
+
+    // The gateway kind: rates on the x axis, and backend counts.
+    let web = r#"
+name = "web"
+title = "Web fixture"
+[topology]
+client_hosts = 2
+[server]
+engines = ["proxy:1", "proxy:2", "proxy:3"]
+protocol = "http"
+cpu = "1"
+[matrix]
+connections = [100]
+active_ratios = ["1"]
+rates = [500, 1000, 2000]
+request_size = 128
+response_size = "10KiB"
+duration = "1s"
+repetitions = 2
+[web]
+backends = 3
+"#;
+    let mut dir = sweep(web, |p| (1000.0 + p.rate_per_s, 0.0, 0.0));
+    for p in &mut dir.points {
+        let n = p.params.engine[6..].parse::<usize>().unwrap();
+        p.backend_cpu_share = vec![0.2 * p.params.rate_per_s / 1000.0; n];
+        p.gateway_cpu_share = Some(0.1 * n as f64);
+        p.cpu_busy_share = vec![0.3, 0.05 * n as f64];
+    }
+    let html = render(&dir, Format::Html).unwrap();
+    let plots = svgs(&html);
+    assert!(html.contains("against backends"), "backend-count plots");
+    assert!(plots.len() >= 6, "{} web plots", plots.len());
+    for svg in &plots {
+        let (x, y) = axis_ticks(svg);
+        assert!(x >= 2 && y >= 2, "x {x}, y {y} tick labels in {svg}");
+        assert!(!svg.contains(".0\n</text>"), "no trailing .0 labels");
+    }
+}
