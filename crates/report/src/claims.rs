@@ -461,12 +461,16 @@ fn along_checks(
                         let (a, b) = if from <= to { (lo, hi) } else { (hi, lo) };
                         if !close(a.0, b.0) {
                             if let Ok((m, l, h)) = ratio_spread(&a.1, &b.1) {
+                                let (l, h) = (ratio_text_x(l), ratio_text_x(h));
+                                let spread = if l == h {
+                                    String::new()
+                                } else {
+                                    format!(" [{}–{h}]", l.trim_end_matches('×'))
+                                };
                                 check.context = Some(format!(
-                                    "widest span measured instead: {}, {} [{}–{}], context only, not judged",
+                                    "widest span measured instead: {}, {}{spread}, context only, not judged",
                                     span_text(along, a.0, b.0),
                                     ratio_text_x(m),
-                                    ratio_text_x(l).trim_end_matches('×'),
-                                    ratio_text_x(h)
                                 ));
                             }
                         }
