@@ -461,12 +461,16 @@ fn along_checks(
                         let (a, b) = if from <= to { (lo, hi) } else { (hi, lo) };
                         if !close(a.0, b.0) {
                             if let Ok((m, l, h)) = ratio_spread(&a.1, &b.1) {
+                                let (l, h) = (ratio_text_x(l), ratio_text_x(h));
+                                let spread = if l == h {
+                                    String::new()
+                                } else {
+                                    format!(" [{}–{h}]", l.trim_end_matches('×'))
+                                };
                                 check.context = Some(format!(
-                                    "widest span measured instead: {}, {} [{}–{}], context only, not judged",
+                                    "widest span measured instead: {}, {}{spread}, context only, not judged",
                                     span_text(along, a.0, b.0),
                                     ratio_text_x(m),
-                                    ratio_text_x(l).trim_end_matches('×'),
-                                    ratio_text_x(h)
                                 ));
                             }
                         }
@@ -597,14 +601,25 @@ fn value_checks(
             .filter_map(|r| Some((r, ours_at(dir, &r.cells[col], metric, k)?)))
             .collect();
         // The paper's value: a derived table of this metric gives the
-        // engine's worst case.
+        // engine's worst case; else the worst of the paper's own cells of
+        // this metric (the largest for an upper bound, the smallest for a
+        // lower one).
+        let upper = claim.expect_max.is_some() || claim.expect_min.is_none();
+        let worst_cell = paper
+            .filter(|p| p.metric == metric)
+            .into_iter()
+            .flat_map(|p| p.cells.iter())
+            .filter(|c| c.engine == *engine)
+            .filter_map(|c| c.stats(metric)[k])
+            .reduce(|a, b| if upper { a.max(b) } else { a.min(b) });
         let paper_value = paper
             .into_iter()
             .flat_map(|p| p.derived.iter())
             .filter(|d| d.metric == metric)
             .flat_map(|d| d.cells.iter())
             .find(|c| c.engine == *engine)
-            .and_then(|c| c.stats(metric)[k]);
+            .and_then(|c| c.stats(metric)[k])
+            .or(worst_cell);
         let mut check = ClaimCheck {
             engine: engine.clone(),
             rows: String::new(),
@@ -624,7 +639,6 @@ fn value_checks(
         }
         // The row that decides: the largest median for an upper bound, the
         // smallest for a lower one.
-        let upper = claim.expect_max.is_some() || claim.expect_min.is_none();
         let worst = if upper {
             measured
                 .iter()

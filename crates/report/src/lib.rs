@@ -139,11 +139,17 @@ pub(crate) fn spread_text(s: &Spread, unit: (&str, f64)) -> String {
 pub(crate) fn claim_spread(c: &ClaimResult, lo: f64, hi: f64) -> String {
     if c.is_ratio {
         let (l, h) = (claims::ratio_text_x(lo), claims::ratio_text_x(hi));
-        format!("{}–{h}", l.trim_end_matches('×'))
+        if l == h {
+            h
+        } else {
+            format!("{}–{h}", l.trim_end_matches('×'))
+        }
     } else {
         let u = unit(c.metric);
         let (l, h) = (num_sig(lo / u.1), num_sig(hi / u.1));
-        if lo < 0.0 {
+        if l == h {
+            format!("{h} {}", u.0)
+        } else if lo < 0.0 {
             format!("{l} to {h} {}", u.0)
         } else {
             format!("{l}–{h} {}", u.0)

@@ -73,6 +73,10 @@ const SIZE: (u32, u32) = (720, 420);
 /// Roughly the pixels along each axis inside the frame.
 const X_PIXELS: f64 = 600.0;
 const Y_PIXELS: f64 = 320.0;
+/// Least pixels between neighbouring tick labels: x labels sit side by side
+/// (`10,000` is ~45 px wide), y labels one above the other.
+const X_GAP: f64 = 55.0;
+const Y_GAP: f64 = 24.0;
 
 /// Extent of the data, padded; for a log axis kept positive.
 fn extent(values: impl Iterator<Item = f64>, log: bool) -> (f64, f64) {
@@ -124,8 +128,8 @@ pub(crate) fn tick_label(v: f64) -> String {
 /// Tick positions on a log axis over `[lo, hi]` spanning `pixels`: the data's
 /// own values when `prefer` holds few enough, far enough apart; else 1-2-5
 /// (thinned to powers of ten on a crowded axis, refined to every digit on a
-/// short one); never fewer than two.
-fn log_ticks(lo: f64, hi: f64, pixels: f64, prefer: &[f64]) -> Vec<f64> {
+/// short one), labels at least `gap` pixels apart; never fewer than two.
+fn log_ticks(lo: f64, hi: f64, pixels: f64, gap: f64, prefer: &[f64]) -> Vec<f64> {
     let decades = (hi / lo).log10().max(1e-9);
     let per_decade = pixels / decades;
     let mut own: Vec<f64> = prefer
@@ -138,13 +142,14 @@ fn log_ticks(lo: f64, hi: f64, pixels: f64, prefer: &[f64]) -> Vec<f64> {
     if (2..=8).contains(&own.len())
         && own
             .windows(2)
-            .all(|w| (w[1] / w[0]).log10() * per_decade >= 55.0)
+            .all(|w| (w[1] / w[0]).log10() * per_decade >= gap)
     {
         return own;
     }
-    let steps: &[f64] = if per_decade < 150.0 {
+    // The closest neighbours: 1-2-5 are log10(2) apart, every digit log10(10/9).
+    let steps: &[f64] = if per_decade * 2f64.log10() < gap {
         &[1.0]
-    } else if per_decade < 600.0 {
+    } else if per_decade * (10.0f64 / 9.0).log10() < gap {
         &[1.0, 2.0, 5.0]
     } else {
         &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]
@@ -164,12 +169,12 @@ fn log_ticks(lo: f64, hi: f64, pixels: f64, prefer: &[f64]) -> Vec<f64> {
         // Less than a step of 1-2-5: even ticks across the range.
         return linear_ticks(lo, hi, pixels, false);
     }
-    // Keep labels at least ~45 px apart.
+    // Keep labels at least `gap` pixels apart.
     let mut kept: Vec<f64> = Vec::new();
     for t in ticks {
         if kept
             .last()
-            .is_none_or(|k| (t / k).log10() * per_decade >= 45.0)
+            .is_none_or(|k| (t / k).log10() * per_decade >= gap)
         {
             kept.push(t);
         }
@@ -242,9 +247,9 @@ struct Axis {
     ticks: Vec<f64>,
 }
 
-fn log_axis(values: &[f64], pixels: f64, own_ticks: bool) -> Axis {
+fn log_axis(values: &[f64], pixels: f64, gap: f64, own_ticks: bool) -> Axis {
     let (lo, hi) = extent(values.iter().copied(), true);
-    let ticks = log_ticks(lo, hi, pixels, if own_ticks { values } else { &[] });
+    let ticks = log_ticks(lo, hi, pixels, gap, if own_ticks { values } else { &[] });
     Axis { lo, hi, ticks }
 }
 
@@ -320,8 +325,8 @@ pub(crate) fn log_log_labelled(
     lines: &[Line],
     x_label: fn(f64) -> String,
 ) -> Result<String, ReportError> {
-    let x = log_axis(&all_x(lines), X_PIXELS, true);
-    let y = log_axis(&all_y(lines), Y_PIXELS, false);
+    let x = log_axis(&all_x(lines), X_PIXELS, X_GAP, true);
+    let y = log_axis(&all_y(lines), Y_PIXELS, Y_GAP, false);
     draw(
         title,
         (x_desc, x_label),
@@ -478,19 +483,19 @@ mod tests {
     #[test]
     fn log_ticks_are_1_2_5_or_the_data() {
         assert_eq!(
-            log_ticks(300.0, 13000.0, 600.0, &[400.0, 2000.0, 10000.0]),
+            log_ticks(300.0, 13000.0, 600.0, X_GAP, &[400.0, 2000.0, 10000.0]),
             vec![400.0, 2000.0, 10000.0]
         );
         // Too close together for their own labels: 1-2-5.
-        let t = log_ticks(3000.0, 7000.0, 600.0, &[4000.0, 5000.0, 6000.0]);
+        let t = log_ticks(3000.0, 7000.0, 600.0, X_GAP, &[4000.0, 5000.0, 6000.0]);
         assert!(t.len() >= 2, "{t:?}");
-        let t = log_ticks(50.0, 20000.0, 600.0, &[]);
+        let t = log_ticks(50.0, 20000.0, 600.0, X_GAP, &[]);
         assert_eq!(
             t,
             vec![50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0, 10000.0, 20000.0]
         );
         // Inside one step of 1-2-5: even ticks.
-        assert!(log_ticks(1100.0, 1400.0, 320.0, &[]).len() >= 2);
+        assert!(log_ticks(1100.0, 1400.0, 320.0, Y_GAP, &[]).len() >= 2);
     }
 
     #[test]
