@@ -368,6 +368,25 @@ pub struct Paper {
     /// The paper's claims, checked against ours.
     #[serde(default)]
     pub claims: Vec<PaperClaim>,
+    /// Settings of the paper this machine cannot run, reached by extending
+    /// our measurements (the report says so and why).
+    #[serde(default)]
+    pub projection: Option<PaperProjection>,
+}
+
+/// `[paper.projection]`: the paper's values of one parameter beyond what
+/// runs here (40,000 connections against a 20,000 open-files limit); the
+/// report extends a line through our medians to them, where the data
+/// support one.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PaperProjection {
+    /// The parameter projected along.
+    pub along: Vary,
+    /// The paper's values to project to.
+    pub to: Vec<f64>,
+    /// Why these settings cannot run here.
+    pub why: String,
 }
 
 /// How a derived table picks, per engine, the point it reports.
@@ -983,6 +1002,22 @@ impl Experiment {
             Ok(())
         };
         check_cells("paper.cells", &p.cells)?;
+        if let Some(proj) = &p.projection {
+            if proj.to.is_empty() {
+                return Err(bad(
+                    "paper.projection.to".into(),
+                    "give at least one value to project to".into(),
+                ));
+            }
+            for (i, v) in proj.to.iter().enumerate() {
+                if !v.is_finite() || *v <= 0.0 {
+                    return Err(bad(
+                        format!("paper.projection.to[{i}]"),
+                        format!("{v}: a positive number"),
+                    ));
+                }
+            }
+        }
         for (d, derived) in p.derived.iter().enumerate() {
             if derived.table.trim().is_empty() {
                 return Err(bad(

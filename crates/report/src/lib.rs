@@ -13,6 +13,7 @@ mod figures;
 mod index;
 mod pipeline;
 mod plots;
+mod projection;
 mod table;
 mod text;
 mod verdicts;
@@ -22,6 +23,7 @@ pub use claims::{
 };
 pub use index::{ClaimRow, Index, IndexExperiment, IndexPaper};
 pub use pipeline::render_pipeline;
+pub use projection::{project, projections, Projection};
 pub use table::{
     grouped, metric_name, our_stats, param_text, rate_text, ratio_text, stat_names, unit, Cell,
     PaperTable, Row, Spread,
@@ -624,6 +626,8 @@ fn html(m: &Model) -> Result<String, ReportError> {
         }
         h.push_str("</tbody>\n<caption>A claim holds only if every comparison holds across our spread. Ratios compare the named statistic between the two rows (to ÷ from) or between two engines at one row; ours is the ratio of the medians, and the spread is the conservative interval: the lowest and highest ratio any pairing of the two cells' repetitions gives (smallest over largest, largest over smallest), with no assumption that repetitions of different cells correspond. A value claim's spread runs from the lowest to the highest repetition over every setting. Paper: computed from the paper's cells where the experiment file gives them for the rows compared; † marks the number the paper's text states instead. Rows not in this run are never replaced by others for the verdict; the widest span measured is shown beside them as context.</caption>\n</table>\n</div>\n");
     }
+
+    h.push_str(&projection::html(dir, t));
 
     // Plots.
     h.push_str("<h2>Plots</h2>\n");
