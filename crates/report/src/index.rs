@@ -45,6 +45,20 @@ pub struct ClaimRow {
     pub verdict: Verdict,
     /// What the verdict rests on: the bounds, the rows compared.
     pub reason: String,
+    /// A table compared cell by cell rather than a claim: absolute values
+    /// from other hardware, shown and not judged.
+    pub table: bool,
+}
+
+impl ClaimRow {
+    /// The verdict as the index prints it.
+    pub fn verdict_text(&self) -> String {
+        if self.table {
+            "compared cell by cell, not judged".into()
+        } else {
+            self.verdict.text()
+        }
+    }
 }
 
 /// One experiment of a paper on the index.
@@ -93,11 +107,11 @@ pub struct Index {
 }
 
 impl Index {
-    /// Counts of verdicts over every row: (holds, does not hold, cannot be
-    /// measured, not judged).
+    /// Counts of the claims' verdicts (tables aside): (holds, does not
+    /// hold, cannot be measured, not judged).
     pub fn tally(&self) -> [usize; 4] {
         let mut t = [0; 4];
-        for r in self.rows() {
+        for r in self.rows().filter(|r| !r.table) {
             t[match r.verdict {
                 Verdict::Holds => 0,
                 Verdict::DoesNotHold { .. } => 1,
@@ -177,8 +191,8 @@ impl Index {
                         esc(&r.text),
                         esc(&r.paper),
                         esc(&r.ours),
-                        class(&r.verdict),
-                        esc(&r.verdict.text())
+                        if r.table { "compared" } else { class(&r.verdict) },
+                        esc(&r.verdict_text())
                     );
                 }
                 h.push_str("</tbody>\n</table>\n");
@@ -216,9 +230,9 @@ impl Index {
                 m.push_str("| where | claim | paper | ours | verdict |\n|---|---|---:|---:|---|\n");
                 for r in &e.rows {
                     let verdict = if r.reason.is_empty() {
-                        r.verdict.text()
+                        r.verdict_text()
                     } else {
-                        format!("{} ({})", r.verdict.text(), r.reason)
+                        format!("{} ({})", r.verdict_text(), r.reason)
                     };
                     let cells = [&r.source, &r.text, &r.paper, &r.ours, &verdict]
                         .map(|c| c.replace('|', "\\|").replace('\n', " "));
@@ -254,7 +268,11 @@ impl Index {
                         claim: &r.text,
                         paper_value: &r.paper,
                         ours: &r.ours,
-                        verdict: verdict_key(&r.verdict),
+                        verdict: if r.table {
+                            "table"
+                        } else {
+                            verdict_key(&r.verdict)
+                        },
                         reason: &r.reason,
                     });
                 }
@@ -286,6 +304,7 @@ mod tests {
             ours: "19.1x [17-21x]".into(),
             verdict,
             reason: reason.into(),
+            table: false,
         };
         Index {
             title: "T".into(),
