@@ -177,7 +177,7 @@ impl Index {
                     h.push_str("<p class=\"note\">No claims checked.</p>\n");
                     continue;
                 }
-                h.push_str("<table class=\"claims\">\n<thead><tr><th class=\"label\">where</th><th class=\"label\">claim</th><th>paper</th><th>ours</th><th class=\"label\">verdict</th></tr></thead>\n<tbody>\n");
+                h.push_str("<table class=\"claims\">\n<colgroup><col style=\"width:9%\"><col style=\"width:40%\"><col style=\"width:13%\"><col style=\"width:17%\"><col style=\"width:21%\"></colgroup>\n<thead><tr><th class=\"label\">where</th><th class=\"label\">claim</th><th>paper</th><th>ours</th><th class=\"label\">verdict</th></tr></thead>\n<tbody>\n");
                 for r in &e.rows {
                     let reason = if r.reason.is_empty() {
                         String::new()
@@ -284,7 +284,6 @@ impl Index {
 
 const INDEX_STYLE: &str = "<style>
 table.claims{width:100%;table-layout:fixed}
-table.claims td.claim{width:45%}
 table.claims td,table.claims th{overflow-wrap:anywhere}
 td.verdict.holds{color:#1a7f37;font-weight:600}
 td.verdict.fails{color:#b42318;font-weight:600}

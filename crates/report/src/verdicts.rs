@@ -155,6 +155,8 @@ fn fmt(v: f64, unit: &str) -> String {
 fn range(lo: f64, hi: f64, unit: &str) -> String {
     if fmt(lo, "") == fmt(hi, "") {
         fmt(lo, unit)
+    } else if lo < 0.0 || hi < 0.0 {
+        format!("{} to {}", fmt(lo, ""), fmt(hi, unit))
     } else {
         format!("{}–{}", fmt(lo, ""), fmt(hi, unit))
     }
