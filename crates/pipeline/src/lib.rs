@@ -21,6 +21,7 @@ pub mod content;
 pub mod header;
 pub mod layer;
 pub mod pool;
+pub mod projection;
 
 mod bench;
 mod idle;
@@ -42,6 +43,7 @@ pub use bench::{
 };
 pub use idle::IdleConfig;
 pub use pool::{Buf, BufferPool, LockFreePool, MutexPool, PoolKind};
+pub use projection::{project, Bound, Projection, ProjectionInput, StageCost, StageRole};
 
 use crate::header::HEADER_LEN;
 use crate::layer::{Layer, Role};
@@ -401,6 +403,9 @@ pub struct StageStats {
     /// The same without the cap, ns per message.
     #[serde(default)]
     pub busy_raw_ns_per_message: f64,
+    /// Timed working rounds behind `busy_s`.
+    #[serde(default)]
+    pub busy_rounds: u64,
     /// `sched_yield` calls while idle.
     pub yields: u64,
     /// Parks while idle.
@@ -450,7 +455,9 @@ pub struct PipelineResult {
     /// Measured SPSC hop cost used for the projection, ns.
     pub handoff_ns: f64,
     /// Throughput with one core per layer thread (layer-parallel) or per
-    /// worker (run-to-completion), Mbit/s, bounded by the line rate.
+    /// worker (run-to-completion), Mbit/s, bounded by the line rate only:
+    /// the layer stages alone. [`PipelineResult::projection`] is the
+    /// figure bounded by every stage, the line and the CPU share.
     pub projected_throughput_mbit_s: f64,
     /// What bounds the projection, e.g. `"receiver layer 1"` or `"line"`.
     pub projected_bottleneck: String,
@@ -470,6 +477,15 @@ pub struct PipelineResult {
     pub errors: Vec<String>,
     /// Pool algorithm and size.
     pub pool: String,
+    /// The projection to one core per thread bounded by the stages the
+    /// layers leave out (source, sink, lines), the line rate and the CPU
+    /// share, or the reason there is none ([`projection`]).
+    #[serde(default = "unrecorded_projection")]
+    pub projection: Projection,
+}
+
+fn unrecorded_projection() -> Projection {
+    Projection::none("recorded before bounded projections existed")
 }
 
 /// Relative capacity as the paper defines it: protocol work done per unit
@@ -1259,6 +1275,7 @@ fn assemble(
             messages: r.messages,
             busy_ns_per_message: per_message_ns(r.busy_s, r.messages),
             busy_raw_ns_per_message: per_message_ns(r.busy_raw_s, r.messages),
+            busy_rounds: r.busy_rounds,
             yields: r.yields,
             parks: r.parks,
             dropped: r.dropped,
@@ -1269,7 +1286,7 @@ fn assemble(
         .collect();
     let delivered = sink.delivered;
     let (proj, bottleneck, proj_all, bottleneck_all) =
-        project(cfg, &per_layer, collected, delivered, handoff_ns);
+        project_layers(cfg, &per_layer, collected, delivered, handoff_ns);
     let verified = !interrupted
         && delivered == cfg.messages
         && sent == cfg.messages
@@ -1277,6 +1294,15 @@ fn assemble(
         && sink.checksum.hex() == sender_ck;
     let retransmissions = per_layer.iter().map(|l| l.retransmissions).sum();
     let rate = |x: f64| if elapsed_s > 0.0 { x / elapsed_s } else { 0.0 };
+    let throughput_mbit_s = rate(sink.bytes as f64 * 8.0 / 1e6);
+    let projection = project(&projection_input(
+        cfg,
+        collected,
+        delivered,
+        handoff_ns,
+        throughput_mbit_s,
+        verified,
+    ));
     PipelineResult {
         layers: n,
         message_size: cfg.message_size,
@@ -1288,7 +1314,7 @@ fn assemble(
         verified,
         stream_checksum: sink.checksum.hex(),
         elapsed_s,
-        throughput_mbit_s: rate(sink.bytes as f64 * 8.0 / 1e6),
+        throughput_mbit_s,
         messages_per_s: rate(delivered as f64),
         retransmissions,
         per_layer,
@@ -1308,6 +1334,96 @@ fn assemble(
             ctx.pool.capacity(),
             ctx.pool.buffer_size()
         ),
+        projection,
+    }
+}
+
+/// CPUs the run's threads could use: the distinct CPUs of the map, or the
+/// process's affinity.
+fn run_cpus(cfg: &PipelineConfig) -> usize {
+    match &cfg.cpu_map {
+        Some(map) if !map.is_empty() => {
+            let mut m = map.clone();
+            m.sort_unstable();
+            m.dedup();
+            m.len()
+        }
+        _ => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    }
+}
+
+/// The stage costs of a run, per delivered message, for [`project`].
+fn projection_input(
+    cfg: &PipelineConfig,
+    collected: &Collected,
+    delivered: u64,
+    handoff_ns: f64,
+    measured_mbit_s: f64,
+    verified: bool,
+) -> ProjectionInput {
+    let per = |s: f64, n: u64| per_message_ns(s, n);
+    let mut stages = Vec::new();
+    match cfg.mode {
+        Mode::LayerParallel => {
+            for r in collected.threads.iter().filter(|r| r.layer.is_some()) {
+                stages.push(StageCost {
+                    name: r.name.clone(),
+                    role: StageRole::Layers,
+                    ns_per_message: per(r.busy_s, r.messages),
+                    raw_ns_per_message: per(r.busy_raw_s, r.messages),
+                    rounds: r.busy_rounds,
+                });
+            }
+        }
+        Mode::RunToCompletion { threads } => {
+            // The workers generate and check messages too: their whole busy
+            // time, shared over the side's workers.
+            for side in ["sender", "receiver"] {
+                let workers: Vec<&ThreadReport> = collected
+                    .threads
+                    .iter()
+                    .filter(|r| r.side == side && r.name.contains("worker"))
+                    .collect();
+                let sum = |f: fn(&ThreadReport) -> f64| workers.iter().map(|r| f(r)).sum::<f64>();
+                let share = threads.max(1) as f64;
+                stages.push(StageCost {
+                    name: format!("{side} workers"),
+                    role: StageRole::Layers,
+                    ns_per_message: per(sum(|r| r.busy_s), delivered) / share,
+                    raw_ns_per_message: per(sum(|r| r.busy_raw_s), delivered) / share,
+                    rounds: workers.iter().map(|r| r.busy_rounds).sum(),
+                });
+            }
+        }
+    }
+    for r in &collected.threads {
+        let role = if r.name.contains("source") {
+            StageRole::Source
+        } else if r.name.contains("sink") {
+            StageRole::Sink
+        } else if r.name.contains("line") {
+            StageRole::Line
+        } else {
+            continue;
+        };
+        // Lines handle data frames and acknowledgements: charged per message.
+        stages.push(StageCost {
+            name: r.name.clone(),
+            role,
+            ns_per_message: per(r.busy_s, delivered),
+            raw_ns_per_message: per(r.busy_raw_s, delivered),
+            rounds: r.busy_rounds,
+        });
+    }
+    ProjectionInput {
+        stages,
+        handoff_ns,
+        message_size: cfg.message_size,
+        line_messages_per_s: line_rate(cfg),
+        measured_mbit_s,
+        threads: collected.threads.len(),
+        cpus: run_cpus(cfg),
+        verified,
     }
 }
 
@@ -1319,7 +1435,7 @@ fn assemble(
 /// uses the workers' whole busy time (message generation and checking too).
 /// Both are bounded by the line rate. The second projection also counts
 /// source, sink and line threads.
-fn project(
+fn project_layers(
     cfg: &PipelineConfig,
     per_layer: &[LayerStats],
     collected: &Collected,
