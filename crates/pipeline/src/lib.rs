@@ -488,6 +488,47 @@ fn unrecorded_projection() -> Projection {
     Projection::none("recorded before bounded projections existed")
 }
 
+impl PipelineResult {
+    /// A verified result with the given throughput and projection and no
+    /// per-thread detail, for report fixtures and tests (no run needed).
+    pub fn synthetic(
+        layers: usize,
+        message_size: usize,
+        mode: Mode,
+        throughput_mbit_s: f64,
+        projection: Projection,
+    ) -> PipelineResult {
+        PipelineResult {
+            layers,
+            message_size,
+            mode: mode.name().to_string(),
+            link: "synthetic".into(),
+            messages_sent: 500,
+            messages_delivered: 500,
+            bytes_delivered: 500 * message_size as u64,
+            verified: true,
+            stream_checksum: String::new(),
+            elapsed_s: 1.0,
+            throughput_mbit_s,
+            messages_per_s: throughput_mbit_s * 1e6 / 8.0 / message_size.max(1) as f64,
+            retransmissions: 0,
+            per_layer: Vec::new(),
+            handoff_ns: 0.0,
+            projected_throughput_mbit_s: projection.layers_only_mbit_s.unwrap_or(0.0),
+            projected_bottleneck: String::new(),
+            interrupted: false,
+            sender_checksum: String::new(),
+            timed_out: false,
+            projected_with_endpoints_mbit_s: projection.mbit_s.unwrap_or(0.0),
+            projected_with_endpoints_bottleneck: projection.bound.clone(),
+            stages: Vec::new(),
+            errors: Vec::new(),
+            pool: String::new(),
+            projection,
+        }
+    }
+}
+
 /// Relative capacity as the paper defines it: protocol work done per unit
 /// time with `layers` layers, relative to one layer: `throughput * layers /
 /// base_throughput` (`base_throughput` = the 1-layer throughput). Efficiency
