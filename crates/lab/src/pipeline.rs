@@ -904,6 +904,11 @@ impl PipelineSweep {
         for r in &self.runs {
             let x = &r.result;
             let base = self.run(&r.params.baseline()).map(|b| &b.result);
+            let (rc, eff) = capacity(
+                x.throughput_mbit_s,
+                r.params.layers,
+                base.map(|b| b.throughput_mbit_s),
+            );
             let (prc, peff, why) = match projected_capacity(x, r.params.layers, base) {
                 Ok((rc, eff)) => (Some(rc), Some(eff), String::new()),
                 Err(e) => (None, None, e),
@@ -925,8 +930,8 @@ impl PipelineSweep {
                 x.verified,
                 x.throughput_mbit_s,
                 x.messages_per_s,
-                opt(r.relative_capacity),
-                opt(r.efficiency),
+                opt(rc),
+                opt(eff),
                 opt(x.projection.mbit_s),
                 opt(prc),
                 opt(peff),

@@ -185,7 +185,11 @@ pub(crate) fn run(
             eprintln!("interrupted (not kept)");
             break;
         }
-        let base = sweep.run(&p.baseline()).map(|b| &b.result);
+        let base = if p.layers == 1 {
+            Some(&result)
+        } else {
+            sweep.run(&p.baseline()).map(|b| &b.result)
+        };
         let (rc, eff) = capacity(
             result.throughput_mbit_s,
             p.layers,
