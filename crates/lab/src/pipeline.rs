@@ -1155,13 +1155,18 @@ impl PipelineSweep {
                         judged += 1;
                         failed |= !ok;
                         parts.push(format!(
-                            "{} {l} layers: {}{}",
+                            "{} {l} {}: {}{}",
                             size_text(size),
+                            if l == 1 { "layer" } else { "layers" },
                             values_text(&v),
                             if ok { "" } else { " (outside)" }
                         ));
                     }
-                    Err(e) => parts.push(format!("{} {l} layers: {e}", size_text(size))),
+                    Err(e) => parts.push(format!(
+                        "{} {l} {}: {e}",
+                        size_text(size),
+                        if l == 1 { "layer" } else { "layers" }
+                    )),
                 }
             }
         }
