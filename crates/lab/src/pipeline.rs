@@ -838,10 +838,11 @@ fn within(v: f64, c: &PipelineClaim) -> bool {
 
 fn values_text(v: &[f64]) -> String {
     Spread::of(v).map_or("—".into(), |s| {
-        if s.n == 1 {
-            format!("{:.2}", s.median)
+        let (a, b) = (format!("{:.2}", s.min), format!("{:.2}", s.max));
+        if a == b {
+            a
         } else {
-            format!("{:.2}–{:.2}", s.min, s.max)
+            format!("{a}–{b}")
         }
     })
 }
