@@ -254,8 +254,9 @@ impl Default for PipelineConfig {
 /// A configuration value out of range; the message names the field.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ConfigError {
-    /// `layers` outside 1..=16.
-    #[error("layers must be between 1 and {MAX_LAYERS}, got {0}")]
+    /// `layers` outside 1..=16 (0, the line alone, only layer-parallel
+    /// over a lossless memory line).
+    #[error("layers must be between 1 and {MAX_LAYERS} (0, the line alone: layer-parallel over a memory line without loss, reordering or duplication), got {0}")]
     Layers(usize),
     /// `message_size` too small or too large.
     #[error("message_size must be between {MIN_MESSAGE_SIZE} and {max} bytes for this link and layer count, got {got}")]
@@ -552,7 +553,7 @@ fn check_probability(name: &'static str, value: f64) -> Result<(), ConfigError> 
 impl PipelineConfig {
     /// Checks every field; the error names the field and the allowed range.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if !(1..=MAX_LAYERS).contains(&self.layers) {
+        if !(1..=MAX_LAYERS).contains(&self.layers) && !self.is_line_alone() {
             return Err(ConfigError::Layers(self.layers));
         }
         let max_msg = match self.link {
@@ -651,6 +652,24 @@ impl PipelineConfig {
         self.layers
             .saturating_mul(HEADER_LEN)
             .saturating_add(self.message_size)
+    }
+
+    /// Zero layers, layer-parallel, over a lossless memory line: the source
+    /// hands messages straight to the sending line thread and the receiving
+    /// line thread to the sink (the paper's line-alone figure). Nothing
+    /// acknowledges or retransmits, so the line must not lose frames.
+    pub fn is_line_alone(&self) -> bool {
+        self.layers == 0
+            && self.mode == Mode::LayerParallel
+            && matches!(
+                self.link,
+                LinkConfig::Memory {
+                    loss,
+                    reorder,
+                    duplicate,
+                    ..
+                } if loss == 0.0 && reorder == 0.0 && duplicate == 0.0
+            )
     }
 
     /// The pool size used when `pool_buffers` is `None`: every queue full,
@@ -924,6 +943,11 @@ fn run_parallel<'p>(
 ) -> Result<Collected, PipelineError> {
     let cfg = ctx.cfg;
     let n = cfg.layers;
+    if n == 0 {
+        // The line alone: no connection to open or close.
+        ctx.sender_open.store(true, Ordering::SeqCst);
+        ctx.sender_closed.store(true, Ordering::SeqCst);
+    }
     let w = parallel::wire(ctx);
     let mut collected = Collected::default();
     let spawned: Result<(), PipelineError> = std::thread::scope(|s| {
@@ -1564,4 +1588,50 @@ fn project_layers(
     let (a, an) = bound(&stages);
     let (b, bn) = bound(&endpoint_stages);
     (a, an, b, bn)
+}
+
+#[cfg(test)]
+mod line_alone_tests {
+    use super::*;
+
+    #[test]
+    fn the_line_alone_carries_every_message() {
+        for size in [1024, 32 * 1024] {
+            let cfg = PipelineConfig {
+                layers: 0,
+                message_size: size,
+                messages: 300,
+                ..PipelineConfig::default()
+            };
+            assert!(cfg.is_line_alone());
+            let r = run(&cfg, &AtomicBool::new(false)).expect("run");
+            assert!(r.verified, "{size}: {:?}", r.errors);
+            assert_eq!(r.messages_delivered, 300);
+            assert!(r.per_layer.is_empty());
+            assert_eq!(r.stages.len(), 4, "source, two lines, sink");
+            assert!(r.projection.layers_only_mbit_s.is_none());
+        }
+    }
+
+    #[test]
+    fn no_layers_needs_a_lossless_memory_line_and_layer_parallel() {
+        let lossy = PipelineConfig {
+            layers: 0,
+            link: LinkConfig::Memory {
+                bandwidth_bit_s: None,
+                latency: Duration::ZERO,
+                loss: 0.01,
+                reorder: 0.0,
+                duplicate: 0.0,
+            },
+            ..PipelineConfig::default()
+        };
+        assert_eq!(lossy.validate(), Err(ConfigError::Layers(0)));
+        let rtc = PipelineConfig {
+            layers: 0,
+            mode: Mode::RunToCompletion { threads: 1 },
+            ..PipelineConfig::default()
+        };
+        assert_eq!(rtc.validate(), Err(ConfigError::Layers(0)));
+    }
 }
