@@ -61,6 +61,11 @@ pub struct PipelineMatrix {
     /// Loss probability of the line (0 to 0.5).
     #[serde(default)]
     pub loss: f64,
+    /// Also run the line alone (no layer, layer-parallel threads: source,
+    /// two line threads, sink) at every size over every lossless memory
+    /// line: the counterpart of the paper's loop-back figure.
+    #[serde(default)]
+    pub line_alone: bool,
     /// Repetitions of every run.
     #[serde(default = "one")]
     pub repetitions: u32,
@@ -460,6 +465,16 @@ impl PipelineExperiment {
             for &messages in &counts {
                 for link in &links {
                     for &message_size in &sizes {
+                        if m.line_alone && m.loss == 0.0 && matches!(link, LinkSpec::Memory(_)) {
+                            plan.push(PipelineRunParams {
+                                link: *link,
+                                mode: "layer-parallel".into(),
+                                message_size,
+                                layers: 0,
+                                messages,
+                                repetition,
+                            });
+                        }
                         for mode in &m.modes {
                             for &l in &layers {
                                 plan.push(PipelineRunParams {
@@ -662,7 +677,7 @@ pub struct PipelineSweep {
 /// the one-layer `base` (the paper's definitions); `None` without a base.
 pub fn capacity(throughput: f64, layers: u32, base: Option<f64>) -> (Option<f64>, Option<f64>) {
     match base {
-        Some(b) if b > 0.0 => {
+        Some(b) if b > 0.0 && layers > 0 => {
             let rc = connlab_pipeline::relative_capacity(throughput, layers as usize, b);
             (Some(rc), Some(rc / f64::from(layers)))
         }
@@ -963,6 +978,21 @@ impl PipelineSweep {
         }
     }
 
+    /// Our line alone (the zero-layer runs) at a size over a line (label)
+    /// with a message count, per repetition.
+    pub fn line_alone_runs(&self, link: &str, message_size: u64, messages: u64) -> Vec<(u32, f64)> {
+        self.runs
+            .iter()
+            .filter(|r| {
+                r.params.layers == 0
+                    && r.params.link.label() == link
+                    && r.params.message_size == message_size
+                    && r.params.messages == messages
+            })
+            .map(|r| (r.params.repetition, r.result.throughput_mbit_s))
+            .collect()
+    }
+
     /// Our figures for a mode, line (label), size, message count and layers.
     pub fn cell(
         &self,
@@ -1095,10 +1125,40 @@ impl PipelineSweep {
         let v = match statistic {
             ClaimStatistic::RelativeCapacity => set[1].clone(),
             ClaimStatistic::LineShare => {
-                let line = self
-                    .line_alone_mbit_s()
-                    .ok_or("the paper's line has no rate here (unlimited or UDP)")?;
-                set[0].iter().map(|v| v / line).collect()
+                let alone = self.line_alone_runs(&link, size, messages);
+                if alone.is_empty() {
+                    let line = self
+                        .line_alone_mbit_s()
+                        .ok_or("the paper's line has no rate here (unlimited or UDP)")?;
+                    set[0].iter().map(|v| v / line).collect()
+                } else {
+                    // Each repetition's figure against the same repetition's
+                    // line alone (the median line alone if it has none).
+                    let all: Vec<f64> = alone.iter().map(|a| a.1).collect();
+                    let median = Spread::of(&all).map_or(f64::NAN, |s| s.median);
+                    self.runs
+                        .iter()
+                        .filter(|r| {
+                            r.params.mode == c.mode
+                                && r.params.link.label() == link
+                                && r.params.message_size == size
+                                && r.params.messages == messages
+                                && r.params.layers == layers
+                        })
+                        .filter_map(|r| {
+                            let v = if from == Source::Measured {
+                                Some(r.result.throughput_mbit_s)
+                            } else {
+                                r.result.projection.mbit_s
+                            }?;
+                            let line = alone
+                                .iter()
+                                .find(|a| a.0 == r.params.repetition)
+                                .map_or(median, |a| a.1);
+                            (line > 0.0).then(|| v / line)
+                        })
+                        .collect()
+                }
             }
             _ => set[2].clone(),
         };
@@ -1350,13 +1410,19 @@ expect_min = 0.85
             .claims
             .iter()
             .any(|c| c.statistic == ClaimStatistic::NotMeasured));
-        // The paper's matrix: 6 layer counts x 3 sizes x 2 modes x 3 repetitions.
+        // The paper's matrix: 6 layer counts x 3 sizes x 2 modes x 3
+        // repetitions, and the line alone at each size and repetition.
         let plan = paper.plan(false);
-        assert_eq!(plan.len(), 6 * 3 * 2 * 3);
+        assert_eq!(plan.len(), 6 * 3 * 2 * 3 + 3 * 3);
+        assert_eq!(plan.iter().filter(|r| r.layers == 0).count(), 9);
+        assert!(plan
+            .iter()
+            .filter(|r| r.layers == 0)
+            .all(|r| r.mode == "layer-parallel"));
         assert!(plan
             .iter()
             .all(|r| r.messages == 500 && r.link == LinkSpec::Memory(Some(800_000_000))));
-        assert!(paper.plan(true).len() <= 18);
+        assert!(paper.plan(true).len() <= 21);
         let ext = PipelineExperiment::from_toml(
             include_str!("../../../experiments/pipeline-extended.toml"),
             "pipeline-extended.toml",
@@ -1500,5 +1566,54 @@ expect_min = 0.85
         assert!(err.contains("one-layer run has none"), "{err}");
         let (rc, eff) = projected_capacity(&base, 5, Some(&base)).unwrap();
         assert!((rc - 5.0).abs() < 1e-9 && (eff - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn line_share_uses_the_measured_line_alone() {
+        let mut s = sweep([90.0, 80.0], [Some(690.0), Some(680.0)]);
+        if let Some(p) = s.experiment.paper.as_mut() {
+            p.claims[0].statistic = ClaimStatistic::LineShare;
+            p.claims[0].layers = vec![1];
+            p.claims[0].expect_min = Some(0.9);
+        }
+        // Without zero-layer runs the configured 800 Mbit/s stands in:
+        // 100 / 800.
+        let c = &s.claims()[0];
+        assert_eq!(c.measured.verdict, Verdict::DoesNotHold);
+        assert!(c.measured.detail.contains("0.12"), "{}", c.measured.detail);
+        // The paper: 35.8 line alone, no 1-layer cell in this file.
+        assert_eq!(c.paper.verdict, Verdict::CannotBeMeasured);
+        for rep in 1..=2 {
+            let params = PipelineRunParams {
+                link: LinkSpec::Memory(Some(800_000_000)),
+                mode: "layer-parallel".into(),
+                message_size: 8192,
+                layers: 0,
+                messages: 500,
+                repetition: rep,
+            };
+            s.runs.push(PipelineRunRecord {
+                id: params.id(),
+                params,
+                result: connlab_pipeline::PipelineResult::synthetic(
+                    0,
+                    8192,
+                    connlab_pipeline::Mode::LayerParallel,
+                    105.0,
+                    projection(Some(105.0), "line"),
+                ),
+                relative_capacity: None,
+                efficiency: None,
+                projected_relative_capacity: None,
+                projected_efficiency: None,
+                finished_unix_s: 0.0,
+            });
+        }
+        assert_eq!(s.line_alone_runs("memory-800mbit", 8192, 500).len(), 2);
+        let c = &s.claims()[0];
+        assert_eq!(c.measured.verdict, Verdict::Holds, "{}", c.measured.detail);
+        assert!(c.measured.detail.contains("0.95"), "{}", c.measured.detail);
+        // The line alone has no relative capacity.
+        assert_eq!(capacity(105.0, 0, Some(100.0)), (None, None));
     }
 }
