@@ -53,11 +53,26 @@ fn a_run_reports_the_named_fields_and_its_baseline() {
         "relative_capacity",
         "efficiency",
         "projected_throughput_mbit_s",
-        "projected_efficiency",
         "baseline_throughput_mbit_s",
     ] {
         assert!(j[field].as_f64().is_some_and(|v| v > 0.0), "{field}: {j}");
     }
+    // The bounded projection: a rate with what bounds it, or the reason
+    // there is none; a projected efficiency only where it stays physical.
+    let p = &j["projection"];
+    assert!(
+        p["mbit_s"].as_f64().is_some_and(|v| v > 0.0) && p["bound"].as_str().is_some()
+            || p["unsupported"].as_str().is_some(),
+        "projection: {p}"
+    );
+    assert!(
+        j["projected_efficiency"].is_null()
+            || j["projected_efficiency"]
+                .as_f64()
+                .is_some_and(|e| e > 0.0 && e <= 1.1),
+        "{}",
+        j["projected_efficiency"]
+    );
     assert!(j["retransmissions"].as_u64().is_some());
     // Three layers on each side.
     assert_eq!(j["per_layer"].as_array().unwrap().len(), 6);
@@ -170,9 +185,24 @@ message_sizes = ["1KiB"]
 messages = 200
 modes = ["layer-parallel", "run-to-completion"]
 links = ["memory:800mbit", "memory:unlimited"]
-[[paper]]
+[paper]
+citation = "the paper"
+link = "memory:800mbit"
+messages = 200
+[[paper.cells]]
+table = "Table 2"
+message_size = 1024
 layers = 3
-efficiency = 0.9
+mbit_s = 4.3
+relative_capacity = 2.80
+efficiency = 0.93
+[[paper.claims]]
+id = "e3"
+source = "text"
+text = "at least 0.5 at 3 layers"
+statistic = "efficiency"
+layers = [3]
+expect_min = 0.5
 "#;
 
 #[test]
@@ -230,14 +260,16 @@ fn a_pipeline_sweep_writes_runs_and_a_report() {
     let html = std::fs::read_to_string(&report).unwrap();
     assert!(html.contains("efficiency against layers"), "plots");
     assert!(
-        html.contains("<td class=\"paper\">0.90</td>"),
+        html.contains("<td class=\"paper\">0.93</td>"),
         "the paper's value"
     );
+    assert!(html.contains("efficiency: layer-parallel measured / paper"));
+    assert!(html.contains("at least 0.5 at 3 layers"), "the claim");
     let md = connlab()
         .arg("report")
         .arg(&out_dir)
         .args(["--format", "markdown"])
         .output()
         .unwrap();
-    assert!(String::from_utf8_lossy(&md.stdout).contains("| 3 |"));
+    assert!(String::from_utf8_lossy(&md.stdout).contains("| *efficiency: paper* |"));
 }

@@ -21,8 +21,10 @@ pub use experiment::{
     Vary, WebSection, ENGINES, WEB_CONFIGS,
 };
 pub use pipeline::{
-    capacity, LinkSpec, MessageCounts, PipelineExperiment, PipelineMatrix, PipelinePaperValue,
-    PipelineQuick, PipelineRunParams, PipelineRunRecord, PipelineSweep, PIPELINE_MODES,
+    capacity, projected_capacity, size_text, ClaimResult, ClaimStatistic, Judgement, LinkSpec,
+    MessageCounts, OursCell, PipelineClaim, PipelineExperiment, PipelineMatrix, PipelinePaper,
+    PipelinePaperCell, PipelinePaperLine, PipelineQuick, PipelineRunParams, PipelineRunRecord,
+    PipelineSweep, Spread, Verdict, MAX_PROJECTED_EFFICIENCY, PIPELINE_MODES,
     PIPELINE_SWEEP_SCHEMA,
 };
 pub use results::{

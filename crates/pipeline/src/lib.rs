@@ -21,6 +21,7 @@ pub mod content;
 pub mod header;
 pub mod layer;
 pub mod pool;
+pub mod projection;
 
 mod bench;
 mod idle;
@@ -42,6 +43,7 @@ pub use bench::{
 };
 pub use idle::IdleConfig;
 pub use pool::{Buf, BufferPool, LockFreePool, MutexPool, PoolKind};
+pub use projection::{project, Bound, Projection, ProjectionInput, StageCost, StageRole};
 
 use crate::header::HEADER_LEN;
 use crate::layer::{Layer, Role};
@@ -252,8 +254,9 @@ impl Default for PipelineConfig {
 /// A configuration value out of range; the message names the field.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ConfigError {
-    /// `layers` outside 1..=16.
-    #[error("layers must be between 1 and {MAX_LAYERS}, got {0}")]
+    /// `layers` outside 1..=16 (0, the line alone, only layer-parallel
+    /// over a lossless memory line).
+    #[error("layers must be between 1 and {MAX_LAYERS} (0, the line alone: layer-parallel over a memory line without loss, reordering or duplication), got {0}")]
     Layers(usize),
     /// `message_size` too small or too large.
     #[error("message_size must be between {MIN_MESSAGE_SIZE} and {max} bytes for this link and layer count, got {got}")]
@@ -401,6 +404,9 @@ pub struct StageStats {
     /// The same without the cap, ns per message.
     #[serde(default)]
     pub busy_raw_ns_per_message: f64,
+    /// Timed working rounds behind `busy_s`.
+    #[serde(default)]
+    pub busy_rounds: u64,
     /// `sched_yield` calls while idle.
     pub yields: u64,
     /// Parks while idle.
@@ -450,7 +456,9 @@ pub struct PipelineResult {
     /// Measured SPSC hop cost used for the projection, ns.
     pub handoff_ns: f64,
     /// Throughput with one core per layer thread (layer-parallel) or per
-    /// worker (run-to-completion), Mbit/s, bounded by the line rate.
+    /// worker (run-to-completion), Mbit/s, bounded by the line rate only:
+    /// the layer stages alone. [`PipelineResult::projection`] is the
+    /// figure bounded by every stage, the line and the CPU share.
     pub projected_throughput_mbit_s: f64,
     /// What bounds the projection, e.g. `"receiver layer 1"` or `"line"`.
     pub projected_bottleneck: String,
@@ -470,6 +478,56 @@ pub struct PipelineResult {
     pub errors: Vec<String>,
     /// Pool algorithm and size.
     pub pool: String,
+    /// The projection to one core per thread bounded by the stages the
+    /// layers leave out (source, sink, lines), the line rate and the CPU
+    /// share, or the reason there is none ([`projection`]).
+    #[serde(default = "unrecorded_projection")]
+    pub projection: Projection,
+}
+
+fn unrecorded_projection() -> Projection {
+    Projection::none("recorded before bounded projections existed")
+}
+
+impl PipelineResult {
+    /// A verified result with the given throughput and projection and no
+    /// per-thread detail, for report fixtures and tests (no run needed).
+    pub fn synthetic(
+        layers: usize,
+        message_size: usize,
+        mode: Mode,
+        throughput_mbit_s: f64,
+        projection: Projection,
+    ) -> PipelineResult {
+        PipelineResult {
+            layers,
+            message_size,
+            mode: mode.name().to_string(),
+            link: "synthetic".into(),
+            messages_sent: 500,
+            messages_delivered: 500,
+            bytes_delivered: 500 * message_size as u64,
+            verified: true,
+            stream_checksum: String::new(),
+            elapsed_s: 1.0,
+            throughput_mbit_s,
+            messages_per_s: throughput_mbit_s * 1e6 / 8.0 / message_size.max(1) as f64,
+            retransmissions: 0,
+            per_layer: Vec::new(),
+            handoff_ns: 0.0,
+            projected_throughput_mbit_s: projection.layers_only_mbit_s.unwrap_or(0.0),
+            projected_bottleneck: String::new(),
+            interrupted: false,
+            sender_checksum: String::new(),
+            timed_out: false,
+            projected_with_endpoints_mbit_s: projection.mbit_s.unwrap_or(0.0),
+            projected_with_endpoints_bottleneck: projection.bound.clone(),
+            stages: Vec::new(),
+            errors: Vec::new(),
+            pool: String::new(),
+            projection,
+        }
+    }
 }
 
 /// Relative capacity as the paper defines it: protocol work done per unit
@@ -495,7 +553,7 @@ fn check_probability(name: &'static str, value: f64) -> Result<(), ConfigError> 
 impl PipelineConfig {
     /// Checks every field; the error names the field and the allowed range.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if !(1..=MAX_LAYERS).contains(&self.layers) {
+        if !(1..=MAX_LAYERS).contains(&self.layers) && !self.is_line_alone() {
             return Err(ConfigError::Layers(self.layers));
         }
         let max_msg = match self.link {
@@ -594,6 +652,24 @@ impl PipelineConfig {
         self.layers
             .saturating_mul(HEADER_LEN)
             .saturating_add(self.message_size)
+    }
+
+    /// Zero layers, layer-parallel, over a lossless memory line: the source
+    /// hands messages straight to the sending line thread and the receiving
+    /// line thread to the sink (the paper's line-alone figure). Nothing
+    /// acknowledges or retransmits, so the line must not lose frames.
+    pub fn is_line_alone(&self) -> bool {
+        self.layers == 0
+            && self.mode == Mode::LayerParallel
+            && matches!(
+                self.link,
+                LinkConfig::Memory {
+                    loss,
+                    reorder,
+                    duplicate,
+                    ..
+                } if loss == 0.0 && reorder == 0.0 && duplicate == 0.0
+            )
     }
 
     /// The pool size used when `pool_buffers` is `None`: every queue full,
@@ -867,6 +943,11 @@ fn run_parallel<'p>(
 ) -> Result<Collected, PipelineError> {
     let cfg = ctx.cfg;
     let n = cfg.layers;
+    if n == 0 {
+        // The line alone: no connection to open or close.
+        ctx.sender_open.store(true, Ordering::SeqCst);
+        ctx.sender_closed.store(true, Ordering::SeqCst);
+    }
     let w = parallel::wire(ctx);
     let mut collected = Collected::default();
     let spawned: Result<(), PipelineError> = std::thread::scope(|s| {
@@ -1259,6 +1340,7 @@ fn assemble(
             messages: r.messages,
             busy_ns_per_message: per_message_ns(r.busy_s, r.messages),
             busy_raw_ns_per_message: per_message_ns(r.busy_raw_s, r.messages),
+            busy_rounds: r.busy_rounds,
             yields: r.yields,
             parks: r.parks,
             dropped: r.dropped,
@@ -1269,7 +1351,7 @@ fn assemble(
         .collect();
     let delivered = sink.delivered;
     let (proj, bottleneck, proj_all, bottleneck_all) =
-        project(cfg, &per_layer, collected, delivered, handoff_ns);
+        project_layers(cfg, &per_layer, collected, delivered, handoff_ns);
     let verified = !interrupted
         && delivered == cfg.messages
         && sent == cfg.messages
@@ -1277,6 +1359,15 @@ fn assemble(
         && sink.checksum.hex() == sender_ck;
     let retransmissions = per_layer.iter().map(|l| l.retransmissions).sum();
     let rate = |x: f64| if elapsed_s > 0.0 { x / elapsed_s } else { 0.0 };
+    let throughput_mbit_s = rate(sink.bytes as f64 * 8.0 / 1e6);
+    let projection = project(&projection_input(
+        cfg,
+        collected,
+        delivered,
+        handoff_ns,
+        throughput_mbit_s,
+        verified,
+    ));
     PipelineResult {
         layers: n,
         message_size: cfg.message_size,
@@ -1288,7 +1379,7 @@ fn assemble(
         verified,
         stream_checksum: sink.checksum.hex(),
         elapsed_s,
-        throughput_mbit_s: rate(sink.bytes as f64 * 8.0 / 1e6),
+        throughput_mbit_s,
         messages_per_s: rate(delivered as f64),
         retransmissions,
         per_layer,
@@ -1308,6 +1399,96 @@ fn assemble(
             ctx.pool.capacity(),
             ctx.pool.buffer_size()
         ),
+        projection,
+    }
+}
+
+/// CPUs the run's threads could use: the distinct CPUs of the map, or the
+/// process's affinity.
+fn run_cpus(cfg: &PipelineConfig) -> usize {
+    match &cfg.cpu_map {
+        Some(map) if !map.is_empty() => {
+            let mut m = map.clone();
+            m.sort_unstable();
+            m.dedup();
+            m.len()
+        }
+        _ => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    }
+}
+
+/// The stage costs of a run, per delivered message, for [`project`].
+fn projection_input(
+    cfg: &PipelineConfig,
+    collected: &Collected,
+    delivered: u64,
+    handoff_ns: f64,
+    measured_mbit_s: f64,
+    verified: bool,
+) -> ProjectionInput {
+    let per = |s: f64, n: u64| per_message_ns(s, n);
+    let mut stages = Vec::new();
+    match cfg.mode {
+        Mode::LayerParallel => {
+            for r in collected.threads.iter().filter(|r| r.layer.is_some()) {
+                stages.push(StageCost {
+                    name: r.name.clone(),
+                    role: StageRole::Layers,
+                    ns_per_message: per(r.busy_s, r.messages),
+                    raw_ns_per_message: per(r.busy_raw_s, r.messages),
+                    rounds: r.busy_rounds,
+                });
+            }
+        }
+        Mode::RunToCompletion { threads } => {
+            // The workers generate and check messages too: their whole busy
+            // time, shared over the side's workers.
+            for side in ["sender", "receiver"] {
+                let workers: Vec<&ThreadReport> = collected
+                    .threads
+                    .iter()
+                    .filter(|r| r.side == side && r.name.contains("worker"))
+                    .collect();
+                let sum = |f: fn(&ThreadReport) -> f64| workers.iter().map(|r| f(r)).sum::<f64>();
+                let share = threads.max(1) as f64;
+                stages.push(StageCost {
+                    name: format!("{side} workers"),
+                    role: StageRole::Layers,
+                    ns_per_message: per(sum(|r| r.busy_s), delivered) / share,
+                    raw_ns_per_message: per(sum(|r| r.busy_raw_s), delivered) / share,
+                    rounds: workers.iter().map(|r| r.busy_rounds).sum(),
+                });
+            }
+        }
+    }
+    for r in &collected.threads {
+        let role = if r.name.contains("source") {
+            StageRole::Source
+        } else if r.name.contains("sink") {
+            StageRole::Sink
+        } else if r.name.contains("line") {
+            StageRole::Line
+        } else {
+            continue;
+        };
+        // Lines handle data frames and acknowledgements: charged per message.
+        stages.push(StageCost {
+            name: r.name.clone(),
+            role,
+            ns_per_message: per(r.busy_s, delivered),
+            raw_ns_per_message: per(r.busy_raw_s, delivered),
+            rounds: r.busy_rounds,
+        });
+    }
+    ProjectionInput {
+        stages,
+        handoff_ns,
+        message_size: cfg.message_size,
+        line_messages_per_s: line_rate(cfg),
+        measured_mbit_s,
+        threads: collected.threads.len(),
+        cpus: run_cpus(cfg),
+        verified,
     }
 }
 
@@ -1319,7 +1500,7 @@ fn assemble(
 /// uses the workers' whole busy time (message generation and checking too).
 /// Both are bounded by the line rate. The second projection also counts
 /// source, sink and line threads.
-fn project(
+fn project_layers(
     cfg: &PipelineConfig,
     per_layer: &[LayerStats],
     collected: &Collected,
@@ -1407,4 +1588,50 @@ fn project(
     let (a, an) = bound(&stages);
     let (b, bn) = bound(&endpoint_stages);
     (a, an, b, bn)
+}
+
+#[cfg(test)]
+mod line_alone_tests {
+    use super::*;
+
+    #[test]
+    fn the_line_alone_carries_every_message() {
+        for size in [1024, 32 * 1024] {
+            let cfg = PipelineConfig {
+                layers: 0,
+                message_size: size,
+                messages: 300,
+                ..PipelineConfig::default()
+            };
+            assert!(cfg.is_line_alone());
+            let r = run(&cfg, &AtomicBool::new(false)).expect("run");
+            assert!(r.verified, "{size}: {:?}", r.errors);
+            assert_eq!(r.messages_delivered, 300);
+            assert!(r.per_layer.is_empty());
+            assert_eq!(r.stages.len(), 4, "source, two lines, sink");
+            assert!(r.projection.layers_only_mbit_s.is_none());
+        }
+    }
+
+    #[test]
+    fn no_layers_needs_a_lossless_memory_line_and_layer_parallel() {
+        let lossy = PipelineConfig {
+            layers: 0,
+            link: LinkConfig::Memory {
+                bandwidth_bit_s: None,
+                latency: Duration::ZERO,
+                loss: 0.01,
+                reorder: 0.0,
+                duplicate: 0.0,
+            },
+            ..PipelineConfig::default()
+        };
+        assert_eq!(lossy.validate(), Err(ConfigError::Layers(0)));
+        let rtc = PipelineConfig {
+            layers: 0,
+            mode: Mode::RunToCompletion { threads: 1 },
+            ..PipelineConfig::default()
+        };
+        assert_eq!(rtc.validate(), Err(ConfigError::Layers(0)));
+    }
 }

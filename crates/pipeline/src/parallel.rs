@@ -464,15 +464,25 @@ pub(crate) fn wire<'p>(ctx: &Ctx<'p>) -> Wiring<'p> {
             to_below: r_down_tx[k - 1].take().unwrap_or_else(unreachable_queue_p),
         });
     }
+    // With no layers (the line alone) the sending line reads the source's
+    // queue and has nothing to send up; the receiving line feeds the sink.
     let sender_line = LayerEnds {
         from_layers: s_down_rx[0].take().into_iter().collect(),
-        to_layers: s_up_tx[1].take().into_iter().collect(),
-        layer_parkers: vec![sender_id(n, 1)],
+        to_layers: s_up_tx
+            .get_mut(1)
+            .and_then(Option::take)
+            .into_iter()
+            .collect(),
+        layer_parkers: vec![if n == 0 { SOURCE } else { sender_id(n, 1) }],
     };
     let receiver_line = LayerEnds {
         from_layers: r_down_rx[0].take().into_iter().collect(),
         to_layers: r_up_tx[1].take().into_iter().collect(),
-        layer_parkers: vec![receiver_id(n, 1)],
+        layer_parkers: vec![if n == 0 {
+            sink_id(n)
+        } else {
+            receiver_id(n, 1)
+        }],
     };
     Wiring {
         source_tx: s_down_tx[n].take().unwrap_or_else(unreachable_queue_p),

@@ -277,6 +277,7 @@ pub(crate) struct BusyMeter {
     /// Per bucket `b` (per-item ns in `[2^(b-1), 2^b)`): items and ns.
     buckets: [(u64, u64); 65],
     raw_ns: u64,
+    rounds: u64,
 }
 
 impl Default for BusyMeter {
@@ -284,6 +285,7 @@ impl Default for BusyMeter {
         BusyMeter {
             buckets: [(0, 0); 65],
             raw_ns: 0,
+            rounds: 0,
         }
     }
 }
@@ -300,11 +302,17 @@ impl BusyMeter {
 
     fn record(&mut self, ns: u64, items: u64) {
         self.raw_ns = self.raw_ns.saturating_add(ns);
+        self.rounds += 1;
         let per = ns / items;
         let b = (64 - per.leading_zeros()) as usize;
         let slot = &mut self.buckets[b];
         slot.0 += items;
         slot.1 = slot.1.saturating_add(ns);
+    }
+
+    /// Rounds recorded.
+    pub(crate) fn rounds(&self) -> u64 {
+        self.rounds
     }
 
     /// The plain sum of the rounds' wall times, seconds.
@@ -352,6 +360,8 @@ pub(crate) struct ThreadReport {
     pub(crate) busy_s: f64,
     /// Busy time without the preemption cap (see [`BusyMeter`]).
     pub(crate) busy_raw_s: f64,
+    /// Timed working rounds behind `busy_s`.
+    pub(crate) busy_rounds: u64,
     pub(crate) messages: u64,
     pub(crate) counters: Option<LayerCounters>,
     pub(crate) occupancy_mean: f64,
@@ -371,6 +381,7 @@ impl ThreadReport {
         self.cpu_s = clock.seconds();
         self.busy_s = busy.robust_s();
         self.busy_raw_s = busy.raw_s();
+        self.busy_rounds = busy.rounds();
         self.yields = idler.counts.yields;
         self.parks = idler.counts.parks;
     }
@@ -403,6 +414,7 @@ mod busy_tests {
         assert!((m.raw_s() - (99e-6 + 3e-3)).abs() < 1e-12);
         let capped = m.robust_s();
         assert!((capped - (99e-6 + 4.0 * 1024e-9)).abs() < 1e-12, "{capped}");
+        assert_eq!(m.rounds(), 100);
         assert_eq!(BusyMeter::default().robust_s(), 0.0);
     }
 }

@@ -200,8 +200,11 @@ fn bad_config_values_are_errors() {
     let ok = base(2, Mode::LayerParallel, 1);
     assert!(ok.validate().is_ok());
     let bad: Vec<PipelineConfig> = vec![
+        // No layers is the line alone: layer-parallel over a lossless
+        // memory line only.
         PipelineConfig {
             layers: 0,
+            mode: Mode::RunToCompletion { threads: 1 },
             ..ok.clone()
         },
         PipelineConfig {

@@ -1,12 +1,13 @@
-//! Reports of pipeline sweeps (`DIR/pipeline.json`): the fifth paper's
-//! tables, one per line and message size, layers down, each mode across with
-//! measured and projected throughput, relative capacity and efficiency, the
-//! paper's values beside them; plots of efficiency and throughput against
-//! layers; the per-layer costs of the largest runs.
+//! Reports of pipeline sweeps (`DIR/pipeline.json`): the paper's Tables 1-3
+//! beside ours (per message size, layers across: the paper's figure, our
+//! measured and projected medians with their spread, ours/paper), the
+//! paper's line-alone figures beside ours, a verdict per claim of the paper,
+//! plots of efficiency, relative capacity and throughput against layers with
+//! the paper's series on the same axes, and the detail of every projection.
 
 use crate::plots::{self, Series};
 use crate::{iso, page_start, Format, ReportError};
-use connlab_lab::{PipelineRunRecord, PipelineSweep};
+use connlab_lab::{size_text, ClaimResult, OursCell, PipelineSweep, Spread, Verdict};
 use html_escape::encode_text as esc;
 use std::fmt::Write as _;
 
@@ -19,130 +20,316 @@ pub fn render_pipeline(sweep: &PipelineSweep, format: Format) -> Result<String, 
     })
 }
 
-/// Median of a value over a group's repetitions (robust to the odd run a
-/// busy machine disturbed; the mean of the middle two for an even count).
-fn median(
-    runs: &[&PipelineRunRecord],
-    of: impl Fn(&PipelineRunRecord) -> Option<f64>,
-) -> Option<f64> {
-    let mut v: Vec<f64> = runs.iter().filter_map(|r| of(r)).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
-}
+/// The three figures of the paper's tables: name, decimals.
+const FIGURES: [(&str, usize); 3] = [("Mbit/s", 1), ("relative capacity", 2), ("efficiency", 2)];
 
-fn f(v: Option<f64>, digits: usize) -> String {
-    v.map_or("—".into(), |v| format!("{v:.digits$}"))
-}
-
-/// A table row: layers; per mode, the six [`FIGURES`]; the paper's
-/// relative capacity and efficiency.
-type TableRow = (u32, Vec<[Option<f64>; 6]>, [Option<f64>; 2]);
-
-/// One table: a line, a message size and a message count.
-struct Table {
+/// One group of runs: a line and a message count.
+#[derive(Clone, PartialEq)]
+struct Group {
     link: String,
-    size: u64,
     messages: u64,
-    modes: Vec<String>,
-    /// Per layer count: per mode, the six figures; then the paper's.
-    rows: Vec<TableRow>,
+    /// The paper's conditions: its values stand beside these runs.
+    paper: bool,
 }
 
-const FIGURES: [&str; 6] = [
-    "Mbit/s",
-    "rel. cap.",
-    "eff.",
-    "proj. Mbit/s",
-    "proj. rel. cap.",
-    "proj. eff.",
-];
-
-fn tables(sweep: &PipelineSweep) -> Vec<Table> {
-    let exp = &sweep.experiment;
-    let mut keys: Vec<(String, u64, u64)> = Vec::new();
-    let mut modes: Vec<String> = Vec::new();
-    let mut layers: Vec<u32> = Vec::new();
+fn groups(sweep: &PipelineSweep) -> Vec<Group> {
+    let cond = sweep.paper_conditions();
+    let mut out: Vec<Group> = Vec::new();
     for r in &sweep.runs {
-        let k = (
-            r.params.link.label(),
-            r.params.message_size,
-            r.params.messages,
-        );
-        if !keys.contains(&k) {
-            keys.push(k);
-        }
-        if !modes.contains(&r.params.mode) {
-            modes.push(r.params.mode.clone());
-        }
-        if !layers.contains(&r.params.layers) {
-            layers.push(r.params.layers);
+        let link = r.params.link.label();
+        let messages = r.params.messages;
+        let paper = cond.as_ref() == Some(&(link.clone(), messages));
+        let g = Group {
+            link,
+            messages,
+            paper,
+        };
+        if !out.contains(&g) {
+            out.push(g);
         }
     }
-    layers.sort_unstable();
-    keys.into_iter()
-        .map(|(link, size, messages)| {
-            let rows = layers
-                .iter()
-                .map(|&l| {
-                    let cells = modes
-                        .iter()
-                        .map(|m| {
-                            let runs: Vec<&PipelineRunRecord> = sweep
-                                .runs
-                                .iter()
-                                .filter(|r| {
-                                    r.params.link.label() == link
-                                        && r.params.message_size == size
-                                        && r.params.messages == messages
-                                        && r.params.layers == l
-                                        && r.params.mode == *m
-                                })
-                                .collect();
-                            [
-                                median(&runs, |r| Some(r.result.throughput_mbit_s)),
-                                median(&runs, |r| r.relative_capacity),
-                                median(&runs, |r| r.efficiency),
-                                median(&runs, |r| Some(r.result.projected_throughput_mbit_s)),
-                                median(&runs, |r| r.projected_relative_capacity),
-                                median(&runs, |r| r.projected_efficiency),
-                            ]
-                        })
-                        .collect();
-                    let paper = exp.paper_value(size, l);
-                    (
-                        l,
-                        cells,
-                        [
-                            paper.and_then(|p| p.relative_capacity),
-                            paper.and_then(|p| p.efficiency),
-                        ],
-                    )
-                })
-                .collect();
-            Table {
-                link,
-                size,
-                messages,
-                modes: modes.clone(),
-                rows,
-            }
-        })
-        .collect()
+    out.sort_by_key(|g| !g.paper);
+    out
 }
 
-fn size_text(bytes: u64) -> String {
-    if bytes.is_multiple_of(1024) {
-        format!("{} KiB", bytes / 1024)
+fn distinct<T: PartialEq + Ord + Clone>(it: impl Iterator<Item = T>) -> Vec<T> {
+    let mut v: Vec<T> = Vec::new();
+    for x in it {
+        if !v.contains(&x) {
+            v.push(x);
+        }
+    }
+    v.sort();
+    v
+}
+
+fn modes(sweep: &PipelineSweep) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for r in &sweep.runs {
+        if !v.contains(&r.params.mode) {
+            v.push(r.params.mode.clone());
+        }
+    }
+    // The paper's design first.
+    v.sort_by_key(|m| m != "layer-parallel");
+    v
+}
+
+fn sizes(sweep: &PipelineSweep, g: &Group) -> Vec<u64> {
+    distinct(
+        sweep
+            .runs
+            .iter()
+            .filter(|r| r.params.link.label() == g.link && r.params.messages == g.messages)
+            .map(|r| r.params.message_size),
+    )
+}
+
+/// Layer counts of the tables and plots (the line alone, 0, has a table of
+/// its own).
+fn layer_counts(sweep: &PipelineSweep, g: &Group, size: u64) -> Vec<u32> {
+    let mut v = distinct(
+        sweep
+            .runs
+            .iter()
+            .filter(|r| {
+                r.params.layers > 0
+                    && r.params.link.label() == g.link
+                    && r.params.messages == g.messages
+                    && r.params.message_size == size
+            })
+            .map(|r| r.params.layers),
+    );
+    if g.paper {
+        for l in 1..=16 {
+            if sweep.experiment.paper_cell(size, l).is_some() && !v.contains(&l) {
+                v.push(l);
+            }
+        }
+        v.sort_unstable();
+    }
+    v
+}
+
+/// `1,234.5`: thousands grouped, `digits` decimals.
+fn number(v: f64, digits: usize) -> String {
+    let s = format!("{:.digits$}", v.abs());
+    let (int, frac) = s.split_once('.').map_or((s.as_str(), ""), |(a, b)| (a, b));
+    let mut grouped = String::new();
+    for (i, c) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    let sign = if v < 0.0 { "-" } else { "" };
+    if frac.is_empty() {
+        format!("{sign}{grouped}")
     } else {
-        format!("{bytes} B")
+        format!("{sign}{grouped}.{frac}")
+    }
+}
+
+/// Median with the spread: `780.1 (770.2–790.0)`, or `—`.
+fn spread_text(values: &[f64], digits: usize) -> String {
+    match Spread::of(values) {
+        None => "—".into(),
+        Some(s) => {
+            let (m, a, b) = (
+                number(s.median, digits),
+                number(s.min, digits),
+                number(s.max, digits),
+            );
+            if a == b {
+                m
+            } else {
+                format!("{m} ({a}–{b})")
+            }
+        }
+    }
+}
+
+/// `1,700×`, `17×`, `1.20×`, `0.45×`.
+fn times(r: f64) -> String {
+    if r >= 10.0 {
+        format!("{}×", number(r, 0))
+    } else {
+        format!("{r:.2}×")
+    }
+}
+
+/// Ours / the paper: median ratio with the spread.
+fn ratio_text(values: &[f64], paper: Option<f64>) -> String {
+    match (Spread::of(values), paper) {
+        (Some(s), Some(p)) if p > 0.0 => {
+            let (m, a, b) = (times(s.median / p), times(s.min / p), times(s.max / p));
+            if a == b {
+                m
+            } else {
+                format!("{m} ({a}–{b})")
+            }
+        }
+        _ => "—".into(),
+    }
+}
+
+/// A table: a header row of layer counts, then labelled rows of cells.
+struct Grid {
+    title: String,
+    layers: Vec<u32>,
+    rows: Vec<GridRow>,
+    /// Footnotes: why projections are missing, what bounds them.
+    notes: Vec<String>,
+}
+
+struct GridRow {
+    label: String,
+    /// Paper rows are set apart.
+    paper: bool,
+    cells: Vec<String>,
+}
+
+/// Footnote index for `text`, added if new.
+fn note(notes: &mut Vec<String>, text: String) -> usize {
+    if let Some(i) = notes.iter().position(|n| *n == text) {
+        return i + 1;
+    }
+    notes.push(text);
+    notes.len()
+}
+
+fn grid(sweep: &PipelineSweep, g: &Group, size: u64) -> Grid {
+    let exp = &sweep.experiment;
+    let layers = layer_counts(sweep, g, size);
+    let modes = modes(sweep);
+    let cells: Vec<(String, Vec<OursCell>)> = modes
+        .iter()
+        .map(|m| {
+            (
+                m.clone(),
+                layers
+                    .iter()
+                    .map(|&l| sweep.cell(m, &g.link, size, g.messages, l))
+                    .collect(),
+            )
+        })
+        .collect();
+    let table = layers
+        .iter()
+        .find_map(|&l| exp.paper_cell(size, l))
+        .filter(|_| g.paper)
+        .map(|c| c.table.clone());
+    let mut notes = Vec::new();
+    let mut rows = Vec::new();
+    for (fi, (figure, digits)) in FIGURES.iter().enumerate() {
+        let paper: Vec<Option<f64>> = layers
+            .iter()
+            .map(|&l| {
+                exp.paper_cell(size, l)
+                    .filter(|_| g.paper)
+                    .map(|c| match fi {
+                        0 => c.mbit_s,
+                        1 => c.relative_capacity,
+                        _ => c.efficiency,
+                    })
+            })
+            .collect();
+        let has_paper = paper.iter().any(Option::is_some);
+        if has_paper {
+            rows.push(GridRow {
+                label: format!("{figure}: paper"),
+                paper: true,
+                cells: paper
+                    .iter()
+                    .map(|p| p.map_or("—".into(), |v| number(v, *digits)))
+                    .collect(),
+            });
+        }
+        for (mode, per_layer) in &cells {
+            rows.push(GridRow {
+                label: format!("{figure}: {mode} measured"),
+                paper: false,
+                cells: per_layer
+                    .iter()
+                    .map(|c| spread_text(&c.measured[fi], *digits))
+                    .collect(),
+            });
+            rows.push(GridRow {
+                label: format!("{figure}: {mode} projected"),
+                paper: false,
+                cells: per_layer
+                    .iter()
+                    .map(|c| {
+                        let why = if fi == 0 {
+                            &c.no_projection
+                        } else {
+                            &c.no_projected_capacity
+                        };
+                        let mut t = if c.projected[fi].is_empty() && c.runs > 0 {
+                            "no projection".to_string()
+                        } else {
+                            spread_text(&c.projected[fi], *digits)
+                        };
+                        if c.runs > 0 && !why.is_empty() {
+                            let marks: Vec<String> = why
+                                .iter()
+                                .map(|w| format!("[{}]", note(&mut notes, w.clone())))
+                                .collect();
+                            t += &format!(" {}", marks.join(""));
+                        }
+                        t
+                    })
+                    .collect(),
+            });
+            if has_paper && mode == "layer-parallel" {
+                for (which, label) in [(0, "measured"), (1, "projected")] {
+                    rows.push(GridRow {
+                        label: format!("{figure}: {mode} {label} / paper"),
+                        paper: false,
+                        cells: per_layer
+                            .iter()
+                            .zip(&paper)
+                            .map(|(c, p)| {
+                                let v = if which == 0 {
+                                    &c.measured[fi]
+                                } else {
+                                    &c.projected[fi]
+                                };
+                                ratio_text(v, *p)
+                            })
+                            .collect(),
+                    });
+                }
+            }
+        }
+    }
+    for (mode, per_layer) in &cells {
+        rows.push(GridRow {
+            label: format!("{mode}: projection bound"),
+            paper: false,
+            cells: per_layer
+                .iter()
+                .map(|c| {
+                    if c.bounds.is_empty() {
+                        "—".into()
+                    } else {
+                        c.bounds.join(", ")
+                    }
+                })
+                .collect(),
+        });
+    }
+    Grid {
+        title: format!(
+            "{}{} messages over {}, {} per run",
+            table.map_or(String::new(), |t| format!("{t}: ")),
+            size_text(size),
+            g.link,
+            number(g.messages as f64, 0)
+        ),
+        layers,
+        rows,
+        notes,
     }
 }
 
@@ -151,14 +338,19 @@ fn summary_lines(sweep: &PipelineSweep) -> Vec<(String, String)> {
     let m = &sweep.experiment.pipeline;
     let verified = sweep.runs.iter().filter(|r| r.result.verified).count();
     let retx: u64 = sweep.runs.iter().map(|r| r.result.retransmissions).sum();
-    let handoff = median(&sweep.runs.iter().collect::<Vec<_>>(), |r| {
-        Some(r.result.handoff_ns)
-    });
-    vec![
+    let handoff: Vec<f64> = sweep.runs.iter().map(|r| r.result.handoff_ns).collect();
+    let reps = distinct(sweep.runs.iter().map(|r| r.params.repetition)).len();
+    let most_threads = sweep
+        .runs
+        .iter()
+        .map(|r| r.result.projection.threads)
+        .max()
+        .unwrap_or(0);
+    let mut v = vec![
         (
             "runs".into(),
             format!(
-                "{} of {} finished{}; {verified} verified (every message once, in order, intact, stream checksums equal)",
+                "{} of {} finished{}; {verified} verified (every message once, in order, intact, stream checksums equal); {reps} repetition(s)",
                 sweep.runs.len(),
                 sweep.runs_total,
                 if sweep.quick { " (quick matrix)" } else { "" }
@@ -166,16 +358,14 @@ fn summary_lines(sweep: &PipelineSweep) -> Vec<(String, String)> {
         ),
         (
             "messages per run".into(),
-            {
-                let mut counts: Vec<u64> = sweep.runs.iter().map(|r| r.params.messages).collect();
-                counts.sort_unstable();
-                counts.dedup();
-                let counts: Vec<String> = counts.iter().map(u64::to_string).collect();
-                counts.join(", ")
-            },
+            distinct(sweep.runs.iter().map(|r| r.params.messages))
+                .iter()
+                .map(|n| number(*n as f64, 0))
+                .collect::<Vec<_>>()
+                .join(", "),
         ),
         (
-            "window, loss, run-to-completion threads".into(),
+            "window, loss, run-to-completion workers per side".into(),
             format!(
                 "{} PDUs per layer, {}, {}",
                 m.window.map_or("default (32)".into(), |w| w.to_string()),
@@ -185,14 +375,14 @@ fn summary_lines(sweep: &PipelineSweep) -> Vec<(String, String)> {
         ),
         ("retransmissions (all runs)".into(), retx.to_string()),
         (
-            "SPSC hand-off (measured per run, median)".into(),
-            format!("{} ns", f(handoff, 1)),
+            "SPSC hand-off (measured per run)".into(),
+            format!("{} ns", spread_text(&handoff, 1)),
         ),
         (
             "machine".into(),
             format!(
-                "{}, {} CPUs (affinity {}), clock {}",
-                e.kernel, e.cpu_count, e.cpu_affinity, e.clock_source
+                "{}, {} CPUs (affinity {}), clock {}; up to {} threads per run",
+                e.kernel, e.cpu_count, e.cpu_affinity, e.clock_source, most_threads
             ),
         ),
         (
@@ -204,10 +394,84 @@ fn summary_lines(sweep: &PipelineSweep) -> Vec<(String, String)> {
                 }),
         ),
         ("started".into(), iso(sweep.started_unix_s)),
-    ]
+    ];
+    if let Some(p) = &sweep.experiment.paper {
+        v.insert(0, ("paper".into(), p.citation.clone()));
+    }
+    v
 }
 
-const NOTE: &str = "Every figure is the median over the repetitions. Relative capacity = throughput × layers / the one-layer throughput of the same mode, line, size and repetition; efficiency = relative capacity / layers (the paper's definitions). Measured figures come from this machine, where all layer threads share its CPUs; projected figures assume one core per thread: the slowest stage's busy time per message plus one SPSC hand-off bounds the rate (and the line rate, when limited). The paper's values are given where known.";
+const NOTE: &str = "Each of our figures is the median over the repetitions, with the smallest and largest in brackets when they differ. Relative capacity = throughput × layers / the one-layer throughput of the same mode, line, size and repetition; efficiency = relative capacity / layers (the paper's definitions). Measured figures come from this machine, where every thread of a run shares its CPUs. Projected figures assume one core per thread: the slowest layer stage's busy time per message plus one SPSC hand-off, bounded by the stages the layers leave out (source, sink and both line threads at their own busy time per message), by the line's rate, and by the CPU share (at most threads / CPUs times the measured rate, the most extra CPU one core per thread can give), and never below the measured rate. A run gets no projection when the stage that sets the bound was timed in fewer than 20 rounds or mostly in rounds the scheduler interrupted, and no projected relative capacity when its one-layer run has no projection or the ratio would put efficiency above 1.1. Where a projection's bound reads \"line\", the projected throughput is the line's rate less the layer headers every frame carries, so its relative capacity and efficiency measure only the headers' share of the line. A claim holds only when every repetition's value meets it.";
+
+fn claim_rows(sweep: &PipelineSweep) -> Vec<ClaimResult> {
+    sweep.claims()
+}
+
+/// Our line alone and what stands in for it, per message size.
+struct LineRow {
+    size: u64,
+    paper_line: Option<f64>,
+    paper_one: Option<f64>,
+    /// Our line alone: the zero-layer runs, or the configured rate.
+    ours_line: Vec<f64>,
+    ours_line_measured: bool,
+    ours_one: Vec<f64>,
+    ours_one_projected: Vec<f64>,
+}
+
+const LINE_NOTE: &str = "The paper's line-alone figures come from its HIPPI loop-back with no protocol layer. Ours come from zero-layer runs (the experiment's line_alone): the source hands messages straight to the sending line thread and the receiving line thread to the sink, so the figure holds the line's pacing and the threads' hand-offs but no protocol. Without such runs the line's configured rate stands in (marked). The one-layer runs beside it show how close one layer gets.";
+
+fn line_rows(sweep: &PipelineSweep) -> Vec<LineRow> {
+    let Some((link, messages)) = sweep.paper_conditions() else {
+        return Vec::new();
+    };
+    let exp = &sweep.experiment;
+    let mut sizes = exp.paper_sizes();
+    for r in &sweep.runs {
+        if !sizes.contains(&r.params.message_size) {
+            sizes.push(r.params.message_size);
+        }
+    }
+    sizes.sort_unstable();
+    sizes
+        .into_iter()
+        .map(|size| {
+            let one = sweep.cell("layer-parallel", &link, size, messages, 1);
+            let alone: Vec<f64> = sweep
+                .line_alone_runs(&link, size, messages)
+                .into_iter()
+                .map(|a| a.1)
+                .collect();
+            let ours_line_measured = !alone.is_empty();
+            LineRow {
+                size,
+                paper_line: exp.paper_line(size).map(|l| l.mbit_s),
+                paper_one: exp.paper_cell(size, 1).map(|c| c.mbit_s),
+                ours_line: if ours_line_measured {
+                    alone
+                } else {
+                    sweep.line_alone_mbit_s().into_iter().collect()
+                },
+                ours_line_measured,
+                ours_one: one.measured[0].clone(),
+                ours_one_projected: one.projected[0].clone(),
+            }
+        })
+        .collect()
+}
+
+fn line_text(l: &LineRow) -> String {
+    let t = spread_text(&l.ours_line, 1);
+    if l.ours_line_measured || l.ours_line.is_empty() {
+        t
+    } else {
+        format!("{t} (configured rate)")
+    }
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("—".into(), |v| number(v, digits))
+}
 
 fn markdown(sweep: &PipelineSweep) -> String {
     let exp = &sweep.experiment;
@@ -218,121 +482,195 @@ fn markdown(sweep: &PipelineSweep) -> String {
     for (k, v) in summary_lines(sweep) {
         s += &format!("- {k}: {v}\n");
     }
+    if let Some(p) = exp
+        .paper
+        .as_ref()
+        .filter(|p| !p.carries_over.trim().is_empty())
+    {
+        s += &format!("\n**What carries over.** {}\n", p.carries_over.trim());
+    }
     s += &format!("\n{NOTE}\n");
-    for t in tables(sweep) {
-        s += &format!(
-            "\n## {}, {} messages × {}\n\n| layers |",
-            t.link,
-            size_text(t.size),
-            t.messages
-        );
-        for m in &t.modes {
-            for fig in FIGURES {
-                s += &format!(" {m} {fig} |");
+    let claims = claim_rows(sweep);
+    if !claims.is_empty() {
+        s += "\n## The paper's claims\n\n| claim | where | on the paper's values | on ours, measured | on ours, projected |\n|---|---|---|---|---|\n";
+        for c in &claims {
+            s += &format!(
+                "| {} ({}) | {} | {} | {} | {} |\n",
+                c.claim.text,
+                c.claim.id,
+                c.claim.source,
+                judgement_text(&c.paper.verdict, &c.paper.detail),
+                judgement_text(&c.measured.verdict, &c.measured.detail),
+                judgement_text(&c.projected.verdict, &c.projected.detail),
+            );
+        }
+    }
+    let lines = line_rows(sweep);
+    if !lines.is_empty() {
+        s += &format!("\n## The line alone\n\n{LINE_NOTE}\n\n| message size | paper: line alone | paper: 1 layer | ours: line alone | ours: 1 layer measured | ours: 1 layer projected |\n|---|---|---|---|---|---|\n");
+        for l in &lines {
+            s += &format!(
+                "| {} | {} | {} | {} | {} | {} |\n",
+                size_text(l.size),
+                opt(l.paper_line, 1),
+                opt(l.paper_one, 1),
+                line_text(l),
+                spread_text(&l.ours_one, 1),
+                spread_text(&l.ours_one_projected, 1)
+            );
+        }
+    }
+    for g in groups(sweep) {
+        for size in sizes(sweep, &g) {
+            let t = grid(sweep, &g, size);
+            s += &format!("\n## {}\n\n| | ", t.title);
+            s += &t
+                .layers
+                .iter()
+                .map(|l| format!("{l} {}", if *l == 1 { "layer" } else { "layers" }))
+                .collect::<Vec<_>>()
+                .join(" | ");
+            s += " |\n|---|";
+            s += &"---|".repeat(t.layers.len());
+            s += "\n";
+            for r in &t.rows {
+                let label = if r.paper {
+                    format!("*{}*", r.label)
+                } else {
+                    r.label.clone()
+                };
+                s += &format!("| {label} | {} |\n", r.cells.join(" | "));
             }
-        }
-        s += " paper rel. cap. | paper eff. |\n|---|";
-        for _ in 0..t.modes.len() * FIGURES.len() + 2 {
-            s += "---|";
-        }
-        s += "\n";
-        for (l, cells, paper) in &t.rows {
-            s += &format!("| {l} |");
-            for c in cells {
-                for (i, v) in c.iter().enumerate() {
-                    s += &format!(" {} |", f(*v, if i % 3 == 0 { 1 } else { 2 }));
+            if !t.notes.is_empty() {
+                s += "\n";
+                for (i, n) in t.notes.iter().enumerate() {
+                    s += &format!("{}. {n}\n", i + 1);
                 }
             }
-            s += &format!(" {} | {} |\n", f(paper[0], 2), f(paper[1], 2));
         }
     }
     s
 }
 
+fn judgement_text(v: &Verdict, detail: &str) -> String {
+    if detail.is_empty() {
+        format!("**{}**", v.text())
+    } else {
+        format!("**{}**: {detail}", v.text())
+    }
+}
+
+/// The median per layer count of one figure (0, 1, 2) of our runs.
+fn ours_series(
+    sweep: &PipelineSweep,
+    g: &Group,
+    size: u64,
+    mode: &str,
+    figure: usize,
+    projected: bool,
+) -> Vec<(f64, f64)> {
+    layer_counts(sweep, g, size)
+        .into_iter()
+        .filter_map(|l| {
+            let c = sweep.cell(mode, &g.link, size, g.messages, l);
+            let v = if projected {
+                &c.projected[figure]
+            } else {
+                &c.measured[figure]
+            };
+            Spread::of(v).map(|s| (f64::from(l), s.median))
+        })
+        .collect()
+}
+
 fn plots_of(sweep: &PipelineSweep) -> Result<Vec<(String, String)>, ReportError> {
     let mut out = Vec::new();
-    let mut links: Vec<String> = sweep.runs.iter().map(|r| r.params.link.label()).collect();
-    links.dedup();
-    links.sort();
-    links.dedup();
-    type Of = fn(&PipelineRunRecord) -> Option<f64>;
-    let figures: [(&str, &str, Of); 3] = [
-        (
-            "efficiency",
-            "efficiency (relative capacity / layers)",
-            |r| r.efficiency,
-        ),
-        (
-            "projected efficiency",
-            "projected efficiency, one core per thread",
-            |r| r.projected_efficiency,
-        ),
-        ("throughput", "measured throughput (Mbit/s)", |r| {
-            Some(r.result.throughput_mbit_s)
-        }),
-    ];
-    // The plots use the longest runs (the most messages): the stable numbers.
-    let messages = sweep
-        .runs
-        .iter()
-        .map(|r| r.params.messages)
-        .max()
-        .unwrap_or(0);
-    for link in &links {
-        for (name, axis, of) in &figures {
-            let mut series_keys: Vec<(String, u64)> = Vec::new();
-            for r in sweep.runs.iter().filter(|r| r.params.link.label() == *link) {
-                let k = (r.params.mode.clone(), r.params.message_size);
-                if !series_keys.contains(&k) {
-                    series_keys.push(k);
-                }
-            }
-            let series: Vec<Series> = series_keys
-                .iter()
-                .filter_map(|(mode, size)| {
-                    let mut layers: Vec<u32> = sweep
-                        .runs
-                        .iter()
-                        .filter(|r| r.params.mode == *mode && r.params.message_size == *size)
-                        .map(|r| r.params.layers)
-                        .collect();
-                    layers.sort_unstable();
-                    layers.dedup();
-                    let points: Vec<(f64, f64)> = layers
-                        .iter()
-                        .filter_map(|&l| {
-                            let runs: Vec<&PipelineRunRecord> = sweep
-                                .runs
-                                .iter()
-                                .filter(|r| {
-                                    r.params.link.label() == *link
-                                        && r.params.mode == *mode
-                                        && r.params.message_size == *size
-                                        && r.params.messages == messages
-                                        && r.params.layers == l
-                                })
-                                .collect();
-                            median(&runs, of).map(|v| (f64::from(l), v))
+    let modes = modes(sweep);
+    let exp = &sweep.experiment;
+    for g in groups(sweep) {
+        for size in sizes(sweep, &g) {
+            for (fi, (figure, _)) in FIGURES.iter().enumerate() {
+                let mut series = Vec::new();
+                // The paper's series first, so every plot keys its colours
+                // the same way (its Mbit/s lie near zero on our axis: that
+                // gap is the absolute difference).
+                if g.paper {
+                    let points: Vec<(f64, f64)> = layer_counts(sweep, &g, size)
+                        .into_iter()
+                        .filter_map(|l| {
+                            exp.paper_cell(size, l).map(|c| {
+                                (
+                                    f64::from(l),
+                                    match fi {
+                                        0 => c.mbit_s,
+                                        1 => c.relative_capacity,
+                                        _ => c.efficiency,
+                                    },
+                                )
+                            })
                         })
                         .collect();
-                    (points.len() >= 2).then(|| Series {
-                        name: format!("{mode} {}", size_text(*size)),
-                        points,
-                    })
-                })
-                .collect();
-            if series.is_empty() {
-                continue;
+                    if points.len() >= 2 {
+                        series.push(Series {
+                            name: "paper".into(),
+                            points,
+                        });
+                    }
+                }
+                for m in &modes {
+                    for (projected, label) in [(false, "measured"), (true, "projected")] {
+                        let points = ours_series(sweep, &g, size, m, fi, projected);
+                        if points.len() >= 2 {
+                            series.push(Series {
+                                name: format!("{m} {label}"),
+                                points,
+                            });
+                        }
+                    }
+                }
+                if series.iter().filter(|s| s.name != "paper").count() == 0 {
+                    continue;
+                }
+                let title = format!("{figure} against layers, {} ({})", size_text(size), g.link);
+                // From zero, with headroom above the data for the legend
+                // (drawn in the upper left).
+                let top = series
+                    .iter()
+                    .flat_map(|s| s.points.iter().map(|p| p.1))
+                    .fold(0.0_f64, f64::max);
+                let svg = plots::linear(
+                    &title,
+                    "layers per side",
+                    figure,
+                    &series,
+                    Some((0.0, top * 1.45)),
+                )?;
+                out.push((
+                    format!(
+                        "{figure} against the number of layers, {} messages over the {} line, {} per run: the median of our repetitions per mode, measured and projected{}.",
+                        size_text(size),
+                        g.link,
+                        number(g.messages as f64, 0),
+                        if g.paper { ", and the paper's values" } else { "" }
+                    ),
+                    svg,
+                ));
             }
-            let title = format!("{name} against layers ({link})");
-            let svg = plots::linear(&title, "layers per side", axis, &series, None)?;
-            out.push((
-                format!("{name} against the number of layers over the {link} line, {messages} messages per run, one line per mode and message size."),
-                svg,
-            ));
         }
     }
     Ok(out)
+}
+
+fn verdict_cell(v: &Verdict, detail: &str) -> String {
+    format!(
+        "<td class=\"label\"><strong>{}</strong>{}</td>",
+        v.text(),
+        if detail.is_empty() {
+            String::new()
+        } else {
+            format!("<br><small>{}</small>", esc(detail))
+        }
+    )
 }
 
 fn html(sweep: &PipelineSweep) -> Result<String, ReportError> {
@@ -348,40 +686,90 @@ fn html(sweep: &PipelineSweep) -> Result<String, ReportError> {
         );
     }
     h.push_str("</table>\n");
-    let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(NOTE));
-    for t in tables(sweep) {
+    if let Some(p) = exp
+        .paper
+        .as_ref()
+        .filter(|p| !p.carries_over.trim().is_empty())
+    {
         let _ = writeln!(
             h,
-            "<h2>{}, {} messages × {}</h2>\n<div class=\"scroll\"><table>\n<thead><tr><th class=\"label\" rowspan=\"2\">layers</th>",
-            esc(&t.link),
-            size_text(t.size),
-            t.messages
+            "<p class=\"note\"><strong>What carries over.</strong> {}</p>",
+            esc(p.carries_over.trim())
         );
-        for m in &t.modes {
-            let _ = write!(h, "<th colspan=\"6\">{}</th>", esc(m));
-        }
-        h.push_str("<th colspan=\"2\">paper</th></tr>\n<tr>");
-        for _ in &t.modes {
-            for fig in FIGURES {
-                let _ = write!(h, "<th>{fig}</th>");
-            }
-        }
-        h.push_str("<th>rel. cap.</th><th>eff.</th></tr></thead>\n<tbody>\n");
-        for (l, cells, paper) in &t.rows {
-            let _ = write!(h, "<tr><td class=\"label\">{l}</td>");
-            for c in cells {
-                for (i, v) in c.iter().enumerate() {
-                    let _ = write!(h, "<td>{}</td>", f(*v, if i % 3 == 0 { 1 } else { 2 }));
-                }
-            }
+    }
+    let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(NOTE));
+    let claims = claim_rows(sweep);
+    if !claims.is_empty() {
+        h.push_str("<h2>The paper's claims</h2>\n<div class=\"scroll\"><table id=\"claims\">\n<thead><tr><th class=\"label\">claim</th><th class=\"label\">where</th><th class=\"label\">on the paper's values</th><th class=\"label\">on ours, measured</th><th class=\"label\">on ours, projected</th></tr></thead>\n<tbody>\n");
+        for c in &claims {
             let _ = writeln!(
                 h,
-                "<td class=\"paper\">{}</td><td class=\"paper\">{}</td></tr>",
-                f(paper[0], 2),
-                f(paper[1], 2)
+                "<tr><td class=\"label\">{} <small>({})</small></td><td class=\"label\">{}</td>{}{}{}</tr>",
+                esc(&c.claim.text),
+                esc(&c.claim.id),
+                esc(&c.claim.source),
+                verdict_cell(&c.paper.verdict, &c.paper.detail),
+                verdict_cell(&c.measured.verdict, &c.measured.detail),
+                verdict_cell(&c.projected.verdict, &c.projected.detail),
             );
         }
         h.push_str("</tbody></table></div>\n");
+    }
+    let lines = line_rows(sweep);
+    if !lines.is_empty() {
+        let _ = writeln!(
+            h,
+            "<h2>The line alone</h2>\n<p class=\"note\">{}</p>\n<div class=\"scroll\"><table id=\"line\">\n<thead><tr><th class=\"label\">message size</th><th>paper: line alone</th><th>paper: 1 layer</th><th>ours: line alone</th><th>ours: 1 layer measured</th><th>ours: 1 layer projected</th></tr></thead>\n<tbody>",
+            esc(LINE_NOTE)
+        );
+        for l in &lines {
+            let _ = writeln!(
+                h,
+                "<tr><td class=\"label\">{}</td><td class=\"paper\">{}</td><td class=\"paper\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                size_text(l.size),
+                opt(l.paper_line, 1),
+                opt(l.paper_one, 1),
+                line_text(l),
+                spread_text(&l.ours_one, 1),
+                spread_text(&l.ours_one_projected, 1)
+            );
+        }
+        h.push_str("</tbody></table></div>\n");
+    }
+    for g in groups(sweep) {
+        for size in sizes(sweep, &g) {
+            let t = grid(sweep, &g, size);
+            let _ = write!(
+                h,
+                "<h2>{}</h2>\n<div class=\"scroll\"><table>\n<thead><tr><th class=\"label\">layers</th>",
+                esc(&t.title)
+            );
+            for l in &t.layers {
+                let _ = write!(h, "<th>{l}</th>");
+            }
+            h.push_str("</tr></thead>\n<tbody>\n");
+            for r in &t.rows {
+                let class = if r.paper { " class=\"paper\"" } else { "" };
+                let _ = write!(h, "<tr><td class=\"label\">{}</td>", esc(&r.label));
+                for c in &r.cells {
+                    // The spread on a second, smaller line.
+                    let cell = match c.split_once(" (") {
+                        Some((m, rest)) => format!("{}<br><small>({}</small>", esc(m), esc(rest)),
+                        None => esc(c).to_string(),
+                    };
+                    let _ = write!(h, "<td{class}>{cell}</td>");
+                }
+                h.push_str("</tr>\n");
+            }
+            h.push_str("</tbody></table></div>\n");
+            if !t.notes.is_empty() {
+                h.push_str("<ol class=\"note\">\n");
+                for n in &t.notes {
+                    let _ = writeln!(h, "<li>{}</li>", esc(n));
+                }
+                h.push_str("</ol>\n");
+            }
+        }
     }
     let plots = plots_of(sweep)?;
     if !plots.is_empty() {
@@ -394,8 +782,39 @@ fn html(sweep: &PipelineSweep) -> Result<String, ReportError> {
             );
         }
     }
-    // Per-layer costs of the run with the most layers per table key.
-    h.push_str("<h2>Per-layer costs (runs with the most layers)</h2>\n<div class=\"scroll\"><table>\n<thead><tr><th class=\"label\">run</th><th>side</th><th>layer</th><th>CPU ns/msg</th><th>busy ns/msg (capped)</th><th>busy ns/msg (raw)</th><th>queue mean</th><th>queue max</th><th>retransmissions</th><th>CPU</th></tr></thead>\n<tbody>\n");
+    projection_detail(&mut h, sweep);
+    layer_costs(&mut h, sweep);
+    h.push_str("</body>\n</html>\n");
+    Ok(h)
+}
+
+/// Every run of the first repetition: measured, the layer stages alone,
+/// the bounded projection and what bounds it, or why there is none.
+fn projection_detail(h: &mut String, sweep: &PipelineSweep) {
+    h.push_str("<h2>Projections (first repetition)</h2>\n<p class=\"note\">The layer stages alone are what an unbounded projection would claim; the projection is that figure bounded by the source, sink and line threads, the line's rate and the CPU share (threads / CPUs times the measured rate).</p>\n<div class=\"scroll\"><table id=\"projections\">\n<thead><tr><th class=\"label\">run</th><th>threads / CPUs</th><th>measured Mbit/s</th><th>layer stages alone Mbit/s</th><th>projected Mbit/s</th><th class=\"label\">bound, or why none</th></tr></thead>\n<tbody>\n");
+    for r in sweep.runs.iter().filter(|r| r.params.repetition == 1) {
+        let p = &r.result.projection;
+        let _ = writeln!(
+            h,
+            "<tr><td class=\"label\">{}</td><td>{} / {}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"label\">{}</td></tr>",
+            esc(&r.id),
+            p.threads,
+            p.cpus,
+            number(r.result.throughput_mbit_s, 1),
+            opt(p.layers_only_mbit_s, 1),
+            p.mbit_s.map_or("no projection".into(), |v| number(v, 1)),
+            esc(&match p.value() {
+                Ok(_) => p.bound.clone(),
+                Err(why) => why.to_string(),
+            })
+        );
+    }
+    h.push_str("</tbody></table></div>\n");
+}
+
+/// Per-layer costs of the runs with the most layers (first repetition).
+fn layer_costs(h: &mut String, sweep: &PipelineSweep) {
+    h.push_str("<h2>Per-layer costs (runs with the most layers, first repetition)</h2>\n<div class=\"scroll\"><table>\n<thead><tr><th class=\"label\">run</th><th>side</th><th>layer</th><th>CPU ns/msg</th><th>busy ns/msg (capped)</th><th>busy ns/msg (raw)</th><th>queue mean</th><th>queue max</th><th>retransmissions</th><th>CPU</th></tr></thead>\n<tbody>\n");
     let most = sweep
         .runs
         .iter()
@@ -424,6 +843,192 @@ fn html(sweep: &PipelineSweep) -> Result<String, ReportError> {
             );
         }
     }
-    h.push_str("</tbody></table></div>\n</body>\n</html>\n");
-    Ok(h)
+    h.push_str("</tbody></table></div>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use connlab_lab::{
+        LinkSpec, PipelineExperiment, PipelineRunParams, PipelineRunRecord, PIPELINE_SWEEP_SCHEMA,
+    };
+    use connlab_pipeline::{Mode, PipelineResult, Projection};
+
+    const FILE: &str = r#"
+name = "p"
+title = "Pipeline fixture"
+[pipeline]
+layers = [1, 5]
+message_sizes = [8192]
+messages = 500
+modes = ["layer-parallel"]
+links = ["memory:800mbit"]
+repetitions = 2
+[paper]
+citation = "the paper"
+link = "memory:800mbit"
+messages = 500
+carries_over = "Shapes, not Mbit/s."
+[[paper.cells]]
+table = "Table 2"
+message_size = 8192
+layers = 1
+mbit_s = 33.2
+relative_capacity = 1.0
+efficiency = 1.0
+[[paper.cells]]
+table = "Table 2"
+message_size = 8192
+layers = 5
+mbit_s = 28.8
+relative_capacity = 4.34
+efficiency = 0.87
+[[paper.line]]
+source = "Section 3"
+message_size = 8192
+mbit_s = 35.8
+[[paper.claims]]
+id = "efficiency-5"
+source = "Section 4 (2)"
+text = "about 90% at 5 layers"
+statistic = "efficiency"
+layers = [5]
+expect_min = 0.85
+[[paper.claims]]
+id = "rtc"
+source = "Section 4 (3)"
+text = "run-to-completion locks"
+statistic = "not-measured"
+unmeasurable = "not run here"
+"#;
+
+    fn projection(mbit_s: Option<f64>) -> Projection {
+        Projection {
+            mbit_s,
+            bound: "line".into(),
+            unsupported: mbit_s
+                .is_none()
+                .then(|| "too few busy samples: sender source".to_string()),
+            layers_only_mbit_s: Some(90_000.0),
+            threads: 14,
+            cpus: 2,
+            ..Projection::default()
+        }
+    }
+
+    /// Two repetitions at 1 and 5 layers: 5 layers measure 288 and 270
+    /// Mbit/s against 320 at one layer (efficiency 0.90 and 0.84); the
+    /// second repetition's 5-layer run has no projection.
+    fn fixture() -> PipelineSweep {
+        let experiment = PipelineExperiment::from_toml(FILE, "fixture.toml").unwrap();
+        let mut runs = Vec::new();
+        for rep in 1..=2u32 {
+            for (layers, measured, projected) in [
+                (1u32, 320.0, Some(790.0)),
+                (
+                    5,
+                    if rep == 1 { 288.0 } else { 268.8 },
+                    (rep == 1).then_some(760.0),
+                ),
+            ] {
+                let params = PipelineRunParams {
+                    link: LinkSpec::Memory(Some(800_000_000)),
+                    mode: "layer-parallel".into(),
+                    message_size: 8192,
+                    layers,
+                    messages: 500,
+                    repetition: rep,
+                };
+                runs.push(PipelineRunRecord {
+                    id: params.id(),
+                    params,
+                    result: PipelineResult::synthetic(
+                        layers as usize,
+                        8192,
+                        Mode::LayerParallel,
+                        measured,
+                        projection(projected),
+                    ),
+                    relative_capacity: None,
+                    efficiency: None,
+                    projected_relative_capacity: None,
+                    projected_efficiency: None,
+                    finished_unix_s: 0.0,
+                });
+            }
+        }
+        PipelineSweep {
+            schema: PIPELINE_SWEEP_SCHEMA.into(),
+            experiment,
+            quick: false,
+            environment: connlab_os::Environment::capture(),
+            started_unix_s: 0.0,
+            runs_total: 4,
+            runs,
+        }
+    }
+
+    #[test]
+    fn renders_the_paper_beside_ours_with_ratios_and_verdicts() {
+        let sweep = fixture();
+        let html = render_pipeline(&sweep, Format::Html).unwrap();
+        // The paper's table cell, ours beside it, the ratio.
+        assert!(
+            html.contains("Table 2: 8 KiB messages over memory-800mbit"),
+            "title"
+        );
+        assert!(
+            html.contains("<td class=\"paper\">28.8</td>"),
+            "paper Mbit/s"
+        );
+        assert!(
+            html.contains("<td class=\"paper\">0.87</td>"),
+            "paper efficiency"
+        );
+        assert!(
+            html.contains("<td>278.4<br><small>(268.8–288.0)</small></td>"),
+            "our median and spread"
+        );
+        assert!(
+            html.contains("<td>9.67×<br><small>(9.33×–10×)</small></td>"),
+            "ours / paper"
+        );
+        assert!(html.contains("efficiency: layer-parallel measured"));
+        // Efficiency 0.90 and 0.84 against at least 0.85: does not hold
+        // across the spread; the paper's own 0.87 does.
+        assert!(
+            html.contains("<strong>does not hold</strong>"),
+            "measured verdict"
+        );
+        assert!(html.contains("<strong>holds</strong>"), "paper verdict");
+        assert!(html.contains("<strong>cannot be measured here</strong>"));
+        assert!(html.contains("not run here"));
+        // No projection, with the reason.
+        assert!(html.contains("no projection"));
+        assert!(html.contains("too few busy samples: sender source"));
+        // The line alone: the paper's 35.8 beside our configured 800.
+        assert!(html
+            .contains("<td class=\"paper\">35.8</td><td class=\"paper\">33.2</td><td>800.0 (configured rate)</td>"));
+        assert!(html.contains("Shapes, not Mbit/s."));
+        // Plots with the paper's series, layers on the x axis.
+        assert!(html.contains("efficiency against layers, 8 KiB"));
+        assert!(html.contains(">paper<"), "the paper's series in the legend");
+        let md = render_pipeline(&sweep, Format::Markdown).unwrap();
+        assert!(md.contains("| *efficiency: paper* | 1.00 | 0.87 |"), "{md}");
+        assert!(md.contains("**does not hold**"));
+        let csv = render_pipeline(&sweep, Format::Csv).unwrap();
+        assert_eq!(csv.lines().count(), 5);
+        assert!(csv.contains("too few busy samples"));
+    }
+
+    #[test]
+    fn numbers_are_grouped() {
+        assert_eq!(number(91_608.04, 1), "91,608.0");
+        assert_eq!(number(800.0, 0), "800");
+        assert_eq!(number(-1234.5, 1), "-1,234.5");
+        assert_eq!(times(1704.0), "1,704×");
+        assert_eq!(times(0.871), "0.87×");
+        assert_eq!(spread_text(&[1.0, 3.0, 2.0], 1), "2.0 (1.0–3.0)");
+        assert_eq!(spread_text(&[], 1), "—");
+    }
 }

@@ -274,7 +274,7 @@ pub(crate) fn run(args: PipelineArgs) -> Result<ExitCode, Exit> {
         cfg.link.describe(),
         cfg.window
     );
-    let (baseline, baseline_projected, measured) = match args.baseline {
+    let (baseline, baseline_run, measured) = match args.baseline {
         Some(b) => (Some(b), None, false),
         None if cfg.layers == 1 => (None, None, true),
         None => {
@@ -296,11 +296,7 @@ pub(crate) fn run(args: PipelineArgs) -> Result<ExitCode, Exit> {
                 );
                 (None, None, true)
             } else {
-                (
-                    Some(base.throughput_mbit_s),
-                    Some(base.projected_throughput_mbit_s),
-                    true,
-                )
+                (Some(base.throughput_mbit_s), Some(base), true)
             }
         }
     };
@@ -315,15 +311,18 @@ pub(crate) fn run(args: PipelineArgs) -> Result<ExitCode, Exit> {
     } else {
         baseline
     };
-    let base_projected = if cfg.layers == 1 {
-        Some(result.projected_throughput_mbit_s)
+    let base_result = if cfg.layers == 1 {
+        Some(&result)
     } else {
-        baseline_projected
+        baseline_run.as_ref()
     };
     let (rc, eff) = connlab_lab::capacity(result.throughput_mbit_s, layers, base);
-    let (prc, peff) =
-        connlab_lab::capacity(result.projected_throughput_mbit_s, layers, base_projected);
-    print_summary(&result, rc, eff, base, prc, peff);
+    let projected = connlab_lab::projected_capacity(&result, layers, base_result);
+    let (prc, peff) = match &projected {
+        Ok((rc, eff)) => (Some(*rc), Some(*eff)),
+        Err(_) => (None, None),
+    };
+    print_summary(&result, rc, eff, base, &projected);
     if let Some(path) = &args.json {
         let json = RunJson {
             schema: "connlab.pipeline/1",
@@ -373,8 +372,7 @@ fn print_summary(
     rc: Option<f64>,
     eff: Option<f64>,
     base: Option<f64>,
-    prc: Option<f64>,
-    peff: Option<f64>,
+    projected: &Result<(f64, f64), String>,
 ) {
     println!(
         "delivered {} of {} messages, {} (stream checksum {})",
@@ -396,13 +394,19 @@ fn print_summary(
         opt(base, 1),
         opt(eff, 2)
     );
-    println!(
-        "projected: {:.1} Mbit/s with one core per thread (bound: {}); relative capacity {}, efficiency {}",
-        r.projected_throughput_mbit_s,
-        r.projected_bottleneck,
-        opt(prc, 2),
-        opt(peff, 2)
-    );
+    let p = &r.projection;
+    match p.value() {
+        Ok(v) => println!(
+            "projected: {v:.1} Mbit/s with one core per thread (bound: {}; the layer stages alone: {} Mbit/s); {}",
+            p.bound,
+            opt(p.layers_only_mbit_s, 1),
+            match projected {
+                Ok((rc, eff)) => format!("relative capacity {rc:.2}, efficiency {eff:.2}"),
+                Err(why) => why.clone(),
+            }
+        ),
+        Err(why) => println!("projected: no projection ({why})"),
+    }
     println!(
         "retransmissions {}, SPSC hand-off {:.1} ns, pool {}",
         r.retransmissions, r.handoff_ns, r.pool

@@ -8,8 +8,8 @@ use crate::cmd::sweep::unix_now;
 use crate::Exit;
 use anyhow::{anyhow, Context};
 use connlab_lab::{
-    capacity, LinkSpec, PipelineExperiment, PipelineRunParams, PipelineRunRecord, PipelineSweep,
-    PIPELINE_SWEEP_SCHEMA,
+    capacity, projected_capacity, LinkSpec, PipelineExperiment, PipelineRunParams,
+    PipelineRunRecord, PipelineSweep, PIPELINE_SWEEP_SCHEMA,
 };
 use connlab_os::{Environment, Shutdown};
 use connlab_pipeline::{LinkConfig, Mode, PipelineConfig};
@@ -185,23 +185,36 @@ pub(crate) fn run(
             eprintln!("interrupted (not kept)");
             break;
         }
-        let base = sweep.run(&p.baseline()).map(|b| &b.result);
+        let base = if p.layers == 1 {
+            Some(&result)
+        } else {
+            sweep.run(&p.baseline()).map(|b| &b.result)
+        };
         let (rc, eff) = capacity(
             result.throughput_mbit_s,
             p.layers,
             base.map(|b| b.throughput_mbit_s),
         );
-        let (prc, peff) = capacity(
-            result.projected_throughput_mbit_s,
-            p.layers,
-            base.map(|b| b.projected_throughput_mbit_s),
-        );
+        let projected = projected_capacity(&result, p.layers, base);
+        let (prc, peff) = match &projected {
+            Ok((rc, eff)) => (Some(*rc), Some(*eff)),
+            Err(_) => (None, None),
+        };
         eprintln!(
-            "{:.1} Mbit/s, efficiency {}, projected {:.1} Mbit/s ({}){}",
+            "{:.1} Mbit/s, efficiency {}; {}{}",
             result.throughput_mbit_s,
             eff.map_or("—".into(), |e| format!("{e:.2}")),
-            result.projected_throughput_mbit_s,
-            peff.map_or("—".into(), |e| format!("efficiency {e:.2}")),
+            match (result.projection.value(), &projected) {
+                (Ok(v), Ok((_, e))) => format!(
+                    "projected {v:.1} Mbit/s (bound: {}), efficiency {e:.2}",
+                    result.projection.bound
+                ),
+                (Ok(v), Err(_)) => format!(
+                    "projected {v:.1} Mbit/s (bound: {})",
+                    result.projection.bound
+                ),
+                (Err(why), _) => format!("no projection ({why})"),
+            },
             if result.verified {
                 String::new()
             } else {
