@@ -625,6 +625,13 @@ fn validate_paper(p: &PipelinePaper, bad: &Bad<'_>) -> Result<(), ExperimentErro
     Ok(())
 }
 
+impl PipelinePaperCell {
+    /// The cell's message size in bytes (validated when the file was read).
+    pub fn message_bytes(&self) -> Result<u64, String> {
+        size_of(&self.message_size)
+    }
+}
+
 fn size_of(v: &SizeValue) -> Result<u64, String> {
     match v {
         SizeValue::Bytes(n) => Ok(*n),

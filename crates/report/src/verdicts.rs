@@ -6,6 +6,7 @@
 use crate::claims::{check_claims, derived_tables, ClaimResult, Verdict};
 use crate::index::ClaimRow;
 use crate::table::{metric_name, Cell, PaperTable};
+use connlab_lab::Verdict as PipelineVerdict;
 use connlab_lab::{PipelineSweep, SweepDir};
 use std::path::Path;
 
@@ -28,7 +29,7 @@ pub fn claim_rows(dir: &Path) -> Result<ExperimentClaims, String> {
         return Ok(ExperimentClaims {
             title: sweep.experiment.title.clone(),
             progress: format!("{} of {} runs", sweep.runs.len(), sweep.runs_total),
-            rows: Vec::new(),
+            rows: pipeline_rows(&sweep),
         });
     }
     if !SweepDir::info_path(dir).exists() {
@@ -160,4 +161,86 @@ fn range(lo: f64, hi: f64, unit: &str) -> String {
     } else {
         format!("{}–{}", fmt(lo, ""), fmt(hi, unit))
     }
+}
+
+/// A pipeline sweep's rows: the paper's Tables 1-3 (our layer-parallel
+/// Mbit/s over the paper's line against the paper's cells, compared and not
+/// judged) and each claim, judged on our measured figures with the verdict
+/// on the projection to one core per thread beside it.
+fn pipeline_rows(sweep: &PipelineSweep) -> Vec<ClaimRow> {
+    let Some(paper) = &sweep.experiment.paper else {
+        return Vec::new();
+    };
+    let Some((link, messages)) = sweep.paper_conditions() else {
+        return Vec::new();
+    };
+    let mut rows = Vec::new();
+    let mut tables: Vec<&str> = paper.cells.iter().map(|c| c.table.as_str()).collect();
+    tables.dedup();
+    for table in tables {
+        let cells: Vec<_> = paper.cells.iter().filter(|c| c.table == table).collect();
+        let mut ratios: Vec<f64> = Vec::new();
+        for c in &cells {
+            let Ok(size) = c.message_bytes() else {
+                continue;
+            };
+            let ours = sweep.cell("layer-parallel", &link, size, messages, c.layers);
+            let median = |v: &[f64]| {
+                let mut v = v.to_vec();
+                v.sort_by(f64::total_cmp);
+                v.get(v.len() / 2).copied()
+            };
+            if let Some(m) = median(&ours.measured[0]) {
+                ratios.push(m / c.mbit_s);
+            }
+        }
+        ratios.sort_by(f64::total_cmp);
+        let ours = match (ratios.first(), ratios.last()) {
+            (Some(lo), Some(hi)) => format!(
+                "{} of {} cells measured; Mbit/s ours/paper {}",
+                ratios.len(),
+                cells.len(),
+                range(*lo, *hi, "×")
+            ),
+            _ => format!("0 of {} cells measured", cells.len()),
+        };
+        rows.push(ClaimRow {
+            source: table.to_string(),
+            text: "Mbit/s, relative capacity and efficiency against layers, beside ours (layer-parallel, the paper's line and message count)".into(),
+            paper: format!("{} cells", cells.len()),
+            ours,
+            verdict: if ratios.is_empty() {
+                Verdict::CannotMeasure("none of the table's settings ran".into())
+            } else {
+                Verdict::NotJudged
+            },
+            reason: "the claims judge what should carry over".into(),
+            table: true,
+        });
+    }
+    for c in sweep.claims() {
+        let verdict = match c.measured.verdict {
+            PipelineVerdict::Holds => Verdict::Holds,
+            PipelineVerdict::DoesNotHold => Verdict::DoesNotHold {
+                median_holds: false,
+            },
+            PipelineVerdict::CannotBeMeasured => Verdict::CannotMeasure(c.measured.detail.clone()),
+        };
+        rows.push(ClaimRow {
+            source: c.claim.source.clone(),
+            text: c.claim.text.clone(),
+            paper: c.paper.detail.clone(),
+            ours: format!(
+                "measured: {}; projected to a core per thread: {}",
+                c.measured.detail, c.projected.detail
+            ),
+            verdict,
+            reason: format!(
+                "judged on the measured figures; on the projection it {}",
+                c.projected.verdict.text()
+            ),
+            table: false,
+        });
+    }
+    rows
 }
