@@ -12,6 +12,7 @@
 mod experiment;
 mod pipeline;
 mod results;
+mod singleip;
 
 pub use experiment::{
     parse_link_rate, rate_label, web_config, ClientSection, Experiment, ExperimentError, Matrix,
@@ -25,4 +26,13 @@ pub use pipeline::{
 };
 pub use results::{
     PointResult, ResultsError, SweepDir, SweepInfo, TopologyInfo, POINT_SCHEMA, SWEEP_SCHEMA,
+};
+pub use singleip::{
+    analyse_contention, bytes_label, fmt_num, jain, judge, median, parse_bytes, percentile,
+    summarise_rtt, transfer_result, BandwidthSection, BitRate, Bytes, Check, ContentionResult,
+    ContentionSection, ContentionSetup, Dur, ExpKind, Kind, LinkInfo, PaperValue, Placement,
+    PlacementInfo, ProbeRtt, ProbeTransfer, QuickSection, RttResult, RttSection, SingleIpClaim,
+    SingleIpError, SingleIpExperiment, SingleIpMetric, SingleIpPaper, SingleIpPoint,
+    SingleIpRecord, SingleIpSweep, SingleIpSweepInfo, StreamResult, System, TimelinePacket,
+    TransferResult, Verdict, RTT_BYTES, SINGLEIP_POINT_SCHEMA, SINGLEIP_SWEEP_SCHEMA,
 };
