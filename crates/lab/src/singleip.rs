@@ -62,9 +62,11 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
         "kib" => 1 << 10,
         "mib" => 1 << 20,
         "gib" => 1 << 30,
-        other => return Err(format!(
+        other => {
+            return Err(format!(
             "unknown unit {other:?} in {text:?}: B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB"
-        )),
+        ))
+        }
     };
     n.checked_mul(scale)
         .ok_or_else(|| format!("{text:?} overflows 64 bits"))

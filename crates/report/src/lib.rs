@@ -9,8 +9,10 @@
 
 mod pipeline;
 mod plots;
+mod singleip;
 mod table;
 pub use pipeline::render_pipeline;
+pub use singleip::render_singleip;
 use table::server_stat;
 
 pub use table::{
