@@ -29,10 +29,11 @@ pub use results::{
 };
 pub use singleip::{
     analyse_contention, bytes_label, fmt_num, jain, judge, median, parse_bytes, percentile,
-    summarise_rtt, transfer_result, BandwidthSection, BitRate, Bytes, Check, ContentionResult,
-    ContentionSection, ContentionSetup, Dur, ExpKind, Kind, LinkInfo, PaperValue, Placement,
-    PlacementInfo, ProbeRtt, ProbeTransfer, QuickSection, RttResult, RttSection, SingleIpClaim,
-    SingleIpError, SingleIpExperiment, SingleIpMetric, SingleIpPaper, SingleIpPoint,
-    SingleIpRecord, SingleIpSweep, SingleIpSweepInfo, StreamResult, System, TimelinePacket,
-    TransferResult, Verdict, RTT_BYTES, SINGLEIP_POINT_SCHEMA, SINGLEIP_SWEEP_SCHEMA,
+    summarise_rtt, transfer_result, BandwidthSection, BitRate, Bottleneck, Bytes, Check,
+    ContentionResult, ContentionSection, ContentionSetup, CpuUse, Dur, ExpKind, Kind, LinkInfo,
+    PaperValue, Placement, PlacementInfo, ProbeRtt, ProbeTransfer, QuickSection, RttResult,
+    RttSection, SingleIpClaim, SingleIpError, SingleIpExperiment, SingleIpMetric, SingleIpPaper,
+    SingleIpPoint, SingleIpRecord, SingleIpSweep, SingleIpSweepInfo, StreamResult, System,
+    TimelinePacket, TransferResult, Verdict, RTT_BYTES, SINGLEIP_POINT_SCHEMA,
+    SINGLEIP_SWEEP_SCHEMA,
 };

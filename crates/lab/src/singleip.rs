@@ -160,11 +160,42 @@ pub enum System {
     /// HAProxy `mode tcp`, one thread, round robin.
     #[serde(rename = "haproxy")]
     Haproxy,
+    /// `io16k` with a fixed send buffer of four times the limit (64 KiB,
+    /// the default before rate-share sizing).
+    #[serde(rename = "io16k-4x")]
+    Io16k4x,
+    /// `io16k` with kernel-sized send buffers (`--send-buffer auto`).
+    #[serde(rename = "io16k-auto")]
+    Io16kAuto,
+    /// `io16k` with rate-share headroom 1.5 instead of 2 (`--send-buffer share:1.5`).
+    #[serde(rename = "io16k-h1.5")]
+    Io16kH15,
 }
 
 impl System {
     /// Every system, in report order.
-    pub const ALL: [System; 4] = [System::Io16k, System::IoOff, System::Nat, System::Haproxy];
+    pub const ALL: [System; 7] = [
+        System::Io16k,
+        System::IoOff,
+        System::Nat,
+        System::Haproxy,
+        System::Io16k4x,
+        System::Io16kAuto,
+        System::Io16kH15,
+    ];
+
+    /// The I/O server's `--send-limit` and `--send-buffer`, if this system is
+    /// the I/O server.
+    pub fn io_server_flags(self) -> Option<(&'static str, Option<&'static str>)> {
+        match self {
+            System::Io16k => Some(("16KiB", None)),
+            System::IoOff => Some(("off", None)),
+            System::Io16k4x => Some(("16KiB", Some("4x"))),
+            System::Io16kAuto => Some(("16KiB", Some("auto"))),
+            System::Io16kH15 => Some(("16KiB", Some("share:1.5"))),
+            System::Nat | System::Haproxy => None,
+        }
+    }
 
     /// The name in files and ids.
     pub fn name(self) -> &'static str {
@@ -173,6 +204,9 @@ impl System {
             System::IoOff => "iooff",
             System::Nat => "nat",
             System::Haproxy => "haproxy",
+            System::Io16k4x => "io16k-4x",
+            System::Io16kAuto => "io16k-auto",
+            System::Io16kH15 => "io16k-h1.5",
         }
     }
 
@@ -182,7 +216,7 @@ impl System {
             System::Io16k => Some("SAPS"),
             System::IoOff => Some("SAPS, no IFQ limit"),
             System::Nat => Some("NAT"),
-            System::Haproxy => None,
+            System::Haproxy | System::Io16k4x | System::Io16kAuto | System::Io16kH15 => None,
         }
     }
 }
@@ -363,6 +397,22 @@ pub struct ContentionSection {
     /// reported separately (the paper's NAT: unequal for about 1.6 s).
     #[serde(default = "early_default")]
     pub early_window: Dur,
+    /// Where the rate limit and its queue sit.
+    #[serde(default)]
+    pub bottleneck: Bottleneck,
+}
+
+/// Where the contention experiment's rate limit and queue sit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bottleneck {
+    /// In the emulator (a router's queue); linkem logs the drops.
+    #[default]
+    Emulator,
+    /// On the front host's own egress (`tbf` with `queue` full-size packets
+    /// of backlog): the paper's interface queue, where TCP small queues act on
+    /// the front's sockets; the emulator only delays.
+    Front,
 }
 
 fn bin_default() -> Dur {
@@ -544,6 +594,10 @@ pub enum SingleIpMetric {
     JainEarly,
     /// Sum of the streams' rates during the overlap over the link rate.
     LinkUtilisation,
+    /// Front process CPU seconds per GB relayed (bandwidth points).
+    FrontCpuSPerGb,
+    /// App-node CPU seconds per GB relayed (bandwidth points).
+    NodesCpuSPerGb,
 }
 
 impl SingleIpMetric {
@@ -554,7 +608,10 @@ impl SingleIpMetric {
             | SingleIpMetric::RttMaxUs
             | SingleIpMetric::RttMeanUs
             | SingleIpMetric::RttMedianUs => ExpKind::Rtt,
-            SingleIpMetric::TransferMs | SingleIpMetric::TransferMbitS => ExpKind::Bandwidth,
+            SingleIpMetric::TransferMs
+            | SingleIpMetric::TransferMbitS
+            | SingleIpMetric::FrontCpuSPerGb
+            | SingleIpMetric::NodesCpuSPerGb => ExpKind::Bandwidth,
             _ => ExpKind::Contention,
         }
     }
@@ -573,6 +630,8 @@ impl SingleIpMetric {
             SingleIpMetric::Jain => "Jain's index, overlap",
             SingleIpMetric::JainEarly => "Jain's index, early window",
             SingleIpMetric::LinkUtilisation => "link utilisation",
+            SingleIpMetric::FrontCpuSPerGb => "front CPU s per GB",
+            SingleIpMetric::NodesCpuSPerGb => "app-node CPU s per GB",
         }
     }
 
@@ -596,6 +655,8 @@ impl SingleIpMetric {
             SingleIpMetric::LinkUtilisation => {
                 r.contention.as_ref().and_then(|c| c.link_utilisation)
             }
+            SingleIpMetric::FrontCpuSPerGb => r.cpu.as_ref().and_then(CpuUse::front_s_per_gb),
+            SingleIpMetric::NodesCpuSPerGb => r.cpu.as_ref().and_then(CpuUse::nodes_s_per_gb),
         }
     }
 }
@@ -932,6 +993,39 @@ pub struct LinkInfo {
     pub rate_bps: Option<u64>,
     /// Queue in packets (with a rate).
     pub queue_packets: Option<u32>,
+    /// Where the rate limit sits (contention points).
+    #[serde(default)]
+    pub bottleneck: Option<Bottleneck>,
+}
+
+/// CPU time of the front process and of the app-nodes during a point.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CpuUse {
+    /// The front process (io-server, HAProxy; the NAT gateway only
+    /// watches: the kernel's forwarding is charged to no process).
+    pub front_cpu_s: Option<f64>,
+    /// The app-nodes together (I/O server systems).
+    pub nodes_cpu_s: Option<f64>,
+    /// Bytes the point's transfers received.
+    pub bytes: u64,
+    /// Wall time of the point, s.
+    pub elapsed_s: f64,
+}
+
+impl CpuUse {
+    /// Front CPU seconds per GB (10^9 bytes).
+    pub fn front_s_per_gb(&self) -> Option<f64> {
+        self.front_cpu_s
+            .filter(|_| self.bytes > 0)
+            .map(|c| c / (self.bytes as f64 / 1e9))
+    }
+
+    /// App-node CPU seconds per GB.
+    pub fn nodes_s_per_gb(&self) -> Option<f64> {
+        self.nodes_cpu_s
+            .filter(|_| self.bytes > 0)
+            .map(|c| c / (self.bytes as f64 / 1e9))
+    }
 }
 
 /// Round trips of one point.
@@ -1095,6 +1189,9 @@ pub struct SingleIpRecord {
     /// Contention points.
     #[serde(default)]
     pub contention: Option<ContentionResult>,
+    /// Bandwidth points: CPU of the front process and the app-nodes.
+    #[serde(default)]
+    pub cpu: Option<CpuUse>,
     /// What went wrong without spoiling the point.
     #[serde(default)]
     pub warnings: Vec<String>,
@@ -1771,6 +1868,24 @@ check = { kind = "order", metric = "rtt_mean_us", lower = "io16k", higher = "nat
         assert_eq!(b.transfers_of(1000), 5);
         assert_eq!(b.transfers_of(1_000_000), 1);
         assert_eq!(e.contention.unwrap().rate.0, 100_000_000);
+    }
+
+    #[test]
+    fn the_shipped_file_parses() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/singleip-saps.toml");
+        let e = SingleIpExperiment::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+        let (quick, full) = (e.plan(true), e.plan(false));
+        assert!(!quick.is_empty() && quick.len() < full.len());
+        assert_eq!(
+            e.paper
+                .values
+                .iter()
+                .filter(|v| v.source == "Table 3")
+                .count(),
+            7
+        );
+        assert!(e.paper.claims.len() >= 10);
     }
 
     #[test]

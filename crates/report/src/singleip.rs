@@ -36,7 +36,7 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}
 td.holds{background:#e3f4e3}td.fails{background:#f8e0e0}td.na{background:#eee}
 .note{font-size:.86rem;color:#444;max-width:950px}
 .plots{display:flex;flex-wrap:wrap;gap:.5rem}
-.plots figure{margin:0}svg{max-width:100%;height:auto}
+.plots figure{margin:0;flex:0 0 540px;max-width:100%}svg{max-width:100%;height:auto}
 .wrap{overflow-x:auto}
 ";
 
@@ -345,6 +345,25 @@ fn bandwidth_section(h: &mut String, sweep: &SingleIpSweep) -> Result<(), Report
         let _ = writeln!(h, "<td>{r}</td></tr>");
     }
     h.push_str("</table></div>\n<p class=\"note\">Per point the median over its transfers; the paper plots the mean of 3 measurements and prints no numbers.</p>\n");
+    // (d) the relay's cost: CPU per byte at the largest size.
+    if let Some(&z) = sizes.last() {
+        let _ = writeln!(
+            h,
+            "<h3>Relay cost at {}: CPU seconds per GB (not in the paper)</h3>\n<table><tr><th class=\"l\">system</th><th>Mbit/s</th><th>front process CPU s/GB</th><th>app-nodes CPU s/GB</th></tr>",
+            bytes_label(z)
+        );
+        for s in &systems {
+            let _ = writeln!(
+                h,
+                "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&system_label(*s)),
+                spread(&sweep.values(SingleIpMetric::TransferMbitS, *s, Some(z))),
+                spread(&sweep.values(SingleIpMetric::FrontCpuSPerGb, *s, Some(z))),
+                spread(&sweep.values(SingleIpMetric::NodesCpuSPerGb, *s, Some(z)))
+            );
+        }
+        h.push_str("</table>\n<p class=\"note\">The front process is the io-server or HAProxy; NAT's forwarding runs in the kernel (softirq) and is charged to no process, so its row shows only the idle gateway.</p>\n");
+    }
     Ok(())
 }
 
@@ -891,6 +910,8 @@ fn csv(sweep: &SingleIpSweep) -> String {
         SingleIpMetric::Jain,
         SingleIpMetric::JainEarly,
         SingleIpMetric::LinkUtilisation,
+        SingleIpMetric::FrontCpuSPerGb,
+        SingleIpMetric::NodesCpuSPerGb,
     ];
     let mut out = String::from("experiment,system,param_bytes,repetition,metric,value\n");
     for r in &sweep.points {

@@ -25,10 +25,10 @@ use crate::cmd::sweep::unix_now;
 use crate::Exit;
 use anyhow::{anyhow, bail, Context};
 use connlab_lab::{
-    analyse_contention, bytes_label, fmt_num, summarise_rtt, transfer_result, ContentionSetup,
-    ExpKind, LinkInfo, PlacementInfo, ProbeRtt, ProbeTransfer, SingleIpExperiment, SingleIpPoint,
-    SingleIpRecord, SingleIpSweep, SingleIpSweepInfo, System, SINGLEIP_POINT_SCHEMA,
-    SINGLEIP_SWEEP_SCHEMA,
+    analyse_contention, bytes_label, fmt_num, summarise_rtt, transfer_result, Bottleneck,
+    ContentionSetup, CpuUse, ExpKind, LinkInfo, PlacementInfo, ProbeRtt, ProbeTransfer,
+    SingleIpExperiment, SingleIpPoint, SingleIpRecord, SingleIpSweep, SingleIpSweepInfo, System,
+    SINGLEIP_POINT_SCHEMA, SINGLEIP_SWEEP_SCHEMA,
 };
 use connlab_linkem::lab::{Lab, LabSpec};
 use connlab_os::netns::{add_bridge, delete_namespaces, ip, run_in_namespace, wait_for_carrier};
@@ -757,8 +757,11 @@ impl Ctx<'_> {
                 format!("{rate}bit"),
                 "--queue".into(),
                 queue.to_string(),
-                "--no-offload".into(),
             ]);
+        }
+        if link.rate.is_some() || link.log.is_some() {
+            // One read per wire packet: exact per-segment queueing and logs.
+            args.push("--no-offload".into());
         }
         if let Some(log) = &link.log {
             args.push("--log".into());
@@ -779,12 +782,12 @@ impl Ctx<'_> {
         let front = self.placement.front;
         let mut procs = Vec::new();
         match system {
-            System::Io16k | System::IoOff => {
-                let limit = if system == System::Io16k {
-                    "16KiB"
-                } else {
-                    "off"
-                };
+            System::Io16k
+            | System::IoOff
+            | System::Io16k4x
+            | System::Io16kAuto
+            | System::Io16kH15 => {
+                let (limit, buffer) = system.io_server_flags().unwrap_or(("16KiB", None));
                 let stats = logs.join("io-server-stats.json");
                 let key = self.key.display().to_string();
                 procs.push(self.connlab(
@@ -803,6 +806,8 @@ impl Ctx<'_> {
                         limit,
                         "--stats",
                         &stats.display().to_string(),
+                        "--send-buffer",
+                        buffer.unwrap_or("share"),
                     ],
                     &logs.join("io-server.log"),
                     Some("io-server ready"),
@@ -912,6 +917,7 @@ impl Ctx<'_> {
                 delay_us: e.rtt.as_ref().map_or(0, |r| r.delay.0.as_micros() as u64),
                 rate_bps: None,
                 queue_packets: None,
+                bottleneck: None,
             },
             ExpKind::Bandwidth => LinkInfo {
                 delay_us: e
@@ -920,6 +926,7 @@ impl Ctx<'_> {
                     .map_or(0, |r| r.delay.0.as_micros() as u64),
                 rate_bps: None,
                 queue_packets: None,
+                bottleneck: None,
             },
             ExpKind::Contention => {
                 let c = e.contention.as_ref();
@@ -927,6 +934,7 @@ impl Ctx<'_> {
                     delay_us: c.map_or(0, |c| c.delay.0.as_micros() as u64),
                     rate_bps: c.map(|c| c.rate.0),
                     queue_packets: c.map(|c| c.queue),
+                    bottleneck: c.map(|c| c.bottleneck),
                 }
             }
         }
@@ -955,7 +963,7 @@ impl Ctx<'_> {
                 "group",
             )?),
         };
-        let _system = self.start_system(system, logs)?;
+        let procs = self.start_system(system, logs)?;
         for p in points {
             if self.shutdown.requested() {
                 bail!("interrupted");
@@ -963,7 +971,7 @@ impl Ctx<'_> {
             let began = Instant::now();
             let r = match kind {
                 ExpKind::Rtt => self.rtt_point(p, logs),
-                ExpKind::Bandwidth => self.bandwidth_point(p, logs),
+                ExpKind::Bandwidth => self.bandwidth_point(p, logs, &procs),
                 ExpKind::Contention => self.contention_point(p, logs),
             }
             .map(|mut rec| {
@@ -972,6 +980,7 @@ impl Ctx<'_> {
             });
             done(p, r, began.elapsed())?;
         }
+        drop(procs);
         drop(shared_linkem);
         Ok(())
     }
@@ -986,11 +995,13 @@ impl Ctx<'_> {
                 delay_us: 0,
                 rate_bps: None,
                 queue_packets: None,
+                bottleneck: None,
             },
             congestion_control: self.exp.congestion_control.clone(),
             rtt: None,
             transfers: Vec::new(),
             contention: None,
+            cpu: None,
             warnings: Vec::new(),
             finished_unix_s: 0.0,
         }
@@ -1036,7 +1047,12 @@ impl Ctx<'_> {
         Ok(rec)
     }
 
-    fn bandwidth_point(&self, p: &SingleIpPoint, logs: &Path) -> anyhow::Result<SingleIpRecord> {
+    fn bandwidth_point(
+        &self,
+        p: &SingleIpPoint,
+        logs: &Path,
+        procs: &[Proc],
+    ) -> anyhow::Result<SingleIpRecord> {
         let b = self
             .exp
             .bandwidth
@@ -1059,11 +1075,29 @@ impl Ctx<'_> {
             ],
             &logs.join(format!("{}.client.log", p.id())),
         )?;
+        // CPU of the front process (first) and of the app-nodes (the rest
+        // of an I/O server system's processes) while the transfers run.
+        let cpu_of = |ps: &[Proc]| -> Option<f64> {
+            ps.iter()
+                .map(|p| connlab_os::cgroup::process_cpu_s(p.child.id()))
+                .sum()
+        };
+        let (front, nodes) = procs.split_at(procs.len().min(1));
+        let began = Instant::now();
+        let (f0, n0) = (cpu_of(front), cpu_of(nodes));
         let secs = 60 + p.param.saturating_mul(u64::from(count)) * 8 / 20_000_000;
         c.wait(Instant::now() + Duration::from_secs(secs), self.shutdown)?;
+        let (f1, n1) = (cpu_of(front), cpu_of(nodes));
+        let elapsed_s = began.elapsed().as_secs_f64();
         let probe: Vec<ProbeTransfer> = read_json(&json)?;
         let mut rec = self.record(p);
         rec.transfers = probe.iter().map(transfer_result).collect();
+        rec.cpu = Some(CpuUse {
+            front_cpu_s: f0.zip(f1).map(|(a, b)| b - a),
+            nodes_cpu_s: n0.zip(n1).filter(|_| !nodes.is_empty()).map(|(a, b)| b - a),
+            bytes: probe.iter().map(|t| t.got).sum(),
+            elapsed_s,
+        });
         let short = rec.transfers.iter().filter(|t| t.got != t.size).count();
         if short > 0 {
             rec.warnings
@@ -1082,10 +1116,16 @@ impl Ctx<'_> {
             .context("no [contention] section")?;
         let id = p.id();
         let pkts = logs.join(format!("{id}.pkts.csv"));
+        let front = c.bottleneck == Bottleneck::Front;
         let link = LinkSpecArgs {
             delay: c.delay.0,
-            rate: Some((c.rate.0, c.queue)),
+            rate: (!front).then_some((c.rate.0, c.queue)),
             log: Some(pkts.clone()),
+        };
+        let _tbf = if front {
+            Some(FrontTbf::install(&self.lab.front, c.rate.0, c.queue)?)
+        } else {
+            None
         };
         let mut lk = self.linkem(&link, logs, &id)?;
         std::thread::sleep(Duration::from_millis(300));
@@ -1184,6 +1224,37 @@ impl Ctx<'_> {
         rec.contention = Some(result);
         rec.finished_unix_s = unix_now();
         Ok(rec)
+    }
+}
+
+/// A `tbf` rate limit on the front host's egress (eth0), removed on drop.
+struct FrontTbf {
+    ns: String,
+}
+
+impl FrontTbf {
+    fn install(ns: &str, rate_bps: u64, queue: u32) -> anyhow::Result<FrontTbf> {
+        let st = Command::new("tc")
+            .args([
+                "-n", ns, "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate",
+            ])
+            .arg(format!("{rate_bps}bit"))
+            .args(["burst", "32kb", "limit"])
+            .arg((u64::from(queue) * 1514).to_string())
+            .status()
+            .context("running tc")?;
+        if !st.success() {
+            bail!("tc qdisc replace ... tbf on the front's eth0 failed ({st})");
+        }
+        Ok(FrontTbf { ns: ns.to_string() })
+    }
+}
+
+impl Drop for FrontTbf {
+    fn drop(&mut self) {
+        let _ = Command::new("tc")
+            .args(["-n", &self.ns, "qdisc", "del", "dev", "eth0", "root"])
+            .status();
     }
 }
 
