@@ -1335,6 +1335,32 @@ impl SingleIpSweep {
             .collect()
     }
 
+    /// The parameter a claim about `param` is judged at: `param` itself when
+    /// measured, else the largest measured one when `param` is larger than
+    /// all of them (a `--quick` run's smaller sizes), with a note.
+    pub fn resolve(&self, exp: ExpKind, param: u64) -> Option<(u64, Option<String>)> {
+        let present: Vec<u64> = self
+            .points
+            .iter()
+            .filter(|r| r.point.experiment == exp)
+            .map(|r| r.point.param)
+            .collect();
+        if present.contains(&param) {
+            return Some((param, None));
+        }
+        let max = present.iter().copied().max()?;
+        (max < param).then(|| {
+            (
+                max,
+                Some(format!(
+                    "{} not measured in this run; judged at {}",
+                    bytes_label(param),
+                    bytes_label(max)
+                )),
+            )
+        })
+    }
+
     /// A metric of one system across its repetitions (`param`: the point's
     /// parameter; `None` for the RTT's 4 bytes).
     pub fn values(&self, metric: SingleIpMetric, system: System, param: Option<u64>) -> Vec<f64> {
@@ -1485,6 +1511,37 @@ fn order(
 
 /// Judges a claim from a sweep's points.
 pub fn judge(sweep: &SingleIpSweep, check: &Check) -> Verdict {
+    let (metric, param) = match check {
+        Check::Order { metric, param, .. }
+        | Check::Similar { metric, param, .. }
+        | Check::AtLeast { metric, param, .. } => (*metric, *param),
+        _ => return judge_at(sweep, check),
+    };
+    let Some(Bytes(want)) = param else {
+        return judge_at(sweep, check);
+    };
+    let Some((at, note)) = sweep.resolve(metric.experiment(), want) else {
+        return judge_at(sweep, check);
+    };
+    let mut c = check.clone();
+    match &mut c {
+        Check::Order { param, .. }
+        | Check::Similar { param, .. }
+        | Check::AtLeast { param, .. } => *param = Some(Bytes(at)),
+        _ => {}
+    }
+    let v = judge_at(sweep, &c);
+    match note {
+        None => v,
+        Some(n) => match v {
+            Verdict::Holds(r) => Verdict::Holds(format!("{r} ({n})")),
+            Verdict::DoesNotHold(r) => Verdict::DoesNotHold(format!("{r} ({n})")),
+            Verdict::CannotMeasure(r) => Verdict::CannotMeasure(format!("{r} ({n})")),
+        },
+    }
+}
+
+fn judge_at(sweep: &SingleIpSweep, check: &Check) -> Verdict {
     match check {
         Check::Unmeasurable { reason } => Verdict::CannotMeasure(reason.clone()),
         Check::Order {
@@ -1781,8 +1838,20 @@ fn read_packet_log(
         };
         let plen: u64 = c[c_len].parse().unwrap_or(0);
         let seq: u64 = c[c_seq].parse().unwrap_or(0);
-        let first = *first_seq[s].get_or_insert(seq);
+        // The stream starts at its SYN-ACK: earlier packets to the same
+        // client belong to other connections (a readiness probe's FIN).
+        if first_seq[s].is_none() {
+            if !c[c_flags].contains('S') {
+                continue;
+            }
+            first_seq[s] = Some(seq);
+        }
+        let first = first_seq[s].unwrap_or(seq);
         let rel = seq.wrapping_sub(first) & 0xffff_ffff;
+        if rel >= 1 << 31 {
+            // Before the stream's start: another connection.
+            continue;
+        }
         let dropped = c[c_fate] != "sent";
         if dropped {
             out.drops += 1;
@@ -1966,6 +2035,9 @@ check = { kind = "order", metric = "rtt_mean_us", lower = "io16k", higher = "nat
         ];
         let log = format!(
             "{}\nlr,1,0,,,sent,60,1,1.0.0.2,2.0.0.1,6,1,80,0,0,S,0\n\
+             rl,1,500000,500000,1500000,sent,60,1,2.0.0.1,1.0.0.1,6,80,9,5,0,F.,0\n\
+             rl,1,600000,600000,1600000,sent,60,1,2.0.0.1,1.0.0.1,6,80,1,499,0,S.,0\n\
+             rl,1,700000,700000,1700000,sent,60,1,2.0.0.1,1.0.0.2,6,80,1,899,0,S.,0\n\
              rl,1,1000000,2000000,3500000,sent,1500,1,2.0.0.1,1.0.0.1,6,80,1,500,0,.,1448\n\
              rl,2,2000000,,,queue,1500,1,2.0.0.1,1.0.0.2,6,80,1,900,0,.,1448\n",
             "direction,index,arrival_ns,scheduled_ns,departure_ns,fate,bytes,segments,src,dst,protocol,sport,dport,seq,ack,flags,payload_len"
@@ -1975,6 +2047,7 @@ check = { kind = "order", metric = "rtt_mean_us", lower = "io16k", higher = "nat
         assert_eq!(c.jain_overlap, Some(1.0));
         assert_eq!(c.drops, 1);
         assert_eq!(c.timeline.len(), 2);
+        assert_eq!((c.timeline[0].seq, c.timeline[1].seq), (1, 1));
         assert!((c.queue_ms_fg_median.unwrap() - 1.5).abs() < 1e-9);
         assert!(c.link_utilisation.unwrap() > 0.9);
     }

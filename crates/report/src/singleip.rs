@@ -27,7 +27,7 @@ pub fn render_singleip(sweep: &SingleIpSweep, format: Format) -> Result<String, 
 }
 
 const STYLE: &str = "
-body{font-family:system-ui,sans-serif;margin:1.2rem;max-width:1100px;color:#222}
+body{font-family:system-ui,sans-serif;margin:1.2rem;max-width:1180px;color:#222}
 h1{font-size:1.35rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #ddd}
 h3{font-size:1rem}
 table{border-collapse:collapse;margin:.6rem 0;font-size:.88rem}
@@ -36,7 +36,8 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}
 td.holds{background:#e3f4e3}td.fails{background:#f8e0e0}td.na{background:#eee}
 .note{font-size:.86rem;color:#444;max-width:950px}
 .plots{display:flex;flex-wrap:wrap;gap:.5rem}
-.plots figure{margin:0;flex:0 0 540px;max-width:100%}svg{max-width:100%;height:auto}
+.plots figure{margin:0;flex:0 1 520px;min-width:0}
+.plots figure svg{width:100%}svg{max-width:100%;height:auto}
 .wrap{overflow-x:auto}
 ";
 
@@ -465,6 +466,7 @@ fn contention_section(h: &mut String, sweep: &SingleIpSweep) -> Result<(), Repor
                         st.bins_mbit_s
                             .iter()
                             .enumerate()
+                            .skip((st.start_s / c.bin_s).floor().max(0.0) as usize)
                             .map(|(k, v)| ((k as f64 + 0.5) * c.bin_s, *v))
                             .collect(),
                     )
@@ -650,11 +652,12 @@ fn line_plot(
     let (y0, y1) = range(series.iter().flat_map(|s| s.1.iter().map(|p| p.1)), y_axis);
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (540, 340)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (520, 330)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err)?;
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 15))
             .margin(10)
+            .margin_right(28)
             .x_label_area_size(40)
             .y_label_area_size(56)
             .build_cartesian_2d(x0..x1, y0..y1)
@@ -751,11 +754,12 @@ fn timeline_plot(
     let (y0, y1) = range(pts.iter().map(|p| p.seq as f64 / scale), Axis::Linear);
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (540, 340)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (520, 330)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err)?;
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 15))
             .margin(10)
+            .margin_right(28)
             .x_label_area_size(40)
             .y_label_area_size(56)
             .build_cartesian_2d(x0..x1.max(x0 + 1e-3), y0..y1.max(y0 + 1e-3))
