@@ -502,7 +502,7 @@ fn contention_section(h: &mut String, sweep: &SingleIpSweep) -> Result<(), Repor
         }
         h.push_str("</div>\n");
     }
-    h.push_str("<p class=\"note\">Timelines: data packets toward the clients as they reached the emulator (linkem's log), sequence relative to each stream's first; every foreground packet of a small foreground and every 20th of the rest; drops as crosses.</p>\n");
+    h.push_str("<p class=\"note\">Timelines: data packets toward the clients as they reached the emulator (linkem's log), sequence relative to each stream's first; every foreground packet of a small foreground and every n-th of the rest (n at least 20, about 1,500 per large stream); drops as crosses.</p>\n");
     Ok(())
 }
 

@@ -52,8 +52,10 @@ const PORT: u16 = 80;
 const SERVER_PORT: u16 = 8080;
 /// The io-server's node port.
 const NODE_PORT: u16 = 7000;
-/// Every n-th background packet goes on the timeline.
+/// Every n-th background packet goes on the timeline, at least.
 const TIMELINE_EVERY: u32 = 20;
+/// About this many packets of each large stream go on the timeline.
+const TIMELINE_PACKETS: u64 = 1500;
 
 fn node_addr(j: usize) -> String {
     format!("198.18.3.{}", j + 2)
@@ -1202,7 +1204,9 @@ impl Ctx<'_> {
                 "198.18.1.2".into(),
                 "198.18.1.3".into(),
             ],
-            timeline_every: TIMELINE_EVERY,
+            timeline_every: u32::try_from(bg.max(p.param) / 1448 / TIMELINE_PACKETS)
+                .unwrap_or(u32::MAX)
+                .max(TIMELINE_EVERY),
         };
         let mut rec = self.record(p);
         let mut reader = File::open(&pkts)
