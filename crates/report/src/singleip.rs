@@ -32,7 +32,7 @@ h1{font-size:1.35rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px soli
 h3{font-size:1rem}
 table{border-collapse:collapse;margin:.6rem 0;font-size:.88rem}
 th,td{border:1px solid #ccc;padding:.25rem .45rem;text-align:right;vertical-align:top}
-th{background:#f3f3f3}td.l,th.l{text-align:left}
+th{background:#f3f3f3}td{white-space:nowrap}td.l,th.l{text-align:left;white-space:normal}
 td.holds{background:#e3f4e3}td.fails{background:#f8e0e0}td.na{background:#eee}
 .note{font-size:.86rem;color:#444;max-width:950px}
 .plots{display:flex;flex-wrap:wrap;gap:.5rem}
@@ -52,6 +52,14 @@ fn spread(v: &[f64]) -> String {
     let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     format!("{} [{}–{}]", fmt_num(m), fmt_num(lo), fmt_num(hi))
+}
+
+/// [`spread`] for HTML cells: the range on a second, smaller line.
+fn spread_html(v: &[f64]) -> String {
+    match spread(v).split_once(" [") {
+        Some((m, r)) => format!("{m}<br><small>[{r}</small>"),
+        None => spread(v),
+    }
 }
 
 fn ratio(ours: Option<f64>, paper: f64) -> String {
@@ -172,7 +180,7 @@ fn html(sweep: &SingleIpSweep) -> Result<String, ReportError> {
                 h,
                 "<td>{}</td><td>{}</td><td>{}</td>",
                 p.map_or("—".into(), fmt_num_paper),
-                spread(&ours),
+                spread_html(&ours),
                 p.map_or("—".into(), |p| ratio(median(ours.iter().copied()), p))
             );
         }
@@ -182,7 +190,12 @@ fn html(sweep: &SingleIpSweep) -> Result<String, ReportError> {
             .iter()
             .filter_map(|r| r.rtt.as_ref().map(|x| x.p99_us))
             .collect();
-        let _ = writeln!(h, "<td>{}</td><td>{}</td></tr>", spread(&p50), spread(&p99));
+        let _ = writeln!(
+            h,
+            "<td>{}</td><td>{}</td></tr>",
+            spread_html(&p50),
+            spread_html(&p99)
+        );
     }
     h.push_str("</table></div>\n");
     h.push_str("<table><tr><th class=\"l\">SAPS / NAT</th><th>paper</th><th>ours (io16k / nat)</th></tr>\n");
@@ -332,8 +345,8 @@ fn bandwidth_section(h: &mut String, sweep: &SingleIpSweep) -> Result<(), Report
             let _ = write!(
                 h,
                 "<td>{}</td><td>{}</td>",
-                spread(&sweep.values(SingleIpMetric::TransferMs, *s, Some(z))),
-                spread(&sweep.values(SingleIpMetric::TransferMbitS, *s, Some(z)))
+                spread_html(&sweep.values(SingleIpMetric::TransferMs, *s, Some(z))),
+                spread_html(&sweep.values(SingleIpMetric::TransferMbitS, *s, Some(z)))
             );
         }
         let r = match (
@@ -439,7 +452,7 @@ fn contention_section(h: &mut String, sweep: &SingleIpSweep) -> Result<(), Repor
                 let _ = write!(
                     h,
                     "<td>{}</td>",
-                    spread(&contention_values(sweep, m, *s, fg))
+                    spread_html(&contention_values(sweep, m, *s, fg))
                 );
             }
             h.push_str("</tr>\n");
@@ -827,9 +840,10 @@ fn rtt_cdf_plot(sweep: &SingleIpSweep) -> Result<Option<String>, ReportError> {
             continue;
         }
         v.sort_by(f64::total_cmp);
-        // The 1st to 99th percentile, 99 points.
+        // The 1st to 95th percentile (the tail beyond is scheduling noise
+        // on a shared machine and would squeeze the rest).
         let n = v.len();
-        let pts = (1..=99)
+        let pts = (1..=95)
             .map(|p| {
                 let k = ((p as f64 / 100.0) * (n - 1) as f64).round() as usize;
                 (v[k], p as f64 / 100.0)
@@ -841,7 +855,7 @@ fn rtt_cdf_plot(sweep: &SingleIpSweep) -> Result<Option<String>, ReportError> {
         return Ok(None);
     }
     line_plot(
-        "4-byte round trips: distribution (1st-99th percentile)",
+        "4-byte round trips: distribution (1st-95th percentile)",
         "round trip (µs)",
         "fraction of round trips",
         &series,
