@@ -488,6 +488,9 @@ pub struct PaperValue {
     /// The parameter of our figure (transfer or foreground size).
     #[serde(default)]
     pub param: Option<Bytes>,
+    /// The value is `system`'s figure over this system's (a ratio).
+    #[serde(default)]
+    pub relative_to: Option<System>,
 }
 
 /// A claim and how we check it.

@@ -246,8 +246,19 @@ fn html(sweep: &SingleIpSweep) -> Result<String, ReportError> {
     let _ = writeln!(h, "<h2>Every number the paper gives</h2>");
     h.push_str("<div class=\"wrap\"><table>\n<tr><th class=\"l\">source</th><th class=\"l\">quantity</th><th class=\"l\">system</th><th>paper</th><th>ours</th><th>ours/paper</th></tr>\n");
     for v in &exp.paper.values {
-        let ours = match (v.metric, v.system) {
-            (Some(m), Some(s)) => sweep.values(m, s, v.param.map(|b| b.0)),
+        let ours = match (v.metric, v.system, v.relative_to) {
+            (Some(m), Some(s), None) => sweep.values(m, s, v.param.map(|b| b.0)),
+            (Some(m), Some(s), Some(over)) => {
+                // A ratio: per repetition, this system's figure over the other's.
+                let p = v.param.map(|b| b.0);
+                sweep
+                    .values(m, s, p)
+                    .iter()
+                    .zip(sweep.values(m, over, p))
+                    .filter(|(_, b)| *b != 0.0)
+                    .map(|(a, b)| a / b)
+                    .collect()
+            }
             _ => Vec::new(),
         };
         let _ = writeln!(
