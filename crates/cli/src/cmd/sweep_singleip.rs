@@ -161,7 +161,6 @@ pub(crate) fn run(
         key: &key,
         placement,
         shutdown: &shutdown,
-        out: &out,
     };
     // The unmodified servers on the node hosts, for the whole sweep.
     let mut servers = Vec::new();
@@ -674,8 +673,6 @@ struct Ctx<'a> {
     key: &'a Path,
     placement: PlacementInfo,
     shutdown: &'a Shutdown,
-    #[allow(dead_code)]
-    out: &'a Path,
 }
 
 /// The link of one linkem start.
