@@ -12,6 +12,7 @@
 mod experiment;
 mod pipeline;
 mod results;
+mod singleip;
 mod suite;
 
 pub use experiment::{
@@ -29,5 +30,15 @@ pub use pipeline::{
 };
 pub use results::{
     PointResult, ResultsError, SweepDir, SweepInfo, TopologyInfo, POINT_SCHEMA, SWEEP_SCHEMA,
+};
+pub use singleip::Verdict as SingleIpVerdict;
+pub use singleip::{
+    analyse_contention, bytes_label, fmt_num, jain, judge, median, parse_bytes, percentile,
+    summarise_rtt, transfer_result, BandwidthSection, BitRate, Bottleneck, Bytes, Check,
+    ContentionResult, ContentionSection, ContentionSetup, CpuUse, Dur, ExpKind, Kind, LinkInfo,
+    PaperValue, Placement, PlacementInfo, ProbeRtt, ProbeTransfer, QuickSection, RttResult,
+    RttSection, SingleIpClaim, SingleIpError, SingleIpExperiment, SingleIpMetric, SingleIpPaper,
+    SingleIpPoint, SingleIpRecord, SingleIpSweep, SingleIpSweepInfo, StreamResult, System,
+    TimelinePacket, TransferResult, RTT_BYTES, SINGLEIP_POINT_SCHEMA, SINGLEIP_SWEEP_SCHEMA,
 };
 pub use suite::{experiment_kind, experiment_name, Suite, SuiteKind, SuitePaper, DEFAULT_SUITE};

@@ -14,6 +14,7 @@ mod index;
 mod pipeline;
 mod plots;
 mod projection;
+mod singleip;
 mod table;
 mod text;
 mod verdicts;
@@ -24,6 +25,7 @@ pub use claims::{
 pub use index::{ClaimRow, Index, IndexExperiment, IndexPaper};
 pub use pipeline::render_pipeline;
 pub use projection::{project, projections, Projection};
+pub use singleip::render_singleip;
 pub use table::{
     grouped, metric_name, our_stats, param_text, rate_text, ratio_text, stat_names, unit, Cell,
     PaperTable, Row, Spread,

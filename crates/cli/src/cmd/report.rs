@@ -41,6 +41,9 @@ fn parse_format(s: &str) -> Result<Format, String> {
 
 /// Renders the report.
 pub(crate) fn run(args: ReportArgs) -> Result<ExitCode, Exit> {
+    if connlab_lab::SingleIpSweep::is_singleip_dir(&args.dir) {
+        return singleip_report(&args);
+    }
     if args.dir.join("pipeline.json").exists() {
         return pipeline_report(&args);
     }
@@ -95,6 +98,27 @@ fn pipeline_report(args: &ReportArgs) -> Result<ExitCode, Exit> {
             path.display()
         );
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The report of a single-IP sweep (`kind = "singleip"`).
+fn singleip_report(args: &ReportArgs) -> Result<ExitCode, Exit> {
+    let sweep = connlab_lab::SingleIpSweep::open(&args.dir).map_err(|e| Exit::usage(e.into()))?;
+    let text = connlab_report::render_singleip(&sweep, args.format).map_err(|e| anyhow!(e))?;
+    let output = args
+        .output
+        .clone()
+        .or_else(|| (args.format == Format::Html).then(|| args.dir.join("report.html")));
+    if let Some(path) = &output {
+        eprintln!(
+            "connlab report: {} ({} of {} points) -> {}",
+            sweep.experiment.name,
+            sweep.points.len(),
+            sweep.info.points_total,
+            path.display()
+        );
+    }
+    write_output(output, &text)?;
     Ok(ExitCode::SUCCESS)
 }
 

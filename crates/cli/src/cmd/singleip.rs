@@ -79,6 +79,9 @@ Example:
   connlab singleip app-node --io-server 10.0.0.1:7000 --key cluster.key \\
       --forward 127.0.0.1:8080 --port 80")]
     AppNode(AppNodeArgs),
+    /// The sweep's in-namespace helpers (echo/bulk server, RTT and transfer clients).
+    #[command(hide = true)]
+    Probe(crate::cmd::singleip_probe::ProbeArgs),
 }
 
 /// Flags of `connlab singleip io-server`.
@@ -170,6 +173,7 @@ pub(crate) fn run(args: SingleIpArgs) -> Result<ExitCode, Exit> {
     match args.command {
         SingleIpCommand::IoServer(a) => io_server(a),
         SingleIpCommand::AppNode(a) => app_node(a),
+        SingleIpCommand::Probe(a) => crate::cmd::singleip_probe::run(a),
     }
 }
 

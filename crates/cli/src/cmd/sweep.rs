@@ -70,6 +70,16 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("reading {}", args.file.display()))
         .map_err(Exit::usage)?;
+    if connlab_lab::SingleIpExperiment::is_singleip(&text) {
+        return crate::cmd::sweep_singleip::run(
+            &args.file,
+            &text,
+            args.out,
+            args.quick,
+            args.fresh,
+            args.dry_run,
+        );
+    }
     if connlab_lab::PipelineExperiment::is_pipeline(&text) {
         return crate::cmd::sweep_pipeline::run(
             &args.file,
