@@ -10,6 +10,7 @@
 //! job; this crate does no I/O beyond reading and writing those files.
 
 mod experiment;
+mod peers;
 mod pipeline;
 mod results;
 
@@ -17,6 +18,11 @@ pub use experiment::{
     parse_link_rate, rate_label, web_config, ClientSection, Experiment, ExperimentError, Matrix,
     MatrixOverride, Metric, Paper, PaperCell, PaperClaim, PointParams, RateValue, RatioValue,
     ServerSection, SizeValue, TopologySection, Vary, WebSection, ENGINES, WEB_CONFIGS,
+};
+pub use peers::{
+    Bytes, Contender, PeerParams, PeerPoint, PeersDir, PeersError, PeersExperiment, PeersInfo,
+    PeersQuick, PeersTag, Placement, PointSetup, Process, ProcessKind, Role, RoleCpu, ServeEngine,
+    Span, Workload, PEERS_SWEEP_SCHEMA, PEER_POINT_SCHEMA,
 };
 pub use pipeline::{
     capacity, LinkSpec, MessageCounts, PipelineExperiment, PipelineMatrix, PipelinePaperValue,
