@@ -13,6 +13,7 @@ pub(crate) mod run;
 pub(crate) mod serve;
 pub(crate) mod singleip;
 pub(crate) mod sweep;
+pub(crate) mod sweep_peers;
 pub(crate) mod sweep_pipeline;
 pub(crate) mod sweep_web;
 pub(crate) mod webset;

@@ -70,6 +70,10 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("reading {}", args.file.display()))
         .map_err(Exit::usage)?;
+    if connlab_lab::PeersExperiment::is_peers(&text) {
+        let (out, quick, fresh, dry) = (args.out, args.quick, args.fresh, args.dry_run);
+        return crate::cmd::sweep_peers::run(&args.file, &text, out, quick, fresh, dry);
+    }
     if connlab_lab::PipelineExperiment::is_pipeline(&text) {
         return crate::cmd::sweep_pipeline::run(
             &args.file,
