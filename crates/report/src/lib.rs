@@ -7,9 +7,11 @@
 //! Formats: one self-contained HTML file (inline CSS and SVG, nothing fetched
 //! when viewed), Markdown, and CSV (the table in long form, for pandas).
 
+mod peers;
 mod pipeline;
 mod plots;
 mod table;
+pub use peers::{render_peers, summarize as summarize_peers, PeerRow, Spread};
 pub use pipeline::render_pipeline;
 use table::server_stat;
 
