@@ -20,9 +20,9 @@ pub use experiment::{
     ServerSection, SizeValue, TopologySection, Vary, WebSection, ENGINES, WEB_CONFIGS,
 };
 pub use peers::{
-    Bytes, Contender, PeerParams, PeerPoint, PeersDir, PeersError, PeersExperiment, PeersInfo,
-    PeersQuick, PeersTag, Placement, PointSetup, Process, ProcessKind, Role, RoleCpu, ServeEngine,
-    Span, Workload, PEERS_SWEEP_SCHEMA, PEER_POINT_SCHEMA,
+    Baseline, Bytes, Contender, PeerParams, PeerPoint, PeersDir, PeersError, PeersExperiment,
+    PeersInfo, PeersQuick, PeersTag, Placement, PointSetup, Process, ProcessKind, Role, RoleCpu,
+    ServeEngine, Span, Workload, PEERS_SWEEP_SCHEMA, PEER_POINT_SCHEMA,
 };
 pub use pipeline::{
     capacity, LinkSpec, MessageCounts, PipelineExperiment, PipelineMatrix, PipelinePaperValue,

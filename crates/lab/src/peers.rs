@@ -422,8 +422,9 @@ pub struct PeersExperiment {
     pub description: String,
     /// The role whose CPU time divides the completed requests.
     pub measure: Role,
-    /// The contender every other is divided by.
-    pub baseline: String,
+    /// The contender every other is divided by: one name, or a list (each
+    /// that runs at a body size gives a ratio there).
+    pub baseline: Baseline,
     /// Repetitions of every point [default: 5]; contenders alternate within each.
     #[serde(default = "five")]
     pub repetitions: u32,
@@ -453,6 +454,26 @@ fn no_placement() -> Placement {
         server_cpu: None,
         gateway_cpu: None,
         client_cpu: None,
+    }
+}
+
+/// `baseline = "nginx-return"` or `baseline = ["nginx-return", "nginx-static"]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Baseline {
+    /// One contender.
+    One(String),
+    /// Contenders in order of preference.
+    Many(Vec<String>),
+}
+
+impl Baseline {
+    /// The names, in order of preference.
+    pub fn names(&self) -> Vec<&str> {
+        match self {
+            Baseline::One(n) => vec![n.as_str()],
+            Baseline::Many(v) => v.iter().map(String::as_str).collect(),
+        }
     }
 }
 
@@ -610,11 +631,12 @@ impl PeersExperiment {
                 }
             }
         }
-        if !names.contains(self.baseline.as_str()) {
-            return bad(
-                "baseline",
-                format!("{:?} names no contender", self.baseline),
-            );
+        let baselines = self.baseline.names();
+        if baselines.is_empty() {
+            return bad("baseline", "name at least one contender".into());
+        }
+        if let Some(b) = baselines.iter().find(|b| !names.contains(**b)) {
+            return bad("baseline", format!("{b:?} names no contender"));
         }
         for (field, fixed, r) in [
             ("server", &self.server, Role::Server),
@@ -704,6 +726,22 @@ impl PeersExperiment {
             }
         }
         plan
+    }
+
+    /// The baselines at a body size: those of [`PeersExperiment::baseline`]
+    /// that run at that size, in the file's order.
+    pub fn baselines_at(&self, body_bytes: u64) -> Vec<&str> {
+        self.baseline
+            .names()
+            .into_iter()
+            .filter(|b| {
+                self.contender_named(b).is_some_and(|c| {
+                    c.body_sizes
+                        .as_ref()
+                        .is_none_or(|s| s.contains(&Bytes(body_bytes)))
+                })
+            })
+            .collect()
     }
 
     /// The contender named `name`.
@@ -914,6 +952,11 @@ body_sizes = [128]
                 "poll-10240B-rep2"
             ]
         );
+        assert_eq!(e.baselines_at(10240), ["poll"]);
+        let two = parse(&FILE.replace("baseline = \"poll\"", "baseline = [\"epoll\", \"poll\"]"))
+            .unwrap();
+        assert_eq!(two.baselines_at(128), ["epoll", "poll"]);
+        assert_eq!(two.baselines_at(10240), ["poll"]);
         let s = e.setup(&e.contender[1]).unwrap();
         assert_eq!(s.client.kind, ProcessKind::ConnlabLoad);
         assert_eq!(s.server.engine, Some(ServeEngine::Epoll));
@@ -957,5 +1000,30 @@ body_sizes = [128]
         assert!(e.starts_with("t.toml: contender[0].splice:"), "{e}");
         let e = error(&FILE.replace("kind = \"peers\"", "kind = \"sweep\""));
         assert!(e.starts_with("t.toml: kind:"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod shipped {
+    use super::PeersExperiment;
+    use std::path::Path;
+
+    #[test]
+    fn the_shipped_peers_experiments_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            if path.extension().is_some_and(|e| e == "toml") && PeersExperiment::is_peers(&text) {
+                let e = PeersExperiment::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+                let (quick, full) = (e.plan(true), e.plan(false));
+                assert!(!quick.is_empty() && quick.len() <= full.len());
+                assert!(e.duration(true) < e.duration(false), "{}", path.display());
+                assert!(!e.baselines_at(full[0].body_bytes).is_empty());
+                n += 1;
+            }
+        }
+        assert!(n >= 3);
     }
 }

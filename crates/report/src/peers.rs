@@ -73,8 +73,9 @@ pub struct PeerRow {
     pub requests_per_cpu_s: Spread,
     /// Each repetition's requests per CPU second, in repetition order.
     pub per_rep: Vec<f64>,
-    /// Ratio to the baseline of the same repetition; `None` without pairs.
-    pub ratio: Option<Spread>,
+    /// Per baseline at this body size: the ratio to it, repetition by
+    /// repetition; `None` without pairs.
+    pub ratios: Vec<(String, Option<Spread>)>,
     /// Client-reported errors, summed.
     pub errors: u64,
 }
@@ -113,14 +114,18 @@ pub fn summarize(dir: &PeersDir) -> Vec<PeerRow> {
     sizes.dedup();
     let mut rows = Vec::new();
     for size in sizes {
-        let base: BTreeMap<u32, f64> = by
-            .get(&(size, exp.baseline.as_str()))
-            .map(|ps| {
-                ps.iter()
-                    .map(|p| (p.params.repetition, p.requests_per_cpu_s))
-                    .collect()
+        let bases: Vec<(&str, BTreeMap<u32, f64>)> = exp
+            .baselines_at(size)
+            .into_iter()
+            .map(|b| {
+                let per_rep = by.get(&(size, b)).map_or_else(BTreeMap::new, |ps| {
+                    ps.iter()
+                        .map(|p| (p.params.repetition, p.requests_per_cpu_s))
+                        .collect()
+                });
+                (b, per_rep)
             })
-            .unwrap_or_default();
+            .collect();
         for c in &exp.contender {
             let Some(points) = by.get(&(size, c.name.as_str())) else {
                 continue;
@@ -129,12 +134,18 @@ pub fn summarize(dir: &PeersDir) -> Vec<PeerRow> {
             points.sort_by_key(|p| p.params.repetition);
             let rps: Vec<f64> = points.iter().map(|p| p.requests_per_s).collect();
             let rpc: Vec<f64> = points.iter().map(|p| p.requests_per_cpu_s).collect();
-            let ratios: Vec<f64> = points
+            let ratios = bases
                 .iter()
-                .filter_map(|p| {
-                    base.get(&p.params.repetition)
-                        .filter(|b| **b > 0.0)
-                        .map(|b| p.requests_per_cpu_s / b)
+                .map(|(name, base)| {
+                    let r: Vec<f64> = points
+                        .iter()
+                        .filter_map(|p| {
+                            base.get(&p.params.repetition)
+                                .filter(|b| **b > 0.0)
+                                .map(|b| p.requests_per_cpu_s / b)
+                        })
+                        .collect();
+                    (name.to_string(), Spread::of(&r))
                 })
                 .collect();
             let (Some(requests_per_s), Some(requests_per_cpu_s)) =
@@ -150,7 +161,7 @@ pub fn summarize(dir: &PeersDir) -> Vec<PeerRow> {
                 requests_per_s,
                 requests_per_cpu_s,
                 per_rep: rpc,
-                ratio: Spread::of(&ratios),
+                ratios,
                 errors: points.iter().map(|p| p.errors).sum(),
             });
         }
@@ -198,10 +209,10 @@ fn measure_text(role: Role) -> String {
     format!("requests per {} CPU s", role.name())
 }
 
-/// Column headings of the summary table.
-fn headings(dir: &PeersDir) -> Vec<String> {
+/// Column headings of the summary table at one body size.
+fn headings(dir: &PeersDir, body_bytes: u64) -> Vec<String> {
     let m = dir.info.experiment.measure;
-    vec![
+    let mut h: Vec<String> = vec![
         "body".into(),
         "contender".into(),
         "runs".into(),
@@ -209,13 +220,16 @@ fn headings(dir: &PeersDir) -> Vec<String> {
         "req/s median (min–max)".into(),
         format!("{} median (min–max)", measure_text(m)),
         format!("{} CPU µs per request", m.name()),
-        format!("ratio to {} (min–max)", dir.info.experiment.baseline),
-        "errors".into(),
-    ]
+    ];
+    for b in dir.info.experiment.baselines_at(body_bytes) {
+        h.push(format!("ratio to {b} (min–max)"));
+    }
+    h.push("errors".into());
+    h
 }
 
 fn cells(r: &PeerRow) -> Vec<String> {
-    vec![
+    let mut c = vec![
         size_text(r.body_bytes),
         r.contender.clone(),
         r.what.clone(),
@@ -223,9 +237,10 @@ fn cells(r: &PeerRow) -> Vec<String> {
         whole_spread(&r.requests_per_s),
         whole_spread(&r.requests_per_cpu_s),
         format!("{:.1}", 1e6 / r.requests_per_cpu_s.median),
-        ratio_spread(r.ratio),
-        r.errors.to_string(),
-    ]
+    ];
+    c.extend(r.ratios.iter().map(|(_, s)| ratio_spread(*s)));
+    c.push(r.errors.to_string());
+    c
 }
 
 /// (name, value) facts about the sweep.
@@ -246,7 +261,7 @@ fn facts(dir: &PeersDir) -> Vec<(String, String)> {
     let mut out = vec![
         ("compared".into(), format!("{}s", e.contender_role().name())),
         ("measure".into(), measure_text(e.measure)),
-        ("baseline".into(), e.baseline.clone()),
+        ("baselines".into(), e.baseline.names().join(", ")),
         (
             "workload".into(),
             format!(
@@ -348,12 +363,15 @@ fn markdown(dir: &PeersDir, rows: &[PeerRow]) -> String {
     for (k, v) in facts(dir) {
         let _ = writeln!(m, "- **{k}**: {v}");
     }
-    m.push('\n');
-    let h = headings(dir);
-    let _ = writeln!(m, "{}", md_row(&h));
-    let _ = writeln!(m, "{}", md_row(&vec!["---".to_string(); h.len()]));
-    for r in rows {
-        let _ = writeln!(m, "{}", md_row(&cells(r)));
+    let mut sizes: Vec<u64> = rows.iter().map(|r| r.body_bytes).collect();
+    sizes.dedup();
+    for size in sizes {
+        let h = headings(dir, size);
+        let _ = writeln!(m, "\n{}", md_row(&h));
+        let _ = writeln!(m, "{}", md_row(&vec!["---".to_string(); h.len()]));
+        for r in rows.iter().filter(|r| r.body_bytes == size) {
+            let _ = writeln!(m, "{}", md_row(&cells(r)));
+        }
     }
     let miss = missing(dir);
     if !miss.is_empty() {
@@ -376,6 +394,7 @@ struct CsvRow<'a> {
     requests_per_cpu_s_median: f64,
     requests_per_cpu_s_min: f64,
     requests_per_cpu_s_max: f64,
+    baseline: &'a str,
     ratio_median: Option<f64>,
     ratio_min: Option<f64>,
     ratio_max: Option<f64>,
@@ -385,25 +404,34 @@ struct CsvRow<'a> {
 fn csv_text(rows: &[PeerRow], measure: Role) -> Result<String, ReportError> {
     let mut w = csv::Writer::from_writer(Vec::new());
     let round = |v: f64| (v * 1000.0).round() / 1000.0;
+    let none = [(String::new(), None)];
     for r in rows {
-        w.serialize(CsvRow {
-            body_bytes: r.body_bytes,
-            contender: &r.contender,
-            runs: &r.what,
-            repetitions: r.repetitions,
-            requests_per_s_median: round(r.requests_per_s.median),
-            requests_per_s_min: round(r.requests_per_s.min),
-            requests_per_s_max: round(r.requests_per_s.max),
-            measure: measure.name(),
-            requests_per_cpu_s_median: round(r.requests_per_cpu_s.median),
-            requests_per_cpu_s_min: round(r.requests_per_cpu_s.min),
-            requests_per_cpu_s_max: round(r.requests_per_cpu_s.max),
-            ratio_median: r.ratio.map(|s| round(s.median)),
-            ratio_min: r.ratio.map(|s| round(s.min)),
-            ratio_max: r.ratio.map(|s| round(s.max)),
-            errors: r.errors,
-        })
-        .map_err(|e| ReportError::Plot(format!("writing CSV: {e}")))?;
+        let ratios: &[(String, Option<Spread>)] = if r.ratios.is_empty() {
+            &none
+        } else {
+            &r.ratios
+        };
+        for (baseline, ratio) in ratios {
+            w.serialize(CsvRow {
+                body_bytes: r.body_bytes,
+                contender: &r.contender,
+                runs: &r.what,
+                repetitions: r.repetitions,
+                requests_per_s_median: round(r.requests_per_s.median),
+                requests_per_s_min: round(r.requests_per_s.min),
+                requests_per_s_max: round(r.requests_per_s.max),
+                measure: measure.name(),
+                requests_per_cpu_s_median: round(r.requests_per_cpu_s.median),
+                requests_per_cpu_s_min: round(r.requests_per_cpu_s.min),
+                requests_per_cpu_s_max: round(r.requests_per_cpu_s.max),
+                baseline,
+                ratio_median: ratio.map(|s| round(s.median)),
+                ratio_min: ratio.map(|s| round(s.min)),
+                ratio_max: ratio.map(|s| round(s.max)),
+                errors: r.errors,
+            })
+            .map_err(|e| ReportError::Plot(format!("writing CSV: {e}")))?;
+        }
     }
     let bytes = w
         .into_inner()
@@ -416,6 +444,7 @@ body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:2re
 h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem}
 th,td{border:1px solid #ccc;padding:.25rem .45rem;text-align:right}
+td{white-space:nowrap}
 th{background:#f3f3f3}td.label,th.label{text-align:left}
 div.scroll{overflow-x:auto;max-width:100%}
 figure.plot{margin:.5rem 0}
@@ -461,7 +490,7 @@ fn html(dir: &PeersDir, rows: &[PeerRow]) -> Result<String, ReportError> {
             "<h2>{} body</h2>\n<div class=\"scroll\"><table>\n<thead><tr>",
             size_text(size)
         );
-        for (i, head) in headings(dir).iter().enumerate().skip(1) {
+        for (i, head) in headings(dir, size).iter().enumerate().skip(1) {
             let class = if i <= 2 { " class=\"label\"" } else { "" };
             let _ = write!(h, "<th{class}>{}</th>", esc(head));
         }
@@ -470,7 +499,7 @@ fn html(dir: &PeersDir, rows: &[PeerRow]) -> Result<String, ReportError> {
             h.push_str("<tr>");
             for (i, c) in cells(r).iter().enumerate().skip(1) {
                 let class = if i <= 2 { " class=\"label\"" } else { "" };
-                let strong = i == 7 && r.contender != e.baseline;
+                let strong = i >= 7 && i < 7 + r.ratios.len() && r.ratios[i - 7].0 != r.contender;
                 if strong {
                     let _ = write!(h, "<td{class}><strong>{}</strong></td>", esc(c));
                 } else {

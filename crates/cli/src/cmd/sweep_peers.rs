@@ -197,7 +197,14 @@ fn check_programs(exp: &PeersExperiment) -> anyhow::Result<Vec<(String, String)>
         })?;
         let text = String::from_utf8_lossy(&output.stdout).to_string()
             + &String::from_utf8_lossy(&output.stderr);
-        let line = text.lines().next().unwrap_or_default().trim().to_string();
+        let line = text.lines().next().unwrap_or_default();
+        // wrk's banner goes on with a copyright notice.
+        let line = line
+            .split(" Copyright")
+            .next()
+            .unwrap_or(line)
+            .trim()
+            .to_string();
         versions.push((program.to_string(), line));
     }
     Ok(versions)
