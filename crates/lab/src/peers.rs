@@ -141,6 +141,10 @@ pub enum ProcessKind {
     ConnlabGateway,
     /// HAProxy, mode tcp, one thread by default (gateway).
     Haproxy,
+    /// The single-IP relay: `connlab singleip io-server` and one
+    /// `connlab singleip app-node` forwarding to the server (gateway; the
+    /// CPU of both counts).
+    SingleipRelay,
     /// `connlab load --protocol http --rate max --depth 1` (client).
     ConnlabLoad,
     /// `wrk -t1` (client).
@@ -154,7 +158,9 @@ impl ProcessKind {
             ProcessKind::ConnlabServe | ProcessKind::NginxReturn | ProcessKind::NginxStatic => {
                 Role::Server
             }
-            ProcessKind::ConnlabGateway | ProcessKind::Haproxy => Role::Gateway,
+            ProcessKind::ConnlabGateway | ProcessKind::Haproxy | ProcessKind::SingleipRelay => {
+                Role::Gateway
+            }
             ProcessKind::ConnlabLoad | ProcessKind::Wrk => Role::Client,
         }
     }
@@ -167,6 +173,7 @@ impl ProcessKind {
             ProcessKind::NginxStatic => "nginx-static",
             ProcessKind::ConnlabGateway => "connlab-gateway",
             ProcessKind::Haproxy => "haproxy",
+            ProcessKind::SingleipRelay => "singleip-relay",
             ProcessKind::ConnlabLoad => "connlab-load",
             ProcessKind::Wrk => "wrk",
         }

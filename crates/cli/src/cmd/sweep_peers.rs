@@ -314,23 +314,22 @@ fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<PeerPoint>
     commands.push((Role::Server, describe(&cmd)));
     let mut server = Proc::spawn(cmd, "server", placement.server_cpu, &ctx.logs, stop_sig)?;
 
-    let mut gateway = None;
+    let mut gateway: Vec<Proc> = Vec::new();
     let mut target = server_addr;
     if let Some(g) = &setup.gateway {
         let addr = free_addr()?;
-        let cmd = gateway_command(ctx, g, addr, server_addr)?;
-        commands.push((Role::Gateway, describe(&cmd)));
         wait_ready(&mut server, server_addr, p.body_bytes)?;
-        gateway = Some(Proc::spawn(
-            cmd,
-            "gateway",
-            placement.gateway_cpu,
-            &ctx.logs,
-            libc::SIGTERM,
-        )?);
+        for (name, cmd, listens) in gateway_commands(ctx, g, addr, server_addr)? {
+            commands.push((Role::Gateway, describe(&cmd)));
+            let mut proc = Proc::spawn(cmd, name, placement.gateway_cpu, &ctx.logs, libc::SIGTERM)?;
+            if let Some(a) = listens {
+                wait_listening(&mut proc, a)?;
+            }
+            gateway.push(proc);
+        }
         target = addr;
     }
-    match gateway.as_mut() {
+    match gateway.first_mut() {
         Some(g) => wait_ready(g, target, p.body_bytes)?,
         None => wait_ready(&mut server, target, p.body_bytes)?,
     }
@@ -339,7 +338,10 @@ fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<PeerPoint>
     let cmd = client_command(ctx, &setup.client, target, p.body_bytes, &json);
     commands.push((Role::Client, describe(&cmd)));
     let server_before = server.tree_cpu_s();
-    let gateway_before = gateway.as_ref().map(Proc::tree_cpu_s);
+    let gateway_cpu_s = |g: &[Proc]| -> Option<f64> {
+        (!g.is_empty()).then(|| g.iter().map(Proc::tree_cpu_s).sum())
+    };
+    let gateway_before = gateway_cpu_s(&gateway);
     let started = Instant::now();
     let mut client = Proc::spawn(cmd, "client", placement.client_cpu, &ctx.logs, libc::SIGINT)?;
     let Some(client_cpu) = client.wait_rusage(ctx.duration + CLIENT_SLACK, ctx.stop)? else {
@@ -347,11 +349,10 @@ fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<PeerPoint>
     };
     let wall_s = started.elapsed().as_secs_f64();
     let server_cpu = server.tree_cpu_s() - server_before;
-    let gateway_cpu = gateway
-        .as_ref()
+    let gateway_cpu = gateway_cpu_s(&gateway)
         .zip(gateway_before)
-        .map(|(g, before)| g.tree_cpu_s() - before);
-    if let Some(mut g) = gateway {
+        .map(|(after, before)| after - before);
+    for g in gateway.iter_mut().rev() {
         g.stop();
     }
     server.stop();
@@ -491,7 +492,49 @@ fn cpu_mask_bits(cpu: usize) -> String {
     s
 }
 
-/// The gateway's command.
+/// The gateway's commands (the single-IP relay has two processes), each
+/// with the name of its log file and the address it must listen on before
+/// the next starts.
+fn gateway_commands(
+    ctx: &PointCtx,
+    p: &Process,
+    listen: SocketAddr,
+    backend: SocketAddr,
+) -> anyhow::Result<Vec<(&'static str, Command, Option<SocketAddr>)>> {
+    if p.kind == ProcessKind::SingleipRelay {
+        let key = ctx.logs.join("relay.key");
+        let mut bytes = [0u8; 32];
+        File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut bytes))
+            .context("reading a key from /dev/urandom")?;
+        std::fs::write(&key, bytes).with_context(|| format!("writing {}", key.display()))?;
+        let nodes = free_addr()?;
+        let mut io = Command::new(ctx.exe);
+        io.args(["singleip", "io-server", "--listen"])
+            .arg(listen.to_string())
+            .arg("--nodes")
+            .arg(nodes.to_string())
+            .arg("--key")
+            .arg(&key)
+            .arg("--stats")
+            .arg(ctx.logs.join("io-server-stats.json"));
+        let mut node = Command::new(ctx.exe);
+        node.args(["singleip", "app-node", "--io-server"])
+            .arg(nodes.to_string())
+            .arg("--key")
+            .arg(&key)
+            .arg("--forward")
+            .arg(backend.to_string())
+            .arg("--port")
+            .arg(listen.port().to_string())
+            .arg("--stats")
+            .arg(ctx.logs.join("app-node-stats.json"));
+        return Ok(vec![("gateway", io, Some(nodes)), ("app-node", node, None)]);
+    }
+    gateway_command(ctx, p, listen, backend).map(|c| vec![("gateway", c, None)])
+}
+
+/// The command of a one-process gateway.
 fn gateway_command(
     ctx: &PointCtx,
     p: &Process,
@@ -613,6 +656,29 @@ fn wait_ready(proc: &mut Proc, addr: SocketAddr, body_bytes: u64) -> anyhow::Res
                 bail!("the {} at {addr} is not serving: {e}", proc.name)
             }
             _ => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// Waits until `addr` accepts a TCP connection, or fails once `proc` has
+/// exited or [`READY`] has passed.
+fn wait_listening(proc: &mut Proc, addr: SocketAddr) -> anyhow::Result<()> {
+    let deadline = Instant::now() + READY;
+    loop {
+        if let Some(status) = proc.child.try_wait()? {
+            proc.reaped = true;
+            bail!(
+                "the {} exited at start ({status}); see {}",
+                proc.name,
+                proc.log.display()
+            );
+        }
+        match TcpStream::connect_timeout(&addr, Duration::from_millis(500)) {
+            Ok(_) => return Ok(()),
+            Err(e) if Instant::now() > deadline => {
+                bail!("the {} does not listen on {addr}: {e}", proc.name)
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }
     }
 }
