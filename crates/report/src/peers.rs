@@ -215,7 +215,7 @@ fn headings(dir: &PeersDir, body_bytes: u64) -> Vec<String> {
     let mut h: Vec<String> = vec![
         "body".into(),
         "contender".into(),
-        "runs".into(),
+        "program".into(),
         "reps".into(),
         "req/s median (min–max)".into(),
         format!("{} median (min–max)", measure_text(m)),
@@ -385,7 +385,7 @@ fn markdown(dir: &PeersDir, rows: &[PeerRow]) -> String {
 struct CsvRow<'a> {
     body_bytes: u64,
     contender: &'a str,
-    runs: &'a str,
+    program: &'a str,
     repetitions: usize,
     requests_per_s_median: f64,
     requests_per_s_min: f64,
@@ -415,7 +415,7 @@ fn csv_text(rows: &[PeerRow], measure: Role) -> Result<String, ReportError> {
             w.serialize(CsvRow {
                 body_bytes: r.body_bytes,
                 contender: &r.contender,
-                runs: &r.what,
+                program: &r.what,
                 repetitions: r.repetitions,
                 requests_per_s_median: round(r.requests_per_s.median),
                 requests_per_s_min: round(r.requests_per_s.min),

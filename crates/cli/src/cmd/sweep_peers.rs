@@ -86,6 +86,7 @@ pub(crate) fn run(
     PeersDir::write_json(&PeersDir::info_path(&out), &info)
         .with_context(|| format!("writing {}", PeersDir::info_path(&out).display()))?;
     crate::cmd::load::raise_limit();
+    become_subreaper();
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let stop = stop_flag(shutdown);
     let exe = std::env::current_exe().context("locating the connlab binary")?;
@@ -171,6 +172,13 @@ pub(crate) fn run(
         return Err(anyhow!("points failed or had errors: {}", failed.join(", ")).into());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Makes this process the reaper of its orphaned descendants (an nginx
+/// worker whose master died), so [`Proc::stop`] finds and ends them.
+fn become_subreaper() {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER only sets a flag of this process.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) };
 }
 
 /// Checks the peer programs the experiment names and returns their versions.
@@ -356,6 +364,18 @@ fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<PeerPoint>
         g.stop();
     }
     server.stop();
+    // A Ctrl-C from the terminal reaches the client too, which may end
+    // early and cleanly before the flag is seen: such a run is not kept.
+    std::thread::sleep(Duration::from_millis(150));
+    if ctx.stop.load(Relaxed) {
+        return Ok(None);
+    }
+    if wall_s < ctx.duration.as_secs_f64() * 0.9 {
+        bail!(
+            "the client ended after {wall_s:.1} s, before its {:.0} s",
+            ctx.duration.as_secs_f64()
+        );
+    }
 
     let outcome = match setup.client.kind {
         ProcessKind::Wrk => {
@@ -809,11 +829,18 @@ impl Proc {
         let _ = self.child.wait();
         self.reaped = true;
         // Descendants that outlived their parent (an nginx worker whose master
-        // was killed): only those still children of init or of the process.
+        // was killed) were handed to this process, the subreaper
+        // (`become_subreaper`), or to init: kill and reap those.
+        let me = std::process::id() as i32;
         for p in family.into_iter().filter(|p| *p != pid) {
-            if proc_ppid(p).is_some_and(|pp| pp == 1 || pp == pid) {
+            let Some(parent) = proc_ppid(p) else { continue };
+            if parent == me || parent == 1 || parent == pid {
                 // SAFETY: kill(2) on a pid read from /proc just now.
                 unsafe { libc::kill(p, libc::SIGKILL) };
+            }
+            if parent == me {
+                // SAFETY: waitpid on our own (adopted) child; a null status is allowed.
+                unsafe { libc::waitpid(p, std::ptr::null_mut(), 0) };
             }
         }
     }
