@@ -444,7 +444,7 @@ body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:2re
 h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem}
 th,td{border:1px solid #ccc;padding:.25rem .45rem;text-align:right}
-td{white-space:nowrap}
+td:not(.label){white-space:nowrap}
 th{background:#f3f3f3}td.label,th.label{text-align:left}
 div.scroll{overflow-x:auto;max-width:100%}
 figure.plot{margin:.5rem 0}
