@@ -1,10 +1,6 @@
 #!/usr/bin/env python3
 """Benchmarks of `connlab load` (issue 3), each measured side by side in one run.
 
-  cost    closed loop, HTTP keep-alive, 100 connections, against one nginx worker
-          (pinned to CPU 1, `return 200` of 128 B): requests per client CPU second,
-          connlab load (--rate max --depth 1) against wrk -t1, both pinned to CPU 0,
-          alternating, --reps times. Client CPU from /usr/bin/time (whole process).
   pacing  open loop at 20,000 req/s over 1,000 connections, ratio 1/4, against
           `connlab serve --engine epoll --cpu 1`; writer on CPU 0, reader on CPU 1:
           send_lag p50/p99/p99.9 and send_deviation stddev/max.
@@ -15,10 +11,13 @@
           connections, ratio 1, 2,000 req/s, 128 B / 10 KiB; server on CPU 1, client
           writer on CPU 0 and reader on CPU 1: service latency mean/median/stddev.
 
-Usage: scripts/bench_loadgen.py {cost,pacing,scale,locality} [--reps N] [--duration S] > out.csv
-Needs a release build (target/release/connlab); cost needs nginx and wrk.
+The cost per request against wrk is an experiment file now:
+  connlab sweep experiments/peers-loadgen-vs-wrk.toml
+
+Usage: scripts/bench_loadgen.py {pacing,scale,locality} [--reps N] [--duration S] > out.csv
+Needs a release build (target/release/connlab).
 """
-import argparse, csv, json, os, re, signal, statistics, subprocess, sys, tempfile, time
+import argparse, csv, json, os, signal, subprocess, sys, tempfile, time
 
 BIN = os.environ.get("CONNLAB", "target/release/connlab")
 
@@ -48,47 +47,6 @@ def load(args, tmp):
     with open(timef) as f:
         u, s = map(float, f.read().split()[-2:])
     return r, u + s
-
-
-def cost(a, tmp, w):
-    body = "x" * 128
-    port = 18000 + os.getpid() % 1000
-    conf = os.path.join(tmp, "nginx.conf")
-    with open(conf, "w") as f:
-        f.write(f"""worker_processes 1; daemon off; pid {tmp}/nginx.pid; error_log {tmp}/error.log;
-worker_cpu_affinity 10; events {{ worker_connections 4096; }}
-http {{ access_log off; keepalive_requests 1000000; default_type application/octet-stream;
-client_body_temp_path {tmp}/b; proxy_temp_path {tmp}/p; fastcgi_temp_path {tmp}/f; uwsgi_temp_path {tmp}/u; scgi_temp_path {tmp}/s;
-server {{ listen 127.0.0.1:{port}; location = /bytes/128 {{ return 200 "{body}"; }} }} }}
-""")
-    ng = subprocess.Popen(["nginx", "-c", conf, "-p", tmp], stderr=subprocess.DEVNULL)
-    time.sleep(0.5)
-    w.writerow(["part", "client", "rep", "requests", "client_cpu_s", "requests_per_client_cpu_s", "errors"])
-    res = {"wrk": [], "connlab": []}
-    try:
-        for rep in range(a.reps):
-            timef = os.path.join(tmp, "time")
-            out = subprocess.run(["/usr/bin/time", "-f", "%U %S", "-o", timef, "taskset", "-c", "0", "wrk", "-t1",
-                                  "-c100", f"-d{a.duration}s", f"http://127.0.0.1:{port}/bytes/128"],
-                                 capture_output=True, text=True, check=True).stdout
-            n = int(re.search(r"(\d+) requests in", out).group(1))
-            errs = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-            with open(timef) as f:
-                cpu = sum(map(float, f.read().split()[-2:]))
-            res["wrk"].append(n / cpu)
-            w.writerow(["cost", "wrk", rep, n, round(cpu, 3), round(n / cpu), int(errs.group(1)) if errs else 0])
-            r, cpu = load(["--target", f"127.0.0.1:{port}", "--protocol", "http", "--path", "/bytes/128",
-                           "-c", "100", "--rate", "max", "--depth", "1", "-d", f"{a.duration}s", "--warmup", "0s",
-                           "--cpu", "0"], tmp)
-            n = r["requests"]["completed"]
-            res["connlab"].append(n / cpu)
-            w.writerow(["cost", "connlab", rep, n, round(cpu, 3), round(n / cpu), sum(r["requests"]["errors"].values())])
-            sys.stdout.flush()
-    finally:
-        ng.send_signal(signal.SIGQUIT)
-        ng.wait(timeout=10)
-    mw, mc = statistics.median(res["wrk"]), statistics.median(res["connlab"])
-    print(f"cost: median requests per client CPU s: wrk {mw:.0f}, connlab {mc:.0f}, ratio {mc / mw:.2f}", file=sys.stderr)
 
 
 def pacing(a, tmp, w):
@@ -150,14 +108,14 @@ def locality(a, tmp, w):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("part", choices=["cost", "pacing", "scale", "locality"])
+    ap.add_argument("part", choices=["pacing", "scale", "locality"])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--duration", type=int, default=10)
     a = ap.parse_args()
     w = csv.writer(sys.stdout, lineterminator="\n")
     with tempfile.TemporaryDirectory(prefix="connlab-bench-") as tmp:
         os.chmod(tmp, 0o755)
-        {"cost": cost, "pacing": pacing, "scale": scale, "locality": locality}[a.part](a, tmp, w)
+        {"pacing": pacing, "scale": scale, "locality": locality}[a.part](a, tmp, w)
 
 
 if __name__ == "__main__":

@@ -1486,10 +1486,24 @@ mod shipped {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "toml") {
                 let text = std::fs::read_to_string(&path).unwrap();
-                if crate::experiment_kind(&text).as_deref() == Some("suite") {
-                    crate::Suite::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
-                    n += 1;
-                    continue;
+                match crate::experiment_kind(&text).as_deref() {
+                    Some("suite") => {
+                        crate::Suite::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+                        n += 1;
+                        continue;
+                    }
+                    Some("singleip") => {
+                        crate::SingleIpExperiment::from_file(&path)
+                            .unwrap_or_else(|e| panic!("{e}"));
+                        n += 1;
+                        continue;
+                    }
+                    Some("peers") => {
+                        crate::PeersExperiment::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+                        n += 1;
+                        continue;
+                    }
+                    _ => {}
                 }
                 if crate::PipelineExperiment::is_pipeline(&text) {
                     let p = crate::PipelineExperiment::from_file(&path)

@@ -10,6 +10,7 @@
 //! job; this crate does no I/O beyond reading and writing those files.
 
 mod experiment;
+mod peers;
 mod pipeline;
 mod results;
 mod singleip;
@@ -20,6 +21,11 @@ pub use experiment::{
     ExperimentError, Matrix, MatrixOverride, Metric, Paper, PaperCell, PaperClaim, PaperDerived,
     PaperProjection, PointParams, RateValue, RatioValue, ServerSection, SizeValue, TopologySection,
     Vary, WebSection, ENGINES, WEB_CONFIGS,
+};
+pub use peers::{
+    Baseline, Bytes, Contender, PeerParams, PeerPoint, PeersDir, PeersError, PeersExperiment,
+    PeersInfo, PeersQuick, PeersTag, Placement, PointSetup, Process, ProcessKind, Role, RoleCpu,
+    ServeEngine, Span, Workload, PEERS_SWEEP_SCHEMA, PEER_POINT_SCHEMA,
 };
 pub use pipeline::{
     capacity, projected_capacity, size_text, ClaimResult, ClaimStatistic, Judgement, LinkSpec,
@@ -34,11 +40,12 @@ pub use results::{
 pub use singleip::Verdict as SingleIpVerdict;
 pub use singleip::{
     analyse_contention, bytes_label, fmt_num, jain, judge, median, parse_bytes, percentile,
-    summarise_rtt, transfer_result, BandwidthSection, BitRate, Bottleneck, Bytes, Check,
-    ContentionResult, ContentionSection, ContentionSetup, CpuUse, Dur, ExpKind, Kind, LinkInfo,
-    PaperValue, Placement, PlacementInfo, ProbeRtt, ProbeTransfer, QuickSection, RttResult,
-    RttSection, SingleIpClaim, SingleIpError, SingleIpExperiment, SingleIpMetric, SingleIpPaper,
-    SingleIpPoint, SingleIpRecord, SingleIpSweep, SingleIpSweepInfo, StreamResult, System,
-    TimelinePacket, TransferResult, RTT_BYTES, SINGLEIP_POINT_SCHEMA, SINGLEIP_SWEEP_SCHEMA,
+    summarise_rtt, transfer_result, BandwidthSection, BitRate, Bottleneck, Check, ContentionResult,
+    ContentionSection, ContentionSetup, CpuUse, Dur, ExpKind, Kind, LinkInfo, PaperValue,
+    PlacementInfo, ProbeRtt, ProbeTransfer, QuickSection, RttResult, RttSection, SingleIpClaim,
+    SingleIpError, SingleIpExperiment, SingleIpMetric, SingleIpPaper, SingleIpPoint,
+    SingleIpRecord, SingleIpSweep, SingleIpSweepInfo, StreamResult, System, TimelinePacket,
+    TransferResult, RTT_BYTES, SINGLEIP_POINT_SCHEMA, SINGLEIP_SWEEP_SCHEMA,
 };
+pub use singleip::{Bytes as SingleIpBytes, Placement as SingleIpPlacement};
 pub use suite::{experiment_kind, experiment_name, Suite, SuiteKind, SuitePaper, DEFAULT_SUITE};

@@ -11,6 +11,7 @@
 mod claims;
 mod figures;
 mod index;
+mod peers;
 mod pipeline;
 mod plots;
 mod projection;
@@ -23,6 +24,7 @@ pub use claims::{
     Verdict,
 };
 pub use index::{ClaimRow, Index, IndexExperiment, IndexPaper};
+pub use peers::{render_peers, summarize as summarize_peers, PeerRow, Spread as PeersSpread};
 pub use pipeline::render_pipeline;
 pub use projection::{project, projections, Projection};
 pub use singleip::render_singleip;

@@ -44,6 +44,9 @@ pub(crate) fn run(args: ReportArgs) -> Result<ExitCode, Exit> {
     if connlab_lab::SingleIpSweep::is_singleip_dir(&args.dir) {
         return singleip_report(&args);
     }
+    if connlab_lab::PeersDir::info_path(&args.dir).exists() {
+        return peers_report(&args);
+    }
     if args.dir.join("pipeline.json").exists() {
         return pipeline_report(&args);
     }
@@ -136,4 +139,25 @@ fn write_output(path: Option<PathBuf>, text: &str) -> Result<(), Exit> {
         }
     }
     Ok(())
+}
+
+/// The report of a peers sweep (`DIR/peers.json`).
+fn peers_report(args: &ReportArgs) -> Result<ExitCode, Exit> {
+    let dir = connlab_lab::PeersDir::open(&args.dir).map_err(|e| Exit::usage(e.into()))?;
+    let text = connlab_report::render_peers(&dir, args.format).map_err(|e| anyhow!(e))?;
+    let output = args
+        .output
+        .clone()
+        .or_else(|| (args.format == Format::Html).then(|| args.dir.join("report.html")));
+    if let Some(path) = &output {
+        eprintln!(
+            "connlab report: {} ({} of {} points) -> {}",
+            dir.info.experiment.name,
+            dir.points.len(),
+            dir.info.points_total,
+            path.display()
+        );
+    }
+    write_output(output, &text)?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -80,6 +80,10 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
             args.dry_run,
         );
     }
+    if connlab_lab::PeersExperiment::is_peers(&text) {
+        let (out, quick, fresh, dry) = (args.out, args.quick, args.fresh, args.dry_run);
+        return crate::cmd::sweep_peers::run(&args.file, &text, out, quick, fresh, dry);
+    }
     if connlab_lab::PipelineExperiment::is_pipeline(&text) {
         return crate::cmd::sweep_pipeline::run(
             &args.file,

@@ -1,0 +1,1036 @@
+//! Peer comparisons (`kind = "peers"`): connlab's processes against
+//! established programs doing the same job (nginx, HAProxy, wrk), measured in
+//! one sweep, alternating within every repetition, and judged per CPU second
+//! of the side being compared.
+//!
+//! An experiment has three roles: the **server** answering HTTP, an optional
+//! **gateway** in front of it, and the **client** driving closed-loop load.
+//! Every `[[contender]]` fills one role (the role follows from its `kind`);
+//! the other roles come from the experiment's fixed `[server]`, `[gateway]` and
+//! `[client]` tables. `measure` names the role whose CPU time divides the
+//! completed requests.
+//!
+//! ```text
+//! DIR/experiment.toml     the experiment file as run
+//! DIR/peers.json          PeersInfo: environment, plan size, whether --quick
+//! DIR/points/<id>.json    one PeerPoint per finished point (temporary name, then rename)
+//! DIR/logs/<id>/          configuration files and output of that point's processes
+//! ```
+//!
+//! Point ids are `<contender>-<body>B-rep<k>`, so a second run of the same
+//! sweep skips the points already written.
+
+use connlab_os::Environment;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Schema tag of `peers.json`.
+pub const PEERS_SWEEP_SCHEMA: &str = "connlab.peers.sweep/1";
+/// Schema tag of a point file of a peers sweep.
+pub const PEER_POINT_SCHEMA: &str = "connlab.peers.point/1";
+
+/// Why a peers experiment or results directory could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum PeersError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A field has the wrong type or value, or is unknown.
+    #[error("{origin}: {field}: {message}")]
+    Field {
+        /// The file (or other origin) of the text.
+        origin: String,
+        /// The field at fault, as a path (`contender[1].kind`).
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The text is not TOML or JSON at all.
+    #[error("{origin}: {message}")]
+    Syntax {
+        /// The file.
+        origin: String,
+        /// The parser's message.
+        message: String,
+    },
+}
+
+/// A byte count in a file: a number or text such as `10KiB`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "RawSize", into = "u64")]
+pub struct Bytes(pub u64);
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawSize {
+    Number(u64),
+    Text(String),
+}
+
+impl TryFrom<RawSize> for Bytes {
+    type Error = String;
+    fn try_from(v: RawSize) -> Result<Self, String> {
+        match v {
+            RawSize::Number(n) => Ok(Bytes(n)),
+            RawSize::Text(t) => connlab_measure::units::parse_size(&t).map(Bytes),
+        }
+    }
+}
+
+impl From<Bytes> for u64 {
+    fn from(b: Bytes) -> u64 {
+        b.0
+    }
+}
+
+/// A duration in a file: text such as `10s` or `500ms`, or a number of seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "RawDuration", into = "String")]
+pub struct Span(pub Duration);
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawDuration {
+    Seconds(f64),
+    Text(String),
+}
+
+impl TryFrom<RawDuration> for Span {
+    type Error = String;
+    fn try_from(v: RawDuration) -> Result<Self, String> {
+        match v {
+            RawDuration::Seconds(s) if s.is_finite() && s > 0.0 => {
+                Ok(Span(Duration::from_secs_f64(s)))
+            }
+            RawDuration::Seconds(s) => Err(format!("{s} is not a positive number of seconds")),
+            RawDuration::Text(t) => connlab_measure::units::parse_duration(&t).map(Span),
+        }
+    }
+}
+
+impl From<Span> for String {
+    fn from(s: Span) -> String {
+        let ms = s.0.as_millis();
+        if ms.is_multiple_of(1000) {
+            format!("{}s", ms / 1000)
+        } else {
+            format!("{ms}ms")
+        }
+    }
+}
+
+/// What a process is: which program, set up how.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProcessKind {
+    /// `connlab serve --protocol http --engine E` (server).
+    ConnlabServe,
+    /// nginx, one worker, answering from a `return 200 "..."` directive,
+    /// its cheapest path (server).
+    NginxReturn,
+    /// nginx, one worker, serving a file with sendfile and open_file_cache (server).
+    NginxStatic,
+    /// `connlab gateway --mode proxy` (gateway).
+    ConnlabGateway,
+    /// HAProxy, mode tcp, one thread by default (gateway).
+    Haproxy,
+    /// The single-IP relay: `connlab singleip io-server` and one
+    /// `connlab singleip app-node` forwarding to the server (gateway; the
+    /// CPU of both counts).
+    SingleipRelay,
+    /// `connlab load --protocol http --rate max --depth 1` (client).
+    ConnlabLoad,
+    /// `wrk -t1` (client).
+    Wrk,
+}
+
+impl ProcessKind {
+    /// The role a process of this kind plays.
+    pub fn role(self) -> Role {
+        match self {
+            ProcessKind::ConnlabServe | ProcessKind::NginxReturn | ProcessKind::NginxStatic => {
+                Role::Server
+            }
+            ProcessKind::ConnlabGateway | ProcessKind::Haproxy | ProcessKind::SingleipRelay => {
+                Role::Gateway
+            }
+            ProcessKind::ConnlabLoad | ProcessKind::Wrk => Role::Client,
+        }
+    }
+
+    /// The name used in files (`nginx-return`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ProcessKind::ConnlabServe => "connlab-serve",
+            ProcessKind::NginxReturn => "nginx-return",
+            ProcessKind::NginxStatic => "nginx-static",
+            ProcessKind::ConnlabGateway => "connlab-gateway",
+            ProcessKind::Haproxy => "haproxy",
+            ProcessKind::SingleipRelay => "singleip-relay",
+            ProcessKind::ConnlabLoad => "connlab-load",
+            ProcessKind::Wrk => "wrk",
+        }
+    }
+}
+
+/// The three roles of a peers experiment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// Answers the requests.
+    Server,
+    /// Relays connections to the server.
+    Gateway,
+    /// Sends the requests.
+    Client,
+}
+
+impl Role {
+    /// `server`, `gateway` or `client`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Server => "server",
+            Role::Gateway => "gateway",
+            Role::Client => "client",
+        }
+    }
+}
+
+/// The I/O model of `connlab serve`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServeEngine {
+    /// A process per connection.
+    Processes,
+    /// A thread per connection.
+    Threads,
+    /// select(2).
+    Select,
+    /// poll(2).
+    Poll,
+    /// epoll(7).
+    Epoll,
+    /// io_uring.
+    Uring,
+    /// Real-time signals.
+    Rtsig,
+}
+
+impl ServeEngine {
+    /// The `--engine` value.
+    pub fn name(self) -> &'static str {
+        match self {
+            ServeEngine::Processes => "processes",
+            ServeEngine::Threads => "threads",
+            ServeEngine::Select => "select",
+            ServeEngine::Poll => "poll",
+            ServeEngine::Epoll => "epoll",
+            ServeEngine::Uring => "uring",
+            ServeEngine::Rtsig => "rtsig",
+        }
+    }
+}
+
+/// One process set-up: a fixed role (`[server]`, `[gateway]`, `[client]`)
+/// or, with its name, a contender.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Process {
+    /// Which program, set up how.
+    pub kind: ProcessKind,
+    /// `connlab-serve`: the engine (required there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<ServeEngine>,
+    /// `connlab-serve` with engine epoll: edge-triggered.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub edge_triggered: bool,
+    /// `connlab-gateway`: relay with splice(2).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub splice: bool,
+    /// `wrk` (`-t`) and `haproxy` (`nbthread`): threads [default: 1].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u32>,
+}
+
+impl Process {
+    /// Threads of wrk or HAProxy.
+    pub fn thread_count(&self) -> u32 {
+        self.threads.unwrap_or(1)
+    }
+
+    /// Checks the fields that belong to other kinds; `at` is the path of
+    /// this table in the file (`contender[1]`, `server`).
+    fn validate(&self, at: &str) -> Result<(), (String, String)> {
+        let field = |f: &str| format!("{at}.{f}");
+        let kind = self.kind;
+        if kind == ProcessKind::ConnlabServe {
+            match self.engine {
+                None => return Err((field("engine"), "connlab-serve needs an engine".into())),
+                Some(e) if self.edge_triggered && e != ServeEngine::Epoll => {
+                    return Err((
+                        field("edge_triggered"),
+                        format!("only with engine \"epoll\", not {:?}", e.name()),
+                    ))
+                }
+                Some(_) => {}
+            }
+        } else {
+            if self.engine.is_some() {
+                return Err((
+                    field("engine"),
+                    format!("only for kind \"connlab-serve\", not {:?}", kind.name()),
+                ));
+            }
+            if self.edge_triggered {
+                return Err((
+                    field("edge_triggered"),
+                    format!("only for kind \"connlab-serve\", not {:?}", kind.name()),
+                ));
+            }
+        }
+        if self.splice && kind != ProcessKind::ConnlabGateway {
+            return Err((
+                field("splice"),
+                format!("only for kind \"connlab-gateway\", not {:?}", kind.name()),
+            ));
+        }
+        match self.threads {
+            Some(_) if !matches!(kind, ProcessKind::Wrk | ProcessKind::Haproxy) => Err((
+                field("threads"),
+                format!(
+                    "only for kinds \"wrk\" and \"haproxy\", not {:?}",
+                    kind.name()
+                ),
+            )),
+            Some(0) => Err((field("threads"), "must be at least 1".into())),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// One `[[contender]]`: a named process set-up in the role being compared.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Contender {
+    /// Short name: point ids, table rows, `baseline` (letters, digits, `_`, `-`, `.`).
+    pub name: String,
+    /// Which program, set up how.
+    pub kind: ProcessKind,
+    /// See [`Process::engine`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<ServeEngine>,
+    /// See [`Process::edge_triggered`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub edge_triggered: bool,
+    /// See [`Process::splice`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub splice: bool,
+    /// See [`Process::threads`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u32>,
+    /// Only these of the workload's body sizes (e.g. nginx `return` holds at
+    /// most a few KiB in one configuration token) [default: all].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_sizes: Option<Vec<Bytes>>,
+}
+
+impl Contender {
+    /// The process this contender runs.
+    pub fn process(&self) -> Process {
+        Process {
+            kind: self.kind,
+            engine: self.engine,
+            edge_triggered: self.edge_triggered,
+            splice: self.splice,
+            threads: self.threads,
+        }
+    }
+}
+
+/// `[workload]`: what the client asks for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// Wire format; only `http` (every peer speaks it).
+    #[serde(default = "http")]
+    pub protocol: String,
+    /// Keep-alive connections the client holds open.
+    pub connections: u32,
+    /// Response bodies (`GET /bytes/N`): one point per size.
+    pub body_sizes: Vec<Bytes>,
+    /// How long the client runs.
+    pub duration: Span,
+    /// Closed loop: one request outstanding per connection, the next sent
+    /// when the response arrives (the only mode wrk has).
+    #[serde(default = "yes")]
+    pub closed_loop: bool,
+}
+
+fn http() -> String {
+    "http".into()
+}
+fn yes() -> bool {
+    true
+}
+fn five() -> u32 {
+    5
+}
+
+/// `[placement]`: the CPU of each role (`sched_setaffinity` before exec, so
+/// every thread and child stays there).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Placement {
+    /// CPU of the server (nginx's master and worker).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu: Option<usize>,
+    /// CPU of the gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_cpu: Option<usize>,
+    /// CPU of the client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cpu: Option<usize>,
+}
+
+/// `[quick]`: replacements for `connlab sweep --quick`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeersQuick {
+    /// Client run time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Span>,
+    /// Repetitions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repetitions: Option<u32>,
+    /// Body sizes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_sizes: Option<Vec<Bytes>>,
+}
+
+/// A peers experiment file (`kind = "peers"`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeersExperiment {
+    /// Always `peers`.
+    pub kind: PeersTag,
+    /// Short name (results directory, report title).
+    pub name: String,
+    /// One-line title.
+    pub title: String,
+    /// Longer description for the report.
+    #[serde(default)]
+    pub description: String,
+    /// The role whose CPU time divides the completed requests.
+    pub measure: Role,
+    /// The contender every other is divided by: one name, or a list (each
+    /// that runs at a body size gives a ratio there).
+    pub baseline: Baseline,
+    /// Repetitions of every point [default: 5]; contenders alternate within each.
+    #[serde(default = "five")]
+    pub repetitions: u32,
+    /// What the client asks for.
+    pub workload: Workload,
+    /// CPUs of the roles.
+    #[serde(default = "no_placement")]
+    pub placement: Placement,
+    /// The server when the contenders are not servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<Process>,
+    /// The gateway when the contenders are clients or servers behind one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<Process>,
+    /// The client when the contenders are not clients.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<Process>,
+    /// The contenders, in the order they run within a repetition.
+    pub contender: Vec<Contender>,
+    /// Replacements for `--quick`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quick: Option<PeersQuick>,
+}
+
+fn no_placement() -> Placement {
+    Placement {
+        server_cpu: None,
+        gateway_cpu: None,
+        client_cpu: None,
+    }
+}
+
+/// `baseline = "nginx-return"` or `baseline = ["nginx-return", "nginx-static"]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Baseline {
+    /// One contender.
+    One(String),
+    /// Contenders in order of preference.
+    Many(Vec<String>),
+}
+
+impl Baseline {
+    /// The names, in order of preference.
+    pub fn names(&self) -> Vec<&str> {
+        match self {
+            Baseline::One(n) => vec![n.as_str()],
+            Baseline::Many(v) => v.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
+/// The `kind = "peers"` tag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PeersTag {
+    /// A peer comparison.
+    Peers,
+}
+
+/// The processes of one point, role by role.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PointSetup {
+    /// The server.
+    pub server: Process,
+    /// The gateway, if any.
+    pub gateway: Option<Process>,
+    /// The client.
+    pub client: Process,
+}
+
+/// One point of the plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerParams {
+    /// Contender name.
+    pub contender: String,
+    /// Response body bytes.
+    pub body_bytes: u64,
+    /// Repetition, from 1.
+    pub repetition: u32,
+}
+
+impl PeerParams {
+    /// `<contender>-<body>B-rep<k>`: the point's file name, stable across runs.
+    pub fn id(&self) -> String {
+        format!(
+            "{}-{}B-rep{}",
+            self.contender, self.body_bytes, self.repetition
+        )
+    }
+}
+
+impl PeersExperiment {
+    /// Whether experiment text declares `kind = "peers"` (the sweep's and
+    /// report's dispatch test; the file is validated later).
+    pub fn is_peers(text: &str) -> bool {
+        toml::from_str::<toml::Table>(text)
+            .ok()
+            .and_then(|t| t.get("kind").and_then(|k| k.as_str().map(|s| s == "peers")))
+            .unwrap_or(false)
+    }
+
+    /// Reads and validates an experiment file.
+    pub fn from_file(path: &Path) -> Result<PeersExperiment, PeersError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PeersError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        PeersExperiment::from_toml(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates experiment text; `origin` names it in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<PeersExperiment, PeersError> {
+        let de = toml::Deserializer::parse(text).map_err(|e| PeersError::Syntax {
+            origin: origin.into(),
+            message: e.to_string().trim_end().into(),
+        })?;
+        let exp: PeersExperiment =
+            serde_path_to_error::deserialize(de).map_err(|e| PeersError::Field {
+                origin: origin.into(),
+                field: e.path().to_string(),
+                message: e.inner().message().trim().to_string(),
+            })?;
+        exp.validate()
+            .map_err(|(field, message)| PeersError::Field {
+                origin: origin.into(),
+                field,
+                message,
+            })?;
+        Ok(exp)
+    }
+
+    /// The role every contender plays.
+    pub fn contender_role(&self) -> Role {
+        self.contender
+            .first()
+            .map_or(Role::Server, |c| c.kind.role())
+    }
+
+    fn validate(&self) -> Result<(), (String, String)> {
+        let bad = |f: &str, m: String| Err((f.to_string(), m));
+        if self.workload.protocol != "http" {
+            return bad(
+                "workload.protocol",
+                format!(
+                    "{:?}: only \"http\" (every peer speaks it)",
+                    self.workload.protocol
+                ),
+            );
+        }
+        if !self.workload.closed_loop {
+            return bad(
+                "workload.closed_loop",
+                "only closed loop is measured (wrk has no open loop)".into(),
+            );
+        }
+        if self.workload.connections == 0 {
+            return bad("workload.connections", "must be at least 1".into());
+        }
+        if self.workload.body_sizes.is_empty() {
+            return bad("workload.body_sizes", "give at least one size".into());
+        }
+        if self.repetitions == 0 {
+            return bad("repetitions", "must be at least 1".into());
+        }
+        if self.contender.len() < 2 {
+            return bad("contender", "a comparison needs two or more".into());
+        }
+        let role = self.contender_role();
+        let mut names = BTreeSet::new();
+        for (i, c) in self.contender.iter().enumerate() {
+            let at = format!("contender[{i}]");
+            let ok_name = !c.name.is_empty()
+                && c.name
+                    .chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || "_-.".contains(ch));
+            if !ok_name {
+                return bad(
+                    &format!("{at}.name"),
+                    format!("{:?}: use letters, digits, '_', '-' and '.'", c.name),
+                );
+            }
+            if !names.insert(c.name.as_str()) {
+                return bad(&format!("{at}.name"), format!("{:?} is used twice", c.name));
+            }
+            if c.kind.role() != role {
+                return bad(
+                    &format!("{at}.kind"),
+                    format!(
+                        "{:?} is a {}, but contender[0] is a {}: contenders fill one role",
+                        c.kind.name(),
+                        c.kind.role().name(),
+                        role.name()
+                    ),
+                );
+            }
+            c.process().validate(&at)?;
+            if let Some(sizes) = &c.body_sizes {
+                if let Some(s) = sizes.iter().find(|s| !self.workload.body_sizes.contains(s)) {
+                    return bad(
+                        &format!("{at}.body_sizes"),
+                        format!("{} B is not in workload.body_sizes", s.0),
+                    );
+                }
+            }
+        }
+        let baselines = self.baseline.names();
+        if baselines.is_empty() {
+            return bad("baseline", "name at least one contender".into());
+        }
+        if let Some(b) = baselines.iter().find(|b| !names.contains(**b)) {
+            return bad("baseline", format!("{b:?} names no contender"));
+        }
+        for (field, fixed, r) in [
+            ("server", &self.server, Role::Server),
+            ("gateway", &self.gateway, Role::Gateway),
+            ("client", &self.client, Role::Client),
+        ] {
+            match fixed {
+                Some(p) if r == role => {
+                    return bad(
+                        field,
+                        format!("the contenders are {}s: give no fixed [{field}]", r.name()),
+                    );
+                }
+                Some(p) if p.kind.role() != r => {
+                    return bad(
+                        &format!("{field}.kind"),
+                        format!(
+                            "{:?} is a {}, not a {field}",
+                            p.kind.name(),
+                            p.kind.role().name()
+                        ),
+                    );
+                }
+                Some(p) => p.validate(field)?,
+                None if r != role && r != Role::Gateway => {
+                    return bad(
+                        field,
+                        format!("missing: the contenders are {}s", role.name()),
+                    );
+                }
+                None => {}
+            }
+        }
+        if self.measure == Role::Gateway && role != Role::Gateway && self.gateway.is_none() {
+            return bad("measure", "\"gateway\" but there is no gateway".into());
+        }
+        if let Some(q) = &self.quick {
+            if q.repetitions == Some(0) {
+                return bad("quick.repetitions", "must be at least 1".into());
+            }
+            if let Some(sizes) = &q.body_sizes {
+                if sizes.is_empty() {
+                    return bad("quick.body_sizes", "give at least one size".into());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The client run time (the `[quick]` one with `quick`).
+    pub fn duration(&self, quick: bool) -> Duration {
+        self.quick_field(quick, |q| q.duration)
+            .unwrap_or(self.workload.duration)
+            .0
+    }
+
+    fn quick_field<T>(&self, quick: bool, f: impl Fn(&PeersQuick) -> Option<T>) -> Option<T> {
+        if quick {
+            self.quick.as_ref().and_then(f)
+        } else {
+            None
+        }
+    }
+
+    /// Every point: repetitions outermost, then body sizes, then contenders
+    /// in file order, so contenders alternate within a repetition.
+    pub fn plan(&self, quick: bool) -> Vec<PeerParams> {
+        let reps = self
+            .quick_field(quick, |q| q.repetitions)
+            .unwrap_or(self.repetitions);
+        let sizes = self
+            .quick_field(quick, |q| q.body_sizes.clone())
+            .unwrap_or_else(|| self.workload.body_sizes.clone());
+        let mut plan = Vec::new();
+        for repetition in 1..=reps {
+            for size in &sizes {
+                for c in &self.contender {
+                    if c.body_sizes.as_ref().is_some_and(|s| !s.contains(size)) {
+                        continue;
+                    }
+                    plan.push(PeerParams {
+                        contender: c.name.clone(),
+                        body_bytes: size.0,
+                        repetition,
+                    });
+                }
+            }
+        }
+        plan
+    }
+
+    /// The baselines at a body size: those of [`PeersExperiment::baseline`]
+    /// that run at that size, in the file's order.
+    pub fn baselines_at(&self, body_bytes: u64) -> Vec<&str> {
+        self.baseline
+            .names()
+            .into_iter()
+            .filter(|b| {
+                self.contender_named(b).is_some_and(|c| {
+                    c.body_sizes
+                        .as_ref()
+                        .is_none_or(|s| s.contains(&Bytes(body_bytes)))
+                })
+            })
+            .collect()
+    }
+
+    /// The contender named `name`.
+    pub fn contender_named(&self, name: &str) -> Option<&Contender> {
+        self.contender.iter().find(|c| c.name == name)
+    }
+
+    /// The processes of a point: the contender in its role, the fixed
+    /// processes in the others.
+    pub fn setup(&self, contender: &Contender) -> Option<PointSetup> {
+        let own = contender.process();
+        let pick = |role: Role, fixed: &Option<Process>| {
+            if contender.kind.role() == role {
+                Some(own.clone())
+            } else {
+                fixed.clone()
+            }
+        };
+        Some(PointSetup {
+            server: pick(Role::Server, &self.server)?,
+            gateway: pick(Role::Gateway, &self.gateway),
+            client: pick(Role::Client, &self.client)?,
+        })
+    }
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or_default().trim().to_string()
+}
+
+/// CPU seconds (user + system, from `/proc`) one role used during the client's run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RoleCpu {
+    /// The server's process tree (nginx: master and worker).
+    pub server_s: Option<f64>,
+    /// The gateway's process tree.
+    pub gateway_s: Option<f64>,
+    /// The client process (its rusage when it was reaped).
+    pub client_s: Option<f64>,
+}
+
+/// One finished point of a peers sweep (`DIR/points/<id>.json`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PeerPoint {
+    /// [`PEER_POINT_SCHEMA`].
+    pub schema: String,
+    /// [`PeerParams::id`].
+    pub id: String,
+    /// What was measured.
+    pub params: PeerParams,
+    /// The role whose CPU divides ([`PeersExperiment::measure`]).
+    pub measure: Role,
+    /// Responses completed by the client.
+    pub requests: u64,
+    /// Completed responses per second, as the client reports it.
+    pub requests_per_s: f64,
+    /// Errors the client reports (non-2xx responses, socket errors).
+    pub errors: u64,
+    /// CPU seconds of each role over the client's run.
+    pub cpu: RoleCpu,
+    /// CPU seconds of the measured role.
+    pub measured_cpu_s: f64,
+    /// `requests / measured_cpu_s`.
+    pub requests_per_cpu_s: f64,
+    /// Wall-clock seconds of the client's run.
+    pub wall_s: f64,
+    /// The command line of each process, role by role.
+    pub commands: Vec<(Role, Vec<String>)>,
+    /// When the point finished (Unix seconds).
+    pub finished_unix_s: f64,
+}
+
+/// `DIR/peers.json`: the sweep as a whole.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PeersInfo {
+    /// [`PEERS_SWEEP_SCHEMA`].
+    pub schema: String,
+    /// The experiment as run.
+    pub experiment: PeersExperiment,
+    /// Whether this is a `--quick` sweep.
+    pub quick: bool,
+    /// Machine, kernel and tool versions.
+    pub environment: Environment,
+    /// Peer program versions (`nginx -v` and the like), by program.
+    #[serde(default)]
+    pub peer_versions: Vec<(String, String)>,
+    /// When the sweep first started (Unix seconds).
+    pub started_unix_s: f64,
+    /// Points in the plan.
+    pub points_total: usize,
+}
+
+/// A peers results directory, read back.
+#[derive(Clone, Debug)]
+pub struct PeersDir {
+    /// `peers.json`.
+    pub info: PeersInfo,
+    /// Finished points in plan order.
+    pub points: Vec<PeerPoint>,
+}
+
+impl PeersDir {
+    /// `DIR/peers.json`.
+    pub fn info_path(dir: &Path) -> PathBuf {
+        dir.join("peers.json")
+    }
+
+    /// `DIR/points/<id>.json`.
+    pub fn point_path(dir: &Path, id: &str) -> PathBuf {
+        dir.join("points").join(format!("{id}.json"))
+    }
+
+    /// Writes `value` as JSON to `path` whole: a temporary file, then a rename.
+    pub fn write_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
+        let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, text + "\n")?;
+        std::fs::rename(&tmp, path)
+    }
+
+    /// Reads a results directory; points not in the plan are left out.
+    pub fn open(dir: &Path) -> Result<PeersDir, PeersError> {
+        let info: PeersInfo = read_json(&PeersDir::info_path(dir))?;
+        let plan = info.experiment.plan(info.quick);
+        let mut points = Vec::new();
+        for p in &plan {
+            let path = PeersDir::point_path(dir, &p.id());
+            if path.exists() {
+                let point: PeerPoint = read_json(&path)?;
+                points.push(point);
+            }
+        }
+        Ok(PeersDir { info, points })
+    }
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, PeersError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| PeersError::Read {
+        path: origin.clone(),
+        source,
+    })?;
+    let mut de = serde_json::Deserializer::from_str(&text);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| PeersError::Field {
+        origin,
+        field: e.path().to_string(),
+        message: first_line(&e.inner().to_string()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = r#"
+kind = "peers"
+name = "t"
+title = "two engines"
+measure = "server"
+baseline = "poll"
+repetitions = 2
+
+[workload]
+connections = 10
+body_sizes = [128, "10KiB"]
+duration = "1s"
+
+[placement]
+server_cpu = 1
+client_cpu = 0
+
+[client]
+kind = "connlab-load"
+
+[[contender]]
+name = "poll"
+kind = "connlab-serve"
+engine = "poll"
+
+[[contender]]
+name = "epoll"
+kind = "connlab-serve"
+engine = "epoll"
+body_sizes = [128]
+"#;
+
+    fn parse(text: &str) -> Result<PeersExperiment, PeersError> {
+        PeersExperiment::from_toml(text, "t.toml")
+    }
+
+    #[test]
+    fn parses_into_typed_values() {
+        assert!(PeersExperiment::is_peers(FILE));
+        let e = parse(FILE).unwrap();
+        assert_eq!(e.workload.body_sizes, vec![Bytes(128), Bytes(10240)]);
+        assert_eq!(e.workload.duration.0, Duration::from_secs(1));
+        assert_eq!(e.contender[1].engine, Some(ServeEngine::Epoll));
+        assert_eq!(e.contender_role(), Role::Server);
+        let ids: Vec<String> = e.plan(false).iter().map(PeerParams::id).collect();
+        assert_eq!(
+            ids,
+            [
+                "poll-128B-rep1",
+                "epoll-128B-rep1",
+                "poll-10240B-rep1",
+                "poll-128B-rep2",
+                "epoll-128B-rep2",
+                "poll-10240B-rep2"
+            ]
+        );
+        assert_eq!(e.baselines_at(10240), ["poll"]);
+        let two = parse(&FILE.replace("baseline = \"poll\"", "baseline = [\"epoll\", \"poll\"]"))
+            .unwrap();
+        assert_eq!(two.baselines_at(128), ["epoll", "poll"]);
+        assert_eq!(two.baselines_at(10240), ["poll"]);
+        let s = e.setup(&e.contender[1]).unwrap();
+        assert_eq!(s.client.kind, ProcessKind::ConnlabLoad);
+        assert_eq!(s.server.engine, Some(ServeEngine::Epoll));
+        assert!(s.gateway.is_none());
+    }
+
+    #[test]
+    fn serializes_back_to_the_same_experiment() {
+        let e = parse(FILE).unwrap();
+        let json = serde_json::to_string(&e).unwrap();
+        let back: PeersExperiment = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, e);
+    }
+
+    fn error(text: &str) -> String {
+        parse(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_the_file_and_field() {
+        let e = error(&FILE.replace("engine = \"epoll\"", "engine = \"epol\""));
+        assert!(e.starts_with("t.toml: contender[1].engine:"), "{e}");
+        let e = error(&FILE.replacen("kind = \"connlab-serve\"", "kind = \"nginx\"", 2));
+        assert!(e.starts_with("t.toml: contender[0].kind:"), "{e}");
+        let e = error(&FILE.replace(
+            "kind = \"connlab-serve\"\nengine = \"epoll\"",
+            "kind = \"wrk\"",
+        ));
+        assert!(e.starts_with("t.toml: contender[1].kind:"), "{e}");
+        let e = error(&FILE.replace("connections = 10", "connections = 10\nrate = 5"));
+        assert!(e.starts_with("t.toml: workload.rate: unknown field"), "{e}");
+        let e = error(&FILE.replace("duration = \"1s\"", "duration = \"soon\""));
+        assert!(e.starts_with("t.toml: workload.duration:"), "{e}");
+        let e = error(&FILE.replace("baseline = \"poll\"", "baseline = \"nginx\""));
+        assert!(e.starts_with("t.toml: baseline:"), "{e}");
+        let e = error(&FILE.replace("body_sizes = [128]", "body_sizes = [64]"));
+        assert!(e.starts_with("t.toml: contender[1].body_sizes:"), "{e}");
+        let e = error(&FILE.replace("[client]\nkind = \"connlab-load\"", ""));
+        assert!(e.starts_with("t.toml: client: missing"), "{e}");
+        let e = error(&FILE.replace("engine = \"poll\"", "engine = \"poll\"\nsplice = true"));
+        assert!(e.starts_with("t.toml: contender[0].splice:"), "{e}");
+        let e = error(&FILE.replace("kind = \"peers\"", "kind = \"sweep\""));
+        assert!(e.starts_with("t.toml: kind:"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod shipped {
+    use super::PeersExperiment;
+    use std::path::Path;
+
+    #[test]
+    fn the_shipped_peers_experiments_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            if path.extension().is_some_and(|e| e == "toml") && PeersExperiment::is_peers(&text) {
+                let e = PeersExperiment::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+                let (quick, full) = (e.plan(true), e.plan(false));
+                assert!(!quick.is_empty() && quick.len() <= full.len());
+                assert!(e.duration(true) < e.duration(false), "{}", path.display());
+                assert!(!e.baselines_at(full[0].body_bytes).is_empty());
+                n += 1;
+            }
+        }
+        assert!(n >= 3);
+    }
+}

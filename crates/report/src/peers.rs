@@ -1,0 +1,659 @@
+//! Reports of peers sweeps (`DIR/peers.json`): per body size and contender,
+//! the median and spread (min–max across repetitions) of requests per second
+//! and of requests per CPU second of the measured role, and each contender's
+//! ratio to the baseline, taken repetition by repetition (the baseline of the
+//! same repetition ran minutes apart at most) so its spread is the ratio's own;
+//! a dot plot per body size; the command lines; the points not measured.
+
+use crate::{Format, ReportError};
+use connlab_lab::{PeerPoint, PeersDir, ProcessKind, Role};
+use html_escape::encode_text as esc;
+use plotters::coord::ranged1d::SegmentValue;
+use plotters::prelude::*;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// Renders the report of a peers sweep.
+pub fn render_peers(dir: &PeersDir, format: Format) -> Result<String, ReportError> {
+    let rows = summarize(dir);
+    Ok(match format {
+        Format::Csv => csv_text(&rows, dir.info.experiment.measure)?,
+        Format::Markdown => markdown(dir, &rows),
+        Format::Html => html(dir, &rows)?,
+    })
+}
+
+/// Median and spread of one figure across repetitions.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Spread {
+    /// The median (mean of the middle two for an even count).
+    pub median: f64,
+    /// The smallest value.
+    pub min: f64,
+    /// The largest value.
+    pub max: f64,
+}
+
+impl Spread {
+    /// The spread of `values`; `None` when there are none.
+    pub fn of(values: &[f64]) -> Option<Spread> {
+        let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Some(Spread {
+            median,
+            min: v[0],
+            max: v[n - 1],
+        })
+    }
+}
+
+/// One contender at one body size.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PeerRow {
+    /// Response body bytes.
+    pub body_bytes: u64,
+    /// Contender name.
+    pub contender: String,
+    /// What it runs (`nginx-return`, `connlab-serve epoll`).
+    pub what: String,
+    /// Repetitions measured.
+    pub repetitions: usize,
+    /// Requests per second.
+    pub requests_per_s: Spread,
+    /// Requests per CPU second of the measured role.
+    pub requests_per_cpu_s: Spread,
+    /// Each repetition's requests per CPU second, in repetition order.
+    pub per_rep: Vec<f64>,
+    /// Per baseline at this body size: the ratio to it, repetition by
+    /// repetition; `None` without pairs.
+    pub ratios: Vec<(String, Option<Spread>)>,
+    /// Client-reported errors, summed.
+    pub errors: u64,
+}
+
+fn what(dir: &PeersDir, contender: &str) -> String {
+    let exp = &dir.info.experiment;
+    exp.contender_named(contender).map_or(String::new(), |c| {
+        let mut s = c.kind.name().to_string();
+        if let Some(e) = c.engine {
+            let _ = write!(s, " {}", e.name());
+        }
+        if c.edge_triggered {
+            s.push_str(" (edge-triggered)");
+        }
+        if c.splice {
+            s.push_str(" --splice");
+        }
+        if matches!(c.kind, ProcessKind::Wrk | ProcessKind::Haproxy) {
+            let _ = write!(s, " ({} thread)", c.threads.unwrap_or(1));
+        }
+        s
+    })
+}
+
+/// The summary rows, body sizes in plan order, contenders in file order.
+pub fn summarize(dir: &PeersDir) -> Vec<PeerRow> {
+    let exp = &dir.info.experiment;
+    let mut by: BTreeMap<(u64, &str), Vec<&PeerPoint>> = BTreeMap::new();
+    for p in &dir.points {
+        by.entry((p.params.body_bytes, p.params.contender.as_str()))
+            .or_default()
+            .push(p);
+    }
+    let mut sizes: Vec<u64> = dir.points.iter().map(|p| p.params.body_bytes).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let mut rows = Vec::new();
+    for size in sizes {
+        let bases: Vec<(&str, BTreeMap<u32, f64>)> = exp
+            .baselines_at(size)
+            .into_iter()
+            .map(|b| {
+                let per_rep = by.get(&(size, b)).map_or_else(BTreeMap::new, |ps| {
+                    ps.iter()
+                        .map(|p| (p.params.repetition, p.requests_per_cpu_s))
+                        .collect()
+                });
+                (b, per_rep)
+            })
+            .collect();
+        for c in &exp.contender {
+            let Some(points) = by.get(&(size, c.name.as_str())) else {
+                continue;
+            };
+            let mut points = points.clone();
+            points.sort_by_key(|p| p.params.repetition);
+            let rps: Vec<f64> = points.iter().map(|p| p.requests_per_s).collect();
+            let rpc: Vec<f64> = points.iter().map(|p| p.requests_per_cpu_s).collect();
+            let ratios = bases
+                .iter()
+                .map(|(name, base)| {
+                    let r: Vec<f64> = points
+                        .iter()
+                        .filter_map(|p| {
+                            base.get(&p.params.repetition)
+                                .filter(|b| **b > 0.0)
+                                .map(|b| p.requests_per_cpu_s / b)
+                        })
+                        .collect();
+                    (name.to_string(), Spread::of(&r))
+                })
+                .collect();
+            let (Some(requests_per_s), Some(requests_per_cpu_s)) =
+                (Spread::of(&rps), Spread::of(&rpc))
+            else {
+                continue;
+            };
+            rows.push(PeerRow {
+                body_bytes: size,
+                contender: c.name.clone(),
+                what: what(dir, &c.name),
+                repetitions: points.len(),
+                requests_per_s,
+                requests_per_cpu_s,
+                per_rep: rpc,
+                ratios,
+                errors: points.iter().map(|p| p.errors).sum(),
+            });
+        }
+    }
+    rows
+}
+
+/// A whole number with thousands separators (123,456).
+fn whole(v: f64) -> String {
+    let n = v.round() as i64;
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    if n < 0 {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
+fn whole_spread(s: &Spread) -> String {
+    format!("{} ({}–{})", whole(s.median), whole(s.min), whole(s.max))
+}
+
+fn ratio_spread(s: Option<Spread>) -> String {
+    s.map_or("—".into(), |s| {
+        format!("{:.2}× ({:.2}–{:.2})", s.median, s.min, s.max)
+    })
+}
+
+fn size_text(bytes: u64) -> String {
+    if bytes >= 1024 && bytes.is_multiple_of(1024) {
+        format!("{} KiB", bytes / 1024)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+fn measure_text(role: Role) -> String {
+    format!("requests per {} CPU s", role.name())
+}
+
+/// Column headings of the summary table at one body size.
+fn headings(dir: &PeersDir, body_bytes: u64) -> Vec<String> {
+    let m = dir.info.experiment.measure;
+    let mut h: Vec<String> = vec![
+        "body".into(),
+        "contender".into(),
+        "program".into(),
+        "reps".into(),
+        "req/s median (min–max)".into(),
+        format!("{} median (min–max)", measure_text(m)),
+        format!("{} CPU µs per request", m.name()),
+    ];
+    for b in dir.info.experiment.baselines_at(body_bytes) {
+        h.push(format!("ratio to {b} (min–max)"));
+    }
+    h.push("errors".into());
+    h
+}
+
+fn cells(r: &PeerRow) -> Vec<String> {
+    let mut c = vec![
+        size_text(r.body_bytes),
+        r.contender.clone(),
+        r.what.clone(),
+        r.repetitions.to_string(),
+        whole_spread(&r.requests_per_s),
+        whole_spread(&r.requests_per_cpu_s),
+        format!("{:.1}", 1e6 / r.requests_per_cpu_s.median),
+    ];
+    c.extend(r.ratios.iter().map(|(_, s)| ratio_spread(*s)));
+    c.push(r.errors.to_string());
+    c
+}
+
+/// (name, value) facts about the sweep.
+fn facts(dir: &PeersDir) -> Vec<(String, String)> {
+    let i = &dir.info;
+    let e = &i.experiment;
+    let w = &e.workload;
+    let fixed = |role: &str, p: &Option<connlab_lab::Process>| {
+        p.as_ref().map(|p| {
+            let mut s = p.kind.name().to_string();
+            if let Some(engine) = p.engine {
+                let _ = write!(s, " {}", engine.name());
+            }
+            (role.to_string(), s)
+        })
+    };
+    let cpu = |c: Option<usize>| c.map_or("not pinned".into(), |c| format!("CPU {c}"));
+    let mut out = vec![
+        ("compared".into(), format!("{}s", e.contender_role().name())),
+        ("measure".into(), measure_text(e.measure)),
+        ("baselines".into(), e.baseline.names().join(", ")),
+        (
+            "workload".into(),
+            format!(
+                "HTTP/1.1 keep-alive, closed loop, {} connections, GET /bytes/N, {:.0} s per point",
+                w.connections,
+                e.duration(i.quick).as_secs_f64()
+            ),
+        ),
+        (
+            "placement".into(),
+            if e.gateway.is_some() || e.contender_role() == Role::Gateway {
+                format!(
+                    "server {}, gateway {}, client {}",
+                    cpu(e.placement.server_cpu),
+                    cpu(e.placement.gateway_cpu),
+                    cpu(e.placement.client_cpu)
+                )
+            } else {
+                format!(
+                    "server {}, client {}",
+                    cpu(e.placement.server_cpu),
+                    cpu(e.placement.client_cpu)
+                )
+            },
+        ),
+        (
+            "points".into(),
+            format!(
+                "{} of {}{}",
+                dir.points.len(),
+                i.points_total,
+                if i.quick { " (--quick)" } else { "" }
+            ),
+        ),
+        (
+            "machine".into(),
+            format!(
+                "{} CPUs, kernel {}",
+                i.environment.cpu_count, i.environment.kernel
+            ),
+        ),
+    ];
+    out.extend(fixed("server", &e.server));
+    out.extend(fixed("gateway", &e.gateway));
+    out.extend(fixed("client", &e.client));
+    for (program, version) in &i.peer_versions {
+        out.push((program.clone(), version.clone()));
+    }
+    out.push((
+        "CPU accounting".into(),
+        "server and gateway: utime + stime of the process tree from /proc/PID/stat \
+         (nginx: master and worker) over the client's run; client: its rusage"
+            .into(),
+    ));
+    out
+}
+
+/// Plan points with no result yet.
+fn missing(dir: &PeersDir) -> Vec<String> {
+    let have: std::collections::BTreeSet<&str> = dir.points.iter().map(|p| p.id.as_str()).collect();
+    dir.info
+        .experiment
+        .plan(dir.info.quick)
+        .iter()
+        .map(connlab_lab::PeerParams::id)
+        .filter(|id| !have.contains(id.as_str()))
+        .collect()
+}
+
+/// The command line of each contender's first point, role by role.
+fn commands(dir: &PeersDir) -> Vec<(String, Vec<(Role, String)>)> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for p in &dir.points {
+        if seen.insert(p.params.contender.clone()) {
+            out.push((
+                p.id.clone(),
+                p.commands.iter().map(|(r, c)| (*r, c.join(" "))).collect(),
+            ));
+        }
+    }
+    out
+}
+
+fn md_row(cells: &[String]) -> String {
+    let mut s = String::from("|");
+    for c in cells {
+        let _ = write!(s, " {} |", c.replace('|', "\\|"));
+    }
+    s
+}
+
+fn markdown(dir: &PeersDir, rows: &[PeerRow]) -> String {
+    let e = &dir.info.experiment;
+    let mut m = format!("# {}\n\n", e.title);
+    if !e.description.trim().is_empty() {
+        let _ = writeln!(m, "{}\n", e.description.trim());
+    }
+    for (k, v) in facts(dir) {
+        let _ = writeln!(m, "- **{k}**: {v}");
+    }
+    let mut sizes: Vec<u64> = rows.iter().map(|r| r.body_bytes).collect();
+    sizes.dedup();
+    for size in sizes {
+        let h = headings(dir, size);
+        let _ = writeln!(m, "\n{}", md_row(&h));
+        let _ = writeln!(m, "{}", md_row(&vec!["---".to_string(); h.len()]));
+        for r in rows.iter().filter(|r| r.body_bytes == size) {
+            let _ = writeln!(m, "{}", md_row(&cells(r)));
+        }
+    }
+    let miss = missing(dir);
+    if !miss.is_empty() {
+        let _ = writeln!(m, "\nNot measured yet: {}", miss.join(", "));
+    }
+    m
+}
+
+/// One CSV row: the summary of a contender at a body size.
+#[derive(serde::Serialize)]
+struct CsvRow<'a> {
+    body_bytes: u64,
+    contender: &'a str,
+    program: &'a str,
+    repetitions: usize,
+    requests_per_s_median: f64,
+    requests_per_s_min: f64,
+    requests_per_s_max: f64,
+    measure: &'a str,
+    requests_per_cpu_s_median: f64,
+    requests_per_cpu_s_min: f64,
+    requests_per_cpu_s_max: f64,
+    baseline: &'a str,
+    ratio_median: Option<f64>,
+    ratio_min: Option<f64>,
+    ratio_max: Option<f64>,
+    errors: u64,
+}
+
+fn csv_text(rows: &[PeerRow], measure: Role) -> Result<String, ReportError> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let round = |v: f64| (v * 1000.0).round() / 1000.0;
+    let none = [(String::new(), None)];
+    for r in rows {
+        let ratios: &[(String, Option<Spread>)] = if r.ratios.is_empty() {
+            &none
+        } else {
+            &r.ratios
+        };
+        for (baseline, ratio) in ratios {
+            w.serialize(CsvRow {
+                body_bytes: r.body_bytes,
+                contender: &r.contender,
+                program: &r.what,
+                repetitions: r.repetitions,
+                requests_per_s_median: round(r.requests_per_s.median),
+                requests_per_s_min: round(r.requests_per_s.min),
+                requests_per_s_max: round(r.requests_per_s.max),
+                measure: measure.name(),
+                requests_per_cpu_s_median: round(r.requests_per_cpu_s.median),
+                requests_per_cpu_s_min: round(r.requests_per_cpu_s.min),
+                requests_per_cpu_s_max: round(r.requests_per_cpu_s.max),
+                baseline,
+                ratio_median: ratio.map(|s| round(s.median)),
+                ratio_min: ratio.map(|s| round(s.min)),
+                ratio_max: ratio.map(|s| round(s.max)),
+                errors: r.errors,
+            })
+            .map_err(|e| ReportError::Plot(format!("writing CSV: {e}")))?;
+        }
+    }
+    let bytes = w
+        .into_inner()
+        .map_err(|e| ReportError::Plot(format!("writing CSV: {e}")))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+const STYLE: &str = "
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222;padding:0 1rem}
+h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem}
+th,td{border:1px solid #ccc;padding:.25rem .45rem;text-align:right}
+td:not(.label){white-space:nowrap}
+th{background:#f3f3f3}td.label,th.label{text-align:left}
+div.scroll{overflow-x:auto;max-width:100%}
+figure.plot{margin:.5rem 0}
+figure.plot svg{max-width:100%;height:auto}
+figcaption{font-size:.8rem;color:#555;max-width:720px}
+.note{font-size:.85rem;color:#444;max-width:900px}
+code{font-size:.8rem;word-break:break-all}
+";
+
+fn html(dir: &PeersDir, rows: &[PeerRow]) -> Result<String, ReportError> {
+    let e = &dir.info.experiment;
+    let mut h = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width\">\n<title>{t}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{t}</h1>\n",
+        t = esc(&e.title)
+    );
+    if !e.description.trim().is_empty() {
+        let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(e.description.trim()));
+    }
+    h.push_str("<table>\n");
+    for (k, v) in facts(dir) {
+        let _ = writeln!(
+            h,
+            "<tr><th class=\"label\">{}</th><td class=\"label\">{}</td></tr>",
+            esc(&k),
+            esc(&v)
+        );
+    }
+    h.push_str("</table>\n");
+    let _ = writeln!(
+        h,
+        "<p class=\"note\">Medians across repetitions with the smallest and largest in brackets. \
+         The ratio divides a contender's {m} by the baseline's of the same repetition and body, \
+         then takes the median and range of those quotients. Contenders alternate within a \
+         repetition, so slow drifts of a shared machine fall on all of them.</p>",
+        m = esc(&measure_text(e.measure))
+    );
+    let mut sizes: Vec<u64> = rows.iter().map(|r| r.body_bytes).collect();
+    sizes.dedup();
+    for size in sizes {
+        let at: Vec<&PeerRow> = rows.iter().filter(|r| r.body_bytes == size).collect();
+        let _ = writeln!(
+            h,
+            "<h2>{} body</h2>\n<div class=\"scroll\"><table>\n<thead><tr>",
+            size_text(size)
+        );
+        for (i, head) in headings(dir, size).iter().enumerate().skip(1) {
+            let class = if i <= 2 { " class=\"label\"" } else { "" };
+            let _ = write!(h, "<th{class}>{}</th>", esc(head));
+        }
+        h.push_str("</tr></thead>\n<tbody>\n");
+        for r in &at {
+            h.push_str("<tr>");
+            for (i, c) in cells(r).iter().enumerate().skip(1) {
+                let class = if i <= 2 { " class=\"label\"" } else { "" };
+                let strong = i >= 7 && i < 7 + r.ratios.len() && r.ratios[i - 7].0 != r.contender;
+                if strong {
+                    let _ = write!(h, "<td{class}><strong>{}</strong></td>", esc(c));
+                } else {
+                    let _ = write!(h, "<td{class}>{}</td>", esc(c));
+                }
+            }
+            h.push_str("</tr>\n");
+        }
+        h.push_str("</tbody></table></div>\n");
+        let svg = dot_plot(
+            &format!("{}, {} body", measure_text(e.measure), size_text(size)),
+            &measure_text(e.measure),
+            &at,
+        )?;
+        let _ = writeln!(
+            h,
+            "<figure class=\"plot\">{svg}<figcaption>Bars: median; dots: each repetition; \
+             whiskers: smallest to largest.</figcaption></figure>"
+        );
+    }
+    h.push_str("<h2>Commands</h2>\n");
+    for (id, cmds) in commands(dir) {
+        let _ = writeln!(h, "<p class=\"note\">{}:</p><ul>", esc(&id));
+        for (role, c) in cmds {
+            let _ = writeln!(h, "<li>{}: <code>{}</code></li>", role.name(), esc(&c));
+        }
+        h.push_str("</ul>\n");
+    }
+    let miss = missing(dir);
+    if !miss.is_empty() {
+        let _ = writeln!(
+            h,
+            "<h2>Not measured yet</h2>\n<p class=\"note\">{}</p>",
+            esc(&miss.join(", "))
+        );
+    }
+    h.push_str("</body>\n</html>\n");
+    Ok(h)
+}
+
+fn plot_err<E: std::fmt::Debug>(e: E) -> ReportError {
+    ReportError::Plot(format!("{e:?}"))
+}
+
+/// Axis numbers: whole, with a `k` for thousands (20k, 125k, 1.5k), never a
+/// trailing `.0`.
+fn axis_number(v: f64) -> String {
+    if v.abs() >= 1000.0 {
+        let k = v / 1000.0;
+        if (k - k.round()).abs() < 1e-9 {
+            format!("{}k", k.round() as i64)
+        } else {
+            format!("{}k", (k * 10.0).round() / 10.0)
+        }
+    } else {
+        format!("{}", v.round() as i64)
+    }
+}
+
+/// A bar per contender (its median), whiskers from smallest to largest, a
+/// dot per repetition; the y axis starts at zero.
+fn dot_plot(title: &str, y_desc: &str, rows: &[&PeerRow]) -> Result<String, ReportError> {
+    let n = rows.len().max(1);
+    let top = rows
+        .iter()
+        .flat_map(|r| r.per_rep.iter().copied())
+        .fold(0.0_f64, f64::max)
+        .max(1.0)
+        * 1.15;
+    let names: Vec<String> = rows.iter().map(|r| r.contender.clone()).collect();
+    let mut svg = String::new();
+    {
+        let width = (160 + 110 * n as u32).clamp(480, 900);
+        let root = SVGBackend::with_string(&mut svg, (width, 400)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 17))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(64)
+            .build_cartesian_2d((0..n - 1).into_segmented(), 0.0..top)
+            .map_err(plot_err)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(n)
+            .x_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
+                    names.get(*i).cloned().unwrap_or_default()
+                }
+                SegmentValue::Last => String::new(),
+            })
+            .y_label_formatter(&|v| axis_number(*v))
+            .x_desc("contender")
+            .y_desc(y_desc)
+            .label_style(("sans-serif", 13))
+            .light_line_style(WHITE)
+            .draw()
+            .map_err(plot_err)?;
+        let bar = RGBColor(120, 160, 210);
+        chart
+            .draw_series(rows.iter().enumerate().map(|(i, r)| {
+                let mut rect = Rectangle::new(
+                    [
+                        (SegmentValue::Exact(i), 0.0),
+                        (SegmentValue::Exact(i + 1), r.requests_per_cpu_s.median),
+                    ],
+                    bar.filled(),
+                );
+                rect.set_margin(0, 0, 18, 18);
+                rect
+            }))
+            .map_err(plot_err)?;
+        chart
+            .draw_series(rows.iter().enumerate().map(|(i, r)| {
+                PathElement::new(
+                    vec![
+                        (SegmentValue::CenterOf(i), r.requests_per_cpu_s.min),
+                        (SegmentValue::CenterOf(i), r.requests_per_cpu_s.max),
+                    ],
+                    BLACK.stroke_width(2),
+                )
+            }))
+            .map_err(plot_err)?;
+        chart
+            .draw_series(rows.iter().enumerate().flat_map(|(i, r)| {
+                r.per_rep
+                    .iter()
+                    .map(move |v| Circle::new((SegmentValue::CenterOf(i), *v), 4, BLACK.filled()))
+            }))
+            .map_err(plot_err)?;
+        root.present().map_err(plot_err)?;
+    }
+    Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_takes_the_median_and_range() {
+        let s = Spread::of(&[3.0, 1.0, 2.0, 10.0]).unwrap();
+        assert_eq!((s.median, s.min, s.max), (2.5, 1.0, 10.0));
+        assert!(Spread::of(&[]).is_none());
+    }
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(whole(1234567.4), "1,234,567");
+        assert_eq!(axis_number(20000.0), "20k");
+        assert_eq!(axis_number(1500.0), "1.5k");
+        assert_eq!(axis_number(500.0), "500");
+        assert_eq!(size_text(10240), "10 KiB");
+        assert_eq!(size_text(128), "128 B");
+    }
+}
