@@ -15,10 +15,10 @@ mod results;
 mod suite;
 
 pub use experiment::{
-    parse_link_rate, rate_label, web_config, ClaimShape, ClientSection, DerivedPick, Experiment,
-    ExperimentError, Matrix, MatrixOverride, Metric, Paper, PaperCell, PaperClaim, PaperDerived,
-    PointParams, RateValue, RatioValue, ServerSection, SizeValue, TopologySection, Vary,
-    WebSection, ENGINES, WEB_CONFIGS,
+    parse_link_rate, rate_label, web_config, ClaimShape, ClientSection, Compare, DerivedPick,
+    Experiment, ExperimentError, Matrix, MatrixOverride, Metric, Over, Paper, PaperCell,
+    PaperClaim, PaperDerived, PointParams, RateValue, RatioValue, ServerSection, SizeValue,
+    TopologySection, Vary, WebSection, ENGINES, WEB_CONFIGS,
 };
 pub use pipeline::{
     capacity, LinkSpec, MessageCounts, PipelineExperiment, PipelineMatrix, PipelinePaperValue,
