@@ -147,7 +147,7 @@ impl ClaimResult {
     /// `0.47 CPUs`.
     pub fn format(&self, v: f64) -> String {
         if self.percent && self.quantity == Quantity::Ratio {
-            return format!("{} %", crate::num_sig(v * 100.0));
+            return format!("{} %", percent_number(v));
         }
         format_quantity(self.quantity, self.unit, v)
     }
@@ -159,9 +159,9 @@ impl ClaimResult {
         match self.paper_range {
             Some([lo, hi]) if !check.paper_from_cells => {
                 let low = match self.quantity {
-                    Quantity::Ratio if self.percent => crate::num_sig(lo * 100.0),
+                    Quantity::Ratio if self.percent => percent_number(lo),
                     Quantity::Ratio => ratio_text_x(lo).trim_end_matches('×').to_string(),
-                    _ => crate::num_sig(lo / self.unit.1),
+                    _ => trimmed(lo / self.unit.1),
                 };
                 Some(format!("{low}–{}", self.format(hi)))
             }
@@ -170,17 +170,39 @@ impl ClaimResult {
     }
 }
 
-/// A ratio, difference or value as the report prints it.
+/// A ratio, difference or value as the report prints it (three
+/// significant figures, no trailing zeros: `+20 ms`, `+0.05 ms`).
 pub(crate) fn format_quantity(q: Quantity, unit: (&str, f64), v: f64) -> String {
     match q {
         Quantity::Ratio => ratio_text_x(v),
         Quantity::Difference => format!(
             "{}{} {}",
             if v > 0.0 { "+" } else { "" },
-            crate::num_sig(v / unit.1),
+            trimmed(v / unit.1),
             unit.0
         ),
-        Quantity::Value => format!("{} {}", crate::num_sig(v / unit.1), unit.0),
+        Quantity::Value => format!("{} {}", trimmed(v / unit.1), unit.0),
+    }
+}
+
+/// Three significant figures without trailing zeros: 20, 0.05, 1.13.
+pub(crate) fn trimmed(v: f64) -> String {
+    let s = crate::num_sig(v);
+    if s.contains('.') && !s.contains(',') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// A ratio as a whole percentage (0.465 as 47), with decimals only
+/// below 10 %.
+pub(crate) fn percent_number(v: f64) -> String {
+    let p = v * 100.0;
+    if p.abs() >= 10.0 {
+        format!("{p:.0}")
+    } else {
+        trimmed(p)
     }
 }
 
@@ -393,7 +415,7 @@ pub fn check_claims(dir: &SweepDir, t: &PaperTable) -> Vec<ClaimResult> {
             };
             let b = |v: f64| {
                 if quantity == Quantity::Ratio && claim.percent {
-                    format!("{} %", crate::num_sig(v * 100.0))
+                    format!("{} %", percent_number(v))
                 } else if quantity == Quantity::Ratio {
                     format!("{v}×")
                 } else {

@@ -137,6 +137,14 @@ pub(crate) fn spread_text(s: &Spread, unit: (&str, f64)) -> String {
 
 /// A claim's spread: `4.5–5.5×`, `300–330 µs`, `-0.05 to +0.31 ms`.
 pub(crate) fn claim_spread(c: &ClaimResult, lo: f64, hi: f64) -> String {
+    if c.is_ratio && c.percent {
+        let (l, h) = (claims::percent_number(lo), claims::percent_number(hi));
+        return if l == h {
+            format!("{h} %")
+        } else {
+            format!("{l}–{h} %")
+        };
+    }
     if c.is_ratio {
         let (l, h) = (claims::ratio_text_x(lo), claims::ratio_text_x(hi));
         if l == h {
@@ -154,8 +162,8 @@ pub(crate) fn claim_spread(c: &ClaimResult, lo: f64, hi: f64) -> String {
             }
         };
         let (l, h) = (
-            format!("{}{}", sign(lo), num_sig(lo / u.1)),
-            format!("{}{}", sign(hi), num_sig(hi / u.1)),
+            format!("{}{}", sign(lo), claims::trimmed(lo / u.1)),
+            format!("{}{}", sign(hi), claims::trimmed(hi / u.1)),
         );
         if l == h {
             format!("{h} {}", u.0)
@@ -390,6 +398,7 @@ tr.claim td{background:#fafafa;text-align:left}
 td.holds{color:#17652a;font-weight:600;text-align:left}
 td.fails{color:#a31515;font-weight:600;text-align:left}
 td.unmeasurable,td.unjudged{color:#6b5900;text-align:left}
+#brief td.holds,#brief td.fails,#brief td.unmeasurable,#brief td.unjudged{text-align:right}
 caption{caption-side:bottom;text-align:left;font-size:.8rem;color:#555;padding-top:.3rem}
 div.scroll{overflow-x:auto;max-width:100%}
 figure.plot{display:inline-block;margin:.5rem 0;vertical-align:top;max-width:100%}
@@ -509,39 +518,76 @@ pub(crate) fn pick_text(pick: connlab_lab::DerivedPick, first: &str) -> String {
     }
 }
 
-/// The brief table: one row per engine, a column group per labelled claim
-/// (paper | ours | ours/paper, ours coloured by the engine's verdict).
-fn brief_html(claims: &[ClaimResult], engines: &[String]) -> String {
-    let labelled: Vec<&ClaimResult> = claims.iter().filter(|c| c.label.is_some()).collect();
-    let rows: Vec<&String> = engines
+/// The brief table's columns: the labelled claims grouped by label (claims
+/// sharing a label split its engines between them), in order of first
+/// appearance.
+pub(crate) fn brief_columns(claims: &[ClaimResult]) -> Vec<(String, Vec<&ClaimResult>)> {
+    let mut out: Vec<(String, Vec<&ClaimResult>)> = Vec::new();
+    for c in claims {
+        let Some(l) = &c.label else { continue };
+        match out.iter_mut().find(|(x, _)| x == l) {
+            Some((_, group)) => group.push(c),
+            None => out.push((l.clone(), vec![c])),
+        }
+    }
+    out
+}
+
+/// The engines of the brief table's rows, in the experiment's order.
+pub(crate) fn brief_engines<'e>(
+    columns: &[(String, Vec<&ClaimResult>)],
+    engines: &'e [String],
+) -> Vec<&'e String> {
+    engines
         .iter()
         .filter(|e| {
-            labelled
+            columns
                 .iter()
+                .flat_map(|c| &c.1)
                 .any(|c| c.checks.iter().any(|k| k.subject == **e))
         })
-        .collect();
-    if labelled.is_empty() || rows.is_empty() {
+        .collect()
+}
+
+/// A column's cell for an engine: from the first claim of the group that
+/// compares it.
+pub(crate) fn brief_of(group: &[&ClaimResult], engine: &str) -> Option<BriefCell> {
+    group
+        .iter()
+        .find(|c| c.checks.iter().any(|k| k.subject == engine))
+        .map(|c| brief_cell(c, engine))
+}
+
+/// The brief table: one row per engine, a column group per claim label
+/// (paper | ours | ours/paper, ours coloured by the engine's verdict).
+fn brief_html(claims: &[ClaimResult], engines: &[String]) -> String {
+    let columns = brief_columns(claims);
+    let rows = brief_engines(&columns, engines);
+    if columns.is_empty() || rows.is_empty() {
         return String::new();
     }
     let mut h = String::from("<h2>The paper's numbers beside ours, in brief</h2>\n<div class=\"scroll\">\n<table id=\"brief\">\n<thead>\n<tr><th class=\"label\" rowspan=\"2\">configuration</th>");
-    for c in &labelled {
+    for (label, group) in &columns {
+        let sources = distinct(group.iter().map(|c| c.source.clone()));
         let _ = write!(
             h,
             "<th colspan=\"3\">{}<br><small>{}</small></th>",
-            esc(c.label.as_deref().unwrap_or_default()),
-            esc(&c.source)
+            esc(label),
+            esc(&sources.join(", "))
         );
     }
     h.push_str("</tr>\n<tr>");
-    for _ in &labelled {
+    for _ in &columns {
         h.push_str("<th>paper</th><th>ours</th><th>ours / paper</th>");
     }
     h.push_str("</tr>\n</thead>\n<tbody>\n");
     for e in rows {
         let _ = write!(h, "<tr><td class=\"label\">{}</td>", esc(e));
-        for c in &labelled {
-            let b = brief_cell(c, e);
+        for (_, group) in &columns {
+            let Some(b) = brief_of(group, e) else {
+                h.push_str("<td class=\"paper\">—</td><td>—</td><td class=\"vs\">—</td>");
+                continue;
+            };
             let _ = write!(
                 h,
                 "<td class=\"paper nowrap\">{}</td><td class=\"nowrap {}\">{}{}</td><td class=\"vs\">{}</td>",

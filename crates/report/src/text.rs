@@ -4,8 +4,8 @@
 use crate::claims::{ClaimResult, Quantity};
 use crate::table::{metric_name, stat_names, stat_unit, Cell};
 use crate::{
-    brief_cell, claim_spread, environment, in_unit, metric_heading, metric_units, num_sig,
-    pick_text, ratio, spread_text, warnings, Model, ReportError,
+    brief_columns, brief_engines, brief_of, claim_spread, environment, in_unit, metric_heading,
+    metric_units, num_sig, pick_text, ratio, spread_text, warnings, Model, ReportError,
 };
 use connlab_lab::Metric;
 use serde::Serialize;
@@ -63,23 +63,16 @@ fn claim_value(c: &ClaimResult, v: f64) -> String {
 /// The brief table in Markdown: one row per engine, paper | ours |
 /// ours/paper per labelled claim.
 fn brief_md(claims: &[ClaimResult], engines: &[String]) -> String {
-    let labelled: Vec<&ClaimResult> = claims.iter().filter(|c| c.label.is_some()).collect();
-    let rows: Vec<&String> = engines
-        .iter()
-        .filter(|e| {
-            labelled
-                .iter()
-                .any(|c| c.checks.iter().any(|k| k.subject == **e))
-        })
-        .collect();
-    if labelled.is_empty() || rows.is_empty() {
+    let columns = brief_columns(claims);
+    let rows = brief_engines(&columns, engines);
+    if columns.is_empty() || rows.is_empty() {
         return String::new();
     }
     let mut out = String::from("## The paper's numbers beside ours, in brief\n\n");
     let mut header = vec!["configuration".to_string()];
-    for c in &labelled {
-        let l = c.label.as_deref().unwrap_or_default();
-        header.push(format!("{l}: paper ({})", c.source));
+    for (l, group) in &columns {
+        let sources: Vec<&str> = group.iter().map(|c| c.source.as_str()).collect();
+        header.push(format!("{l}: paper ({})", sources[0]));
         header.push(format!("{l}: ours"));
         header.push(format!("{l}: ours/paper"));
     }
@@ -87,16 +80,20 @@ fn brief_md(claims: &[ClaimResult], engines: &[String]) -> String {
     out.push_str(&md_row(&vec!["---".to_string(); header.len()]));
     for e in rows {
         let mut cells = vec![e.clone()];
-        for c in &labelled {
-            let b = brief_cell(c, e);
-            cells.push(b.paper);
-            cells.push(format!(
-                "{}{} ({})",
-                b.ours,
-                b.spread.map(|s| format!(" [{s}]")).unwrap_or_default(),
-                b.verdict.key()
-            ));
-            cells.push(ratio(b.ours_over_paper));
+        for (_, group) in &columns {
+            match brief_of(group, e) {
+                Some(b) => {
+                    cells.push(b.paper);
+                    cells.push(format!(
+                        "{}{} ({})",
+                        b.ours,
+                        b.spread.map(|s| format!(" [{s}]")).unwrap_or_default(),
+                        b.verdict.text()
+                    ));
+                    cells.push(ratio(b.ours_over_paper));
+                }
+                None => cells.extend(["—".to_string(), "—".to_string(), "—".to_string()]),
+            }
         }
         out.push_str(&md_row(&cells));
     }
