@@ -1659,6 +1659,173 @@ expect_min = 1.0
         }
     }
 
+    /// A web experiment with the load-balancing paper's claim forms.
+    fn web_paper() -> String {
+        MINIMAL.replace(
+            "engines = [\"select\", \"epoll\"]",
+            "engines = [\"direct\", \"nat\", \"nat:2\"]\nprotocol = \"http\"",
+        ) + r#"[web]
+backends = 2
+[paper]
+table = "Table 2"
+source = "test"
+metric = "throughput"
+vary = "rate"
+[[paper.cells]]
+engine = "nat:2"
+req_per_s = 1826.42
+mbit_per_s = 143.5617
+[[paper.derived]]
+table = "Table 2 (gateway CPU)"
+metric = "gateway_cpu"
+pick = "highest_rate"
+[[paper.derived.cells]]
+engine = "nat:2"
+gateway_cpu_share = 0.78
+[[paper.claims]]
+label = "peak"
+text = "the peak doubles"
+engines = ["nat"]
+versus = "direct"
+statistic = "rate"
+over = "peak"
+peak_within_us = 10000.0
+paper_ratio = 1.9
+expect_min = 1.6
+[[paper.claims]]
+text = "the gateway adds response time"
+engines = ["nat"]
+versus = "direct"
+compare = "difference"
+metric = "service_latency"
+from = 100
+to = 100
+paper_value = 20000.0
+expect_min = 0.0
+[[paper.claims]]
+text = "each backend about half"
+engines = ["nat"]
+versus = "direct"
+metric = "backend_cpu"
+paper_range = [0.46, 0.47]
+percent = true
+expect_min = 0.4
+"#
+    }
+
+    #[test]
+    fn web_claims_parse_into_typed_values() {
+        let e = Experiment::from_toml(&web_paper(), "w.toml").unwrap();
+        let p = e.paper.as_ref().unwrap();
+        assert_eq!(p.metric, Metric::Throughput);
+        assert_eq!(p.cells[0].stats(Metric::Throughput)[0], Some(1826.42));
+        assert_eq!(p.derived[0].pick, DerivedPick::HighestRate);
+        assert_eq!(
+            p.derived[0].cells[0].stats(Metric::GatewayCpu)[0],
+            Some(0.78)
+        );
+        let c = &p.claims;
+        assert_eq!(
+            c[0].shape(),
+            ClaimShape::Peak {
+                versus: Some("direct"),
+                range: None
+            }
+        );
+        assert_eq!(c[0].label.as_deref(), Some("peak"));
+        assert_eq!(c[1].compare, Compare::Difference);
+        assert_eq!(c[1].paper_stated(), Some(20000.0));
+        assert_eq!(c[2].metric_in(p), Metric::BackendCpu);
+        assert!((c[2].paper_stated().unwrap() - 0.465).abs() < 1e-12);
+        assert!(c[2].percent);
+    }
+
+    #[test]
+    fn bad_web_claim_fields_are_named() {
+        let text = web_paper();
+        for (from, to, says) in [
+            ("over = \"peak\"", "over = \"top\"", "over"),
+            (
+                "compare = \"difference\"",
+                "compare = \"minus\"",
+                "compare",
+            ),
+            (
+                "peak_within_us = 10000.0",
+                "peak_within_us = -1.0",
+                "paper.claims[0].peak_within_us",
+            ),
+            (
+                "over = \"peak\"\n",
+                "",
+                "paper.claims[0].peak_within_us",
+            ),
+            (
+                "paper_value = 20000.0",
+                "paper_ratio = 20000.0",
+                "paper.claims[1].paper_ratio",
+            ),
+            (
+                "paper_ratio = 1.9",
+                "paper_value = 1.9",
+                "paper.claims[0].paper_value",
+            ),
+            (
+                "paper_range = [0.46, 0.47]",
+                "paper_range = [0.47, 0.46]",
+                "paper.claims[2].paper_range",
+            ),
+            (
+                "versus = \"direct\"\ncompare = \"difference\"\nmetric = \"service_latency\"\nfrom = 100\nto = 100\n",
+                "compare = \"difference\"\nmetric = \"service_latency\"\n",
+                "paper.claims[1].compare",
+            ),
+            (
+                "req_per_s = 1826.42",
+                "req_per_s = -1.0",
+                "paper.cells[0].req_per_s",
+            ),
+            (
+                "gateway_cpu_share = 0.78",
+                "gateway_share = 0.78",
+                "gateway_share",
+            ),
+            (
+                "statistic = \"rate\"",
+                "statistic = \"mean\"",
+                "paper.claims[0].statistic",
+            ),
+            ("label = \"peak\"", "label = \" \"", "paper.claims[0].label"),
+            (
+                "metric = \"backend_cpu\"\npaper_range",
+                "metric = \"backend_cpu\"\nexpect_max = 1.0\npaper_range",
+                "",
+            ),
+        ] {
+            assert!(text.contains(from), "{from}");
+            let result = Experiment::from_toml(&text.replacen(from, to, 1), "w.toml");
+            if says.is_empty() {
+                assert!(result.is_ok(), "{to}: {:?}", result.err());
+                continue;
+            }
+            let err = result.unwrap_err().to_string();
+            assert!(
+                err.starts_with("w.toml: ") && err.contains(says),
+                "{to}: {err}"
+            );
+        }
+        // A web metric needs a [web] section.
+        let locality = MINIMAL.to_string()
+            + "[paper]\ntable = \"T\"\nsource = \"s\"\nmetric = \"backend_cpu\"\nvary = \"rate\"\n";
+        let err = Experiment::from_toml(&locality, "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("paper.metric") && err.contains("[web]"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn link_rates_parse_like_tc() {
         assert_eq!(parse_link_rate("100mbit"), Ok(Some(100_000_000)));
