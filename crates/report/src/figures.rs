@@ -97,8 +97,7 @@ const WEB_VALUES: [Value; 3] = [
         name: "CPU per backend (mean over backends)",
         axis: "CPU per backend (share of one CPU)",
         of: |p| {
-            let s = &p.backend_cpu_share;
-            let used: Vec<f64> = s.iter().copied().filter(|c| *c > 0.0).collect();
+            let used = crate::table::backends_used(p);
             (!used.is_empty()).then(|| used.iter().sum::<f64>() / used.len() as f64)
         },
         paper: None,
@@ -363,13 +362,7 @@ fn backend_count_plots(dir: &SweepDir) -> Result<Vec<(String, String, String)>, 
     type Of = Box<dyn Fn(&PointResult) -> Option<f64>>;
     // The gateway's CPU as /proc/stat sees it: with nat, the kernel forwards
     // in softirq and the gateway process itself stays idle.
-    let gateway_cpu: Option<usize> = dir
-        .experiment
-        .server
-        .cpu
-        .as_deref()
-        .and_then(|c| c.split([',', '-']).next())
-        .and_then(|c| c.trim().parse().ok());
+    let gateway_cpu = crate::table::gateway_cpu(&dir.experiment);
     let mut values: Vec<(&str, String, Of)> = vec![
         (
             "throughput",

@@ -398,7 +398,7 @@ tr.claim td{background:#fafafa;text-align:left}
 td.holds{color:#17652a;font-weight:600;text-align:left}
 td.fails{color:#a31515;font-weight:600;text-align:left}
 td.unmeasurable,td.unjudged{color:#6b5900;text-align:left}
-#brief td.holds,#brief td.fails,#brief td.unmeasurable,#brief td.unjudged{text-align:right}
+table.brief td.holds,table.brief td.fails,table.brief td.unmeasurable,table.brief td.unjudged{text-align:right}
 caption{caption-side:bottom;text-align:left;font-size:.8rem;color:#555;padding-top:.3rem}
 div.scroll{overflow-x:auto;max-width:100%}
 figure.plot{display:inline-block;margin:.5rem 0;vertical-align:top;max-width:100%}
@@ -566,43 +566,55 @@ fn brief_html(claims: &[ClaimResult], engines: &[String]) -> String {
     if columns.is_empty() || rows.is_empty() {
         return String::new();
     }
-    let mut h = String::from("<h2>The paper's numbers beside ours, in brief</h2>\n<div class=\"scroll\">\n<table id=\"brief\">\n<thead>\n<tr><th class=\"label\" rowspan=\"2\">configuration</th>");
-    for (label, group) in &columns {
-        let sources = distinct(group.iter().map(|c| c.source.clone()));
+    let mut h = String::from("<h2>The paper's numbers beside ours, in brief</h2>\n");
+    // At most three claims side by side, so the table fits a laptop's
+    // width; further claims wrap into another table with the same rows.
+    for (i, chunk) in columns.chunks(3).enumerate() {
+        if i > 0 {
+            h.push_str("</tbody>\n</table>\n</div>\n");
+        }
         let _ = write!(
             h,
-            "<th colspan=\"3\">{}<br><small>{}</small></th>",
-            esc(label),
-            esc(&sources.join(", "))
+            "<div class=\"scroll\">\n<table class=\"brief\" id=\"brief{}\">\n<thead>\n<tr><th class=\"label\" rowspan=\"2\">configuration</th>",
+            if i == 0 { String::new() } else { format!("-{}", i + 1) }
         );
-    }
-    h.push_str("</tr>\n<tr>");
-    for _ in &columns {
-        h.push_str("<th>paper</th><th>ours</th><th>ours / paper</th>");
-    }
-    h.push_str("</tr>\n</thead>\n<tbody>\n");
-    for e in rows {
-        let _ = write!(h, "<tr><td class=\"label\">{}</td>", esc(e));
-        for (_, group) in &columns {
-            let Some(b) = brief_of(group, e) else {
-                h.push_str("<td class=\"paper\">—</td><td>—</td><td class=\"vs\">—</td>");
-                continue;
-            };
+        for (label, group) in chunk {
+            let sources = distinct(group.iter().map(|c| c.source.clone()));
             let _ = write!(
                 h,
-                "<td class=\"paper nowrap\">{}</td><td class=\"nowrap {}\">{}{}</td><td class=\"vs\">{}</td>",
-                esc(&b.paper),
-                b.verdict.key(),
-                esc(&b.ours),
-                b.spread
-                    .map(|s| format!("<span class=\"spread\">{}</span>", esc(&s)))
-                    .unwrap_or_default(),
-                ratio(b.ours_over_paper)
+                "<th colspan=\"3\">{}<br><small>{}</small></th>",
+                esc(label),
+                esc(&sources.join(", "))
             );
         }
-        h.push_str("</tr>\n");
+        h.push_str("</tr>\n<tr>");
+        for _ in chunk {
+            h.push_str("<th>paper</th><th>ours</th><th>ours / paper</th>");
+        }
+        h.push_str("</tr>\n</thead>\n<tbody>\n");
+        for e in &rows {
+            let _ = write!(h, "<tr><td class=\"label\">{}</td>", esc(e));
+            for (_, group) in chunk {
+                let Some(b) = brief_of(group, e) else {
+                    h.push_str("<td class=\"paper\">—</td><td>—</td><td class=\"vs\">—</td>");
+                    continue;
+                };
+                let _ = write!(
+                    h,
+                    "<td class=\"paper nowrap\">{}</td><td class=\"nowrap {}\">{}{}</td><td class=\"vs\">{}</td>",
+                    esc(&b.paper),
+                    b.verdict.key(),
+                    esc(&b.ours),
+                    b.spread
+                        .map(|s| format!("<span class=\"spread\">{}</span>", esc(&s)))
+                        .unwrap_or_default(),
+                    ratio(b.ours_over_paper)
+                );
+            }
+            h.push_str("</tr>\n");
+        }
     }
-    h.push_str("</tbody>\n<caption>Per configuration and claim: the paper's number (a range where its text gives one), ours (the median; over several rows, the median of the rows' values) with the whole spread over rows and repetitions below it, and ours over the paper's. Ours is coloured by the verdict: green holds, red does not hold, amber cannot be measured or is not judged; the claims below give the bounds, the rows and the reasons.</caption>\n</table>\n</div>\n");
+    h.push_str("</tbody>\n</table>\n</div>\n<p class=\"note\">Per configuration and claim: the paper's number (a range where its text gives one), ours (the median; over several rows, the median of the rows' values) with the whole spread over rows and repetitions below it, and ours over the paper's. Ours is coloured by the verdict: green holds, red does not hold, amber cannot be measured or is not judged; the claims below give the bounds, the rows and the reasons.</p>\n");
     h
 }
 

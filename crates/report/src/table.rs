@@ -151,7 +151,7 @@ pub fn stat_unit(metric: Metric, k: usize) -> (&'static str, f64) {
         (Metric::ServiceLatency, _) => ("ms", 1000.0),
         (Metric::SendDeviation | Metric::PollCall, _) => ("µs", 1.0),
         (Metric::BackendCpu, _) | (Metric::GatewayCpu, 1) => ("CPUs", 1.0),
-        (Metric::GatewayCpu, _) => ("busy share", 1.0),
+        (Metric::GatewayCpu, _) => ("share", 1.0),
         (Metric::Throughput, 0) => ("req/s", 1.0),
         (Metric::Throughput, 1) => ("Mbit/s", 1.0),
         (Metric::Throughput, _) => ("share", 1.0),

@@ -666,3 +666,85 @@ fn peak_and_difference_claims_compute_the_right_numbers() {
         )
     );
 }
+
+/// The shipped experiment files render with the paper beside ours.
+#[test]
+fn shipped_gateway_files_render_the_paper_beside_ours() {
+    let file = |name: &str| {
+        std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../experiments")
+                .join(name),
+        )
+        .unwrap()
+    };
+    // gateway-web: direct saturates above 4,000 req/s, the gateways above
+    // 8,000; each backend behind a gateway at half of direct's CPU.
+    let mut dir = sweep(&file("gateway-web.toml"), |_| (0.0, 0.0, 0.0));
+    for p in &mut dir.points {
+        let rate = p.params.rate_per_s;
+        let direct = p.params.engine == "direct";
+        let cpu = (0.06 * rate / 1000.0).min(0.25);
+        p.backend_cpu_share = if direct {
+            vec![cpu, 0.0]
+        } else {
+            vec![cpu / 2.0; 2]
+        };
+        p.load.achieved_rate_per_s = rate;
+        let limit = if direct { 4000.0 } else { 8000.0 };
+        p.load.service_latency_us.mean = match (rate > limit, direct) {
+            (true, _) => 200_000.0,
+            (false, true) => 100.0,
+            (false, false) => 160.0,
+        };
+    }
+    let html = render(&dir, Format::Html).unwrap();
+    let brief = &html[html.find("id=\"brief\"").expect("a brief table")..];
+    let brief = &brief[..brief.find("</table>").unwrap()];
+    for engine in ["nat", "proxy", "haproxy"] {
+        assert!(brief.contains(&format!("<td class=\"label\">{engine}</td>")));
+    }
+    assert!(brief.contains("46–47 %") && brief.contains("1.9×") && brief.contains("+20 ms"));
+    assert!(brief.contains("<td class=\"nowrap holds\">50 %"), "{brief}");
+    assert!(brief.contains("<td class=\"nowrap holds\">2.0×"), "{brief}");
+    assert!(
+        !html.contains("class=\"fails\""),
+        "every claim holds on this data"
+    );
+
+    // gateway-limit: Table 2 beside the six-backend configurations; the
+    // gateway-is-the-limit claim cannot be measured here, and the setup
+    // check says why.
+    let mut dir = sweep(&file("gateway-limit.toml"), |_| (0.0, 0.0, 0.0));
+    for p in &mut dir.points {
+        p.load.achieved_rate_per_s = 12_000.0;
+        p.load.throughput_mbit_s = 950.0;
+        p.backend_cpu_share = vec![0.1; 6];
+        p.gateway_cpu_share = Some(0.8);
+        p.cpu_busy_share = vec![0.99, 0.5];
+    }
+    let html = render(&dir, Format::Html).unwrap();
+    let _ = std::fs::write(
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-gateway-limit.html"),
+        &html,
+    );
+    assert!(html.contains("Table 2: throughput, paper beside ours"));
+    assert!(html.contains("<td class=\"paper\">1,826</td><td>12,000<span class=\"spread\">12,000</span></td><td class=\"vs\">6.6×</td>"));
+    assert!(html.contains("<td class=\"paper\">144</td><td>950<span"));
+    assert!(html.contains("Table 2 (gateway CPU): gateway CPU, from this sweep's points"));
+    assert!(html.contains("<td class=\"paper\">0.780</td><td>0.500<span"));
+    let brief = &html[html.find("id=\"brief\"").expect("a brief table")..];
+    let brief = &brief[..brief.find("</table>").unwrap()];
+    assert!(
+        brief.contains(
+            "<td class=\"paper nowrap\">0.78 share</td><td class=\"nowrap unmeasurable\">0.5 share"
+        ),
+        "{brief}"
+    );
+    assert!(brief.contains("1,826 req/s"), "{brief}");
+    assert!(html.contains("cannot be measured here: the clients and the six backends share CPU 0"));
+    assert!(
+        !html.contains("class=\"fails\""),
+        "the setup check holds on this data"
+    );
+}
