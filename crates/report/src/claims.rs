@@ -804,13 +804,13 @@ fn peak_of(
     }
 }
 
-/// Where the peaks were: `4,000 req/s`, or `4,000 req/s to 5,000 req/s`
-/// when the repetitions differ.
+/// Where the peaks were: `at 4,000 req/s`, or `at 4,000 req/s to 5,000
+/// req/s` when the repetitions differ; `none` without a peak.
 fn peak_at_text(along: Vary, at: &[f64]) -> String {
     match (at.first(), at.last()) {
-        (Some(a), Some(b)) if close(*a, *b) => param_text(along, *a),
-        (Some(a), Some(b)) => format!("{} to {}", param_text(along, *a), param_text(along, *b)),
-        _ => "no row".into(),
+        (Some(a), Some(b)) if close(*a, *b) => format!("at {}", param_text(along, *a)),
+        (Some(a), Some(b)) => format!("at {} to {}", param_text(along, *a), param_text(along, *b)),
+        _ => "none".into(),
     }
 }
 
@@ -878,10 +878,7 @@ fn peak_checks(
         let mut check = ClaimCheck {
             engine: engine.clone(),
             subject: engine.clone(),
-            rows: format!(
-                "{over}{within}: {engine} at {}",
-                peak_at_text(along, &ours.at)
-            ),
+            rows: format!("{over}{within}: {engine} {}", peak_at_text(along, &ours.at)),
             paper: None,
             paper_from_cells: false,
             ours: None,
@@ -893,7 +890,7 @@ fn peak_checks(
         match (versus, &versus_peak) {
             (Some(v), Some(vp)) => {
                 check.engine = format!("{engine} {} {v}", pair_sign(claim));
-                check.rows = format!("{}, {v} at {}", check.rows, peak_at_text(along, &vp.at));
+                check.rows = format!("{}, {v} {}", check.rows, peak_at_text(along, &vp.at));
                 let from_cells = paper_peak(v)
                     .zip(paper_peak(engine))
                     .and_then(|(a, b)| compare_paper(claim, a, b));

@@ -364,6 +364,27 @@ fn point_row(p: &PointResult) -> Vec<String> {
     ]
 }
 
+/// Further columns of a web experiment's points.
+const WEB_POINT_COLUMNS: [&str; 4] = [
+    "backend CPU (mean, CPUs)",
+    "Mbit/s",
+    "gateway process CPU",
+    "gateway CPU busy",
+];
+
+fn web_point_cells(exp: &connlab_lab::Experiment, p: &PointResult) -> Vec<String> {
+    use connlab_lab::Metric;
+    let backend = our_stats(exp, Metric::BackendCpu, p);
+    let gateway = our_stats(exp, Metric::GatewayCpu, p);
+    let f = |v: Option<f64>| v.map_or("—".into(), num_sig);
+    vec![
+        f(backend[0]),
+        num_sig(p.load.throughput_mbit_s),
+        f(gateway[1]),
+        f(gateway[0]),
+    ]
+}
+
 const POINT_COLUMNS: [&str; 16] = [
     "point",
     "engine",
@@ -881,17 +902,22 @@ fn html(m: &Model) -> Result<String, ReportError> {
     h.push_str("</ul>\n");
 
     // Every point.
+    let web = exp.web.is_some();
     let _ = writeln!(
         h,
         "<h2>All points</h2>\n<details>\n<summary>{} points</summary>\n<div class=\"scroll\">\n<table id=\"points\">\n<thead><tr>{}</tr></thead>\n<tbody>",
         dir.points.len(),
         POINT_COLUMNS
             .iter()
+            .chain(if web { &WEB_POINT_COLUMNS[..] } else { &[] })
             .map(|c| format!("<th>{}</th>", esc(c)))
             .collect::<String>()
     );
     for p in &dir.points {
-        let cells = point_row(p);
+        let mut cells = point_row(p);
+        if web {
+            cells.extend(web_point_cells(exp, p));
+        }
         let _ = write!(h, "<tr><td class=\"label\">{}</td>", esc(&cells[0]));
         for c in &cells[1..] {
             let _ = write!(h, "<td>{}</td>", esc(c));
