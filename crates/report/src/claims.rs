@@ -1009,11 +1009,15 @@ fn value_checks(
             .map(|m| m.1.max())
             .fold(f64::NEG_INFINITY, f64::max);
         let (worst_row, worst) = worst.expect("measured is not empty");
-        check.rows = format!(
-            "all {} settings measured (decided by {})",
-            measured.len(),
-            setting_text(worst_row)
-        );
+        check.rows = if measured.len() == 1 {
+            format!("the one setting measured, {}", setting_text(worst_row))
+        } else {
+            format!(
+                "all {} settings measured (decided by {})",
+                measured.len(),
+                setting_text(worst_row)
+            )
+        };
         check.ours = Some(worst.median());
         check.spread = Some((lo, hi));
         check.n = measured.iter().map(|m| m.1.n()).min().unwrap_or(0);

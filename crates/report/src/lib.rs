@@ -850,7 +850,12 @@ fn html(m: &Model) -> Result<String, ReportError> {
                     k.spread.map_or("—".into(), |(lo, hi)| claim_spread(c, lo, hi)),
                     if k.n == 0 { "—".into() } else { k.n.to_string() },
                     k.verdict.key(),
-                    esc(&k.verdict.text())
+                    // The claim's own reason, stated once in its header row.
+                    if matches!(c.verdict, Verdict::CannotMeasure(_)) && k.verdict == c.verdict {
+                        "cannot be measured here (the reason above)".to_string()
+                    } else {
+                        esc(&k.verdict.text()).to_string()
+                    }
                 );
             }
         }
