@@ -363,21 +363,53 @@ fn backend_count_plots(dir: &SweepDir) -> Result<Vec<(String, String, String)>, 
     // The gateway's CPU as /proc/stat sees it: with nat, the kernel forwards
     // in softirq and the gateway process itself stays idle.
     let gateway_cpu = crate::table::gateway_cpu(&dir.experiment);
-    let mut values: Vec<(&str, String, Of)> = vec![
+    // The paper's values of a statistic against its backend count (its
+    // cells and derived cells name engines `config:N`), one point per count.
+    let paper_points = |metric: Metric, k: usize| -> Vec<(f64, f64)> {
+        let Some(paper) = &dir.experiment.paper else {
+            return Vec::new();
+        };
+        let cells = paper.cells.iter().filter(|_| paper.metric == metric).chain(
+            paper
+                .derived
+                .iter()
+                .filter(|d| d.metric == metric)
+                .flat_map(|d| d.cells.iter()),
+        );
+        let mut pts: Vec<(f64, f64)> = Vec::new();
+        for c in cells {
+            let (Ok((_, Some(n))), Some(y)) =
+                (connlab_lab::web_config(&c.engine), c.stats(metric)[k])
+            else {
+                continue;
+            };
+            if !pts.iter().any(|p| p.0 == f64::from(n)) {
+                pts.push((f64::from(n), y));
+            }
+        }
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        pts
+    };
+    // (name, axis, our value of a point, the paper's points)
+    type Plotted = (&'static str, String, Of, Vec<(f64, f64)>);
+    let mut values: Vec<Plotted> = vec![
         (
             "throughput",
             "responses per second".into(),
             Box::new(|p: &PointResult| Some(p.load.achieved_rate_per_s)),
+            paper_points(Metric::Throughput, 0),
         ),
         (
             "traffic",
             "response traffic (Mbit/s)".into(),
             Box::new(|p: &PointResult| Some(p.load.throughput_mbit_s)),
+            paper_points(Metric::Throughput, 1),
         ),
         (
             "gateway process CPU",
             "gateway process CPU (share of one CPU)".into(),
             Box::new(|p: &PointResult| p.gateway_cpu_share),
+            Vec::new(),
         ),
     ];
     if let Some(cpu) = gateway_cpu {
@@ -385,6 +417,7 @@ fn backend_count_plots(dir: &SweepDir) -> Result<Vec<(String, String, String)>, 
             "busy share of the gateway's CPU",
             format!("CPU {cpu} busy (share, /proc/stat)"),
             Box::new(move |p: &PointResult| p.cpu_busy_share.get(cpu).copied()),
+            paper_points(Metric::GatewayCpu, 0),
         ));
     }
     let counted: Vec<(&PointResult, &str, f64)> = dir
@@ -403,8 +436,8 @@ fn backend_count_plots(dir: &SweepDir) -> Result<Vec<(String, String, String)>, 
     rates.dedup();
     let mut out = Vec::new();
     for rate in rates {
-        for (value_name, axis, value_of) in &values {
-            let series: Vec<Line> = configs
+        for (value_name, axis, value_of, paper) in &values {
+            let mut series: Vec<Line> = configs
                 .iter()
                 .filter_map(|config| {
                     let line = median_line(
@@ -423,6 +456,15 @@ fn backend_count_plots(dir: &SweepDir) -> Result<Vec<(String, String, String)>, 
             if series.is_empty() {
                 continue;
             }
+            if !paper.is_empty() {
+                series.push(Line {
+                    name: "the paper's gateway".into(),
+                    colour_key: "paper".into(),
+                    points: paper.clone(),
+                    spread: Vec::new(),
+                    paper: true,
+                });
+            }
             let title = format!("{value_name} against backends ({})", rate_text(rate));
             let svg = plots::linear_lines(&title, "backends", axis, &series, None, true)?;
             let mut name = value_name.to_string();
@@ -430,8 +472,13 @@ fn backend_count_plots(dir: &SweepDir) -> Result<Vec<(String, String, String)>, 
             out.push((
                 format!("backends-{}", out.len()),
                 format!(
-                    "{name} against the number of backends, one line per gateway configuration (median over repetitions, bars: lowest to highest), {}: where a line stops rising, the gateway (or the clients' CPU) is the limit.",
-                    rate_text(rate)
+                    "{name} against the number of backends, one line per gateway configuration (median over repetitions, bars: lowest to highest), {}: where a line stops rising, the gateway (or the clients' CPU) is the limit.{}",
+                    rate_text(rate),
+                    if paper.is_empty() {
+                        ""
+                    } else {
+                        " Hollow markers: the paper's gateway (Table 2, six segments)."
+                    }
                 ),
                 svg,
             ));

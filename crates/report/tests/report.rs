@@ -747,4 +747,10 @@ fn shipped_gateway_files_render_the_paper_beside_ours() {
         !html.contains("class=\"fails\""),
         "the setup check holds on this data"
     );
+    // The paper's gateway on the backend-count plots, every axis ticked.
+    assert!(html.contains("the paper's gateway"));
+    for svg in svgs(&html) {
+        let (x, y) = axis_ticks(svg);
+        assert!(x >= 2 && y >= 2, "x {x}, y {y} tick labels in {svg}");
+    }
 }
