@@ -317,6 +317,18 @@ pub enum Metric {
     /// Time per polling call at the server (`--profile-poll`): the polling
     /// paper's Figures 6, 7, 9 and 10.
     PollCall,
+    /// Web experiments: each backend's CPU as a share of one CPU, over the
+    /// backends the configuration uses (`direct` one, `nat:4` four): the
+    /// load-balancing paper's Figure 2 and Table 2.
+    BackendCpu,
+    /// Web experiments: the achieved request rate, the response traffic and
+    /// the share of requests that failed: the load-balancing paper's peak
+    /// rate (Figure 2) and Table 2.
+    Throughput,
+    /// Web experiments: the busy share of the gateway's CPU (`/proc/stat`,
+    /// so the kernel's forwarding counts), the gateway process's own CPU,
+    /// and the busiest of the other CPUs (clients and backends): Table 2.
+    GatewayCpu,
 }
 
 impl Metric {
@@ -327,8 +339,43 @@ impl Metric {
             Metric::ServiceLatency => ["mean", "median", "stddev"],
             Metric::SendDeviation => ["stddev", "median", "max"],
             Metric::PollCall => ["CPU mean", "wall median", "wall mean"],
+            Metric::BackendCpu => ["mean", "busiest", "total"],
+            Metric::Throughput => ["rate", "traffic", "errors"],
+            Metric::GatewayCpu => ["busy", "process", "others busy"],
         }
     }
+
+    /// Whether the metric is measured only by web experiments (`[web]`).
+    pub fn is_web(self) -> bool {
+        matches!(
+            self,
+            Metric::BackendCpu | Metric::Throughput | Metric::GatewayCpu
+        )
+    }
+}
+
+/// How a claim reduces each engine's rows before comparing (`over`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Over {
+    /// Row by row (the default).
+    #[default]
+    Rows,
+    /// The highest value over the engine's rows, per repetition: the
+    /// load-balancing paper's peak request rate.
+    Peak,
+}
+
+/// How a claim compares two values (`compare`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Compare {
+    /// The quotient (the default): `to ÷ from`, or engine ÷ versus.
+    #[default]
+    Ratio,
+    /// The difference, in the statistic's unit: `to - from`, or engine -
+    /// versus (the load-balancing paper's added response time).
+    Difference,
 }
 
 /// The parameter a paper table varies along its rows.
@@ -397,6 +444,10 @@ pub enum DerivedPick {
     /// the largest of the sweep: the locality paper's Table 5 reports each
     /// engine's worst send deviation.
     LargestFirstStat,
+    /// The setting with the highest achieved request rate (median over
+    /// repetitions): the load-balancing paper's Table 2 reports each
+    /// configuration at its limit.
+    HighestRate,
 }
 
 /// `[[paper.derived]]`: a paper table computed from this sweep's points.
@@ -444,6 +495,20 @@ pub struct PaperCell {
     /// Maximum in microseconds (send deviation).
     #[serde(default)]
     pub max_us: Option<f64>,
+    /// Requests per second the configuration carried (`throughput`'s rate).
+    #[serde(default)]
+    pub req_per_s: Option<f64>,
+    /// Response traffic in Mbit/s (`throughput`'s traffic).
+    #[serde(default)]
+    pub mbit_per_s: Option<f64>,
+    /// The gateway's CPU utilisation as a share of its CPU, 0-1
+    /// (`gateway_cpu`'s busy).
+    #[serde(default)]
+    pub gateway_cpu_share: Option<f64>,
+    /// The web servers' CPU utilisation, mean over the servers, as a share
+    /// of one CPU, 0-1 (`backend_cpu`'s mean).
+    #[serde(default)]
+    pub backend_cpu_share: Option<f64>,
 }
 
 impl PaperCell {
@@ -454,11 +519,14 @@ impl PaperCell {
             Metric::ServiceLatency => [self.mean_us, self.median_us, self.stddev_us],
             Metric::SendDeviation => [self.stddev_us, self.median_us, self.max_us],
             Metric::PollCall => [self.mean_us, self.median_us, None],
+            Metric::BackendCpu => [self.backend_cpu_share, None, None],
+            Metric::Throughput => [self.req_per_s, self.mbit_per_s, None],
+            Metric::GatewayCpu => [self.gateway_cpu_share, None, None],
         }
     }
 }
 
-/// A claim of the paper, in one of three shapes:
+/// A claim of the paper, in one of four shapes:
 ///
 /// - **along a parameter** (`from` and `to` given, no `versus`): for each
 ///   engine, the statistic at row `to` divided by the one at row `from`
@@ -466,10 +534,16 @@ impl PaperCell {
 /// - **versus an engine** (`versus` given): at every row (or the rows whose
 ///   `along` value lies in `[from, to]`), each engine's statistic divided by
 ///   the `versus` engine's;
-/// - **a plain value** (neither): the statistic itself at every row.
+/// - **a peak** (`over = "peak"`): each engine's highest value over its rows
+///   (those in `[from, to]` if given, and with `peak_within_us` only rows
+///   whose mean service latency stays within it), taken per repetition,
+///   divided by the `versus` engine's peak, or judged as a value without
+///   `versus`;
+/// - **a plain value** (none of these): the statistic itself at every row.
 ///
-/// The claim holds when our whole spread of the ratio (or value) lies within
-/// `[expect_min, expect_max]`.
+/// `compare = "difference"` subtracts instead of dividing (along, versus
+/// and peak-versus claims). The claim holds when our whole spread of the
+/// ratio, difference or value lies within `[expect_min, expect_max]`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PaperClaim {
@@ -500,6 +574,37 @@ pub struct PaperClaim {
     /// the paper's cells instead when they cover the claim's rows).
     #[serde(default)]
     pub paper_ratio: Option<f64>,
+    /// The paper's number when it is not a ratio: a difference (`compare =
+    /// "difference"`) or a value, in the metric's stored unit (µs for
+    /// times, shares for CPU, req/s or Mbit/s for throughput).
+    #[serde(default)]
+    pub paper_value: Option<f64>,
+    /// `rows` (the default) or `peak`: compare each engine's highest value
+    /// over its rows.
+    #[serde(default)]
+    pub over: Over,
+    /// `ratio` (the default) or `difference`.
+    #[serde(default)]
+    pub compare: Compare,
+    /// With `over = "peak"`: a row counts towards an engine's peak only in
+    /// the repetitions whose mean service latency there stays at or below
+    /// this many µs (a saturated open-loop point still reports the offered
+    /// rate while its queue grows).
+    #[serde(default)]
+    pub peak_within_us: Option<f64>,
+    /// A short heading for the report's brief table of the paper's numbers
+    /// beside ours (claims without one are listed only with the claims).
+    #[serde(default)]
+    pub label: Option<String>,
+    /// The paper's number as the range its text gives (`46-47 %` of the
+    /// direct server's CPU: `[0.46, 0.47]`), in the unit of `paper_ratio`
+    /// or `paper_value`; its midpoint stands for it where one number is
+    /// needed (ours / paper).
+    #[serde(default)]
+    pub paper_range: Option<[f64; 2]>,
+    /// Print the claim's ratios as percentages (0.465 as 46.5 %).
+    #[serde(default)]
+    pub percent: bool,
     /// Compare each engine with this one at the same row.
     #[serde(default)]
     pub versus: Option<String>,
@@ -531,6 +636,14 @@ pub enum ClaimShape<'a> {
         /// Rows compared: `along` within `[from, to]`; all rows if `None`.
         range: Option<(f64, f64)>,
     },
+    /// Each engine's highest value over the rows in `range` (all if
+    /// `None`), against the `versus` engine's highest, or alone.
+    Peak {
+        /// The engine compared with, if any.
+        versus: Option<&'a str>,
+        /// Rows considered: `along` within `[from, to]`; all rows if `None`.
+        range: Option<(f64, f64)>,
+    },
     /// The statistic itself, at every row.
     Value,
 }
@@ -556,8 +669,22 @@ impl PaperClaim {
             .unwrap_or(0)
     }
 
+    /// The paper's number the claim's text states: `paper_ratio`,
+    /// `paper_value`, or the midpoint of `paper_range`.
+    pub fn paper_stated(&self) -> Option<f64> {
+        self.paper_ratio
+            .or(self.paper_value)
+            .or(self.paper_range.map(|[a, b]| (a + b) / 2.0))
+    }
+
     /// The claim's shape.
     pub fn shape(&self) -> ClaimShape<'_> {
+        if self.over == Over::Peak {
+            return ClaimShape::Peak {
+                versus: self.versus.as_deref(),
+                range: self.from.zip(self.to).map(|(a, b)| (a.min(b), a.max(b))),
+            };
+        }
         match (&self.versus, self.from, self.to) {
             (Some(v), from, to) => ClaimShape::Versus {
                 engine: v,
@@ -998,9 +1125,51 @@ impl Experiment {
                         ));
                     }
                 }
+                for (name, v, what) in [
+                    ("req_per_s", c.req_per_s, "requests per second"),
+                    ("mbit_per_s", c.mbit_per_s, "Mbit/s"),
+                    (
+                        "gateway_cpu_share",
+                        c.gateway_cpu_share,
+                        "share of the gateway's CPU (0.78 for 78%)",
+                    ),
+                    (
+                        "backend_cpu_share",
+                        c.backend_cpu_share,
+                        "share of one CPU (0.56 for 56%)",
+                    ),
+                ] {
+                    let Some(v) = v else { continue };
+                    if !v.is_finite() || v < 0.0 {
+                        return Err(bad(
+                            format!("{prefix}[{i}].{name}"),
+                            format!("{v}: a non-negative number, the {what}"),
+                        ));
+                    }
+                    if self.web.is_none() {
+                        return Err(bad(
+                            format!("{prefix}[{i}].{name}"),
+                            "a web value, but the experiment has no [web] section".into(),
+                        ));
+                    }
+                }
             }
             Ok(())
         };
+        let web_metric = |field: String, m: Metric| {
+            if m.is_web() && self.web.is_none() {
+                Err(bad(
+                    field,
+                    format!(
+                        "{}: a web metric, but the experiment has no [web] section",
+                        serde_name(&m)
+                    ),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        web_metric("paper.metric".into(), p.metric)?;
         check_cells("paper.cells", &p.cells)?;
         if let Some(proj) = &p.projection {
             if proj.to.is_empty() {
@@ -1025,6 +1194,7 @@ impl Experiment {
                     "name the paper's table, e.g. \"Table 5\"".into(),
                 ));
             }
+            web_metric(format!("paper.derived[{d}].metric"), derived.metric)?;
             check_cells(&format!("paper.derived[{d}].cells"), &derived.cells)?;
         }
         for (i, c) in p.claims.iter().enumerate() {
@@ -1045,6 +1215,7 @@ impl Experiment {
                 }
             }
             let metric = c.metric_in(p);
+            web_metric(field("metric"), metric)?;
             if let Some(s) = &c.statistic {
                 let names = metric.stat_names();
                 if !names.contains(&s.as_str()) {
@@ -1062,6 +1233,8 @@ impl Experiment {
                 ("from", c.from),
                 ("to", c.to),
                 ("paper_ratio", c.paper_ratio),
+                ("paper_value", c.paper_value),
+                ("peak_within_us", c.peak_within_us),
                 ("expect_min", c.expect_min),
                 ("expect_max", c.expect_max),
             ] {
@@ -1076,7 +1249,7 @@ impl Experiment {
                 (None, Some(_)) => {
                     return Err(bad(field("from"), "give from with to (or neither)".into()))
                 }
-                (Some(f), Some(t)) if c.versus.is_none() && f == t => {
+                (Some(f), Some(t)) if c.versus.is_none() && c.over == Over::Rows && f == t => {
                     return Err(bad(
                         field("to"),
                         format!("{t}: the same row as from; a ratio needs two rows"),
@@ -1092,14 +1265,79 @@ impl Experiment {
                     ));
                 }
             }
-            if c.shape() == ClaimShape::Value
+            let shape = c.shape();
+            let single = matches!(
+                shape,
+                ClaimShape::Value | ClaimShape::Peak { versus: None, .. }
+            );
+            if c.compare == Compare::Difference {
+                if single {
+                    return Err(bad(
+                        field("compare"),
+                        "a difference needs two values: give versus, or from and to".into(),
+                    ));
+                }
+                if c.paper_ratio.is_some() {
+                    return Err(bad(
+                        field("paper_ratio"),
+                        "a difference claim gives the paper's number as paper_value".into(),
+                    ));
+                }
+            } else if !single && c.paper_value.is_some() {
+                return Err(bad(
+                    field("paper_value"),
+                    "a ratio claim gives the paper's number as paper_ratio".into(),
+                ));
+            }
+            if let Some(w) = c.peak_within_us {
+                if c.over != Over::Peak {
+                    return Err(bad(
+                        field("peak_within_us"),
+                        "only a peak claim (over = \"peak\") limits its rows by latency".into(),
+                    ));
+                }
+                if w <= 0.0 {
+                    return Err(bad(
+                        field("peak_within_us"),
+                        format!("{w}: a positive number of microseconds"),
+                    ));
+                }
+            }
+            if let Some([lo, hi]) = c.paper_range {
+                if !lo.is_finite() || !hi.is_finite() || lo > hi {
+                    return Err(bad(
+                        field("paper_range"),
+                        format!("[{lo}, {hi}]: two finite numbers, the lower first"),
+                    ));
+                }
+                if c.paper_ratio.is_some() || c.paper_value.is_some() {
+                    return Err(bad(
+                        field("paper_range"),
+                        "give the paper's number once: paper_range, paper_ratio or paper_value"
+                            .into(),
+                    ));
+                }
+            }
+            if c.percent && (single || c.compare == Compare::Difference) {
+                return Err(bad(
+                    field("percent"),
+                    "only ratios print as percentages".into(),
+                ));
+            }
+            if c.label.as_deref().is_some_and(|l| l.trim().is_empty()) {
+                return Err(bad(
+                    field("label"),
+                    "a short heading, or leave label out".into(),
+                ));
+            }
+            if single
                 && c.expect_min.is_none()
                 && c.expect_max.is_none()
                 && c.unmeasurable.is_none()
             {
                 return Err(bad(
                     field("expect_max"),
-                    "a value claim (no from/to, no versus) needs expect_min or expect_max, or unmeasurable".into(),
+                    "a value claim (no from/to, no versus) or a peak without versus needs expect_min or expect_max, or unmeasurable".into(),
                 ));
             }
             if c.unmeasurable
@@ -1454,6 +1692,173 @@ expect_min = 1.0
                 "{to}: {err}"
             );
         }
+    }
+
+    /// A web experiment with the load-balancing paper's claim forms.
+    fn web_paper() -> String {
+        MINIMAL.replace(
+            "engines = [\"select\", \"epoll\"]",
+            "engines = [\"direct\", \"nat\", \"nat:2\"]\nprotocol = \"http\"",
+        ) + r#"[web]
+backends = 2
+[paper]
+table = "Table 2"
+source = "test"
+metric = "throughput"
+vary = "rate"
+[[paper.cells]]
+engine = "nat:2"
+req_per_s = 1826.42
+mbit_per_s = 143.5617
+[[paper.derived]]
+table = "Table 2 (gateway CPU)"
+metric = "gateway_cpu"
+pick = "highest_rate"
+[[paper.derived.cells]]
+engine = "nat:2"
+gateway_cpu_share = 0.78
+[[paper.claims]]
+label = "peak"
+text = "the peak doubles"
+engines = ["nat"]
+versus = "direct"
+statistic = "rate"
+over = "peak"
+peak_within_us = 10000.0
+paper_ratio = 1.9
+expect_min = 1.6
+[[paper.claims]]
+text = "the gateway adds response time"
+engines = ["nat"]
+versus = "direct"
+compare = "difference"
+metric = "service_latency"
+from = 100
+to = 100
+paper_value = 20000.0
+expect_min = 0.0
+[[paper.claims]]
+text = "each backend about half"
+engines = ["nat"]
+versus = "direct"
+metric = "backend_cpu"
+paper_range = [0.46, 0.47]
+percent = true
+expect_min = 0.4
+"#
+    }
+
+    #[test]
+    fn web_claims_parse_into_typed_values() {
+        let e = Experiment::from_toml(&web_paper(), "w.toml").unwrap();
+        let p = e.paper.as_ref().unwrap();
+        assert_eq!(p.metric, Metric::Throughput);
+        assert_eq!(p.cells[0].stats(Metric::Throughput)[0], Some(1826.42));
+        assert_eq!(p.derived[0].pick, DerivedPick::HighestRate);
+        assert_eq!(
+            p.derived[0].cells[0].stats(Metric::GatewayCpu)[0],
+            Some(0.78)
+        );
+        let c = &p.claims;
+        assert_eq!(
+            c[0].shape(),
+            ClaimShape::Peak {
+                versus: Some("direct"),
+                range: None
+            }
+        );
+        assert_eq!(c[0].label.as_deref(), Some("peak"));
+        assert_eq!(c[1].compare, Compare::Difference);
+        assert_eq!(c[1].paper_stated(), Some(20000.0));
+        assert_eq!(c[2].metric_in(p), Metric::BackendCpu);
+        assert!((c[2].paper_stated().unwrap() - 0.465).abs() < 1e-12);
+        assert!(c[2].percent);
+    }
+
+    #[test]
+    fn bad_web_claim_fields_are_named() {
+        let text = web_paper();
+        for (from, to, says) in [
+            ("over = \"peak\"", "over = \"top\"", "over"),
+            (
+                "compare = \"difference\"",
+                "compare = \"minus\"",
+                "compare",
+            ),
+            (
+                "peak_within_us = 10000.0",
+                "peak_within_us = -1.0",
+                "paper.claims[0].peak_within_us",
+            ),
+            (
+                "over = \"peak\"\n",
+                "",
+                "paper.claims[0].peak_within_us",
+            ),
+            (
+                "paper_value = 20000.0",
+                "paper_ratio = 20000.0",
+                "paper.claims[1].paper_ratio",
+            ),
+            (
+                "paper_ratio = 1.9",
+                "paper_value = 1.9",
+                "paper.claims[0].paper_value",
+            ),
+            (
+                "paper_range = [0.46, 0.47]",
+                "paper_range = [0.47, 0.46]",
+                "paper.claims[2].paper_range",
+            ),
+            (
+                "versus = \"direct\"\ncompare = \"difference\"\nmetric = \"service_latency\"\nfrom = 100\nto = 100\n",
+                "compare = \"difference\"\nmetric = \"service_latency\"\n",
+                "paper.claims[1].compare",
+            ),
+            (
+                "req_per_s = 1826.42",
+                "req_per_s = -1.0",
+                "paper.cells[0].req_per_s",
+            ),
+            (
+                "gateway_cpu_share = 0.78",
+                "gateway_share = 0.78",
+                "gateway_share",
+            ),
+            (
+                "statistic = \"rate\"",
+                "statistic = \"mean\"",
+                "paper.claims[0].statistic",
+            ),
+            ("label = \"peak\"", "label = \" \"", "paper.claims[0].label"),
+            (
+                "metric = \"backend_cpu\"\npaper_range",
+                "metric = \"backend_cpu\"\nexpect_max = 1.0\npaper_range",
+                "",
+            ),
+        ] {
+            assert!(text.contains(from), "{from}");
+            let result = Experiment::from_toml(&text.replacen(from, to, 1), "w.toml");
+            if says.is_empty() {
+                assert!(result.is_ok(), "{to}: {:?}", result.err());
+                continue;
+            }
+            let err = result.unwrap_err().to_string();
+            assert!(
+                err.starts_with("w.toml: ") && err.contains(says),
+                "{to}: {err}"
+            );
+        }
+        // A web metric needs a [web] section.
+        let locality = MINIMAL.to_string()
+            + "[paper]\ntable = \"T\"\nsource = \"s\"\nmetric = \"backend_cpu\"\nvary = \"rate\"\n";
+        let err = Experiment::from_toml(&locality, "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("paper.metric") && err.contains("[web]"),
+            "{err}"
+        );
     }
 
     #[test]

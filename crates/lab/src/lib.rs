@@ -17,10 +17,10 @@ mod singleip;
 mod suite;
 
 pub use experiment::{
-    parse_link_rate, rate_label, web_config, ClaimShape, ClientSection, DerivedPick, Experiment,
-    ExperimentError, Matrix, MatrixOverride, Metric, Paper, PaperCell, PaperClaim, PaperDerived,
-    PaperProjection, PointParams, RateValue, RatioValue, ServerSection, SizeValue, TopologySection,
-    Vary, WebSection, ENGINES, WEB_CONFIGS,
+    parse_link_rate, rate_label, web_config, ClaimShape, ClientSection, Compare, DerivedPick,
+    Experiment, ExperimentError, Matrix, MatrixOverride, Metric, Over, Paper, PaperCell,
+    PaperClaim, PaperDerived, PaperProjection, PointParams, RateValue, RatioValue, ServerSection,
+    SizeValue, TopologySection, Vary, WebSection, ENGINES, WEB_CONFIGS,
 };
 pub use peers::{
     Baseline, Bytes, Contender, PeerParams, PeerPoint, PeersDir, PeersError, PeersExperiment,

@@ -8,9 +8,12 @@
 //! that repetition k of one cell is related to repetition k of another.
 
 use crate::table::{
-    close, grouped, param_text, rate_text, ratio_text, spreads, Cell, PaperTable, Row, Spread,
+    close, grouped, our_stats, param_text, rate_text, ratio_text, spreads, stat_unit, Cell,
+    PaperTable, Row, Spread,
 };
-use connlab_lab::{ClaimShape, Metric, PaperCell, PaperClaim, SweepDir, Vary};
+use connlab_lab::{
+    ClaimShape, Compare, DerivedPick, Metric, PaperCell, PaperClaim, SweepDir, Vary,
+};
 
 /// Whether a claim holds.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,8 +63,10 @@ impl Verdict {
 /// engine at a row, or its value over the rows.
 #[derive(Clone, Debug)]
 pub struct ClaimCheck {
-    /// The engine (`select`) or pair (`rtsig ÷ poll`).
+    /// The engine (`select`) or pair (`rtsig ÷ poll`, `nat − direct`).
     pub engine: String,
+    /// The claim's engine this check is about (`rtsig`).
+    pub subject: String,
     /// The rows compared, e.g. `400 → 10,000 conns at ratio 1 · 125 req/s`.
     pub rows: String,
     /// The paper's number (ratio, or value in µs).
@@ -93,14 +98,120 @@ pub struct ClaimResult {
     pub metric: Metric,
     /// The statistic judged (`mean`).
     pub statistic: &'static str,
-    /// Whether the checks are ratios (else values in µs).
+    /// Whether the checks are ratios (else values or differences, in
+    /// `unit`).
     pub is_ratio: bool,
+    /// What the checks are: a ratio, a difference or a value.
+    pub quantity: Quantity,
+    /// The unit differences and values print in, and its size in the
+    /// stored unit (µs for times); `("×", 1.0)` for ratios.
+    pub unit: (&'static str, f64),
+    /// The claim's short heading for the brief table, if it has one.
+    pub label: Option<String>,
+    /// The range the paper's text gives, printed instead of its midpoint.
+    pub paper_range: Option<[f64; 2]>,
+    /// Ratios print as percentages.
+    pub percent: bool,
     /// The bounds in words (`≥ 5×`), empty when none.
     pub expect: String,
     /// The comparisons.
     pub checks: Vec<ClaimCheck>,
     /// Holds only if every comparison holds.
     pub verdict: Verdict,
+}
+
+/// What a claim's checks compare.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Quantity {
+    /// A quotient of two values.
+    Ratio,
+    /// A difference of two values, in the statistic's unit.
+    Difference,
+    /// The statistic itself (or its peak).
+    Value,
+}
+
+impl Quantity {
+    /// `ratio`, `difference` or `value`.
+    pub fn word(self) -> &'static str {
+        match self {
+            Quantity::Ratio => "ratio",
+            Quantity::Difference => "difference",
+            Quantity::Value => "value",
+        }
+    }
+}
+
+impl ClaimResult {
+    /// A number of this claim as the report prints it: `1.9×`, `+20 ms`,
+    /// `0.47 CPUs`.
+    pub fn format(&self, v: f64) -> String {
+        if self.percent && self.quantity == Quantity::Ratio {
+            return format!("{} %", percent_number(v));
+        }
+        format_quantity(self.quantity, self.unit, v)
+    }
+
+    /// A check's paper number: the stated range where the text gives one
+    /// and the check did not compute it from the paper's cells (`46–47 %`).
+    pub fn paper_text(&self, check: &ClaimCheck) -> Option<String> {
+        let p = check.paper?;
+        match self.paper_range {
+            Some([lo, hi]) if !check.paper_from_cells => {
+                let low = match self.quantity {
+                    Quantity::Ratio if self.percent => percent_number(lo),
+                    Quantity::Ratio => ratio_text_x(lo).trim_end_matches('×').to_string(),
+                    _ => trimmed(lo / self.unit.1),
+                };
+                Some(format!("{low}–{}", self.format(hi)))
+            }
+            _ => Some(self.format(p)),
+        }
+    }
+}
+
+/// A ratio, difference or value as the report prints it (three
+/// significant figures, no trailing zeros: `+20 ms`, `+0.05 ms`).
+pub(crate) fn format_quantity(q: Quantity, unit: (&str, f64), v: f64) -> String {
+    match q {
+        Quantity::Ratio => ratio_text_x(v),
+        Quantity::Difference => format!(
+            "{}{} {}",
+            if v > 0.0 { "+" } else { "" },
+            trimmed(v / unit.1),
+            unit.0
+        ),
+        Quantity::Value => format!("{} {}", trimmed(v / unit.1), unit.0),
+    }
+}
+
+/// Three significant figures without trailing zeros: 20, 0.05, 1.13.
+pub(crate) fn trimmed(v: f64) -> String {
+    let s = crate::num_sig(v);
+    if s.contains('.') && !s.contains(',') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// A ratio as a whole percentage (0.465 as 47), with decimals only
+/// below 10 %.
+pub(crate) fn percent_number(v: f64) -> String {
+    let p = v * 100.0;
+    if p.abs() >= 10.0 {
+        format!("{p:.0}")
+    } else {
+        trimmed(p)
+    }
+}
+
+/// The quantity of a two-value comparison.
+fn pair_quantity(claim: &PaperClaim) -> Quantity {
+    match claim.compare {
+        Compare::Ratio => Quantity::Ratio,
+        Compare::Difference => Quantity::Difference,
+    }
 }
 
 /// The non-`along` parameters of a row: connections, ratio, rate (the
@@ -158,6 +269,42 @@ fn span_text(along: Vary, from: f64, to: f64) -> String {
 
 fn in_group(p: &[f64; 3], g: &Group) -> bool {
     g.iter().zip(p).all(|(g, v)| g.is_none_or(|g| close(g, *v)))
+}
+
+/// b compared with a as the claim asks: the ratio b / a, or the
+/// difference b - a, as (from the medians, lowest, highest) over every
+/// pairing of the two spreads' repetitions.
+fn compare_spread(claim: &PaperClaim, a: &Spread, b: &Spread) -> Result<(f64, f64, f64), String> {
+    match claim.compare {
+        Compare::Ratio => ratio_spread(a, b),
+        Compare::Difference => Ok((
+            b.median() - a.median(),
+            b.min() - a.max(),
+            b.max() - a.min(),
+        )),
+    }
+}
+
+/// b compared with a for the paper's own numbers (ratios only of positive
+/// values).
+fn compare_paper(claim: &PaperClaim, a: f64, b: f64) -> Option<f64> {
+    match claim.compare {
+        Compare::Ratio => (a > 0.0 && b > 0.0).then(|| b / a),
+        Compare::Difference => Some(b - a),
+    }
+}
+
+/// The paper's number the claim's text states, for a comparison.
+fn paper_stated(claim: &PaperClaim) -> Option<f64> {
+    claim.paper_stated()
+}
+
+/// The sign joining a pair's names: `÷` or `−`.
+fn pair_sign(claim: &PaperClaim) -> &'static str {
+    match claim.compare {
+        Compare::Ratio => "÷",
+        Compare::Difference => "−",
+    }
 }
 
 /// The ratio b / a of two spreads: (median ratio, lowest, highest).
@@ -227,6 +374,9 @@ pub fn check_claims(dir: &SweepDir, t: &PaperTable) -> Vec<ClaimResult> {
                 ClaimShape::Versus { engine, range } => {
                     versus_checks(dir, t, claim, metric, k, along, &cells, engine, range)
                 }
+                ClaimShape::Peak { versus, range } => {
+                    peak_checks(dir, t, claim, metric, k, along, &cells, versus, range)
+                }
                 ClaimShape::Value => value_checks(dir, t, claim, metric, k),
             };
             if let Some(why) = &claim.unmeasurable {
@@ -238,36 +388,54 @@ pub fn check_claims(dir: &SweepDir, t: &PaperTable) -> Vec<ClaimResult> {
                 Some(why) => Verdict::CannotMeasure(why.clone()),
                 None => overall(&checks),
             };
-            let unit = if shape == ClaimShape::Value {
-                crate::table::unit(metric)
+            let quantity = match (shape, claim.compare) {
+                (ClaimShape::Value | ClaimShape::Peak { versus: None, .. }, _) => Quantity::Value,
+                (_, Compare::Difference) => Quantity::Difference,
+                (_, Compare::Ratio) => Quantity::Ratio,
+            };
+            let unit = if quantity == Quantity::Ratio {
+                ("×", 1.0)
             } else {
-                ("×", 0.0)
+                stat_unit(metric, k)
+            };
+            let mut result = ClaimResult {
+                source: claim.source.clone(),
+                text: claim.text.clone(),
+                metric,
+                statistic: metric.stat_names()[k],
+                is_ratio: quantity == Quantity::Ratio,
+                quantity,
+                unit,
+                label: claim.label.clone(),
+                paper_range: claim.paper_range,
+                percent: claim.percent,
+                expect: String::new(),
+                checks,
+                verdict,
             };
             let b = |v: f64| {
-                if unit.1 == 0.0 {
+                if quantity == Quantity::Ratio && claim.percent {
+                    format!("{} %", percent_number(v))
+                } else if quantity == Quantity::Ratio {
                     format!("{v}×")
                 } else {
-                    format!("{} {}", crate::num_sig(v / unit.1), unit.0)
+                    format_quantity(quantity, unit, v)
                 }
             };
-            let expect = match (claim.expect_min, claim.expect_max) {
+            result.expect = match (claim.expect_min, claim.expect_max) {
                 (Some(lo), Some(hi)) => format!("between {} and {}", b(lo), b(hi)),
                 (Some(lo), None) => format!("≥ {}", b(lo)),
                 (None, Some(hi)) => format!("≤ {}", b(hi)),
                 (None, None) => String::new(),
             };
-            ClaimResult {
-                source: claim.source.clone(),
-                text: claim.text.clone(),
-                metric,
-                statistic: metric.stat_names()[k],
-                is_ratio: shape != ClaimShape::Value,
-                expect,
-                checks,
-                verdict,
-            }
+            result
         })
         .collect()
+}
+
+/// The verdict of some of a claim's checks (one engine's, say).
+pub(crate) fn overall_of(checks: &[&ClaimCheck]) -> Verdict {
+    overall(&checks.iter().map(|c| (*c).clone()).collect::<Vec<_>>())
 }
 
 fn overall(checks: &[ClaimCheck]) -> Verdict {
@@ -407,12 +575,12 @@ fn along_checks(
             };
             let paper_cells = paper_at(cells, metric, k, engine, along, &params_at(from))
                 .zip(paper_at(cells, metric, k, engine, along, &params_at(to)))
-                .filter(|(a, b)| *a > 0.0 && *b > 0.0)
-                .map(|(a, b)| b / a);
+                .and_then(|(a, b)| compare_paper(claim, a, b));
             let mut check = ClaimCheck {
                 engine: engine.clone(),
+                subject: engine.clone(),
                 rows: format!("{} at {}", span_text(along, from, to), group_text(g)),
-                paper: paper_cells.or(claim.paper_ratio),
+                paper: paper_cells.or(paper_stated(claim)),
                 paper_from_cells: paper_cells.is_some(),
                 ours: None,
                 spread: None,
@@ -421,7 +589,7 @@ fn along_checks(
                 context: None,
             };
             match (at(from), at(to)) {
-                (Some(Some(a)), Some(Some(b))) => match ratio_spread(&a, &b) {
+                (Some(Some(a)), Some(Some(b))) => match compare_spread(claim, &a, &b) {
                     Ok((m, lo, hi)) => {
                         check.ours = Some(m);
                         check.spread = Some((lo, hi));
@@ -460,17 +628,22 @@ fn along_checks(
                     if let (Some(lo), Some(hi)) = (lo, hi) {
                         let (a, b) = if from <= to { (lo, hi) } else { (hi, lo) };
                         if !close(a.0, b.0) {
-                            if let Ok((m, l, h)) = ratio_spread(&a.1, &b.1) {
-                                let (l, h) = (ratio_text_x(l), ratio_text_x(h));
+                            if let Ok((m, l, h)) = compare_spread(claim, &a.1, &b.1) {
+                                let f = |v| {
+                                    format_quantity(pair_quantity(claim), stat_unit(metric, k), v)
+                                };
+                                let (l, h) = (f(l), f(h));
                                 let spread = if l == h {
                                     String::new()
-                                } else {
+                                } else if claim.compare == Compare::Ratio {
                                     format!(" [{}–{h}]", l.trim_end_matches('×'))
+                                } else {
+                                    format!(" [{l} to {h}]")
                                 };
                                 check.context = Some(format!(
                                     "widest span measured instead: {}, {}{spread}, context only, not judged",
                                     span_text(along, a.0, b.0),
-                                    ratio_text_x(m),
+                                    f(m),
                                 ));
                             }
                         }
@@ -513,17 +686,18 @@ fn versus_checks(
         let Some(col) = t.engines.iter().position(|e| e == engine) else {
             continue;
         };
-        let name = format!("{engine} ÷ {versus}");
+        let name = format!("{engine} {} {versus}", pair_sign(claim));
         if rows.is_empty() {
             let (lo, hi) = range.unwrap_or((0.0, 0.0));
             out.push(ClaimCheck {
                 engine: name.clone(),
+                subject: engine.clone(),
                 rows: if close(lo, hi) {
                     param_text(along, lo)
                 } else {
                     format!("{} to {}", param_text(along, lo), param_text(along, hi))
                 },
-                paper: claim.paper_ratio,
+                paper: paper_stated(claim),
                 paper_from_cells: false,
                 ours: None,
                 spread: None,
@@ -543,14 +717,14 @@ fn versus_checks(
         for r in &rows {
             let p = row_params(r);
             let params = [Some(p[0]), Some(p[1]), Some(p[2])];
-            let paper_cells = paper_at(cells, metric, k, engine, along, &params)
-                .zip(paper_at(cells, metric, k, versus, along, &params))
-                .filter(|(a, b)| *a > 0.0 && *b > 0.0)
-                .map(|(a, b)| a / b);
+            let paper_cells = paper_at(cells, metric, k, versus, along, &params)
+                .zip(paper_at(cells, metric, k, engine, along, &params))
+                .and_then(|(b, a)| compare_paper(claim, b, a));
             let mut check = ClaimCheck {
                 engine: name.clone(),
+                subject: engine.clone(),
                 rows: setting_text(r),
-                paper: paper_cells.or(claim.paper_ratio),
+                paper: paper_cells.or(paper_stated(claim)),
                 paper_from_cells: paper_cells.is_some(),
                 ours: None,
                 spread: None,
@@ -562,7 +736,7 @@ fn versus_checks(
                 ours_at(dir, &r.cells[vcol], metric, k),
                 ours_at(dir, &r.cells[col], metric, k),
             ) {
-                (Some(b), Some(a)) => match ratio_spread(&b, &a) {
+                (Some(b), Some(a)) => match compare_spread(claim, &b, &a) {
                     Ok((m, lo, hi)) => {
                         check.ours = Some(m);
                         check.spread = Some((lo, hi));
@@ -578,6 +752,183 @@ fn versus_checks(
             }
             out.push(check);
         }
+    }
+    out
+}
+
+/// One engine's peak over rows: the spread of its per-repetition peaks,
+/// and the `along` values of the rows the peaks were at.
+struct Peak {
+    spread: Option<Spread>,
+    at: Vec<f64>,
+}
+
+/// Per repetition, the highest statistic `k` of column `col` over `rows`,
+/// counting a point only where its mean service latency stays within
+/// `within` µs (if given).
+fn peak_of(
+    dir: &SweepDir,
+    rows: &[&Row],
+    col: usize,
+    metric: Metric,
+    k: usize,
+    along: Vary,
+    within: Option<f64>,
+) -> Peak {
+    // repetition -> (peak, along value of its row)
+    let mut best: std::collections::BTreeMap<u32, (f64, f64)> = Default::default();
+    for r in rows {
+        for &i in &r.cells[col].points {
+            let p = &dir.points[i];
+            let mean = p.load.service_latency_us.mean;
+            if within.is_some_and(|w| mean.is_nan() || mean > w) {
+                continue;
+            }
+            let Some(v) = our_stats(&dir.experiment, metric, p)[k].filter(|v| v.is_finite()) else {
+                continue;
+            };
+            let e = best
+                .entry(p.params.repetition)
+                .or_insert((f64::NEG_INFINITY, 0.0));
+            if v > e.0 {
+                *e = (v, r.value(along));
+            }
+        }
+    }
+    let mut at: Vec<f64> = best.values().map(|b| b.1).collect();
+    at.sort_by(f64::total_cmp);
+    at.dedup_by(|a, b| close(*a, *b));
+    Peak {
+        spread: Spread::of(best.values().map(|b| b.0)),
+        at,
+    }
+}
+
+/// Where the peaks were: `at 4,000 req/s`, or `at 4,000 req/s to 5,000
+/// req/s` when the repetitions differ; `none` without a peak.
+fn peak_at_text(along: Vary, at: &[f64]) -> String {
+    match (at.first(), at.last()) {
+        (Some(a), Some(b)) if close(*a, *b) => format!("at {}", param_text(along, *a)),
+        (Some(a), Some(b)) => format!("at {} to {}", param_text(along, *a), param_text(along, *b)),
+        _ => "none".into(),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn peak_checks(
+    dir: &SweepDir,
+    t: &PaperTable,
+    claim: &PaperClaim,
+    metric: Metric,
+    k: usize,
+    along: Vary,
+    cells: &[&PaperCell],
+    versus: Option<&str>,
+    range: Option<(f64, f64)>,
+) -> Vec<ClaimCheck> {
+    let rows: Vec<&Row> = t
+        .rows
+        .iter()
+        .filter(|r| {
+            range.is_none_or(|(lo, hi)| {
+                let v = r.value(along);
+                (v >= lo || close(v, lo)) && (v <= hi || close(v, hi))
+            })
+        })
+        .collect();
+    let over = match range {
+        Some((lo, hi)) => format!("peak over {}", span_text(along, lo, hi)),
+        None => "peak over every row".into(),
+    };
+    let within = claim
+        .peak_within_us
+        .map(|w| {
+            format!(
+                ", rows with mean response time ≤ {}",
+                format_quantity(Quantity::Value, stat_unit(Metric::ServiceLatency, 0), w)
+            )
+        })
+        .unwrap_or_default();
+    let col_of = |e: &str| t.engines.iter().position(|x| x == e);
+    let peak = |col: usize| peak_of(dir, &rows, col, metric, k, along, claim.peak_within_us);
+    // The paper's peak from its cells: the highest of the engine's cells.
+    let paper_peak = |engine: &str| {
+        cells
+            .iter()
+            .filter(|c| c.engine == engine)
+            .filter_map(|c| c.stats(metric)[k])
+            .reduce(f64::max)
+    };
+    let missing = |engine: &str| {
+        if rows.is_empty() {
+            "no row of the claim's range in this run".to_string()
+        } else if claim.peak_within_us.is_some() {
+            format!("no finished point of {engine} within the response-time bound")
+        } else {
+            format!("{engine} has no finished point")
+        }
+    };
+    let versus_peak = versus.and_then(col_of).map(peak);
+    let mut out = Vec::new();
+    for engine in &claim.engines {
+        let Some(col) = col_of(engine) else {
+            continue;
+        };
+        let ours = peak(col);
+        let mut check = ClaimCheck {
+            engine: engine.clone(),
+            subject: engine.clone(),
+            rows: format!("{over}{within}: {engine} {}", peak_at_text(along, &ours.at)),
+            paper: None,
+            paper_from_cells: false,
+            ours: None,
+            spread: None,
+            n: 0,
+            verdict: Verdict::NotJudged,
+            context: None,
+        };
+        match (versus, &versus_peak) {
+            (Some(v), Some(vp)) => {
+                check.engine = format!("{engine} {} {v}", pair_sign(claim));
+                check.rows = format!("{}, {v} {}", check.rows, peak_at_text(along, &vp.at));
+                let from_cells = paper_peak(v)
+                    .zip(paper_peak(engine))
+                    .and_then(|(a, b)| compare_paper(claim, a, b));
+                check.paper = from_cells.or(paper_stated(claim));
+                check.paper_from_cells = from_cells.is_some();
+                match (&vp.spread, &ours.spread) {
+                    (Some(a), Some(b)) => match compare_spread(claim, a, b) {
+                        Ok((m, lo, hi)) => {
+                            check.ours = Some(m);
+                            check.spread = Some((lo, hi));
+                            check.n = a.n().min(b.n());
+                            check.verdict = judge(claim, m, lo, hi);
+                        }
+                        Err(why) => check.verdict = Verdict::CannotMeasure(why),
+                    },
+                    (None, _) => check.verdict = Verdict::CannotMeasure(missing(v)),
+                    (_, None) => check.verdict = Verdict::CannotMeasure(missing(engine)),
+                }
+            }
+            (Some(v), None) => {
+                check.verdict = Verdict::CannotMeasure(format!("{v} is not in this run"));
+            }
+            (None, _) => {
+                let from_cells = paper_peak(engine);
+                check.paper = from_cells.or(claim.paper_stated());
+                check.paper_from_cells = from_cells.is_some();
+                match &ours.spread {
+                    Some(s) => {
+                        check.ours = Some(s.median());
+                        check.spread = Some((s.min(), s.max()));
+                        check.n = s.n();
+                        check.verdict = judge(claim, s.median(), s.min(), s.max());
+                    }
+                    None => check.verdict = Verdict::CannotMeasure(missing(engine)),
+                }
+            }
+        }
+        out.push(check);
     }
     out
 }
@@ -622,8 +973,9 @@ fn value_checks(
             .or(worst_cell);
         let mut check = ClaimCheck {
             engine: engine.clone(),
+            subject: engine.clone(),
             rows: String::new(),
-            paper: paper_value.or(claim.paper_ratio),
+            paper: paper_value.or(claim.paper_stated()),
             paper_from_cells: paper_value.is_some(),
             ours: None,
             spread: None,
@@ -657,11 +1009,15 @@ fn value_checks(
             .map(|m| m.1.max())
             .fold(f64::NEG_INFINITY, f64::max);
         let (worst_row, worst) = worst.expect("measured is not empty");
-        check.rows = format!(
-            "all {} settings measured (decided by {})",
-            measured.len(),
-            setting_text(worst_row)
-        );
+        check.rows = if measured.len() == 1 {
+            format!("the one setting measured, {}", setting_text(worst_row))
+        } else {
+            format!(
+                "all {} settings measured (decided by {})",
+                measured.len(),
+                setting_text(worst_row)
+            )
+        };
         check.ours = Some(worst.median());
         check.spread = Some((lo, hi));
         check.n = measured.iter().map(|m| m.1.n()).min().unwrap_or(0);
@@ -694,6 +1050,8 @@ pub struct DerivedTable {
     pub metric: Metric,
     /// Remarks.
     pub note: String,
+    /// How each engine's row was picked.
+    pub pick: DerivedPick,
     /// One row per engine.
     pub rows: Vec<DerivedRow>,
 }
@@ -729,8 +1087,15 @@ pub fn derived_tables(dir: &SweepDir, t: &PaperTable) -> Vec<DerivedTable> {
                         .iter()
                         .filter_map(|r| {
                             let s = spreads(dir, &r.cells[col].points, d.metric);
-                            let first = s[0].as_ref()?.median();
-                            Some((r, s, first))
+                            let key = match d.pick {
+                                DerivedPick::LargestFirstStat => s[0].as_ref()?.median(),
+                                DerivedPick::HighestRate => {
+                                    spreads(dir, &r.cells[col].points, Metric::Throughput)[0]
+                                        .as_ref()?
+                                        .median()
+                                }
+                            };
+                            Some((r, s, key))
                         })
                         .max_by(|a, b| a.2.total_cmp(&b.2));
                     let paper = d
@@ -764,6 +1129,7 @@ pub fn derived_tables(dir: &SweepDir, t: &PaperTable) -> Vec<DerivedTable> {
                 table: d.table.clone(),
                 metric: d.metric,
                 note: d.note.clone(),
+                pick: d.pick,
                 rows,
             }
         })

@@ -97,8 +97,7 @@ const WEB_VALUES: [Value; 3] = [
         name: "CPU per backend (mean over backends)",
         axis: "CPU per backend (share of one CPU)",
         of: |p| {
-            let s = &p.backend_cpu_share;
-            let used: Vec<f64> = s.iter().copied().filter(|c| *c > 0.0).collect();
+            let used = crate::table::backends_used(p);
             (!used.is_empty()).then(|| used.iter().sum::<f64>() / used.len() as f64)
         },
         paper: None,
@@ -363,28 +362,54 @@ fn backend_count_plots(dir: &SweepDir) -> Result<Vec<(String, String, String)>, 
     type Of = Box<dyn Fn(&PointResult) -> Option<f64>>;
     // The gateway's CPU as /proc/stat sees it: with nat, the kernel forwards
     // in softirq and the gateway process itself stays idle.
-    let gateway_cpu: Option<usize> = dir
-        .experiment
-        .server
-        .cpu
-        .as_deref()
-        .and_then(|c| c.split([',', '-']).next())
-        .and_then(|c| c.trim().parse().ok());
-    let mut values: Vec<(&str, String, Of)> = vec![
+    let gateway_cpu = crate::table::gateway_cpu(&dir.experiment);
+    // The paper's values of a statistic against its backend count (its
+    // cells and derived cells name engines `config:N`), one point per count.
+    let paper_points = |metric: Metric, k: usize| -> Vec<(f64, f64)> {
+        let Some(paper) = &dir.experiment.paper else {
+            return Vec::new();
+        };
+        let cells = paper.cells.iter().filter(|_| paper.metric == metric).chain(
+            paper
+                .derived
+                .iter()
+                .filter(|d| d.metric == metric)
+                .flat_map(|d| d.cells.iter()),
+        );
+        let mut pts: Vec<(f64, f64)> = Vec::new();
+        for c in cells {
+            let (Ok((_, Some(n))), Some(y)) =
+                (connlab_lab::web_config(&c.engine), c.stats(metric)[k])
+            else {
+                continue;
+            };
+            if !pts.iter().any(|p| p.0 == f64::from(n)) {
+                pts.push((f64::from(n), y));
+            }
+        }
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        pts
+    };
+    // (name, axis, our value of a point, the paper's points)
+    type Plotted = (&'static str, String, Of, Vec<(f64, f64)>);
+    let mut values: Vec<Plotted> = vec![
         (
             "throughput",
             "responses per second".into(),
             Box::new(|p: &PointResult| Some(p.load.achieved_rate_per_s)),
+            paper_points(Metric::Throughput, 0),
         ),
         (
             "traffic",
             "response traffic (Mbit/s)".into(),
             Box::new(|p: &PointResult| Some(p.load.throughput_mbit_s)),
+            paper_points(Metric::Throughput, 1),
         ),
         (
             "gateway process CPU",
             "gateway process CPU (share of one CPU)".into(),
             Box::new(|p: &PointResult| p.gateway_cpu_share),
+            Vec::new(),
         ),
     ];
     if let Some(cpu) = gateway_cpu {
@@ -392,6 +417,7 @@ fn backend_count_plots(dir: &SweepDir) -> Result<Vec<(String, String, String)>, 
             "busy share of the gateway's CPU",
             format!("CPU {cpu} busy (share, /proc/stat)"),
             Box::new(move |p: &PointResult| p.cpu_busy_share.get(cpu).copied()),
+            paper_points(Metric::GatewayCpu, 0),
         ));
     }
     let counted: Vec<(&PointResult, &str, f64)> = dir
@@ -410,8 +436,8 @@ fn backend_count_plots(dir: &SweepDir) -> Result<Vec<(String, String, String)>, 
     rates.dedup();
     let mut out = Vec::new();
     for rate in rates {
-        for (value_name, axis, value_of) in &values {
-            let series: Vec<Line> = configs
+        for (value_name, axis, value_of, paper) in &values {
+            let mut series: Vec<Line> = configs
                 .iter()
                 .filter_map(|config| {
                     let line = median_line(
@@ -430,6 +456,15 @@ fn backend_count_plots(dir: &SweepDir) -> Result<Vec<(String, String, String)>, 
             if series.is_empty() {
                 continue;
             }
+            if !paper.is_empty() {
+                series.push(Line {
+                    name: "the paper's gateway".into(),
+                    colour_key: "paper".into(),
+                    points: paper.clone(),
+                    spread: Vec::new(),
+                    paper: true,
+                });
+            }
             let title = format!("{value_name} against backends ({})", rate_text(rate));
             let svg = plots::linear_lines(&title, "backends", axis, &series, None, true)?;
             let mut name = value_name.to_string();
@@ -437,8 +472,13 @@ fn backend_count_plots(dir: &SweepDir) -> Result<Vec<(String, String, String)>, 
             out.push((
                 format!("backends-{}", out.len()),
                 format!(
-                    "{name} against the number of backends, one line per gateway configuration (median over repetitions, bars: lowest to highest), {}: where a line stops rising, the gateway (or the clients' CPU) is the limit.",
-                    rate_text(rate)
+                    "{name} against the number of backends, one line per gateway configuration (median over repetitions, bars: lowest to highest), {}: where a line stops rising, the gateway (or the clients' CPU) is the limit.{}",
+                    rate_text(rate),
+                    if paper.is_empty() {
+                        ""
+                    } else {
+                        " Hollow markers: the paper's gateway (Table 2, six segments)."
+                    }
                 ),
                 svg,
             ));

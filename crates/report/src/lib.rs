@@ -21,7 +21,7 @@ mod text;
 mod verdicts;
 pub use claims::{
     check_claims, derived_tables, setting_text, ClaimCheck, ClaimResult, DerivedRow, DerivedTable,
-    Verdict,
+    Quantity, Verdict,
 };
 pub use index::{ClaimRow, Index, IndexExperiment, IndexPaper};
 pub use peers::{render_peers, summarize as summarize_peers, PeerRow, Spread as PeersSpread};
@@ -29,8 +29,8 @@ pub use pipeline::render_pipeline;
 pub use projection::{project, projections, Projection};
 pub use singleip::render_singleip;
 pub use table::{
-    grouped, metric_name, our_stats, param_text, rate_text, ratio_text, stat_names, unit, Cell,
-    PaperTable, Row, Spread,
+    backends_used, grouped, metric_name, our_stats, param_text, rate_text, ratio_text, stat_names,
+    stat_unit, unit, Cell, PaperTable, Row, Spread,
 };
 pub use verdicts::{claim_rows, ExperimentClaims};
 
@@ -141,8 +141,16 @@ pub(crate) fn spread_text(s: &Spread, unit: (&str, f64)) -> String {
     }
 }
 
-/// A claim's spread: `4.5–5.5×`, `300–330 µs`.
+/// A claim's spread: `4.5–5.5×`, `300–330 µs`, `-0.05 to +0.31 ms`.
 pub(crate) fn claim_spread(c: &ClaimResult, lo: f64, hi: f64) -> String {
+    if c.is_ratio && c.percent {
+        let (l, h) = (claims::percent_number(lo), claims::percent_number(hi));
+        return if l == h {
+            format!("{h} %")
+        } else {
+            format!("{l}–{h} %")
+        };
+    }
     if c.is_ratio {
         let (l, h) = (claims::ratio_text_x(lo), claims::ratio_text_x(hi));
         if l == h {
@@ -151,11 +159,21 @@ pub(crate) fn claim_spread(c: &ClaimResult, lo: f64, hi: f64) -> String {
             format!("{}–{h}", l.trim_end_matches('×'))
         }
     } else {
-        let u = unit(c.metric);
-        let (l, h) = (num_sig(lo / u.1), num_sig(hi / u.1));
+        let u = c.unit;
+        let sign = |v: f64| {
+            if c.quantity == Quantity::Difference && v > 0.0 {
+                "+"
+            } else {
+                ""
+            }
+        };
+        let (l, h) = (
+            format!("{}{}", sign(lo), claims::trimmed(lo / u.1)),
+            format!("{}{}", sign(hi), claims::trimmed(hi / u.1)),
+        );
         if l == h {
             format!("{h} {}", u.0)
-        } else if lo < 0.0 {
+        } else if lo < 0.0 || c.quantity == Quantity::Difference {
             format!("{l} to {h} {}", u.0)
         } else {
             format!("{l}–{h} {}", u.0)
@@ -352,6 +370,27 @@ fn point_row(p: &PointResult) -> Vec<String> {
     ]
 }
 
+/// Further columns of a web experiment's points.
+const WEB_POINT_COLUMNS: [&str; 4] = [
+    "backend CPU (mean, CPUs)",
+    "Mbit/s",
+    "gateway process CPU",
+    "gateway CPU busy",
+];
+
+fn web_point_cells(exp: &connlab_lab::Experiment, p: &PointResult) -> Vec<String> {
+    use connlab_lab::Metric;
+    let backend = our_stats(exp, Metric::BackendCpu, p);
+    let gateway = our_stats(exp, Metric::GatewayCpu, p);
+    let f = |v: Option<f64>| v.map_or("—".into(), num_sig);
+    vec![
+        f(backend[0]),
+        num_sig(p.load.throughput_mbit_s),
+        f(gateway[1]),
+        f(gateway[0]),
+    ]
+}
+
 const POINT_COLUMNS: [&str; 16] = [
     "point",
     "engine",
@@ -386,6 +425,7 @@ tr.claim td{background:#fafafa;text-align:left}
 td.holds{color:#17652a;font-weight:600;text-align:left}
 td.fails{color:#a31515;font-weight:600;text-align:left}
 td.unmeasurable,td.unjudged{color:#6b5900;text-align:left}
+table.brief td.holds,table.brief td.fails,table.brief td.unmeasurable,table.brief td.unjudged{text-align:right}
 caption{caption-side:bottom;text-align:left;font-size:.8rem;color:#555;padding-top:.3rem}
 div.scroll{overflow-x:auto;max-width:100%}
 figure.plot{display:inline-block;margin:.5rem 0;vertical-align:top;max-width:100%}
@@ -431,14 +471,20 @@ fn stat_tds(cell: &Cell, k: usize, unit: (&str, f64)) -> String {
 }
 
 /// The header of a paper-beside-ours table: `lead` label columns, then
-/// paper | ours | ours/paper under each statistic.
-fn stat_header(lead: &[&str], names: [&str; 3], unit: &str) -> String {
+/// paper | ours | ours/paper under each statistic of `metric`.
+fn stat_header(lead: &[&str], metric: connlab_lab::Metric) -> String {
+    let names = stat_names(metric);
     let mut h = String::from("<thead>\n<tr>");
     for l in lead {
         let _ = write!(h, "<th class=\"label\" rowspan=\"2\">{}</th>", esc(l));
     }
-    for n in names {
-        let _ = write!(h, "<th colspan=\"3\">{} ({unit})</th>", esc(n));
+    for (k, n) in names.iter().enumerate() {
+        let _ = write!(
+            h,
+            "<th colspan=\"3\">{} ({})</th>",
+            esc(n),
+            esc(stat_unit(metric, k).0)
+        );
     }
     h.push_str("</tr>\n<tr>");
     for _ in names {
@@ -457,11 +503,208 @@ fn repetitions_text(reps: usize) -> String {
     }
 }
 
+/// A metric with its unit for headings: `service latency (ms)`, or the
+/// name alone when its statistics have different units (`throughput`).
+pub(crate) fn metric_heading(metric: connlab_lab::Metric) -> String {
+    match metric_units(metric).as_slice() {
+        [one] => format!("{} ({one})", metric_name(metric)),
+        _ => metric_name(metric).to_string(),
+    }
+}
+
+/// The distinct units of a metric's statistics.
+pub(crate) fn metric_units(metric: connlab_lab::Metric) -> Vec<&'static str> {
+    distinct((0..3).map(|k| stat_unit(metric, k).0.to_string()))
+        .into_iter()
+        .map(|u| {
+            (0..3)
+                .map(|k| stat_unit(metric, k).0)
+                .find(|x| *x == u)
+                .unwrap_or("")
+        })
+        .collect()
+}
+
+/// What our values of a metric are, for captions.
+fn metric_whose(metric: connlab_lab::Metric) -> &'static str {
+    use connlab_lab::Metric;
+    match metric {
+        Metric::PollCall => "at the server (--profile-poll): thread CPU time per call, and wall time per call, which also holds waiting for work and preemption",
+        Metric::BackendCpu => "of each backend (user and system time of its cgroup over the measured window, as a share of one CPU): the mean over the backends the configuration uses, the busiest one, and their total",
+        Metric::Throughput => "at the merged client shards: completed responses per second, response payload in Mbit/s, and failed requests as a share of those tried",
+        Metric::GatewayCpu => "from /proc/stat over the measured window: the busy share of the gateway's CPU (the kernel's forwarding included), the gateway process's own CPU (none for direct, near none for nat, which forwards in softirq), and the busiest other CPU, which the clients and the backends share here",
+        _ => "of the merged client shards",
+    }
+}
+
+/// How a derived table picked each engine's row, in words.
+pub(crate) fn pick_text(pick: connlab_lab::DerivedPick, first: &str) -> String {
+    match pick {
+        connlab_lab::DerivedPick::LargestFirstStat => format!("Per engine, our setting with the largest {first} (median over repetitions) in this sweep, as the paper reports each engine's worst case."),
+        connlab_lab::DerivedPick::HighestRate => "Per configuration, our setting with the highest achieved request rate (median over repetitions), as the paper reports the gateway at its limit.".into(),
+    }
+}
+
+/// The brief table's columns: the labelled claims grouped by label (claims
+/// sharing a label split its engines between them), in order of first
+/// appearance.
+pub(crate) fn brief_columns(claims: &[ClaimResult]) -> Vec<(String, Vec<&ClaimResult>)> {
+    let mut out: Vec<(String, Vec<&ClaimResult>)> = Vec::new();
+    for c in claims {
+        let Some(l) = &c.label else { continue };
+        match out.iter_mut().find(|(x, _)| x == l) {
+            Some((_, group)) => group.push(c),
+            None => out.push((l.clone(), vec![c])),
+        }
+    }
+    out
+}
+
+/// The engines of the brief table's rows, in the experiment's order.
+pub(crate) fn brief_engines<'e>(
+    columns: &[(String, Vec<&ClaimResult>)],
+    engines: &'e [String],
+) -> Vec<&'e String> {
+    engines
+        .iter()
+        .filter(|e| {
+            columns
+                .iter()
+                .flat_map(|c| &c.1)
+                .any(|c| c.checks.iter().any(|k| k.subject == **e))
+        })
+        .collect()
+}
+
+/// A column's cell for an engine: from the first claim of the group that
+/// compares it.
+pub(crate) fn brief_of(group: &[&ClaimResult], engine: &str) -> Option<BriefCell> {
+    group
+        .iter()
+        .find(|c| c.checks.iter().any(|k| k.subject == engine))
+        .map(|c| brief_cell(c, engine))
+}
+
+/// The brief table: one row per engine, a column group per claim label
+/// (paper | ours | ours/paper, ours coloured by the engine's verdict).
+fn brief_html(claims: &[ClaimResult], engines: &[String]) -> String {
+    let columns = brief_columns(claims);
+    let rows = brief_engines(&columns, engines);
+    if columns.is_empty() || rows.is_empty() {
+        return String::new();
+    }
+    let mut h = String::from("<h2>The paper's numbers beside ours, in brief</h2>\n");
+    // At most three claims side by side, so the table fits a laptop's
+    // width; further claims wrap into another table with the same rows.
+    for (i, chunk) in columns.chunks(3).enumerate() {
+        if i > 0 {
+            h.push_str("</tbody>\n</table>\n</div>\n");
+        }
+        let _ = write!(
+            h,
+            "<div class=\"scroll\">\n<table class=\"brief\" id=\"brief{}\">\n<thead>\n<tr><th class=\"label\" rowspan=\"2\">configuration</th>",
+            if i == 0 { String::new() } else { format!("-{}", i + 1) }
+        );
+        for (label, group) in chunk {
+            let sources = distinct(group.iter().map(|c| c.source.clone()));
+            let _ = write!(
+                h,
+                "<th colspan=\"3\">{}<br><small>{}</small></th>",
+                esc(label),
+                esc(&sources.join(", "))
+            );
+        }
+        h.push_str("</tr>\n<tr>");
+        for _ in chunk {
+            h.push_str("<th>paper</th><th>ours</th><th>ours / paper</th>");
+        }
+        h.push_str("</tr>\n</thead>\n<tbody>\n");
+        for e in &rows {
+            let _ = write!(h, "<tr><td class=\"label\">{}</td>", esc(e));
+            for (_, group) in chunk {
+                let Some(b) = brief_of(group, e) else {
+                    h.push_str("<td class=\"paper\">—</td><td>—</td><td class=\"vs\">—</td>");
+                    continue;
+                };
+                let _ = write!(
+                    h,
+                    "<td class=\"paper nowrap\">{}</td><td class=\"nowrap {}\">{}{}</td><td class=\"vs\">{}</td>",
+                    esc(&b.paper),
+                    b.verdict.key(),
+                    esc(&b.ours),
+                    b.spread
+                        .map(|s| format!("<span class=\"spread\">{}</span>", esc(&s)))
+                        .unwrap_or_default(),
+                    ratio(b.ours_over_paper)
+                );
+            }
+            h.push_str("</tr>\n");
+        }
+    }
+    h.push_str("</tbody>\n</table>\n</div>\n<p class=\"note\">Per configuration and claim: the paper's number (a range where its text gives one), ours (the median; over several rows, the median of the rows' values) with the whole spread over rows and repetitions below it, and ours over the paper's. Ours is coloured by the verdict: green holds, red does not hold, amber cannot be measured or is not judged; the claims below give the bounds, the rows and the reasons.</p>\n");
+    h
+}
+
+/// One cell of the brief table.
+pub(crate) struct BriefCell {
+    pub(crate) paper: String,
+    pub(crate) ours: String,
+    pub(crate) spread: Option<String>,
+    pub(crate) ours_over_paper: Option<f64>,
+    pub(crate) verdict: Verdict,
+}
+
+/// A claim's checks of one engine, summarised.
+pub(crate) fn brief_cell(c: &ClaimResult, engine: &str) -> BriefCell {
+    let checks: Vec<&ClaimCheck> = c.checks.iter().filter(|k| k.subject == engine).collect();
+    let paper: Vec<String> = distinct(checks.iter().filter_map(|k| c.paper_text(k)));
+    let paper_num = checks.iter().find_map(|k| k.paper);
+    let ours = Spread::of(checks.iter().filter_map(|k| k.ours));
+    let lo = checks
+        .iter()
+        .filter_map(|k| k.spread.map(|s| s.0))
+        .reduce(f64::min);
+    let hi = checks
+        .iter()
+        .filter_map(|k| k.spread.map(|s| s.1))
+        .reduce(f64::max);
+    let verdict = if checks.is_empty() {
+        Verdict::NotJudged
+    } else if let Verdict::CannotMeasure(why) = &c.verdict {
+        if checks
+            .iter()
+            .all(|k| k.verdict == Verdict::CannotMeasure(why.clone()))
+        {
+            c.verdict.clone()
+        } else {
+            claims::overall_of(&checks)
+        }
+    } else {
+        claims::overall_of(&checks)
+    };
+    let median = ours.as_ref().map(Spread::median);
+    BriefCell {
+        paper: match paper.len() {
+            0 => "—".into(),
+            1 => paper[0].clone(),
+            _ => paper.join(" / "),
+        },
+        ours: median.map_or("—".into(), |m| c.format(m)),
+        spread: lo.zip(hi).and_then(|(lo, hi)| {
+            let s = claim_spread(c, lo, hi);
+            (Some(&s) != median.map(|m| c.format(m)).as_ref()).then_some(s)
+        }),
+        ours_over_paper: median
+            .zip(paper_num)
+            .filter(|(o, p)| *p != 0.0 && o.signum() == p.signum())
+            .map(|(o, p)| o / p),
+        verdict,
+    }
+}
+
 fn html(m: &Model) -> Result<String, ReportError> {
     let (dir, t) = (m.dir, &m.table);
     let exp = &dir.experiment;
-    let names = stat_names(t.metric);
-    let u = unit(t.metric);
     let mut h = page_start(&exp.title, &exp.description);
     if dir.points.is_empty() {
         let _ = writeln!(
@@ -470,17 +713,17 @@ fn html(m: &Model) -> Result<String, ReportError> {
             dir.info.points_total
         );
     }
+    h.push_str(&brief_html(&m.claims, &t.engines));
 
     // The paper table: one row per setting and engine.
     let _ = writeln!(
         h,
-        "<h2>{}: {} ({}), paper beside ours</h2>",
+        "<h2>{}: {}, paper beside ours</h2>",
         esc(&t.table),
-        metric_name(t.metric),
-        u.0
+        esc(&metric_heading(t.metric)),
     );
     h.push_str("<div class=\"scroll\">\n<table id=\"paper-table\">\n");
-    h.push_str(&stat_header(&["setting", "engine", "n"], names, u.0));
+    h.push_str(&stat_header(&["setting", "engine", "n"], t.metric));
     h.push_str("<tbody>\n");
     for row in &t.rows {
         for (i, (e, cell)) in t.engines.iter().zip(&row.cells).enumerate() {
@@ -501,20 +744,16 @@ fn html(m: &Model) -> Result<String, ReportError> {
                 cell.n()
             );
             for k in 0..3 {
-                h.push_str(&stat_tds(cell, k, u));
+                h.push_str(&stat_tds(cell, k, stat_unit(t.metric, k)));
             }
             h.push_str("</tr>\n");
         }
     }
-    let whose = if t.metric == connlab_lab::Metric::PollCall {
-        "at the server (--profile-poll): thread CPU time per call, and wall time per call, which also holds waiting for work and preemption"
-    } else {
-        "of the merged client shards"
-    };
     let mut caption = format!(
-        "Values in {}; ours are the {} {whose}. {} ",
-        u.0,
+        "Values in {}; ours are the {} {}. {} ",
+        metric_units(t.metric).join(", "),
         metric_name(t.metric),
+        metric_whose(t.metric),
         repetitions_text(t.max_repetitions())
     );
     if let Some(p) = &exp.paper {
@@ -537,20 +776,18 @@ fn html(m: &Model) -> Result<String, ReportError> {
     // Derived tables.
     for d in &m.derived {
         let dn = stat_names(d.metric);
-        let du = unit(d.metric);
         let _ = writeln!(
             h,
-            "<h2>{}: {} ({}), from this sweep's points</h2>",
+            "<h2>{}: {}, from this sweep's points</h2>",
             esc(&d.table),
-            metric_name(d.metric),
-            du.0
+            esc(&metric_heading(d.metric)),
         );
         let _ = writeln!(
             h,
             "<div class=\"scroll\">\n<table class=\"derived\" id=\"derived-{}\">",
             esc(&d.table.to_lowercase().replace(' ', "-"))
         );
-        h.push_str(&stat_header(&["engine", "our point", "n"], dn, du.0));
+        h.push_str(&stat_header(&["engine", "our point", "n"], d.metric));
         h.push_str("<tbody>\n");
         for r in &d.rows {
             let _ = write!(
@@ -561,7 +798,7 @@ fn html(m: &Model) -> Result<String, ReportError> {
                 r.cell.n()
             );
             for k in 0..3 {
-                h.push_str(&stat_tds(&r.cell, k, du));
+                h.push_str(&stat_tds(&r.cell, k, stat_unit(d.metric, k)));
             }
             h.push_str("</tr>\n");
         }
@@ -569,8 +806,10 @@ fn html(m: &Model) -> Result<String, ReportError> {
             h,
             "</tbody>\n</table>\n</div>\n<p class=\"note\">{}</p>",
             esc(&format!(
-                "Per engine, our setting with the largest {} (median over repetitions) in this sweep, as the paper reports each engine's worst case. {} {}",
-                dn[0],
+                "{} Ours are the {} {}. {} {}",
+                pick_text(d.pick, dn[0]),
+                metric_name(d.metric),
+                metric_whose(d.metric),
                 repetitions_text(d.rows.iter().map(|r| r.cell.n()).max().unwrap_or(0)),
                 d.note.trim()
             ))
@@ -586,7 +825,7 @@ fn html(m: &Model) -> Result<String, ReportError> {
                 "<tr class=\"claim first\"><td colspan=\"6\"><strong>{}</strong> · {}<br><small>{} of the {}{}</small></td><td class=\"{}\">{}</td></tr>",
                 esc(&c.source),
                 esc(&c.text),
-                if c.is_ratio { "ratio" } else { "value" },
+                c.quantity.word(),
                 esc(c.statistic),
                 esc(&format!(
                     " {}{}",
@@ -601,16 +840,9 @@ fn html(m: &Model) -> Result<String, ReportError> {
                 esc(&c.verdict.text())
             );
             for k in &c.checks {
-                let fmt = |v: f64| {
-                    if c.is_ratio {
-                        claims::ratio_text_x(v)
-                    } else {
-                        let u = unit(c.metric);
-                        format!("{} {}", num_sig(v / u.1), u.0)
-                    }
-                };
-                let paper = k.paper.map_or("—".into(), |p| {
-                    format!("{}{}", fmt(p), if k.paper_from_cells { "" } else { "†" })
+                let fmt = |v: f64| c.format(v);
+                let paper = c.paper_text(k).map_or("—".into(), |p| {
+                    format!("{p}{}", if k.paper_from_cells { "" } else { "†" })
                 });
                 let mut rows = esc(&k.rows).to_string();
                 if let Some(ctx) = &k.context {
@@ -624,11 +856,16 @@ fn html(m: &Model) -> Result<String, ReportError> {
                     k.spread.map_or("—".into(), |(lo, hi)| claim_spread(c, lo, hi)),
                     if k.n == 0 { "—".into() } else { k.n.to_string() },
                     k.verdict.key(),
-                    esc(&k.verdict.text())
+                    // The claim's own reason, stated once in its header row.
+                    if matches!(c.verdict, Verdict::CannotMeasure(_)) && k.verdict == c.verdict {
+                        "cannot be measured here (the reason above)".to_string()
+                    } else {
+                        esc(&k.verdict.text()).to_string()
+                    }
                 );
             }
         }
-        h.push_str("</tbody>\n<caption>A claim holds only if every comparison holds across our spread. Ratios compare the named statistic between the two rows (to ÷ from) or between two engines at one row; ours is the ratio of the medians, and the spread is the conservative interval: the lowest and highest ratio any pairing of the two cells' repetitions gives (smallest over largest, largest over smallest), with no assumption that repetitions of different cells correspond. A value claim's spread runs from the lowest to the highest repetition over every setting. Paper: computed from the paper's cells where the experiment file gives them for the rows compared; † marks the number the paper's text states instead. Rows not in this run are never replaced by others for the verdict; the widest span measured is shown beside them as context.</caption>\n</table>\n</div>\n");
+        h.push_str("</tbody>\n<caption>A claim holds only if every comparison holds across our spread. Ratios compare the named statistic between the two rows (to ÷ from) or between two engines at one row; ours is the ratio of the medians, and the spread is the conservative interval: the lowest and highest ratio any pairing of the two cells' repetitions gives (smallest over largest, largest over smallest), with no assumption that repetitions of different cells correspond. Differences (−) pair them the same way (lowest minus highest, highest minus lowest). A peak is each repetition's highest value over the rows named (only rows within the response-time bound, where one is given); the peaks' spread over repetitions is compared as a cell's. A value claim's spread runs from the lowest to the highest repetition over every setting. Paper: computed from the paper's cells where the experiment file gives them for the rows compared; † marks the number the paper's text states instead. Rows not in this run are never replaced by others for the verdict; the widest span measured is shown beside them as context.</caption>\n</table>\n</div>\n");
     }
 
     h.push_str(&projection::html(dir, t));
@@ -678,17 +915,22 @@ fn html(m: &Model) -> Result<String, ReportError> {
     h.push_str("</ul>\n");
 
     // Every point.
+    let web = exp.web.is_some();
     let _ = writeln!(
         h,
         "<h2>All points</h2>\n<details>\n<summary>{} points</summary>\n<div class=\"scroll\">\n<table id=\"points\">\n<thead><tr>{}</tr></thead>\n<tbody>",
         dir.points.len(),
         POINT_COLUMNS
             .iter()
+            .chain(if web { &WEB_POINT_COLUMNS[..] } else { &[] })
             .map(|c| format!("<th>{}</th>", esc(c)))
             .collect::<String>()
     );
     for p in &dir.points {
-        let cells = point_row(p);
+        let mut cells = point_row(p);
+        if web {
+            cells.extend(web_point_cells(exp, p));
+        }
         let _ = write!(h, "<tr><td class=\"label\">{}</td>", esc(&cells[0]));
         for c in &cells[1..] {
             let _ = write!(h, "<td>{}</td>", esc(c));

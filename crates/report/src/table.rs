@@ -5,7 +5,7 @@
 //! format renders this one model; claims and derived tables live in
 //! [`crate::claims`].
 
-use connlab_lab::{Metric, PaperCell, PointResult, RatioValue, SweepDir, Vary};
+use connlab_lab::{Experiment, Metric, PaperCell, PointResult, RatioValue, SweepDir, Vary};
 use connlab_measure::ActiveRatio;
 
 /// One statistic of one cell over its repetitions.
@@ -131,21 +131,94 @@ pub fn metric_name(metric: Metric) -> &'static str {
         Metric::ServiceLatency => "service latency",
         Metric::SendDeviation => "send-timing deviation",
         Metric::PollCall => "time per polling call",
+        Metric::BackendCpu => "backend CPU",
+        Metric::Throughput => "throughput",
+        Metric::GatewayCpu => "gateway CPU",
     }
 }
 
-/// The unit a metric's tables print in, and its size in µs: the locality
-/// paper gives latency in ms, send deviation in µs.
+/// The unit a metric's first statistic prints in, and its size in the
+/// stored unit: the locality paper gives latency in ms (stored in µs), send
+/// deviation in µs. See [`stat_unit`] for the others.
 pub fn unit(metric: Metric) -> (&'static str, f64) {
-    match metric {
-        Metric::ServiceLatency => ("ms", 1000.0),
-        Metric::SendDeviation | Metric::PollCall => ("µs", 1.0),
+    stat_unit(metric, 0)
+}
+
+/// The unit statistic `k` of `metric` prints in, and its size in the
+/// stored unit (µs for times; CPU shares, req/s and Mbit/s as stored).
+pub fn stat_unit(metric: Metric, k: usize) -> (&'static str, f64) {
+    match (metric, k) {
+        (Metric::ServiceLatency, _) => ("ms", 1000.0),
+        (Metric::SendDeviation | Metric::PollCall, _) => ("µs", 1.0),
+        (Metric::BackendCpu, _) | (Metric::GatewayCpu, 1) => ("CPUs", 1.0),
+        (Metric::GatewayCpu, _) => ("share", 1.0),
+        (Metric::Throughput, 0) => ("req/s", 1.0),
+        (Metric::Throughput, 1) => ("Mbit/s", 1.0),
+        (Metric::Throughput, _) => ("share", 1.0),
     }
 }
 
-/// Our three statistics of a point for `metric`, in µs.
-pub fn our_stats(metric: Metric, p: &PointResult) -> [Option<f64>; 3] {
+/// The gateway's CPU of a web experiment: the first CPU of `server.cpu`.
+pub(crate) fn gateway_cpu(exp: &Experiment) -> Option<usize> {
+    exp.server
+        .cpu
+        .as_deref()
+        .and_then(|c| c.split([',', '-']).next())
+        .and_then(|c| c.trim().parse().ok())
+}
+
+/// The backends a web point's configuration uses, as a share of one CPU
+/// each: one for `direct`, N for `config:N`, all recorded otherwise.
+pub fn backends_used(p: &PointResult) -> &[f64] {
+    let s = &p.backend_cpu_share;
+    let n = match connlab_lab::web_config(&p.params.engine) {
+        Ok(("direct", _)) => 1,
+        Ok((_, Some(n))) => n as usize,
+        _ => s.len(),
+    };
+    &s[..n.min(s.len())]
+}
+
+/// Our three statistics of a point for `metric`, in the stored unit (µs
+/// for times), in the experiment `exp` (which names the gateway's CPU).
+pub fn our_stats(exp: &Experiment, metric: Metric, p: &PointResult) -> [Option<f64>; 3] {
     match metric {
+        Metric::BackendCpu => {
+            let used = backends_used(p);
+            if used.is_empty() {
+                return [None; 3];
+            }
+            let total: f64 = used.iter().sum();
+            [
+                Some(total / used.len() as f64),
+                used.iter().copied().reduce(f64::max),
+                Some(total),
+            ]
+        }
+        Metric::Throughput => {
+            let l = &p.load;
+            let errors: u64 = l.requests.errors.values().sum();
+            let tried = l.requests.measured_completed + errors;
+            [
+                Some(l.achieved_rate_per_s),
+                Some(l.throughput_mbit_s),
+                (tried > 0).then(|| errors as f64 / tried as f64),
+            ]
+        }
+        Metric::GatewayCpu => {
+            let cpu = gateway_cpu(exp);
+            let busy = cpu.and_then(|c| p.cpu_busy_share.get(c).copied());
+            let others = cpu.and_then(|c| {
+                p.cpu_busy_share
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != c)
+                    .map(|(_, v)| *v)
+                    .reduce(f64::max)
+            });
+            [busy, p.gateway_cpu_share, others]
+        }
+
         Metric::ServiceLatency => {
             let s = &p.load.service_latency_us;
             [Some(s.mean), Some(s.p50), Some(s.stddev)]
@@ -170,7 +243,7 @@ pub fn our_stats(metric: Metric, p: &PointResult) -> [Option<f64>; 3] {
 pub(crate) fn spreads(dir: &SweepDir, idx: &[usize], metric: Metric) -> [Option<Spread>; 3] {
     let stats: Vec<[Option<f64>; 3]> = idx
         .iter()
-        .map(|&i| our_stats(metric, &dir.points[i]))
+        .map(|&i| our_stats(&dir.experiment, metric, &dir.points[i]))
         .collect();
     std::array::from_fn(|k| Spread::of(stats.iter().filter_map(|s| s[k])))
 }

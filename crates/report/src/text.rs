@@ -1,10 +1,11 @@
 //! The Markdown and CSV renderings: the same paper / ours / ratio / spread /
 //! verdict data as the HTML page.
 
-use crate::claims::{ratio_text_x, ClaimResult};
-use crate::table::{metric_name, stat_names, unit, Cell};
+use crate::claims::{ClaimResult, Quantity};
+use crate::table::{metric_name, stat_names, stat_unit, Cell};
 use crate::{
-    claim_spread, environment, in_unit, num_sig, ratio, spread_text, warnings, Model, ReportError,
+    brief_columns, brief_engines, brief_of, claim_spread, environment, in_unit, metric_heading,
+    metric_units, num_sig, pick_text, ratio, spread_text, warnings, Model, ReportError,
 };
 use connlab_lab::Metric;
 use serde::Serialize;
@@ -30,19 +31,20 @@ fn ours_md(cell: &Cell, k: usize, u: (&str, f64)) -> String {
     }
 }
 
-fn stat_header(lead: &[&str], names: [&str; 3], unit: &str) -> String {
+fn stat_header(lead: &[&str], metric: Metric) -> String {
     let mut header: Vec<String> = lead.iter().map(|s| s.to_string()).collect();
-    for n in names {
-        header.push(format!("{n} paper ({unit})"));
+    for (k, n) in stat_names(metric).iter().enumerate() {
+        header.push(format!("{n} paper ({})", stat_unit(metric, k).0));
         header.push(format!("{n} ours"));
         header.push(format!("{n} ours/paper"));
     }
     md_row(&header) + &md_row(&vec!["---".to_string(); header.len()])
 }
 
-fn stat_cells(cell: &Cell, u: (&str, f64)) -> Vec<String> {
+fn stat_cells(cell: &Cell, metric: Metric) -> Vec<String> {
     (0..3)
         .flat_map(|k| {
+            let u = stat_unit(metric, k);
             [
                 in_unit(cell.paper[k], u),
                 ours_md(cell, k, u),
@@ -52,43 +54,78 @@ fn stat_cells(cell: &Cell, u: (&str, f64)) -> Vec<String> {
         .collect()
 }
 
-/// A claim's number as the report prints it: a ratio, or a value with unit.
+/// A claim's number as the report prints it: a ratio, difference or value
+/// with its unit.
 fn claim_value(c: &ClaimResult, v: f64) -> String {
-    if c.is_ratio {
-        ratio_text_x(v)
-    } else {
-        let u = unit(c.metric);
-        format!("{} {}", num_sig(v / u.1), u.0)
+    c.format(v)
+}
+
+/// The brief table in Markdown: one row per engine, paper | ours |
+/// ours/paper per labelled claim.
+fn brief_md(claims: &[ClaimResult], engines: &[String]) -> String {
+    let columns = brief_columns(claims);
+    let rows = brief_engines(&columns, engines);
+    if columns.is_empty() || rows.is_empty() {
+        return String::new();
     }
+    let mut out = String::from("## The paper's numbers beside ours, in brief\n\n");
+    let mut header = vec!["configuration".to_string()];
+    for (l, group) in &columns {
+        let sources: Vec<&str> = group.iter().map(|c| c.source.as_str()).collect();
+        header.push(format!("{l}: paper ({})", sources[0]));
+        header.push(format!("{l}: ours"));
+        header.push(format!("{l}: ours/paper"));
+    }
+    out.push_str(&md_row(&header));
+    out.push_str(&md_row(&vec!["---".to_string(); header.len()]));
+    for e in rows {
+        let mut cells = vec![e.clone()];
+        for (_, group) in &columns {
+            match brief_of(group, e) {
+                Some(b) => {
+                    cells.push(b.paper);
+                    cells.push(format!(
+                        "{}{} ({})",
+                        b.ours,
+                        b.spread.map(|s| format!(" [{s}]")).unwrap_or_default(),
+                        b.verdict.text()
+                    ));
+                    cells.push(ratio(b.ours_over_paper));
+                }
+                None => cells.extend(["—".to_string(), "—".to_string(), "—".to_string()]),
+            }
+        }
+        out.push_str(&md_row(&cells));
+    }
+    out.push('\n');
+    out
 }
 
 pub(crate) fn markdown(m: &Model) -> String {
     let (dir, t) = (m.dir, &m.table);
-    let names = stat_names(t.metric);
-    let u = unit(t.metric);
     let mut out = format!("# {}\n\n", dir.experiment.title);
     if dir.points.is_empty() {
         out.push_str("No points finished yet.\n\n");
     }
+    out.push_str(&brief_md(&m.claims, &t.engines));
     let _ = writeln!(
         out,
-        "## {}: {} ({}), paper beside ours\n",
+        "## {}: {}, paper beside ours\n",
         t.table,
-        metric_name(t.metric),
-        u.0
+        metric_heading(t.metric),
     );
-    out.push_str(&stat_header(&["setting", "engine", "n"], names, u.0));
+    out.push_str(&stat_header(&["setting", "engine", "n"], t.metric));
     for row in &t.rows {
         for (e, cell) in t.engines.iter().zip(&row.cells) {
             let mut cells = vec![row.label.clone(), e.clone(), cell.n().to_string()];
-            cells.extend(stat_cells(cell, u));
+            cells.extend(stat_cells(cell, t.metric));
             out.push_str(&md_row(&cells));
         }
     }
     let _ = writeln!(
         out,
         "\nOurs: the median over repetitions, [lowest–highest] when there are several. Values in {}.{}\n",
-        u.0,
+        metric_units(t.metric).join(", "),
         dir.experiment
             .paper
             .as_ref()
@@ -96,19 +133,13 @@ pub(crate) fn markdown(m: &Model) -> String {
             .unwrap_or_default()
     );
     for d in &m.derived {
-        let du = unit(d.metric);
         let _ = writeln!(
             out,
-            "## {}: {} ({}), from this sweep's points\n",
+            "## {}: {}, from this sweep's points\n",
             d.table,
-            metric_name(d.metric),
-            du.0
+            metric_heading(d.metric),
         );
-        out.push_str(&stat_header(
-            &["engine", "our point", "n"],
-            stat_names(d.metric),
-            du.0,
-        ));
+        out.push_str(&stat_header(&["engine", "our point", "n"], d.metric));
         for r in &d.rows {
             let mut cells = vec![
                 r.engine.clone(),
@@ -117,13 +148,13 @@ pub(crate) fn markdown(m: &Model) -> String {
                     .unwrap_or_else(|| "nothing measured".into()),
                 r.cell.n().to_string(),
             ];
-            cells.extend(stat_cells(&r.cell, du));
+            cells.extend(stat_cells(&r.cell, d.metric));
             out.push_str(&md_row(&cells));
         }
         let _ = writeln!(
             out,
-            "\nPer engine, our setting with the largest {} in this sweep. {}\n",
-            stat_names(d.metric)[0],
+            "\n{} {}\n",
+            pick_text(d.pick, stat_names(d.metric)[0]),
             d.note.trim().replace('\n', " ")
         );
     }
@@ -135,7 +166,7 @@ pub(crate) fn markdown(m: &Model) -> String {
                 "- **{}: {}** ({} of the {} {}{}): **{}**",
                 c.source,
                 c.text.replace('\n', " "),
-                if c.is_ratio { "ratio" } else { "value" },
+                c.quantity.word(),
                 c.statistic,
                 metric_name(c.metric),
                 if c.expect.is_empty() {
@@ -146,10 +177,9 @@ pub(crate) fn markdown(m: &Model) -> String {
                 c.verdict.text()
             );
             for k in &c.checks {
-                let paper = k.paper.map_or("no paper value".into(), |p| {
+                let paper = c.paper_text(k).map_or("no paper value".into(), |p| {
                     format!(
-                        "paper {}{}",
-                        claim_value(c, p),
+                        "paper {p}{}",
                         if k.paper_from_cells {
                             ""
                         } else {
@@ -227,6 +257,18 @@ struct CsvRow {
     expect: String,
     verdict: String,
     claim_verdict: String,
+    /// The unit of the `*_us` columns and of a claim's numbers: `us` for
+    /// times, else the statistic's own (`CPUs`, `req/s`, `×` for ratios).
+    stored_unit: String,
+}
+
+/// The unit statistic `k` of a metric is stored in (the `*_us` columns
+/// hold it): `us` for times, else the statistic's own (`CPUs`, `req/s`).
+fn stored_unit(m: Metric, k: usize) -> &'static str {
+    match m {
+        Metric::ServiceLatency | Metric::SendDeviation | Metric::PollCall => "us",
+        _ => stat_unit(m, k).0,
+    }
 }
 
 fn metric_key(m: Metric) -> String {
@@ -260,6 +302,7 @@ fn cell_rows(
                 ours_min_us: s.map(|s| s.min()),
                 ours_max_us: s.map(|s| s.max()),
                 ours_over_paper: cell.ours_over_paper(k),
+                stored_unit: stored_unit(metric, k).into(),
                 ..CsvRow::default()
             }
         })
@@ -305,7 +348,23 @@ pub(crate) fn csv(m: &Model) -> Result<String, ReportError> {
                 engine: k.engine.clone(),
                 n: k.n,
                 claim_text: c.text.clone(),
-                claim_quantity: if c.is_ratio { "ratio" } else { "value_us" }.into(),
+                claim_quantity: match c.quantity {
+                    Quantity::Ratio => "ratio".into(),
+                    q if stored_unit(c.metric, 0) == "us" => format!("{}_us", q.word()),
+                    q => q.word().into(),
+                },
+                stored_unit: match c.quantity {
+                    Quantity::Ratio => "×".into(),
+                    _ => stored_unit(
+                        c.metric,
+                        c.metric
+                            .stat_names()
+                            .iter()
+                            .position(|n| *n == c.statistic)
+                            .unwrap_or(0),
+                    )
+                    .into(),
+                },
                 claim_paper: k.paper,
                 paper_from_cells: k.paper.map(|_| k.paper_from_cells),
                 claim_ours: k.ours,

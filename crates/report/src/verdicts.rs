@@ -92,14 +92,33 @@ fn table_row(table: &str, what: &str, cells: &[&Cell]) -> ClaimRow {
 /// A claim as one index row: the range of the paper's numbers and of ours
 /// over its comparisons, and its overall verdict.
 fn claim_row(c: &ClaimResult) -> ClaimRow {
-    let unit = if c.is_ratio { "×" } else { " µs" };
     let span = |values: Vec<f64>| -> Option<(f64, f64)> {
         let lo = values.iter().copied().reduce(f64::min)?;
         let hi = values.iter().copied().reduce(f64::max)?;
         Some((lo, hi))
     };
-    let paper = span(c.checks.iter().filter_map(|k| k.paper).collect())
-        .map_or("shape only".into(), |(lo, hi)| range(lo, hi, unit));
+    let both = |lo: f64, hi: f64| {
+        let (a, b) = (c.format(lo), c.format(hi));
+        if a == b {
+            a
+        } else {
+            format!("{a} to {b}")
+        }
+    };
+    let mut papers: Vec<String> = Vec::new();
+    for k in &c.checks {
+        if let Some(t) = c.paper_text(k) {
+            if !papers.contains(&t) {
+                papers.push(t);
+            }
+        }
+    }
+    let paper = match papers.len() {
+        0 => "shape only".to_string(),
+        1 | 2 => papers.join(", "),
+        _ => span(c.checks.iter().filter_map(|k| k.paper).collect())
+            .map_or("shape only".into(), |(lo, hi)| both(lo, hi)),
+    };
     let ours = span(c.checks.iter().filter_map(|k| k.ours).collect());
     let spread = span(
         c.checks
@@ -110,9 +129,9 @@ fn claim_row(c: &ClaimResult) -> ClaimRow {
     );
     let ours = match (ours, spread) {
         (Some((lo, hi)), Some((slo, shi))) if (slo, shi) != (lo, hi) => {
-            format!("{} [spread {}]", range(lo, hi, unit), range(slo, shi, unit))
+            format!("{} [spread {}]", both(lo, hi), both(slo, shi))
         }
-        (Some((lo, hi)), _) => range(lo, hi, unit),
+        (Some((lo, hi)), _) => both(lo, hi),
         (None, _) => "—".into(),
     };
     let mut reason = String::new();
