@@ -334,7 +334,7 @@ fn dry_run_lists_the_shipped_experiments_points() {
     assert_eq!(out.status.code(), Some(0));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("15 points"), "{stdout}");
-    assert!(stdout.contains("processes-c100-a1-r1000-rep1"), "{stdout}");
+    assert!(stdout.contains("processes-c400-a1-r500-rep1"), "{stdout}");
 }
 
 #[test]
