@@ -54,7 +54,7 @@ killed. Needs root and /dev/net/tun.
 
 Placement matters at small delays: spread over CPUs, each direction pays a cross-CPU
 wake-up of the forwarding thread (about 100 us on the reference VM, +5.9% at 2 ms);
-on one CPU, as scripts/bench_singleip.py places linkem and its clients, the 2 ms RTT
+on one CPU, as experiments/singleip-saps.toml places linkem and its clients, the 2 ms RTT
 measured +1.6-2.1% over the kernel baseline (BENCHMARKS.md).
 
 Example:
