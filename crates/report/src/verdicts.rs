@@ -7,7 +7,7 @@ use crate::claims::{check_claims, derived_tables, ClaimResult, Verdict};
 use crate::index::ClaimRow;
 use crate::table::{metric_name, Cell, PaperTable};
 use connlab_lab::Verdict as PipelineVerdict;
-use connlab_lab::{PipelineSweep, SweepDir};
+use connlab_lab::{PipelineSweep, SingleIpSweep, SingleIpVerdict, SweepDir};
 use std::path::Path;
 
 /// What one results directory says on the index.
@@ -30,6 +30,18 @@ pub fn claim_rows(dir: &Path) -> Result<ExperimentClaims, String> {
             title: sweep.experiment.title.clone(),
             progress: format!("{} of {} runs", sweep.runs.len(), sweep.runs_total),
             rows: pipeline_rows(&sweep),
+        });
+    }
+    if SingleIpSweep::is_singleip_dir(dir) {
+        let sweep = SingleIpSweep::open(dir).map_err(|e| e.to_string())?;
+        return Ok(ExperimentClaims {
+            title: sweep.experiment.title.clone(),
+            progress: format!(
+                "{} of {} points",
+                sweep.points.len(),
+                sweep.info.points_total
+            ),
+            rows: singleip_rows(&sweep),
         });
     }
     if !SweepDir::info_path(dir).exists() {
@@ -262,4 +274,37 @@ fn pipeline_rows(sweep: &PipelineSweep) -> Vec<ClaimRow> {
         });
     }
     rows
+}
+
+/// A single-IP sweep's rows: one per claim, judged by the single-IP kind's
+/// own checks across the repetitions' spread (the paper's values stand in
+/// its report).
+fn singleip_rows(sweep: &SingleIpSweep) -> Vec<ClaimRow> {
+    sweep
+        .experiment
+        .paper
+        .claims
+        .iter()
+        .map(|c| {
+            let (verdict, detail) = match connlab_lab::judge(sweep, &c.check) {
+                SingleIpVerdict::Holds(d) => (Verdict::Holds, d),
+                SingleIpVerdict::DoesNotHold(d) => (
+                    Verdict::DoesNotHold {
+                        median_holds: false,
+                    },
+                    d,
+                ),
+                SingleIpVerdict::CannotMeasure(d) => (Verdict::CannotMeasure(d.clone()), d),
+            };
+            ClaimRow {
+                source: c.source.clone(),
+                text: c.claim.clone(),
+                paper: c.paper.clone().unwrap_or_else(|| "shape only".into()),
+                ours: detail,
+                verdict,
+                reason: String::new(),
+                table: false,
+            }
+        })
+        .collect()
 }
