@@ -863,10 +863,7 @@ impl PeersDir {
 
     /// Writes `value` as JSON to `path` whole: a temporary file, then a rename.
     pub fn write_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
-        let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, text + "\n")?;
-        std::fs::rename(&tmp, path)
+        crate::results::write_json_whole(path, value, true).map_err(std::io::Error::other)
     }
 
     /// Reads a results directory; points not in the plan are left out.

@@ -248,7 +248,8 @@ impl SweepDir {
     }
 }
 
-fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, ResultsError> {
+/// Reads a JSON file of any results directory; errors name the file.
+pub(crate) fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, ResultsError> {
     let text = std::fs::read_to_string(path).map_err(|source| ResultsError::Io {
         path: path.display().to_string(),
         source,
@@ -260,6 +261,17 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, ResultsErro
 }
 
 fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), ResultsError> {
+    write_json_whole(path, value, true)
+}
+
+/// Writes `value` as JSON to `path` whole (a temporary file, then a rename),
+/// creating the parent directory; `pretty` indents it. Every results
+/// directory writes its files this way, so a file that exists is finished.
+pub(crate) fn write_json_whole<T: Serialize>(
+    path: &Path,
+    value: &T,
+    pretty: bool,
+) -> Result<(), ResultsError> {
     let io = |source| ResultsError::Io {
         path: path.display().to_string(),
         source,
@@ -267,7 +279,12 @@ fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), Results
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(io)?;
     }
-    let text = serde_json::to_string_pretty(value).map_err(|e| ResultsError::Format {
+    let text = if pretty {
+        serde_json::to_string_pretty(value)
+    } else {
+        serde_json::to_string(value)
+    }
+    .map_err(|e| ResultsError::Format {
         path: path.display().to_string(),
         message: e.to_string(),
     })?;

@@ -1383,31 +1383,26 @@ impl SingleIpSweep {
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, SingleIpError> {
-    let text = std::fs::read_to_string(path).map_err(|source| SingleIpError::Io {
-        path: path.display().to_string(),
-        source,
-    })?;
-    serde_json::from_str(&text).map_err(|e| SingleIpError::Format {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    })
+    Ok(crate::results::read_json(path)?)
 }
 
 fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), SingleIpError> {
-    let io = |source| SingleIpError::Io {
-        path: path.display().to_string(),
-        source,
-    };
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(io)?;
+    Ok(crate::results::write_json_whole(path, value, false)?)
+}
+
+impl From<crate::ResultsError> for SingleIpError {
+    fn from(e: crate::ResultsError) -> SingleIpError {
+        match e {
+            crate::ResultsError::Io { path, source } => SingleIpError::Io { path, source },
+            crate::ResultsError::Format { path, message } => {
+                SingleIpError::Format { path, message }
+            }
+            other => SingleIpError::Format {
+                path: String::new(),
+                message: other.to_string(),
+            },
+        }
     }
-    let text = serde_json::to_string(value).map_err(|e| SingleIpError::Format {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    })?;
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, text + "\n").map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
 }
 
 // ------------------------------------------------------------------ verdicts
