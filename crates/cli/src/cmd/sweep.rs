@@ -100,6 +100,11 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
         let suffix = if args.quick { "-quick" } else { "" };
         PathBuf::from("results").join(format!("{}{suffix}", experiment.name))
     });
+    // Children (nginx above all) resolve relative paths against their own
+    // directories, so every path handed to them starts from an absolute one.
+    let out = std::path::absolute(&out)
+        .with_context(|| format!("resolving {}", out.display()))
+        .map_err(Exit::usage)?;
     if args.dry_run {
         print_plan(&experiment, &plan, &out)?;
         return Ok(ExitCode::SUCCESS);
