@@ -48,6 +48,11 @@ pub enum ExperimentError {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Experiment {
+    /// The `kind` tag: `locality`, or `web` with a `[web]` section (see
+    /// [`ExperimentKind`](crate::ExperimentKind)); absent in older files.
+    /// Not written to `sweep.json`, whose format predates it.
+    #[serde(default, skip_serializing)]
+    pub kind: Option<crate::ExperimentKind>,
     /// Short name, used in file names (`locality-table3`).
     pub name: String,
     /// Title shown on the report.
@@ -777,6 +782,11 @@ impl Experiment {
 
     /// Parses and validates experiment text; `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<Experiment, ExperimentError> {
+        crate::kind::expect(
+            text,
+            origin,
+            &[crate::ExperimentKind::Locality, crate::ExperimentKind::Web],
+        )?;
         let mut exp: Experiment = toml::from_str(text).map_err(|e| ExperimentError::Parse {
             origin: origin.to_string(),
             message: e.to_string().trim_end().to_string(),
@@ -1891,7 +1901,10 @@ mod shipped {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "toml") {
                 let text = std::fs::read_to_string(&path).unwrap();
-                match crate::experiment_kind(&text).as_deref() {
+                match crate::ExperimentKind::of_text(&text, "x")
+                    .ok()
+                    .map(|k| k.name())
+                {
                     Some("suite") => {
                         crate::Suite::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
                         n += 1;
@@ -1910,7 +1923,9 @@ mod shipped {
                     }
                     _ => {}
                 }
-                if crate::PipelineExperiment::is_pipeline(&text) {
+                if crate::ExperimentKind::of_text(&text, "x").ok()
+                    == Some(crate::ExperimentKind::Pipeline)
+                {
                     let p = crate::PipelineExperiment::from_file(&path)
                         .unwrap_or_else(|e| panic!("{e}"));
                     let (quick, full) = (p.plan(true), p.plan(false));

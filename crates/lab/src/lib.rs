@@ -10,6 +10,7 @@
 //! job; this crate does no I/O beyond reading and writing those files.
 
 mod experiment;
+mod kind;
 mod peers;
 mod pipeline;
 mod results;
@@ -22,6 +23,7 @@ pub use experiment::{
     PaperClaim, PaperDerived, PaperProjection, PointParams, RateValue, RatioValue, ServerSection,
     SizeValue, TopologySection, Vary, WebSection, ENGINES, WEB_CONFIGS,
 };
+pub use kind::{same_measurement, AnyExperiment, ExperimentKind, KINDS};
 pub use peers::{
     Baseline, Bytes, Contender, PeerParams, PeerPoint, PeersDir, PeersError, PeersExperiment,
     PeersInfo, PeersQuick, PeersTag, Placement, PointSetup, Process, ProcessKind, Role, RoleCpu,
@@ -48,4 +50,4 @@ pub use singleip::{
     TransferResult, RTT_BYTES, SINGLEIP_POINT_SCHEMA, SINGLEIP_SWEEP_SCHEMA,
 };
 pub use singleip::{Bytes as SingleIpBytes, Placement as SingleIpPlacement};
-pub use suite::{experiment_kind, experiment_name, Suite, SuiteKind, SuitePaper, DEFAULT_SUITE};
+pub use suite::{experiment_name, Suite, SuiteKind, SuitePaper, DEFAULT_SUITE};

@@ -20,6 +20,7 @@
 //! Point ids are `<contender>-<body>B-rep<k>`, so a second run of the same
 //! sweep skips the points already written.
 
+use crate::ExperimentError;
 use connlab_os::Environment;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -525,15 +526,6 @@ impl PeerParams {
 }
 
 impl PeersExperiment {
-    /// Whether experiment text declares `kind = "peers"` (the sweep's and
-    /// report's dispatch test; the file is validated later).
-    pub fn is_peers(text: &str) -> bool {
-        toml::from_str::<toml::Table>(text)
-            .ok()
-            .and_then(|t| t.get("kind").and_then(|k| k.as_str().map(|s| s == "peers")))
-            .unwrap_or(false)
-    }
-
     /// Reads and validates an experiment file.
     pub fn from_file(path: &Path) -> Result<PeersExperiment, PeersError> {
         let text = std::fs::read_to_string(path).map_err(|source| PeersError::Read {
@@ -545,6 +537,23 @@ impl PeersExperiment {
 
     /// Parses and validates experiment text; `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<PeersExperiment, PeersError> {
+        crate::kind::expect(text, origin, &[crate::ExperimentKind::Peers]).map_err(
+            |e| match e {
+                ExperimentError::Read { path, source } => PeersError::Read { path, source },
+                ExperimentError::Parse { origin, message } => {
+                    PeersError::Syntax { origin, message }
+                }
+                ExperimentError::Invalid {
+                    origin,
+                    field,
+                    message,
+                } => PeersError::Field {
+                    origin,
+                    field,
+                    message,
+                },
+            },
+        )?;
         let de = toml::Deserializer::parse(text).map_err(|e| PeersError::Syntax {
             origin: origin.into(),
             message: e.to_string().trim_end().into(),
@@ -938,7 +947,10 @@ body_sizes = [128]
 
     #[test]
     fn parses_into_typed_values() {
-        assert!(PeersExperiment::is_peers(FILE));
+        assert_eq!(
+            crate::ExperimentKind::of_text(FILE, "t.toml").unwrap(),
+            crate::ExperimentKind::Peers
+        );
         let e = parse(FILE).unwrap();
         assert_eq!(e.workload.body_sizes, vec![Bytes(128), Bytes(10240)]);
         assert_eq!(e.workload.duration.0, Duration::from_secs(1));
@@ -1019,7 +1031,10 @@ mod shipped {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             let text = std::fs::read_to_string(&path).unwrap_or_default();
-            if path.extension().is_some_and(|e| e == "toml") && PeersExperiment::is_peers(&text) {
+            if path.extension().is_some_and(|e| e == "toml")
+                && crate::ExperimentKind::of_text(&text, "x")
+                    .is_ok_and(|k| k == crate::ExperimentKind::Peers)
+            {
                 let e = PeersExperiment::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
                 let (quick, full) = (e.plan(true), e.plan(false));
                 assert!(!quick.is_empty() && quick.len() <= full.len());

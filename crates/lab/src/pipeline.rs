@@ -23,6 +23,11 @@ pub const PIPELINE_SWEEP_SCHEMA: &str = "connlab.pipeline.sweep/1";
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PipelineExperiment {
+    /// The `kind = "pipeline"` tag (see [`ExperimentKind`](crate::ExperimentKind));
+    /// absent in older files. Not written to `pipeline.json`, whose format
+    /// predates it.
+    #[serde(default, skip_serializing)]
+    pub kind: Option<crate::ExperimentKind>,
     /// Short name (results directory, report title).
     pub name: String,
     /// One-line title.
@@ -320,11 +325,6 @@ impl PipelineRunParams {
 pub const PIPELINE_MODES: [&str; 2] = ["layer-parallel", "run-to-completion"];
 
 impl PipelineExperiment {
-    /// Whether `text` (TOML) is a pipeline experiment: it has a `[pipeline]` table.
-    pub fn is_pipeline(text: &str) -> bool {
-        toml::from_str::<toml::Table>(text).is_ok_and(|t| t.contains_key("pipeline"))
-    }
-
     /// Reads and validates a file.
     pub fn from_file(path: &Path) -> Result<PipelineExperiment, ExperimentError> {
         let text = std::fs::read_to_string(path).map_err(|source| ExperimentError::Read {
@@ -336,6 +336,7 @@ impl PipelineExperiment {
 
     /// Parses and validates; `origin` names the text in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<PipelineExperiment, ExperimentError> {
+        crate::kind::expect(text, origin, &[crate::ExperimentKind::Pipeline])?;
         let exp: PipelineExperiment = toml::from_str(text).map_err(|e| ExperimentError::Parse {
             origin: origin.to_string(),
             message: e.to_string().trim_end().to_string(),
@@ -1300,7 +1301,10 @@ expect_min = 0.85
     #[test]
     fn plans_layers_innermost_with_the_one_layer_baseline() {
         let e = PipelineExperiment::from_toml(FILE, "p.toml").unwrap();
-        assert!(PipelineExperiment::is_pipeline(FILE));
+        assert_eq!(
+            crate::ExperimentKind::of_text(FILE, "p.toml").unwrap(),
+            crate::ExperimentKind::Pipeline
+        );
         let plan = e.plan(false);
         assert_eq!(plan.len(), 2 * 2 * 2 * 3);
         assert_eq!(

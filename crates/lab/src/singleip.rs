@@ -744,16 +744,9 @@ impl SingleIpExperiment {
         Self::from_toml(&text, &path.display().to_string())
     }
 
-    /// True when the text names `kind = "singleip"` at the top level.
-    pub fn is_singleip(text: &str) -> bool {
-        toml::from_str::<toml::Table>(text)
-            .ok()
-            .and_then(|t| t.get("kind").and_then(|k| k.as_str().map(str::to_string)))
-            .is_some_and(|k| k == "singleip")
-    }
-
     /// Parses and validates; `origin` names the text in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<SingleIpExperiment, ExperimentError> {
+        crate::kind::expect(text, origin, &[crate::ExperimentKind::Singleip])?;
         let exp: SingleIpExperiment = toml::from_str(text).map_err(|e| ExperimentError::Parse {
             origin: origin.to_string(),
             message: e.to_string().trim_end().to_string(),
@@ -1273,8 +1266,7 @@ impl SingleIpSweep {
 
     /// True when `DIR` holds a single-IP sweep (its experiment file says so).
     pub fn is_singleip_dir(dir: &Path) -> bool {
-        std::fs::read_to_string(dir.join("experiment.toml"))
-            .is_ok_and(|t| SingleIpExperiment::is_singleip(&t))
+        crate::ExperimentKind::of_dir(dir).is_ok_and(|k| k == crate::ExperimentKind::Singleip)
     }
 
     /// Reads a directory.
@@ -1922,7 +1914,10 @@ check = { kind = "order", metric = "rtt_mean_us", lower = "io16k", higher = "nat
 
     #[test]
     fn parses_and_plans_with_stable_ids() {
-        assert!(SingleIpExperiment::is_singleip(FILE));
+        assert_eq!(
+            crate::ExperimentKind::of_text(FILE, "t.toml").unwrap(),
+            crate::ExperimentKind::Singleip
+        );
         let e = SingleIpExperiment::from_toml(FILE, "t.toml").unwrap();
         let plan = e.plan(false);
         assert_eq!(plan.len(), 2 * (2 + 2 + 2));
@@ -1980,7 +1975,6 @@ check = { kind = "order", metric = "rtt_mean_us", lower = "io16k", higher = "nat
             .unwrap_err()
             .to_string();
         assert!(err.contains("repetitions"), "{err}");
-        assert!(!SingleIpExperiment::is_singleip("name = \"x\""));
     }
 
     #[test]

@@ -86,6 +86,7 @@ impl Suite {
     /// Parses and checks suite text; `origin` names it in errors. Paths are
     /// not checked (see [`Suite::from_file`]).
     pub fn from_toml(text: &str, origin: &str) -> Result<Suite, ExperimentError> {
+        crate::kind::expect(text, origin, &[crate::ExperimentKind::Suite])?;
         let suite: Suite = toml::from_str(text).map_err(|e| ExperimentError::Parse {
             origin: origin.to_string(),
             message: e.to_string().trim_end().to_string(),
@@ -132,13 +133,6 @@ impl Suite {
             .flat_map(|p| p.experiments.iter().map(move |e| (p, self.base.join(e))))
             .collect()
     }
-}
-
-/// The top-level `kind` of an experiment file's text (`suite`, `singleip`,
-/// ...), if it names one; files without one are the original sweep kinds.
-pub fn experiment_kind(text: &str) -> Option<String> {
-    let table = toml::from_str::<toml::Table>(text).ok()?;
-    table.get("kind")?.as_str().map(str::to_string)
 }
 
 /// The experiment's `name` field as written in its file (every experiment

@@ -11,7 +11,9 @@ use crate::cmd::merge::merge_files;
 use crate::Exit;
 use anyhow::{anyhow, bail, Context};
 use clap::Args;
-use connlab_lab::{Experiment, PointParams, PointResult, SweepDir, SweepInfo, TopologyInfo};
+use connlab_lab::{
+    Experiment, ExperimentKind, PointParams, PointResult, SweepDir, SweepInfo, TopologyInfo,
+};
 use connlab_lab::{POINT_SCHEMA, SWEEP_SCHEMA};
 use connlab_os::netns::{Topology, TopologySpec};
 use connlab_os::{Environment, Shutdown};
@@ -70,7 +72,9 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("reading {}", args.file.display()))
         .map_err(Exit::usage)?;
-    if connlab_lab::SingleIpExperiment::is_singleip(&text) {
+    let kind = ExperimentKind::of_text(&text, &args.file.display().to_string())
+        .map_err(|e| Exit::usage(e.into()))?;
+    if kind == ExperimentKind::Singleip {
         return crate::cmd::sweep_singleip::run(
             &args.file,
             &text,
@@ -80,11 +84,18 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
             args.dry_run,
         );
     }
-    if connlab_lab::PeersExperiment::is_peers(&text) {
+    if kind == ExperimentKind::Peers {
         let (out, quick, fresh, dry) = (args.out, args.quick, args.fresh, args.dry_run);
         return crate::cmd::sweep_peers::run(&args.file, &text, out, quick, fresh, dry);
     }
-    if connlab_lab::PipelineExperiment::is_pipeline(&text) {
+    if kind == ExperimentKind::Suite {
+        return Err(Exit::usage(anyhow!(
+            "{}: a suite of experiment files (kind = \"suite\"); run it with `connlab reproduce --suite {}`",
+            args.file.display(),
+            args.file.display()
+        )));
+    }
+    if kind == ExperimentKind::Pipeline {
         return crate::cmd::sweep_pipeline::run(
             &args.file,
             &text,
@@ -572,11 +583,12 @@ fn prepare_dir(
         ))
     })?;
     let old_text = std::fs::read_to_string(SweepDir::experiment_path(out)).unwrap_or_default();
-    if old_text != text || earlier.quick != quick {
+    let same = connlab_lab::same_measurement(&old_text, text);
+    if !same || earlier.quick != quick {
         return Err(Exit::usage(anyhow!(
             "{} holds results of {} experiment file{}; use another --out, or --fresh to discard them",
             out.display(),
-            if old_text != text { "a different" } else { "the same" },
+            if same { "the same" } else { "a different" },
             if earlier.quick != quick {
                 if quick { " run without --quick" } else { " run with --quick" }
             } else {

@@ -360,11 +360,12 @@ fn prepare_dir(
             ))
         })?;
     let old = std::fs::read_to_string(out.join("experiment.toml")).unwrap_or_default();
-    if old != text || earlier.quick != quick {
+    let same = connlab_lab::same_measurement(&old, text);
+    if !same || earlier.quick != quick {
         return Err(Exit::usage(anyhow!(
             "{} holds results of {}; use another --out, or --fresh to discard them",
             out.display(),
-            if old != text {
+            if !same {
                 "a different experiment file"
             } else if quick {
                 "a run without --quick"
