@@ -2,7 +2,11 @@
 //! the result reproduces. Parsed from TOML with every error naming the file and
 //! the field; expanded by [`Experiment::plan`] into the points of a sweep.
 
-use connlab_measure::units::{parse_duration, parse_size_u32};
+use crate::values::{
+    parse_toml, ActivePolicy, Arrival, CpuSet, CpuShare, LinkRate, Protocol, Span, WebModel,
+    WebPolicy,
+};
+use connlab_measure::units::parse_size_u32;
 use connlab_measure::ActiveRatio;
 use connlab_server::EngineKind;
 use serde::{Deserialize, Serialize};
@@ -120,27 +124,27 @@ pub fn web_config(engine: &str) -> Result<(&str, Option<u32>), String> {
 pub struct WebSection {
     /// File-set model: paper, specweb96 or surge.
     #[serde(default = "default_model")]
-    pub model: String,
+    pub model: WebModel,
     /// Backend hosts (`web1` .. `webN`), 1 to 8.
     pub backends: u32,
     /// CPU quota of every backend, e.g. `25%` (`connlab cap`).
     #[serde(default = "default_backend_cpu")]
-    pub backend_cpu: String,
+    pub backend_cpu: CpuShare,
     /// Balancing policy of `nat` and `proxy`.
     #[serde(default = "default_policy")]
-    pub policy: String,
+    pub policy: WebPolicy,
 }
 
-fn default_model() -> String {
-    "paper".into()
+fn default_model() -> WebModel {
+    WebModel::Paper
 }
 
-fn default_backend_cpu() -> String {
-    "100%".into()
+fn default_backend_cpu() -> CpuShare {
+    CpuShare::full()
 }
 
-fn default_policy() -> String {
-    "ip-mod".into()
+fn default_policy() -> WebPolicy {
+    WebPolicy::IpMod
 }
 
 /// `[topology]`: one server host and K client hosts on one bridge.
@@ -154,7 +158,7 @@ pub struct TopologySection {
     pub client_hosts: u32,
     /// Rate limit of every host link, e.g. `1gbit`, `100mbit`, or `none`.
     #[serde(default)]
-    pub link_rate: Option<String>,
+    pub link_rate: Option<LinkRate>,
 }
 
 fn default_server_host() -> String {
@@ -167,12 +171,16 @@ fn default_server_host() -> String {
 pub struct ServerSection {
     /// Engines to measure, in report column order.
     pub engines: Vec<String>,
-    /// Wire format: `clb1` or `http`.
-    #[serde(default = "default_protocol")]
+    /// Wire format: `clb1` or `http` (checked as a [`Protocol`]; text
+    /// because the report prints it).
+    #[serde(
+        default = "default_protocol",
+        deserialize_with = "crate::values::checked::<Protocol, _>"
+    )]
     pub protocol: String,
     /// CPUs to pin the server to, e.g. `1`.
     #[serde(default)]
-    pub cpu: Option<String>,
+    pub cpu: Option<CpuSet>,
     /// Run the server with `--profile-poll` (time per polling call and per
     /// cycle in its statistics).
     #[serde(default)]
@@ -189,10 +197,10 @@ fn default_protocol() -> String {
 pub struct ClientSection {
     /// CPUs for each shard's writer (first) and reader (last), e.g. `0`.
     #[serde(default)]
-    pub cpu: Option<String>,
+    pub cpu: Option<CpuSet>,
     /// `fixed` (the paper) or `poisson`.
     #[serde(default)]
-    pub arrival: Option<String>,
+    pub arrival: Option<Arrival>,
     /// Seed of the active-set choice.
     #[serde(default)]
     pub seed: Option<u64>,
@@ -203,12 +211,12 @@ pub struct ClientSection {
     /// Time between launching the shards and their common start, e.g. `5s`;
     /// by default 2 s plus 1 s per 2,000 connections (connection set-up).
     #[serde(default)]
-    pub start_lead: Option<String>,
+    pub start_lead: Option<Span>,
     /// `fixed` (a seeded active set, the locality paper) or `rotating`
     /// (closed loop: the active ratio caps the requests outstanding and each
     /// goes to a random idle connection, the polling paper).
     #[serde(default)]
-    pub active_policy: Option<String>,
+    pub active_policy: Option<ActivePolicy>,
     /// Closed loop (`rates = ["max"]`): requests outstanding per active connection.
     #[serde(default)]
     pub depth: Option<u32>,
@@ -276,17 +284,17 @@ pub struct Matrix {
     /// Response size.
     pub response_size: SizeValue,
     /// Measured time per point, e.g. `10s`.
-    pub duration: String,
+    pub duration: Span,
     /// Warm-up per point, e.g. `1s`.
     #[serde(default = "default_warmup")]
-    pub warmup: String,
+    pub warmup: Span,
     /// Repetitions of the whole matrix.
     #[serde(default = "default_repetitions")]
     pub repetitions: u32,
 }
 
-fn default_warmup() -> String {
-    "1s".into()
+fn default_warmup() -> Span {
+    Span::from_secs(1)
 }
 
 fn default_repetitions() -> u32 {
@@ -304,9 +312,9 @@ pub struct MatrixOverride {
     /// Replaces `matrix.rates`.
     pub rates: Option<Vec<RateValue>>,
     /// Replaces `matrix.duration`.
-    pub duration: Option<String>,
+    pub duration: Option<Span>,
     /// Replaces `matrix.warmup`.
-    pub warmup: Option<String>,
+    pub warmup: Option<Span>,
     /// Replaces `matrix.repetitions`.
     pub repetitions: Option<u32>,
 }
@@ -787,10 +795,7 @@ impl Experiment {
             origin,
             &[crate::ExperimentKind::Locality, crate::ExperimentKind::Web],
         )?;
-        let mut exp: Experiment = toml::from_str(text).map_err(|e| ExperimentError::Parse {
-            origin: origin.to_string(),
-            message: e.to_string().trim_end().to_string(),
-        })?;
+        let mut exp: Experiment = parse_toml(text, origin)?;
         if let Some(p) = &mut exp.paper {
             for c in &mut p.claims {
                 if c.source.trim().is_empty() {
@@ -834,18 +839,15 @@ impl Experiment {
 
     /// The link rate in bits per second, `None` for unlimited.
     pub fn link_rate_bps(&self) -> Option<u64> {
-        self.topology
-            .link_rate
-            .as_deref()
-            .and_then(|r| parse_link_rate(r).ok().flatten())
+        self.topology.link_rate.as_ref().and_then(LinkRate::bps)
     }
 
     /// The lead between launching the shards and their common start for a
     /// point with `connections` in total.
     pub fn start_lead(&self, connections: u64) -> Duration {
-        match self.client.start_lead.as_deref().map(parse_duration) {
-            Some(Ok(d)) => d,
-            _ => Duration::from_secs(2) + Duration::from_secs_f64(connections as f64 / 2000.0),
+        match &self.client.start_lead {
+            Some(d) => d.get(),
+            None => Duration::from_secs(2) + Duration::from_secs_f64(connections as f64 / 2000.0),
         }
     }
 
@@ -864,9 +866,7 @@ impl Experiment {
         let duration = q.duration.as_ref().unwrap_or(&m.duration);
         let warmup = q.warmup.as_ref().unwrap_or(&m.warmup);
         let repetitions = q.repetitions.unwrap_or(m.repetitions);
-        // Validated in `validate`, so these parse.
-        let secs = |t: &str| parse_duration(t).map_or(0.0, |d| d.as_secs_f64());
-        let (duration_s, warmup_s) = (secs(duration), secs(warmup));
+        let (duration_s, warmup_s) = (duration.secs(), warmup.secs());
         let request = size_bytes(&m.request_size).unwrap_or(0);
         let response = size_bytes(&m.response_size).unwrap_or(0);
         let mut points = Vec::new();
@@ -935,9 +935,6 @@ impl Experiment {
                 format!("{}: between 1 and 32", self.topology.client_hosts),
             ));
         }
-        if let Some(rate) = &self.topology.link_rate {
-            parse_link_rate(rate).map_err(|m| bad("topology.link_rate", m))?;
-        }
         if self.server.engines.is_empty() {
             return Err(bad("server.engines", "name at least one engine".into()));
         }
@@ -972,37 +969,6 @@ impl Experiment {
                     format!("{}: between 1 and 8", w.backends),
                 ));
             }
-            connlab_os::cgroup::parse_share(&w.backend_cpu)
-                .map_err(|m| bad("web.backend_cpu", m))?;
-            if !matches!(w.model.as_str(), "paper" | "specweb96" | "surge") {
-                return Err(bad(
-                    "web.model",
-                    format!("{:?}: expected paper, specweb96 or surge", w.model),
-                ));
-            }
-            if !matches!(
-                w.policy.as_str(),
-                "ip-mod" | "source-hash" | "round-robin" | "least-connections" | "maglev"
-            ) {
-                return Err(bad(
-                    "web.policy",
-                    format!("{:?}: expected ip-mod, source-hash, round-robin, least-connections or maglev", w.policy),
-                ));
-            }
-        }
-        if !matches!(self.server.protocol.as_str(), "clb1" | "http") {
-            return Err(bad(
-                "server.protocol",
-                format!("{:?}: expected clb1 or http", self.server.protocol),
-            ));
-        }
-        if let Some(a) = &self.client.arrival {
-            if !matches!(a.as_str(), "fixed" | "poisson") {
-                return Err(bad(
-                    "client.arrival",
-                    format!("{a:?}: expected fixed or poisson"),
-                ));
-            }
         }
         if let Some(p) = self.client.writer_priority {
             if !(1..=99).contains(&p) {
@@ -1012,19 +978,7 @@ impl Experiment {
                 ));
             }
         }
-        if let Some(lead) = &self.client.start_lead {
-            parse_duration(lead).map_err(|m| bad("client.start_lead", m))?;
-        }
-        let rotating = match self.client.active_policy.as_deref() {
-            None | Some("fixed") => false,
-            Some("rotating") => true,
-            Some(other) => {
-                return Err(bad(
-                    "client.active_policy",
-                    format!("{other:?}: expected fixed or rotating"),
-                ))
-            }
-        };
+        let rotating = self.client.active_policy == Some(ActivePolicy::Rotating);
         if let Some(d) = self.client.depth {
             if d == 0 || (rotating && d != 1) {
                 return Err(bad(
@@ -1049,7 +1003,6 @@ impl Experiment {
             let ratios = over.active_ratios.as_ref().unwrap_or(&m.active_ratios);
             let rates = over.rates.as_ref().unwrap_or(&m.rates);
             let duration = over.duration.as_ref().unwrap_or(&m.duration);
-            let warmup = over.warmup.as_ref().unwrap_or(&m.warmup);
             let reps = over.repetitions.unwrap_or(m.repetitions);
             check_list(conns, &format!("{section}.connections"), origin, |c| {
                 if *c >= u64::from(self.topology.client_hosts) {
@@ -1081,14 +1034,12 @@ impl Experiment {
                     ));
                 }
             }
-            let d = parse_duration(duration).map_err(|e| bad(&format!("{section}.duration"), e))?;
-            if d.is_zero() {
+            if duration.get().is_zero() {
                 return Err(bad(
                     &format!("{section}.duration"),
                     "must be positive".into(),
                 ));
             }
-            parse_duration(warmup).map_err(|e| bad(&format!("{section}.warmup"), e))?;
             if reps == 0 {
                 return Err(bad(&format!("{section}.repetitions"), "at least 1".into()));
             }
@@ -1554,7 +1505,7 @@ duration = "1s"
         ) + "[web]\nbackends = 2\nbackend_cpu = \"25%\"\n";
         let e = Experiment::from_toml(&web, "w.toml").unwrap();
         assert_eq!(e.backend_hosts(), vec!["web1", "web2"]);
-        assert_eq!(e.web.as_ref().unwrap().policy, "ip-mod");
+        assert_eq!(e.web.as_ref().unwrap().policy, WebPolicy::IpMod);
         for (from, to, says) in [
             ("\"nat\"]", "\"kqueue\"]", "server.engines[1]"),
             ("backends = 2", "backends = 0", "web.backends"),

@@ -16,6 +16,7 @@ mod pipeline;
 mod results;
 mod singleip;
 mod suite;
+pub mod values;
 
 pub use experiment::{
     parse_link_rate, rate_label, web_config, ClaimShape, ClientSection, Compare, DerivedPick,

@@ -537,33 +537,21 @@ impl PeersExperiment {
 
     /// Parses and validates experiment text; `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<PeersExperiment, PeersError> {
-        crate::kind::expect(text, origin, &[crate::ExperimentKind::Peers]).map_err(
-            |e| match e {
-                ExperimentError::Read { path, source } => PeersError::Read { path, source },
-                ExperimentError::Parse { origin, message } => {
-                    PeersError::Syntax { origin, message }
-                }
-                ExperimentError::Invalid {
-                    origin,
-                    field,
-                    message,
-                } => PeersError::Field {
-                    origin,
-                    field,
-                    message,
-                },
+        let to_peers = |e: ExperimentError| match e {
+            ExperimentError::Read { path, source } => PeersError::Read { path, source },
+            ExperimentError::Parse { origin, message } => PeersError::Syntax { origin, message },
+            ExperimentError::Invalid {
+                origin,
+                field,
+                message,
+            } => PeersError::Field {
+                origin,
+                field,
+                message,
             },
-        )?;
-        let de = toml::Deserializer::parse(text).map_err(|e| PeersError::Syntax {
-            origin: origin.into(),
-            message: e.to_string().trim_end().into(),
-        })?;
-        let exp: PeersExperiment =
-            serde_path_to_error::deserialize(de).map_err(|e| PeersError::Field {
-                origin: origin.into(),
-                field: e.path().to_string(),
-                message: e.inner().message().trim().to_string(),
-            })?;
+        };
+        crate::kind::expect(text, origin, &[crate::ExperimentKind::Peers]).map_err(to_peers)?;
+        let exp: PeersExperiment = crate::values::parse_toml(text, origin).map_err(to_peers)?;
         exp.validate()
             .map_err(|(field, message)| PeersError::Field {
                 origin: origin.into(),

@@ -57,7 +57,7 @@ pub struct PipelineMatrix {
     /// stable numbers).
     pub messages: MessageCounts,
     /// `layer-parallel`, `run-to-completion`.
-    pub modes: Vec<String>,
+    pub modes: Vec<crate::values::PipelineMode>,
     /// Lines: `memory:800mbit`, `memory:unlimited`, `udp`.
     pub links: Vec<String>,
     /// Window of every layer, in PDUs (the library's default when absent).
@@ -337,10 +337,7 @@ impl PipelineExperiment {
     /// Parses and validates; `origin` names the text in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<PipelineExperiment, ExperimentError> {
         crate::kind::expect(text, origin, &[crate::ExperimentKind::Pipeline])?;
-        let exp: PipelineExperiment = toml::from_str(text).map_err(|e| ExperimentError::Parse {
-            origin: origin.to_string(),
-            message: e.to_string().trim_end().to_string(),
-        })?;
+        let exp: PipelineExperiment = crate::values::parse_toml(text, origin)?;
         let bad = |field: &str, message: String| ExperimentError::Invalid {
             origin: origin.to_string(),
             field: field.to_string(),
@@ -379,14 +376,6 @@ impl PipelineExperiment {
         }
         if m.modes.is_empty() {
             return Err(bad("pipeline.modes", "name at least one mode".into()));
-        }
-        for (i, mode) in m.modes.iter().enumerate() {
-            if !PIPELINE_MODES.contains(&mode.as_str()) {
-                return Err(bad(
-                    &format!("pipeline.modes[{i}]"),
-                    format!("{mode:?}: layer-parallel or run-to-completion"),
-                ));
-            }
         }
         if m.links.is_empty() {
             return Err(bad("pipeline.links", "name at least one line".into()));
@@ -480,7 +469,7 @@ impl PipelineExperiment {
                             for &l in &layers {
                                 plan.push(PipelineRunParams {
                                     link: *link,
-                                    mode: mode.clone(),
+                                    mode: mode.as_str().to_string(),
                                     message_size,
                                     layers: l,
                                     messages,

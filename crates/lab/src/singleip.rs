@@ -747,10 +747,7 @@ impl SingleIpExperiment {
     /// Parses and validates; `origin` names the text in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<SingleIpExperiment, ExperimentError> {
         crate::kind::expect(text, origin, &[crate::ExperimentKind::Singleip])?;
-        let exp: SingleIpExperiment = toml::from_str(text).map_err(|e| ExperimentError::Parse {
-            origin: origin.to_string(),
-            message: e.to_string().trim_end().to_string(),
-        })?;
+        let exp: SingleIpExperiment = crate::values::parse_toml(text, origin)?;
         let bad = |field: &str, message: String| ExperimentError::Invalid {
             origin: origin.to_string(),
             field: field.to_string(),

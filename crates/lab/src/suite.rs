@@ -87,10 +87,7 @@ impl Suite {
     /// not checked (see [`Suite::from_file`]).
     pub fn from_toml(text: &str, origin: &str) -> Result<Suite, ExperimentError> {
         crate::kind::expect(text, origin, &[crate::ExperimentKind::Suite])?;
-        let suite: Suite = toml::from_str(text).map_err(|e| ExperimentError::Parse {
-            origin: origin.to_string(),
-            message: e.to_string().trim_end().to_string(),
-        })?;
+        let suite: Suite = crate::values::parse_toml(text, origin)?;
         let bad = |field: String, message: String| ExperimentError::Invalid {
             origin: origin.to_string(),
             field,

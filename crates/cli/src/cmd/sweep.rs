@@ -142,7 +142,7 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
         experiment
             .topology
             .link_rate
-            .as_deref()
+            .as_ref()
             .map_or(String::new(), |r| format!(" with {r} links"))
     );
     let topology =
@@ -173,7 +173,11 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
             server_host: server_host.clone(),
             server_addr: server_ip.to_string(),
             client_hosts: clients.clone(),
-            link_rate: experiment.topology.link_rate.clone(),
+            link_rate: experiment
+                .topology
+                .link_rate
+                .as_ref()
+                .map(|r| r.to_string()),
             link_rate_bps: experiment.link_rate_bps(),
         },
     };
@@ -305,7 +309,7 @@ impl PointContext<'_> {
                     .stdout(Stdio::piped())
                     .stderr(log_file(&logs.join("server.log"))?);
                 if let Some(cpu) = &exp.server.cpu {
-                    cmd.args(["--cpu", cpu]);
+                    cmd.args(["--cpu", cpu.as_str()]);
                 }
                 if exp.server.profile_poll {
                     cmd.arg("--profile-poll");
@@ -355,10 +359,10 @@ impl PointContext<'_> {
                 .stdout(Stdio::null())
                 .stderr(log_file(&logs.join(format!("shard-{}.log", i + 1)))?);
             if let Some(cpu) = &exp.client.cpu {
-                cmd.args(["--cpu", cpu]);
+                cmd.args(["--cpu", cpu.as_str()]);
             }
-            if let Some(arrival) = &exp.client.arrival {
-                cmd.args(["--arrival", arrival]);
+            if let Some(arrival) = exp.client.arrival {
+                cmd.args(["--arrival", arrival.as_str()]);
             }
             if let Some(prio) = exp.client.writer_priority {
                 cmd.args(["--writer-priority", &prio.to_string()]);
@@ -366,8 +370,8 @@ impl PointContext<'_> {
             if let Some(seed) = exp.client.seed {
                 cmd.args(["--seed", &seed.to_string()]);
             }
-            if let Some(policy) = &exp.client.active_policy {
-                cmd.args(["--active-policy", policy]);
+            if let Some(policy) = exp.client.active_policy {
+                cmd.args(["--active-policy", policy.as_str()]);
             }
             if let Some(depth) = exp.client.depth {
                 cmd.args(["--depth", &depth.to_string()]);

@@ -39,7 +39,8 @@ pub(crate) fn prepare(exp: &Experiment, topo: &Topology, out: &Path) -> anyhow::
     }
     let www = out.join("www");
     if !www.join("manifest.csv").exists() {
-        let model: connlab_webset::Model = web.model.parse().map_err(|e: String| anyhow!(e))?;
+        let model: connlab_webset::Model =
+            web.model.as_str().parse().map_err(|e: String| anyhow!(e))?;
         connlab_webset::generate(model, &connlab_webset::ModelOptions::default())
             .write_files(&www)
             .map_err(|e| anyhow!("{e}"))?;
@@ -164,7 +165,7 @@ pub(crate) fn start(
         let mut cmd = Command::new("taskset");
         cmd.args(["-c", "0"])
             .arg(exe)
-            .args(["cap", "--cpu", &web.backend_cpu, "--name", b, "--"])
+            .args(["cap", "--cpu", web.backend_cpu.as_str(), "--name", b, "--"])
             .args(["ip", "netns", "exec", ns, "nginx", "-c"])
             .arg(&conf)
             .stdin(Stdio::null())
@@ -189,12 +190,12 @@ pub(crate) fn start(
     let vip = addr(topo, gw, VIP_PORT)?;
     side.target = vip;
     let mut cmd = topo.command(gw, "taskset").map_err(|e| anyhow!(e))?;
-    cmd.args(["-c", exp.server.cpu.as_deref().unwrap_or("1")]);
+    cmd.args(["-c", exp.server.cpu.as_ref().map_or("1", |c| c.as_str())]);
     match config {
         "nat" | "proxy" => {
             cmd.arg(exe)
                 .args(["gateway", "--mode", config, "--listen", &vip.to_string()])
-                .args(["--policy", &web.policy, "--stats"])
+                .args(["--policy", web.policy.as_str(), "--stats"])
                 .arg(&side.gateway_stats);
             for b in &pool {
                 cmd.args(["--backend", &b.to_string()]);
