@@ -14,6 +14,7 @@ mod kind;
 mod peers;
 mod pipeline;
 mod results;
+pub mod run;
 mod singleip;
 mod suite;
 pub mod values;

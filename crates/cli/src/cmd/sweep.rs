@@ -11,10 +11,11 @@ use crate::cmd::merge::merge_files;
 use crate::Exit;
 use anyhow::{anyhow, bail, Context};
 use clap::Args;
+use connlab_lab::run as lab_run;
+use connlab_lab::{AnyExperiment, POINT_SCHEMA, SWEEP_SCHEMA};
 use connlab_lab::{
     Experiment, ExperimentKind, PointParams, PointResult, SweepDir, SweepInfo, TopologyInfo,
 };
-use connlab_lab::{POINT_SCHEMA, SWEEP_SCHEMA};
 use connlab_os::netns::{Topology, TopologySpec};
 use connlab_os::{Environment, Shutdown};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -96,14 +97,7 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
         )));
     }
     if kind == ExperimentKind::Pipeline {
-        return crate::cmd::sweep_pipeline::run(
-            &args.file,
-            &text,
-            args.out,
-            args.quick,
-            args.fresh,
-            args.dry_run,
-        );
+        return run_in_lab(&args, text);
     }
     let experiment = Experiment::from_file(&args.file).map_err(|e| Exit::usage(e.into()))?;
     let plan = experiment.plan(args.quick);
@@ -260,6 +254,124 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Runs a kind whose runner lives in `connlab_lab::run`: the CLI's part is
+/// the dry-run listing, the progress display, the summary and the exit code.
+fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
+    let exp = AnyExperiment::from_text(&text, &args.file.display().to_string())
+        .map_err(|e| Exit::usage(e.into()))?;
+    lab_run::check(&exp, args.quick).map_err(|e| Exit::usage(anyhow!(e)))?;
+    let out = args.out.clone().unwrap_or_else(|| {
+        let suffix = if args.quick { "-quick" } else { "" };
+        PathBuf::from("results").join(format!("{}{suffix}", exp.name()))
+    });
+    if args.dry_run {
+        // Write errors (a closed pipe: `| head`) end the listing quietly.
+        use std::io::Write as _;
+        let ids = lab_run::plan(&exp, args.quick);
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(
+            stdout,
+            "{}: {} runs of the layer-parallel pipeline (results in {})",
+            exp.name(),
+            ids.len(),
+            out.display()
+        );
+        for id in &ids {
+            if writeln!(stdout, "  {id}").is_err() {
+                break;
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
+    let req = lab_run::SweepRequest {
+        text,
+        out,
+        quick: args.quick,
+        fresh: args.fresh,
+    };
+    let started = Instant::now();
+    let mut progress = CliProgress::default();
+    let outcome = lab_run::sweep(&exp, &req, &mut progress, &shutdown).map_err(|e| match e {
+        lab_run::RunError::Failed(_) => Exit::from(anyhow!(e)),
+        _ => Exit::usage(anyhow!(e)),
+    })?;
+    eprintln!(
+        "connlab sweep: {} of {} runs done in {:.0} s, {} failed or unverified; results in {}",
+        outcome.kept + outcome.measured,
+        outcome.total,
+        started.elapsed().as_secs_f64(),
+        outcome.failed.len(),
+        outcome.out.display()
+    );
+    eprintln!(
+        "next: connlab report {} -o report.html",
+        outcome.out.display()
+    );
+    if outcome.interrupted {
+        return Ok(ExitCode::from(130));
+    }
+    if !outcome.failed.is_empty() {
+        return Err(anyhow!("runs failed or unverified: {}", outcome.failed.join(", ")).into());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// [`lab_run::Progress`] on the terminal: a bar when standard error is one, a
+/// line per point otherwise.
+#[derive(Default)]
+struct CliProgress {
+    bar: Option<ProgressBar>,
+    total: usize,
+    done: usize,
+}
+
+impl lab_run::Progress for CliProgress {
+    fn note(&mut self, line: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(format!("connlab sweep: {line}")),
+            None => eprintln!("connlab sweep: {line}"),
+        }
+    }
+
+    fn begin(&mut self, total: usize, kept: usize) {
+        (self.total, self.done) = (total, kept);
+        self.bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new(total as u64);
+            bar.set_style(
+                ProgressStyle::with_template("{bar:30} {pos}/{len} points  {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            bar.set_position(kept as u64);
+            bar
+        });
+    }
+
+    fn start(&mut self, id: &str) {
+        match &self.bar {
+            Some(bar) => bar.set_message(id.to_string()),
+            None => eprint!("[{}/{}] {id} ... ", self.done + 1, self.total),
+        }
+    }
+
+    fn finish(&mut self, id: &str, took: Duration, what: &str) {
+        self.done += 1;
+        match &self.bar {
+            Some(bar) => {
+                bar.println(format!("  {id}: {what} ({:.1} s)", took.as_secs_f64()));
+                bar.inc(1);
+            }
+            None => eprintln!("{what}"),
+        }
+    }
+
+    fn end(&mut self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
 }
 
 /// What a point measures: `connlab serve`, or web backends behind the

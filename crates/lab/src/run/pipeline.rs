@@ -1,25 +1,24 @@
-//! The pipeline side of `connlab sweep` (experiment files with a
-//! `[pipeline]` section): every run of the plan in this process, one after
+//! The pipeline kind: every run of the plan in this process, one after
 //! another, `DIR/pipeline.json` and `DIR/runs.csv` rewritten after each, so
 //! an interrupted sweep keeps its runs and resumes from them.
 
-use crate::cmd::pipeline::stop_flag;
-use crate::cmd::sweep::unix_now;
-use crate::Exit;
-use anyhow::{anyhow, Context};
-use connlab_lab::{
+use super::{create_dir, stop_flag, unix_now, write_experiment, Progress, RunError};
+use super::{SweepOutcome, SweepRequest};
+use crate::values::PipelineMode;
+use crate::{
     capacity, projected_capacity, LinkSpec, PipelineExperiment, PipelineRunParams,
     PipelineRunRecord, PipelineSweep, PIPELINE_SWEEP_SCHEMA,
 };
 use connlab_os::{Environment, Shutdown};
 use connlab_pipeline::{LinkConfig, Mode, PipelineConfig};
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 /// The library configuration of one run.
-fn run_config(exp: &PipelineExperiment, p: &PipelineRunParams) -> anyhow::Result<PipelineConfig> {
+pub(crate) fn run_config(
+    exp: &PipelineExperiment,
+    p: &PipelineRunParams,
+) -> Result<PipelineConfig, String> {
     let m = &exp.pipeline;
     let defaults = PipelineConfig::default();
     let link = match p.link {
@@ -46,7 +45,7 @@ fn run_config(exp: &PipelineExperiment, p: &PipelineRunParams) -> anyhow::Result
     let cpu_map = match &m.cpu_map {
         Some(text) => Some(
             text.parse::<connlab_os::CpuList>()
-                .map_err(|e| anyhow!("pipeline.cpu_map {text:?}: {e}"))?
+                .map_err(|e| format!("pipeline.cpu_map {text:?}: {e}"))?
                 .cpus()
                 .to_vec(),
         ),
@@ -54,10 +53,10 @@ fn run_config(exp: &PipelineExperiment, p: &PipelineRunParams) -> anyhow::Result
     };
     let cfg = PipelineConfig {
         layers: p.layers as usize,
-        message_size: usize::try_from(p.message_size)?,
+        message_size: usize::try_from(p.message_size).map_err(|e| format!("{}: {e}", p.id()))?,
         messages: p.messages,
         window: m.window.unwrap_or(defaults.window),
-        mode: if p.mode == "run-to-completion" {
+        mode: if p.mode == PipelineMode::RunToCompletion.as_str() {
             Mode::RunToCompletion {
                 threads: m.rtc_threads,
             }
@@ -70,55 +69,28 @@ fn run_config(exp: &PipelineExperiment, p: &PipelineRunParams) -> anyhow::Result
         time_limit: Some(Duration::from_secs(600)),
         ..defaults
     };
-    cfg.validate().map_err(|e| anyhow!("{}: {e}", p.id()))?;
+    cfg.validate().map_err(|e| format!("{}: {e}", p.id()))?;
     Ok(cfg)
 }
 
-/// Runs a pipeline experiment (`connlab sweep FILE` when FILE has `[pipeline]`).
-pub(crate) fn run(
-    file: &Path,
-    text: &str,
-    out: Option<PathBuf>,
-    quick: bool,
-    fresh: bool,
-    dry_run: bool,
-) -> Result<ExitCode, Exit> {
-    let exp = PipelineExperiment::from_toml(text, &file.display().to_string())
-        .map_err(|e| Exit::usage(e.into()))?;
+/// Runs a pipeline experiment.
+pub(super) fn sweep(
+    exp: &PipelineExperiment,
+    req: &SweepRequest,
+    progress: &mut dyn Progress,
+    shutdown: &Shutdown,
+) -> Result<SweepOutcome, RunError> {
+    let (out, quick) = (&req.out, req.quick);
     let plan = exp.plan(quick);
-    for p in &plan {
-        run_config(&exp, p).map_err(Exit::usage)?;
-    }
-    let out = out.unwrap_or_else(|| {
-        let suffix = if quick { "-quick" } else { "" };
-        PathBuf::from("results").join(format!("{}{suffix}", exp.name))
-    });
-    if dry_run {
-        // Write errors (a closed pipe: `| head`) end the listing quietly.
-        use std::io::Write as _;
-        let mut stdout = std::io::stdout().lock();
-        let _ = writeln!(
-            stdout,
-            "{}: {} runs of the layer-parallel pipeline (results in {})",
-            exp.name,
-            plan.len(),
-            out.display()
-        );
-        for p in &plan {
-            if writeln!(stdout, "  {}", p.id()).is_err() {
-                break;
-            }
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    let earlier = if fresh {
+    super::check(&crate::AnyExperiment::Pipeline(exp.clone()), quick)?;
+    create_dir(out)?;
+    let earlier = if req.fresh {
         None
     } else {
-        match PipelineSweep::open(&out) {
+        match PipelineSweep::open(out) {
             Ok(s) if s.quick == quick => Some(s),
             Ok(_) => {
-                return Err(Exit::usage(anyhow!(
+                return Err(RunError::Input(format!(
                     "{} holds a {} sweep: pass --fresh to start over, or another --out",
                     out.display(),
                     if quick { "full" } else { "--quick" }
@@ -127,8 +99,7 @@ pub(crate) fn run(
             Err(_) => None,
         }
     };
-    std::fs::write(out.join("experiment.toml"), text)
-        .with_context(|| format!("writing {}/experiment.toml", out.display()))?;
+    write_experiment(out, &req.text)?;
     let mut sweep = PipelineSweep {
         schema: PIPELINE_SWEEP_SCHEMA.into(),
         experiment: exp.clone(),
@@ -147,8 +118,8 @@ pub(crate) fn run(
             .collect();
     }
     let kept = sweep.runs.len();
-    eprintln!(
-        "connlab sweep: {} ({} runs{}{}), results in {}",
+    progress.note(&format!(
+        "{} ({} runs{}{}), results in {}",
         exp.name,
         plan.len(),
         if quick { ", quick" } else { "" },
@@ -158,11 +129,16 @@ pub(crate) fn run(
             String::new()
         },
         out.display()
-    );
-    let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
+    ));
+    progress.begin(plan.len(), kept);
     let stop = stop_flag(shutdown);
-    let (mut failed, mut done) = (Vec::new(), kept);
-    let started = Instant::now();
+    let mut outcome = SweepOutcome {
+        out: out.clone(),
+        total: plan.len(),
+        kept,
+        ..SweepOutcome::default()
+    };
+    let save = |sweep: &PipelineSweep| sweep.save(out).map_err(|e| RunError::Failed(e.to_string()));
     for p in &plan {
         if sweep.run(p).is_some() {
             continue;
@@ -170,19 +146,20 @@ pub(crate) fn run(
         if stop.load(Relaxed) {
             break;
         }
-        let cfg = run_config(&exp, p).map_err(Exit::usage)?;
+        let cfg = run_config(exp, p).map_err(RunError::Input)?;
         let id = p.id();
-        eprint!("[{}/{}] {id} ... ", done + 1, plan.len());
+        progress.start(&id);
+        let began = Instant::now();
         let result = match connlab_pipeline::run(&cfg, &stop) {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("FAILED: {e}");
-                failed.push(id);
+                progress.finish(&id, began.elapsed(), &format!("FAILED: {e}"));
+                outcome.failed.push(id);
                 continue;
             }
         };
         if result.interrupted && stop.load(Relaxed) {
-            eprintln!("interrupted (not kept)");
+            progress.finish(&id, began.elapsed(), "interrupted (not kept)");
             break;
         }
         let base = if p.layers == 1 {
@@ -200,7 +177,7 @@ pub(crate) fn run(
             Ok((rc, eff)) => (Some(*rc), Some(*eff)),
             Err(_) => (None, None),
         };
-        eprintln!(
+        let what = format!(
             "{:.1} Mbit/s, efficiency {}; {}{}",
             result.throughput_mbit_s,
             eff.map_or("—".into(), |e| format!("{e:.2}")),
@@ -224,8 +201,9 @@ pub(crate) fn run(
                 )
             }
         );
+        progress.finish(&id, began.elapsed(), &what);
         if !result.verified {
-            failed.push(id.clone());
+            outcome.failed.push(id.clone());
         }
         sweep.runs.push(PipelineRunRecord {
             id,
@@ -241,24 +219,11 @@ pub(crate) fn run(
         sweep
             .runs
             .sort_by_key(|r| plan.iter().position(|q| *q == r.params));
-        sweep.save(&out).map_err(|e| anyhow!(e))?;
-        done += 1;
+        save(&sweep)?;
+        outcome.measured += 1;
     }
-    sweep.save(&out).map_err(|e| anyhow!(e))?;
-    eprintln!(
-        "connlab sweep: {} of {} runs done in {:.0} s, {} failed or unverified; results in {}",
-        sweep.runs.len(),
-        plan.len(),
-        started.elapsed().as_secs_f64(),
-        failed.len(),
-        out.display()
-    );
-    eprintln!("next: connlab report {} -o report.html", out.display());
-    if stop.load(Relaxed) {
-        return Ok(ExitCode::from(130));
-    }
-    if !failed.is_empty() {
-        return Err(anyhow!("runs failed or unverified: {}", failed.join(", ")).into());
-    }
-    Ok(ExitCode::SUCCESS)
+    save(&sweep)?;
+    progress.end();
+    outcome.interrupted = stop.load(Relaxed);
+    Ok(outcome)
 }

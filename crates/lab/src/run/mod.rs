@@ -1,0 +1,153 @@
+//! Running an experiment: the sweep every `connlab sweep` performs, kind by
+//! kind, with what all kinds share (the results directory, the resume check,
+//! progress, interruption). The CLI keeps the flags, draws [`Progress`] and
+//! maps a [`SweepOutcome`] or [`RunError`] to its exit code; nothing here
+//! prints.
+//!
+//! Kinds whose runner lives here: pipeline (in this process). The locality,
+//! web, single-IP and peers runners still live in `crates/cli` (they start
+//! child processes in network namespaces) and move here next; [`sweep`]
+//! answers [`RunError::NotHere`] for them.
+
+mod pipeline;
+
+use crate::{AnyExperiment, ExperimentKind};
+use connlab_os::Shutdown;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// What a sweep is asked to do.
+#[derive(Clone, Debug)]
+pub struct SweepRequest {
+    /// The experiment file's text as read (copied into the results directory).
+    pub text: String,
+    /// The results directory (absolute: child processes resolve paths from
+    /// their own directories).
+    pub out: PathBuf,
+    /// Run the `[quick]` matrix.
+    pub quick: bool,
+    /// Discard earlier results first.
+    pub fresh: bool,
+}
+
+/// How a sweep went.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SweepOutcome {
+    /// The results directory.
+    pub out: PathBuf,
+    /// Points (or runs) in the plan.
+    pub total: usize,
+    /// Points finished by an earlier sweep and kept.
+    pub kept: usize,
+    /// Points measured now.
+    pub measured: usize,
+    /// Ids of the points that failed (or whose results did not verify).
+    pub failed: Vec<String>,
+    /// The sweep stopped on a termination signal; running it again resumes.
+    pub interrupted: bool,
+}
+
+/// Why a sweep could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The experiment, the request or the results directory is unusable
+    /// (exit 2 in the CLI).
+    #[error("{0}")]
+    Input(String),
+    /// Running failed outside any one point (exit 1 in the CLI).
+    #[error("{0}")]
+    Failed(String),
+    /// This kind's runner is not in this crate yet.
+    #[error("{0} experiments are run by the connlab binary itself")]
+    NotHere(ExperimentKind),
+}
+
+/// Where a sweep reports what it does; the CLI draws it (a bar on a
+/// terminal, a line per point otherwise).
+pub trait Progress {
+    /// A line about the sweep as a whole (what runs, what was kept).
+    fn note(&mut self, line: &str);
+    /// The sweep starts: `total` points in the plan, `kept` of them done before.
+    fn begin(&mut self, total: usize, kept: usize);
+    /// A point starts.
+    fn start(&mut self, id: &str);
+    /// A point ended after `took`; `what` summarises its result or failure.
+    fn finish(&mut self, id: &str, took: Duration, what: &str);
+    /// The sweep ended (finished, failed or interrupted).
+    fn end(&mut self);
+}
+
+/// The points of an experiment's plan, by id, in run order.
+pub fn plan(exp: &AnyExperiment, quick: bool) -> Vec<String> {
+    match exp {
+        AnyExperiment::Locality(e) | AnyExperiment::Web(e) => {
+            e.plan(quick).iter().map(crate::PointParams::id).collect()
+        }
+        AnyExperiment::Pipeline(e) => e.plan(quick).iter().map(|p| p.id()).collect(),
+        AnyExperiment::Singleip(e) => e.plan(quick).iter().map(|p| p.id()).collect(),
+        AnyExperiment::Peers(e) => e.plan(quick).iter().map(crate::PeerParams::id).collect(),
+        AnyExperiment::Suite(_) => Vec::new(),
+    }
+}
+
+/// Checks what parsing cannot: that every point of the plan can be set up
+/// (a pipeline run's configuration). `connlab sweep --dry-run` calls it too.
+pub fn check(exp: &AnyExperiment, quick: bool) -> Result<(), RunError> {
+    if let AnyExperiment::Pipeline(e) = exp {
+        for p in &e.plan(quick) {
+            pipeline::run_config(e, p).map_err(RunError::Input)?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs an experiment's sweep into `req.out`, resuming what an earlier
+/// sweep of the same experiment finished there.
+pub fn sweep(
+    exp: &AnyExperiment,
+    req: &SweepRequest,
+    progress: &mut dyn Progress,
+    shutdown: &Shutdown,
+) -> Result<SweepOutcome, RunError> {
+    match exp {
+        AnyExperiment::Pipeline(e) => pipeline::sweep(e, req, progress, shutdown),
+        other => Err(RunError::NotHere(other.kind())),
+    }
+}
+
+/// Seconds since the Unix epoch, now.
+pub fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// A flag set once `shutdown` is requested, for code that polls a flag
+/// (the pipeline's threads).
+pub fn stop_flag(shutdown: &Shutdown) -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let shutdown = shutdown.clone();
+    std::thread::spawn(move || loop {
+        if shutdown.wait(Duration::from_millis(100)) {
+            flag.store(true, Relaxed);
+            return;
+        }
+    });
+    stop
+}
+
+/// Writes the experiment text into `DIR/experiment.toml`.
+pub(crate) fn write_experiment(out: &Path, text: &str) -> Result<(), RunError> {
+    let path = out.join("experiment.toml");
+    std::fs::write(&path, text)
+        .map_err(|e| RunError::Failed(format!("writing {}: {e}", path.display())))
+}
+
+/// Creates the results directory.
+pub(crate) fn create_dir(dir: &Path) -> Result<(), RunError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| RunError::Failed(format!("creating {}: {e}", dir.display())))
+}
