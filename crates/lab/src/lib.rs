@@ -6,8 +6,10 @@
 //! measurement, each with a stable id so an interrupted sweep resumes where it
 //! stopped. A sweep writes one directory ([`SweepDir`]): the experiment file, a
 //! [`SweepInfo`] and one [`PointResult`] per finished point; `connlab report`
-//! reads nothing else. Running the points (namespaces, processes) is the CLI's
-//! job; this crate does no I/O beyond reading and writing those files.
+//! reads nothing else. Every file names its kind ([`ExperimentKind`], read
+//! into an [`AnyExperiment`]) and holds typed values ([`values`]). [`run`]
+//! runs a sweep of the kinds whose runner is here (pipeline so far); the
+//! others still run from the CLI (namespaces, child processes).
 
 mod experiment;
 mod kind;
