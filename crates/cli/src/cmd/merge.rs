@@ -38,15 +38,7 @@ pub(crate) fn run(args: MergeArgs) -> Result<ExitCode, Exit> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Merges shard result files into one result (for `connlab sweep`).
+/// Merges shard result files into one result.
 pub(crate) fn merge_files(files: &[PathBuf]) -> anyhow::Result<LoadResult> {
-    let mut parts = Vec::new();
-    for path in files {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let result: LoadResult = serde_json::from_str(&text)
-            .with_context(|| format!("{}: not a connlab load result", path.display()))?;
-        parts.push((path.display().to_string(), result));
-    }
-    Ok(connlab_loadgen::merge(&parts)?)
+    connlab_lab::run::merge_files(files)
 }

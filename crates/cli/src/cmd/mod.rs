@@ -17,5 +17,4 @@ pub(crate) mod singleip_probe;
 pub(crate) mod sweep;
 pub(crate) mod sweep_peers;
 pub(crate) mod sweep_singleip;
-pub(crate) mod sweep_web;
 pub(crate) mod webset;

@@ -198,5 +198,5 @@ fn start_server(
     if let Some(cpu) = &args.server_cpu {
         cmd.args(["--cpu", &cpu.to_string()]);
     }
-    ServerChild::spawn(cmd)
+    Ok(ServerChild::spawn(cmd)?)
 }

@@ -4,12 +4,17 @@
 //! maps a [`SweepOutcome`] or [`RunError`] to its exit code; nothing here
 //! prints.
 //!
-//! Kinds whose runner lives here: pipeline (in this process). The locality,
-//! web, single-IP and peers runners still live in `crates/cli` (they start
-//! child processes in network namespaces) and move here next; [`sweep`]
-//! answers [`RunError::NotHere`] for them.
+//! Kinds whose runner lives here: locality and web (`locality.rs`,
+//! `web.rs`: child processes in network namespaces) and pipeline (in this
+//! process). The single-IP and peers runners still live in `crates/cli` and
+//! move here next; [`sweep`] answers [`RunError::NotHere`] for them.
 
+pub mod child;
+mod locality;
 mod pipeline;
+mod web;
+
+pub use locality::estimate;
 
 use crate::{AnyExperiment, ExperimentKind};
 use connlab_os::Shutdown;
@@ -30,6 +35,9 @@ pub struct SweepRequest {
     pub quick: bool,
     /// Discard earlier results first.
     pub fresh: bool,
+    /// The `connlab` binary the runners start as children (`serve`, `load`,
+    /// `gateway`, `cap`).
+    pub connlab: PathBuf,
 }
 
 /// How a sweep went.
@@ -47,6 +55,8 @@ pub struct SweepOutcome {
     pub failed: Vec<String>,
     /// The sweep stopped on a termination signal; running it again resumes.
     pub interrupted: bool,
+    /// Problems after the last point that cost no result (tearing down).
+    pub warnings: Vec<String>,
 }
 
 /// Why a sweep could not run.
@@ -64,6 +74,12 @@ pub enum RunError {
     NotHere(ExperimentKind),
 }
 
+impl From<anyhow::Error> for RunError {
+    fn from(e: anyhow::Error) -> RunError {
+        RunError::Failed(format!("{e:#}"))
+    }
+}
+
 /// Where a sweep reports what it does; the CLI draws it (a bar on a
 /// terminal, a line per point otherwise).
 pub trait Progress {
@@ -71,8 +87,9 @@ pub trait Progress {
     fn note(&mut self, line: &str);
     /// The sweep starts: `total` points in the plan, `kept` of them done before.
     fn begin(&mut self, total: usize, kept: usize);
-    /// A point starts.
-    fn start(&mut self, id: &str);
+    /// A point starts; `eta` is the estimated time left, when the kind
+    /// estimates one.
+    fn start(&mut self, id: &str, eta: Option<Duration>);
     /// A point ended after `took`; `what` summarises its result or failure.
     fn finish(&mut self, id: &str, took: Duration, what: &str);
     /// The sweep ended (finished, failed or interrupted).
@@ -95,6 +112,9 @@ pub fn plan(exp: &AnyExperiment, quick: bool) -> Vec<String> {
 /// Checks what parsing cannot: that every point of the plan can be set up
 /// (a pipeline run's configuration). `connlab sweep --dry-run` calls it too.
 pub fn check(exp: &AnyExperiment, quick: bool) -> Result<(), RunError> {
+    if let AnyExperiment::Locality(e) | AnyExperiment::Web(e) = exp {
+        locality::check_descriptors(e, &e.plan(quick))?;
+    }
     if let AnyExperiment::Pipeline(e) = exp {
         for p in &e.plan(quick) {
             pipeline::run_config(e, p).map_err(RunError::Input)?;
@@ -112,6 +132,9 @@ pub fn sweep(
     shutdown: &Shutdown,
 ) -> Result<SweepOutcome, RunError> {
     match exp {
+        AnyExperiment::Locality(e) | AnyExperiment::Web(e) => {
+            locality::sweep(e, req, progress, shutdown)
+        }
         AnyExperiment::Pipeline(e) => pipeline::sweep(e, req, progress, shutdown),
         other => Err(RunError::NotHere(other.kind())),
     }
@@ -137,6 +160,20 @@ pub fn stop_flag(shutdown: &Shutdown) -> Arc<AtomicBool> {
         }
     });
     stop
+}
+
+/// Merges shard result files into one result.
+pub fn merge_files(files: &[PathBuf]) -> anyhow::Result<connlab_loadgen::LoadResult> {
+    use anyhow::Context as _;
+    let mut parts = Vec::new();
+    for path in files {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let result: connlab_loadgen::LoadResult = serde_json::from_str(&text)
+            .with_context(|| format!("{}: not a connlab load result", path.display()))?;
+        parts.push((path.display().to_string(), result));
+    }
+    Ok(connlab_loadgen::merge(&parts)?)
 }
 
 /// Writes the experiment text into `DIR/experiment.toml`.

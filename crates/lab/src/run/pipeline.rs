@@ -148,7 +148,7 @@ pub(super) fn sweep(
         }
         let cfg = run_config(exp, p).map_err(RunError::Input)?;
         let id = p.id();
-        progress.start(&id);
+        progress.start(&id, None);
         let began = Instant::now();
         let result = match connlab_pipeline::run(&cfg, &stop) {
             Ok(r) => r,

@@ -1,12 +1,12 @@
-//! The web side of `connlab sweep` (experiments with a `[web]` section):
+//! The web kind's side of a sweep (experiments with a `[web]` section):
 //! nginx backends serving a file set, each under `connlab cap`, and the
 //! gateway configuration a point names (`direct`, `nat`, `proxy`,
 //! `haproxy`). Backend CPU is read from /proc for the processes of each
 //! backend's cgroup over the measured window.
 
-use crate::cmd::child::{die_with_parent, stop_child};
+use super::child::{die_with_parent, stop_child};
+use crate::Experiment;
 use anyhow::{anyhow, bail, Context};
-use connlab_lab::Experiment;
 use connlab_os::netns::Topology;
 use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -24,7 +24,7 @@ const VIP_PORT: u16 = 80;
 /// receive processing on its own CPU (backends 0, gateway 1), so that the
 /// backends' network-stack work counts in their CPU time whatever the
 /// gateway (a measured artefact otherwise: 29-36% instead of ~50%).
-pub(crate) fn prepare(exp: &Experiment, topo: &Topology, out: &Path) -> anyhow::Result<PathBuf> {
+pub(super) fn prepare(exp: &Experiment, topo: &Topology, out: &Path) -> anyhow::Result<PathBuf> {
     let web = exp
         .web
         .as_ref()
@@ -72,22 +72,22 @@ pub(crate) fn prepare(exp: &Experiment, topo: &Topology, out: &Path) -> anyhow::
 
 /// CPU use over a point's measured window, each a share of one CPU.
 #[derive(Debug, Default)]
-pub(crate) struct WindowCpu {
+pub(super) struct WindowCpu {
     /// Each backend's processes.
-    pub(crate) backends: Vec<f64>,
+    pub(super) backends: Vec<f64>,
     /// The gateway process, if there is one.
-    pub(crate) gateway: Option<f64>,
+    pub(super) gateway: Option<f64>,
     /// Each CPU's busy share (machine-wide, `/proc/stat`).
-    pub(crate) cpus: Vec<f64>,
+    pub(super) cpus: Vec<f64>,
 }
 
 /// The running backends and gateway of one point.
-pub(crate) struct WebSide {
+pub(super) struct WebSide {
     backends: Vec<Child>,
     gateway: Option<Child>,
     procs: Vec<PathBuf>,
     /// Where the clients send their requests.
-    pub(crate) target: SocketAddr,
+    pub(super) target: SocketAddr,
     gateway_stats: PathBuf,
 }
 
@@ -117,7 +117,7 @@ fn wait_listening(topo: &Topology, from: &str, target: SocketAddr) -> anyhow::Re
 
 /// Starts the backends and the gateway of configuration `config`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn start(
+pub(super) fn start(
     exp: &Experiment,
     topo: &Topology,
     exe: &Path,
@@ -139,7 +139,7 @@ pub(crate) fn start(
         gateway_stats: logs.join("gateway-stats.json"),
     };
     let hosts = exp.backend_hosts_of(config);
-    let config = connlab_lab::web_config(config).map_err(|m| anyhow!(m))?.0;
+    let config = crate::web_config(config).map_err(|m| anyhow!(m))?.0;
     let pool: Vec<SocketAddr> = hosts
         .iter()
         .map(|b| addr(topo, b, BACKEND_PORT))
@@ -256,7 +256,7 @@ impl WebSide {
     /// Samples each backend's CPU, the gateway process's and every CPU's
     /// busy share from `from` for `window`. Runs on its own thread while the
     /// shards run.
-    pub(crate) fn sampler(
+    pub(super) fn sampler(
         &self,
         from: SystemTime,
         window: Duration,
@@ -293,7 +293,7 @@ impl WebSide {
     }
 
     /// Stops the gateway, then the backends; returns the gateway's statistics.
-    pub(crate) fn stop(mut self) -> Option<serde_json::Value> {
+    pub(super) fn stop(mut self) -> Option<serde_json::Value> {
         let grace = Duration::from_secs(20);
         if let Some(g) = self.gateway.as_mut() {
             stop_child(g, libc::SIGINT, grace);
