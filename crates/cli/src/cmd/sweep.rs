@@ -1,7 +1,7 @@
 //! `connlab sweep`: runs an experiment file. The file's kind (its `kind`
 //! tag) picks the runner; the locality, web and pipeline runners live in
-//! `connlab_lab::run`, the single-IP and peers runners still here
-//! (`sweep_singleip.rs`, `sweep_peers.rs`). This file keeps the flags, the
+//! `connlab_lab::run` (locality, web, pipeline, peers), the single-IP
+//! runner still here (`sweep_singleip.rs`). This file keeps the flags, the
 //! dry-run listing, the progress display, the summary and the exit codes:
 //! 0 done, 1 points failed, 2 bad input, 130 interrupted (resume by running
 //! the same command again).
@@ -73,18 +73,15 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
             args.fresh,
             args.dry_run,
         ),
-        ExperimentKind::Peers => {
-            let (out, quick, fresh, dry) = (args.out, args.quick, args.fresh, args.dry_run);
-            crate::cmd::sweep_peers::run(&args.file, &text, out, quick, fresh, dry)
-        }
         ExperimentKind::Suite => Err(Exit::usage(anyhow!(
             "{}: a suite of experiment files (kind = \"suite\"); run it with `connlab reproduce --suite {}`",
             args.file.display(),
             args.file.display()
         ))),
-        ExperimentKind::Locality | ExperimentKind::Web | ExperimentKind::Pipeline => {
-            run_in_lab(&args, text)
-        }
+        ExperimentKind::Locality
+        | ExperimentKind::Web
+        | ExperimentKind::Pipeline
+        | ExperimentKind::Peers => run_in_lab(&args, text),
     }
 }
 
@@ -112,6 +109,7 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
     if args.dry_run {
         match points {
             Some(e) => print_plan(e, &e.plan(args.quick), &out)?,
+            None if exp.kind() == ExperimentKind::Peers => print_runs(&exp, args.quick, &out),
             None => {
                 lab_run::check(&exp, args.quick).map_err(|e| Exit::usage(anyhow!(e)))?;
                 print_runs(&exp, args.quick, &out);
@@ -120,7 +118,7 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
         return Ok(ExitCode::SUCCESS);
     }
     lab_run::check(&exp, args.quick).map_err(|e| Exit::usage(anyhow!(e)))?;
-    if points.is_some() {
+    if points.is_some() || exp.kind() == ExperimentKind::Peers {
         raise_limit();
     }
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
@@ -174,8 +172,12 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
             ExitCode::from(1)
         });
     }
+    let (unit, bad) = match exp.kind() {
+        ExperimentKind::Peers => ("points", "failed or with errors"),
+        _ => ("runs", "failed or unverified"),
+    };
     eprintln!(
-        "connlab sweep: {} of {} runs done in {:.0} s, {} failed or unverified; results in {}",
+        "connlab sweep: {} of {} {unit} done in {:.0} s, {} {bad}; results in {}",
         o.kept + o.measured,
         o.total,
         started.elapsed().as_secs_f64(),
@@ -190,23 +192,41 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
         return Ok(ExitCode::from(130));
     }
     if !o.failed.is_empty() {
-        return Err(anyhow!("runs failed or unverified: {}", o.failed.join(", ")).into());
+        let what = match exp.kind() {
+            ExperimentKind::Peers => "points failed or had errors",
+            _ => "runs failed or unverified",
+        };
+        return Err(anyhow!("{what}: {}", o.failed.join(", ")).into());
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Lists a pipeline plan on stdout; a closed pipe (`| head`) ends it quietly.
+/// Lists a pipeline or peers plan on stdout; a closed pipe (`| head`) ends
+/// it quietly.
 fn print_runs(exp: &AnyExperiment, quick: bool, out: &Path) {
     use std::io::Write as _;
     let ids = lab_run::plan(exp, quick);
     let mut stdout = std::io::stdout().lock();
-    let _ = writeln!(
-        stdout,
-        "{}: {} runs of the layer-parallel pipeline (results in {})",
-        exp.name(),
-        ids.len(),
-        out.display()
-    );
+    let _ = match exp {
+        AnyExperiment::Peers(e) => {
+            let duration = e.duration(quick).as_secs_f64();
+            writeln!(
+                stdout,
+                "{}: {} points of {duration:.0} s each, about {:.0} s in all (results in {})",
+                e.name,
+                ids.len(),
+                ids.len() as f64 * (duration + 1.5),
+                out.display()
+            )
+        }
+        _ => writeln!(
+            stdout,
+            "{}: {} runs of the layer-parallel pipeline (results in {})",
+            exp.name(),
+            ids.len(),
+            out.display()
+        ),
+    };
     for id in &ids {
         if writeln!(stdout, "  {id}").is_err() {
             break;

@@ -5,12 +5,14 @@
 //! prints.
 //!
 //! Kinds whose runner lives here: locality and web (`locality.rs`,
-//! `web.rs`: child processes in network namespaces) and pipeline (in this
-//! process). The single-IP and peers runners still live in `crates/cli` and
-//! move here next; [`sweep`] answers [`RunError::NotHere`] for them.
+//! `web.rs`: child processes in network namespaces), pipeline (in this
+//! process) and peers (`peers.rs`: processes on loopback). The single-IP
+//! runner still lives in `crates/cli` and moves here next; [`sweep`]
+//! answers [`RunError::NotHere`] for it.
 
 pub mod child;
 mod locality;
+mod peers;
 mod pipeline;
 mod web;
 
@@ -136,6 +138,7 @@ pub fn sweep(
             locality::sweep(e, req, progress, shutdown)
         }
         AnyExperiment::Pipeline(e) => pipeline::sweep(e, req, progress, shutdown),
+        AnyExperiment::Peers(e) => peers::sweep(e, req, progress, shutdown),
         other => Err(RunError::NotHere(other.kind())),
     }
 }

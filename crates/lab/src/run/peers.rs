@@ -1,5 +1,4 @@
-//! The peers side of `connlab sweep` (experiment files with `kind =
-//! "peers"`): connlab's processes against nginx, HAProxy and wrk on
+//! The peers kind (`kind = "peers"`): connlab's processes against nginx, HAProxy and wrk on
 //! loopback. For every point it starts the server, then the gateway if any,
 //! each pinned to its CPU (`sched_setaffinity` before exec), checks that one
 //! request gets a 200 through the whole chain, runs the client, and charges
@@ -9,15 +8,13 @@
 //! JSON file per point, written whole; every child is stopped on every exit
 //! path (a guard per process, and the kernel's parent-death signal).
 
-use crate::cmd::child::die_with_parent;
-use crate::cmd::pipeline::stop_flag;
-use crate::cmd::sweep::unix_now;
-use crate::Exit;
-use anyhow::{anyhow, bail, Context};
-use connlab_lab::{
+use super::child::die_with_parent;
+use super::{stop_flag, unix_now, Progress, RunError, SweepOutcome, SweepRequest};
+use crate::{
     PeerParams, PeerPoint, PeersDir, PeersExperiment, PeersInfo, PointSetup, Process, ProcessKind,
     Role, RoleCpu, PEERS_SWEEP_SCHEMA, PEER_POINT_SCHEMA,
 };
+use anyhow::{anyhow, bail, Context};
 use connlab_os::{Environment, Shutdown};
 use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
@@ -26,7 +23,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
@@ -37,43 +34,18 @@ const GRACE: Duration = Duration::from_secs(5);
 /// How long past its duration a client may run before it is killed.
 const CLIENT_SLACK: Duration = Duration::from_secs(60);
 
-/// Runs a peers experiment (`connlab sweep FILE` when FILE has `kind = "peers"`).
-pub(crate) fn run(
-    file: &Path,
-    text: &str,
-    out: Option<PathBuf>,
-    quick: bool,
-    fresh: bool,
-    dry_run: bool,
-) -> Result<ExitCode, Exit> {
-    let exp = PeersExperiment::from_toml(text, &file.display().to_string())
-        .map_err(|e| Exit::usage(e.into()))?;
+/// Runs a peers experiment.
+pub(super) fn sweep(
+    exp: &PeersExperiment,
+    req: &SweepRequest,
+    progress: &mut dyn Progress,
+    shutdown: &Shutdown,
+) -> Result<SweepOutcome, RunError> {
+    let (out, quick) = (&req.out, req.quick);
     let plan = exp.plan(quick);
-    let out = out.unwrap_or_else(|| {
-        let suffix = if quick { "-quick" } else { "" };
-        PathBuf::from("results").join(format!("{}{suffix}", exp.name))
-    });
     let duration = exp.duration(quick);
-    if dry_run {
-        let mut stdout = std::io::stdout().lock();
-        let _ = writeln!(
-            stdout,
-            "{}: {} points of {:.0} s each, about {:.0} s in all (results in {})",
-            exp.name,
-            plan.len(),
-            duration.as_secs_f64(),
-            plan.len() as f64 * (duration.as_secs_f64() + 1.5),
-            out.display()
-        );
-        for p in &plan {
-            if writeln!(stdout, "  {}", p.id()).is_err() {
-                break;
-            }
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-    let peer_versions = check_programs(&exp).map_err(Exit::usage)?;
-    let earlier = prepare_dir(&out, text, quick, fresh)?;
+    let peer_versions = check_programs(exp).map_err(|e| RunError::Input(format!("{e:#}")))?;
+    let earlier = prepare_dir(out, &req.text, quick, req.fresh)?;
     let info = PeersInfo {
         schema: PEERS_SWEEP_SCHEMA.into(),
         experiment: exp.clone(),
@@ -83,20 +55,18 @@ pub(crate) fn run(
         started_unix_s: earlier.unwrap_or_else(unix_now),
         points_total: plan.len(),
     };
-    PeersDir::write_json(&PeersDir::info_path(&out), &info)
-        .with_context(|| format!("writing {}", PeersDir::info_path(&out).display()))?;
-    crate::cmd::load::raise_limit();
+    PeersDir::write_json(&PeersDir::info_path(out), &info)
+        .with_context(|| format!("writing {}", PeersDir::info_path(out).display()))?;
     become_subreaper();
-    let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let stop = stop_flag(shutdown);
-    let exe = std::env::current_exe().context("locating the connlab binary")?;
-    let www = WwwDir::create(&exp, quick)?;
+    let exe = req.connlab.clone();
+    let www = WwwDir::create(exp, quick)?;
     let done_before = plan
         .iter()
-        .filter(|p| PeersDir::point_path(&out, &p.id()).exists())
+        .filter(|p| PeersDir::point_path(out, &p.id()).exists())
         .count();
-    eprintln!(
-        "connlab sweep: {} ({} points{}{}), results in {}",
+    progress.note(&format!(
+        "{} ({} points{}{}), results in {}",
         exp.name,
         plan.len(),
         if quick { ", quick" } else { "" },
@@ -106,21 +76,27 @@ pub(crate) fn run(
             String::new()
         },
         out.display()
-    );
-    let started = Instant::now();
-    let (mut done, mut failed) = (done_before, Vec::new());
+    ));
+    progress.begin(plan.len(), done_before);
+    let mut outcome = SweepOutcome {
+        out: out.clone(),
+        total: plan.len(),
+        kept: done_before,
+        ..SweepOutcome::default()
+    };
     for p in &plan {
         let id = p.id();
-        let path = PeersDir::point_path(&out, &id);
+        let path = PeersDir::point_path(out, &id);
         if path.exists() {
             continue;
         }
         if stop.load(Relaxed) {
             break;
         }
-        eprint!("[{}/{}] {id} ... ", done + 1, plan.len());
+        progress.start(&id, None);
+        let began = Instant::now();
         let ctx = PointCtx {
-            exp: &exp,
+            exp,
             exe: &exe,
             tmp: &www.path,
             logs: out.join("logs").join(&id),
@@ -129,7 +105,7 @@ pub(crate) fn run(
         };
         match run_point(&ctx, p) {
             Ok(Some(point)) => {
-                eprintln!(
+                let what = format!(
                     "{:.0} req/s, {:.0} requests per {} CPU s{}",
                     point.requests_per_s,
                     point.requests_per_cpu_s,
@@ -140,38 +116,27 @@ pub(crate) fn run(
                         String::new()
                     }
                 );
+                progress.finish(&id, began.elapsed(), &what);
                 if point.errors > 0 {
-                    failed.push(id.clone());
+                    outcome.failed.push(id.clone());
                 }
                 PeersDir::write_json(&path, &point)
                     .with_context(|| format!("writing {}", path.display()))?;
-                done += 1;
+                outcome.measured += 1;
             }
             Ok(None) => {
-                eprintln!("interrupted (not kept)");
+                progress.finish(&id, began.elapsed(), "interrupted (not kept)");
                 break;
             }
             Err(e) => {
-                eprintln!("FAILED: {e:#}");
-                failed.push(id);
+                progress.finish(&id, began.elapsed(), &format!("FAILED: {e:#}"));
+                outcome.failed.push(id);
             }
         }
     }
-    eprintln!(
-        "connlab sweep: {done} of {} points done in {:.0} s, {} failed or with errors; results in {}",
-        plan.len(),
-        started.elapsed().as_secs_f64(),
-        failed.len(),
-        out.display()
-    );
-    eprintln!("next: connlab report {} -o report.html", out.display());
-    if stop.load(Relaxed) {
-        return Ok(ExitCode::from(130));
-    }
-    if !failed.is_empty() {
-        return Err(anyhow!("points failed or had errors: {}", failed.join(", ")).into());
-    }
-    Ok(ExitCode::SUCCESS)
+    progress.end();
+    outcome.interrupted = stop.load(Relaxed);
+    Ok(outcome)
 }
 
 /// Makes this process the reaper of its orphaned descendants (an nginx
@@ -219,7 +184,7 @@ fn check_programs(exp: &PeersExperiment) -> anyhow::Result<Vec<(String, String)>
 }
 
 /// Creates the results directory; returns when an earlier sweep there started.
-fn prepare_dir(out: &Path, text: &str, quick: bool, fresh: bool) -> Result<Option<f64>, Exit> {
+fn prepare_dir(out: &Path, text: &str, quick: bool, fresh: bool) -> Result<Option<f64>, RunError> {
     let points = out.join("points");
     if fresh {
         for sub in ["points", "logs"] {
@@ -237,7 +202,7 @@ fn prepare_dir(out: &Path, text: &str, quick: bool, fresh: bool) -> Result<Optio
             .with_context(|| format!("reading {}", info.display()))?;
         let old: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
         if old["quick"].as_bool() != Some(quick) {
-            return Err(Exit::usage(anyhow!(
+            return Err(RunError::Input(format!(
                 "{} holds a {} sweep: pass --fresh to start over, or another --out",
                 out.display(),
                 if quick { "full" } else { "--quick" }
