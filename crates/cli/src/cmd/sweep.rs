@@ -1,7 +1,6 @@
 //! `connlab sweep`: runs an experiment file. The file's kind (its `kind`
 //! tag) picks the runner; the locality, web and pipeline runners live in
-//! `connlab_lab::run` (locality, web, pipeline, peers), the single-IP
-//! runner still here (`sweep_singleip.rs`). This file keeps the flags, the
+//! `connlab_lab::run`. This file keeps the flags, the
 //! dry-run listing, the progress display, the summary and the exit codes:
 //! 0 done, 1 points failed, 2 bad input, 130 interrupted (resume by running
 //! the same command again).
@@ -65,14 +64,6 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
     let kind = ExperimentKind::of_text(&text, &args.file.display().to_string())
         .map_err(|e| Exit::usage(e.into()))?;
     match kind {
-        ExperimentKind::Singleip => crate::cmd::sweep_singleip::run(
-            &args.file,
-            &text,
-            args.out,
-            args.quick,
-            args.fresh,
-            args.dry_run,
-        ),
         ExperimentKind::Suite => Err(Exit::usage(anyhow!(
             "{}: a suite of experiment files (kind = \"suite\"); run it with `connlab reproduce --suite {}`",
             args.file.display(),
@@ -81,6 +72,7 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
         ExperimentKind::Locality
         | ExperimentKind::Web
         | ExperimentKind::Pipeline
+        | ExperimentKind::Singleip
         | ExperimentKind::Peers => run_in_lab(&args, text),
     }
 }
@@ -130,8 +122,13 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
         connlab: std::env::current_exe().context("locating the connlab binary")?,
     };
     let started = Instant::now();
+    let singleip = exp.kind() == ExperimentKind::Singleip;
     let mut progress = CliProgress {
-        points: points.is_some(),
+        style: match exp.kind() {
+            ExperimentKind::Locality | ExperimentKind::Web => Lines::Points,
+            ExperimentKind::Singleip => Lines::Results,
+            _ => Lines::Runs,
+        },
         ..CliProgress::default()
     };
     let outcome = lab_run::sweep(&exp, &req, &mut progress, &shutdown).map_err(|e| match e {
@@ -139,7 +136,12 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
         _ => Exit::usage(anyhow!(e)),
     })?;
     let o = &outcome;
-    if points.is_some() {
+    if singleip && o.kept == o.total && o.failed.is_empty() && !o.interrupted {
+        // Nothing was left to run.
+        eprintln!("next: connlab report {} -o report.html", o.out.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    if points.is_some() || singleip {
         eprintln!(
             "connlab sweep: {} of {} points done ({} measured now, {} kept), {} failed; results in {}",
             o.kept + o.measured,
@@ -152,7 +154,7 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
         for w in &o.warnings {
             eprintln!("connlab sweep: warning: {w}");
         }
-        for id in &o.failed {
+        for id in o.failed.iter().filter(|_| !singleip) {
             eprintln!(
                 "  failed: {id} (see {})",
                 SweepDir::log_dir(&o.out, id).display()
@@ -208,6 +210,13 @@ fn print_runs(exp: &AnyExperiment, quick: bool, out: &Path) {
     let ids = lab_run::plan(exp, quick);
     let mut stdout = std::io::stdout().lock();
     let _ = match exp {
+        AnyExperiment::Singleip(e) => writeln!(
+            stdout,
+            "{}: {} points (results in {})",
+            e.name,
+            ids.len(),
+            out.display()
+        ),
         AnyExperiment::Peers(e) => {
             let duration = e.duration(quick).as_secs_f64();
             writeln!(
@@ -276,11 +285,21 @@ fn human(d: Duration) -> String {
 #[derive(Default)]
 struct CliProgress {
     bar: Option<ProgressBar>,
-    /// Point-kind lines (`[i/n] id  (eta ...)`, then `  id: what (t s)`),
-    /// else run lines (`[i/n] id ... what`).
-    points: bool,
+    style: Lines,
     total: usize,
     done: usize,
+}
+
+/// The lines a kind prints per point when standard error is no terminal.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+enum Lines {
+    /// `[i/n] id ... what` (pipeline, peers).
+    #[default]
+    Runs,
+    /// `[i/n] id  (eta ...)`, then `  id: what (t s)` (locality, web).
+    Points,
+    /// `[i/n] id: what` when a point ends (single-IP: points run in groups).
+    Results,
 }
 
 impl lab_run::Progress for CliProgress {
@@ -309,23 +328,28 @@ impl lab_run::Progress for CliProgress {
             Some(eta) => format!("{id}  (eta {})", human(eta)),
             None => id.to_string(),
         };
-        match &self.bar {
-            Some(bar) => bar.set_message(msg),
-            None if self.points => eprintln!("[{}/{}] {msg}", self.done + 1, self.total),
-            None => eprint!("[{}/{}] {msg} ... ", self.done + 1, self.total),
+        match (&self.bar, self.style) {
+            (Some(bar), _) => bar.set_message(msg),
+            (None, Lines::Points) => eprintln!("[{}/{}] {msg}", self.done + 1, self.total),
+            (None, Lines::Runs) => eprint!("[{}/{}] {msg} ... ", self.done + 1, self.total),
+            (None, Lines::Results) => {}
         }
     }
 
     fn finish(&mut self, id: &str, took: Duration, what: &str) {
         self.done += 1;
-        let line = format!("  {id}: {what} ({:.1} s)", took.as_secs_f64());
-        match &self.bar {
-            Some(bar) => {
+        let line = match self.style {
+            Lines::Results => format!("  {id}: {what}"),
+            _ => format!("  {id}: {what} ({:.1} s)", took.as_secs_f64()),
+        };
+        match (&self.bar, self.style) {
+            (Some(bar), _) => {
                 bar.println(line);
                 bar.inc(1);
             }
-            None if self.points => eprintln!("{line}"),
-            None => eprintln!("{what}"),
+            (None, Lines::Points) => eprintln!("{line}"),
+            (None, Lines::Runs) => eprintln!("{what}"),
+            (None, Lines::Results) => eprintln!("[{}/{}] {id}: {what}", self.done, self.total),
         }
     }
 
@@ -334,9 +358,4 @@ impl lab_run::Progress for CliProgress {
             bar.finish_and_clear();
         }
     }
-}
-
-/// Seconds since the Unix epoch, now.
-pub(crate) fn unix_now() -> f64 {
-    lab_run::unix_now()
 }

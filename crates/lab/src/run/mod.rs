@@ -4,16 +4,17 @@
 //! maps a [`SweepOutcome`] or [`RunError`] to its exit code; nothing here
 //! prints.
 //!
-//! Kinds whose runner lives here: locality and web (`locality.rs`,
-//! `web.rs`: child processes in network namespaces), pipeline (in this
-//! process) and peers (`peers.rs`: processes on loopback). The single-IP
-//! runner still lives in `crates/cli` and moves here next; [`sweep`]
-//! answers [`RunError::NotHere`] for it.
+//! One runner per kind: `locality.rs` with `web.rs` (child processes in
+//! network namespaces), `pipeline.rs` (in this process), `singleip.rs`
+//! (namespaces and the user-space link emulator) and `peers.rs` (processes
+//! on loopback); `child.rs` starts, signals and stops child processes. A
+//! suite is no sweep: [`sweep`] answers [`RunError::NotHere`] for it.
 
 pub mod child;
 mod locality;
 mod peers;
 mod pipeline;
+mod singleip;
 mod web;
 
 pub use locality::estimate;
@@ -71,8 +72,8 @@ pub enum RunError {
     /// Running failed outside any one point (exit 1 in the CLI).
     #[error("{0}")]
     Failed(String),
-    /// This kind's runner is not in this crate yet.
-    #[error("{0} experiments are run by the connlab binary itself")]
+    /// This kind is not a sweep (a suite: `connlab reproduce` runs it).
+    #[error("a {0} file is not a sweep")]
     NotHere(ExperimentKind),
 }
 
@@ -139,6 +140,7 @@ pub fn sweep(
         }
         AnyExperiment::Pipeline(e) => pipeline::sweep(e, req, progress, shutdown),
         AnyExperiment::Peers(e) => peers::sweep(e, req, progress, shutdown),
+        AnyExperiment::Singleip(e) => singleip::sweep(e, req, progress, shutdown),
         other => Err(RunError::NotHere(other.kind())),
     }
 }

@@ -1,5 +1,4 @@
-//! The single-IP side of `connlab sweep` (experiment files with
-//! `kind = "singleip"`): the SAPS paper's RTT, bandwidth and contention
+//! The single-IP kind (`kind = "singleip"`): the SAPS paper's RTT, bandwidth and contention
 //! experiments against the I/O server (send limit on and off), nftables NAT
 //! and HAProxy, in network namespaces:
 //!
@@ -21,15 +20,14 @@
 //! dies); the namespaces go with their guards, and a killed run's are swept
 //! by the next one.
 
-use crate::cmd::sweep::unix_now;
-use crate::Exit;
-use anyhow::{anyhow, bail, Context};
-use connlab_lab::{
+use super::{unix_now, Progress, RunError, SweepOutcome, SweepRequest};
+use crate::{
     analyse_contention, bytes_label, fmt_num, summarise_rtt, transfer_result, Bottleneck,
     ContentionSetup, CpuUse, ExpKind, LinkInfo, PlacementInfo, ProbeRtt, ProbeTransfer,
     SingleIpExperiment, SingleIpPoint, SingleIpRecord, SingleIpSweep, SingleIpSweepInfo, System,
     SINGLEIP_POINT_SCHEMA, SINGLEIP_SWEEP_SCHEMA,
 };
+use anyhow::{anyhow, bail, Context};
 use connlab_linkem::lab::{Lab, LabSpec};
 use connlab_os::netns::{add_bridge, delete_namespaces, ip, run_in_namespace, wait_for_carrier};
 use connlab_os::{Environment, Shutdown};
@@ -39,7 +37,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The cluster address clients connect to.
@@ -62,51 +60,26 @@ fn node_addr(j: usize) -> String {
 }
 
 /// Runs a single-IP experiment.
-pub(crate) fn run(
-    file: &Path,
-    text: &str,
-    out: Option<PathBuf>,
-    quick: bool,
-    fresh: bool,
-    dry_run: bool,
-) -> Result<ExitCode, Exit> {
-    let exp = SingleIpExperiment::from_toml(text, &file.display().to_string())
-        .map_err(|e| Exit::usage(e.into()))?;
+pub(super) fn sweep(
+    exp: &SingleIpExperiment,
+    req: &SweepRequest,
+    progress: &mut dyn Progress,
+    shutdown: &Shutdown,
+) -> Result<SweepOutcome, RunError> {
+    let (out, quick, text) = (&req.out, req.quick, &req.text);
     let eff = exp.effective(quick);
     let plan = exp.plan(quick);
-    let out = out.unwrap_or_else(|| {
-        let suffix = if quick { "-quick" } else { "" };
-        PathBuf::from("results").join(format!("{}{suffix}", exp.name))
-    });
-    if dry_run {
-        use std::io::Write as _;
-        let mut stdout = std::io::stdout().lock();
-        let _ = writeln!(
-            stdout,
-            "{}: {} points (results in {})",
-            exp.name,
-            plan.len(),
-            out.display()
-        );
-        for p in &plan {
-            if writeln!(stdout, "  {}", p.id()).is_err() {
-                break;
-            }
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-    connlab_os::netns::require_root().map_err(|e| Exit::usage(anyhow!(e)))?;
+    connlab_os::netns::require_root().map_err(|e| RunError::Input(e.to_string()))?;
     check_tools(&plan)?;
-    let earlier = prepare_dir(&out, text, quick, fresh)?;
-    let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
-    let exe = std::env::current_exe().context("locating the connlab binary")?;
+    let earlier = prepare_dir(out, text, quick, req.fresh)?;
+    let exe = req.connlab.clone();
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
     let client_cpu = eff.placement.client_cpu % cpus;
     let front_cpu = eff.placement.front_cpu % cpus;
     if (client_cpu, front_cpu) != (eff.placement.client_cpu, eff.placement.front_cpu) {
-        eprintln!(
-            "connlab sweep: warning: {cpus} CPUs here; clients on CPU {client_cpu}, front on CPU {front_cpu}"
-        );
+        progress.note(&format!(
+            "warning: {cpus} CPUs here; clients on CPU {client_cpu}, front on CPU {front_cpu}"
+        ));
     }
     let placement = PlacementInfo {
         clients: client_cpu,
@@ -125,14 +98,13 @@ pub(crate) fn run(
         environment: Environment::capture(),
         placement: placement.clone(),
     };
-    SingleIpSweep::write_info(&out, &info).map_err(|e| anyhow!(e))?;
-    std::fs::write(out.join("experiment.toml"), text)
-        .with_context(|| format!("writing {}/experiment.toml", out.display()))?;
+    SingleIpSweep::write_info(out, &info).map_err(|e| RunError::Failed(e.to_string()))?;
+    super::write_experiment(out, text)?;
 
-    let todo: Vec<&SingleIpPoint> = plan.iter().filter(|p| !point_done(&out, p)).collect();
+    let todo: Vec<&SingleIpPoint> = plan.iter().filter(|p| !point_done(out, p)).collect();
     let kept = plan.len() - todo.len();
-    eprintln!(
-        "connlab sweep: {} ({} points{}{}), results in {}",
+    progress.note(&format!(
+        "{} ({} points{}{}), results in {}",
         exp.name,
         plan.len(),
         if quick { ", quick" } else { "" },
@@ -142,13 +114,21 @@ pub(crate) fn run(
             String::new()
         },
         out.display()
-    );
+    ));
+    let mut outcome = SweepOutcome {
+        out: out.clone(),
+        total: plan.len(),
+        kept,
+        ..SweepOutcome::default()
+    };
     if todo.is_empty() {
-        eprintln!("next: connlab report {} -o report.html", out.display());
-        return Ok(ExitCode::SUCCESS);
+        return Ok(outcome);
     }
     let lab = SiLab::build(eff.nodes as usize, &eff.congestion_control, front_cpu)
         .map_err(|e| e.context("building the network namespaces"))?;
+    for w in &lab.warnings {
+        progress.note(&format!("warning: {w}"));
+    }
     let logs_root = out.join("logs");
     std::fs::create_dir_all(&logs_root)
         .with_context(|| format!("creating {}", logs_root.display()))?;
@@ -160,7 +140,7 @@ pub(crate) fn run(
         exe: &exe,
         key: &key,
         placement,
-        shutdown: &shutdown,
+        shutdown,
     };
     // The unmodified servers on the node hosts, for the whole sweep.
     let mut servers = Vec::new();
@@ -184,6 +164,7 @@ pub(crate) fn run(
         servers.push(p);
     }
 
+    progress.begin(plan.len(), kept);
     let (mut measured, mut failed) = (0usize, Vec::<String>::new());
     let mut i = 0;
     while i < todo.len() {
@@ -203,21 +184,15 @@ pub(crate) fn run(
         let _ = std::fs::remove_dir_all(&glogs);
         std::fs::create_dir_all(&glogs).with_context(|| format!("creating {}", glogs.display()))?;
         let result = ctx.run_group(system, kind, group, &glogs, &mut |p, r, took| {
-            let done = kept + measured + failed.len() + 1;
             match r {
                 Ok(rec) => {
-                    SingleIpSweep::write_point(&out, &rec).map_err(|e| anyhow!(e))?;
+                    SingleIpSweep::write_point(out, &rec).map_err(|e| anyhow!(e))?;
                     measured += 1;
-                    eprintln!(
-                        "[{done}/{}] {}: {} ({:.1} s)",
-                        plan.len(),
-                        p.id(),
-                        describe(&rec),
-                        took.as_secs_f64()
-                    );
+                    let what = format!("{} ({:.1} s)", describe(&rec), took.as_secs_f64());
+                    progress.finish(&p.id(), took, &what);
                 }
                 Err(e) if shutdown.requested() => {
-                    eprintln!("[{done}/{}] {}: interrupted", plan.len(), p.id());
+                    progress.finish(&p.id(), took, "interrupted");
                     let _ = e;
                 }
                 Err(e) => {
@@ -225,7 +200,7 @@ pub(crate) fn run(
                         glogs.join(format!("{}.error.txt", p.id())),
                         format!("{e:#}\n"),
                     );
-                    eprintln!("[{done}/{}] {}: FAILED: {e:#}", plan.len(), p.id());
+                    progress.finish(&p.id(), took, &format!("FAILED: {e:#}"));
                     failed.push(p.id());
                 }
             }
@@ -236,42 +211,25 @@ pub(crate) fn run(
                 break;
             }
             let _ = std::fs::write(glogs.join("error.txt"), format!("{e:#}\n"));
-            eprintln!(
-                "connlab sweep: {gid}: FAILED: {e:#} (see {})",
-                glogs.display()
-            );
+            progress.note(&format!("{gid}: FAILED: {e:#} (see {})", glogs.display()));
             for p in group {
-                if !point_done(&out, p) && !failed.contains(&p.id()) {
+                if !point_done(out, p) && !failed.contains(&p.id()) {
                     failed.push(p.id());
                 }
             }
         }
     }
+    progress.end();
     drop(servers);
-    let teardown = lab.teardown();
-    eprintln!(
-        "connlab sweep: {} of {} points done ({measured} measured now, {kept} kept), {} failed; results in {}",
-        kept + measured,
-        plan.len(),
-        failed.len(),
-        out.display()
-    );
-    if let Err(e) = teardown {
-        eprintln!("connlab sweep: warning: tearing the namespaces down: {e:#}");
+    if let Err(e) = lab.teardown() {
+        outcome
+            .warnings
+            .push(format!("tearing the namespaces down: {e:#}"));
     }
-    if shutdown.requested() {
-        eprintln!(
-            "connlab sweep: interrupted; run the same command again to resume ({} points left)",
-            plan.len() - kept - measured
-        );
-        return Ok(ExitCode::from(130));
-    }
-    eprintln!("next: connlab report {} -o report.html", out.display());
-    Ok(if failed.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    outcome.measured = measured;
+    outcome.failed = failed;
+    outcome.interrupted = shutdown.requested();
+    Ok(outcome)
 }
 
 fn describe(r: &SingleIpRecord) -> String {
@@ -295,7 +253,7 @@ fn describe(r: &SingleIpRecord) -> String {
             c.drops
         );
     }
-    let m = connlab_lab::median(r.transfers.iter().filter_map(|t| t.mbit_s));
+    let m = crate::median(r.transfers.iter().filter_map(|t| t.mbit_s));
     format!(
         "{} transfers, median {} Mbit/s",
         r.transfers.len(),
@@ -303,23 +261,23 @@ fn describe(r: &SingleIpRecord) -> String {
     )
 }
 
-fn check_tools(plan: &[SingleIpPoint]) -> Result<(), Exit> {
+fn check_tools(plan: &[SingleIpPoint]) -> Result<(), RunError> {
     let need = |s: System| plan.iter().any(|p| p.system == s);
     let have = |tool: &str, arg: &str| Command::new(tool).arg(arg).output().is_ok();
     if need(System::Nat) && !have("nft", "--version") {
-        return Err(Exit::usage(anyhow!(
-            "the nat system needs nftables: apt-get install nftables"
-        )));
+        return Err(RunError::Input(
+            "the nat system needs nftables: apt-get install nftables".into(),
+        ));
     }
     if need(System::Haproxy) && !have("haproxy", "-v") {
-        return Err(Exit::usage(anyhow!(
-            "the haproxy system needs HAProxy: apt-get install haproxy"
-        )));
+        return Err(RunError::Input(
+            "the haproxy system needs HAProxy: apt-get install haproxy".into(),
+        ));
     }
     if !Path::new("/dev/net/tun").exists() {
-        return Err(Exit::usage(anyhow!(
-            "/dev/net/tun is missing (linkem needs TUN devices)"
-        )));
+        return Err(RunError::Input(
+            "/dev/net/tun is missing (linkem needs TUN devices)".into(),
+        ));
     }
     Ok(())
 }
@@ -334,7 +292,7 @@ fn prepare_dir(
     text: &str,
     quick: bool,
     fresh: bool,
-) -> Result<Option<SingleIpSweepInfo>, Exit> {
+) -> Result<Option<SingleIpSweepInfo>, RunError> {
     let info_path = out.join("sweep.json");
     if fresh {
         for sub in ["points", "logs"] {
@@ -354,15 +312,15 @@ fn prepare_dir(
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .ok_or_else(|| {
-            Exit::usage(anyhow!(
+            RunError::Input(format!(
                 "{}: not a single-IP sweep of this version; use another --out or --fresh",
                 info_path.display()
             ))
         })?;
     let old = std::fs::read_to_string(out.join("experiment.toml")).unwrap_or_default();
-    let same = connlab_lab::same_measurement(&old, text);
+    let same = crate::same_measurement(&old, text);
     if !same || earlier.quick != quick {
-        return Err(Exit::usage(anyhow!(
+        return Err(RunError::Input(format!(
             "{} holds results of {}; use another --out, or --fresh to discard them",
             out.display(),
             if !same {
@@ -406,6 +364,8 @@ struct SiLab {
     router: String,
     front: String,
     nodes: Vec<String>,
+    /// What setting the hosts up could not do but the sweep survives.
+    warnings: Vec<String>,
 }
 
 impl SiLab {
@@ -427,6 +387,7 @@ impl SiLab {
             router,
             front,
             nodes: Vec::new(),
+            warnings: Vec::new(),
         };
         si.create(&base, nodes, cc, front_cpu)?;
         Ok(si)
@@ -516,7 +477,8 @@ impl SiLab {
                 ))
                 .status()?;
             if !st.success() {
-                eprintln!("connlab sweep: warning: could not set RPS of the front's {dev}");
+                self.warnings
+                    .push(format!("could not set RPS of the front's {dev}"));
             }
         }
         Ok(())
@@ -578,7 +540,7 @@ impl Proc {
         if let Ok(Some(s)) = self.child.try_wait() {
             return s.code();
         }
-        crate::cmd::child::signal(&self.child, libc::SIGINT);
+        super::child::signal(&self.child, libc::SIGINT);
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
             if let Ok(Some(s)) = self.child.try_wait() {
