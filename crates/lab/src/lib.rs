@@ -8,8 +8,9 @@
 //! [`SweepInfo`] and one [`PointResult`] per finished point; `connlab report`
 //! reads nothing else. Every file names its kind ([`ExperimentKind`], read
 //! into an [`AnyExperiment`]) and holds typed values ([`values`]). [`run`]
-//! runs a sweep of the kinds whose runner is here (pipeline so far); the
-//! others still run from the CLI (namespaces, child processes).
+//! runs a sweep of any kind (network namespaces, child processes, or the
+//! pipeline in this process) and reports through a [`run::Progress`]; the
+//! CLI keeps flags, display and exit codes.
 
 mod experiment;
 mod kind;
