@@ -12,8 +12,7 @@ use serde::Serialize;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 /// Flags of `connlab pipeline`.
@@ -243,19 +242,6 @@ fn config(args: &PipelineArgs) -> Result<PipelineConfig, Exit> {
     Ok(c)
 }
 
-/// A flag that turns true when SIGINT/SIGTERM arrive, for the library.
-pub(crate) fn stop_flag(shutdown: Shutdown) -> Arc<AtomicBool> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    std::thread::spawn(move || loop {
-        if shutdown.wait(Duration::from_millis(100)) {
-            flag.store(true, Relaxed);
-            return;
-        }
-    });
-    stop
-}
-
 /// Runs `connlab pipeline`.
 pub(crate) fn run(args: PipelineArgs) -> Result<ExitCode, Exit> {
     if args.costs {
@@ -263,7 +249,7 @@ pub(crate) fn run(args: PipelineArgs) -> Result<ExitCode, Exit> {
     }
     let cfg = config(&args)?;
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
-    let stop = stop_flag(shutdown);
+    let stop = connlab_lab::run::stop_flag(&shutdown);
     eprintln!(
         "connlab pipeline: {}, {} layer{}, {} B x {} messages, {}, window {}",
         cfg.mode.name(),

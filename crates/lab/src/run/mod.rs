@@ -193,3 +193,132 @@ pub(crate) fn create_dir(dir: &Path) -> Result<(), RunError> {
     std::fs::create_dir_all(dir)
         .map_err(|e| RunError::Failed(format!("creating {}: {e}", dir.display())))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records what a sweep reports.
+    #[derive(Default)]
+    struct Record {
+        notes: Vec<String>,
+        started: Vec<String>,
+        finished: Vec<(String, String)>,
+        begun: Option<(usize, usize)>,
+        ended: bool,
+    }
+
+    impl Progress for Record {
+        fn note(&mut self, line: &str) {
+            self.notes.push(line.to_string());
+        }
+        fn begin(&mut self, total: usize, kept: usize) {
+            self.begun = Some((total, kept));
+        }
+        fn start(&mut self, id: &str, _eta: Option<Duration>) {
+            self.started.push(id.to_string());
+        }
+        fn finish(&mut self, id: &str, _took: Duration, what: &str) {
+            self.finished.push((id.to_string(), what.to_string()));
+        }
+        fn end(&mut self) {
+            self.ended = true;
+        }
+    }
+
+    const TINY: &str = r#"kind = "pipeline"
+name = "tiny"
+title = "Tiny"
+[pipeline]
+layers = [1, 2]
+message_sizes = [1024]
+messages = 20
+modes = ["layer-parallel"]
+links = ["memory:unlimited"]
+"#;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("connlab-lab-run-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn a_pipeline_sweep_reports_progress_and_resumes() {
+        let exp = AnyExperiment::from_text(TINY, "tiny.toml").unwrap();
+        let out = scratch("pipeline");
+        let req = SweepRequest {
+            text: TINY.into(),
+            out: out.clone(),
+            quick: false,
+            fresh: false,
+            connlab: PathBuf::from("connlab"),
+        };
+        let ids = plan(&exp, false);
+        assert_eq!(ids.len(), 2);
+        let shutdown = Shutdown::new().unwrap();
+        let mut rec = Record::default();
+        let o = sweep(&exp, &req, &mut rec, &shutdown).unwrap();
+        assert_eq!((o.total, o.kept, o.measured), (2, 0, 2), "{o:?}");
+        assert!(o.failed.is_empty() && !o.interrupted, "{o:?}");
+        assert_eq!(rec.begun, Some((2, 0)));
+        assert_eq!(rec.started, ids);
+        assert_eq!(rec.finished.len(), 2);
+        assert!(rec.finished[0].1.contains("Mbit/s"), "{:?}", rec.finished);
+        assert!(rec.ended);
+        assert!(out.join("experiment.toml").is_file());
+        assert!(out.join("pipeline.json").is_file());
+
+        // Again, with only the title changed: everything is kept.
+        let req = SweepRequest {
+            text: TINY.replace("title = \"Tiny\"", "title = \"Tiny, retitled\""),
+            ..req
+        };
+        let mut rec = Record::default();
+        let o = sweep(&exp, &req, &mut rec, &shutdown).unwrap();
+        assert_eq!((o.kept, o.measured), (2, 0), "{o:?}");
+        assert!(rec.started.is_empty());
+        assert!(
+            rec.notes[0].contains("2 kept from before"),
+            "{:?}",
+            rec.notes
+        );
+
+        // The other way round: --quick on a full sweep's directory is refused.
+        let err = sweep(
+            &exp,
+            &SweepRequest { quick: true, ..req },
+            &mut rec,
+            &shutdown,
+        )
+        .unwrap_err();
+        assert!(matches!(err, RunError::Input(_)), "{err}");
+        let _ = std::fs::remove_dir_all(&out);
+    }
+
+    #[test]
+    fn a_suite_is_no_sweep() {
+        let text = "kind = \"suite\"\nname = \"s\"\ntitle = \"S\"\n[[paper]]\nid = \"a\"\ntitle = \"A\"\nsource = \"x\"\nexperiments = [\"a.toml\"]\n";
+        let exp = AnyExperiment::from_text(text, "s.toml").unwrap();
+        let req = SweepRequest {
+            text: text.into(),
+            out: scratch("suite"),
+            quick: false,
+            fresh: false,
+            connlab: PathBuf::from("connlab"),
+        };
+        let err = sweep(
+            &exp,
+            &req,
+            &mut Record::default(),
+            &Shutdown::new().unwrap(),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, RunError::NotHere(ExperimentKind::Suite)),
+            "{err}"
+        );
+        assert!(plan(&exp, false).is_empty());
+    }
+}
