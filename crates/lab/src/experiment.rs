@@ -169,7 +169,11 @@ fn default_server_host() -> String {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerSection {
-    /// Engines to measure, in report column order.
+    /// Engines to measure, in report column order: server engines, or a web
+    /// experiment's gateway configurations (each checked as an
+    /// [`EngineName`](crate::values::EngineName) when read, and against the
+    /// kind in `validate`; text because the report reads them).
+    #[serde(deserialize_with = "crate::values::checked_list::<crate::values::EngineName, _>")]
     pub engines: Vec<String>,
     /// Wire format: `clb1` or `http` (checked as a [`Protocol`]; text
     /// because the report prints it).

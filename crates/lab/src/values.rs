@@ -374,6 +374,56 @@ where
     Ok(s)
 }
 
+/// What `server.engines` may name: a server engine (`epoll`) or, in a web
+/// experiment, a gateway configuration (`nat`, `proxy:4`); which of the two
+/// the kind allows is checked once the whole file is read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EngineName(String);
+
+impl EngineName {
+    /// The name as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for EngineName {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.parse::<connlab_server::EngineKind>().is_ok() || crate::web_config(s).is_ok() {
+            return Ok(EngineName(s.to_string()));
+        }
+        let engines: Vec<&str> = connlab_server::EngineKind::ALL
+            .iter()
+            .map(|e| e.name())
+            .collect();
+        Err(format!(
+            "{s:?}: expected a server engine ({}) or, in a web experiment, a gateway configuration ({}, optionally with :N backends)",
+            engines.join(", "),
+            crate::WEB_CONFIGS.join(", ")
+        ))
+    }
+}
+
+impl fmt::Display for EngineName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+text_serde!(EngineName, "an engine name");
+
+/// Deserializes a list of strings that must each parse as `T` (the error
+/// names the item, `engines[2]`), and keeps them as text (see [`checked`]).
+pub(crate) fn checked_list<'de, T, D>(d: D) -> Result<Vec<String>, D::Error>
+where
+    T: serde::Deserialize<'de> + fmt::Display,
+    D: serde::Deserializer<'de>,
+{
+    let items = <Vec<T> as serde::Deserialize>::deserialize(d)?;
+    Ok(items.iter().map(T::to_string).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -452,8 +502,9 @@ duration = "1s"
         assert_eq!(e.matrix.duration.get(), Duration::from_secs(1));
         assert_eq!(e.link_rate_bps(), Some(1_000_000_000));
 
-        let err = error("[\"select\", \"epoll\"]", "[\"epol\"]");
-        assert!(err.starts_with("exp.toml: server.engines"), "{err}");
+        let err = error("[\"select\", \"epoll\"]", "[\"select\", \"epol\"]");
+        assert!(err.starts_with("exp.toml: server.engines[1]: "), "{err}");
+        assert!(err.contains("(line 8)"), "{err}");
         assert!(err.contains("\"epol\""), "{err}");
         assert!(err.contains("select, poll, epoll"), "{err}");
 
