@@ -64,7 +64,7 @@ impl ExperimentKind {
             ExperimentKind::Web => "[web]",
             ExperimentKind::Pipeline => "[pipeline]",
             ExperimentKind::Singleip => "[rtt], [bandwidth] or [contention]",
-            ExperimentKind::Peers => "[workload] and [[contender]]",
+            ExperimentKind::Peers => "[[contender]]",
             ExperimentKind::Suite => "[[paper]] tables listing experiments",
         }
     }
@@ -190,7 +190,8 @@ fn shape_of(t: &toml::Table) -> Option<ExperimentKind> {
     if has("rtt") || has("bandwidth") || has("contention") {
         return Some(ExperimentKind::Singleip);
     }
-    if has("workload") || has("contender") {
+    // `[workload]` alone is no mark: other kinds may describe one too.
+    if has("contender") {
         return Some(ExperimentKind::Peers);
     }
     if has("web") {
