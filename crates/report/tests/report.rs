@@ -337,6 +337,8 @@ fn every_plot_has_tick_labels_on_both_axes() {
     let html = render(&locality(), Format::Html).unwrap();
     let plots = svgs(&html);
     assert!(plots.len() >= 3, "connections plots and CDFs");
+    let cdfs = html.matches("id=\"plot-cdf-").count();
+    assert!(cdfs >= 2, "{cdfs} send-deviation CDFs");
     for svg in &plots {
         let (x, y) = axis_ticks(svg);
         assert!(x >= 2 && y >= 2, "x {x}, y {y} tick labels in {svg}");
@@ -551,6 +553,56 @@ fn projections_are_in_every_format() {
     let epoll = projection("epoll");
     assert_eq!(&epoll[col("projected_us")], "");
     assert!(epoll[col("no_projection")].contains("fall"));
+}
+
+/// Deviations evenly spread over `lo..hi` µs, as a result stores them.
+fn deviations(lo: f64, hi: f64) -> connlab_measure::DeviationHistogramParts {
+    let mut h = connlab_measure::DeviationHistogram::new();
+    for i in 0..=100 {
+        h.record_us(lo + (hi - lo) * f64::from(i) / 100.0);
+    }
+    h.to_parts()
+}
+
+#[test]
+fn send_deviation_cdfs_pool_every_repetition() {
+    // Repetition 1 sent early (-20 to 0 µs), repetition 2 late (+30 to
+    // +50 µs): only the pooled CDF reaches past +30 µs.
+    let mut dir = locality();
+    for p in &mut dir.points {
+        p.load.histograms.send_deviation = Some(if p.params.repetition == 1 {
+            deviations(-20.0, 0.0)
+        } else {
+            deviations(30.0, 50.0)
+        });
+    }
+    let html = render(&dir, Format::Html).unwrap();
+    let figures: Vec<&str> = html
+        .split("<figure class=\"plot\" id=\"plot-cdf-")
+        .skip(1)
+        .map(|f| &f[..f.find("</figure>").unwrap()])
+        .collect();
+    assert!(figures.len() >= 2, "{} CDFs", figures.len());
+    for f in figures {
+        assert!(
+            f.contains("all 2 repetitions of each point pooled"),
+            "caption says so: {f}"
+        );
+        assert!(!f.contains("first repetition"));
+        // The x axis reaches the second repetition's deviations.
+        let xs: Vec<f64> = f
+            .split("<text")
+            .skip(1)
+            .filter_map(|t| {
+                let body = &t[t.find('>')? + 1..t.find("</text>")?];
+                body.trim().replace('−', "-").parse::<f64>().ok()
+            })
+            .collect();
+        assert!(xs.iter().any(|x| *x >= 30.0), "x ticks {xs:?}");
+        assert!(xs.iter().any(|x| *x < 0.0), "x ticks {xs:?}");
+        let (x, y) = axis_ticks(f);
+        assert!(x >= 2 && y >= 2, "x {x}, y {y} tick labels");
+    }
 }
 
 /// The load-balancing paper's experiment in small: direct against nat and
