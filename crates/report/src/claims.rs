@@ -366,6 +366,19 @@ pub fn check_claims(dir: &SweepDir, t: &PaperTable) -> Vec<ClaimResult> {
             } else {
                 Vec::new()
             };
+            // A peak claim on a derived table of each engine's worst run
+            // (the locality paper's Table 5: the largest deviation stddev
+            // per engine) takes the paper's peaks from that table's cells.
+            let peak_cells: Vec<&PaperCell> = if cells.is_empty() && k == 0 {
+                paper
+                    .derived
+                    .iter()
+                    .filter(|d| d.metric == metric && d.pick == DerivedPick::LargestFirstStat)
+                    .flat_map(|d| d.cells.iter())
+                    .collect()
+            } else {
+                cells.clone()
+            };
             let shape = claim.shape();
             let mut checks = match shape {
                 ClaimShape::Along { from, to } => {
@@ -375,7 +388,7 @@ pub fn check_claims(dir: &SweepDir, t: &PaperTable) -> Vec<ClaimResult> {
                     versus_checks(dir, t, claim, metric, k, along, &cells, engine, range)
                 }
                 ClaimShape::Peak { versus, range } => {
-                    peak_checks(dir, t, claim, metric, k, along, &cells, versus, range)
+                    peak_checks(dir, t, claim, metric, k, along, &peak_cells, versus, range)
                 }
                 ClaimShape::Value => value_checks(dir, t, claim, metric, k),
             };
