@@ -188,7 +188,7 @@ fn cells(spec: &PaperProjection, t: &PaperTable, p: &Projection) -> [String; 5] 
             format!(
                 "{}: {} {unit}",
                 param_text(spec.along, *x),
-                crate::num_sig(y / scale)
+                crate::claims::trimmed(y / scale)
             )
         })
         .collect();
@@ -196,7 +196,7 @@ fn cells(spec: &PaperProjection, t: &PaperTable, p: &Projection) -> [String; 5] 
         Ok(v) => format!(
             "{}: {} {unit}",
             param_text(spec.along, p.target),
-            crate::num_sig(v / scale)
+            crate::claims::trimmed(v / scale)
         ),
         Err(why) => format!("no projection: {why}"),
     };

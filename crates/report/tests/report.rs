@@ -497,6 +497,10 @@ fn polling_projected() -> SweepDir {
 fn projections_are_in_every_format() {
     let dir = polling_projected();
     let html = render(&dir, Format::Html).unwrap();
+    let _ = std::fs::write(
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-polling-projected.html"),
+        &html,
+    );
     assert!(html.contains("Projection to the paper's 40,000 conns"));
     assert!(html.contains("40,000 conns: 400 µs"), "select projected");
     assert!(html.contains("no projection: our values fall"), "epoll not");
@@ -519,6 +523,10 @@ fn projections_are_in_every_format() {
         "projected: {select}"
     );
     assert!(select.contains("| 1.00 |"), "R²: {select}");
+    assert!(
+        select.contains("1,000 conns: 10 µs;") && !section.contains(".0 µs"),
+        "no trailing .0: {section}"
+    );
     let epoll = section
         .lines()
         .find(|l| l.starts_with("| epoll |"))
@@ -931,6 +939,11 @@ fn shipped_locality_files_judge_table5_against_the_papers_ratios() {
             };
             (1000.0, dev_max, 0.0)
         });
+        let _ = std::fs::write(
+            Path::new(env!("CARGO_TARGET_TMPDIR"))
+                .join(format!("report-{}", name.replace(".toml", ".html"))),
+            render(&dir, Format::Html).unwrap(),
+        );
         let md = render(&dir, Format::Markdown).unwrap();
         let claim = &md[md.find("- **Table 5: ").expect("the Table 5 claim")..];
         let claim = &claim[..claim.find("\n- **").unwrap_or(claim.len())];
