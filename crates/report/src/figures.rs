@@ -348,12 +348,11 @@ pub(crate) fn plots(
             })
             .collect();
         let title = format!("CDF of send deviation ({})", row.label);
-        let svg = plots::linear(
+        let svg = plots::cdf(
             &title,
             "send deviation from the ideal schedule (µs), 1st to 99th percentile",
             "fraction of sends",
             &series,
-            Some((0.0, 1.0)),
         )?;
         let id = format!("cdf-{}", out.len());
         out.push((
