@@ -192,7 +192,8 @@ fn token(kind: usize, idx: usize) -> Token {
 /// Whether `ip` is one of this host's own addresses (what a CONNECT may not
 /// reach by default, `access`): loopback, unspecified, or an address a
 /// socket can bind here (the kernel's own answer, interfaces and aliases
-/// included).
+/// included). With `net.ipv4.ip_nonlocal_bind` set every address binds, so
+/// every CONNECT needs an explicit rule: the check fails closed.
 fn is_own_address(ip: std::net::IpAddr) -> bool {
     let ip = match ip {
         std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, std::net::IpAddr::V4),

@@ -268,6 +268,15 @@ fn finish(args: &GatewayArgs, stats: &GatewayStats) -> Result<ExitCode, Exit> {
             b.addr, b.connections, b.bytes_to, b.bytes_from
         );
     }
+    let limits = [
+        (stats.idle_closed, "connections reset after --idle-timeout"),
+        (stats.turn_budget_hits, "turns ended at --turn-budget"),
+    ];
+    for (n, what) in limits {
+        if let Some(n) = n.filter(|&n| n > 0) {
+            eprintln!("limits hit: {n} {what}");
+        }
+    }
     if let Some(path) = &args.stats {
         let json = serde_json::to_string_pretty(stats).context("encoding the statistics")?;
         std::fs::write(path, json + "\n")
