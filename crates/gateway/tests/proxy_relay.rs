@@ -212,7 +212,7 @@ fn stream_or_echo_backend() -> SocketAddr {
 fn a_streaming_pair_does_not_starve_another_pairs_small_request() {
     // Issue 17: `pump` moved bytes for one pair until nothing could move,
     // so a pair whose backend and client keep up never gave up its turn.
-    let proxy = start_proxy(stream_or_echo_backend(), |c| c.turn_budget = 64 * 1024);
+    let proxy = start_proxy(stream_or_echo_backend(), |c| c.turn_budget = 4 * 1024);
     let mut bulk = TcpStream::connect(proxy.vip).unwrap();
     bulk.set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();

@@ -654,10 +654,11 @@ fn unauthenticated_node_connections_beyond_the_cap_are_reset() {
 fn a_flooding_node_does_not_starve_another_nodes_clients() {
     // Issue 17: a node was read until EAGAIN, so one that writes faster
     // than the server parses held the loop and no other socket was served.
-    let server = start_server_with(|c| c.node_read_budget = 64 * 1024);
+    let server = start_server_with(|c| c.node_read_budget = 4 * 1024);
     let (mut flood, _session) = raw_node(server.nodes, None);
     let listener = ClusterListener::bind(server.nodes, key(), 4, server.listen.port()).unwrap();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (flooding_tx, flooding_rx) = mpsc::channel();
     let flooder = {
         let stop = stop.clone();
         std::thread::spawn(move || {
@@ -672,10 +673,17 @@ fn a_flooding_node_does_not_starve_another_nodes_clients() {
                     break;
                 }
                 sent += batch.len() as u64;
+                if sent >= 16 << 20 {
+                    // Far past the kernel's buffers: the server is reading.
+                    let _ = flooding_tx.send(());
+                }
             }
             sent
         })
     };
+    flooding_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the flood is under way");
     let acceptor = std::thread::spawn(move || {
         let (s, _) = listener.accept().unwrap();
         echo_until_closed(s);
