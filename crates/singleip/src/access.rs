@@ -289,6 +289,24 @@ mod tests {
         assert!(!some.may_listen(22, 7000));
     }
 
+    proptest::proptest! {
+        #[test]
+        fn rule_parsing_never_panics(text in "\\PC{0,40}") {
+            let _ = text.parse::<ConnectRule>();
+            let _ = text.parse::<PortRange>();
+        }
+
+        #[test]
+        fn printed_rules_parse_back(a: u32, prefix in 0u8..=32, p in 1u16.., q in 1u16..) {
+            let rule = ConnectRule {
+                net: IpAddr::V4(a.into()),
+                prefix,
+                ports: PortRange { first: p.min(q), last: p.max(q) },
+            };
+            proptest::prop_assert_eq!(rule.to_string().parse::<ConnectRule>(), Ok(rule));
+        }
+    }
+
     #[test]
     fn ipv4_mapped_destinations_match_ipv4_rules() {
         assert!(rule("10.0.0.0/8").matches(sa("[::ffff:10.0.0.1]:80")));
