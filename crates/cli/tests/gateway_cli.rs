@@ -361,6 +361,28 @@ fn bad_flags_are_refused_with_exit_2() {
             "unknown policy",
         ),
         (vec![], "--backend"),
+        (
+            vec![
+                "--backend",
+                "198.18.0.2:80",
+                "--mode",
+                "proxy",
+                "--turn-budget",
+                "1",
+            ],
+            "--turn-budget",
+        ),
+        (
+            vec![
+                "--backend",
+                "198.18.0.2:80",
+                "--mode",
+                "proxy",
+                "--idle-timeout",
+                "0s",
+            ],
+            "--idle-timeout",
+        ),
     ] {
         let out = Command::new(connlab_bin())
             .args(["gateway", "--listen", VIP])
@@ -370,6 +392,15 @@ fn bad_flags_are_refused_with_exit_2() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(says), "{args:?}: {err}");
+    }
+    // Issue 17: --help lists the limits and timeouts.
+    let out = Command::new(connlab_bin())
+        .args(["gateway", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in ["--idle-timeout", "--turn-budget", "/run/connlab"] {
+        assert!(help.contains(flag), "{flag} missing from --help: {help}");
     }
 }
 
