@@ -477,11 +477,14 @@ fn tables(dir: &LoadgenDir) -> Vec<Table> {
 /// up to two decimals without trailing zeros.
 fn num(v: f64) -> String {
     if v.abs() >= 100.0 {
-        whole(v)
-    } else {
-        let s = format!("{v:.2}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
+        return whole(v);
     }
+    let s = if v.abs() >= 1.0 || v == 0.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    };
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// A whole number with thousands separators (123,456).
@@ -505,6 +508,7 @@ fn whole(v: f64) -> String {
 fn cell(s: Option<Spread>, unit: &str) -> String {
     match s {
         None => "—".into(),
+        Some(s) if unit == "×" && s.min == s.max => format!("{:.2}×", s.median),
         Some(s) if unit == "×" => format!("{:.2}× ({:.2}–{:.2})", s.median, s.min, s.max),
         Some(s) if s.min == s.max => num(s.median),
         Some(s) => format!("{} ({}–{})", num(s.median), num(s.min), num(s.max)),
@@ -573,12 +577,12 @@ fn facts(dir: &LoadgenDir) -> Vec<(String, String)> {
         (
             "workload".into(),
             format!(
-                "{}, {} B requests, {} B responses, {:.0} s measured after {:.0} s warm-up, {}",
+                "{}, {} B requests, {} B responses, {} s measured after {} s warm-up, {}",
                 e.server.protocol.name().to_uppercase(),
                 whole(w.request_size.0 as f64),
                 whole(w.response_size.0 as f64),
-                e.duration(i.quick).as_secs_f64(),
-                w.warmup.0.as_secs_f64(),
+                num(e.duration(i.quick).as_secs_f64()),
+                num(w.warmup.0.as_secs_f64()),
                 fixed.join(", ")
             ),
         ),
@@ -591,16 +595,16 @@ fn facts(dir: &LoadgenDir) -> Vec<(String, String)> {
                 cpu(e.placement.reader_cpu.or(e.placement.writer_cpu)),
             ),
         ),
-        (
-            "points".into(),
+        ("points".into(), {
+            let reps = plan.iter().map(|p| p.repetition).max().unwrap_or(0);
             format!(
-                "{} of {}, {} repetitions{}",
+                "{} of {}, {reps} repetition{}{}",
                 dir.points.len(),
                 i.points_total,
-                plan.iter().map(|p| p.repetition).max().unwrap_or(0),
+                if reps == 1 { "" } else { "s" },
                 if i.quick { " (--quick)" } else { "" }
-            ),
-        ),
+            )
+        }),
         (
             "machine".into(),
             format!(
@@ -901,13 +905,27 @@ writer_cpu = 0
             "| 100 → 1,100 | 2 | 1 |",
             "2,048",
             "2 against 1",
-            "2.00× (2.00–2.00)",
+            "| 2.00× |",
+            "1 s measured after 1 s warm-up",
+            "7 of 8, 2 repetitions",
             "server CPU 1, client writer CPU 0, client reader CPU 0",
             "Not measured yet: epoll-1100c-1of4-2000rps-2sh-rep2",
         ] {
             assert!(md.contains(s), "missing {s:?} in\n{md}");
         }
         assert!(!md.contains('?'), "{md}");
+    }
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(num(19375.4), "19,375");
+        assert_eq!(num(99.84), "99.84");
+        assert_eq!(num(2.0), "2");
+        assert_eq!(num(0.0042), "0.004");
+        assert_eq!(num(0.0), "0");
+        assert_eq!(cell(Spread::of(&[1.0, 3.0, 2.0]), "µs"), "2 (1–3)");
+        assert_eq!(cell(Spread::of(&[1.5]), "×"), "1.50×");
+        assert_eq!(cell(None, "µs"), "—");
     }
 
     #[test]
