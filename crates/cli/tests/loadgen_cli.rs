@@ -89,6 +89,18 @@ fn a_tiny_loadgen_sweep_runs_resumes_and_reports() {
         one
     );
 
+    // Another workload in the same directory is refused before measuring.
+    let other = dir.join("other.toml");
+    std::fs::write(&other, TINY.replace("rates = [200]", "rates = [300]")).unwrap();
+    connlab()
+        .arg("sweep")
+        .arg(&other)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .code(2)
+        .stderr(contains("a different experiment"));
+
     connlab()
         .arg("report")
         .arg(&out)
