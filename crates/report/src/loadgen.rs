@@ -98,7 +98,9 @@ const SETUP: &[Metric] = &[
     metric("failed", "failed", "connections", |p| {
         Some(p.client.failed_connections as f64)
     }),
-    metric("setup_s", "set-up time", "s", |p| Some(p.client.setup_s)),
+    metric("setup_ms", "set-up time", "ms", |p| {
+        Some(p.client.setup_s * 1000.0)
+    }),
     metric("setup_rate_per_s", "set-up rate", "connections/s", |p| {
         Some(p.client.setup_rate_per_s)
     }),
