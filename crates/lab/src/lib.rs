@@ -10,6 +10,7 @@
 //! job; this crate does no I/O beyond reading and writing those files.
 
 mod experiment;
+mod loadgen;
 mod peers;
 mod pipeline;
 mod results;
@@ -21,6 +22,12 @@ pub use experiment::{
     Experiment, ExperimentError, Matrix, MatrixOverride, Metric, Over, Paper, PaperCell,
     PaperClaim, PaperDerived, PaperProjection, PointParams, RateValue, RatioValue, ServerSection,
     SizeValue, TopologySection, Vary, WebSection, ENGINES, WEB_CONFIGS,
+};
+pub use loadgen::{
+    ClientFigures, LoadgenDir, LoadgenError, LoadgenExperiment, LoadgenInfo, LoadgenParams,
+    LoadgenPlacement, LoadgenPoint, LoadgenQuick, LoadgenServer, LoadgenTable, LoadgenTag,
+    LoadgenWorkload, Rate, Ratio, ServerFigures, WireProtocol, LOADGEN_POINT_SCHEMA,
+    LOADGEN_SWEEP_SCHEMA,
 };
 pub use peers::{
     Baseline, Bytes, Contender, PeerParams, PeerPoint, PeersDir, PeersError, PeersExperiment,

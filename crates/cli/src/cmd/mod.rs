@@ -15,6 +15,7 @@ pub(crate) mod serve;
 pub(crate) mod singleip;
 pub(crate) mod singleip_probe;
 pub(crate) mod sweep;
+pub(crate) mod sweep_loadgen;
 pub(crate) mod sweep_peers;
 pub(crate) mod sweep_pipeline;
 pub(crate) mod sweep_singleip;

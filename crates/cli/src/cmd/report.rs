@@ -47,6 +47,13 @@ pub(crate) fn run(args: ReportArgs) -> Result<ExitCode, Exit> {
     if connlab_lab::PeersDir::info_path(&args.dir).exists() {
         return peers_report(&args);
     }
+    if connlab_lab::LoadgenDir::info_path(&args.dir).exists() {
+        let dir = connlab_lab::LoadgenDir::open(&args.dir).map_err(|e| Exit::usage(e.into()))?;
+        let text = connlab_report::render_loadgen(&dir, args.format).map_err(|e| anyhow!(e))?;
+        let html = (args.format == Format::Html).then(|| args.dir.join("report.html"));
+        write_output(args.output.clone().or(html), &text)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if args.dir.join("pipeline.json").exists() {
         return pipeline_report(&args);
     }

@@ -84,6 +84,10 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
         let (out, quick, fresh, dry) = (args.out, args.quick, args.fresh, args.dry_run);
         return crate::cmd::sweep_peers::run(&args.file, &text, out, quick, fresh, dry);
     }
+    if connlab_lab::LoadgenExperiment::is_loadgen(&text) {
+        let (out, quick, fresh, dry) = (args.out, args.quick, args.fresh, args.dry_run);
+        return crate::cmd::sweep_loadgen::run(&args.file, &text, out, quick, fresh, dry);
+    }
     if connlab_lab::PipelineExperiment::is_pipeline(&text) {
         return crate::cmd::sweep_pipeline::run(
             &args.file,
