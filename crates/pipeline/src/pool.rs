@@ -9,13 +9,23 @@
 //!   bytes each: headroom for every layer header plus the largest message).
 //!   Buffer `i` is bytes `i * buffer_size .. (i + 1) * buffer_size`.
 //! * **Per-buffer metadata**: an atomic reference count (number of live
-//!   [`Buf`] handles) and an atomic *claim mark* (see "Headroom" below).
+//!   [`Buf`] handles; 0 = not owned) and an atomic *claim mark* (see
+//!   "Headroom" below). [`BufferPool::alloc`] takes ownership of the index
+//!   the free set gave it with a `compare_exchange` of the count from 0 to 1,
+//!   so even a free set that went wrong can never hand out an owned buffer:
+//!   an index whose count is not 0 is skipped (its owner's release puts it
+//!   back).
 //! * **Free set** ([`PoolKind::LockFree`]): a bitmap of `AtomicU64` words, one
 //!   bit per buffer, set when the buffer is free. Allocation does not touch the
 //!   bitmap: it takes the next index of the *current free run*, a contiguous
 //!   range `cur..end` of buffers claimed from the bitmap in one go, with a
-//!   single `fetch_add` on one packed `AtomicU64` (`end << 32 | cur`). If the
-//!   returned `cur < end` the buffer is the caller's; no lock, no retry loop.
+//!   `compare_exchange` on one packed `AtomicU64` (`end << 32 | cur`) that
+//!   moves `cur` to `cur + 1` only while `cur < end`; no lock, and a retry
+//!   only when another thread took from the same run at the same moment. An
+//!   empty run's word is never written except by its refill, so no cursor
+//!   moves past `end` (a `fetch_add` here once let failed steals push another
+//!   stripe's `cur` on without bound until it wrapped and carried into `end`,
+//!   handing out buffers still owned: issue 17).
 //!   There are 8 current runs (*stripes*), each on its own cache line; a
 //!   thread uses stripe `n % 8` where `n` numbers threads in order of their
 //!   first allocation. With one shared cursor every allocation moved its cache
@@ -50,15 +60,19 @@
 //!    count >= 1). Only the refill (under the mutex) clears bitmap bits and
 //!    only a release sets them, so the bits a refill observed set stay set
 //!    until its `fetch_and` clears exactly them.
-//! 2. Per stripe, `cur` only grows between refills (`fetch_add`), and only the
-//!    refill (under the mutex, after seeing `cur >= end`) stores a new pair; a failed
-//!    `fetch_add` (one that saw `cur >= end`) always goes to the refill, which
-//!    stores a fresh pair, so `cur` never runs far past `end` and cannot
-//!    overflow into `end`.
+//! 2. Per stripe, `cur <= end` always: a taker (the stripe's own threads or a
+//!    thief) moves `cur` up by one with a `compare_exchange` only from a value
+//!    with `cur < end`, and only the refill (under the mutex, after seeing
+//!    `cur >= end`) stores a new pair. A failed attempt writes nothing. The
+//!    word is the whole state of the run, so a `compare_exchange` that
+//!    succeeds on a value seen earlier (ABA across a refill) still takes an
+//!    index that is in the current run.
 //! 3. Happens-before from a release to the next owner: the last handle's
 //!    `fetch_sub(Release)` + `fence(Acquire)` + bitmap `fetch_or(Release)`;
 //!    the refill's `fetch_and(AcqRel)` then cursor `store(Release)`; the
-//!    allocator's `fetch_add(Acquire)`.
+//!    taker's `compare_exchange(Acquire)`; and directly, the new owner's
+//!    `compare_exchange(0, 1, Acquire)` of the reference count reads the 0
+//!    the last handle's `fetch_sub(Release)` wrote.
 //!
 //! # Headroom and sharing
 //!
@@ -353,26 +367,61 @@ impl BufferPool {
     /// A unique handle to a free buffer, or `None` if every buffer is in use.
     /// The handle's view is empty at offset 0; set it with [`Buf::set_view`].
     pub fn alloc(&self) -> Option<Buf<'_>> {
-        let idx = match &self.free {
-            FreeSet::LockFree {
-                cursors,
-                bitmap,
-                refill,
-            } => {
-                let s = STRIPE.with(|s| *s) % cursors.len();
-                Self::alloc_lock_free(cursors, s, bitmap, refill)?
+        self.alloc_in_stripe(STRIPE.with(|s| *s))
+    }
+
+    /// [`BufferPool::alloc`] from the run of stripe `stripe % STRIPES`.
+    fn alloc_in_stripe(&self, stripe: usize) -> Option<Buf<'_>> {
+        loop {
+            let idx = match &self.free {
+                FreeSet::LockFree {
+                    cursors,
+                    bitmap,
+                    refill,
+                } => Self::alloc_lock_free(cursors, stripe % cursors.len(), bitmap, refill)?,
+                FreeSet::Mutex(m) => lock(m).pop()?,
+            };
+            let meta = &self.meta[idx as usize];
+            // Take ownership: 0 (not owned) -> 1 handle. The free set only
+            // holds unowned buffers, so this succeeds; if it ever does not,
+            // the buffer is someone's and must not be handed out: skip it
+            // (its owner's release returns it to the free set).
+            if meta
+                .refs
+                .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
             }
-            FreeSet::Mutex(m) => lock(m).pop()?,
-        };
-        let meta = &self.meta[idx as usize];
-        meta.refs.store(1, Ordering::Relaxed);
-        meta.claimed.store(0, Ordering::Relaxed);
-        Some(Buf {
-            pool: self,
-            idx,
-            start: 0,
-            end: 0,
-        })
+            meta.claimed.store(0, Ordering::Relaxed);
+            return Some(Buf {
+                pool: self,
+                idx,
+                start: 0,
+                end: 0,
+            });
+        }
+    }
+
+    /// Takes the next index of the run in `cursor`, or `None` if the run is
+    /// empty. Writes the word only to take an index (invariant 2).
+    fn take_from_run(cursor: &AtomicU64) -> Option<u32> {
+        let mut word = cursor.load(Ordering::Acquire);
+        loop {
+            let (cur, end) = unpack(word);
+            if cur >= end {
+                return None;
+            }
+            match cursor.compare_exchange_weak(
+                word,
+                pack(cur + 1, end),
+                Ordering::Acquire,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(cur),
+                Err(now) => word = now,
+            }
+        }
     }
 
     fn alloc_lock_free(
@@ -383,10 +432,9 @@ impl BufferPool {
     ) -> Option<u32> {
         let cursor = &cursors[stripe];
         loop {
-            // Fast path: one fetch_add, no lock.
-            let (cur, end) = unpack(cursor.0.fetch_add(1, Ordering::Acquire));
-            if cur < end {
-                return Some(cur);
+            // Fast path: one compare_exchange, no lock.
+            if let Some(idx) = Self::take_from_run(&cursor.0) {
+                return Some(idx);
             }
             // Slow path: refill the run under the mutex.
             let mut scans = lock(refill);
@@ -414,8 +462,8 @@ impl BufferPool {
                 // seen set are still set: this clears exactly them.
                 bitmap[w].0.fetch_and(!mask, Ordering::AcqRel);
                 let start = (w as u32) * 64 + lo;
-                // Invariant 2: the run was exhausted and only refills store,
-                // so no successful fetch_add is lost by this store.
+                // Invariant 2: the run is empty and nobody but this refill
+                // writes an empty run's word, so no take is lost by this store.
                 cursor
                     .0
                     .store(pack(start + 1, start + len), Ordering::Release);
@@ -423,17 +471,14 @@ impl BufferPool {
                 return Some(start);
             }
             // Nothing left in the bitmap: take from another stripe's run.
+            // A failed steal writes nothing (invariant 2).
             for (i, other) in cursors.iter().enumerate() {
                 if i != stripe {
-                    let (cur, end) = unpack(other.0.fetch_add(1, Ordering::Acquire));
-                    if cur < end {
-                        return Some(cur);
+                    if let Some(idx) = Self::take_from_run(&other.0) {
+                        return Some(idx);
                     }
                 }
             }
-            // Nothing free: normalise the cursor so failed fetch_adds never
-            // accumulate.
-            cursor.0.store(pack(0, 0), Ordering::Release);
             return None;
         }
     }
@@ -446,6 +491,16 @@ impl BufferPool {
                     .fetch_or(1u64 << (idx % 64), Ordering::Release);
             }
             FreeSet::Mutex(m) => lock(m).push(idx),
+        }
+    }
+
+    /// Test hook: sets every stripe's current run to `cur..end`.
+    #[cfg(test)]
+    fn set_all_cursors(&self, cur: u32, end: u32) {
+        if let FreeSet::LockFree { cursors, .. } = &self.free {
+            for c in cursors.iter() {
+                c.0.store(pack(cur, end), Ordering::Release);
+            }
         }
     }
 
@@ -730,6 +785,48 @@ mod tests {
             drop(b);
             assert_eq!(pool.free_count(), 4);
         }
+    }
+
+    /// Issue 17: failed steals must not advance other stripes' cursors
+    /// until one wraps (2^32 of them) and carries into `end`, which made the
+    /// run look non-empty again and handed out buffers that were still owned.
+    /// The cursors start just below the wrap so a few failed allocations
+    /// reach it.
+    #[test]
+    fn cursor_near_wrap_never_hands_out_an_owned_buffer() {
+        let pool = BufferPool::new(PoolKind::LockFree, 4, 32).unwrap();
+        let held: Vec<_> = (0..4).map(|_| pool.alloc().unwrap()).collect();
+        assert_eq!(pool.free_count(), 0);
+        // Every run exhausted, cursors a few steps below the 32-bit wrap.
+        pool.set_all_cursors(u32::MAX - 2, 0);
+        for attempt in 0..8 {
+            if let Some(b) = pool.alloc() {
+                panic!(
+                    "attempt {attempt}: alloc handed out buffer {} while it is owned \
+                     (refs {})",
+                    b.index(),
+                    b.ref_count()
+                );
+            }
+        }
+        drop(held);
+        assert_eq!(pool.free_count(), 4);
+        let again: Vec<_> = (0..4).map(|_| pool.alloc().unwrap()).collect();
+        let mut idx: Vec<_> = again.iter().map(|b| b.index()).collect();
+        idx.sort_unstable();
+        assert_eq!(idx, [0, 1, 2, 3]);
+    }
+
+    /// The reference count is the ownership word: even a run that (wrongly)
+    /// names an owned buffer cannot make `alloc` hand it out.
+    #[test]
+    fn alloc_skips_an_owned_buffer_named_by_a_run() {
+        let pool = BufferPool::new(PoolKind::LockFree, 4, 32).unwrap();
+        let held: Vec<_> = (0..4).map(|_| pool.alloc().unwrap()).collect();
+        pool.set_all_cursors(0, 4);
+        assert!(pool.alloc().is_none(), "every buffer is owned");
+        drop(held);
+        assert_eq!(pool.free_count(), 4);
     }
 
     #[test]
