@@ -894,12 +894,8 @@ mod loom_tests {
         // touches the same cell without happens-before.
         cell.with_mut(|p| unsafe { *p = me });
         // SAFETY: as above.
-        assert_eq!(
-            cell.with(|p| unsafe { *p }),
-            me,
-            "buffer {} shared",
-            b.index()
-        );
+        let seen = cell.with(|p| unsafe { *p });
+        assert_eq!(seen, me, "buffer {} shared", b.index());
     }
 
     fn bounded(preemptions: usize) -> loom::model::Builder {
