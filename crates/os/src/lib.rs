@@ -20,7 +20,7 @@ pub use cpu::{
 pub use environment::Environment;
 pub use limits::{raise_nofile_limit, NofileLimit};
 pub use rusage::{max_rss_kib, CpuTimes};
-pub use shared::SharedMem;
+pub use shared::{ProcessShared, SharedMem};
 pub use shutdown::Shutdown;
 
 /// Errors from the OS layer; each names the call that failed.

@@ -2,11 +2,13 @@
 //! process-per-connection engine add to the same numbers. Every engine updates
 //! them the same way: once per `recv`, once per `sendmsg`, once per connection.
 
+use connlab_os::ProcessShared;
 use connlab_proto::ErrorKind;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Live counters of one server run.
 #[derive(Default)]
+#[repr(C)]
 pub(crate) struct Counters {
     pub(crate) accepted: AtomicU64,
     pub(crate) open: AtomicU64,
@@ -23,11 +25,55 @@ pub(crate) struct Counters {
 
 /// What the RT-signal library did during a run (`--engine rtsig`).
 #[derive(Default)]
+#[repr(C)]
 pub(crate) struct RtSigCounters {
     pub(crate) used: std::sync::atomic::AtomicBool,
     pub(crate) signals: AtomicU64,
     pub(crate) overflows: AtomicU64,
     pub(crate) recoveries: AtomicU64,
+}
+
+// SAFETY: only atomics and arrays of atomics (`ProcessShared`), checked
+// field by field by `_fields_are_process_shared` below; no pointer, no Drop.
+unsafe impl ProcessShared for Counters {}
+// SAFETY: as above.
+unsafe impl ProcessShared for RtSigCounters {}
+
+/// Fails to compile if a field of the counters is not `ProcessShared` (the
+/// exhaustive patterns make a new field fail until it is listed here).
+fn _fields_are_process_shared(c: &Counters) {
+    fn is<T: ProcessShared>(_: &T) {}
+    let Counters {
+        accepted,
+        open,
+        peak,
+        shed,
+        accept_errors,
+        requests,
+        bytes_in,
+        bytes_out,
+        protocol_errors,
+        rtsig,
+    } = c;
+    let RtSigCounters {
+        used,
+        signals,
+        overflows,
+        recoveries,
+    } = rtsig;
+    is(accepted);
+    is(open);
+    is(peak);
+    is(shed);
+    is(accept_errors);
+    is(requests);
+    is(bytes_in);
+    is(bytes_out);
+    is(protocol_errors);
+    is(used);
+    is(signals);
+    is(overflows);
+    is(recoveries);
 }
 
 impl Counters {
