@@ -5,8 +5,8 @@
 
 use crate::packet::{tcp_flags, PacketInfo};
 use crate::LinkemError;
+use connlab_os::files::AtomicFile;
 use std::fmt::Write as _;
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -114,9 +114,11 @@ pub struct LogWriter {
 }
 
 impl LogWriter {
-    /// Creates `path` (truncating it), writes the header and starts the writer.
+    /// Starts a replacement for `path` (it appears whole when the writer
+    /// finishes; see [`connlab_os::files::AtomicFile`]), writes the header
+    /// and starts the writer.
     pub fn create(path: &Path) -> Result<LogWriter, LinkemError> {
-        let file = File::create(path)
+        let file = AtomicFile::create(path)
             .map_err(|e| LinkemError::io(format!("creating log {}", path.display()), e))?;
         let (sender, receiver) = channel();
         let thread = std::thread::Builder::new()
@@ -149,7 +151,10 @@ impl LogWriter {
     }
 }
 
-fn write_all(mut out: BufWriter<File>, receiver: Receiver<Vec<LogRecord>>) -> std::io::Result<u64> {
+fn write_all(
+    mut out: BufWriter<AtomicFile>,
+    receiver: Receiver<Vec<LogRecord>>,
+) -> std::io::Result<u64> {
     writeln!(out, "{HEADER}")?;
     let mut lines = 0;
     let mut text = String::with_capacity(64 * 1024);
@@ -161,7 +166,7 @@ fn write_all(mut out: BufWriter<File>, receiver: Receiver<Vec<LogRecord>>) -> st
         lines += batch.len() as u64;
         out.write_all(text.as_bytes())?;
     }
-    out.flush()?;
+    out.into_inner().map_err(|e| e.into_error())?.commit()?;
     Ok(lines)
 }
 
