@@ -176,6 +176,39 @@ mod tests {
     use std::net::Ipv4Addr;
 
     #[test]
+    fn the_log_appears_whole_when_the_writer_finishes() {
+        let dir = std::env::temp_dir().join(format!("linkem-log-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("pkts.csv");
+        std::fs::write(&path, "earlier\n").unwrap();
+        let writer = LogWriter::create(&path).unwrap();
+        let record = LogRecord {
+            direction: 1,
+            index: 1,
+            arrival_ns: 5,
+            scheduled_ns: None,
+            departure_ns: None,
+            fate: Fate::Loss,
+            bytes: 60,
+            segments: 1,
+            info: PacketInfo::default(),
+        };
+        writer.sender().unwrap().send(vec![record; 3]).unwrap();
+        // Until the writer finishes, the earlier file is what a reader sees.
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "earlier\n");
+        assert_eq!(writer.finish().unwrap(), 3);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with(HEADER), "{text}");
+        assert_eq!(text.lines().count(), 4);
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            1,
+            "no temporary left"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn a_line_has_every_column() {
         let r = LogRecord {
             direction: 0,
