@@ -6,7 +6,7 @@
 
 use crate::clb1::{self, Framer, Header};
 use crate::head::HeadReader;
-use crate::http1::{self, RequestError, MAX_HEADER_SECTION};
+use crate::http1::{self, FileSizes, RequestError, MAX_HEADER_SECTION};
 use crate::{Protocol, ProtocolError};
 
 /// Limits of a server connection.
@@ -15,6 +15,9 @@ pub struct ServerConfig {
     /// Largest CLB1 `req_len` and `resp_len`, and largest N in HTTP
     /// `GET /bytes/N`, in bytes (`--max-message`).
     pub max_message: u32,
+    /// HTTP: paths served besides `/bytes/N`, with their sizes (a web file
+    /// set's manifest); made once at start-up and kept for the process.
+    pub files: Option<&'static FileSizes>,
 }
 
 impl ServerConfig {
@@ -26,6 +29,7 @@ impl Default for ServerConfig {
     fn default() -> ServerConfig {
         ServerConfig {
             max_message: ServerConfig::DEFAULT_MAX_MESSAGE,
+            files: None,
         }
     }
 }
@@ -174,6 +178,7 @@ impl ServerSession {
             Protocol::Http => Machine::Http(HttpServer {
                 head: HeadReader::default(),
                 max_message: config.max_message,
+                files: config.files,
             }),
         };
         ServerSession {
@@ -286,6 +291,7 @@ impl Clb1Server {
 struct HttpServer {
     head: HeadReader,
     max_message: u32,
+    files: Option<&'static FileSizes>,
 }
 
 impl HttpServer {
@@ -295,10 +301,10 @@ impl HttpServer {
         out: &mut impl FnMut(Response),
     ) -> Result<Flow, ProtocolError> {
         while !input.is_empty() {
-            let max_message = self.max_message;
+            let (max_message, files) = (self.max_message, self.files);
             let answer = match self
                 .head
-                .read(&mut input, |head| http1::answer(head, max_message))
+                .read(&mut input, |head| http1::answer(head, max_message, files))
             {
                 Ok(None) => break,
                 Ok(Some(answer)) => answer,

@@ -108,6 +108,8 @@ pub struct ServerConfig {
     pub cpus: Option<CpuList>,
     /// Time every polling call and server cycle (event-loop engines only).
     pub profile_poll: bool,
+    /// HTTP: paths served besides `/bytes/N` with their sizes (`--manifest`).
+    pub files: Option<&'static connlab_proto::http1::FileSizes>,
 }
 
 impl ServerConfig {
@@ -122,6 +124,7 @@ impl ServerConfig {
             backlog: 4096,
             cpus: None,
             profile_poll: false,
+            files: None,
         }
     }
 }

@@ -109,6 +109,7 @@ impl Server {
                 protocol: config.protocol,
                 config: connlab_proto::ServerConfig {
                     max_message: config.max_message,
+                    files: config.files,
                 },
             },
         };

@@ -279,7 +279,7 @@ fn finish(args: &GatewayArgs, stats: &GatewayStats) -> Result<ExitCode, Exit> {
     }
     if let Some(path) = &args.stats {
         let json = serde_json::to_string_pretty(stats).context("encoding the statistics")?;
-        std::fs::write(path, json + "\n")
+        connlab_os::files::write_atomic(path, json + "\n")
             .with_context(|| format!("writing --stats file {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)

@@ -71,7 +71,8 @@ pub(crate) fn run(args: ReportArgs) -> Result<ExitCode, Exit> {
         .or_else(|| (args.format == Format::Html).then(|| args.dir.join("report.html")));
     match output {
         Some(path) => {
-            std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
+            connlab_os::files::write_atomic(&path, &text)
+                .with_context(|| format!("writing {}", path.display()))?;
             eprintln!(
                 "connlab report: {} ({} of {} points) -> {}",
                 dir.info.name,
@@ -135,9 +136,8 @@ fn singleip_report(args: &ReportArgs) -> Result<ExitCode, Exit> {
 /// Writes the report to `path`, or to standard output.
 fn write_output(path: Option<PathBuf>, text: &str) -> Result<(), Exit> {
     match path {
-        Some(path) => {
-            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?
-        }
+        Some(path) => connlab_os::files::write_atomic(&path, text)
+            .with_context(|| format!("writing {}", path.display()))?,
         None => {
             let mut out = std::io::stdout().lock();
             out.write_all(text.as_bytes())

@@ -5,11 +5,12 @@ use crate::Exit;
 use anyhow::Context;
 use clap::Args;
 use connlab_os::{CpuList, Shutdown};
+use connlab_proto::http1::FileSizes;
 use connlab_proto::Protocol;
 use connlab_server::{EngineKind, Server, ServerConfig, ServerStats};
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Flags of `connlab serve`.
@@ -57,6 +58,11 @@ pub(crate) struct ServeArgs {
     /// Write statistics as JSON to FILE at shutdown.
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
+    /// HTTP: also serve the paths of a web file set (manifest.csv of
+    /// `connlab webset generate`, or its directory), each with the size its
+    /// manifest gives, so `connlab load --manifest` runs against this server.
+    #[arg(long, value_name = "DIR")]
+    manifest: Option<PathBuf>,
 }
 
 fn parse_engine(s: &str) -> Result<EngineKind, String> {
@@ -85,6 +91,9 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, Exit> {
     config.backlog = args.backlog;
     config.cpus = args.cpu;
     config.profile_poll = args.profile_poll;
+    if let Some(path) = &args.manifest {
+        config.files = Some(file_sizes(path, args.protocol, args.max_message)?);
+    }
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let server = Server::bind(config).context("starting the server")?;
     let nofile = server.nofile();
@@ -110,9 +119,49 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, Exit> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The path-to-size table of `--manifest`, kept for the whole process.
+fn file_sizes(
+    path: &Path,
+    protocol: Protocol,
+    max_message: u32,
+) -> Result<&'static FileSizes, Exit> {
+    if protocol != Protocol::Http {
+        return Err(Exit::usage(anyhow::anyhow!(
+            "--manifest needs --protocol http"
+        )));
+    }
+    let file = if path.is_dir() {
+        path.join("manifest.csv")
+    } else {
+        path.to_path_buf()
+    };
+    let manifest = connlab_webset::Manifest::read(&file)
+        .map_err(|e| Exit::usage(anyhow::anyhow!("--manifest {e}")))?;
+    if let Some(big) = manifest
+        .entries
+        .iter()
+        .find(|e| e.size_bytes > u64::from(max_message))
+    {
+        return Err(Exit::usage(anyhow::anyhow!(
+            "--manifest {}: {} is {} bytes, above --max-message {max_message}; raise --max-message",
+            file.display(),
+            big.path,
+            big.size_bytes
+        )));
+    }
+    let table = FileSizes::new(
+        manifest
+            .entries
+            .iter()
+            .map(|e| (format!("/{}", e.path), e.size_bytes)),
+    );
+    // One table for the life of the server: every connection's session refers to it.
+    Ok(Box::leak(Box::new(table)))
+}
+
 fn write_json(path: &PathBuf, stats: &ServerStats) -> anyhow::Result<()> {
     let text = serde_json::to_string_pretty(stats).context("encoding statistics")?;
-    std::fs::write(path, text + "\n")
+    connlab_os::files::write_atomic(path, text + "\n")
         .with_context(|| format!("writing statistics to {}", path.display()))
 }
 

@@ -277,7 +277,7 @@ fn write_stats<T: Serialize>(path: Option<&Path>, stats: T, started: Instant) ->
         wall_s: started.elapsed().as_secs_f64(),
     };
     let json = serde_json::to_string_pretty(&doc).context("encoding the statistics")?;
-    std::fs::write(path, json + "\n")
+    connlab_os::files::write_atomic(path, json + "\n")
         .with_context(|| format!("writing --stats file {}", path.display()))?;
     Ok(())
 }

@@ -171,7 +171,7 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
         },
     };
     SweepDir::write_info(&out, &info).map_err(|e| anyhow!(e))?;
-    std::fs::write(SweepDir::experiment_path(&out), &text)
+    connlab_os::files::write_atomic(SweepDir::experiment_path(&out), &text)
         .with_context(|| format!("writing {}", SweepDir::experiment_path(&out).display()))?;
 
     let ctx = PointContext {
@@ -212,7 +212,7 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
             Err(_) if shutdown.requested() => break,
             Err(e) => {
                 let log = SweepDir::log_dir(&out, &id);
-                let _ = std::fs::write(log.join("error.txt"), format!("{e:#}\n"));
+                let _ = connlab_os::files::write_atomic(log.join("error.txt"), format!("{e:#}\n"));
                 progress.finish(point, began.elapsed(), &format!("FAILED: {e:#}"));
                 failed.push(id);
             }

@@ -127,7 +127,7 @@ pub(crate) fn run(
             Err(_) => None,
         }
     };
-    std::fs::write(out.join("experiment.toml"), text)
+    connlab_os::files::write_atomic(out.join("experiment.toml"), text)
         .with_context(|| format!("writing {}/experiment.toml", out.display()))?;
     let mut sweep = PipelineSweep {
         schema: PIPELINE_SWEEP_SCHEMA.into(),

@@ -126,7 +126,7 @@ pub(crate) fn run(
         placement: placement.clone(),
     };
     SingleIpSweep::write_info(&out, &info).map_err(|e| anyhow!(e))?;
-    std::fs::write(out.join("experiment.toml"), text)
+    connlab_os::files::write_atomic(out.join("experiment.toml"), text)
         .with_context(|| format!("writing {}/experiment.toml", out.display()))?;
 
     let todo: Vec<&SingleIpPoint> = plan.iter().filter(|p| !point_done(&out, p)).collect();
@@ -221,7 +221,7 @@ pub(crate) fn run(
                     let _ = e;
                 }
                 Err(e) => {
-                    let _ = std::fs::write(
+                    let _ = connlab_os::files::write_atomic(
                         glogs.join(format!("{}.error.txt", p.id())),
                         format!("{e:#}\n"),
                     );
@@ -235,7 +235,7 @@ pub(crate) fn run(
             if shutdown.requested() {
                 break;
             }
-            let _ = std::fs::write(glogs.join("error.txt"), format!("{e:#}\n"));
+            let _ = connlab_os::files::write_atomic(glogs.join("error.txt"), format!("{e:#}\n"));
             eprintln!(
                 "connlab sweep: {gid}: FAILED: {e:#} (see {})",
                 glogs.display()
