@@ -113,7 +113,8 @@ pub(crate) fn run(
             }
             Err(e) => {
                 eprintln!("FAILED: {e:#}");
-                let _ = std::fs::write(ctx.logs.join("error.txt"), format!("{e:#}\n"));
+                let _ =
+                    connlab_os::files::write_atomic(ctx.logs.join("error.txt"), format!("{e:#}\n"));
                 failed.push(id);
             }
         }
@@ -223,7 +224,7 @@ fn prepare_dir(
     }
     let points = out.join("points");
     std::fs::create_dir_all(&points).with_context(|| format!("creating {}", points.display()))?;
-    std::fs::write(out.join("experiment.toml"), text)
+    connlab_os::files::write_atomic(out.join("experiment.toml"), text)
         .with_context(|| format!("writing {}/experiment.toml", out.display()))?;
     Ok(earlier)
 }
@@ -280,7 +281,9 @@ fn run_point(ctx: &PointCtx, p: &LoadgenParams) -> anyhow::Result<Option<Loadgen
             )
         };
         let mut cmd = Command::new(ctx.exe);
+        // The sweep judges errors itself (a point past saturation is data).
         cmd.arg("load")
+            .args(["--max-error-ratio", "1"])
             .args(["--target", &addr.to_string()])
             .args(["--protocol", exp.server.protocol.name()])
             .args(["-c", &p.connections.to_string()])
@@ -340,7 +343,7 @@ fn run_point(ctx: &PointCtx, p: &LoadgenParams) -> anyhow::Result<Option<Loadgen
         let merged = connlab_loadgen::merge(&parts).context("merging the shards")?;
         let path = ctx.logs.join("client.json");
         let text = serde_json::to_string_pretty(&merged).context("encoding the merged result")?;
-        std::fs::write(&path, text + "\n")
+        connlab_os::files::write_atomic(&path, text + "\n")
             .with_context(|| format!("writing {}", path.display()))?;
         merged
     };
