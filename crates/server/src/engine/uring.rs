@@ -36,24 +36,71 @@ const PROVIDE: u64 = 4;
 const WAKE: u64 = 5;
 const CANCEL: u64 = 6;
 
-fn tag(kind: u64, generation: u32, fd: RawFd) -> u64 {
-    kind << 56 | u64::from(generation & 0x00ff_ffff) << 32 | u64::from(fd as u32)
+/// Bits of a descriptor's generation that fit in an operation's tag.
+const GENERATION_BITS: u32 = 24;
+const GENERATION_MASK: u32 = (1 << GENERATION_BITS) - 1;
+
+/// What an operation's user data says: which operation, for which
+/// descriptor, in which of its generations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Tag {
+    kind: u64,
+    /// Only the low [`GENERATION_BITS`] are kept.
+    generation: u32,
+    fd: RawFd,
 }
 
-fn untag(data: u64) -> (u64, u32, RawFd) {
-    (
-        data >> 56,
-        (data >> 32) as u32 & 0x00ff_ffff,
-        data as u32 as RawFd,
-    )
+impl Tag {
+    fn new(kind: u64, generation: u32, fd: RawFd) -> Tag {
+        Tag {
+            kind,
+            generation,
+            fd,
+        }
+    }
+
+    /// The user data: kind in bits 56..64, generation in 32..56, fd in 0..32.
+    fn encode(self) -> u64 {
+        self.kind << 56
+            | u64::from(self.generation & GENERATION_MASK) << 32
+            | u64::from(self.fd as u32)
+    }
+
+    /// The inverse of [`Tag::encode`] for a generation within [`GENERATION_MASK`].
+    fn decode(data: u64) -> Tag {
+        Tag {
+            kind: data >> 56,
+            generation: (data >> 32) as u32 & GENERATION_MASK,
+            fd: data as u32 as RawFd,
+        }
+    }
+}
+
+fn tag(kind: u64, generation: u32, fd: RawFd) -> u64 {
+    Tag::new(kind, generation, fd).encode()
 }
 
 /// Per-descriptor state of the ring's operations.
 #[derive(Clone, Copy, Default)]
 struct Slot {
+    /// Counts modulo 2^[`GENERATION_BITS`], exactly what a tag carries, so a
+    /// tag and its slot compare the same bits.
     generation: u32,
     recv_armed: bool,
     pollout_armed: bool,
+}
+
+impl Slot {
+    /// The descriptor number now belongs to another connection: completions
+    /// tagged with the old generation are stale from here on.
+    fn next_generation(&mut self) {
+        self.generation = self.generation.wrapping_add(1) & GENERATION_MASK;
+    }
+
+    /// Whether a completion tagged with `generation` is for this connection.
+    fn is_current(&self, generation: u32) -> bool {
+        self.generation & GENERATION_MASK == generation & GENERATION_MASK
+    }
 }
 
 struct Ring {
@@ -155,7 +202,7 @@ impl Ring {
                 // the generation on so late completions are dropped.
                 self.cancel_recv(fd)?;
                 let slot = self.slot(fd);
-                slot.generation = slot.generation.wrapping_add(1);
+                slot.next_generation();
                 slot.pollout_armed = false;
                 Ok(())
             }
@@ -218,7 +265,11 @@ impl Engine for Uring {
             done.clear();
             done.extend(ring.ring.completion());
             for cqe in &done {
-                let (kind, generation, fd) = untag(cqe.user_data());
+                let Tag {
+                    kind,
+                    generation,
+                    fd,
+                } = Tag::decode(cqe.user_data());
                 let (res, flags) = (cqe.result(), cqe.flags());
                 match kind {
                     ACCEPT => {
@@ -227,16 +278,17 @@ impl Engine for Uring {
                             let conn = unsafe { OwnedFd::from_raw_fd(res) };
                             set_nodelay(res);
                             let fd = reactor.adopt(conn);
-                            ring.slot(fd).generation = ring.slot(fd).generation.wrapping_add(1);
-                            ring.slots[fd as usize].recv_armed = false;
-                            ring.slots[fd as usize].pollout_armed = false;
+                            let slot = ring.slot(fd);
+                            slot.next_generation();
+                            slot.recv_armed = false;
+                            slot.pollout_armed = false;
                             ring.arm_recv(fd)?;
                         } else if res == -libc::EMFILE || res == -libc::ENFILE {
                             // Out of descriptors: shed what waits, as every engine does.
                             let mut adopted = Vec::new();
                             reactor.accept_pending(|fd| adopted.push(fd));
                             for fd in adopted {
-                                ring.slot(fd).generation = ring.slot(fd).generation.wrapping_add(1);
+                                ring.slot(fd).next_generation();
                                 ring.arm_recv(fd)?;
                             }
                         } else if res == -libc::EINVAL {
@@ -255,7 +307,7 @@ impl Engine for Uring {
                         }
                     }
                     RECV => {
-                        let current = ring.slot(fd).generation == generation;
+                        let current = ring.slot(fd).is_current(generation);
                         if current && !cqueue::more(flags) {
                             ring.slots[fd as usize].recv_armed = false;
                         }
@@ -285,7 +337,7 @@ impl Engine for Uring {
                             ring.provide(pool, bid, 1)?;
                         }
                     }
-                    POLLOUT if ring.slot(fd).generation == generation => {
+                    POLLOUT if ring.slot(fd).is_current(generation) => {
                         ring.slots[fd as usize].pollout_armed = false;
                         let interest = reactor.dispatch(fd, false, true, false);
                         ring.follow(fd, interest)?;
@@ -307,5 +359,52 @@ impl Engine for Uring {
         }
         reactor.close_all();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tag_round_trips_kind_generation_and_descriptor() {
+        for (kind, generation, fd) in [
+            (ACCEPT, 0, 0),
+            (RECV, 1, 3),
+            (POLLOUT, GENERATION_MASK, 1_048_575),
+            (CANCEL, 12_345, i32::MAX),
+        ] {
+            let t = Tag::new(kind, generation, fd);
+            assert_eq!(Tag::decode(t.encode()), t);
+        }
+    }
+
+    #[test]
+    fn tag_keeps_only_the_low_generation_bits() {
+        let t = Tag::new(RECV, (1 << GENERATION_BITS) + 5, 7);
+        assert_eq!(Tag::decode(t.encode()), Tag::new(RECV, 5, 7));
+    }
+
+    /// Issue 17: after 2^24 generations of one descriptor number (about 8.4
+    /// million connections: two steps per connection) every completion for
+    /// it looked stale, so requests hung and the descriptor leaked.
+    #[test]
+    fn r17_completion_is_current_after_generation_passes_24_bits() {
+        let mut slot = Slot {
+            generation: GENERATION_MASK - 2,
+            ..Slot::default()
+        };
+        for _ in 0..6 {
+            slot.next_generation();
+            let completion = Tag::decode(tag(RECV, slot.generation, 9));
+            assert!(
+                slot.is_current(completion.generation),
+                "generation {:#x}: completion tagged {:#x} taken as stale",
+                slot.generation,
+                completion.generation
+            );
+            let stale = Tag::decode(tag(RECV, slot.generation.wrapping_sub(1), 9));
+            assert!(!slot.is_current(stale.generation));
+        }
     }
 }
