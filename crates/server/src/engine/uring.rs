@@ -18,6 +18,7 @@ use crate::profile::LoopTimer;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
 
 pub(super) struct Uring;
 
@@ -78,6 +79,64 @@ impl Tag {
 
 fn tag(kind: u64, generation: u32, fd: RawFd) -> u64 {
     Tag::new(kind, generation, fd).encode()
+}
+
+/// The receive buffers the kernel fills: [`BUFFERS`] chunks of
+/// [`READ_CHUNK`] bytes, held as a raw region rather than a `&mut [u8]`,
+/// because the kernel writes into it while the loop runs. The loop hands
+/// the kernel pointers only, and makes a slice only of the bytes a
+/// completion says were written into a buffer the kernel has returned.
+///
+/// Never freed: a receive cancelled at shutdown may still be writing when
+/// the ring is torn down, so the region is leaked instead (one per run).
+struct BufferPool {
+    base: NonNull<u8>,
+}
+
+impl BufferPool {
+    const LEN: usize = BUFFERS as usize * READ_CHUNK;
+
+    fn new() -> BufferPool {
+        let region: Box<[u8]> = vec![0u8; Self::LEN].into_boxed_slice();
+        // Ownership moves to the raw pointer; no reference to the region
+        // outlives this line.
+        let raw: *mut [u8] = Box::into_raw(region);
+        // SAFETY: `Box::into_raw` never returns null.
+        let base = unsafe { NonNull::new_unchecked(raw.cast::<u8>()) };
+        BufferPool { base }
+    }
+
+    /// Where buffer `bid` starts, for the kernel; `None` outside the pool.
+    fn buffer(&self, bid: u16) -> Option<*mut u8> {
+        let at = usize::from(bid) * READ_CHUNK;
+        // SAFETY: `at` is inside the region (checked first), so the offset
+        // stays within one allocation.
+        (at < Self::LEN).then(|| unsafe { self.base.as_ptr().add(at) })
+    }
+
+    /// The first `len` bytes of buffer `bid`, which a completion just
+    /// returned to the loop.
+    ///
+    /// # Safety
+    ///
+    /// The kernel must have finished with buffer `bid` (its completion was
+    /// read) and the buffer must not be provided to the kernel again while
+    /// the returned slice lives; `len` must be at most what it wrote.
+    unsafe fn completed(&self, bid: u16, len: usize) -> io::Result<&[u8]> {
+        let start = self.buffer(bid).ok_or_else(|| outside_pool(bid))?;
+        let len = len.min(READ_CHUNK);
+        // SAFETY: the caller guarantees nothing writes buffer `bid` while
+        // the slice lives; `buffer` keeps the start inside the region and
+        // `len <= READ_CHUNK` keeps the end inside too; the bytes were
+        // initialised (zeroed at allocation, then written by the kernel).
+        Ok(unsafe { std::slice::from_raw_parts(start, len) })
+    }
+}
+
+fn outside_pool(bid: u16) -> io::Error {
+    io::Error::other(format!(
+        "--engine uring: buffer id {bid} is outside the pool of {BUFFERS}"
+    ))
 }
 
 /// Per-descriptor state of the ring's operations.
@@ -180,17 +239,12 @@ impl Ring {
         self.push(&entry)
     }
 
-    fn provide(&mut self, pool: &mut [u8], first: u16, count: u16) -> io::Result<()> {
-        let at = first as usize * READ_CHUNK;
-        let entry = opcode::ProvideBuffers::new(
-            pool[at..].as_mut_ptr(),
-            READ_CHUNK as i32,
-            count,
-            GROUP,
-            first,
-        )
-        .build()
-        .user_data(tag(PROVIDE, 0, 0));
+    /// Hands buffers `first..first + count` back to the kernel.
+    fn provide(&mut self, pool: &BufferPool, first: u16, count: u16) -> io::Result<()> {
+        let start = pool.buffer(first).ok_or_else(|| outside_pool(first))?;
+        let entry = opcode::ProvideBuffers::new(start, READ_CHUNK as i32, count, GROUP, first)
+            .build()
+            .user_data(tag(PROVIDE, 0, 0));
         self.push(&entry)
     }
 
@@ -237,16 +291,13 @@ impl Engine for Uring {
                 ),
             )
         })?;
-        // The kernel writes into the pool until every receive has ended; it is
-        // leaked at the end rather than freed under a request still in flight.
-        let pool: &mut [u8] =
-            Box::leak(vec![0u8; BUFFERS as usize * READ_CHUNK].into_boxed_slice());
+        let pool = BufferPool::new();
         let mut ring = Ring {
             ring,
             slots: Vec::new(),
             starved: Vec::new(),
         };
-        ring.provide(pool, 0, BUFFERS)?;
+        ring.provide(&pool, 0, BUFFERS)?;
         ring.arm_accept(listen_fd)?;
         let wake = opcode::PollAdd::new(types::Fd(shutdown.wake_fd()), libc::POLLIN as u32)
             .build()
@@ -314,10 +365,12 @@ impl Engine for Uring {
                         let buffer = cqueue::buffer_select(flags);
                         if current && res >= 0 {
                             let data: &[u8] = match buffer {
-                                Some(bid) if res > 0 => {
-                                    let at = bid as usize * READ_CHUNK;
-                                    &pool[at..at + res as usize]
-                                }
+                                // SAFETY: this completion returned buffer `bid` with
+                                // `res` bytes written; it is provided again only
+                                // below, after `data` was last used.
+                                Some(bid) if res > 0 => unsafe {
+                                    pool.completed(bid, res as usize)?
+                                },
                                 _ => &[],
                             };
                             let interest = reactor.received(fd, data);
@@ -334,7 +387,7 @@ impl Engine for Uring {
                             ring.follow(fd, Interest::Closed)?;
                         }
                         if let Some(bid) = buffer {
-                            ring.provide(pool, bid, 1)?;
+                            ring.provide(&pool, bid, 1)?;
                         }
                     }
                     POLLOUT if ring.slot(fd).is_current(generation) => {
@@ -406,5 +459,22 @@ mod tests {
             let stale = Tag::decode(tag(RECV, slot.generation.wrapping_sub(1), 9));
             assert!(!slot.is_current(stale.generation));
         }
+    }
+
+    #[test]
+    fn pool_hands_out_buffers_inside_its_region_only() {
+        let pool = BufferPool::new();
+        let first = pool.buffer(0).map(|p| p as usize);
+        let last = pool.buffer(BUFFERS - 1).map(|p| p as usize);
+        assert_eq!(
+            last.zip(first).map(|(l, f)| l - f),
+            Some((BUFFERS as usize - 1) * READ_CHUNK)
+        );
+        assert!(pool.buffer(BUFFERS).is_none());
+        // SAFETY: no kernel has this pool; nothing writes it.
+        let data = unsafe { pool.completed(BUFFERS - 1, 2 * READ_CHUNK) };
+        assert_eq!(data.map(<[u8]>::len).ok(), Some(READ_CHUNK));
+        // SAFETY: as above.
+        assert!(unsafe { pool.completed(BUFFERS, 1) }.is_err());
     }
 }
