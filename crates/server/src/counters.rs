@@ -2,6 +2,7 @@
 //! process-per-connection engine add to the same numbers. Every engine updates
 //! them the same way: once per `recv`, once per `sendmsg`, once per connection.
 
+use crate::deadline::Expiry;
 use connlab_proto::ErrorKind;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -17,6 +18,10 @@ pub(crate) struct Counters {
     pub(crate) bytes_in: AtomicU64,
     pub(crate) bytes_out: AtomicU64,
     pub(crate) protocol_errors: [AtomicU64; ErrorKind::ALL.len()],
+    /// Connections closed because a request head did not complete in time.
+    pub(crate) header_timeouts: AtomicU64,
+    /// Connections closed because nothing moved for the idle timeout.
+    pub(crate) idle_timeouts: AtomicU64,
     /// `--engine rtsig` only: the library's counters at the end of the run.
     pub(crate) rtsig: RtSigCounters,
 }
@@ -41,6 +46,14 @@ impl Counters {
     /// A served connection was closed.
     pub(crate) fn closed(&self) {
         self.open.fetch_sub(1, Relaxed);
+    }
+
+    /// A timeout closed a connection.
+    pub(crate) fn timed_out(&self, expiry: Expiry) {
+        match expiry {
+            Expiry::Header => self.header_timeouts.fetch_add(1, Relaxed),
+            Expiry::Idle => self.idle_timeouts.fetch_add(1, Relaxed),
+        };
     }
 
     /// A protocol error closed a connection.

@@ -304,15 +304,28 @@ impl Engine for Uring {
             .user_data(tag(WAKE, 0, 0));
         ring.push(&wake)?;
         let mut done: Vec<cqueue::Entry> = Vec::with_capacity(ENTRIES as usize);
+        let mut expired: Vec<RawFd> = Vec::new();
         while !shutdown.requested() {
             let mut mark = timer.begin();
-            match ring.ring.submit_and_wait(1) {
+            let waited = match reactor.wait() {
+                None => ring.ring.submit_and_wait(1),
+                // IORING_ENTER_EXT_ARG (Linux 5.11): wait for a completion
+                // or until the next header/idle deadline.
+                Some(wait) => {
+                    let ts = types::Timespec::from(wait);
+                    let args = types::SubmitArgs::new().timespec(&ts);
+                    ring.ring.submitter().submit_with_args(1, &args)
+                }
+            };
+            match waited {
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ETIME) => {}
                 Err(e) => return Err(e),
             }
             timer.called(&mut mark);
+            reactor.tick();
             done.clear();
             done.extend(ring.ring.completion());
             for cqe in &done {
@@ -403,6 +416,10 @@ impl Engine for Uring {
                     }
                     _ => {}
                 }
+            }
+            reactor.expire(|fd| expired.push(fd));
+            for fd in expired.drain(..) {
+                ring.follow(fd, Interest::Closed)?;
             }
             // Receives that ran out of buffers: the buffers are back now.
             for fd in std::mem::take(&mut ring.starved) {
