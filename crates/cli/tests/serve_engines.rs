@@ -5,6 +5,8 @@
 
 mod support;
 
+use std::io::Write;
+
 use support::{
     assert_only_error, clb1_header, clb1_request, counter, http_get, http_request, per_engine,
     protocol_errors, Conn, Protocol, Server, Variant, CLB1_MAGIC, ERROR_KINDS, KIB, MIB,
@@ -36,6 +38,7 @@ per_engine!(
     counts_known_workload_in_stats,
     r17_header_timeout_closes_a_stalled_clb1_header,
     r17_header_timeout_closes_a_stalled_http_head,
+    r17_header_timeout_cuts_a_trickled_http_head,
     r17_silent_connection_stays_open_without_idle_timeout,
     r17_idle_timeout_closes_a_silent_connection,
 );
@@ -518,6 +521,35 @@ fn r17_header_timeout_closes_a_stalled_http_head(engine: Variant) {
     // Everything but the blank line that ends the head.
     let partial = &request[..request.len() - 2];
     stalled_head_case(engine, Protocol::Http, partial, http_round_trip);
+}
+
+/// Slowloris proper: the head keeps arriving, one byte per 25 ms (about a
+/// second in all), so every read makes progress; the head must still be
+/// complete within the header timeout of its first byte.
+fn r17_header_timeout_cuts_a_trickled_http_head(engine: Variant) {
+    let server = Server::start(engine, Protocol::Http, &["--header-timeout", SHORT_TIMEOUT]);
+    let mut slow = server.connect("client trickling a head");
+    slow.set_nodelay();
+    let request = http_get("/bytes/16", HTTP11, &[]);
+    let mut stream = slow.stream();
+    for byte in &request {
+        // Once the server has closed, a write fails (EPIPE or RST): stop.
+        if stream.write_all(&[*byte]).is_err() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    slow.expect_eof_without_response(&format!(
+        "a {}-byte head sent one byte per 25 ms",
+        request.len()
+    ));
+    let stats = server.stop();
+    assert_eq!(
+        counter(engine, &stats, "header_timeouts"),
+        1,
+        "[{engine}] header_timeouts: {stats}"
+    );
+    assert_eq!(counter(engine, &stats, "requests"), 0, "[{engine}] {stats}");
 }
 
 /// Connections that have sent nothing (yet, or since their last request)
