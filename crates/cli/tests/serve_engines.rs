@@ -41,6 +41,7 @@ per_engine!(
     r17_header_timeout_cuts_a_trickled_http_head,
     r17_silent_connection_stays_open_without_idle_timeout,
     r17_idle_timeout_closes_a_silent_connection,
+    r17_idle_timeout_closes_a_client_that_never_reads,
 );
 
 // ---------------------------------------------------------------------------
@@ -590,6 +591,45 @@ fn r17_idle_timeout_closes_a_silent_connection(engine: Variant) {
         counter(engine, &stats, "header_timeouts"),
         0,
         "[{engine}] header_timeouts: {stats}"
+    );
+}
+
+/// Asks for 16 MiB (more than loopback's socket buffers hold) and reads
+/// nothing until the server gives up: its send makes no progress for the
+/// idle timeout, so the connection is closed (the client then gets what the
+/// kernel had buffered, and EOF).
+fn r17_idle_timeout_closes_a_client_that_never_reads(engine: Variant) {
+    const RESP: u32 = 16 * MIB;
+    let server = Server::start(engine, Protocol::Clb1, &["--idle-timeout", SHORT_TIMEOUT]);
+    let mut stuck = server.connect("client that never reads");
+    stuck.send(&clb1_request(128, RESP, 1));
+    // Several idle timeouts long: the server closes meanwhile.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let header = stuck.read_bytes(16, "the 16 MiB response");
+    assert_eq!(
+        header[..],
+        clb1_header(CLB1_MAGIC, 128, RESP, 1),
+        "[{engine}] header of the 16 MiB response"
+    );
+    let mut stream = stuck.stream();
+    let mut rest = Vec::new();
+    match std::io::Read::read_to_end(&mut stream, &mut rest) {
+        Ok(_) => {}
+        Err(e) if support::is_reset(&e) => {}
+        Err(e) => panic!(
+            "[{engine}] expected the server to close the connection after {} bytes: {e}",
+            rest.len()
+        ),
+    }
+    assert!(
+        rest.len() < (RESP - 16) as usize,
+        "[{engine}] got the whole response: the client was never stalled"
+    );
+    let stats = server.stop();
+    assert_eq!(
+        counter(engine, &stats, "idle_timeouts"),
+        1,
+        "[{engine}] idle_timeouts: {stats}"
     );
 }
 

@@ -218,6 +218,19 @@ impl Ring {
         self.push(&entry)
     }
 
+    fn cancel_pollout(&mut self, fd: RawFd) -> io::Result<()> {
+        let slot = self.slot(fd);
+        if !slot.pollout_armed {
+            return Ok(());
+        }
+        slot.pollout_armed = false;
+        let generation = slot.generation;
+        let entry = opcode::AsyncCancel::new(tag(POLLOUT, generation, fd))
+            .build()
+            .user_data(tag(CANCEL, 0, fd));
+        self.push(&entry)
+    }
+
     fn arm_pollout(&mut self, fd: RawFd) -> io::Result<()> {
         let slot = self.slot(fd);
         if slot.pollout_armed {
@@ -252,12 +265,13 @@ impl Ring {
     fn follow(&mut self, fd: RawFd, interest: Interest) -> io::Result<()> {
         match interest {
             Interest::Closed => {
-                // The pending receive holds the socket; cancel it, and move
-                // the generation on so late completions are dropped.
+                // A pending receive or POLLOUT holds the socket open (a
+                // client that never reads, closed by the idle timeout, would
+                // not see the close); cancel them, and move the generation
+                // on so late completions are dropped.
                 self.cancel_recv(fd)?;
-                let slot = self.slot(fd);
-                slot.next_generation();
-                slot.pollout_armed = false;
+                self.cancel_pollout(fd)?;
+                self.slot(fd).next_generation();
                 Ok(())
             }
             Interest::Wait { read, write } => {
