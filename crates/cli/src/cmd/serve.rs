@@ -34,8 +34,8 @@ Limits (every engine; each hit is counted in --stats):
   --idle-timeout    off  close a connection after this long with no byte moved
                          either way (idle_timeouts); off by default because the
                          locality experiments keep idle connections open
-  --max-message   16MiB  larger CLB1 req_len/resp_len or HTTP /bytes/N closes
-                         the connection (protocol_errors)
+  --max-message   16MiB  a larger CLB1 req_len/resp_len closes the connection
+                         (protocol_errors); a larger HTTP /bytes/N gets 404
 
 Prints `listening on IP:PORT` on stdout when ready. SIGINT/SIGTERM stop it;
 it then writes --stats (JSON) and a summary table on stderr, and exits 0.")]
