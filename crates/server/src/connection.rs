@@ -227,10 +227,10 @@ impl Connection {
                     return;
                 }
                 // Zero means "forever" to the kernel: wait at least 1 ms.
-                let wait = self.timer.deadline().map(|d| {
-                    d.saturating_duration_since(now)
-                        .max(Duration::from_millis(1))
-                });
+                let wait = self
+                    .timer
+                    .blocking_wait(self.limits, now)
+                    .map(|d| d.max(Duration::from_millis(1)));
                 if wait != receive_wait {
                     set_socket_timeout(self.fd(), libc::SO_RCVTIMEO, wait);
                     receive_wait = wait;

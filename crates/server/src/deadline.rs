@@ -90,6 +90,18 @@ impl ConnTimer {
         }
     }
 
+    /// How long a blocking call made at `now` may wait (`None`: forever).
+    /// Blocking engines call it right after the last byte moved, so the idle
+    /// wait is the whole idle timeout: a constant, which keeps the socket's
+    /// `SO_RCVTIMEO` unchanged from request to request.
+    pub(crate) fn blocking_wait(&self, limits: Limits, now: Instant) -> Option<Duration> {
+        let head = self.head_deadline.map(|d| d.saturating_duration_since(now));
+        match (head, limits.idle) {
+            (Some(h), Some(i)) => Some(h.min(i)),
+            (h, i) => h.or(i),
+        }
+    }
+
     /// The timeout that has passed at `now`, the header's first.
     pub(crate) fn expired(&self, now: Instant) -> Option<Expiry> {
         if self.head_deadline.is_some_and(|d| d <= now) {
@@ -274,6 +286,24 @@ mod tests {
         timer.on_output(limits, t0 + secs(40));
         assert_eq!(timer.expired(t0 + secs(99)), None);
         assert_eq!(timer.expired(t0 + secs(100)), Some(Expiry::Idle));
+    }
+
+    #[test]
+    fn blocking_wait_is_the_idle_timeout_unless_a_head_is_due_sooner() {
+        let t0 = Instant::now();
+        let limits = Limits {
+            header: Some(HEADER),
+            idle: Some(IDLE),
+        };
+        let mut timer = ConnTimer::new(limits, t0);
+        assert_eq!(timer.blocking_wait(limits, t0 + secs(5)), Some(IDLE));
+        timer.on_input(limits, t0 + secs(5), started(true));
+        assert_eq!(timer.blocking_wait(limits, t0 + secs(7)), Some(secs(8)));
+        let no_idle = Limits {
+            idle: None,
+            ..limits
+        };
+        assert_eq!(ConnTimer::new(no_idle, t0).blocking_wait(no_idle, t0), None);
     }
 
     #[test]
