@@ -2,7 +2,6 @@
 //! process-per-connection engine add to the same numbers. Every engine updates
 //! them the same way: once per `recv`, once per `sendmsg`, once per connection.
 
-use crate::deadline::Expiry;
 use connlab_proto::ErrorKind;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -49,7 +48,8 @@ impl Counters {
     }
 
     /// A timeout closed a connection.
-    pub(crate) fn timed_out(&self, expiry: Expiry) {
+    pub(crate) fn timed_out(&self, expiry: crate::deadline::Expiry) {
+        use crate::deadline::Expiry;
         match expiry {
             Expiry::Header => self.header_timeouts.fetch_add(1, Relaxed),
             Expiry::Idle => self.idle_timeouts.fetch_add(1, Relaxed),
