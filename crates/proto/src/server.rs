@@ -244,6 +244,22 @@ impl ServerSession {
         }
     }
 
+    /// Whether part of a request head has arrived but not all of it (the
+    /// CLB1 16-byte header; the HTTP request line and header fields): the
+    /// state a header timeout bounds. `false` at a request boundary, inside
+    /// a CLB1 payload and after the session closed.
+    pub fn in_request_head(&self) -> bool {
+        if self.closed {
+            return false;
+        }
+        match &self.machine {
+            Machine::Clb1(machine) => {
+                matches!(machine.framer.position(), clb1::Position::Header(_))
+            }
+            Machine::Http(machine) => !machine.head.at_boundary(),
+        }
+    }
+
     /// The protocol this session speaks.
     pub fn protocol(&self) -> Protocol {
         match self.machine {
@@ -429,6 +445,37 @@ mod tests {
         content_length: 0,
         close: true,
     };
+
+    #[test]
+    fn in_request_head_only_between_first_and_last_head_byte() {
+        let mut session = ServerSession::new(Protocol::Clb1, ServerConfig::default());
+        let request = example_request();
+        let mut feed = |bytes: &[u8]| {
+            let _ = session.feed(bytes, &mut |_| {});
+            session.in_request_head()
+        };
+        assert!(feed(&request[..1]));
+        assert!(feed(&request[1..15]));
+        assert!(!feed(&request[15..20]), "inside the payload");
+        assert!(!feed(&request[20..]), "at the boundary");
+
+        let mut session = ServerSession::new(Protocol::Http, ServerConfig::default());
+        let mut feed = |bytes: &[u8]| {
+            let _ = session.feed(bytes, &mut |_| {});
+            session.in_request_head()
+        };
+        assert!(!feed(b"\r\n"), "blank lines before a request");
+        assert!(feed(b"GET /bytes/1 HTTP/1.1\r\nHost: a\r\n"));
+        assert!(!feed(b"\r\n"), "head complete");
+        assert!(
+            feed(b"GET /bytes/1 HTTP/1.1\r\n\r\nGET"),
+            "the next head began"
+        );
+        assert!(
+            !feed(b" /bytes/1 HTTP/1.0\r\n\r\n"),
+            "closed after HTTP/1.0"
+        );
+    }
 
     #[test]
     fn answers_the_protocol_example_request() {

@@ -19,6 +19,10 @@ pub(crate) struct Counters {
     pub(crate) bytes_in: AtomicU64,
     pub(crate) bytes_out: AtomicU64,
     pub(crate) protocol_errors: [AtomicU64; ErrorKind::ALL.len()],
+    /// Connections closed because a request head did not complete in time.
+    pub(crate) header_timeouts: AtomicU64,
+    /// Connections closed because nothing moved for the idle timeout.
+    pub(crate) idle_timeouts: AtomicU64,
     /// `--engine rtsig` only: the library's counters at the end of the run.
     pub(crate) rtsig: RtSigCounters,
 }
@@ -53,6 +57,8 @@ fn _fields_are_process_shared(c: &Counters) {
         bytes_in,
         bytes_out,
         protocol_errors,
+        header_timeouts,
+        idle_timeouts,
         rtsig,
     } = c;
     let RtSigCounters {
@@ -70,6 +76,8 @@ fn _fields_are_process_shared(c: &Counters) {
     is(bytes_in);
     is(bytes_out);
     is(protocol_errors);
+    is(header_timeouts);
+    is(idle_timeouts);
     is(used);
     is(signals);
     is(overflows);
@@ -87,6 +95,15 @@ impl Counters {
     /// A served connection was closed.
     pub(crate) fn closed(&self) {
         self.open.fetch_sub(1, Relaxed);
+    }
+
+    /// A timeout closed a connection.
+    pub(crate) fn timed_out(&self, expiry: crate::deadline::Expiry) {
+        use crate::deadline::Expiry;
+        match expiry {
+            Expiry::Header => self.header_timeouts.fetch_add(1, Relaxed),
+            Expiry::Idle => self.idle_timeouts.fetch_add(1, Relaxed),
+        };
     }
 
     /// A protocol error closed a connection.
