@@ -11,7 +11,8 @@ use std::process::ExitCode;
 const AFTER_HELP: &str = "\
 Exit codes:
   0    the run completed and its results are written
-  1    the run failed (setup error, peer died before any result, results not writable)
+  1    the run failed (setup error, peer died before any result, results not
+       writable, or `load`: more than --max-error-ratio of the requests failed)
   2    bad command line or configuration
   130  interrupted by Ctrl-C after the results measured so far were written";
 

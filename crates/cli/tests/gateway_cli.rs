@@ -99,16 +99,16 @@ fn start_gateway(topo: &Topology, policy: &str, stats: &Path) -> Child {
 }
 
 fn start_gateway_with(topo: &Topology, flags: &[&str], stats: &Path) -> Child {
+    start_gateway_to(topo, &["198.18.0.2:8080", "198.18.0.3:8080"], flags, stats)
+}
+
+/// Starts the gateway in `gw` with these backends.
+fn start_gateway_to(topo: &Topology, backends: &[&str], flags: &[&str], stats: &Path) -> Child {
     let mut child = topo
         .command("gw", connlab_bin())
         .unwrap()
         .args(["gateway", "--listen", VIP])
-        .args([
-            "--backend",
-            "198.18.0.2:8080",
-            "--backend",
-            "198.18.0.3:8080",
-        ])
+        .args(backends.iter().flat_map(|b| ["--backend", b]))
         .args(flags)
         .arg("--stats")
         .arg(stats)
@@ -361,6 +361,28 @@ fn bad_flags_are_refused_with_exit_2() {
             "unknown policy",
         ),
         (vec![], "--backend"),
+        (
+            vec![
+                "--backend",
+                "198.18.0.2:80",
+                "--mode",
+                "proxy",
+                "--turn-budget",
+                "1",
+            ],
+            "--turn-budget",
+        ),
+        (
+            vec![
+                "--backend",
+                "198.18.0.2:80",
+                "--mode",
+                "proxy",
+                "--idle-timeout",
+                "0s",
+            ],
+            "--idle-timeout",
+        ),
     ] {
         let out = Command::new(connlab_bin())
             .args(["gateway", "--listen", VIP])
@@ -371,4 +393,171 @@ fn bad_flags_are_refused_with_exit_2() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(says), "{args:?}: {err}");
     }
+    // Issue 17: --help lists the limits and timeouts.
+    let out = Command::new(connlab_bin())
+        .args(["gateway", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in ["--idle-timeout", "--turn-budget", "/run/connlab"] {
+        assert!(help.contains(flag), "{flag} missing from --help: {help}");
+    }
+}
+
+/// A backend in `host` that answers every connection with `n` bytes after
+/// reading one request line, then closes.
+fn sized_backend(topo: &Topology, host: &'static str, port: u16, n: usize) {
+    let addr: SocketAddr = format!("{}:{port}", topo.host_addr(host).unwrap())
+        .parse()
+        .unwrap();
+    let listener = topo
+        .run_in(host, || TcpListener::bind(addr).unwrap())
+        .unwrap();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            let mut req = [0u8; 5];
+            if s.read_exact(&mut req).is_ok() {
+                let _ = s.write_all(&vec![b'r'; n]);
+            }
+        }
+    });
+}
+
+fn ip_forward(topo: &Topology) -> String {
+    let out = topo
+        .command("gw", "cat")
+        .unwrap()
+        .arg("/proc/sys/net/ipv4/ip_forward")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn nat_counts_bytes_both_ways_for_remote_and_local_backends() {
+    // Issue 17: the exit summary said "bytes from 0" after a 1,000-byte
+    // response came back (the reply counter sat in prerouting, which a
+    // backend on the gateway host never crosses).
+    if !can_run() {
+        return;
+    }
+    let topo = Topology::build(&TopologySpec::bridge(&["gw", "b1", "c1"])).unwrap();
+    sized_backend(&topo, "b1", 8080, 1000);
+    sized_backend(&topo, "gw", 8080, 1000);
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("gw.json");
+    let flags = ["--mode", "nat", "--masquerade", "--policy", "round-robin"];
+    let gw = start_gateway_to(
+        &topo,
+        &["198.18.0.2:8080", "198.18.0.1:8080"],
+        &flags,
+        &stats,
+    );
+    let got: Vec<usize> = topo
+        .run_in("c1", || {
+            (0..2)
+                .map(|_| {
+                    let mut s =
+                        TcpStream::connect_timeout(&VIP.parse().unwrap(), Duration::from_secs(5))
+                            .expect("connect to the VIP");
+                    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                    s.write_all(b"GET\r\n").unwrap();
+                    let mut body = Vec::new();
+                    s.read_to_end(&mut body).unwrap();
+                    body.len()
+                })
+                .collect()
+        })
+        .unwrap();
+    assert_eq!(got, vec![1000, 1000]);
+    let out = stop(gw);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    for (i, b) in s["backends"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(b["connections"], 1, "backend {i}: {s}");
+        // 1,000 response bytes plus IP and TCP headers; the request's 5.
+        assert!(
+            b["bytes_from"].as_u64().unwrap() >= 1000,
+            "backend {i}: {s}"
+        );
+        assert!(b["bytes_to"].as_u64().unwrap() >= 5, "backend {i}: {s}");
+        assert!(b["packets_from"].as_u64().unwrap() >= 2, "backend {i}: {s}");
+    }
+}
+
+#[test]
+fn a_killed_nat_gateways_ip_forward_is_restored_at_the_next_start() {
+    // Issue 17: a killed NAT gateway left ip_forward changed. Only the
+    // test's own namespace is touched (ip_forward is per namespace).
+    if !can_run() {
+        return;
+    }
+    let host_before = std::fs::read_to_string("/proc/sys/net/ipv4/ip_forward").unwrap();
+    let topo = Topology::build(&TopologySpec::bridge(&["gw", "b1", "b2"])).unwrap();
+    backend(&topo, "b1", 8080, false);
+    backend(&topo, "b2", 8080, false);
+    assert_eq!(
+        ip_forward(&topo),
+        "0",
+        "a new namespace starts without forwarding"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("gw.json");
+    let mut gw = start_gateway(&topo, "ip-mod", &stats);
+    let pid = gw.id();
+    assert_eq!(ip_forward(&topo), "1");
+    let state_of = |pid: u32| {
+        std::fs::read_dir("/run/connlab")
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| {
+                        n.starts_with("gateway-ip_forward-") && n.ends_with(&format!("-{pid}"))
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    assert_eq!(
+        state_of(pid),
+        1,
+        "the original value is recorded before the change"
+    );
+    gw.kill().unwrap();
+    gw.wait().unwrap();
+    assert_eq!(
+        ip_forward(&topo),
+        "1",
+        "a killed gateway could not restore it"
+    );
+    assert_eq!(state_of(pid), 1, "its record stays for the next start");
+    let gw2 = start_gateway(&topo, "ip-mod", &stats);
+    assert_eq!(state_of(pid), 0, "the next start swept the stale record");
+    assert_eq!(
+        ip_forward(&topo),
+        "1",
+        "the running gateway needs forwarding"
+    );
+    let pid2 = gw2.id();
+    let out = stop(gw2);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        ip_forward(&topo),
+        "0",
+        "the original value from before the kill"
+    );
+    assert_eq!(state_of(pid2), 0);
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/net/ipv4/ip_forward").unwrap(),
+        host_before,
+        "the host namespace was not touched"
+    );
 }

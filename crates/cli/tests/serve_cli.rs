@@ -45,6 +45,8 @@ fn serve_help_lists_its_flags() {
         "--cpu",
         "--stats",
         "--edge-triggered",
+        "--header-timeout",
+        "--idle-timeout",
     ] {
         assert!(
             out.contains(flag),
@@ -82,6 +84,12 @@ fn rejects_bad_max_message_unit() {
         "--engine epoll --listen 127.0.0.1:0 --max-message 12XB",
         "--max-message",
     );
+}
+
+#[test]
+fn rejects_bad_header_timeout() {
+    assert_rejected("--header-timeout 5parsecs", "--header-timeout");
+    assert_rejected("--idle-timeout soon", "--idle-timeout");
 }
 
 #[test]
@@ -154,9 +162,19 @@ fn assert_stats_fields(stats: &Value, engine: Variant, protocol: Protocol) {
         "requests",
         "bytes_in",
         "bytes_out",
+        "header_timeouts",
+        "idle_timeouts",
     ] {
         counter(engine, stats, field);
     }
+    assert_eq!(
+        stats["header_timeout_s"], 60.0,
+        "[{engine}] default `header_timeout_s`: {stats}"
+    );
+    assert!(
+        stats["idle_timeout_s"].is_null(),
+        "[{engine}] default `idle_timeout_s` (off): {stats}"
+    );
     for field in ["cpu_user_s", "cpu_sys_s"] {
         let v = stats[field].as_f64();
         assert!(

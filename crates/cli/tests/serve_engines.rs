@@ -5,6 +5,8 @@
 
 mod support;
 
+use std::io::Write;
+
 use support::{
     assert_only_error, clb1_header, clb1_request, counter, http_get, http_request, per_engine,
     protocol_errors, Conn, Protocol, Server, Variant, CLB1_MAGIC, ERROR_KINDS, KIB, MIB,
@@ -34,6 +36,12 @@ per_engine!(
     http_oversized_header_gets_400_and_close,
     http_garbage_request_gets_400_and_close,
     counts_known_workload_in_stats,
+    r17_header_timeout_closes_a_stalled_clb1_header,
+    r17_header_timeout_closes_a_stalled_http_head,
+    r17_header_timeout_cuts_a_trickled_http_head,
+    r17_silent_connection_stays_open_without_idle_timeout,
+    r17_idle_timeout_closes_a_silent_connection,
+    r17_idle_timeout_closes_a_client_that_never_reads,
 );
 
 // ---------------------------------------------------------------------------
@@ -442,6 +450,186 @@ fn http_garbage_request_gets_400_and_close(engine: Variant) {
         b"this is not http\r\n\r\n",
         "the request line `this is not http`",
         "http_malformed",
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Timeouts (issue 17): a slowloris client costs only its own connection, and
+// only for --header-timeout; silent connections stay unless --idle-timeout.
+// ---------------------------------------------------------------------------
+
+/// Short enough for a quick test, long enough for a loaded machine to send
+/// a whole request within it.
+const SHORT_TIMEOUT: &str = "300ms";
+
+/// Sends `partial` (part of a request head) and stalls: the server must close
+/// the connection without a response and count one header timeout, while a
+/// bystander is served before and after.
+fn stalled_head_case(
+    engine: Variant,
+    protocol: Protocol,
+    partial: &[u8],
+    round_trip: fn(&mut Conn, u32),
+) {
+    let server = Server::start(engine, protocol, &["--header-timeout", SHORT_TIMEOUT]);
+    let mut bystander = server.connect("bystander");
+    round_trip(&mut bystander, 1);
+
+    let mut slow = server.connect("client stalling mid-head");
+    slow.send(partial);
+    slow.expect_eof_without_response(&format!(
+        "{} bytes of a request head, then nothing",
+        partial.len()
+    ));
+
+    round_trip(&mut bystander, 2);
+    let stats = server.stop();
+    assert_eq!(
+        counter(engine, &stats, "header_timeouts"),
+        1,
+        "[{engine}] header_timeouts: {stats}"
+    );
+    assert_eq!(
+        counter(engine, &stats, "idle_timeouts"),
+        0,
+        "[{engine}] idle_timeouts: {stats}"
+    );
+    for kind in ERROR_KINDS {
+        assert_eq!(
+            protocol_errors(engine, &stats, kind),
+            0,
+            "[{engine}] protocol_errors.{kind}: {stats}"
+        );
+    }
+}
+
+fn clb1_round_trip(conn: &mut Conn, seq: u32) {
+    conn.clb1_round_trip(128, KIB, seq);
+}
+
+fn http_round_trip(conn: &mut Conn, seq: u32) {
+    conn.send(&http_get(&format!("/bytes/{seq}"), HTTP11, &[]));
+    conn.expect_http("bystander's GET", 200, u64::from(seq), false);
+}
+
+fn r17_header_timeout_closes_a_stalled_clb1_header(engine: Variant) {
+    let request = clb1_request(128, KIB, 5);
+    stalled_head_case(engine, Protocol::Clb1, &request[..8], clb1_round_trip);
+}
+
+fn r17_header_timeout_closes_a_stalled_http_head(engine: Variant) {
+    let request = http_get("/bytes/16", HTTP11, &[]);
+    // Everything but the blank line that ends the head.
+    let partial = &request[..request.len() - 2];
+    stalled_head_case(engine, Protocol::Http, partial, http_round_trip);
+}
+
+/// Slowloris proper: the head keeps arriving, one byte per 25 ms (about a
+/// second in all), so every read makes progress; the head must still be
+/// complete within the header timeout of its first byte.
+fn r17_header_timeout_cuts_a_trickled_http_head(engine: Variant) {
+    let server = Server::start(engine, Protocol::Http, &["--header-timeout", SHORT_TIMEOUT]);
+    let mut slow = server.connect("client trickling a head");
+    slow.set_nodelay();
+    let request = http_get("/bytes/16", HTTP11, &[]);
+    let mut stream = slow.stream();
+    for byte in &request {
+        // Once the server has closed, a write fails (EPIPE or RST): stop.
+        if stream.write_all(&[*byte]).is_err() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    slow.expect_eof_without_response(&format!(
+        "a {}-byte head sent one byte per 25 ms",
+        request.len()
+    ));
+    let stats = server.stop();
+    assert_eq!(
+        counter(engine, &stats, "header_timeouts"),
+        1,
+        "[{engine}] header_timeouts: {stats}"
+    );
+    assert_eq!(counter(engine, &stats, "requests"), 0, "[{engine}] {stats}");
+}
+
+/// Connections that have sent nothing (yet, or since their last request)
+/// outlive a short header timeout when --idle-timeout is off: the locality
+/// experiments hold such connections open on purpose.
+fn r17_silent_connection_stays_open_without_idle_timeout(engine: Variant) {
+    let server = Server::start(engine, Protocol::Clb1, &["--header-timeout", SHORT_TIMEOUT]);
+    let mut silent = server.connect("connection silent from the start");
+    let mut paused = server.connect("connection silent after a request");
+    paused.clb1_round_trip(128, KIB, 1);
+    // Several header timeouts long.
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    silent.clb1_round_trip(128, KIB, 2);
+    paused.clb1_round_trip(128, KIB, 3);
+    let stats = server.stop();
+    for field in ["header_timeouts", "idle_timeouts"] {
+        assert_eq!(
+            counter(engine, &stats, field),
+            0,
+            "[{engine}] {field}: {stats}"
+        );
+    }
+    assert_eq!(counter(engine, &stats, "requests"), 3, "[{engine}] {stats}");
+}
+
+fn r17_idle_timeout_closes_a_silent_connection(engine: Variant) {
+    let server = Server::start(engine, Protocol::Clb1, &["--idle-timeout", SHORT_TIMEOUT]);
+    let mut conn = server.connect("connection going silent");
+    conn.clb1_round_trip(128, KIB, 1);
+    conn.expect_eof("a request, then nothing");
+    let stats = server.stop();
+    assert_eq!(
+        counter(engine, &stats, "idle_timeouts"),
+        1,
+        "[{engine}] idle_timeouts: {stats}"
+    );
+    assert_eq!(
+        counter(engine, &stats, "header_timeouts"),
+        0,
+        "[{engine}] header_timeouts: {stats}"
+    );
+}
+
+/// Asks for 16 MiB (more than loopback's socket buffers hold) and reads
+/// nothing until the server gives up: its send makes no progress for the
+/// idle timeout, so the connection is closed (the client then gets what the
+/// kernel had buffered, and EOF).
+fn r17_idle_timeout_closes_a_client_that_never_reads(engine: Variant) {
+    const RESP: u32 = 16 * MIB;
+    let server = Server::start(engine, Protocol::Clb1, &["--idle-timeout", SHORT_TIMEOUT]);
+    let mut stuck = server.connect("client that never reads");
+    stuck.send(&clb1_request(128, RESP, 1));
+    // Several idle timeouts long: the server closes meanwhile.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let header = stuck.read_bytes(16, "the 16 MiB response");
+    assert_eq!(
+        header[..],
+        clb1_header(CLB1_MAGIC, 128, RESP, 1),
+        "[{engine}] header of the 16 MiB response"
+    );
+    let mut stream = stuck.stream();
+    let mut rest = Vec::new();
+    match std::io::Read::read_to_end(&mut stream, &mut rest) {
+        Ok(_) => {}
+        Err(e) if support::is_reset(&e) => {}
+        Err(e) => panic!(
+            "[{engine}] expected the server to close the connection after {} bytes: {e}",
+            rest.len()
+        ),
+    }
+    assert!(
+        rest.len() < (RESP - 16) as usize,
+        "[{engine}] got the whole response: the client was never stalled"
+    );
+    let stats = server.stop();
+    assert_eq!(
+        counter(engine, &stats, "idle_timeouts"),
+        1,
+        "[{engine}] idle_timeouts: {stats}"
     );
 }
 

@@ -575,7 +575,22 @@ fn help_shows_examples_and_bad_flags_exit_2() {
         help.contains("Example:") && help.contains("--send-limit"),
         "{help}"
     );
+    // Issue 17: --help of every server-side command lists its limits.
+    for flag in [
+        "--max-pending-nodes",
+        "--auth-timeout",
+        "--node-read-budget",
+        "--max-node-queue",
+        "--max-frames-per-window",
+        "--allow-connect",
+        "--allow-listen",
+        "64 KiB",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from --help: {help}");
+    }
     let dir = temp_dir();
+    let long = key_file(dir.path(), "long", &vec![7u8; 64 * 1024 + 1]);
+    let long = long.to_str().unwrap();
     let short = key_file(dir.path(), "short", b"too short");
     let good = key_file(dir.path(), "good", b"0123456789abcdef");
     let (short, good) = (short.to_str().unwrap(), good.to_str().unwrap());
@@ -607,6 +622,16 @@ fn help_shows_examples_and_bad_flags_exit_2() {
             io(&["--send-limit", "off", "--send-buffer", "auto"], good),
             "--send-buffer",
         ),
+        (io(&[], long), "larger than 65536 bytes"),
+        (io(&["--allow-connect", "10.0.0.0/40"], good), "prefix"),
+        (io(&["--allow-listen", "90-80"], good), "backwards"),
+        (
+            io(&["--max-pending-nodes", "0"], good),
+            "--max-pending-nodes",
+        ),
+        (io(&["--auth-timeout", "0s"], good), "--auth-timeout"),
+        (io(&["--node-read-budget", "1"], good), "--node-read-budget"),
+        (io(&["--max-node-queue", "1KiB"], good), "--max-node-queue"),
         (node(&["--port", "0"]), "--port"),
         (node(&["--connect", "127.0.0.1:9000"]), "LOCAL=DEST"),
     ];
@@ -823,4 +848,40 @@ fn in_namespaces_clients_reach_two_nodes_a_killed_node_a_wrong_key_bad_frames_an
         "{ends:?}"
     );
     topo.teardown().unwrap();
+}
+
+#[test]
+fn a_taken_cluster_port_names_the_port_flag() {
+    // Issue 17: the app-node failed with EADDRINUSE and no hint.
+    let dir = temp_dir();
+    let key = key_file(dir.path(), "key", b"0123456789abcdef-cli");
+    let stats = dir.path().join("io.json");
+    let (server, _cluster, nodes) = io_server(&key, &[], &stats);
+    // A local server already holds the port on the cluster address's IP.
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let forward = taken.local_addr().unwrap();
+    let mut node = Command::new(connlab_bin())
+        .args(["singleip", "app-node", "--io-server", &nodes.to_string()])
+        .args([
+            "--key",
+            key.to_str().unwrap(),
+            "--forward",
+            &forward.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let code = wait_exit(&mut node);
+    let mut err = String::new();
+    node.stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains(&format!("port {}", forward.port())), "{err}");
+    assert!(err.contains("--port"), "{err}");
+    assert!(err.contains("--forward"), "{err}");
+    let _ = stop_io_server(server, &stats);
 }

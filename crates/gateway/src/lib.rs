@@ -4,10 +4,12 @@
 //!   I/O): the paper's `ip-mod`, `source-hash`, `round-robin`,
 //!   `least-connections` and `maglev`.
 //!
-//! - [`nat`]: `--mode nat`, the kernel balances (nftables DNAT).
+//! - [`nat`]: `--mode nat`, the kernel balances (nftables DNAT); [`forward`]
+//!   turns IPv4 forwarding on and always puts it back.
 //!
 //! - [`proxy`]: `--mode proxy`, a user-space L4 proxy with health checks.
 
+pub mod forward;
 pub mod nat;
 pub mod policy;
 pub mod proxy;

@@ -7,7 +7,15 @@
 //! - `round-robin`: `numgen inc mod 256` into the same map.
 //!
 //! Counters per backend (new connections, packets and bytes each way) are
-//! read back from the table. The table is deleted on drop; [`sweep_stale`]
+//! read back from the table. They match a flow by its conntrack tuples (the
+//! VIP in the original direction, the backend in the reply direction), so
+//! they hold whatever the packets' headers say at the hook, and they count
+//! in `postrouting` (forwarded and locally sent packets) and `input`
+//! (locally delivered ones that did not come over loopback), so every
+//! packet of a balanced flow is counted once, in either direction, whether
+//! clients and backends are remote or on the gateway host. (Regression,
+//! issue 17: the reply counter sat in `prerouting` and a backend on the
+//! gateway host was never counted: "bytes from 0".) The table is deleted on drop; [`sweep_stale`]
 //! deletes tables whose process died. Requires the `nft` binary and
 //! CAP_NET_ADMIN; IPv4 only.
 
@@ -130,34 +138,31 @@ pub fn ruleset(
         }
     }
     let _ = writeln!(t, "\t}}");
-    // Counters: toward a backend after DNAT (postrouting), from it before
-    // the reply is translated back (prerouting, ahead of dstnat).
-    let _ = writeln!(
-        t,
-        "\tchain count_to {{\n\t\ttype filter hook postrouting priority 0; policy accept;"
-    );
+    // Counters: by the flow's conntrack tuples, at the two hooks that
+    // between them see every packet once.
+    let mut rules = String::new();
     for (i, b) in backends.iter().enumerate() {
-        let _ = writeln!(
-            t,
-            "\t\tip daddr {ip} tcp dport {p} ct state new counter comment \"b{i} new\"\n\t\tip daddr {ip} tcp dport {p} counter comment \"b{i} to\"",
-            ip = b.ip(),
-            p = b.port()
-        );
-    }
-    let _ = writeln!(t, "\t}}");
-    let _ = writeln!(
-        t,
-        "\tchain count_from {{\n\t\ttype filter hook prerouting priority -150; policy accept;"
-    );
-    for (i, b) in backends.iter().enumerate() {
-        let _ = writeln!(
-            t,
-            "\t\tip saddr {} tcp sport {} counter comment \"b{i} from\"",
+        let flow = format!(
+            "meta l4proto tcp ct original ip daddr {} ct original proto-dst {} ct reply ip saddr {} ct reply proto-src {}",
+            vip.ip(),
+            vip.port(),
             b.ip(),
             b.port()
         );
+        let _ = write!(
+            rules,
+            "\t\t{flow} ct direction original ct state new counter comment \"b{i} new\"\n\t\t{flow} ct direction original counter comment \"b{i} to\"\n\t\t{flow} ct direction reply counter comment \"b{i} from\"\n"
+        );
     }
-    let _ = writeln!(t, "\t}}\n}}");
+    let _ = writeln!(
+        t,
+        "\tchain count_out {{\n\t\ttype filter hook postrouting priority 0; policy accept;\n{rules}\t}}"
+    );
+    let _ = writeln!(
+        t,
+        "\tchain count_in {{\n\t\ttype filter hook input priority 0; policy accept;\n\t\tiifname \"lo\" accept\n{rules}\t}}"
+    );
+    let _ = writeln!(t, "}}");
     Ok(t)
 }
 
@@ -275,15 +280,16 @@ pub fn parse_counters(json: &str, backends: usize) -> Result<Vec<BackendCounters
             continue;
         };
         let Some(slot) = out.get_mut(b) else { continue };
+        // Each counter appears once per counting chain: sum them.
         match what {
-            "new" => slot.connections = packets,
+            "new" => slot.connections += packets,
             "to" => {
-                slot.packets_to = packets;
-                slot.bytes_to = bytes;
+                slot.packets_to += packets;
+                slot.bytes_to += bytes;
             }
             "from" => {
-                slot.packets_from = packets;
-                slot.bytes_from = bytes;
+                slot.packets_from += packets;
+                slot.bytes_from += bytes;
             }
             _ => {}
         }
@@ -357,6 +363,35 @@ mod tests {
         assert!(t.contains("0.0.0.255 : 198.18.0.3 . 8081 }"));
         assert!(!t.contains("masquerade"));
         assert!(t.contains("comment \"b1 from\""));
+    }
+
+    #[test]
+    fn both_directions_are_counted_by_flow_at_postrouting_and_input() {
+        let vip = "198.18.0.1:80".parse().unwrap();
+        let t = ruleset("x", vip, &balancer(PolicyKind::IpMod), false).unwrap();
+        let flow = "ct original ip daddr 198.18.0.1 ct original proto-dst 80 ct reply ip saddr 198.18.0.3 ct reply proto-src 8081";
+        for dir in [
+            "original counter comment \"b1 to\"",
+            "reply counter comment \"b1 from\"",
+        ] {
+            assert_eq!(
+                t.matches(&format!("{flow} ct direction {dir}")).count(),
+                2,
+                "{t}"
+            );
+        }
+        assert!(t.contains("type filter hook postrouting priority 0"));
+        assert!(t.contains("type filter hook input priority 0"));
+        assert_eq!(t.matches('{').count(), t.matches('}').count(), "{t}");
+        // A reply counter in prerouting missed backends on the gateway host.
+        assert!(!t.contains("hook prerouting priority -150"));
+    }
+
+    #[test]
+    fn counters_of_both_chains_are_summed() {
+        let json = r#"{"nftables": [{"rule": {"comment": "b0 from", "expr": [{"counter": {"packets": 2, "bytes": 1100}}]}}, {"rule": {"comment": "b0 from", "expr": [{"counter": {"packets": 1, "bytes": 60}}]}}]}"#;
+        let c = parse_counters(json, 1).unwrap();
+        assert_eq!((c[0].packets_from, c[0].bytes_from), (3, 1160));
     }
 
     #[test]

@@ -8,6 +8,12 @@
 //! interval); it is put back when a check succeeds. A refused connect is
 //! retried on the next healthy backend.
 //!
+//! Two limits keep one connection from costing the others: a connection
+//! with no bytes moving either way for `idle_timeout` is reset, and each
+//! connection moves at most `turn_budget` bytes per event-loop turn before
+//! the others get theirs (a connection with more to move is served again
+//! next turn).
+//!
 //! With `splice` on, each direction is a pipe instead of a user buffer:
 //! bytes move socket -> pipe -> socket by `splice(2)` and never enter user
 //! space (zero copy where the kernel can share pages; on loopback it still
@@ -23,7 +29,7 @@ use std::net::{Shutdown as Half, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const LISTENER: Token = Token(0);
 const WAKER: Token = Token(1);
@@ -46,6 +52,18 @@ pub struct ProxyConfig {
     pub health_fails: u32,
     /// Relay through pipes with `splice(2)` instead of user-space buffers.
     pub splice: bool,
+    /// A connection with no bytes moving either way this long is reset.
+    pub idle_timeout: Duration,
+    /// Bytes one connection may move (both directions together) per
+    /// event-loop turn before the other connections get their turn.
+    pub turn_budget: usize,
+}
+
+impl ProxyConfig {
+    /// Default [`ProxyConfig::idle_timeout`]: 300 s.
+    pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+    /// Default [`ProxyConfig::turn_budget`]: 256 KiB.
+    pub const DEFAULT_TURN_BUDGET: usize = 256 * 1024;
 }
 
 impl Default for ProxyConfig {
@@ -57,6 +75,8 @@ impl Default for ProxyConfig {
             health_timeout: Duration::from_millis(500),
             health_fails: 1,
             splice: false,
+            idle_timeout: ProxyConfig::DEFAULT_IDLE_TIMEOUT,
+            turn_budget: ProxyConfig::DEFAULT_TURN_BUDGET,
         }
     }
 }
@@ -90,6 +110,10 @@ pub struct ProxyStats {
     /// Client connections reset because their relay pipes could not be made
     /// (`--splice` out of descriptors).
     pub no_relay: u64,
+    /// Connections reset after `idle_timeout` with no bytes moving.
+    pub idle_closed: u64,
+    /// Times a connection's turn ended at `turn_budget` with more to move.
+    pub turn_budget_hits: u64,
     /// Per backend, in the order given.
     pub backends: Vec<ProxyBackendStats>,
 }
@@ -344,6 +368,10 @@ struct Pair {
     /// Edge-triggered readiness as last reported and not yet used up:
     /// client readable/writable, backend readable/writable.
     ready: [bool; 4],
+    /// When bytes last moved (or the connection was accepted).
+    last_active: Instant,
+    /// Its turn ended at the budget: it is in the loop's backlog.
+    in_backlog: bool,
 }
 
 /// Runs the proxy until `stop_fd` becomes readable (a shutdown pipe), then
@@ -389,9 +417,19 @@ pub fn run(
     };
     let mut pairs: Vec<Option<Pair>> = Vec::new();
     let mut free: Vec<usize> = Vec::new();
+    let mut backlog: Vec<usize> = Vec::new();
     let mut events = Events::with_capacity(1024);
+    let tick = Duration::from_secs(1)
+        .min(config.idle_timeout / 4)
+        .max(Duration::from_millis(10));
+    let mut next_sweep = Instant::now() + tick;
     while !stop() {
-        if let Err(e) = poll.poll(&mut events, Some(Duration::from_secs(1))) {
+        let timeout = if backlog.is_empty() {
+            next_sweep.saturating_duration_since(Instant::now())
+        } else {
+            Duration::ZERO
+        };
+        if let Err(e) = poll.poll(&mut events, Some(timeout)) {
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
@@ -452,7 +490,39 @@ pub fn run(
                         slot,
                         &mut balancer,
                         &mut stats,
+                        config.turn_budget,
+                        &mut backlog,
                     );
+                }
+            }
+        }
+        // Connections whose last turn ended at the budget go on, after the
+        // ones that had events.
+        for slot in std::mem::take(&mut backlog) {
+            if let Some(p) = pairs.get_mut(slot).and_then(Option::as_mut) {
+                p.in_backlog = false;
+                pump(
+                    &mut poll,
+                    &mut pairs,
+                    &mut free,
+                    slot,
+                    &mut balancer,
+                    &mut stats,
+                    config.turn_budget,
+                    &mut backlog,
+                );
+            }
+        }
+        let now = Instant::now();
+        if now >= next_sweep {
+            next_sweep = now + tick;
+            for slot in 0..pairs.len() {
+                let idle = pairs[slot].as_ref().is_some_and(|p| {
+                    now.saturating_duration_since(p.last_active) >= config.idle_timeout
+                });
+                if idle {
+                    stats.idle_closed += 1;
+                    close(&mut poll, &mut pairs, &mut free, slot, &mut balancer, true);
                 }
             }
         }
@@ -528,6 +598,8 @@ fn accept_all(
             up_shut: false,
             down_shut: false,
             ready: [true; 4],
+            last_active: Instant::now(),
+            in_backlog: false,
         };
         let both = Interest::READABLE | Interest::WRITABLE;
         if poll
@@ -581,7 +653,9 @@ fn close(
 }
 
 /// Moves what can move in both directions, calling only sockets reported
-/// ready and not yet found drained; closes the pair when done or failed.
+/// ready and not yet found drained, up to `budget` bytes (then the pair goes
+/// into `backlog` for the next turn); closes the pair when done or failed.
+#[allow(clippy::too_many_arguments)]
 fn pump(
     poll: &mut Poll,
     pairs: &mut [Option<Pair>],
@@ -589,6 +663,8 @@ fn pump(
     slot: usize,
     balancer: &mut Balancer,
     stats: &mut ProxyStats,
+    budget: usize,
+    backlog: &mut Vec<usize>,
 ) {
     let Some(p) = pairs.get_mut(slot).and_then(Option::as_mut) else {
         return;
@@ -608,9 +684,21 @@ fn pump(
         p.connected = true;
     }
     let b = p.backend_idx;
+    let mut spent = 0usize;
+    let eof_before = (p.client_eof, p.backend_eof);
     let result = (|| -> io::Result<bool> {
         let [cr, cw, br, bw] = &mut p.ready;
         loop {
+            if spent >= budget.max(1) {
+                // More may be left and no new edge will say so: go on next
+                // turn, after the other connections.
+                stats.turn_budget_hits += 1;
+                if !p.in_backlog {
+                    p.in_backlog = true;
+                    backlog.push(slot);
+                }
+                break;
+            }
             let mut moved = false;
             if *cr && !p.client_eof && !p.up.is_full() {
                 let (n, eof) = p.up.fill(&mut p.client, cr)?;
@@ -620,6 +708,7 @@ fn pump(
             if *bw && !p.up.is_empty() {
                 let n = p.up.drain(&mut p.backend, bw)?;
                 stats.backends[b].bytes_to += n as u64;
+                spent += n;
                 moved |= n > 0;
             }
             if *br && !p.backend_eof && !p.down.is_full() {
@@ -630,6 +719,7 @@ fn pump(
             if *cw && !p.down.is_empty() {
                 let n = p.down.drain(&mut p.client, cw)?;
                 stats.backends[b].bytes_from += n as u64;
+                spent += n;
                 moved |= n > 0;
             }
             if !moved {
@@ -646,6 +736,9 @@ fn pump(
         }
         Ok(p.up_shut && p.down_shut)
     })();
+    if spent > 0 || (p.client_eof, p.backend_eof) != eof_before {
+        p.last_active = Instant::now();
+    }
     match result {
         Ok(false) => {}
         Ok(true) => close(poll, pairs, free, slot, balancer, false),

@@ -1876,6 +1876,12 @@ mod shipped {
                         n += 1;
                         continue;
                     }
+                    Some("loadgen") => {
+                        crate::LoadgenExperiment::from_file(&path)
+                            .unwrap_or_else(|e| panic!("{e}"));
+                        n += 1;
+                        continue;
+                    }
                     _ => {}
                 }
                 if crate::ExperimentKind::of_text(&text, "x").ok()

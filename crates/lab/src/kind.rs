@@ -4,8 +4,8 @@
 //! from that shape. [`AnyExperiment`] holds the parsed file of any kind.
 
 use crate::{
-    Experiment, ExperimentError, PeersError, PeersExperiment, PipelineExperiment,
-    SingleIpExperiment, Suite,
+    Experiment, ExperimentError, LoadgenError, LoadgenExperiment, PeersError, PeersExperiment,
+    PipelineExperiment, SingleIpExperiment, Suite,
 };
 use std::fmt;
 use std::path::Path;
@@ -29,18 +29,22 @@ pub enum ExperimentKind {
     /// connlab against a peer program (wrk, nginx, HAProxy): `[workload]`
     /// and `[[contender]]`.
     Peers,
+    /// `connlab load` (one process or merged shards) against one pinned
+    /// `connlab serve` on loopback: `[workload]` and `[placement]`.
+    Loadgen,
     /// A list of experiment files per paper (`connlab reproduce`): `[[paper]]`
     /// with `experiments`.
     Suite,
 }
 
 /// Every kind, in the order the tag's error message lists them.
-pub const KINDS: [ExperimentKind; 6] = [
+pub const KINDS: [ExperimentKind; 7] = [
     ExperimentKind::Locality,
     ExperimentKind::Web,
     ExperimentKind::Pipeline,
     ExperimentKind::Singleip,
     ExperimentKind::Peers,
+    ExperimentKind::Loadgen,
     ExperimentKind::Suite,
 ];
 
@@ -53,6 +57,7 @@ impl ExperimentKind {
             ExperimentKind::Pipeline => "pipeline",
             ExperimentKind::Singleip => "singleip",
             ExperimentKind::Peers => "peers",
+            ExperimentKind::Loadgen => "loadgen",
             ExperimentKind::Suite => "suite",
         }
     }
@@ -65,6 +70,7 @@ impl ExperimentKind {
             ExperimentKind::Pipeline => "[pipeline]",
             ExperimentKind::Singleip => "[rtt], [bandwidth] or [contention]",
             ExperimentKind::Peers => "[[contender]]",
+            ExperimentKind::Loadgen => "[workload] and [placement] without [[contender]]",
             ExperimentKind::Suite => "[[paper]] tables listing experiments",
         }
     }
@@ -194,6 +200,9 @@ fn shape_of(t: &toml::Table) -> Option<ExperimentKind> {
     if has("contender") {
         return Some(ExperimentKind::Peers);
     }
+    if has("workload") && has("placement") {
+        return Some(ExperimentKind::Loadgen);
+    }
     if has("web") {
         return Some(ExperimentKind::Web);
     }
@@ -223,6 +232,8 @@ pub enum AnyExperiment {
     Singleip(SingleIpExperiment),
     /// [`ExperimentKind::Peers`].
     Peers(PeersExperiment),
+    /// [`ExperimentKind::Loadgen`].
+    Loadgen(LoadgenExperiment),
     /// [`ExperimentKind::Suite`].
     Suite(Suite),
 }
@@ -257,6 +268,9 @@ impl AnyExperiment {
             ExperimentKind::Peers => AnyExperiment::Peers(
                 PeersExperiment::from_toml(text, origin).map_err(ExperimentError::from)?,
             ),
+            ExperimentKind::Loadgen => AnyExperiment::Loadgen(
+                LoadgenExperiment::from_toml(text, origin).map_err(ExperimentError::from)?,
+            ),
             ExperimentKind::Suite => AnyExperiment::Suite(Suite::from_toml(text, origin)?),
         })
     }
@@ -269,6 +283,7 @@ impl AnyExperiment {
             AnyExperiment::Pipeline(_) => ExperimentKind::Pipeline,
             AnyExperiment::Singleip(_) => ExperimentKind::Singleip,
             AnyExperiment::Peers(_) => ExperimentKind::Peers,
+            AnyExperiment::Loadgen(_) => ExperimentKind::Loadgen,
             AnyExperiment::Suite(_) => ExperimentKind::Suite,
         }
     }
@@ -280,6 +295,7 @@ impl AnyExperiment {
             AnyExperiment::Pipeline(e) => &e.name,
             AnyExperiment::Singleip(e) => &e.name,
             AnyExperiment::Peers(e) => &e.name,
+            AnyExperiment::Loadgen(e) => &e.name,
             AnyExperiment::Suite(s) => &s.name,
         }
     }
@@ -299,6 +315,24 @@ impl From<PeersError> for ExperimentError {
                 message,
             },
             PeersError::Syntax { origin, message } => ExperimentError::Parse { origin, message },
+        }
+    }
+}
+
+impl From<LoadgenError> for ExperimentError {
+    fn from(e: LoadgenError) -> ExperimentError {
+        match e {
+            LoadgenError::Read { path, source } => ExperimentError::Read { path, source },
+            LoadgenError::Field {
+                origin,
+                field,
+                message,
+            } => ExperimentError::Invalid {
+                origin,
+                field,
+                message,
+            },
+            LoadgenError::Syntax { origin, message } => ExperimentError::Parse { origin, message },
         }
     }
 }

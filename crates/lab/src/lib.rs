@@ -14,6 +14,7 @@
 
 mod experiment;
 mod kind;
+mod loadgen;
 mod peers;
 mod pipeline;
 mod results;
@@ -29,6 +30,12 @@ pub use experiment::{
     SizeValue, TopologySection, Vary, WebSection, ENGINES, WEB_CONFIGS,
 };
 pub use kind::{same_measurement, AnyExperiment, ExperimentKind, KINDS};
+pub use loadgen::{
+    ClientFigures, LoadgenDir, LoadgenError, LoadgenExperiment, LoadgenInfo, LoadgenParams,
+    LoadgenPlacement, LoadgenPoint, LoadgenQuick, LoadgenServer, LoadgenTable, LoadgenTag,
+    LoadgenWorkload, Rate, Ratio, ServerFigures, WireProtocol, LOADGEN_POINT_SCHEMA,
+    LOADGEN_SWEEP_SCHEMA,
+};
 pub use peers::{
     Baseline, Bytes, Contender, PeerParams, PeerPoint, PeersDir, PeersError, PeersExperiment,
     PeersInfo, PeersQuick, PeersTag, Placement, PointSetup, Process, ProcessKind, Role, RoleCpu,

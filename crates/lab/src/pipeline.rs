@@ -891,15 +891,13 @@ impl PipelineSweep {
             move |source| crate::ResultsError::Io { path, source }
         };
         let path = dir.join("pipeline.json");
-        let tmp = dir.join(".pipeline.json.tmp");
         let json = serde_json::to_string_pretty(self).map_err(|e| crate::ResultsError::Format {
             path: path.display().to_string(),
             message: e.to_string(),
         })?;
-        std::fs::write(&tmp, json + "\n").map_err(io(&tmp))?;
-        std::fs::rename(&tmp, &path).map_err(io(&path))?;
+        connlab_os::files::write_atomic(&path, json + "\n").map_err(io(&path))?;
         let csv = dir.join("runs.csv");
-        std::fs::write(&csv, self.csv()).map_err(io(&csv))
+        connlab_os::files::write_atomic(&csv, self.csv()).map_err(io(&csv))
     }
 
     /// One row per run, for pandas. `projected_*` is the bounded

@@ -288,7 +288,5 @@ pub(crate) fn write_json_whole<T: Serialize>(
         path: path.display().to_string(),
         message: e.to_string(),
     })?;
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, text + "\n").map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
+    connlab_os::files::write_atomic(path, text + "\n").map_err(io)
 }

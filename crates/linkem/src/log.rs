@@ -5,8 +5,8 @@
 
 use crate::packet::{tcp_flags, PacketInfo};
 use crate::LinkemError;
+use connlab_os::files::AtomicFile;
 use std::fmt::Write as _;
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -114,9 +114,11 @@ pub struct LogWriter {
 }
 
 impl LogWriter {
-    /// Creates `path` (truncating it), writes the header and starts the writer.
+    /// Starts a replacement for `path` (it appears whole when the writer
+    /// finishes; see [`connlab_os::files::AtomicFile`]), writes the header
+    /// and starts the writer.
     pub fn create(path: &Path) -> Result<LogWriter, LinkemError> {
-        let file = File::create(path)
+        let file = AtomicFile::create(path)
             .map_err(|e| LinkemError::io(format!("creating log {}", path.display()), e))?;
         let (sender, receiver) = channel();
         let thread = std::thread::Builder::new()
@@ -149,7 +151,10 @@ impl LogWriter {
     }
 }
 
-fn write_all(mut out: BufWriter<File>, receiver: Receiver<Vec<LogRecord>>) -> std::io::Result<u64> {
+fn write_all(
+    mut out: BufWriter<AtomicFile>,
+    receiver: Receiver<Vec<LogRecord>>,
+) -> std::io::Result<u64> {
     writeln!(out, "{HEADER}")?;
     let mut lines = 0;
     let mut text = String::with_capacity(64 * 1024);
@@ -161,7 +166,7 @@ fn write_all(mut out: BufWriter<File>, receiver: Receiver<Vec<LogRecord>>) -> st
         lines += batch.len() as u64;
         out.write_all(text.as_bytes())?;
     }
-    out.flush()?;
+    out.into_inner().map_err(|e| e.into_error())?.commit()?;
     Ok(lines)
 }
 
@@ -169,6 +174,39 @@ fn write_all(mut out: BufWriter<File>, receiver: Receiver<Vec<LogRecord>>) -> st
 mod tests {
     use super::*;
     use std::net::Ipv4Addr;
+
+    #[test]
+    fn the_log_appears_whole_when_the_writer_finishes() {
+        let dir = std::env::temp_dir().join(format!("linkem-log-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("pkts.csv");
+        std::fs::write(&path, "earlier\n").unwrap();
+        let writer = LogWriter::create(&path).unwrap();
+        let record = LogRecord {
+            direction: 1,
+            index: 1,
+            arrival_ns: 5,
+            scheduled_ns: None,
+            departure_ns: None,
+            fate: Fate::Loss,
+            bytes: 60,
+            segments: 1,
+            info: PacketInfo::default(),
+        };
+        writer.sender().unwrap().send(vec![record; 3]).unwrap();
+        // Until the writer finishes, the earlier file is what a reader sees.
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "earlier\n");
+        assert_eq!(writer.finish().unwrap(), 3);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with(HEADER), "{text}");
+        assert_eq!(text.lines().count(), 4);
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            1,
+            "no temporary left"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn a_line_has_every_column() {

@@ -114,6 +114,10 @@ pub fn run(
                 source,
             }
         })?;
+    if shutdown.requested() {
+        // Ctrl-C during set-up: what was measured is the set-up itself.
+        return Ok(interrupted_in_setup(w, to_open, &opened));
+    }
     if opened.fds.is_empty() {
         return Err(LoadError::NoConnections {
             target: w.target.to_string(),
@@ -171,6 +175,9 @@ pub fn run(
         }
     };
     let late_start = wait_for_start(w.start_at, shutdown);
+    if shutdown.requested() {
+        return Ok(interrupted_in_setup(w, to_open, &opened));
+    }
     progress.measuring.store(true, Relaxed);
     let cpu_before = CpuTimes::self_and_children();
     // A shard that woke a little late keeps the common start: its schedule is
@@ -320,6 +327,39 @@ pub fn run(
     Ok(LoadOutcome { result, intervals })
 }
 
+/// The result of a run stopped before its first send: the connection counts
+/// and no requests.
+fn interrupted_in_setup(
+    w: &Workload,
+    requested: usize,
+    opened: &crate::connect::Opened,
+) -> LoadOutcome {
+    let rd = ReaderOutcome {
+        interrupted: true,
+        ..ReaderOutcome::default()
+    };
+    let mut result = assemble(
+        w,
+        requested,
+        opened,
+        &[],
+        WriterOutcome::default(),
+        rd,
+        CpuTimes::default(),
+        Duration::ZERO,
+    );
+    result.started_unix_s = unix_seconds(SystemTime::now());
+    result.warnings.push(format!(
+        "the run was interrupted during connection set-up ({} of {} connections established): \
+         no request was sent",
+        result.connections.established, requested
+    ));
+    LoadOutcome {
+        result,
+        intervals: Vec::new(),
+    }
+}
+
 /// Waits for the wall-clock instant `at` (in slices, so that Ctrl-C is
 /// noticed); how late it already was, if it had passed.
 fn wait_for_start(at: Option<SystemTime>, shutdown: &Shutdown) -> Option<Duration> {
@@ -404,14 +444,25 @@ fn assemble(
     };
     let mut errors: std::collections::BTreeMap<String, u64> =
         rd.errors.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    if opened.failed > 0 {
-        errors.insert("connect_failed".into(), opened.failed);
-    }
-    if wr.queue_full > 0 {
-        errors.insert("client_queue_full".into(), wr.queue_full);
-    }
-    if wr.send_failed > 0 {
-        errors.insert("send_failed".into(), wr.send_failed);
+    let mut warmup_errors: std::collections::BTreeMap<String, u64> = rd
+        .warmup_errors
+        .iter()
+        .map(|(k, v)| (k.to_string(), *v))
+        .collect();
+    for (warmup, kind, n) in [
+        (false, "client_queue_full", wr.queue_full),
+        (false, "send_failed", wr.send_failed),
+        (true, "client_queue_full", wr.warmup_queue_full),
+        (true, "send_failed", wr.warmup_send_failed),
+    ] {
+        let map = if warmup {
+            &mut warmup_errors
+        } else {
+            &mut errors
+        };
+        if n > 0 {
+            map.insert(kind.into(), n);
+        }
     }
     let open_loop = matches!(w.rate, Rate::PerSecond(_));
     let send_lag = if open_loop {
@@ -518,6 +569,7 @@ fn assemble(
             },
             measured_completed: rd.measured_completed,
             errors,
+            warmup_errors,
         },
         achieved_rate_per_s: rd.measured_completed as f64 / measured_s,
         service_latency_us: service,

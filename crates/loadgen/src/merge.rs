@@ -170,6 +170,9 @@ pub fn merge(parts: &[(String, LoadResult)]) -> Result<LoadResult, MergeError> {
         for (kind, n) in &q.errors {
             *requests.errors.entry(kind.clone()).or_default() += n;
         }
+        for (kind, n) in &q.warmup_errors {
+            *requests.warmup_errors.entry(kind.clone()).or_default() += n;
+        }
         cpu.user += r.client_cpu_s.user;
         cpu.sys += r.client_cpu_s.sys;
         writer_cpu += r.writer_cpu_s;

@@ -60,6 +60,8 @@ pub(crate) fn run(
         measured_sent: 0,
         queue_full: 0,
         send_failed: 0,
+        warmup_queue_full: 0,
+        warmup_send_failed: 0,
         bytes_sent: 0,
         cpu: CpuTimes::default(),
         cpu_seen: None,
@@ -75,6 +77,9 @@ pub(crate) fn run(
         rd.bytes_received += o.rd.bytes_received;
         for (k, v) in o.rd.errors {
             *rd.errors.entry(k).or_default() += v;
+        }
+        for (k, v) in o.rd.warmup_errors {
+            *rd.warmup_errors.entry(k).or_default() += v;
         }
         wr.sent += o.sent;
         wr.measured_sent += o.measured_sent;
@@ -176,7 +181,12 @@ fn worker(
                 }
             }
             Err(kind) => {
-                *out.rd.errors.entry(kind).or_default() += 1;
+                let window = if measured {
+                    &mut out.rd.errors
+                } else {
+                    &mut out.rd.warmup_errors
+                };
+                *window.entry(kind).or_default() += 1;
                 progress.errors.fetch_add(1, Relaxed);
             }
         }

@@ -94,7 +94,11 @@ pub(crate) struct ReaderOutcome {
     pub(crate) closed_loop_bytes_sent: u64,
     pub(crate) completed: u64,
     pub(crate) measured_completed: u64,
+    /// Errors of the measured window (requests scheduled in it; connection
+    /// failures from its start on).
     pub(crate) errors: BTreeMap<&'static str, u64>,
+    /// Errors of the warm-up.
+    pub(crate) warmup_errors: BTreeMap<&'static str, u64>,
     pub(crate) idle_closed_by_peer: u64,
     pub(crate) bytes_received: u64,
     pub(crate) intervals: Vec<(Duration, Duration, hdrhistogram::Histogram<u64>)>,
@@ -250,7 +254,7 @@ pub(crate) fn run_reader(mut plan: ReaderPlan<'_, '_>) -> io::Result<ReaderOutco
                 let now = plan.start.elapsed().as_nanos() as u64;
                 let queue = &mut in_flight[c];
                 let mut mismatch = false;
-                let mut bad_status = 0u64;
+                let (mut bad_status, mut bad_status_warmup) = (0u64, 0u64);
                 let mut done_here = 0u64;
                 let result = session.feed(bytes, &mut |done| {
                     let Some(req) = queue.pop_front() else {
@@ -261,7 +265,11 @@ pub(crate) fn run_reader(mut plan: ReaderPlan<'_, '_>) -> io::Result<ReaderOutco
                         mismatch = true;
                     }
                     if done.status.is_some_and(|s| s != 200) {
-                        bad_status += 1;
+                        if req.scheduled_ns < warmup_ns {
+                            bad_status_warmup += 1;
+                        } else {
+                            bad_status += 1;
+                        }
                     }
                     done_here += 1;
                     to_send += 1;
@@ -295,10 +303,11 @@ pub(crate) fn run_reader(mut plan: ReaderPlan<'_, '_>) -> io::Result<ReaderOutco
                 outstanding -= done_here;
                 out.completed += done_here;
                 plan.progress.completed.fetch_add(done_here, Relaxed);
-                if bad_status > 0 {
-                    *out.errors.entry("http_status").or_default() += bad_status;
-                    plan.progress.errors.fetch_add(bad_status, Relaxed);
-                }
+                out.count_error("http_status", bad_status, false);
+                out.count_error("http_status", bad_status_warmup, true);
+                plan.progress
+                    .errors
+                    .fetch_add(bad_status + bad_status_warmup, Relaxed);
                 if result.is_err() {
                     fatal = Some("protocol");
                     break;
@@ -312,14 +321,11 @@ pub(crate) fn run_reader(mut plan: ReaderPlan<'_, '_>) -> io::Result<ReaderOutco
                 }
             }
             if let Some(kind) = fatal {
-                *out.errors.entry(kind).or_default() += 1;
+                let now = plan.start.elapsed().as_nanos() as u64;
+                out.count_error(kind, 1, now < warmup_ns);
                 plan.progress.errors.fetch_add(1, Relaxed);
-                let lost = in_flight[c].len() as u64;
-                if lost > 0 {
-                    *out.errors.entry("unanswered").or_default() += lost;
-                    outstanding -= lost;
-                    in_flight[c].clear();
-                }
+                outstanding -= in_flight[c].len() as u64;
+                out.count_unanswered(in_flight[c].drain(..), warmup_ns);
                 plan.dead[c].store(true, Relaxed);
                 closed[c] = true;
                 ep.del(plan.fds[c]);
@@ -386,7 +392,9 @@ pub(crate) fn run_reader(mut plan: ReaderPlan<'_, '_>) -> io::Result<ReaderOutco
             }
             let since = *drain_since.get_or_insert_with(Instant::now);
             if since.elapsed() >= plan.drain_timeout {
-                *out.errors.entry("unanswered").or_default() += outstanding;
+                for q in &mut in_flight {
+                    out.count_unanswered(q.drain(..), warmup_ns);
+                }
                 break;
             }
         }
@@ -405,6 +413,35 @@ pub(crate) fn run_reader(mut plan: ReaderPlan<'_, '_>) -> io::Result<ReaderOutco
     out.cpu = CpuTimes::thread().since(&cpu_before);
     out.cpu_seen = connlab_os::current_cpu();
     Ok(out)
+}
+
+impl ReaderOutcome {
+    /// Adds `n` errors of `kind` to the warm-up's or the measured window's count.
+    fn count_error(&mut self, kind: &'static str, n: u64, warmup: bool) {
+        if n == 0 {
+            return;
+        }
+        let map = if warmup {
+            &mut self.warmup_errors
+        } else {
+            &mut self.errors
+        };
+        *map.entry(kind).or_default() += n;
+    }
+
+    /// Counts requests that will get no answer, each in its own window.
+    fn count_unanswered(&mut self, lost: impl Iterator<Item = InFlight>, warmup_ns: u64) {
+        let (mut warm, mut measured) = (0, 0);
+        for r in lost {
+            if r.scheduled_ns < warmup_ns {
+                warm += 1;
+            } else {
+                measured += 1;
+            }
+        }
+        self.count_error("unanswered", measured, false);
+        self.count_error("unanswered", warm, true);
+    }
 }
 
 /// Moves the writer's send events into the per-connection FIFOs.

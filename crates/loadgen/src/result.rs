@@ -42,8 +42,44 @@ pub struct RequestCounts {
     pub measured_sent: u64,
     /// Responses completed for requests of the measured window.
     pub measured_completed: u64,
-    /// Errors by kind (`reset`, `closed_by_peer`, `unanswered`, `protocol`, ...).
+    /// Errors of the measured window by kind (`reset`, `closed_by_peer`,
+    /// `unanswered`, `protocol`, `http_status`, ...): requests scheduled in
+    /// it, connections lost from its start on. Connections that failed to
+    /// open are [`ConnectionCounts::failed`], except with
+    /// connection-per-request, where each connect is a request's.
     pub errors: BTreeMap<String, u64>,
+    /// Errors of the warm-up by kind (counted apart from `errors`).
+    #[serde(default)]
+    pub warmup_errors: BTreeMap<String, u64>,
+}
+
+impl RequestCounts {
+    /// Errors of the measured window.
+    pub fn measured_errors(&self) -> u64 {
+        self.errors.values().sum()
+    }
+
+    /// Warm-up requests sent (`sent - measured_sent`).
+    pub fn warmup_sent(&self) -> u64 {
+        self.sent.saturating_sub(self.measured_sent)
+    }
+
+    /// Warm-up responses completed (`completed - measured_completed`).
+    pub fn warmup_completed(&self) -> u64 {
+        self.completed.saturating_sub(self.measured_completed)
+    }
+
+    /// Share of the measured window's requests that ended in an error: its
+    /// errors over its requests sent (1 when errors came without a request
+    /// sent, 0 for an empty window).
+    pub fn error_ratio(&self) -> f64 {
+        let errors = self.measured_errors();
+        match self.measured_sent {
+            0 if errors > 0 => 1.0,
+            0 => 0.0,
+            sent => (errors as f64 / sent as f64).min(1.0),
+        }
+    }
 }
 
 /// CPU seconds.
@@ -293,4 +329,41 @@ impl RequestRecord {
 
 fn fixed_policy() -> String {
     "fixed".into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(sent: u64, measured_sent: u64, errors: &[(&str, u64)]) -> RequestCounts {
+        RequestCounts {
+            sent,
+            completed: sent,
+            measured_sent,
+            measured_completed: measured_sent,
+            errors: errors.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            warmup_errors: [("http_status".to_string(), sent - measured_sent)].into(),
+        }
+    }
+
+    #[test]
+    fn error_ratio_is_of_the_measured_window_only() {
+        let q = counts(6000, 5000, &[("http_status", 5000)]);
+        assert_eq!(q.error_ratio(), 1.0);
+        assert_eq!(q.measured_errors(), 5000);
+        assert_eq!(q.warmup_sent(), 1000);
+        let q = counts(6000, 5000, &[("reset", 1), ("unanswered", 49)]);
+        assert_eq!(q.error_ratio(), 0.01);
+        assert_eq!(counts(0, 0, &[]).error_ratio(), 0.0);
+        assert_eq!(counts(0, 0, &[("reset", 1)]).error_ratio(), 1.0);
+    }
+
+    #[test]
+    fn results_without_warmup_errors_still_parse() {
+        let q: RequestCounts = serde_json::from_str(
+            r#"{"sent":1,"completed":1,"measured_sent":1,"measured_completed":1,"errors":{}}"#,
+        )
+        .unwrap();
+        assert!(q.warmup_errors.is_empty());
+    }
 }

@@ -36,8 +36,13 @@ pub(crate) struct WriterOutcome {
     pub(crate) deviation: Option<SendDeviation>,
     pub(crate) sent: u64,
     pub(crate) measured_sent: u64,
+    /// Measured-window sends dropped because the reader's ring was full.
     pub(crate) queue_full: u64,
+    /// Measured-window sends that failed.
     pub(crate) send_failed: u64,
+    /// The same two counts for the warm-up.
+    pub(crate) warmup_queue_full: u64,
+    pub(crate) warmup_send_failed: u64,
     pub(crate) bytes_sent: u64,
     pub(crate) cpu: CpuTimes,
     pub(crate) cpu_seen: Option<usize>,
@@ -94,13 +99,22 @@ pub(crate) fn run_writer(
             scheduled_ns,
             send_ns,
         };
+        let warm = scheduled_ns < warmup_ns;
         if events.push(event).is_err() {
-            out.queue_full += 1;
+            if warm {
+                out.warmup_queue_full += 1;
+            } else {
+                out.queue_full += 1;
+            }
             continue;
         }
         if sender.send(conn, plan.fds[conn], seq).is_err() {
             plan.dead[conn].store(true, Relaxed);
-            out.send_failed += 1;
+            if warm {
+                out.warmup_send_failed += 1;
+            } else {
+                out.send_failed += 1;
+            }
         }
         seq = seq.wrapping_add(1);
         out.sent += 1;

@@ -1,11 +1,12 @@
 //! OS helpers shared by every connlab system: open-file limits, CPU placement,
 //! shutdown signals, process-shared memory, CPU accounting and a description of
-//! the machine a result was measured on. Thin wrappers over `libc`/`nix`; nothing
+//! the machine a result was measured on, and output files written whole or not at all. Thin wrappers over `libc`/`nix`; nothing
 //! here knows about protocols or the command line.
 
 pub mod cgroup;
 mod cpu;
 mod environment;
+pub mod files;
 mod limits;
 pub mod netns;
 mod rusage;
@@ -20,7 +21,7 @@ pub use cpu::{
 pub use environment::Environment;
 pub use limits::{raise_nofile_limit, NofileLimit};
 pub use rusage::{max_rss_kib, CpuTimes};
-pub use shared::SharedMem;
+pub use shared::{ProcessShared, SharedMem};
 pub use shutdown::Shutdown;
 
 /// Errors from the OS layer; each names the call that failed.

@@ -6,21 +6,116 @@ use crate::OsError;
 use std::ops::Deref;
 use std::ptr::NonNull;
 
+/// Types whose values may live in a [`SharedMem`] mapping and be used
+/// through `&T` by several processes at once.
+///
+/// Only plain-old-data and atomics qualify: integers, floats, `bool`,
+/// `()`, the integer and `bool` atomics, arrays of these, and structs that
+/// hold only such fields.
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// let shared = connlab_os::SharedMem::new([AtomicU64::new(0), AtomicU64::new(0)])?;
+/// shared[1].fetch_add(1, Ordering::Relaxed);
+/// # Ok::<(), connlab_os::OsError>(())
+/// ```
+///
+/// A type that owns heap memory does not qualify: its pointer means nothing
+/// in another process (each has its own heap after `fork`).
+///
+/// ```compile_fail,E0277
+/// let _ = connlab_os::SharedMem::new(Vec::<u8>::new());
+/// ```
+///
+/// Nor does a std `Mutex`: it waits on a process-private futex, so a process
+/// blocked on it is never woken by an unlock in another one.
+///
+/// ```compile_fail,E0277
+/// let _ = connlab_os::SharedMem::new(std::sync::Mutex::new(0u32));
+/// ```
+///
+/// # Safety
+///
+/// Implement it only for a `Sync` type that
+/// * holds no pointer or reference, and owns nothing outside its own bytes
+///   (no `Box`, `Vec`, `String`, `Arc`, file descriptor): the bytes are
+///   shared, but a pointer in them is valid in at most one process;
+/// * synchronises, if at all, only with atomic instructions on its own
+///   bytes: no std `Mutex`, `RwLock` or `Condvar` (process-private futexes),
+///   nothing that records a thread or process id, no thread-local state;
+/// * has no `Drop` glue: [`SharedMem`] drops the value in whichever process
+///   drops its handle, while others may still use it;
+/// * is valid for every bit pattern another process's writes through `&T`
+///   can leave (true of the primitives and atomics above).
+///
+/// For a struct, the implementation's SAFETY comment should name how every
+/// field is checked to be `ProcessShared` (e.g. a function that
+/// destructures the struct and passes each field to a generic
+/// `fn is<T: ProcessShared>(_: &T)`, so adding a field of another type
+/// fails to compile).
+pub unsafe trait ProcessShared: Sync {}
+
+macro_rules! process_shared {
+    ($($t:ty),* $(,)?) => {
+        $(
+            // SAFETY: a primitive or an atomic of one: no pointer, no Drop,
+            // synchronised only by atomic instructions on its own bytes, and
+            // valid for every bit pattern its own operations write.
+            unsafe impl ProcessShared for $t {}
+        )*
+    };
+}
+
+process_shared!(
+    (),
+    bool,
+    u8,
+    u16,
+    u32,
+    u64,
+    u128,
+    usize,
+    i8,
+    i16,
+    i32,
+    i64,
+    i128,
+    isize,
+    f32,
+    f64,
+    std::sync::atomic::AtomicBool,
+    std::sync::atomic::AtomicU8,
+    std::sync::atomic::AtomicU16,
+    std::sync::atomic::AtomicU32,
+    std::sync::atomic::AtomicU64,
+    std::sync::atomic::AtomicUsize,
+    std::sync::atomic::AtomicI8,
+    std::sync::atomic::AtomicI16,
+    std::sync::atomic::AtomicI32,
+    std::sync::atomic::AtomicI64,
+    std::sync::atomic::AtomicIsize,
+);
+
+// SAFETY: an array is its elements' bytes side by side, with no pointer or
+// Drop glue of its own; each element is `ProcessShared`.
+unsafe impl<T: ProcessShared, const N: usize> ProcessShared for [T; N] {}
+
 /// One `T` in an anonymous `MAP_SHARED` mapping that survives `fork`.
 ///
-/// `T` must be usable through `&T` from several processes at once, which in
-/// practice means it holds only atomics: [`SharedMem::new`] requires `T: Sync`
-/// and the mapping is never moved or copied by the kernel.
-pub struct SharedMem<T: Sync> {
+/// `T` must be usable through `&T` from several processes at once, which
+/// [`ProcessShared`] promises: plain data and atomics only. The mapping is
+/// never moved or copied by the kernel.
+pub struct SharedMem<T: ProcessShared> {
     ptr: NonNull<T>,
 }
 
-// SAFETY: the mapping is owned by this handle and `T: Sync` makes `&T` shareable across threads.
-unsafe impl<T: Sync> Send for SharedMem<T> {}
-// SAFETY: only `&T` is handed out, and `T: Sync`.
-unsafe impl<T: Sync> Sync for SharedMem<T> {}
+// SAFETY: the mapping is owned by this handle and `T: ProcessShared` (hence
+// `Sync`) makes `&T` shareable across threads.
+unsafe impl<T: ProcessShared> Send for SharedMem<T> {}
+// SAFETY: only `&T` is handed out, and `T: ProcessShared` implies `Sync`.
+unsafe impl<T: ProcessShared> Sync for SharedMem<T> {}
 
-impl<T: Sync> SharedMem<T> {
+impl<T: ProcessShared> SharedMem<T> {
     /// Maps a shared page range and moves `value` into it.
     pub fn new(value: T) -> Result<Self, OsError> {
         let len = size_of::<T>().max(1);
@@ -49,7 +144,7 @@ impl<T: Sync> SharedMem<T> {
     }
 }
 
-impl<T: Sync> Deref for SharedMem<T> {
+impl<T: ProcessShared> Deref for SharedMem<T> {
     type Target = T;
     fn deref(&self) -> &T {
         // SAFETY: the pointer was initialised in `new` and stays mapped until drop.
@@ -57,7 +152,7 @@ impl<T: Sync> Deref for SharedMem<T> {
     }
 }
 
-impl<T: Sync> Drop for SharedMem<T> {
+impl<T: ProcessShared> Drop for SharedMem<T> {
     fn drop(&mut self) {
         // SAFETY: we own the value and the mapping; drop it once, then unmap the same range.
         unsafe {

@@ -29,6 +29,7 @@ mod line;
 mod parallel;
 mod rtc;
 mod runtime;
+mod sync;
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};

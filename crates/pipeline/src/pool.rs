@@ -9,13 +9,23 @@
 //!   bytes each: headroom for every layer header plus the largest message).
 //!   Buffer `i` is bytes `i * buffer_size .. (i + 1) * buffer_size`.
 //! * **Per-buffer metadata**: an atomic reference count (number of live
-//!   [`Buf`] handles) and an atomic *claim mark* (see "Headroom" below).
+//!   [`Buf`] handles; 0 = not owned) and an atomic *claim mark* (see
+//!   "Headroom" below). [`BufferPool::alloc`] takes ownership of the index
+//!   the free set gave it with a `compare_exchange` of the count from 0 to 1,
+//!   so even a free set that went wrong can never hand out an owned buffer:
+//!   an index whose count is not 0 is skipped (its owner's release puts it
+//!   back).
 //! * **Free set** ([`PoolKind::LockFree`]): a bitmap of `AtomicU64` words, one
 //!   bit per buffer, set when the buffer is free. Allocation does not touch the
 //!   bitmap: it takes the next index of the *current free run*, a contiguous
 //!   range `cur..end` of buffers claimed from the bitmap in one go, with a
-//!   single `fetch_add` on one packed `AtomicU64` (`end << 32 | cur`). If the
-//!   returned `cur < end` the buffer is the caller's; no lock, no retry loop.
+//!   `compare_exchange` on one packed `AtomicU64` (`end << 32 | cur`) that
+//!   moves `cur` to `cur + 1` only while `cur < end`; no lock, and a retry
+//!   only when another thread took from the same run at the same moment. An
+//!   empty run's word is never written except by its refill, so no cursor
+//!   moves past `end` (a `fetch_add` here once let failed steals push another
+//!   stripe's `cur` on without bound until it wrapped and carried into `end`,
+//!   handing out buffers still owned: issue 17).
 //!   There are 8 current runs (*stripes*), each on its own cache line; a
 //!   thread uses stripe `n % 8` where `n` numbers threads in order of their
 //!   first allocation. With one shared cursor every allocation moved its cache
@@ -50,15 +60,23 @@
 //!    count >= 1). Only the refill (under the mutex) clears bitmap bits and
 //!    only a release sets them, so the bits a refill observed set stay set
 //!    until its `fetch_and` clears exactly them.
-//! 2. Per stripe, `cur` only grows between refills (`fetch_add`), and only the
-//!    refill (under the mutex, after seeing `cur >= end`) stores a new pair; a failed
-//!    `fetch_add` (one that saw `cur >= end`) always goes to the refill, which
-//!    stores a fresh pair, so `cur` never runs far past `end` and cannot
-//!    overflow into `end`.
+//! 2. Per stripe, `cur <= end` always: a taker (the stripe's own threads or a
+//!    thief) moves `cur` up by one with a `compare_exchange` only from a value
+//!    with `cur < end`, and only the refill (under the mutex, after seeing
+//!    `cur >= end`) stores a new pair. A failed attempt writes nothing. The
+//!    word is the whole state of the run, so a `compare_exchange` that
+//!    succeeds on a value seen earlier (ABA across a refill) still takes an
+//!    index that is in the current run.
 //! 3. Happens-before from a release to the next owner: the last handle's
 //!    `fetch_sub(Release)` + `fence(Acquire)` + bitmap `fetch_or(Release)`;
 //!    the refill's `fetch_and(AcqRel)` then cursor `store(Release)`; the
-//!    allocator's `fetch_add(Acquire)`.
+//!    taker's `compare_exchange(Acquire)`; and directly, the new owner's
+//!    `compare_exchange(0, 1, Acquire)` of the reference count reads the 0
+//!    the last handle's `fetch_sub(Release)` wrote.
+//!
+//! `cargo test --lib loom` under `RUSTFLAGS="--cfg loom"` model-checks
+//! alloc, release and steal with [`loom`](https://docs.rs/loom) (every
+//! interleaving of two or three threads): `.ci/run loom`.
 //!
 //! # Headroom and sharing
 //!
@@ -77,9 +95,8 @@
 //!   handle's, e.g. a retransmission of a PDU still held by a lower layer), the
 //!   caller copies the PDU into a fresh buffer ([`Buf::copy`]).
 
+use crate::sync::{fence, AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
 
 /// Which free-set algorithm a [`BufferPool`] uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -156,6 +173,8 @@ const REGION_ALIGN: usize = 4096;
 /// so two threads allocating at once do not bounce one cursor's cache line.
 const STRIPES: usize = 8;
 
+// Stays a std atomic under loom: it only numbers threads, and the loom
+// tests choose their stripes explicitly.
 static NEXT_STRIPE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 thread_local! {
@@ -353,26 +372,62 @@ impl BufferPool {
     /// A unique handle to a free buffer, or `None` if every buffer is in use.
     /// The handle's view is empty at offset 0; set it with [`Buf::set_view`].
     pub fn alloc(&self) -> Option<Buf<'_>> {
-        let idx = match &self.free {
-            FreeSet::LockFree {
-                cursors,
-                bitmap,
-                refill,
-            } => {
-                let s = STRIPE.with(|s| *s) % cursors.len();
-                Self::alloc_lock_free(cursors, s, bitmap, refill)?
+        self.alloc_in_stripe(STRIPE.with(|s| *s))
+    }
+
+    /// [`BufferPool::alloc`] from the run of stripe `stripe % STRIPES` (the
+    /// loom tests pick stripes; `alloc` uses the thread's own).
+    fn alloc_in_stripe(&self, stripe: usize) -> Option<Buf<'_>> {
+        loop {
+            let idx = match &self.free {
+                FreeSet::LockFree {
+                    cursors,
+                    bitmap,
+                    refill,
+                } => Self::alloc_lock_free(cursors, stripe % cursors.len(), bitmap, refill)?,
+                FreeSet::Mutex(m) => lock(m).pop()?,
+            };
+            let meta = &self.meta[idx as usize];
+            // Take ownership: 0 (not owned) -> 1 handle. The free set only
+            // holds unowned buffers, so this succeeds; if it ever does not,
+            // the buffer is someone's and must not be handed out: skip it
+            // (its owner's release returns it to the free set).
+            if meta
+                .refs
+                .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
             }
-            FreeSet::Mutex(m) => lock(m).pop()?,
-        };
-        let meta = &self.meta[idx as usize];
-        meta.refs.store(1, Ordering::Relaxed);
-        meta.claimed.store(0, Ordering::Relaxed);
-        Some(Buf {
-            pool: self,
-            idx,
-            start: 0,
-            end: 0,
-        })
+            meta.claimed.store(0, Ordering::Relaxed);
+            return Some(Buf {
+                pool: self,
+                idx,
+                start: 0,
+                end: 0,
+            });
+        }
+    }
+
+    /// Takes the next index of the run in `cursor`, or `None` if the run is
+    /// empty. Writes the word only to take an index (invariant 2).
+    fn take_from_run(cursor: &AtomicU64) -> Option<u32> {
+        let mut word = cursor.load(Ordering::Acquire);
+        loop {
+            let (cur, end) = unpack(word);
+            if cur >= end {
+                return None;
+            }
+            match cursor.compare_exchange_weak(
+                word,
+                pack(cur + 1, end),
+                Ordering::Acquire,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(cur),
+                Err(now) => word = now,
+            }
+        }
     }
 
     fn alloc_lock_free(
@@ -383,10 +438,9 @@ impl BufferPool {
     ) -> Option<u32> {
         let cursor = &cursors[stripe];
         loop {
-            // Fast path: one fetch_add, no lock.
-            let (cur, end) = unpack(cursor.0.fetch_add(1, Ordering::Acquire));
-            if cur < end {
-                return Some(cur);
+            // Fast path: one compare_exchange, no lock.
+            if let Some(idx) = Self::take_from_run(&cursor.0) {
+                return Some(idx);
             }
             // Slow path: refill the run under the mutex.
             let mut scans = lock(refill);
@@ -414,8 +468,8 @@ impl BufferPool {
                 // seen set are still set: this clears exactly them.
                 bitmap[w].0.fetch_and(!mask, Ordering::AcqRel);
                 let start = (w as u32) * 64 + lo;
-                // Invariant 2: the run was exhausted and only refills store,
-                // so no successful fetch_add is lost by this store.
+                // Invariant 2: the run is empty and nobody but this refill
+                // writes an empty run's word, so no take is lost by this store.
                 cursor
                     .0
                     .store(pack(start + 1, start + len), Ordering::Release);
@@ -423,17 +477,14 @@ impl BufferPool {
                 return Some(start);
             }
             // Nothing left in the bitmap: take from another stripe's run.
+            // A failed steal writes nothing (invariant 2).
             for (i, other) in cursors.iter().enumerate() {
                 if i != stripe {
-                    let (cur, end) = unpack(other.0.fetch_add(1, Ordering::Acquire));
-                    if cur < end {
-                        return Some(cur);
+                    if let Some(idx) = Self::take_from_run(&other.0) {
+                        return Some(idx);
                     }
                 }
             }
-            // Nothing free: normalise the cursor so failed fetch_adds never
-            // accumulate.
-            cursor.0.store(pack(0, 0), Ordering::Release);
             return None;
         }
     }
@@ -446,6 +497,16 @@ impl BufferPool {
                     .fetch_or(1u64 << (idx % 64), Ordering::Release);
             }
             FreeSet::Mutex(m) => lock(m).push(idx),
+        }
+    }
+
+    /// Test hook: sets every stripe's current run to `cur..end`.
+    #[cfg(all(test, not(loom)))]
+    fn set_all_cursors(&self, cur: u32, end: u32) {
+        if let FreeSet::LockFree { cursors, .. } = &self.free {
+            for c in cursors.iter() {
+                c.0.store(pack(cur, end), Ordering::Release);
+            }
         }
     }
 
@@ -685,7 +746,7 @@ impl std::fmt::Debug for Buf<'_> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
@@ -732,6 +793,48 @@ mod tests {
         }
     }
 
+    /// Issue 17: failed steals must not advance other stripes' cursors
+    /// until one wraps (2^32 of them) and carries into `end`, which made the
+    /// run look non-empty again and handed out buffers that were still owned.
+    /// The cursors start just below the wrap so a few failed allocations
+    /// reach it.
+    #[test]
+    fn cursor_near_wrap_never_hands_out_an_owned_buffer() {
+        let pool = BufferPool::new(PoolKind::LockFree, 4, 32).unwrap();
+        let held: Vec<_> = (0..4).map(|_| pool.alloc().unwrap()).collect();
+        assert_eq!(pool.free_count(), 0);
+        // Every run exhausted, cursors a few steps below the 32-bit wrap.
+        pool.set_all_cursors(u32::MAX - 2, 0);
+        for attempt in 0..8 {
+            if let Some(b) = pool.alloc() {
+                panic!(
+                    "attempt {attempt}: alloc handed out buffer {} while it is owned \
+                     (refs {})",
+                    b.index(),
+                    b.ref_count()
+                );
+            }
+        }
+        drop(held);
+        assert_eq!(pool.free_count(), 4);
+        let again: Vec<_> = (0..4).map(|_| pool.alloc().unwrap()).collect();
+        let mut idx: Vec<_> = again.iter().map(|b| b.index()).collect();
+        idx.sort_unstable();
+        assert_eq!(idx, [0, 1, 2, 3]);
+    }
+
+    /// The reference count is the ownership word: even a run that (wrongly)
+    /// names an owned buffer cannot make `alloc` hand it out.
+    #[test]
+    fn alloc_skips_an_owned_buffer_named_by_a_run() {
+        let pool = BufferPool::new(PoolKind::LockFree, 4, 32).unwrap();
+        let held: Vec<_> = (0..4).map(|_| pool.alloc().unwrap()).collect();
+        pool.set_all_cursors(0, 4);
+        assert!(pool.alloc().is_none(), "every buffer is owned");
+        drop(held);
+        assert_eq!(pool.free_count(), 4);
+    }
+
     #[test]
     fn push_front_claims_headroom_once_when_shared() {
         let pool = BufferPool::new(PoolKind::LockFree, 4, 64).unwrap();
@@ -755,5 +858,123 @@ mod tests {
                 have: 24
             }
         );
+    }
+}
+
+/// Model checks of the lock-free pool with `loom`: every interleaving (up to
+/// a preemption bound for three threads) of alloc, steal and release. Run
+/// with `RUSTFLAGS="--cfg loom" cargo test -p connlab-pipeline --release
+/// --lib loom` (`.ci/run loom`).
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::cell::UnsafeCell;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// What loom sees of each buffer's bytes: an access to a buffer without
+    /// happens-before from its previous owner's (two owners at once, or a
+    /// hand-over too weakly ordered) fails the model as a data race.
+    struct Shadow(Vec<UnsafeCell<u32>>);
+
+    // SAFETY: the cells are only touched by the owner of the buffer they
+    // stand for; loom itself checks that claim (that is the test).
+    unsafe impl Sync for Shadow {}
+    // SAFETY: as above.
+    unsafe impl Send for Shadow {}
+
+    fn shadow(n: usize) -> Arc<Shadow> {
+        Arc::new(Shadow((0..n).map(|_| UnsafeCell::new(0)).collect()))
+    }
+
+    /// Writes and reads back the buffer's shadow as its owner.
+    fn own(shadow: &Shadow, b: &Buf<'_>, me: u32) {
+        let cell = &shadow.0[b.index()];
+        // SAFETY: `b` owns the buffer; loom reports it if another thread
+        // touches the same cell without happens-before.
+        cell.with_mut(|p| unsafe { *p = me });
+        // SAFETY: as above.
+        let seen = cell.with(|p| unsafe { *p });
+        assert_eq!(seen, me, "buffer {} shared", b.index());
+    }
+
+    fn bounded(preemptions: usize) -> loom::model::Builder {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(preemptions);
+        b
+    }
+
+    /// Two threads on two stripes share two buffers: the first refill takes
+    /// both into stripe 0's run, so the other thread steals. Each allocates,
+    /// uses and releases twice.
+    #[test]
+    fn loom_alloc_steal_release_two_threads() {
+        bounded(3).check(|| {
+            let pool = Arc::new(BufferPool::new(PoolKind::LockFree, 2, 8).unwrap());
+            let sh = shadow(2);
+            let handles: Vec<_> = (0..2u32)
+                .map(|t| {
+                    let (pool, sh) = (pool.clone(), sh.clone());
+                    thread::spawn(move || {
+                        for _ in 0..2 {
+                            if let Some(b) = pool.alloc_in_stripe(t as usize) {
+                                own(&sh, &b, t + 1);
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join().unwrap();
+            }
+            assert_eq!(pool.free_count(), 2, "every buffer returned");
+        });
+    }
+
+    /// Three threads, two buffers, a clone handed to another thread: alloc
+    /// fails only when both buffers are owned, no buffer has two owners, the
+    /// last of two handles releases, and every buffer comes back.
+    #[test]
+    fn loom_exhaustion_and_shared_release_three_threads() {
+        bounded(2).check(|| {
+            let pool = Arc::new(BufferPool::new(PoolKind::LockFree, 2, 8).unwrap());
+            let sh = shadow(2);
+            let handles: Vec<_> = (0..3u32)
+                .map(|t| {
+                    let (pool, sh) = (pool.clone(), sh.clone());
+                    thread::spawn(move || {
+                        let Some(b) = pool.alloc_in_stripe(t as usize) else {
+                            // Both buffers owned by the other two threads
+                            // (a free count of 0 then is only a snapshot).
+                            return;
+                        };
+                        own(&sh, &b, t + 1);
+                        if t == 0 {
+                            // Hand a clone to another thread; whichever
+                            // handle drops last releases the buffer.
+                            // SAFETY: loom's spawn wants 'static; the
+                            // thread holds an Arc of the pool and drops the
+                            // handle before it.
+                            let c: Buf<'static> = unsafe { std::mem::transmute(b.clone()) };
+                            let p2 = pool.clone();
+                            let h = thread::spawn(move || {
+                                assert!(c.ref_count() >= 1);
+                                drop(c);
+                                drop(p2);
+                            });
+                            drop(b);
+                            h.join().unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join().unwrap();
+            }
+            assert_eq!(pool.free_count(), 2, "every buffer returned");
+            let a = pool.alloc_in_stripe(5).unwrap();
+            let b = pool.alloc_in_stripe(6).unwrap();
+            assert_ne!(a.index(), b.index());
+        });
     }
 }

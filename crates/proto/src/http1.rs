@@ -5,6 +5,7 @@
 //! [`MAX_HEADERS`] fields, so parsing never allocates.
 
 use crate::server::{HttpStatus, Response};
+use std::collections::HashMap;
 
 /// Largest request or response head accepted, in bytes, counting the
 /// request or status line and the terminating blank line (8 KiB).
@@ -47,13 +48,51 @@ pub enum RequestError {
     },
 }
 
-/// Prefix of the one path that has content: `/bytes/N`.
+/// Prefix of the path that always has content: `/bytes/N`.
 const BYTES_PATH: &str = "/bytes/";
 
+/// Paths served besides `/bytes/N`, each with the size of its body: a web
+/// file set's manifest (`connlab serve --manifest`), handed over as a table
+/// so that the protocol code reads no file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FileSizes {
+    sizes: HashMap<String, u64>,
+}
+
+impl FileSizes {
+    /// A table of `(path, size in bytes)`; each path is as requested, with
+    /// its leading `/` (a later duplicate wins).
+    pub fn new(files: impl IntoIterator<Item = (String, u64)>) -> Self {
+        FileSizes {
+            sizes: files.into_iter().collect(),
+        }
+    }
+
+    /// The body size of `path` (query string excluded), if it is listed.
+    pub fn size(&self, path: &str) -> Option<u64> {
+        self.sizes.get(path).copied()
+    }
+
+    /// How many paths are listed.
+    pub fn len(&self) -> usize {
+        self.sizes.len()
+    }
+
+    /// True when no path is listed.
+    pub fn is_empty(&self) -> bool {
+        self.sizes.is_empty()
+    }
+}
+
 /// Answers one complete request head (which ends with its blank line) as
-/// `shared/protocol.md` §2 says: `GET /bytes/N` is 200 with N bytes, any other
-/// path 404, any other method 405, each with the connection's keep-alive rule.
-pub(crate) fn answer(head: &[u8], max_message: u32) -> Result<Response, RequestError> {
+/// `shared/protocol.md` §2 says: `GET /bytes/N` is 200 with N bytes, a path
+/// listed in `files` 200 with its size, any other path 404, any other method
+/// 405, each with the connection's keep-alive rule.
+pub(crate) fn answer(
+    head: &[u8],
+    max_message: u32,
+    files: Option<&FileSizes>,
+) -> Result<Response, RequestError> {
     let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut request = httparse::Request::new(&mut fields);
     match request.parse(head) {
@@ -88,6 +127,8 @@ pub(crate) fn answer(head: &[u8], max_message: u32) -> Result<Response, RequestE
     let (status, content_length) = if method != "GET" {
         (HttpStatus::MethodNotAllowed, 0)
     } else if let Some(n) = requested_bytes(path, max_message) {
+        (HttpStatus::Ok, n)
+    } else if let Some(n) = files.and_then(|f| f.size(without_query(path))) {
         (HttpStatus::Ok, n)
     } else {
         (HttpStatus::NotFound, 0)
@@ -167,9 +208,13 @@ fn canonical_name(name: &str) -> &str {
 
 /// N for a `/bytes/N` path (query string ignored) with N at most `max_message`.
 fn requested_bytes(path: &str, max_message: u32) -> Option<u64> {
-    let path = path.split_once('?').map_or(path, |(path, _query)| path);
-    let n = parse_decimal(path.strip_prefix(BYTES_PATH)?.as_bytes())?;
+    let n = parse_decimal(without_query(path).strip_prefix(BYTES_PATH)?.as_bytes())?;
     (n <= u64::from(max_message)).then_some(n)
+}
+
+/// `path` without its query string.
+fn without_query(path: &str) -> &str {
+    path.split_once('?').map_or(path, |(path, _query)| path)
 }
 
 #[cfg(test)]
@@ -179,7 +224,7 @@ mod tests {
     const MAX: u32 = 1 << 20;
 
     fn answer_str(head: &str) -> Result<Response, RequestError> {
-        answer(head.as_bytes(), MAX)
+        answer(head.as_bytes(), MAX, None)
     }
 
     fn http(status: HttpStatus, content_length: u64, close: bool) -> Response {
@@ -195,6 +240,36 @@ mod tests {
         assert_eq!(
             answer_str("GET /bytes/1234 HTTP/1.1\r\nHost: x\r\n\r\n"),
             Ok(http(HttpStatus::Ok, 1234, false))
+        );
+    }
+
+    #[test]
+    fn serves_listed_files_with_their_sizes_and_404_for_the_rest() {
+        let files = FileSizes::new([
+            ("/paper/f0001.html".to_string(), 5_120),
+            ("/img/a.gif".to_string(), 0),
+        ]);
+        let ask = |path: &str| {
+            answer(
+                format!("GET {path} HTTP/1.1\r\n\r\n").as_bytes(),
+                MAX,
+                Some(&files),
+            )
+        };
+        assert_eq!(
+            ask("/paper/f0001.html"),
+            Ok(http(HttpStatus::Ok, 5_120, false))
+        );
+        assert_eq!(ask("/img/a.gif?v=2"), Ok(http(HttpStatus::Ok, 0, false)));
+        assert_eq!(ask("/bytes/7"), Ok(http(HttpStatus::Ok, 7, false)));
+        assert_eq!(
+            ask("/paper/f0002.html"),
+            Ok(http(HttpStatus::NotFound, 0, false))
+        );
+        assert_eq!(
+            answer_str("GET /paper/f0001.html HTTP/1.1\r\n\r\n"),
+            Ok(http(HttpStatus::NotFound, 0, false)),
+            "without a table only /bytes/N has content"
         );
     }
 

@@ -6,7 +6,7 @@
 
 use crate::clb1::{self, Framer, Header};
 use crate::head::HeadReader;
-use crate::http1::{self, RequestError, MAX_HEADER_SECTION};
+use crate::http1::{self, FileSizes, RequestError, MAX_HEADER_SECTION};
 use crate::{Protocol, ProtocolError};
 
 /// Limits of a server connection.
@@ -15,6 +15,9 @@ pub struct ServerConfig {
     /// Largest CLB1 `req_len` and `resp_len`, and largest N in HTTP
     /// `GET /bytes/N`, in bytes (`--max-message`).
     pub max_message: u32,
+    /// HTTP: paths served besides `/bytes/N`, with their sizes (a web file
+    /// set's manifest); made once at start-up and kept for the process.
+    pub files: Option<&'static FileSizes>,
 }
 
 impl ServerConfig {
@@ -26,6 +29,7 @@ impl Default for ServerConfig {
     fn default() -> ServerConfig {
         ServerConfig {
             max_message: ServerConfig::DEFAULT_MAX_MESSAGE,
+            files: None,
         }
     }
 }
@@ -174,6 +178,7 @@ impl ServerSession {
             Protocol::Http => Machine::Http(HttpServer {
                 head: HeadReader::default(),
                 max_message: config.max_message,
+                files: config.files,
             }),
         };
         ServerSession {
@@ -239,6 +244,22 @@ impl ServerSession {
         }
     }
 
+    /// Whether part of a request head has arrived but not all of it (the
+    /// CLB1 16-byte header; the HTTP request line and header fields): the
+    /// state a header timeout bounds. `false` at a request boundary, inside
+    /// a CLB1 payload and after the session closed.
+    pub fn in_request_head(&self) -> bool {
+        if self.closed {
+            return false;
+        }
+        match &self.machine {
+            Machine::Clb1(machine) => {
+                matches!(machine.framer.position(), clb1::Position::Header(_))
+            }
+            Machine::Http(machine) => !machine.head.at_boundary(),
+        }
+    }
+
     /// The protocol this session speaks.
     pub fn protocol(&self) -> Protocol {
         match self.machine {
@@ -286,6 +307,7 @@ impl Clb1Server {
 struct HttpServer {
     head: HeadReader,
     max_message: u32,
+    files: Option<&'static FileSizes>,
 }
 
 impl HttpServer {
@@ -295,10 +317,10 @@ impl HttpServer {
         out: &mut impl FnMut(Response),
     ) -> Result<Flow, ProtocolError> {
         while !input.is_empty() {
-            let max_message = self.max_message;
+            let (max_message, files) = (self.max_message, self.files);
             let answer = match self
                 .head
-                .read(&mut input, |head| http1::answer(head, max_message))
+                .read(&mut input, |head| http1::answer(head, max_message, files))
             {
                 Ok(None) => break,
                 Ok(Some(answer)) => answer,
@@ -423,6 +445,37 @@ mod tests {
         content_length: 0,
         close: true,
     };
+
+    #[test]
+    fn in_request_head_only_between_first_and_last_head_byte() {
+        let mut session = ServerSession::new(Protocol::Clb1, ServerConfig::default());
+        let request = example_request();
+        let mut feed = |bytes: &[u8]| {
+            let _ = session.feed(bytes, &mut |_| {});
+            session.in_request_head()
+        };
+        assert!(feed(&request[..1]));
+        assert!(feed(&request[1..15]));
+        assert!(!feed(&request[15..20]), "inside the payload");
+        assert!(!feed(&request[20..]), "at the boundary");
+
+        let mut session = ServerSession::new(Protocol::Http, ServerConfig::default());
+        let mut feed = |bytes: &[u8]| {
+            let _ = session.feed(bytes, &mut |_| {});
+            session.in_request_head()
+        };
+        assert!(!feed(b"\r\n"), "blank lines before a request");
+        assert!(feed(b"GET /bytes/1 HTTP/1.1\r\nHost: a\r\n"));
+        assert!(!feed(b"\r\n"), "head complete");
+        assert!(
+            feed(b"GET /bytes/1 HTTP/1.1\r\n\r\nGET"),
+            "the next head began"
+        );
+        assert!(
+            !feed(b" /bytes/1 HTTP/1.0\r\n\r\n"),
+            "closed after HTTP/1.0"
+        );
+    }
 
     #[test]
     fn answers_the_protocol_example_request() {

@@ -16,7 +16,10 @@ use proptest::sample::Index;
 
 /// A small `max_message`, so that generated lengths are sometimes out of range.
 const MAX: u32 = 1024;
-const CONFIG: ServerConfig = ServerConfig { max_message: MAX };
+const CONFIG: ServerConfig = ServerConfig {
+    max_message: MAX,
+    files: None,
+};
 
 // ---- generators ----
 

@@ -366,6 +366,19 @@ pub fn check_claims(dir: &SweepDir, t: &PaperTable) -> Vec<ClaimResult> {
             } else {
                 Vec::new()
             };
+            // A peak claim on a derived table of each engine's worst run
+            // (the locality paper's Table 5: the largest deviation stddev
+            // per engine) takes the paper's peaks from that table's cells.
+            let peak_cells: Vec<&PaperCell> = if cells.is_empty() && k == 0 {
+                paper
+                    .derived
+                    .iter()
+                    .filter(|d| d.metric == metric && d.pick == DerivedPick::LargestFirstStat)
+                    .flat_map(|d| d.cells.iter())
+                    .collect()
+            } else {
+                cells.clone()
+            };
             let shape = claim.shape();
             let mut checks = match shape {
                 ClaimShape::Along { from, to } => {
@@ -375,7 +388,7 @@ pub fn check_claims(dir: &SweepDir, t: &PaperTable) -> Vec<ClaimResult> {
                     versus_checks(dir, t, claim, metric, k, along, &cells, engine, range)
                 }
                 ClaimShape::Peak { versus, range } => {
-                    peak_checks(dir, t, claim, metric, k, along, &cells, versus, range)
+                    peak_checks(dir, t, claim, metric, k, along, &peak_cells, versus, range)
                 }
                 ClaimShape::Value => value_checks(dir, t, claim, metric, k),
             };
@@ -757,10 +770,10 @@ fn versus_checks(
 }
 
 /// One engine's peak over rows: the spread of its per-repetition peaks,
-/// and the `along` values of the rows the peaks were at.
+/// and the rows the peaks were at (their `along` value and whole setting).
 struct Peak {
     spread: Option<Spread>,
-    at: Vec<f64>,
+    at: Vec<(f64, String)>,
 }
 
 /// Per repetition, the highest statistic `k` of column `col` over `rows`,
@@ -775,8 +788,8 @@ fn peak_of(
     along: Vary,
     within: Option<f64>,
 ) -> Peak {
-    // repetition -> (peak, along value of its row)
-    let mut best: std::collections::BTreeMap<u32, (f64, f64)> = Default::default();
+    // repetition -> (peak, its row)
+    let mut best: std::collections::BTreeMap<u32, (f64, &Row)> = Default::default();
     for r in rows {
         for &i in &r.cells[col].points {
             let p = &dir.points[i];
@@ -787,17 +800,18 @@ fn peak_of(
             let Some(v) = our_stats(&dir.experiment, metric, p)[k].filter(|v| v.is_finite()) else {
                 continue;
             };
-            let e = best
-                .entry(p.params.repetition)
-                .or_insert((f64::NEG_INFINITY, 0.0));
+            let e = best.entry(p.params.repetition).or_insert((v, r));
             if v > e.0 {
-                *e = (v, r.value(along));
+                *e = (v, r);
             }
         }
     }
-    let mut at: Vec<f64> = best.values().map(|b| b.1).collect();
-    at.sort_by(f64::total_cmp);
-    at.dedup_by(|a, b| close(*a, *b));
+    let mut at: Vec<(f64, String)> = best
+        .values()
+        .map(|b| (b.1.value(along), setting_text(b.1)))
+        .collect();
+    at.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+    at.dedup_by(|a, b| a.1 == b.1);
     Peak {
         spread: Spread::of(best.values().map(|b| b.0)),
         at,
@@ -805,11 +819,30 @@ fn peak_of(
 }
 
 /// Where the peaks were: `at 4,000 req/s`, or `at 4,000 req/s to 5,000
-/// req/s` when the repetitions differ; `none` without a peak.
-fn peak_at_text(along: Vary, at: &[f64]) -> String {
+/// req/s` when the repetitions differ; `none` without a peak. When the
+/// rows compared differ in more than `along` (`whole`), each setting is
+/// named whole: `at 400 conns · ratio 1 · 125 req/s`, several joined by
+/// ` / `.
+fn peak_at_text(along: Vary, at: &[(f64, String)], whole: bool) -> String {
+    if whole {
+        return match at.len() {
+            0 => "none".into(),
+            _ => format!(
+                "at {}",
+                at.iter()
+                    .map(|a| a.1.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            ),
+        };
+    }
     match (at.first(), at.last()) {
-        (Some(a), Some(b)) if close(*a, *b) => format!("at {}", param_text(along, *a)),
-        (Some(a), Some(b)) => format!("at {} to {}", param_text(along, *a), param_text(along, *b)),
+        (Some(a), Some(b)) if close(a.0, b.0) => format!("at {}", param_text(along, a.0)),
+        (Some(a), Some(b)) => format!(
+            "at {} to {}",
+            param_text(along, a.0),
+            param_text(along, b.0)
+        ),
         _ => "none".into(),
     }
 }
@@ -836,6 +869,13 @@ fn peak_checks(
             })
         })
         .collect();
+    // Rows that differ in more than `along` are named whole.
+    let whole = rows.iter().any(|r| {
+        [Vary::Connections, Vary::ActiveRatio, Vary::Rate]
+            .into_iter()
+            .filter(|v| *v != along)
+            .any(|v| !close(r.value(v), rows[0].value(v)))
+    });
     let over = match range {
         Some((lo, hi)) => format!("peak over {}", span_text(along, lo, hi)),
         None => "peak over every row".into(),
@@ -878,7 +918,10 @@ fn peak_checks(
         let mut check = ClaimCheck {
             engine: engine.clone(),
             subject: engine.clone(),
-            rows: format!("{over}{within}: {engine} {}", peak_at_text(along, &ours.at)),
+            rows: format!(
+                "{over}{within}: {engine} {}",
+                peak_at_text(along, &ours.at, whole)
+            ),
             paper: None,
             paper_from_cells: false,
             ours: None,
@@ -890,7 +933,7 @@ fn peak_checks(
         match (versus, &versus_peak) {
             (Some(v), Some(vp)) => {
                 check.engine = format!("{engine} {} {v}", pair_sign(claim));
-                check.rows = format!("{}, {v} {}", check.rows, peak_at_text(along, &vp.at));
+                check.rows = format!("{}, {v} {}", check.rows, peak_at_text(along, &vp.at, whole));
                 let from_cells = paper_peak(v)
                     .zip(paper_peak(engine))
                     .and_then(|(a, b)| compare_paper(claim, a, b));

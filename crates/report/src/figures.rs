@@ -294,20 +294,30 @@ pub(crate) fn plots(
     if dir.points.iter().all(|p| p.params.closed_loop()) {
         return Ok(out);
     }
-    // CDF of send deviation: a plot per setting, a line per engine (its
-    // first repetition).
+    // CDF of send deviation: a plot per setting, a line per engine, every
+    // repetition of the point pooled.
     for row in t.rows.iter().take(MAX_PER_KIND) {
+        let mut pooled_reps = 0;
+        let mut first_only = false;
         let series: Vec<Series> = t
             .engines
             .iter()
             .zip(&row.cells)
             .filter_map(|(e, cell)| {
-                let p = &dir.points[*cell.points.first()?];
-                let points: Vec<(f64, f64)> = fine_deviation_cdf(p)
+                let reps: Vec<&PointResult> = cell
+                    .points
                     .iter()
-                    .map(|c| (c.value_us, c.fraction))
+                    .filter_map(|i| dir.points.get(*i))
                     .collect();
-                (points.len() >= 2).then(|| Series {
+                let (cdf, pooled) = pooled_deviation_cdf(&reps);
+                let points: Vec<(f64, f64)> =
+                    cdf.iter().map(|c| (c.value_us, c.fraction)).collect();
+                if points.len() < 2 {
+                    return None;
+                }
+                pooled_reps = pooled_reps.max(pooled);
+                first_only |= pooled < reps.len();
+                Some(Series {
                     name: e.clone(),
                     points,
                 })
@@ -338,17 +348,20 @@ pub(crate) fn plots(
             })
             .collect();
         let title = format!("CDF of send deviation ({})", row.label);
-        let svg = plots::linear(
+        let svg = plots::cdf(
             &title,
             "send deviation from the ideal schedule (µs), 1st to 99th percentile",
             "fraction of sends",
             &series,
-            Some((0.0, 1.0)),
         )?;
         let id = format!("cdf-{}", out.len());
         out.push((
             id,
-            format!("Cumulative distribution of each send's deviation from the evenly spaced schedule with the same mean (section 5.2), {}, one line per engine (first repetition).", row.label),
+            format!(
+                "Cumulative distribution of each send's deviation from the evenly spaced schedule with the same mean (section 5.2), {}, one line per engine{}.",
+                row.label,
+                pooling_text(pooled_reps, first_only)
+            ),
             svg,
         ));
     }
@@ -487,15 +500,48 @@ fn backend_count_plots(dir: &SweepDir) -> Result<Vec<(String, String, String)>, 
     Ok(out)
 }
 
-/// The send-deviation CDF at 0.5% steps from the point's histogram, or the
-/// summary's coarse CDF when the histogram is missing or unreadable.
-fn fine_deviation_cdf(p: &PointResult) -> Vec<connlab_measure::CdfPoint> {
-    p.load
-        .histograms
-        .send_deviation
-        .as_ref()
-        .and_then(|parts| connlab_measure::DeviationHistogram::from_parts(parts).ok())
-        .filter(|h| !h.is_empty())
-        .map(|h| h.cdf(201))
-        .unwrap_or_else(|| p.load.send_deviation_cdf.clone())
+/// The send-deviation CDF at 0.5% steps of every repetition of a point
+/// pooled (their histograms merged), and how many repetitions it pools.
+/// Repetitions without a readable histogram cannot be pooled: when none
+/// has one, the first repetition's coarse CDF from its summary stands in
+/// (pooling 1).
+fn pooled_deviation_cdf(reps: &[&PointResult]) -> (Vec<connlab_measure::CdfPoint>, usize) {
+    let mut merged: Option<connlab_measure::DeviationHistogram> = None;
+    let mut pooled = 0;
+    for p in reps {
+        let Some(h) = p
+            .load
+            .histograms
+            .send_deviation
+            .as_ref()
+            .and_then(|parts| connlab_measure::DeviationHistogram::from_parts(parts).ok())
+            .filter(|h| !h.is_empty())
+        else {
+            continue;
+        };
+        pooled += 1;
+        match &mut merged {
+            Some(m) => m.merge(&h),
+            None => merged = Some(h),
+        }
+    }
+    match merged {
+        Some(h) => (h.cdf(201), pooled),
+        None => (
+            reps.first()
+                .map(|p| p.load.send_deviation_cdf.clone())
+                .unwrap_or_default(),
+            usize::from(!reps.is_empty()),
+        ),
+    }
+}
+
+/// The CDF caption's account of repetitions: `, all 3 repetitions pooled`.
+fn pooling_text(pooled: usize, partial: bool) -> String {
+    match (pooled, partial) {
+        (0 | 1, false) => String::new(),
+        (n, false) => format!(" (all {n} repetitions of each point pooled: their histograms merged)"),
+        (1, true) => " (one repetition per point: the others carry no deviation histogram to pool)".into(),
+        (n, true) => format!(" (up to {n} repetitions of each point pooled: the repetitions that carry a deviation histogram)"),
+    }
 }

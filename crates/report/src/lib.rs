@@ -11,6 +11,7 @@
 mod claims;
 mod figures;
 mod index;
+mod loadgen;
 mod peers;
 mod pipeline;
 mod plots;
@@ -24,6 +25,7 @@ pub use claims::{
     Quantity, Verdict,
 };
 pub use index::{ClaimRow, Index, IndexExperiment, IndexPaper};
+pub use loadgen::render_loadgen;
 pub use peers::{render_peers, summarize as summarize_peers, PeerRow, Spread as PeersSpread};
 pub use pipeline::render_pipeline;
 pub use projection::{project, projections, Projection};

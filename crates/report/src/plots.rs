@@ -332,9 +332,12 @@ pub(crate) fn log_log_labelled(
         (x_desc, x_label),
         y_desc,
         lines,
-        (x.lo..x.hi).log_scale().with_key_points(x.ticks),
-        (y.lo..y.hi).log_scale().with_key_points(y.ticks),
+        (
+            (x.lo..x.hi).log_scale().with_key_points(x.ticks),
+            (y.lo..y.hi).log_scale().with_key_points(y.ticks),
+        ),
         true,
+        SeriesLabelPosition::UpperLeft,
     )
 }
 
@@ -369,9 +372,31 @@ pub(crate) fn linear_lines(
         (x_desc, tick_label),
         y_desc,
         lines,
-        Ticked(x),
-        Ticked(y),
+        (Ticked(x), Ticked(y)),
         markers,
+        SeriesLabelPosition::UpperLeft,
+    )
+}
+
+/// Cumulative distributions on linear axes, the fraction from 0 to 1; the
+/// legend sits lower right, where rising CDF lines leave room.
+pub(crate) fn cdf(
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: &[Series],
+) -> Result<String, ReportError> {
+    let lines: Vec<Line> = series.iter().map(Line::from).collect();
+    let x = linear_axis(&all_x(&lines), X_PIXELS, None);
+    let y = linear_axis(&all_y(&lines), Y_PIXELS, Some((0.0, 1.0)));
+    draw(
+        title,
+        (x_desc, tick_label),
+        y_desc,
+        &lines,
+        (Ticked(x), Ticked(y)),
+        false,
+        SeriesLabelPosition::LowerRight,
     )
 }
 
@@ -380,9 +405,9 @@ fn draw<X, Y>(
     (x_desc, x_label): (&str, fn(f64) -> String),
     y_desc: &str,
     lines: &[Line],
-    x: X,
-    y: Y,
+    (x, y): (X, Y),
     markers: bool,
+    legend: SeriesLabelPosition,
 ) -> Result<String, ReportError>
 where
     X: AsRangedCoord<Value = f64>,
@@ -455,7 +480,7 @@ where
         }
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
+            .position(legend)
             .background_style(WHITE.mix(0.85))
             .border_style(RGBColor(180, 180, 180))
             .label_font(("sans-serif", 12))
@@ -550,11 +575,11 @@ mod tests {
             "5 labelled"
         );
         assert!(!svg.contains("4.8"), "no fractional layers");
-        let cdf = Series {
+        let deviation = Series {
             name: "epoll".into(),
             points: vec![(-3.5, 0.0), (0.2, 0.5), (7.9, 1.0)],
         };
-        let svg = linear("t", "deviation (µs)", "fraction", &[cdf], Some((0.0, 1.0))).unwrap();
+        let svg = cdf("t", "deviation (µs)", "fraction", &[deviation]).unwrap();
         let (x, y) = ticks(&svg);
         assert!(x >= 3 && y >= 3, "{x} {y}");
         let lat = Line {

@@ -143,59 +143,123 @@ fn group_text(spec: &PaperProjection, r: &crate::table::Row) -> String {
         .join(" · ")
 }
 
-/// The projection section of the HTML report (empty when none is asked for).
-pub(crate) fn html(dir: &SweepDir, t: &PaperTable) -> String {
-    let Some(spec) = dir
-        .experiment
+/// The experiment's `[paper.projection]`, if it asks for one.
+pub(crate) fn spec(dir: &SweepDir) -> Option<&PaperProjection> {
+    dir.experiment
         .paper
         .as_ref()
         .and_then(|p| p.projection.as_ref())
-    else {
+}
+
+/// The parameter projected along, in words.
+pub(crate) fn along_words(along: connlab_lab::Vary) -> &'static str {
+    match along {
+        connlab_lab::Vary::Connections => "the connection count",
+        connlab_lab::Vary::ActiveRatio => "the active ratio",
+        connlab_lab::Vary::Rate => "the rate",
+    }
+}
+
+/// The section's heading: `Projection to the paper's 40,000 conns`.
+fn heading(spec: &PaperProjection) -> String {
+    let targets: Vec<String> = spec.to.iter().map(|v| param_text(spec.along, *v)).collect();
+    format!("Projection to the paper's {}", targets.join(", "))
+}
+
+/// Why the projection is needed and how it is made.
+fn note(spec: &PaperProjection, t: &PaperTable) -> String {
+    format!(
+        "{} Each line is a least-squares fit of our medians ({} of {}) along {}; it is printed only when it does not fall and, with three or more points, explains at least {:.0}% of their variation. Projected values are ours extended, not measured.",
+        spec.why.trim().replace('\n', " "),
+        crate::table::stat_names(t.metric)[0],
+        crate::table::metric_name(t.metric),
+        along_words(spec.along),
+        MIN_R2 * 100.0
+    )
+}
+
+/// One projection as table cells: engine, setting, measured, projected, R².
+fn cells(spec: &PaperProjection, t: &PaperTable, p: &Projection) -> [String; 5] {
+    let (unit, scale) = crate::table::unit(t.metric);
+    let measured: Vec<String> = p
+        .measured
+        .iter()
+        .map(|(x, y)| {
+            format!(
+                "{}: {} {unit}",
+                param_text(spec.along, *x),
+                crate::claims::trimmed(y / scale)
+            )
+        })
+        .collect();
+    let projected = match &p.projected {
+        Ok(v) => format!(
+            "{}: {} {unit}",
+            param_text(spec.along, p.target),
+            crate::claims::trimmed(v / scale)
+        ),
+        Err(why) => format!("no projection: {why}"),
+    };
+    [
+        p.engine.clone(),
+        p.group.clone(),
+        if measured.is_empty() {
+            "nothing measured".into()
+        } else {
+            measured.join("; ")
+        },
+        projected,
+        p.r2.map_or("—".into(), |r| format!("{r:.2}")),
+    ]
+}
+
+/// The projection section of the HTML report (empty when none is asked for).
+pub(crate) fn html(dir: &SweepDir, t: &PaperTable) -> String {
+    let Some(spec) = spec(dir) else {
         return String::new();
     };
-    let rows = projections(dir, t);
-    let (unit, scale) = crate::table::unit(t.metric);
-    let targets: Vec<String> = spec.to.iter().map(|v| param_text(spec.along, *v)).collect();
     let mut h = format!(
-        "<h2>Projection to the paper's {}</h2>\n<p class=\"note\">{} Each line is a least-squares fit of our medians ({} of {}) along {}; it is printed only when it does not fall and, with three or more points, explains at least {:.0}% of their variation. Projected values are ours extended, not measured.</p>\n",
-        esc(&targets.join(", ")),
-        esc(spec.why.trim()),
-        esc(crate::table::stat_names(t.metric)[0]),
-        esc(crate::table::metric_name(t.metric)),
-        match spec.along {
-            connlab_lab::Vary::Connections => "the connection count",
-            connlab_lab::Vary::ActiveRatio => "the active ratio",
-            connlab_lab::Vary::Rate => "the rate",
-        },
-        MIN_R2 * 100.0
+        "<h2>{}</h2>\n<p class=\"note\">{}</p>\n",
+        esc(&heading(spec)),
+        esc(&note(spec, t))
     );
-    h.push_str("<table class=\"projection\">\n<thead><tr><th class=\"label\">engine</th><th class=\"label\">setting</th><th class=\"label\">measured</th><th>projected</th><th>R²</th></tr></thead>\n<tbody>\n");
-    for p in &rows {
-        let measured: Vec<String> = p
-            .measured
-            .iter()
-            .map(|(x, y)| format!("{}: {:.1} {unit}", param_text(spec.along, *x), y / scale))
-            .collect();
-        let projected = match &p.projected {
-            Ok(v) => format!(
-                "{}: {:.1} {unit}",
-                param_text(spec.along, p.target),
-                v / scale
-            ),
-            Err(why) => format!("no projection: {why}"),
-        };
+    h.push_str("<div class=\"scroll\">\n<table class=\"projection\" id=\"projection\">\n<thead><tr><th class=\"label\">engine</th><th class=\"label\">setting</th><th class=\"label\">measured</th><th class=\"label\">projected</th><th>R²</th></tr></thead>\n<tbody>\n");
+    for p in &projections(dir, t) {
+        let [engine, group, measured, projected, r2] = cells(spec, t, p);
         let _ = writeln!(
             h,
-            "<tr><td class=\"label\">{}</td><td class=\"label\">{}</td><td class=\"label\">{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&p.engine),
-            esc(&p.group),
-            esc(&measured.join("; ")),
+            "<tr><td class=\"label\">{}</td><td class=\"label\">{}</td><td class=\"label\">{}</td><td class=\"label\">{}</td><td>{}</td></tr>",
+            esc(&engine),
+            esc(&group),
+            esc(&measured),
             esc(&projected),
-            p.r2.map_or("—".into(), |r| format!("{r:.2}"))
+            esc(&r2)
         );
     }
-    h.push_str("</tbody>\n</table>\n");
+    h.push_str("</tbody>\n</table>\n</div>\n");
     h
+}
+
+/// The projection section of the Markdown report (empty when none is
+/// asked for).
+pub(crate) fn markdown(dir: &SweepDir, t: &PaperTable) -> String {
+    let Some(spec) = spec(dir) else {
+        return String::new();
+    };
+    let mut out = format!("## {}\n\n", heading(spec));
+    out.push_str(&crate::text::md_row(&[
+        "engine".into(),
+        "setting".into(),
+        "measured".into(),
+        "projected".into(),
+        "R²".into(),
+    ]));
+    out.push_str(&crate::text::md_row(&vec!["---".to_string(); 5]));
+    for p in &projections(dir, t) {
+        out.push_str(&crate::text::md_row(&cells(spec, t, p)));
+    }
+    let _ = writeln!(out, "\n{}\n", note(spec, t));
+    out
 }
 
 #[cfg(test)]

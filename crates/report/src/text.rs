@@ -7,11 +7,12 @@ use crate::{
     brief_columns, brief_engines, brief_of, claim_spread, environment, in_unit, metric_heading,
     metric_units, num_sig, pick_text, ratio, spread_text, warnings, Model, ReportError,
 };
-use connlab_lab::Metric;
+use connlab_lab::{Metric, Vary};
 use serde::Serialize;
 use std::fmt::Write as _;
 
-fn md_row(cells: &[String]) -> String {
+/// One Markdown table row; `|` and line breaks inside cells are escaped.
+pub(crate) fn md_row(cells: &[String]) -> String {
     format!(
         "| {} |\n",
         cells
@@ -211,6 +212,7 @@ pub(crate) fn markdown(m: &Model) -> String {
         }
         out.push_str("\nA claim holds only if every comparison holds across our spread (the conservative interval: the lowest and highest ratio any pairing of repetitions gives).\n\n");
     }
+    out.push_str(&crate::projection::markdown(dir, t));
     out.push_str("## Environment\n\n| | |\n|---|---|\n");
     for (k, v) in environment(dir) {
         out.push_str(&md_row(&[k.to_string(), v]));
@@ -227,8 +229,9 @@ pub(crate) fn markdown(m: &Model) -> String {
 }
 
 /// One CSV row in long form. `kind` is `cell` (the paper table), `derived`
-/// (a derived table) or `claim` (one comparison of a claim); columns that do
-/// not apply to a kind are empty.
+/// (a derived table), `claim` (one comparison of a claim) or `projection`
+/// (one engine and setting projected to a setting of the paper this machine
+/// cannot run); columns that do not apply to a kind are empty.
 #[derive(Serialize, Default)]
 struct CsvRow {
     kind: &'static str,
@@ -257,6 +260,20 @@ struct CsvRow {
     expect: String,
     verdict: String,
     claim_verdict: String,
+    /// A projection: the parameter it extends along (`connections`,
+    /// `active_ratio` or `rate_per_s`).
+    projection_along: String,
+    /// A projection: the paper's value of that parameter projected to.
+    projected_to: Option<f64>,
+    /// A projection: our measured medians it is fitted through, as
+    /// `value:median` pairs separated by `;` (the median in `stored_unit`).
+    projection_measured: String,
+    /// A projection: the projected statistic, in `stored_unit`.
+    projected_us: Option<f64>,
+    /// A projection: R² of the least-squares line.
+    projection_r2: Option<f64>,
+    /// A projection: why there is none (empty when there is one).
+    no_projection: String,
     /// The unit of the `*_us` columns and of a claim's numbers: `us` for
     /// times, else the statistic's own (`CPUs`, `req/s`, `×` for ratios).
     stored_unit: String,
@@ -373,6 +390,37 @@ pub(crate) fn csv(m: &Model) -> Result<String, ReportError> {
                 expect: c.expect.clone(),
                 verdict: k.verdict.text(),
                 claim_verdict: c.verdict.text(),
+                ..CsvRow::default()
+            });
+        }
+    }
+    if let Some(spec) = crate::projection::spec(m.dir) {
+        let along = match spec.along {
+            Vary::Connections => "connections",
+            Vary::ActiveRatio => "active_ratio",
+            Vary::Rate => "rate_per_s",
+        };
+        for p in crate::projection::projections(m.dir, t) {
+            rows.push(CsvRow {
+                kind: "projection",
+                table: t.table.clone(),
+                metric: metric_key(t.metric),
+                statistic: stat_names(t.metric)[0].to_string(),
+                row_label: p.group.clone(),
+                engine: p.engine.clone(),
+                n: p.measured.len(),
+                projection_along: along.into(),
+                projected_to: Some(p.target),
+                projection_measured: p
+                    .measured
+                    .iter()
+                    .map(|(x, y)| format!("{x}:{y}"))
+                    .collect::<Vec<_>>()
+                    .join(";"),
+                projected_us: p.projected.as_ref().ok().copied(),
+                projection_r2: p.r2,
+                no_projection: p.projected.as_ref().err().cloned().unwrap_or_default(),
+                stored_unit: stored_unit(t.metric, 0).into(),
                 ..CsvRow::default()
             });
         }

@@ -5,6 +5,10 @@ use connlab_proto::Protocol;
 use std::fmt;
 use std::net::SocketAddr;
 use std::str::FromStr;
+use std::time::Duration;
+
+/// Default `--header-timeout`, nginx's `client_header_timeout`.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The I/O model that multiplexes connections.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -108,6 +112,14 @@ pub struct ServerConfig {
     pub cpus: Option<CpuList>,
     /// Time every polling call and server cycle (event-loop engines only).
     pub profile_poll: bool,
+    /// HTTP: paths served besides `/bytes/N` with their sizes (`--manifest`).
+    pub files: Option<&'static connlab_proto::http1::FileSizes>,
+    /// A request head must be complete this long after its first byte
+    /// arrived, or the connection is closed (`None`: no limit).
+    pub header_timeout: Option<Duration>,
+    /// A connection with no bytes moved either way for this long is closed
+    /// (`None`, the default: idle connections stay open).
+    pub idle_timeout: Option<Duration>,
 }
 
 impl ServerConfig {
@@ -122,6 +134,9 @@ impl ServerConfig {
             backlog: 4096,
             cpus: None,
             profile_poll: false,
+            files: None,
+            header_timeout: Some(DEFAULT_HEADER_TIMEOUT),
+            idle_timeout: None,
         }
     }
 }

@@ -2,11 +2,13 @@
 //! process-per-connection engine add to the same numbers. Every engine updates
 //! them the same way: once per `recv`, once per `sendmsg`, once per connection.
 
+use connlab_os::ProcessShared;
 use connlab_proto::ErrorKind;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Live counters of one server run.
 #[derive(Default)]
+#[repr(C)]
 pub(crate) struct Counters {
     pub(crate) accepted: AtomicU64,
     pub(crate) open: AtomicU64,
@@ -17,17 +19,69 @@ pub(crate) struct Counters {
     pub(crate) bytes_in: AtomicU64,
     pub(crate) bytes_out: AtomicU64,
     pub(crate) protocol_errors: [AtomicU64; ErrorKind::ALL.len()],
+    /// Connections closed because a request head did not complete in time.
+    pub(crate) header_timeouts: AtomicU64,
+    /// Connections closed because nothing moved for the idle timeout.
+    pub(crate) idle_timeouts: AtomicU64,
     /// `--engine rtsig` only: the library's counters at the end of the run.
     pub(crate) rtsig: RtSigCounters,
 }
 
 /// What the RT-signal library did during a run (`--engine rtsig`).
 #[derive(Default)]
+#[repr(C)]
 pub(crate) struct RtSigCounters {
     pub(crate) used: std::sync::atomic::AtomicBool,
     pub(crate) signals: AtomicU64,
     pub(crate) overflows: AtomicU64,
     pub(crate) recoveries: AtomicU64,
+}
+
+// SAFETY: only atomics and arrays of atomics (`ProcessShared`), checked
+// field by field by `_fields_are_process_shared` below; no pointer, no Drop.
+unsafe impl ProcessShared for Counters {}
+// SAFETY: as above.
+unsafe impl ProcessShared for RtSigCounters {}
+
+/// Fails to compile if a field of the counters is not `ProcessShared` (the
+/// exhaustive patterns make a new field fail until it is listed here).
+fn _fields_are_process_shared(c: &Counters) {
+    fn is<T: ProcessShared>(_: &T) {}
+    let Counters {
+        accepted,
+        open,
+        peak,
+        shed,
+        accept_errors,
+        requests,
+        bytes_in,
+        bytes_out,
+        protocol_errors,
+        header_timeouts,
+        idle_timeouts,
+        rtsig,
+    } = c;
+    let RtSigCounters {
+        used,
+        signals,
+        overflows,
+        recoveries,
+    } = rtsig;
+    is(accepted);
+    is(open);
+    is(peak);
+    is(shed);
+    is(accept_errors);
+    is(requests);
+    is(bytes_in);
+    is(bytes_out);
+    is(protocol_errors);
+    is(header_timeouts);
+    is(idle_timeouts);
+    is(used);
+    is(signals);
+    is(overflows);
+    is(recoveries);
 }
 
 impl Counters {
@@ -41,6 +95,15 @@ impl Counters {
     /// A served connection was closed.
     pub(crate) fn closed(&self) {
         self.open.fetch_sub(1, Relaxed);
+    }
+
+    /// A timeout closed a connection.
+    pub(crate) fn timed_out(&self, expiry: crate::deadline::Expiry) {
+        use crate::deadline::Expiry;
+        match expiry {
+            Expiry::Header => self.header_timeouts.fetch_add(1, Relaxed),
+            Expiry::Idle => self.idle_timeouts.fetch_add(1, Relaxed),
+        };
     }
 
     /// A protocol error closed a connection.

@@ -10,6 +10,7 @@
 mod config;
 mod connection;
 mod counters;
+mod deadline;
 mod engine;
 mod listener;
 mod outbox;
@@ -19,7 +20,7 @@ mod server;
 mod socket_io;
 mod stats;
 
-pub use config::{EngineKind, ServerConfig};
+pub use config::{EngineKind, ServerConfig, DEFAULT_HEADER_TIMEOUT};
 pub use profile::TimingSummary;
 pub use server::{Server, ServerError};
 pub use stats::{RtSigStats, ServerStats, STATS_SCHEMA};

@@ -4,6 +4,7 @@
 use crate::config::{EngineKind, ServerConfig};
 use crate::connection::SessionTemplate;
 use crate::counters::Counters;
+use crate::deadline::Limits;
 use crate::engine::{self, RunContext};
 use crate::listener::Listener;
 use crate::stats::{RunFacts, ServerStats};
@@ -109,6 +110,11 @@ impl Server {
                 protocol: config.protocol,
                 config: connlab_proto::ServerConfig {
                     max_message: config.max_message,
+                    files: config.files,
+                },
+                limits: Limits {
+                    header: config.header_timeout.filter(|d| !d.is_zero()),
+                    idle: config.idle_timeout.filter(|d| !d.is_zero()),
                 },
             },
         };
@@ -126,6 +132,8 @@ impl Server {
             cpu: CpuTimes::self_and_children().since(&cpu_before),
             wall_s: started.elapsed().as_secs_f64(),
             nofile,
+            header_timeout: config.header_timeout,
+            idle_timeout: config.idle_timeout,
         };
         let mut stats = ServerStats::collect(&counters, facts);
         if let Some(p) = profile {

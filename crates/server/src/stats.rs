@@ -36,6 +36,15 @@ pub struct ServerStats {
     pub requests: u64,
     /// Connections closed for bad input, by kind.
     pub protocol_errors: BTreeMap<&'static str, u64>,
+    /// `--header-timeout` in seconds (`null`: off).
+    pub header_timeout_s: Option<f64>,
+    /// Connections closed because a request head did not complete within
+    /// `header_timeout_s` of its first byte.
+    pub header_timeouts: u64,
+    /// `--idle-timeout` in seconds (`null`: off).
+    pub idle_timeout_s: Option<f64>,
+    /// Connections closed because no byte moved either way for `idle_timeout_s`.
+    pub idle_timeouts: u64,
     /// Bytes received from clients.
     pub bytes_in: u64,
     /// Bytes sent to clients.
@@ -95,6 +104,8 @@ pub(crate) struct RunFacts {
     pub(crate) cpu: CpuTimes,
     pub(crate) wall_s: f64,
     pub(crate) nofile: NofileLimit,
+    pub(crate) header_timeout: Option<std::time::Duration>,
+    pub(crate) idle_timeout: Option<std::time::Duration>,
 }
 
 impl ServerStats {
@@ -117,6 +128,16 @@ impl ServerStats {
                 .filter(|k| **k != ErrorKind::BadResponse)
                 .map(|k| (k.name(), c.protocol_errors[k.index()].load(Relaxed)))
                 .collect(),
+            header_timeout_s: facts
+                .header_timeout
+                .filter(|d| !d.is_zero())
+                .map(|d| d.as_secs_f64()),
+            header_timeouts: c.header_timeouts.load(Relaxed),
+            idle_timeout_s: facts
+                .idle_timeout
+                .filter(|d| !d.is_zero())
+                .map(|d| d.as_secs_f64()),
+            idle_timeouts: c.idle_timeouts.load(Relaxed),
             bytes_in: c.bytes_in.load(Relaxed),
             bytes_out: c.bytes_out.load(Relaxed),
             cpu_user_s: facts.cpu.user_s,

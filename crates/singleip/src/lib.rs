@@ -13,6 +13,7 @@
 
 #![warn(clippy::unwrap_used)]
 
+pub mod access;
 pub mod api;
 pub mod drr;
 pub mod node;
@@ -21,6 +22,7 @@ pub mod server;
 pub mod sizing;
 pub mod stats;
 
+pub use access::{Access, ConnectRule, PortRange};
 pub use api::{ClusterListener, ClusterStream};
 pub use drr::{After, FairQueue, Turn};
 pub use node::{run_node, run_node_with_stats, NodeConfig, Outbound};
@@ -52,6 +54,27 @@ pub enum Error {
         len: usize,
         /// The least length.
         min: usize,
+    },
+    /// The key file is larger than [`MAX_KEY_FILE`]: not a key file (a
+    /// wrong path, a device, a log).
+    #[error("key file {path} is larger than {max} bytes; the shared key is a small file of random bytes (e.g. `head -c 32 /dev/urandom > key`)")]
+    KeyTooLong {
+        /// The file.
+        path: PathBuf,
+        /// The largest size accepted.
+        max: usize,
+    },
+    /// The I/O server refused to serve a cluster port this node asked for
+    /// (LISTEN_RESULT with an errno, `EADDRINUSE` when the port is taken on
+    /// the cluster address).
+    #[error("the I/O server at {addr} refused cluster port {port}: {source}")]
+    PortRefused {
+        /// The I/O server's address.
+        addr: String,
+        /// The cluster port asked for.
+        port: u16,
+        /// The errno the I/O server gave.
+        source: io::Error,
     },
     /// A socket operation failed during setup.
     #[error("{what} {addr}: {source}")]
@@ -86,13 +109,29 @@ impl Error {
     }
 }
 
+/// The largest key file [`load_key`] reads, bytes.
+pub const MAX_KEY_FILE: usize = 64 * 1024;
+
 /// Reads the shared key from `path` (all its bytes; at least
-/// [`AuthKey::MIN_LEN`]).
+/// [`AuthKey::MIN_LEN`], at most [`MAX_KEY_FILE`]).
 pub fn load_key(path: &Path) -> Result<AuthKey, Error> {
-    let bytes = std::fs::read(path).map_err(|source| Error::KeyRead {
+    use std::io::Read as _;
+    let read_error = |source| Error::KeyRead {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    // Bounded read: one byte past the cap tells "too long" without reading
+    // a huge file or a device like /dev/zero to its end.
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_KEY_FILE as u64 + 1).read_to_end(&mut bytes))
+        .map_err(read_error)?;
+    if bytes.len() > MAX_KEY_FILE {
+        return Err(Error::KeyTooLong {
+            path: path.to_path_buf(),
+            max: MAX_KEY_FILE,
+        });
+    }
     AuthKey::new(&bytes).map_err(|e| match e {
         LocalError::KeyTooShort { len, min } => Error::KeyTooShort {
             path: path.to_path_buf(),
@@ -121,4 +160,45 @@ pub fn os_nonce() -> io::Result<[u8; 32]> {
         filled += n as usize;
     }
     Ok(nonce)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
+        let path = std::env::temp_dir().join(format!("connlab-key-{}-{name}", std::process::id()));
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    #[test]
+    fn key_file_over_the_cap_is_refused_by_name() {
+        let path = temp_file("big", &vec![7u8; MAX_KEY_FILE + 1]);
+        let err = load_key(&path).err().unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert!(
+            matches!(err, Error::KeyTooLong { max, .. } if max == MAX_KEY_FILE),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains(&path.display().to_string()),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unbounded_key_source_is_refused_without_reading_it_all() {
+        // /dev/zero never ends: an unbounded read would never return.
+        let err = load_key(Path::new("/dev/zero")).err().unwrap();
+        assert!(matches!(err, Error::KeyTooLong { .. }), "{err}");
+    }
+
+    #[test]
+    fn key_file_at_the_cap_is_read() {
+        let path = temp_file("cap", &vec![7u8; MAX_KEY_FILE]);
+        let key = load_key(&path);
+        let _ = std::fs::remove_file(&path);
+        assert!(key.is_ok());
+    }
 }

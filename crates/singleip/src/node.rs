@@ -297,10 +297,11 @@ fn node_loop(
                     }
                     Event::ListenResult { port, errno } => {
                         if errno != 0 {
-                            let e = io::Error::from_raw_os_error(errno as i32);
-                            break 'run Err(session_error(format!(
-                                "the I/O server refused port {port}: {e}"
-                            )));
+                            break 'run Err(Error::PortRefused {
+                                addr: addr.to_string(),
+                                port,
+                                source: io::Error::from_raw_os_error(errno as i32),
+                            });
                         }
                         granted += 1;
                         if granted >= config.ports.len() {
@@ -339,7 +340,11 @@ fn node_loop(
                     Event::Data { stream, bytes } => {
                         if let Some(&slot) = by_stream.get(&stream.0) {
                             if let Some(relay) = relays[slot].as_mut() {
-                                relay.push(bytes, now);
+                                relay.push(
+                                    bytes,
+                                    now,
+                                    crate::ServerConfig::DEFAULT_MAX_FRAMES_PER_WINDOW,
+                                );
                                 touched.push(slot);
                             }
                         }

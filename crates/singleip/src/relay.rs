@@ -87,18 +87,34 @@ impl Relay {
         self.read_eof && self.write_shut
     }
 
-    /// A DATA payload from the session.
-    pub(crate) fn push(&mut self, bytes: Vec<u8>, now: Instant) {
+    /// A DATA payload from the session. With `max_chunks` payloads queued
+    /// already it is appended to the last one instead (true returned), so
+    /// a peer sending many small frames within its credit cannot make the
+    /// queue hold a record per byte.
+    pub(crate) fn push(&mut self, bytes: Vec<u8>, now: Instant, max_chunks: usize) -> bool {
         if bytes.is_empty() {
-            return;
+            return false;
         }
         self.queued += bytes.len();
         self.stats.queued_max_bytes = self.stats.queued_max_bytes.max(self.queued as u64);
+        if self.queue.len() >= max_chunks.max(1) {
+            if let Some(last) = self.queue.back_mut() {
+                last.bytes.extend_from_slice(&bytes);
+                return true;
+            }
+        }
         self.queue.push_back(Chunk {
             bytes,
             written: 0,
             arrived: now,
         });
+        false
+    }
+
+    /// DATA payloads queued (merged ones count once).
+    #[cfg(test)]
+    pub(crate) fn chunks(&self) -> usize {
+        self.queue.len()
     }
 
     /// Reads from the socket into the session as far as the stream's credit
@@ -229,5 +245,51 @@ impl Relay {
     /// Closes with a reset (linger 0), so the peer sees an error, not an end.
     pub(crate) fn abort(&self) {
         let _ = socket2::SockRef::from(&self.sock).set_linger(Some(Duration::ZERO));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn relay() -> (Relay, std::net::TcpStream) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        b.set_nonblocking(true).unwrap();
+        (Relay::new(TcpStream::from_std(b), StreamId(2), false), a)
+    }
+
+    #[test]
+    fn tiny_payloads_beyond_the_frame_cap_are_merged_not_queued_one_by_one() {
+        // Issue 17: credit counts payload bytes, so a 64 KiB window of
+        // 1-byte DATA frames made 65,536 queue records (each a Vec and a
+        // time stamp) per stream.
+        let (mut r, _peer) = relay();
+        let now = Instant::now();
+        let mut merged = 0;
+        for i in 0..65_536u32 {
+            merged += usize::from(r.push(vec![i as u8], now, 1024));
+        }
+        assert_eq!(r.chunks(), 1024);
+        assert_eq!(merged, 65_536 - 1024);
+        assert_eq!(r.queued(), 65_536);
+    }
+
+    #[test]
+    fn merged_payloads_reach_the_socket_in_order() {
+        let (mut r, mut peer) = relay();
+        let now = Instant::now();
+        for i in 0..10u8 {
+            r.push(vec![i; 3], now, 2);
+        }
+        let key = connlab_proto::xfer::AuthKey::new(&[1; 16]).unwrap();
+        let config = connlab_proto::xfer::XferConfig::new(key, [0; 32]);
+        let mut session = XferSession::server(config).unwrap();
+        r.pump_out(&mut session, u64::MAX, now).ok().unwrap();
+        let mut got = vec![0u8; 30];
+        peer.read_exact(&mut got).unwrap();
+        let want: Vec<u8> = (0..10u8).flat_map(|i| [i; 3]).collect();
+        assert_eq!(got, want);
     }
 }

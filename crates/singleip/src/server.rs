@@ -19,6 +19,7 @@
 //!   dies or misbehaves resets only its own clients. Unauthenticated nodes
 //!   are refused and counted.
 
+use crate::access::Access;
 use crate::drr::{After, FairQueue};
 use crate::relay::Relay;
 use crate::sizing::{self, ShareSizing};
@@ -109,11 +110,35 @@ pub struct ServerConfig {
     /// considered dead: its streams are reset (a hung node costs only its own
     /// clients, and not forever).
     pub dead_after: Duration,
+    /// Node connections that may be unauthenticated at once; more are reset
+    /// on arrival and counted (`nodes_over_pending_cap`).
+    pub max_pending_nodes: usize,
+    /// Bytes read from one node per event-loop turn; the rest waits for the
+    /// next turn, so one flooding node cannot starve clients and other nodes.
+    pub node_read_budget: usize,
+    /// Bytes queued toward one node (replies it does not read: PONG, RESET,
+    /// DATA) above which it is dropped and counted (`nodes_dropped_queue`).
+    pub max_node_queue: usize,
+    /// DATA payloads one stream's queue toward its client holds at once;
+    /// beyond it payloads are merged into the last one. Credit counts payload
+    /// bytes only (`docs/transfer-protocol.md` §6), so this bounds the
+    /// per-payload overhead a node can make the server hold within a window.
+    pub max_frames_per_window: usize,
+    /// Where nodes may CONNECT and which ports they may LISTEN on.
+    pub access: Access,
 }
 
 impl ServerConfig {
     /// The default DRR quantum: one full DATA payload, 16 KiB.
     pub const DEFAULT_QUANTUM: u64 = 16 * 1024;
+    /// Default [`ServerConfig::max_pending_nodes`].
+    pub const DEFAULT_MAX_PENDING_NODES: usize = 16;
+    /// Default [`ServerConfig::node_read_budget`]: 256 KiB.
+    pub const DEFAULT_NODE_READ_BUDGET: usize = 256 * 1024;
+    /// Default [`ServerConfig::max_node_queue`]: 64 MiB.
+    pub const DEFAULT_MAX_NODE_QUEUE: usize = 64 << 20;
+    /// Default [`ServerConfig::max_frames_per_window`].
+    pub const DEFAULT_MAX_FRAMES_PER_WINDOW: usize = 1024;
 
     /// A configuration with the defaults (limit off, 16 KiB quantum,
     /// protocol default window and stream limit).
@@ -129,6 +154,11 @@ impl ServerConfig {
             handshake_timeout: Duration::from_secs(10),
             ping_interval: Duration::from_secs(5),
             dead_after: Duration::from_secs(20),
+            max_pending_nodes: ServerConfig::DEFAULT_MAX_PENDING_NODES,
+            node_read_budget: ServerConfig::DEFAULT_NODE_READ_BUDGET,
+            max_node_queue: ServerConfig::DEFAULT_MAX_NODE_QUEUE,
+            max_frames_per_window: ServerConfig::DEFAULT_MAX_FRAMES_PER_WINDOW,
+            access: Access::default(),
         }
     }
 }
@@ -157,6 +187,27 @@ const SIZING_BATCH: usize = 32;
 
 fn token(kind: usize, idx: usize) -> Token {
     Token(idx * 4 + kind)
+}
+
+/// Whether `ip` is one of this host's own addresses (what a CONNECT may not
+/// reach by default, `access`): loopback, unspecified, or an address a
+/// socket can bind here (the kernel's own answer, interfaces and aliases
+/// included). With `net.ipv4.ip_nonlocal_bind` set every address binds, so
+/// every CONNECT needs an explicit rule: the check fails closed.
+fn is_own_address(ip: std::net::IpAddr) -> bool {
+    let ip = match ip {
+        std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, std::net::IpAddr::V4),
+        v4 => v4,
+    };
+    if ip.is_loopback() || ip.is_unspecified() || ip.is_multicast() {
+        return true;
+    }
+    let domain = socket2::Domain::for_address(SocketAddr::new(ip, 0));
+    match socket2::Socket::new(domain, socket2::Type::STREAM, None) {
+        Ok(s) => s.bind(&SocketAddr::new(ip, 0).into()).is_ok(),
+        // Unsure: deny.
+        Err(_) => true,
+    }
 }
 
 /// Runs the I/O server until `stop_fd` becomes readable and `stop()` is
@@ -190,7 +241,7 @@ pub fn run_server(
         .max(Duration::from_millis(1));
     while !stop() {
         let timeout = match &server.sizer {
-            _ if !server.fq.is_empty() => Duration::ZERO,
+            _ if !server.fq.is_empty() || !server.backlog.is_empty() => Duration::ZERO,
             Some(sizer) if sizer.in_pass() => Duration::ZERO,
             Some(sizer) if sizer.sent_since => {
                 tick.min(sizer.next.saturating_duration_since(Instant::now()))
@@ -239,6 +290,7 @@ pub fn run_server(
                 _ => {}
             }
         }
+        server.read_backlog();
         // One clock reading serves the writer, the sizing and the timers.
         let now = Instant::now();
         server.serve_clients(now);
@@ -263,8 +315,12 @@ struct Node {
     /// Stream id -> client slot.
     streams: HashMap<u32, usize>,
     ports: BTreeSet<u16>,
-    /// Index in `stats.nodes`.
-    stats_idx: usize,
+    /// Its record, listed in `ServerStats::nodes` when it ends.
+    stats: NodeStats,
+    /// Not authenticated yet: counted against `max_pending_nodes`.
+    pending: bool,
+    /// Its read stopped at the budget with input left: in `Server::backlog`.
+    in_backlog: bool,
     accepted_at: Instant,
     /// When the node last sent anything.
     last_input: Instant,
@@ -342,6 +398,10 @@ struct Server<'c> {
     node_events: Vec<Event>,
     touched_nodes: Vec<usize>,
     scratch: Vec<u8>,
+    /// Nodes whose read stopped at `node_read_budget` with input left.
+    backlog: Vec<usize>,
+    /// Node connections not authenticated yet.
+    pending: usize,
     stats: ServerStats,
 }
 
@@ -419,6 +479,8 @@ impl<'c> Server<'c> {
             node_events: Vec::new(),
             touched_nodes: Vec::new(),
             scratch: vec![0; READ_CHUNK],
+            backlog: Vec::new(),
+            pending: 0,
             stats,
         })
     }
@@ -433,6 +495,13 @@ impl<'c> Server<'c> {
                 Err(_) => return,
             };
             self.stats.node_connections += 1;
+            if self.pending >= self.config.max_pending_nodes {
+                // Counted, not listed: a flood of these must not grow memory.
+                self.stats.nodes_over_pending_cap += 1;
+                self.stats.nodes_refused += 1;
+                let _ = socket2::SockRef::from(&sock).set_linger(Some(Duration::ZERO));
+                continue;
+            }
             let mut node_stats = NodeStats {
                 addr: addr.to_string(),
                 end: "open".into(),
@@ -449,7 +518,7 @@ impl<'c> Server<'c> {
                 Err(e) => {
                     node_stats.end = format!("refused: no session ({e})");
                     self.stats.nodes_refused += 1;
-                    self.stats.nodes.push(node_stats);
+                    self.record_node(node_stats);
                     continue;
                 }
             };
@@ -470,10 +539,10 @@ impl<'c> Server<'c> {
             {
                 node_stats.end = "refused: could not register".into();
                 self.stats.nodes_refused += 1;
-                self.stats.nodes.push(node_stats);
+                self.record_node(node_stats);
                 continue;
             }
-            self.stats.nodes.push(node_stats);
+            self.pending += 1;
             self.nodes[idx] = Some(Node {
                 sock,
                 session,
@@ -483,7 +552,9 @@ impl<'c> Server<'c> {
                 writable: true,
                 streams: HashMap::new(),
                 ports: BTreeSet::new(),
-                stats_idx: self.stats.nodes.len() - 1,
+                stats: node_stats,
+                pending: true,
+                in_backlog: false,
                 accepted_at: Instant::now(),
                 last_input: Instant::now(),
                 last_ping: Instant::now(),
@@ -628,6 +699,7 @@ impl<'c> Server<'c> {
     /// Reads what node `n` sent until `EAGAIN`, acting on every event, then
     /// writes what is queued for it.
     fn read_node(&mut self, n: usize, events: &mut Vec<Event>) {
+        let mut budget = self.config.node_read_budget.max(1);
         loop {
             let Some(node) = self.nodes.get_mut(n).and_then(Option::as_mut) else {
                 return;
@@ -635,7 +707,18 @@ impl<'c> Server<'c> {
             if !node.readable {
                 break;
             }
-            let got = match node.sock.read(&mut self.scratch) {
+            if budget == 0 {
+                // Input may be left (edge-triggered: no new event will say
+                // so): read on at the next turn, after the others.
+                self.stats.node_read_budget_hits += 1;
+                if !node.in_backlog {
+                    node.in_backlog = true;
+                    self.backlog.push(n);
+                }
+                break;
+            }
+            let want = budget.min(self.scratch.len());
+            let got = match node.sock.read(&mut self.scratch[..want]) {
                 Ok(0) => {
                     let end = match node.session.finish_input() {
                         Ok(()) if node.session.is_closed() => "closed".to_string(),
@@ -650,6 +733,7 @@ impl<'c> Server<'c> {
                     // handshake set this, so every node was dropped after
                     // `dead_after` however busy it was).
                     node.last_input = Instant::now();
+                    budget -= k;
                     k
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -685,13 +769,27 @@ impl<'c> Server<'c> {
         self.flush_node(n);
     }
 
+    /// Reads on from nodes whose last read stopped at the budget.
+    fn read_backlog(&mut self) {
+        if self.backlog.is_empty() {
+            return;
+        }
+        let backlog = std::mem::take(&mut self.backlog);
+        for &n in &backlog {
+            if let Some(node) = self.nodes.get_mut(n).and_then(Option::as_mut) {
+                node.in_backlog = false;
+                self.on_node(n);
+            }
+        }
+    }
+
     /// The node broke the protocol: GOAWAY was queued; send it and close.
     fn connection_error(&mut self, n: usize, error: &XferError) {
         let Some(node) = self.nodes.get_mut(n).and_then(Option::as_mut) else {
             return;
         };
         self.stats.bad_frames += 1;
-        if !node.session.is_established() && !self.stats.nodes[node.stats_idx].authenticated {
+        if !node.session.is_established() && !node.stats.authenticated {
             self.stats.nodes_refused += 1;
             if matches!(error, XferError::AuthFailed { .. }) {
                 self.stats.auth_failures += 1;
@@ -710,12 +808,21 @@ impl<'c> Server<'c> {
         match event {
             Event::Established { node_id, .. } => {
                 self.stats.nodes_authenticated += 1;
-                let st = &mut self.stats.nodes[node.stats_idx];
+                if node.pending {
+                    node.pending = false;
+                    self.pending -= 1;
+                }
+                let st = &mut node.stats;
                 st.authenticated = true;
                 st.node_id = node_id;
             }
             Event::Listen { port } => {
-                let errno = self.ensure_listener(port);
+                let errno = if self.config.access.may_listen(port, self.node_addr.port()) {
+                    self.ensure_listener(port)
+                } else {
+                    self.stats.listens_denied += 1;
+                    libc::EACCES as u32
+                };
                 let Some(node) = self.nodes.get_mut(n).and_then(Option::as_mut) else {
                     return;
                 };
@@ -736,6 +843,16 @@ impl<'c> Server<'c> {
             }
             Event::ConnectRequest { stream, addr } => {
                 self.stats.connects += 1;
+                if !self
+                    .config
+                    .access
+                    .may_connect(addr, is_own_address(addr.ip()))
+                {
+                    self.stats.connects_denied += 1;
+                    self.stats.connect_failures += 1;
+                    let _ = node.session.connect_failed(stream, libc::EACCES as u32);
+                    return;
+                }
                 match TcpStream::connect(addr) {
                     Ok(sock) => {
                         if self.add_client(sock, n, stream, addr, true).is_none() {
@@ -755,7 +872,9 @@ impl<'c> Server<'c> {
             Event::Data { stream, bytes } => {
                 if let Some(slot) = slot_of(node, stream) {
                     if let Some(c) = self.clients[slot].as_mut() {
-                        c.relay.push(bytes, now);
+                        if c.relay.push(bytes, now, self.config.max_frames_per_window) {
+                            self.stats.frames_merged += 1;
+                        }
                         if c.relay.writable {
                             self.fq.activate(slot);
                         }
@@ -817,7 +936,7 @@ impl<'c> Server<'c> {
                 // A node refuses the server's proof with GOAWAY AUTH_FAILED:
                 // the keys differ. Counted like a wrong node proof.
                 if code == ErrorCode::AUTH_FAILED && !node.session.is_established() {
-                    let st = &mut self.stats.nodes[node.stats_idx];
+                    let st = &mut node.stats;
                     if !st.authenticated {
                         st.auth_failures += 1;
                         self.stats.auth_failures += 1;
@@ -1079,6 +1198,7 @@ impl<'c> Server<'c> {
                 let _ = node
                     .session
                     .close(ErrorCode::AUTH_REQUIRED, "no authentication in time");
+                self.stats.nodes_auth_timeout += 1;
                 format!(
                     "refused: not authenticated within {:?}",
                     c.handshake_timeout
@@ -1129,6 +1249,16 @@ impl<'c> Server<'c> {
         self.free_clients.push(slot);
     }
 
+    /// Lists a node connection's record (the first
+    /// [`ServerStats::MAX_NODES`]; the rest are counted).
+    fn record_node(&mut self, stats: NodeStats) {
+        if self.stats.nodes.len() < ServerStats::MAX_NODES {
+            self.stats.nodes.push(stats);
+        } else {
+            self.stats.nodes_not_listed += 1;
+        }
+    }
+
     fn record(&mut self, stats: ConnStats) {
         if self.stats.connections.len() < ServerStats::MAX_CONNS {
             self.stats.connections.push(stats);
@@ -1166,6 +1296,16 @@ impl<'c> Server<'c> {
             node.out.drain(..node.out_pos);
             node.out_pos = 0;
         }
+        if node.out.len() - node.out_pos > self.config.max_node_queue {
+            // A node that does not read its replies (PONG, RESET, DATA)
+            // would make them queue without bound.
+            self.stats.nodes_dropped_queue += 1;
+            let max = self.config.max_node_queue;
+            self.drop_node(
+                n,
+                format!("dropped: more than {max} B queued toward it unread"),
+            );
+        }
     }
 
     /// Ends a node connection: its clients are reset, its ports freed.
@@ -1184,7 +1324,10 @@ impl<'c> Server<'c> {
             }
         }
         let _ = self.poll.registry().deregister(&mut node.sock);
-        let st = &mut self.stats.nodes[node.stats_idx];
+        if node.pending {
+            self.pending -= 1;
+        }
+        let mut st = node.stats;
         st.absorb(node.session.stats());
         st.resets_sent = node.session.stats().resets_sent;
         st.ports = node.ports.iter().copied().collect();
@@ -1192,6 +1335,7 @@ impl<'c> Server<'c> {
             self.stats.nodes_refused += 1;
         }
         st.end = end;
+        self.record_node(st);
     }
 
     fn finish(mut self) -> ServerStats {

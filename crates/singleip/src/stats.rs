@@ -132,8 +132,30 @@ pub struct ServerStats {
     pub bad_frames: u64,
     /// Turns the DRR writer gave to client sockets.
     pub drr_turns: u64,
-    /// Per node connection, in arrival order (unauthenticated ones included).
+    /// Node connections reset on arrival because `max_pending_nodes`
+    /// unauthenticated ones were already open (also in `nodes_refused`).
+    pub nodes_over_pending_cap: u64,
+    /// Node connections closed for not authenticating within the auth
+    /// timeout (also in `nodes_refused`).
+    pub nodes_auth_timeout: u64,
+    /// Times a node's read stopped at the per-turn read budget.
+    pub node_read_budget_hits: u64,
+    /// Nodes dropped because more than `max_node_queue` bytes were queued
+    /// toward them unread.
+    pub nodes_dropped_queue: u64,
+    /// CONNECTs refused by the allow-list (`CONNECT_FAILED` `EACCES`; also in
+    /// `connect_failures`).
+    pub connects_denied: u64,
+    /// LISTENs refused by the allow-list (`LISTEN_RESULT` `EACCES`).
+    pub listens_denied: u64,
+    /// DATA payloads merged into the one before because their stream's
+    /// queue already held `max_frames_per_window` payloads.
+    pub frames_merged: u64,
+    /// Per node connection, in closing order (unauthenticated ones
+    /// included; first [`ServerStats::MAX_NODES`]).
     pub nodes: Vec<NodeStats>,
+    /// Node connections beyond [`ServerStats::MAX_NODES`], counted only.
+    pub nodes_not_listed: u64,
     /// Per client connection, in closing order (first [`ServerStats::MAX_CONNS`]).
     pub connections: Vec<ConnStats>,
     /// Connections beyond [`ServerStats::MAX_CONNS`], counted only.
@@ -143,6 +165,8 @@ pub struct ServerStats {
 impl ServerStats {
     /// Connections listed individually; the rest are counted.
     pub const MAX_CONNS: usize = 10_000;
+    /// Node connections listed individually; the rest are counted.
+    pub const MAX_NODES: usize = 1_000;
 }
 
 /// What an application node did (`--stats`).

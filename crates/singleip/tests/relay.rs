@@ -6,8 +6,8 @@
 use connlab_os::Shutdown;
 use connlab_proto::xfer::{AuthKey, Event, XferConfig, XferSession};
 use connlab_singleip::{
-    run_node, run_node_with_stats, run_server, ClusterListener, ClusterStream, NodeConfig,
-    NodeRunStats, Outbound, SendLimit, ServerConfig, ServerStats,
+    run_node, run_node_with_stats, run_server, ClusterListener, ClusterStream, ConnectRule,
+    NodeConfig, NodeRunStats, Outbound, PortRange, SendLimit, ServerConfig, ServerStats,
 };
 use std::io::{Read, Write};
 use std::net::{Shutdown as Half, SocketAddr, TcpListener, TcpStream};
@@ -253,7 +253,7 @@ fn stalled_reader_does_not_stop_the_other_streams() {
 
 #[test]
 fn api_connect_opens_a_connection_from_the_io_server() {
-    let server = start_server(None);
+    let server = start_server_with(|c| c.access.connect = vec![loopback_rule()]);
     let listener = ClusterListener::bind(server.nodes, key(), 2, server.listen.port()).unwrap();
     let echo = echo_server();
     let s = Arc::new(listener.connect(echo).unwrap());
@@ -343,6 +343,7 @@ fn silent_peer_is_refused_after_the_handshake_timeout() {
         "{:?}",
         stats.nodes
     );
+    assert_eq!(stats.nodes_auth_timeout, 1);
 }
 
 #[test]
@@ -498,7 +499,10 @@ fn free_port() -> SocketAddr {
 
 #[test]
 fn forwarding_node_connects_outward_for_local_programs() {
-    let server = start_server(Some(SendLimit::from_bytes(16 * 1024)));
+    let server = start_server_with(|c| {
+        c.send_limit = Some(SendLimit::from_bytes(16 * 1024));
+        c.access.connect = vec![loopback_rule()];
+    });
     let echo = echo_server();
     // A port nobody listens on: the I/O server's connect is refused.
     let closed = free_port();
@@ -531,4 +535,238 @@ fn forwarding_node_connects_outward_for_local_programs() {
     let stats = server.stop();
     assert_eq!(stats.connects, 4, "{stats:?}");
     assert_eq!(stats.connect_failures, 1);
+}
+
+/// The test destinations live on the I/O server's own loopback, which a
+/// CONNECT may reach only when a rule names it.
+fn loopback_rule() -> ConnectRule {
+    "127.0.0.0/8:*".parse().unwrap()
+}
+
+/// A raw node: authenticated by the reference session and, when `port` is
+/// given, serving it. Returns the socket and the session (for more frames).
+fn raw_node(nodes: SocketAddr, port: Option<u16>) -> (TcpStream, XferSession) {
+    let mut sock = TcpStream::connect(nodes).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut session = XferSession::node(XferConfig::new(key(), [5; 32])).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut done = false;
+    while !done {
+        session.drain_output(&mut out);
+        sock.write_all(&out).unwrap();
+        out.clear();
+        let n = sock.read(&mut buf).unwrap();
+        assert!(n > 0, "the server closed during the handshake");
+        let mut events = Vec::new();
+        session.feed(&buf[..n], &mut |e| events.push(e)).unwrap();
+        for e in events {
+            match e {
+                Event::Established { .. } => match port {
+                    Some(p) => session.listen(p).unwrap(),
+                    None => done = true,
+                },
+                Event::ListenResult { errno, .. } => {
+                    assert_eq!(errno, 0);
+                    done = true;
+                }
+                _ => {}
+            }
+        }
+    }
+    session.drain_output(&mut out);
+    sock.write_all(&out).unwrap();
+    (sock, session)
+}
+
+/// One frame's bytes (`docs/transfer-protocol.md` §2).
+fn frame(kind: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut f = (payload.len() as u32).to_be_bytes().to_vec();
+    f.extend_from_slice(&[kind, 0, 0, 0]);
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+#[test]
+fn node_records_are_capped_and_the_rest_counted() {
+    // Issue 17: every connection to the node port added a stats record,
+    // unauthenticated ones too, without bound.
+    let server = start_server(None);
+    let extra = 25;
+    for _ in 0..ServerStats::MAX_NODES + extra {
+        let mut s = TcpStream::connect(server.nodes).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        // A frame before HELLO: GOAWAY AUTH_REQUIRED, then closed.
+        s.write_all(&frame(0x04, 0, &[0; 8])).unwrap();
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+    }
+    let stats = server.stop();
+    assert_eq!(
+        stats.node_connections,
+        (ServerStats::MAX_NODES + extra) as u64
+    );
+    assert_eq!(stats.nodes.len(), ServerStats::MAX_NODES);
+    assert_eq!(stats.nodes_not_listed, extra as u64);
+    assert_eq!(stats.nodes_refused, (ServerStats::MAX_NODES + extra) as u64);
+}
+
+#[test]
+fn unauthenticated_node_connections_beyond_the_cap_are_reset() {
+    let server = start_server_with(|c| {
+        c.max_pending_nodes = 2;
+        c.handshake_timeout = Duration::from_secs(120);
+    });
+    let silent: Vec<TcpStream> = (0..2)
+        .map(|_| TcpStream::connect(server.nodes).unwrap())
+        .collect();
+    let mut third = TcpStream::connect(server.nodes).unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    // Reset (or closed) at once: not a read timeout, not a GOAWAY.
+    let outcome = third.read(&mut buf).map_err(|e| e.kind());
+    assert!(
+        matches!(outcome, Ok(0) | Err(std::io::ErrorKind::ConnectionReset)),
+        "{outcome:?}"
+    );
+    drop(silent);
+    // A node that authenticates still gets in once the silent ones are gone.
+    let listener = (0..200)
+        .find_map(|_| {
+            let l = ClusterListener::bind(server.nodes, key(), 2, server.listen.port()).ok();
+            if l.is_none() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            l
+        })
+        .expect("a real node authenticates once pending slots are free");
+    drop(listener);
+    let stats = server.stop();
+    assert!(stats.nodes_over_pending_cap >= 1, "{stats:?}");
+    assert!(stats.nodes_authenticated >= 1, "{stats:?}");
+}
+
+#[test]
+fn a_flooding_node_does_not_starve_another_nodes_clients() {
+    // Issue 17: a node was read until EAGAIN, so one that writes faster
+    // than the server parses held the loop and no other socket was served.
+    let server = start_server_with(|c| c.node_read_budget = 4 * 1024);
+    let (mut flood, _session) = raw_node(server.nodes, None);
+    let listener = ClusterListener::bind(server.nodes, key(), 4, server.listen.port()).unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (flooding_tx, flooding_rx) = mpsc::channel();
+    let flooder = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            // ERROR frames with 512 bytes of text: no reply, no state.
+            let mut payload = 1u32.to_be_bytes().to_vec();
+            payload.extend_from_slice(&[b'x'; 512]);
+            let one = frame(0x07, 0, &payload);
+            let batch: Vec<u8> = one.iter().copied().cycle().take(one.len() * 256).collect();
+            let mut sent = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && sent < (4 << 30) {
+                if flood.write_all(&batch).is_err() {
+                    break;
+                }
+                sent += batch.len() as u64;
+                if sent >= 16 << 20 {
+                    // Far past the kernel's buffers: the server is reading.
+                    let _ = flooding_tx.send(());
+                }
+            }
+            sent
+        })
+    };
+    flooding_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the flood is under way");
+    let acceptor = std::thread::spawn(move || {
+        let (s, _) = listener.accept().unwrap();
+        echo_until_closed(s);
+        listener
+    });
+    let data = pattern(10_000, 9);
+    assert_eq!(round_trip(server.listen, &data), data);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let sent = flooder.join().unwrap();
+    drop(acceptor.join().unwrap());
+    let stats = server.stop();
+    assert!(sent > 0);
+    assert!(stats.node_read_budget_hits > 0, "{stats:?}");
+}
+
+#[test]
+fn a_node_that_never_reads_its_replies_is_dropped_at_the_queue_cap() {
+    // Issue 17: PONGs (and RESETs) for a node that never reads queued
+    // without bound.
+    let server = start_server_with(|c| c.max_node_queue = 64 * 1024);
+    let (mut sock, _session) = raw_node(server.nodes, None);
+    let ping = frame(0x04, 0, &[1; 8]);
+    let batch: Vec<u8> = ping
+        .iter()
+        .copied()
+        .cycle()
+        .take(ping.len() * 4096)
+        .collect();
+    let mut sent = 0usize;
+    let mut dropped = false;
+    while sent < (64 << 20) {
+        if sock.write_all(&batch).is_err() {
+            dropped = true;
+            break;
+        }
+        sent += batch.len();
+    }
+    assert!(
+        dropped,
+        "the server took {sent} bytes of PINGs and kept the node"
+    );
+    let stats = server.stop();
+    assert_eq!(stats.nodes_dropped_queue, 1, "{stats:?}");
+    assert!(
+        stats.nodes[0].end.contains("queued toward it unread"),
+        "{:?}",
+        stats.nodes[0].end
+    );
+}
+
+#[test]
+fn connect_to_the_io_servers_own_addresses_is_denied_by_default() {
+    let server = start_server(None);
+    let listener = ClusterListener::bind(server.nodes, key(), 2, server.listen.port()).unwrap();
+    let echo = echo_server();
+    for dest in [echo, server.nodes, server.listen] {
+        let err = listener.connect(dest).err().unwrap();
+        assert_eq!(
+            err.kind(),
+            std::io::ErrorKind::PermissionDenied,
+            "{dest}: {err}"
+        );
+    }
+    drop(listener);
+    let stats = server.stop();
+    assert_eq!(stats.connects_denied, 3);
+}
+
+#[test]
+fn listen_outside_the_allowed_ports_and_on_the_node_port_is_refused() {
+    let allowed = free_port().port();
+    let server = start_server_with(move |c| {
+        c.access.listen = vec![PortRange {
+            first: allowed,
+            last: allowed,
+        }]
+    });
+    let other = free_port().port();
+    assert!(ClusterListener::bind(server.nodes, key(), 2, other).is_err());
+    assert!(ClusterListener::bind(server.nodes, key(), 2, server.nodes.port()).is_err());
+    let ok = ClusterListener::bind(server.nodes, key(), 2, allowed);
+    assert!(ok.is_ok(), "{:?}", ok.err());
+    drop(ok);
+    let stats = server.stop();
+    assert_eq!(stats.listens_denied, 2);
 }

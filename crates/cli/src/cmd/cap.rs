@@ -137,7 +137,7 @@ pub(crate) fn run(args: CapArgs) -> Result<ExitCode, Exit> {
             signal: status.signal(),
         };
         let json = serde_json::to_string_pretty(&stats).context("encoding the statistics")?;
-        std::fs::write(path, json + "\n")
+        connlab_os::files::write_atomic(path, json + "\n")
             .with_context(|| format!("writing --stats file {}", path.display()))?;
     }
     drop(quota);

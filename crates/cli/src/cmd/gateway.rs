@@ -3,7 +3,8 @@
 use crate::Exit;
 use anyhow::{anyhow, Context};
 use clap::{Args, ValueEnum};
-use connlab_gateway::{nat, Backend, Balancer, NatRules, PolicyKind};
+use connlab_gateway::forward::{process_alive, Forwarding};
+use connlab_gateway::{nat, Backend, Balancer, NatRules, PolicyKind, ProxyConfig};
 use connlab_os::Shutdown;
 use serde::Serialize;
 use std::net::SocketAddr;
@@ -36,11 +37,18 @@ proxy mode relays in user space (one event loop, --buffer bytes per direction pe
 connection, or a pipe of that size with --splice), health-checks every backend each
 --health-interval (a TCP connect), takes a failing backend out of rotation and resets
 its connections, and puts it back when a check succeeds; a refused connect is retried
-on the next healthy backend.
+on the next healthy backend. Limits (counted in --stats): a connection with no bytes
+moving either way for --idle-timeout is reset (idle_closed); each connection moves at
+most --turn-budget bytes per event-loop turn before the others get theirs
+(turn_budget_hits), so one bulk transfer cannot starve small requests.
 
 nat mode installs an nftables table connlab_gw_<pid> in the current network namespace
 (needs root and the nft binary), enables IPv4 forwarding there, prints the ruleset, and
-removes both on exit; tables left by a killed gateway are removed at the next start.
+removes both on exit. The value ip_forward had is recorded first in
+/run/connlab/gateway-ip_forward-<netns>-<pid>; tables and forwarding left by a killed
+gateway are put back at the next start in that namespace. Bytes and packets are counted
+per backend in both directions (by conntrack flow, backends on the gateway host
+included).
 The backends' replies must come back through the gateway: route the clients' addresses
 via it (the paper's setup), or pass --masquerade when clients and backends share a
 subnet. SIGINT/SIGTERM stop it; it then writes --stats (JSON: per-backend connections,
@@ -84,6 +92,15 @@ pub(crate) struct GatewayArgs {
     /// enter user space (costs four more descriptors per connection).
     #[arg(long)]
     splice: bool,
+    /// proxy: reset a connection with no bytes moving either way for this long.
+    #[arg(long, default_value = "300s", value_parser = crate::units::parse_duration,
+          value_name = "DURATION")]
+    idle_timeout: std::time::Duration,
+    /// proxy: bytes one connection may move per event-loop turn before the others get
+    /// their turn.
+    #[arg(long, default_value = "256KiB", value_parser = crate::units::parse_size,
+          value_name = "BYTES")]
+    turn_budget: u64,
 }
 
 fn parse_policy(s: &str) -> Result<PolicyKind, String> {
@@ -131,13 +148,15 @@ struct GatewayStats {
     no_relay: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     splice: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    idle_closed: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    turn_budget_hits: Option<u64>,
     wall_s: f64,
     cpu_user_s: f64,
     cpu_sys_s: f64,
     backends: Vec<BackendStats>,
 }
-
-const FORWARD: &str = "/proc/sys/net/ipv4/ip_forward";
 
 /// Runs the gateway until SIGINT/SIGTERM.
 pub(crate) fn run(args: GatewayArgs) -> Result<ExitCode, Exit> {
@@ -168,17 +187,21 @@ pub(crate) fn run(args: GatewayArgs) -> Result<ExitCode, Exit> {
     }
     check_backends(&balancer)?;
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
-    let forward_before = std::fs::read_to_string(FORWARD).unwrap_or_default();
-    std::fs::write(FORWARD, "1").with_context(|| format!("enabling forwarding ({FORWARD})"))?;
+    let (forwarding, swept) = Forwarding::system()
+        .and_then(|f| f.enable(process_alive))
+        .context("enabling IPv4 forwarding")?;
+    for f in &swept.files {
+        eprintln!(
+            "connlab gateway: a killed gateway left {}: ip_forward restored to {}",
+            f.display(),
+            swept.original.as_deref().unwrap_or("?")
+        );
+    }
     let cpu0 = connlab_os::CpuTimes::self_and_children();
     let started = Instant::now();
-    let (rules, text) = match NatRules::install(args.listen, &balancer, args.masquerade) {
-        Ok(v) => v,
-        Err(e) => {
-            let _ = std::fs::write(FORWARD, forward_before.trim());
-            return Err(anyhow!("{e}").into());
-        }
-    };
+    // On an error here `forwarding` is dropped, which puts the value back.
+    let (rules, text) =
+        NatRules::install(args.listen, &balancer, args.masquerade).map_err(|e| anyhow!("{e}"))?;
     println!("installed nftables table ip {}:", rules.table());
     print!("{text}");
     println!(
@@ -193,10 +216,11 @@ pub(crate) fn run(args: GatewayArgs) -> Result<ExitCode, Exit> {
     let counters = rules.counters();
     let table = rules.table().to_string();
     let removed = rules.remove();
-    let _ = std::fs::write(FORWARD, forward_before.trim());
+    let restored = forwarding.restore(process_alive);
     let cpu = connlab_os::CpuTimes::self_and_children().since(&cpu0);
     let counters = counters.map_err(|e| anyhow!("reading the counters: {e}"))?;
     removed.map_err(|e| anyhow!("removing table {table}: {e}"))?;
+    restored.context("restoring ip_forward")?;
     let stats = GatewayStats {
         schema: "connlab.gateway.stats/1",
         mode: "nat",
@@ -208,6 +232,8 @@ pub(crate) fn run(args: GatewayArgs) -> Result<ExitCode, Exit> {
         no_backend: None,
         no_relay: None,
         splice: None,
+        idle_closed: None,
+        turn_budget_hits: None,
         wall_s: started.elapsed().as_secs_f64(),
         cpu_user_s: cpu.user_s,
         cpu_sys_s: cpu.sys_s,
@@ -242,9 +268,18 @@ fn finish(args: &GatewayArgs, stats: &GatewayStats) -> Result<ExitCode, Exit> {
             b.addr, b.connections, b.bytes_to, b.bytes_from
         );
     }
+    let limits = [
+        (stats.idle_closed, "connections reset after --idle-timeout"),
+        (stats.turn_budget_hits, "turns ended at --turn-budget"),
+    ];
+    for (n, what) in limits {
+        if let Some(n) = n.filter(|&n| n > 0) {
+            eprintln!("limits hit: {n} {what}");
+        }
+    }
     if let Some(path) = &args.stats {
         let json = serde_json::to_string_pretty(stats).context("encoding the statistics")?;
-        std::fs::write(path, json + "\n")
+        connlab_os::files::write_atomic(path, json + "\n")
             .with_context(|| format!("writing --stats file {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
@@ -261,13 +296,27 @@ fn run_proxy(args: &GatewayArgs, balancer: Balancer) -> Result<ExitCode, Exit> {
                 args.buffer
             ))
         })?;
-    let config = connlab_gateway::ProxyConfig {
+    if args.idle_timeout.is_zero() {
+        return Err(Exit::usage(anyhow!("--idle-timeout must be above 0")));
+    }
+    let turn_budget = usize::try_from(args.turn_budget)
+        .ok()
+        .filter(|b| (1024..=(1 << 30)).contains(b))
+        .ok_or_else(|| {
+            Exit::usage(anyhow!(
+                "--turn-budget {}: between 1 KiB and 1 GiB",
+                args.turn_budget
+            ))
+        })?;
+    let config = ProxyConfig {
         listen: args.listen,
         buffer,
         health_interval: args.health_interval,
         health_timeout: args.health_timeout,
         health_fails: args.health_fails,
         splice: args.splice,
+        idle_timeout: args.idle_timeout,
+        turn_budget,
     };
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let backends: Vec<(String, u32)> = balancer
@@ -307,6 +356,8 @@ fn run_proxy(args: &GatewayArgs, balancer: Balancer) -> Result<ExitCode, Exit> {
         no_backend: Some(result.no_backend),
         no_relay: Some(result.no_relay),
         splice: Some(args.splice),
+        idle_closed: Some(result.idle_closed),
+        turn_budget_hits: Some(result.turn_budget_hits),
         wall_s: started.elapsed().as_secs_f64(),
         cpu_user_s: cpu.user_s,
         cpu_sys_s: cpu.sys_s,

@@ -249,7 +249,7 @@ fn run_router(a: RunArgs) -> Result<ExitCode, Exit> {
             "report": report,
         });
         let json = serde_json::to_string_pretty(&doc).context("encoding the statistics")?;
-        std::fs::write(path, json + "\n")
+        connlab_os::files::write_atomic(path, json + "\n")
             .with_context(|| format!("writing --stats file {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
@@ -312,7 +312,7 @@ fn run_lab(a: LabArgs) -> Result<ExitCode, Exit> {
             "validation": v,
         });
         let json = serde_json::to_string_pretty(&doc).context("encoding the results")?;
-        std::fs::write(path, json + "\n")
+        connlab_os::files::write_atomic(path, json + "\n")
             .with_context(|| format!("writing --json file {}", path.display()))?;
     }
     Ok(if v.interrupted {

@@ -137,8 +137,25 @@ pub(crate) struct LoadArgs {
     /// seconds (e.g. 1763900000.5) or +DURATION from now; aligns shards.
     #[arg(long, value_name = "WHEN", value_parser = parse_start_at)]
     start_at: Option<SystemTime>,
+    /// Fail the run (exit 1, with a warning) when more than this share of
+    /// the measured window's requests end in an error (error status, reset,
+    /// no answer, ...); 1 accepts any.
+    #[arg(long, value_name = "RATIO", default_value_t = DEFAULT_MAX_ERROR_RATIO, value_parser = parse_error_ratio)]
+    max_error_ratio: f64,
     #[command(flatten)]
     output: OutputArgs,
+}
+
+/// `--max-error-ratio` by default: one failed request in a hundred.
+pub(crate) const DEFAULT_MAX_ERROR_RATIO: f64 = 0.01;
+
+fn parse_error_ratio(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err(format!(
+            "{s:?} is not a ratio: give a share of requests from 0 to 1, e.g. 0.01"
+        )),
+    }
 }
 
 fn parse_policy(s: &str) -> Result<ActivePolicy, String> {
@@ -313,16 +330,19 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode, Exit> {
         }
     }
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
-    let outcome = drive(&workload, &shutdown, &args.output)?;
+    let outcome = drive(&workload, &shutdown, &args.output, args.max_error_ratio)?;
     Ok(outcome)
 }
 
 /// Runs one workload with progress, writes its outputs, prints its summary,
-/// and maps the outcome to an exit code (0, 1 when the server failed, 130 when interrupted).
+/// and maps the outcome to an exit code (0; 1 when the server failed or more
+/// than `max_error_ratio` of the requests failed; 130 when interrupted, at
+/// any moment, the results so far written).
 pub(crate) fn drive(
     w: &Workload,
     shutdown: &Shutdown,
     output: &OutputArgs,
+    max_error_ratio: f64,
 ) -> Result<ExitCode, Exit> {
     let progress = Progress::default();
     let mut records = output.open_records()?;
@@ -336,26 +356,68 @@ pub(crate) fn drive(
                 .map(|r| r as &mut dyn connlab_loadgen::RecordSink),
         )
     });
-    if let Some(r) = records.as_mut() {
+    if let Some(r) = records {
         r.finish().context("writing --records")?;
     }
-    let outcome = match outcome {
+    let mut outcome = match outcome {
         Ok(o) => o,
         Err(e @ LoadError::Capacity(_)) | Err(e @ LoadError::Workload(_)) => {
             return Err(Exit::usage(anyhow::Error::new(e)))
         }
         Err(e) => return Err(Exit::from(anyhow::Error::new(e))),
     };
+    // A Ctrl-C after the reader finished (while draining) still marks the run.
+    if shutdown.requested() && !outcome.result.interrupted {
+        outcome.result.interrupted = true;
+        outcome
+            .result
+            .warnings
+            .push("the run was interrupted: figures cover only the time it ran".into());
+    }
+    let too_many_errors = error_warning(w, &outcome.result.requests, max_error_ratio);
+    if let Some(warning) = &too_many_errors {
+        outcome.result.warnings.push(warning.clone());
+    }
     write_outputs(output, &outcome)?;
     print_summary(&outcome.result);
     let r = &outcome.result;
     Ok(if r.interrupted {
         ExitCode::from(130)
-    } else if r.peer_failed {
+    } else if r.peer_failed || too_many_errors.is_some() {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The warning of a run whose measured requests failed more often than
+/// `max_ratio` allows, with the likely cause where one is known.
+fn error_warning(
+    w: &Workload,
+    q: &connlab_loadgen::RequestCounts,
+    max_ratio: f64,
+) -> Option<String> {
+    let ratio = q.error_ratio();
+    if ratio <= max_ratio {
+        return None;
+    }
+    let mut text = format!(
+        "{} of {} measured requests ({:.1}%) ended in an error, above --max-error-ratio {}: \
+         the figures describe failures, not service",
+        q.measured_errors(),
+        q.measured_sent,
+        100.0 * ratio,
+        max_ratio
+    );
+    if q.errors.contains_key("http_status") {
+        text.push_str(if w.files.is_some() {
+            "; the server answered with an error status (`connlab serve --protocol http` \
+             serves a file set's paths only when given the same --manifest)"
+        } else {
+            "; the server answered with an error status (check --path)"
+        });
+    }
+    Some(text)
 }
 
 fn resolve(target: &str) -> Result<SocketAddr, Exit> {

@@ -31,7 +31,7 @@ pub(crate) fn run(args: MergeArgs) -> Result<ExitCode, Exit> {
     let merged = merge_files(&args.files).map_err(Exit::usage)?;
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&merged).context("encoding the result")?;
-        std::fs::write(path, text + "\n")
+        connlab_os::files::write_atomic(path, text + "\n")
             .with_context(|| format!("writing --json file {}", path.display()))?;
     }
     print_summary(&merged);

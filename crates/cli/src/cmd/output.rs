@@ -5,7 +5,7 @@ use crate::Exit;
 use anyhow::Context;
 use clap::Args;
 use connlab_loadgen::{LoadOutcome, LoadResult, Progress, RecordSink, RequestRecord, Workload};
-use std::fs::File;
+use connlab_os::files::{write_atomic, AtomicFile};
 use std::io::{BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -25,9 +25,10 @@ pub(crate) struct OutputArgs {
     pub(crate) hdr_log: Option<PathBuf>,
 }
 
-/// A buffered `--records` file.
+/// A buffered `--records` file; it replaces the file named only when the
+/// run ends ([`RecordsFile::finish`]), so a crash leaves the earlier file.
 pub(crate) struct RecordsFile {
-    out: BufWriter<File>,
+    out: BufWriter<AtomicFile>,
     jsonl: bool,
     error: Option<std::io::Error>,
 }
@@ -51,12 +52,12 @@ impl RecordSink for RecordsFile {
 }
 
 impl RecordsFile {
-    /// Flushes; reports the first write error.
-    pub(crate) fn finish(&mut self) -> std::io::Result<()> {
-        if let Some(e) = self.error.take() {
+    /// Flushes and commits the file; reports the first write error.
+    pub(crate) fn finish(self) -> std::io::Result<()> {
+        if let Some(e) = self.error {
             return Err(e);
         }
-        self.out.flush()
+        self.out.into_inner().map_err(|e| e.into_error())?.commit()
     }
 }
 
@@ -66,7 +67,7 @@ impl OutputArgs {
         let Some(path) = &self.records else {
             return Ok(None);
         };
-        let file = File::create(path)
+        let file = AtomicFile::create(path)
             .with_context(|| format!("creating --records file {}", path.display()))?;
         let jsonl = path.extension().is_some_and(|e| e == "jsonl");
         let mut out = BufWriter::with_capacity(1 << 20, file);
@@ -85,17 +86,18 @@ impl OutputArgs {
 pub(crate) fn write_outputs(output: &OutputArgs, outcome: &LoadOutcome) -> Result<(), Exit> {
     if let Some(path) = &output.json {
         let text = serde_json::to_string_pretty(&outcome.result).context("encoding the result")?;
-        std::fs::write(path, text + "\n")
+        write_atomic(path, text + "\n")
             .with_context(|| format!("writing --json file {}", path.display()))?;
     }
     if let Some(path) = &output.hdr_log {
         let mut f = BufWriter::new(
-            File::create(path)
+            AtomicFile::create(path)
                 .with_context(|| format!("creating --hdr-log file {}", path.display()))?,
         );
         outcome
             .write_interval_log(&mut f)
-            .and_then(|_| f.flush())
+            .and_then(|_| f.into_inner().map_err(|e| e.into_error()))
+            .and_then(AtomicFile::commit)
             .with_context(|| format!("writing --hdr-log file {}", path.display()))?;
     }
     Ok(())
@@ -127,17 +129,28 @@ pub(crate) fn print_summary(r: &LoadResult) {
         r.connections.failed,
         r.connections.idle_closed_by_peer
     ));
-    let errors: u64 = r.requests.errors.values().sum();
+    // One window per line: the measured one, then the warm-up apart.
+    let q = &r.requests;
     t.push_str(&format!(
-        "  requests      {} sent, {} completed, {} errors; achieved {:.1} req/s, {:.1} Mbit/s\n",
-        r.requests.measured_sent,
-        r.requests.measured_completed,
-        errors,
+        "  requests      {} sent, {} completed, {} errors ({:.1}%) in the measured window; achieved {:.1} req/s, {:.1} Mbit/s\n",
+        q.measured_sent,
+        q.measured_completed,
+        q.measured_errors(),
+        100.0 * q.error_ratio(),
         r.achieved_rate_per_s,
         r.throughput_mbit_s
     ));
-    for (kind, n) in &r.requests.errors {
+    for (kind, n) in &q.errors {
         t.push_str(&format!("    {kind:<22} {n}\n"));
+    }
+    let warmup_errors: u64 = q.warmup_errors.values().sum();
+    if q.warmup_sent() + q.warmup_completed() + warmup_errors > 0 {
+        t.push_str(&format!(
+            "  warm-up       {} sent, {} completed, {} errors (not in the figures)\n",
+            q.warmup_sent(),
+            q.warmup_completed(),
+            warmup_errors
+        ));
     }
     t.push_str(
         "  latency (us)       mean     stddev        p50        p99      p99.9        max\n",

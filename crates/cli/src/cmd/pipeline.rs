@@ -323,7 +323,7 @@ pub(crate) fn run(args: PipelineArgs) -> Result<ExitCode, Exit> {
             projected_efficiency: peff,
         };
         let text = serde_json::to_string_pretty(&json).context("encoding the result")?;
-        std::fs::write(path, text + "\n")
+        connlab_os::files::write_atomic(path, text + "\n")
             .with_context(|| format!("writing --json file {}", path.display()))?;
     }
     if result.interrupted && stop.load(Relaxed) {
@@ -453,7 +453,7 @@ fn costs(args: &PipelineArgs) -> Result<ExitCode, Exit> {
             pool,
         };
         let text = serde_json::to_string_pretty(&json).context("encoding the result")?;
-        std::fs::write(path, text + "\n")
+        connlab_os::files::write_atomic(path, text + "\n")
             .with_context(|| format!("writing --json file {}", path.display()))?;
     }
     if !(handoff.verified && pool.verified) {

@@ -47,6 +47,13 @@ pub(crate) fn run(args: ReportArgs) -> Result<ExitCode, Exit> {
     if connlab_lab::PeersDir::info_path(&args.dir).exists() {
         return peers_report(&args);
     }
+    if connlab_lab::LoadgenDir::info_path(&args.dir).exists() {
+        let dir = connlab_lab::LoadgenDir::open(&args.dir).map_err(|e| Exit::usage(e.into()))?;
+        let text = connlab_report::render_loadgen(&dir, args.format).map_err(|e| anyhow!(e))?;
+        let html = (args.format == Format::Html).then(|| args.dir.join("report.html"));
+        write_output(args.output.clone().or(html), &text)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if args.dir.join("pipeline.json").exists() {
         return pipeline_report(&args);
     }
@@ -64,7 +71,8 @@ pub(crate) fn run(args: ReportArgs) -> Result<ExitCode, Exit> {
         .or_else(|| (args.format == Format::Html).then(|| args.dir.join("report.html")));
     match output {
         Some(path) => {
-            std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
+            connlab_os::files::write_atomic(&path, &text)
+                .with_context(|| format!("writing {}", path.display()))?;
             eprintln!(
                 "connlab report: {} ({} of {} points) -> {}",
                 dir.info.name,
@@ -128,9 +136,8 @@ fn singleip_report(args: &ReportArgs) -> Result<ExitCode, Exit> {
 /// Writes the report to `path`, or to standard output.
 fn write_output(path: Option<PathBuf>, text: &str) -> Result<(), Exit> {
     match path {
-        Some(path) => {
-            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?
-        }
+        Some(path) => connlab_os::files::write_atomic(&path, text)
+            .with_context(|| format!("writing {}", path.display()))?,
         None => {
             let mut out = std::io::stdout().lock();
             out.write_all(text.as_bytes())

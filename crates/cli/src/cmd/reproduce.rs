@@ -228,7 +228,7 @@ fn describe(status: &ExitStatus) -> String {
     }
 }
 
-/// Writes the index in every format, each whole (temporary name, then rename).
+/// Writes the index in every format, each whole ([`connlab_os::files::write_atomic`]).
 fn write_index(out: &Path, index: &Index) -> Result<(), Exit> {
     for (format, file) in [
         (Format::Html, "index.html"),
@@ -236,9 +236,7 @@ fn write_index(out: &Path, index: &Index) -> Result<(), Exit> {
         (Format::Csv, "index.csv"),
     ] {
         let path = out.join(file);
-        let tmp = out.join(format!(".{file}.tmp"));
-        std::fs::write(&tmp, index.render(format))
-            .and_then(|()| std::fs::rename(&tmp, &path))
+        connlab_os::files::write_atomic(&path, index.render(format))
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())

@@ -1,16 +1,18 @@
 //! `connlab serve`: the reference server.
 
-use crate::units::parse_size_u32;
+use crate::units::{parse_duration, parse_size_u32};
 use crate::Exit;
 use anyhow::Context;
 use clap::Args;
 use connlab_os::{CpuList, Shutdown};
+use connlab_proto::http1::FileSizes;
 use connlab_proto::Protocol;
 use connlab_server::{EngineKind, Server, ServerConfig, ServerStats};
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// Flags of `connlab serve`.
 #[derive(Args, Debug)]
@@ -25,6 +27,16 @@ Engines:
              buffers, sendmsg for responses (Linux 6.0 or later)
   rtsig      one thread, the poll loop over connlab-rtsig: a readiness table kept by
              real-time signals (F_SETSIG) and the results of non-blocking I/O
+
+Limits (every engine; each hit is counted in --stats):
+  --header-timeout  60s  a request head (CLB1 header, HTTP request line and
+                         headers) must be complete this long after its first
+                         byte, or the connection is closed (header_timeouts)
+  --idle-timeout    off  close a connection after this long with no byte moved
+                         either way (idle_timeouts); off by default because the
+                         locality experiments keep idle connections open
+  --max-message   16MiB  a larger CLB1 req_len/resp_len closes the connection
+                         (protocol_errors); a larger HTTP /bytes/N gets 404
 
 Prints `listening on IP:PORT` on stdout when ready. SIGINT/SIGTERM stop it;
 it then writes --stats (JSON) and a summary table on stderr, and exits 0.")]
@@ -54,9 +66,34 @@ pub(crate) struct ServeArgs {
     /// write `poll_call_us` and `cycle_us` into --stats.
     #[arg(long)]
     profile_poll: bool,
+    /// Close a connection whose request head is not complete this long after
+    /// its first byte (like nginx's client_header_timeout); `off` for none.
+    #[arg(long, value_name = "DUR", value_parser = parse_timeout, default_value = "60s")]
+    header_timeout: Timeout,
+    /// Close a connection after this long with no byte moved either way;
+    /// off by default, as the locality experiments keep idle connections open.
+    #[arg(long, value_name = "DUR", value_parser = parse_timeout, default_value = "off")]
+    idle_timeout: Timeout,
     /// Write statistics as JSON to FILE at shutdown.
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
+    /// HTTP: also serve the paths of a web file set (manifest.csv of
+    /// `connlab webset generate`, or its directory), each with the size its
+    /// manifest gives, so `connlab load --manifest` runs against this server.
+    #[arg(long, value_name = "DIR")]
+    manifest: Option<PathBuf>,
+}
+
+/// A timeout flag's value: a duration, or none (`off` or `0`).
+#[derive(Clone, Copy, Debug)]
+struct Timeout(Option<Duration>);
+
+fn parse_timeout(s: &str) -> Result<Timeout, String> {
+    if s.trim() == "off" {
+        return Ok(Timeout(None));
+    }
+    let d = parse_duration(s).map_err(|e| format!("{e} (or `off`)"))?;
+    Ok(Timeout((!d.is_zero()).then_some(d)))
 }
 
 fn parse_engine(s: &str) -> Result<EngineKind, String> {
@@ -85,6 +122,11 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, Exit> {
     config.backlog = args.backlog;
     config.cpus = args.cpu;
     config.profile_poll = args.profile_poll;
+    if let Some(path) = &args.manifest {
+        config.files = Some(file_sizes(path, args.protocol, args.max_message)?);
+    }
+    config.header_timeout = args.header_timeout.0;
+    config.idle_timeout = args.idle_timeout.0;
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let server = Server::bind(config).context("starting the server")?;
     let nofile = server.nofile();
@@ -110,10 +152,54 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, Exit> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The path-to-size table of `--manifest`, kept for the whole process.
+fn file_sizes(
+    path: &Path,
+    protocol: Protocol,
+    max_message: u32,
+) -> Result<&'static FileSizes, Exit> {
+    if protocol != Protocol::Http {
+        return Err(Exit::usage(anyhow::anyhow!(
+            "--manifest needs --protocol http"
+        )));
+    }
+    let file = if path.is_dir() {
+        path.join("manifest.csv")
+    } else {
+        path.to_path_buf()
+    };
+    let manifest = connlab_webset::Manifest::read(&file)
+        .map_err(|e| Exit::usage(anyhow::anyhow!("--manifest {e}")))?;
+    if let Some(big) = manifest
+        .entries
+        .iter()
+        .find(|e| e.size_bytes > u64::from(max_message))
+    {
+        return Err(Exit::usage(anyhow::anyhow!(
+            "--manifest {}: {} is {} bytes, above --max-message {max_message}; raise --max-message",
+            file.display(),
+            big.path,
+            big.size_bytes
+        )));
+    }
+    let table = FileSizes::new(
+        manifest
+            .entries
+            .iter()
+            .map(|e| (format!("/{}", e.path), e.size_bytes)),
+    );
+    // One table for the life of the server: every connection's session refers to it.
+    Ok(Box::leak(Box::new(table)))
+}
+
 fn write_json(path: &PathBuf, stats: &ServerStats) -> anyhow::Result<()> {
     let text = serde_json::to_string_pretty(stats).context("encoding statistics")?;
-    std::fs::write(path, text + "\n")
+    connlab_os::files::write_atomic(path, text + "\n")
         .with_context(|| format!("writing statistics to {}", path.display()))
+}
+
+fn limit(seconds: Option<f64>) -> String {
+    seconds.map_or_else(|| "off".to_string(), |s| format!("{s} s"))
 }
 
 fn print_table(s: &ServerStats) {
@@ -138,6 +224,16 @@ fn print_table(s: &ServerStats) {
         ),
         ("requests", s.requests.to_string()),
         ("protocol errors", errors.to_string()),
+        (
+            "header / idle timeouts",
+            format!(
+                "{} / {} (limits {} / {})",
+                s.header_timeouts,
+                s.idle_timeouts,
+                limit(s.header_timeout_s),
+                limit(s.idle_timeout_s)
+            ),
+        ),
         (
             "bytes in / out",
             format!("{} / {}", s.bytes_in, s.bytes_out),

@@ -6,18 +6,18 @@
 use crate::Exit;
 use anyhow::{anyhow, Context};
 use clap::{Args, Subcommand};
-use connlab_measure::units::parse_size;
+use connlab_measure::units::{parse_duration, parse_size};
 use connlab_os::Shutdown;
 use connlab_singleip::{
-    load_key, run_node_with_stats, run_server, Error as SingleIpError, NodeConfig, Outbound,
-    SendBuffer, SendLimit, ServerConfig, ShareSizing,
+    load_key, run_node_with_stats, run_server, Access, ConnectRule, Error as SingleIpError,
+    NodeConfig, Outbound, PortRange, SendBuffer, SendLimit, ServerConfig, ShareSizing,
 };
 use serde::Serialize;
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Flags of `connlab singleip`.
 #[derive(Args, Debug)]
@@ -49,6 +49,19 @@ sharing a bottleneck are held to equal rates. A fixed buffer caps a connection n
 buffer / RTT; --send-buffer auto lifts the bound and loses the effect. --send-limit off
 is the paper's unlimited case: kernel default buffers, each socket written as far as
 it takes.
+
+Limits toward nodes (each hit is counted in --stats): at most --max-pending-nodes
+node connections may be unauthenticated at once (more are reset on arrival), and one
+that has not authenticated within --auth-timeout is closed; each node is read at most
+--node-read-budget bytes per loop turn; a node that leaves more than --max-node-queue
+bytes of replies unread is dropped; a stream's queue toward its client holds at most
+--max-frames-per-window DATA payloads (credit counts payload bytes only, so more are
+merged into the last). A node may CONNECT only where --allow-connect allows and LISTEN
+only on ports --allow-listen allows; without them, anywhere except the I/O server's own
+addresses (loopback, unspecified, any address bound on this host) and any port except
+the --nodes port. Own addresses need a rule with a prefix longer than /0 naming them
+(--allow-connect 127.0.0.1:6379). A denied CONNECT gets CONNECT_FAILED EACCES, a denied
+LISTEN a LISTEN_RESULT EACCES. The key file may hold at most 64 KiB.
 
 Prints 'singleip: io-server ready ...' on stdout once listening. SIGINT/SIGTERM stop
 it; it then writes --stats (JSON: per node frames, bytes, streams, resets, auth
@@ -113,6 +126,37 @@ struct IoServerArgs {
     /// Credit granted to nodes per stream: bytes queued per client in user space.
     #[arg(long, default_value = "64KiB", value_parser = parse_size, value_name = "BYTES")]
     window: u64,
+    /// Node connections that may be unauthenticated at once; more are reset on arrival.
+    #[arg(long, default_value_t = ServerConfig::DEFAULT_MAX_PENDING_NODES as u32, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=65536))]
+    max_pending_nodes: u32,
+    /// A node connection not authenticated within this time is closed (e.g. 10s, 500ms).
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    auth_timeout: Duration,
+    /// Bytes read from one node per event-loop turn, so a flooding node cannot starve
+    /// the others.
+    #[arg(long, default_value = "256KiB", value_parser = parse_size, value_name = "BYTES")]
+    node_read_budget: u64,
+    /// Bytes queued toward a node that does not read (PONG, RESET, DATA) above which it
+    /// is dropped.
+    #[arg(long, default_value = "64MiB", value_parser = parse_size, value_name = "BYTES")]
+    max_node_queue: u64,
+    /// DATA payloads a stream's queue toward its client holds at once; more are merged
+    /// into the last (bounds per-frame overhead within one window of credit).
+    #[arg(long, default_value_t = ServerConfig::DEFAULT_MAX_FRAMES_PER_WINDOW as u32, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=(1 << 24)))]
+    max_frames_per_window: u32,
+    /// Where nodes may CONNECT: ADDR[/PREFIX][:PORTS], PORTS = P, P-Q or *, IPv6 in
+    /// brackets ([2001:db8::/32]:443); repeatable or comma-separated. Default: anywhere
+    /// except the I/O server's own addresses.
+    #[arg(long, value_name = "NET:PORTS", value_delimiter = ',',
+          value_parser = |t: &str| t.parse::<ConnectRule>())]
+    allow_connect: Vec<ConnectRule>,
+    /// Cluster ports nodes may LISTEN on: P, P-Q or *; repeatable or comma-separated.
+    /// Default: any port except the --nodes port (never allowed).
+    #[arg(long, value_name = "PORTS", value_delimiter = ',',
+          value_parser = |t: &str| t.parse::<PortRange>())]
+    allow_listen: Vec<PortRange>,
     /// Write the statistics as JSON to FILE on exit.
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
@@ -189,6 +233,16 @@ fn window(flag: &str, bytes: u64) -> Result<u32, Exit> {
         .ok_or_else(|| Exit::usage(anyhow!("{flag} {bytes}: between 1 KiB and 2 GiB - 1")))
 }
 
+/// A size flag within `min..=max` bytes.
+fn bounded(flag: &str, bytes: u64, min: u64, max: u64) -> Result<usize, Exit> {
+    if !(min..=max).contains(&bytes) {
+        return Err(Exit::usage(anyhow!(
+            "{flag} {bytes}: between {min} B and {max} B"
+        )));
+    }
+    usize::try_from(bytes).map_err(|_| Exit::usage(anyhow!("{flag} {bytes}: too large here")))
+}
+
 fn parse_send_limit(text: &str) -> Result<Option<SendLimit>, Exit> {
     if text.eq_ignore_ascii_case("off") {
         return Ok(None);
@@ -223,7 +277,7 @@ fn write_stats<T: Serialize>(path: Option<&Path>, stats: T, started: Instant) ->
         wall_s: started.elapsed().as_secs_f64(),
     };
     let json = serde_json::to_string_pretty(&doc).context("encoding the statistics")?;
-    std::fs::write(path, json + "\n")
+    connlab_os::files::write_atomic(path, json + "\n")
         .with_context(|| format!("writing --stats file {}", path.display()))?;
     Ok(())
 }
@@ -233,6 +287,27 @@ fn setup_error(e: SingleIpError) -> Exit {
         SingleIpError::Config(_) => Exit::usage(anyhow!("{e}")),
         other => anyhow!("{other}").into(),
     }
+}
+
+/// A refused cluster port names the flag that chooses it: `--port`
+/// (default: the port of `--forward`, which is often what is taken when the
+/// local server and the I/O server share an address).
+fn port_hint(e: SingleIpError, default_port: bool) -> Exit {
+    let SingleIpError::PortRefused { port, source, .. } = &e else {
+        return setup_error(e);
+    };
+    let taken = source.raw_os_error() == Some(libc::EADDRINUSE);
+    let why = if taken {
+        format!("port {port} is already in use on the cluster address")
+    } else {
+        format!("the I/O server may not serve port {port} (its --allow-listen)")
+    };
+    let default = if default_port {
+        " (without --port the cluster port is the port of --forward)"
+    } else {
+        ""
+    };
+    anyhow!("{e}\nhint: {why}; --port P chooses the cluster port this node serves{default}").into()
 }
 
 /// Applies `--send-buffer` to a send limit.
@@ -307,6 +382,19 @@ fn io_server(args: IoServerArgs) -> Result<ExitCode, Exit> {
     config.send_limit = send_limit;
     config.quantum = args.quantum;
     config.initial_window = window("--window", args.window)?;
+    config.max_pending_nodes = args.max_pending_nodes as usize;
+    if args.auth_timeout.is_zero() {
+        return Err(Exit::usage(anyhow!("--auth-timeout must be above 0")));
+    }
+    config.handshake_timeout = args.auth_timeout;
+    config.node_read_budget = bounded("--node-read-budget", args.node_read_budget, 1024, 1 << 30)?;
+    // At least a window's worth of DATA plus room for control frames.
+    config.max_node_queue = bounded("--max-node-queue", args.max_node_queue, 64 * 1024, 1 << 40)?;
+    config.max_frames_per_window = args.max_frames_per_window as usize;
+    config.access = Access {
+        connect: args.allow_connect.clone(),
+        listen: args.allow_listen.clone(),
+    };
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let started = Instant::now();
     let stats = run_server(
@@ -333,6 +421,29 @@ fn io_server(args: IoServerArgs) -> Result<ExitCode, Exit> {
         },
     )
     .map_err(setup_error)?;
+    let limits = [
+        (stats.nodes_over_pending_cap, "over --max-pending-nodes"),
+        (stats.nodes_auth_timeout, "past --auth-timeout"),
+        (
+            stats.node_read_budget_hits,
+            "reads stopped at --node-read-budget",
+        ),
+        (stats.nodes_dropped_queue, "nodes over --max-node-queue"),
+        (stats.connects_denied, "CONNECTs denied (--allow-connect)"),
+        (stats.listens_denied, "LISTENs denied (--allow-listen)"),
+        (
+            stats.frames_merged,
+            "payloads merged (--max-frames-per-window)",
+        ),
+    ];
+    let hit: Vec<String> = limits
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+    if !hit.is_empty() {
+        eprintln!("singleip io-server: limits hit: {}", hit.join(", "));
+    }
     eprintln!(
         "singleip io-server: {} clients ({} without a node), {} node connections ({} authenticated, {} refused, {} wrong key, {} bad frames)",
         stats.clients_accepted,
@@ -394,7 +505,7 @@ fn app_node(args: AppNodeArgs) -> Result<ExitCode, Exit> {
     if let Err(e) = result {
         // What was measured before the end is written all the same.
         write_stats(args.stats.as_deref(), stats, started)?;
-        return Err(setup_error(e));
+        return Err(port_hint(e, args.ports.is_empty()));
     }
     eprintln!(
         "singleip app-node: {} streams ({} local connects failed), {} outbound ({} failed), {} B to local, {} B from local, {} resets in, {} out",

@@ -118,7 +118,8 @@ pub(crate) fn run(args: ProbeArgs) -> Result<ExitCode, Exit> {
 
 fn write<T: serde::Serialize>(path: &PathBuf, value: &T) -> Result<ExitCode, Exit> {
     let text = serde_json::to_string(value).context("encoding the result")?;
-    std::fs::write(path, text).with_context(|| format!("writing --json {}", path.display()))?;
+    connlab_os::files::write_atomic(path, text)
+        .with_context(|| format!("writing --json {}", path.display()))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -74,6 +74,14 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
         | ExperimentKind::Pipeline
         | ExperimentKind::Singleip
         | ExperimentKind::Peers => run_in_lab(&args, text),
+        ExperimentKind::Loadgen => crate::cmd::sweep_loadgen::run(
+            &args.file,
+            &text,
+            args.out,
+            args.quick,
+            args.fresh,
+            args.dry_run,
+        ),
     }
 }
 

@@ -157,7 +157,7 @@ pub(super) fn sweep(
             Err(_) if shutdown.requested() => break,
             Err(e) => {
                 let log = SweepDir::log_dir(&out, &id);
-                let _ = std::fs::write(log.join("error.txt"), format!("{e:#}\n"));
+                let _ = connlab_os::files::write_atomic(log.join("error.txt"), format!("{e:#}\n"));
                 progress.finish(&id, took, &format!("FAILED: {e:#}"));
                 outcome.failed.push(id);
             }
@@ -251,7 +251,9 @@ impl PointContext<'_> {
         for (i, host) in self.clients.iter().enumerate() {
             let file = logs.join(format!("shard-{}.json", i + 1));
             let mut cmd = self.in_host(host)?;
+            // The sweep judges errors itself (a point past saturation is data).
             cmd.arg("load")
+                .args(["--max-error-ratio", "1"])
                 .args(["--target", &target.to_string()])
                 .args(["--shard", &format!("{}/{k}", i + 1)])
                 .args(["--start-at", &format!("{start_s:.3}")])

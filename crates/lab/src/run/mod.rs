@@ -8,7 +8,9 @@
 //! network namespaces), `pipeline.rs` (in this process), `singleip.rs`
 //! (namespaces and the user-space link emulator) and `peers.rs` (processes
 //! on loopback); `child.rs` starts, signals and stops child processes. A
-//! suite is no sweep: [`sweep`] answers [`RunError::NotHere`] for it.
+//! suite is no sweep: [`sweep`] answers [`RunError::NotHere`] for it. The
+//! loadgen kind's runner is still the CLI's (`cmd/sweep_loadgen.rs`), so
+//! [`sweep`] answers `NotHere` for it too until it moves here.
 
 pub mod child;
 mod locality;
@@ -108,6 +110,7 @@ pub fn plan(exp: &AnyExperiment, quick: bool) -> Vec<String> {
         AnyExperiment::Pipeline(e) => e.plan(quick).iter().map(|p| p.id()).collect(),
         AnyExperiment::Singleip(e) => e.plan(quick).iter().map(|p| p.id()).collect(),
         AnyExperiment::Peers(e) => e.plan(quick).iter().map(crate::PeerParams::id).collect(),
+        AnyExperiment::Loadgen(e) => e.plan(quick).iter().map(|p| p.id()).collect(),
         AnyExperiment::Suite(_) => Vec::new(),
     }
 }
@@ -184,7 +187,7 @@ pub fn merge_files(files: &[PathBuf]) -> anyhow::Result<connlab_loadgen::LoadRes
 /// Writes the experiment text into `DIR/experiment.toml`.
 pub(crate) fn write_experiment(out: &Path, text: &str) -> Result<(), RunError> {
     let path = out.join("experiment.toml");
-    std::fs::write(&path, text)
+    connlab_os::files::write_atomic(&path, text)
         .map_err(|e| RunError::Failed(format!("writing {}: {e}", path.display())))
 }
 

@@ -211,7 +211,7 @@ fn prepare_dir(out: &Path, text: &str, quick: bool, fresh: bool) -> Result<Optio
         earlier = old["started_unix_s"].as_f64();
     }
     std::fs::create_dir_all(&points).with_context(|| format!("creating {}", points.display()))?;
-    std::fs::write(out.join("experiment.toml"), text)
+    connlab_os::files::write_atomic(out.join("experiment.toml"), text)
         .with_context(|| format!("writing {}/experiment.toml", out.display()))?;
     Ok(earlier)
 }
@@ -581,6 +581,9 @@ fn client_command(
             let mut cmd = Command::new(ctx.exe);
             cmd.args([
                 "load",
+                // The sweep judges errors itself.
+                "--max-error-ratio",
+                "1",
                 "--protocol",
                 "http",
                 "--rate",

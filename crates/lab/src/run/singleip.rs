@@ -196,7 +196,7 @@ pub(super) fn sweep(
                     let _ = e;
                 }
                 Err(e) => {
-                    let _ = std::fs::write(
+                    let _ = connlab_os::files::write_atomic(
                         glogs.join(format!("{}.error.txt", p.id())),
                         format!("{e:#}\n"),
                     );
@@ -210,7 +210,7 @@ pub(super) fn sweep(
             if shutdown.requested() {
                 break;
             }
-            let _ = std::fs::write(glogs.join("error.txt"), format!("{e:#}\n"));
+            let _ = connlab_os::files::write_atomic(glogs.join("error.txt"), format!("{e:#}\n"));
             progress.note(&format!("{gid}: FAILED: {e:#} (see {})", glogs.display()));
             for p in group {
                 if !point_done(out, p) && !failed.contains(&p.id()) {

@@ -7,6 +7,7 @@
 
 use super::reactor::{Interest, Reactor};
 use super::{Engine, RunContext};
+use crate::deadline::wait_ms;
 use crate::profile::LoopTimer;
 use std::io;
 use std::os::fd::RawFd;
@@ -42,11 +43,13 @@ impl Engine for Epoll {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; MAX_EVENTS];
         while !shutdown.requested() {
             let mut mark = timer.begin();
+            let wait = wait_ms(reactor.wait());
             // SAFETY: `events` has room for MAX_EVENTS entries.
             let n = unsafe {
-                libc::epoll_wait(ep.0, events.as_mut_ptr(), MAX_EVENTS as libc::c_int, -1)
+                libc::epoll_wait(ep.0, events.as_mut_ptr(), MAX_EVENTS as libc::c_int, wait)
             };
             timer.called(&mut mark);
+            reactor.tick();
             if n < 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -81,6 +84,8 @@ impl Engine for Epoll {
                 }
                 // A closed descriptor leaves the epoll set by itself.
             }
+            // A closed descriptor leaves the epoll set by itself.
+            reactor.expire(|_| {});
             if accept {
                 let mut failed = None;
                 reactor.accept_pending(|fd| {

@@ -5,7 +5,9 @@
 
 use super::reactor::{Interest, Reactor};
 use super::{Engine, RunContext};
+use crate::deadline::wait_ms;
 use crate::profile::LoopTimer;
+use crate::socket_io::SocketIo;
 use std::io;
 use std::os::fd::RawFd;
 
@@ -27,9 +29,11 @@ impl Engine for Poll {
         let mut fds = vec![entry(reactor.listener.fd()), entry(shutdown.wake_fd())];
         while !shutdown.requested() {
             let mut mark = timer.begin();
+            let wait = wait_ms(reactor.wait());
             // SAFETY: `fds` is a valid array of pollfd for the duration of the call.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
             timer.called(&mut mark);
+            reactor.tick();
             if n < 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -57,6 +61,11 @@ impl Engine for Poll {
                     }
                 }
             }
+            let mut expired = false;
+            reactor.expire(|_| expired = true);
+            if expired {
+                drop_closed(&mut fds, &reactor);
+            }
             if fds[0].revents != 0 {
                 reactor.accept_pending(|fd| fds.push(entry(fd)));
             }
@@ -69,4 +78,16 @@ impl Engine for Poll {
 
 fn events(read: bool, write: bool) -> libc::c_short {
     (if read { libc::POLLIN } else { 0 }) | (if write { libc::POLLOUT } else { 0 })
+}
+
+/// Removes the entries of connections the reactor closed (timeouts).
+pub(super) fn drop_closed<I: SocketIo>(fds: &mut Vec<libc::pollfd>, reactor: &Reactor<'_, I>) {
+    let mut i = FIRST_CONN;
+    while i < fds.len() {
+        if reactor.is_open(fds[i].fd) {
+            i += 1;
+        } else {
+            fds.swap_remove(i);
+        }
+    }
 }

@@ -63,7 +63,7 @@ impl Engine for Processes {
                                     libc::signal(libc::SIGTERM, handler as libc::sighandler_t);
                                 }
                                 drop(listener);
-                                let mut conn = Connection::new(fd, template);
+                                let mut conn = Connection::new(fd, template, Instant::now());
                                 let mut buf = vec![0u8; READ_CHUNK];
                                 conn.serve_blocking(&mut buf, counters);
                                 drop(conn);

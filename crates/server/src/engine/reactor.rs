@@ -4,13 +4,15 @@
 //! keeps its interest set and waits.
 
 use super::RunContext;
-use crate::connection::{Connection, SessionTemplate, Status, READ_CHUNK};
+use crate::connection::{Clock, Connection, SessionTemplate, Status, READ_CHUNK};
 use crate::counters::Counters;
+use crate::deadline::DeadlineQueue;
 use crate::listener::{Accepted, Listener};
 use crate::socket_io::{Direct, SocketIo};
 use std::io;
 use std::os::fd::{OwnedFd, RawFd};
 use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
 
 /// Most connections accepted per listener readiness, so a connect storm
 /// cannot starve the connections already open.
@@ -32,8 +34,15 @@ pub(super) struct Reactor<'a, I: SocketIo = Direct> {
     pub(super) counters: &'a Counters,
     template: SessionTemplate,
     conns: Vec<Option<Connection>>,
+    /// Connections in `conns`.
+    live: usize,
     buf: Box<[u8]>,
     io: I,
+    /// Header and idle deadlines, keyed by descriptor and connection id.
+    deadlines: DeadlineQueue<(RawFd, u64)>,
+    next_id: u64,
+    /// The time of this loop turn (read only when a timeout is set).
+    now: Instant,
 }
 
 impl<'a> Reactor<'a, Direct> {
@@ -50,8 +59,76 @@ impl<'a, I: SocketIo> Reactor<'a, I> {
             counters: ctx.counters,
             template: ctx.template,
             conns: Vec::new(),
+            live: 0,
             buf: vec![0u8; READ_CHUNK].into_boxed_slice(),
             io,
+            deadlines: DeadlineQueue::default(),
+            next_id: 0,
+            now: Instant::now(),
+        }
+    }
+
+    /// How long the engine may wait for I/O before a deadline: `None` for
+    /// as long as it takes.
+    pub(super) fn wait(&self) -> Option<Duration> {
+        if self.deadlines.is_empty() {
+            None
+        } else {
+            self.deadlines.wait(Instant::now())
+        }
+    }
+
+    /// Starts a loop turn after the wait: reads the clock if a timeout needs it.
+    pub(super) fn tick(&mut self) {
+        if self.template.limits.any() {
+            self.now = Instant::now();
+        }
+    }
+
+    /// Closes every connection whose header or idle deadline has passed,
+    /// counts it, and hands its descriptor to `closed`.
+    pub(super) fn expire(&mut self, mut closed: impl FnMut(RawFd)) {
+        let now = self.now;
+        while let Some((at, (fd, id))) = self.deadlines.pop_due(now) {
+            let Some(conn) = self.conns.get_mut(fd as usize).and_then(Option::as_mut) else {
+                continue;
+            };
+            if conn.id != id || !conn.deadline_popped(at) {
+                continue;
+            }
+            match conn.expired(now) {
+                Some(expiry) => {
+                    self.counters.timed_out(expiry);
+                    self.close(fd);
+                    closed(fd);
+                }
+                None => {
+                    if let Some(at) = conn.deadline_to_arm() {
+                        self.deadlines.push(at, (fd, id));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Queues `fd`'s next deadline if it needs a new entry.
+    fn arm(&mut self, fd: RawFd) {
+        let Some(conn) = self.conns.get_mut(fd as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        if let Some(at) = conn.deadline_to_arm() {
+            self.deadlines.push(at, (fd, conn.id));
+            // Entries of closed connections stay until due: drop them when
+            // they outnumber the live connections.
+            if self.deadlines.len() > 2 * self.live + 1024 {
+                let conns = &self.conns;
+                self.deadlines.retain(|_, (fd, id)| {
+                    conns
+                        .get(fd as usize)
+                        .and_then(Option::as_ref)
+                        .is_some_and(|c| c.id == id)
+                });
+            }
         }
     }
 
@@ -88,14 +165,18 @@ impl<'a, I: SocketIo> Reactor<'a, I> {
     /// Serves a connection accepted elsewhere (io_uring's accept); returns
     /// its descriptor.
     pub(super) fn adopt(&mut self, fd: OwnedFd) -> RawFd {
-        let conn = Connection::new(fd, self.template);
+        let mut conn = Connection::new(fd, self.template, self.now);
+        conn.id = self.next_id;
+        self.next_id += 1;
         let raw = conn.fd();
         let slot = raw as usize;
         if self.conns.len() <= slot {
             self.conns.resize_with(slot + 1, || None);
         }
         self.conns[slot] = Some(conn);
+        self.live += 1;
         self.counters.opened();
+        self.arm(raw);
         raw
     }
 
@@ -105,11 +186,15 @@ impl<'a, I: SocketIo> Reactor<'a, I> {
         let Some(conn) = self.conns.get_mut(fd as usize).and_then(Option::as_mut) else {
             return Interest::Closed;
         };
-        match conn.on_received(data, self.counters) {
-            Status::Open => Interest::Wait {
-                read: conn.wants_read(),
-                write: conn.wants_write(),
-            },
+        match conn.on_received(data, self.counters, Clock::At(self.now)) {
+            Status::Open => {
+                let interest = Interest::Wait {
+                    read: conn.wants_read(),
+                    write: conn.wants_write(),
+                };
+                self.arm(fd);
+                interest
+            }
             Status::Done => {
                 self.close(fd);
                 Interest::Closed
@@ -134,27 +219,37 @@ impl<'a, I: SocketIo> Reactor<'a, I> {
         let Some(conn) = self.conns.get_mut(fd as usize).and_then(Option::as_mut) else {
             return Interest::Closed;
         };
+        let clock = Clock::At(self.now);
         let mut status = Status::Open;
         if readable {
-            status = conn.on_readable(&mut self.buf, self.counters, until_blocked, &self.io);
+            status = conn.on_readable(&mut self.buf, self.counters, until_blocked, &self.io, clock);
         } else if writable {
-            status = conn.on_writable(self.counters, &self.io);
+            status = conn.on_writable(self.counters, &self.io, clock);
         }
         // Edge-triggered: back-pressure stopped reading before EAGAIN and the
         // flush made room again, so no new edge will come for that input.
         while status == Status::Open && until_blocked && conn.input_pending() {
-            status = conn.on_readable(&mut self.buf, self.counters, true, &self.io);
+            status = conn.on_readable(&mut self.buf, self.counters, true, &self.io, clock);
         }
         match status {
-            Status::Open => Interest::Wait {
-                read: conn.wants_read(),
-                write: conn.wants_write(),
-            },
+            Status::Open => {
+                let interest = Interest::Wait {
+                    read: conn.wants_read(),
+                    write: conn.wants_write(),
+                };
+                self.arm(fd);
+                interest
+            }
             Status::Done => {
                 self.close(fd);
                 Interest::Closed
             }
         }
+    }
+
+    /// Whether `fd` is an open connection.
+    pub(super) fn is_open(&self, fd: RawFd) -> bool {
+        self.conns.get(fd as usize).is_some_and(Option::is_some)
     }
 
     /// Open connection descriptors, in no particular order.
@@ -164,6 +259,7 @@ impl<'a, I: SocketIo> Reactor<'a, I> {
 
     fn close(&mut self, fd: RawFd) {
         if let Some(conn) = self.conns.get_mut(fd as usize).and_then(Option::take) {
+            self.live -= 1;
             self.io.release(conn.into_fd());
             self.counters.closed();
         }
@@ -173,6 +269,7 @@ impl<'a, I: SocketIo> Reactor<'a, I> {
     pub(super) fn close_all(&mut self) {
         for slot in &mut self.conns {
             if let Some(conn) = slot.take() {
+                self.live -= 1;
                 self.io.release(conn.into_fd());
                 self.counters.closed();
             }

@@ -68,8 +68,9 @@ impl Engine for RtSigEngine {
         let mut refused = Vec::new();
         while !shutdown.requested() {
             let mut mark = timer.begin();
-            rt.poll(&mut fds, None)?;
+            rt.poll(&mut fds, reactor.wait())?;
             timer.called(&mut mark);
+            reactor.tick();
             let mut i = FIRST_CONN;
             while i < fds.len() {
                 let revents = fds[i].revents;
@@ -89,6 +90,11 @@ impl Engine for RtSigEngine {
                         i += 1;
                     }
                 }
+            }
+            let mut expired = false;
+            reactor.expire(|_| expired = true);
+            if expired {
+                super::poll::drop_closed(&mut fds, &reactor);
             }
             if fds[0].revents != 0 {
                 reactor.accept_pending(|fd| match rt.register(fd, Ready::ACCEPTED) {

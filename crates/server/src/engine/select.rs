@@ -59,19 +59,29 @@ impl Engine for Select {
             let words = max_fd as usize / 64 + 1;
             rd.copy_from(&want_r, words);
             wr.copy_from(&want_w, words);
+            let mut tv = reactor.wait().map(|d| libc::timeval {
+                tv_sec: libc::time_t::try_from(d.as_secs()).unwrap_or(libc::time_t::MAX),
+                // Rounded up so the loop does not wake just before the deadline.
+                tv_usec: libc::suseconds_t::from(d.subsec_nanos().div_ceil(1000)),
+            });
+            let tv_ptr = tv
+                .as_mut()
+                .map_or(std::ptr::null_mut(), |tv| tv as *mut libc::timeval);
             let mut mark = timer.begin();
             // SAFETY: both bitmaps hold at least `max_fd + 1` bits, which is all
-            // the kernel reads or writes for nfds = max_fd + 1.
+            // the kernel reads or writes for nfds = max_fd + 1; `tv_ptr` is null
+            // or points to `tv`, alive across the call.
             let n = unsafe {
                 libc::select(
                     max_fd + 1,
                     rd.as_fd_set(),
                     wr.as_fd_set(),
                     std::ptr::null_mut(),
-                    std::ptr::null_mut(),
+                    tv_ptr,
                 )
             };
             timer.called(&mut mark);
+            reactor.tick();
             if n < 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -108,6 +118,11 @@ impl Engine for Select {
                     want_w.set(fd, w);
                 }
             }
+            reactor.expire(|fd| {
+                want_r.set(fd, false);
+                want_w.set(fd, false);
+                recompute_max |= fd == max_fd;
+            });
             if recompute_max {
                 max_fd = reactor
                     .open_fds()

@@ -11,6 +11,7 @@ use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Mutex;
+use std::time::Instant;
 
 pub(super) struct Threads;
 
@@ -49,7 +50,7 @@ impl Engine for Threads {
                 loop {
                     match listener.accept(false) {
                         Accepted::Connection(fd) => {
-                            let mut conn = Connection::new(fd, template);
+                            let mut conn = Connection::new(fd, template, Instant::now());
                             let raw = conn.fd();
                             lock(live).insert(raw);
                             counters.opened();

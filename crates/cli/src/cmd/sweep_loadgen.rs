@@ -1,0 +1,563 @@
+//! The loadgen side of `connlab sweep` (experiment files with `kind =
+//! "loadgen"`): for every point it starts `connlab serve` on loopback
+//! (pinned with `--cpu`), runs one `connlab load` against it, or N shards
+//! (`--shard i/N`, one `--start-at`) whose results merge exactly, stops the
+//! server and reads its `--stats`, and writes one JSON file per point,
+//! whole. Every child is stopped on every exit path (a guard per process,
+//! and the kernel's parent-death signal). Self-contained: it uses the
+//! libraries, not the other commands' modules.
+
+use crate::Exit;
+use anyhow::{anyhow, bail, Context};
+use connlab_lab::{
+    ClientFigures, LoadgenDir, LoadgenExperiment, LoadgenInfo, LoadgenParams, LoadgenPoint, Rate,
+    ServerFigures, LOADGEN_POINT_SCHEMA, LOADGEN_SWEEP_SCHEMA,
+};
+use connlab_loadgen::LoadResult;
+use connlab_os::{Environment, Shutdown};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How long a stopped server may take to exit before it is killed (the
+/// processes engine reaps a child per connection).
+const GRACE: Duration = Duration::from_secs(30);
+/// How long past warm-up and duration a client may run before it is killed.
+const CLIENT_SLACK: Duration = Duration::from_secs(60);
+/// `--drain-timeout` of every client.
+const DRAIN: Duration = Duration::from_secs(2);
+
+/// Runs a loadgen experiment (`connlab sweep FILE` when FILE has `kind = "loadgen"`).
+pub(crate) fn run(
+    file: &Path,
+    text: &str,
+    out: Option<PathBuf>,
+    quick: bool,
+    fresh: bool,
+    dry_run: bool,
+) -> Result<ExitCode, Exit> {
+    let exp = LoadgenExperiment::from_toml(text, &file.display().to_string())
+        .map_err(|e| Exit::usage(e.into()))?;
+    let plan = exp.plan(quick);
+    let out = out.unwrap_or_else(|| {
+        let suffix = if quick { "-quick" } else { "" };
+        PathBuf::from("results").join(format!("{}{suffix}", exp.name))
+    });
+    let out = std::path::absolute(&out)
+        .with_context(|| format!("resolving {}", out.display()))
+        .map_err(Exit::usage)?;
+    if dry_run {
+        print_plan(&exp, &plan, quick, &out);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let earlier = prepare_dir(&out, &exp, text, quick, fresh)?;
+    let info = LoadgenInfo {
+        schema: LOADGEN_SWEEP_SCHEMA.into(),
+        experiment: exp.clone(),
+        quick,
+        environment: Environment::capture(),
+        started_unix_s: earlier.unwrap_or_else(unix_now),
+        points_total: plan.len(),
+    };
+    LoadgenDir::write_json(&LoadgenDir::info_path(&out), &info)
+        .with_context(|| format!("writing {}", LoadgenDir::info_path(&out).display()))?;
+    // Children inherit the raised soft limit.
+    let _ = connlab_os::raise_nofile_limit();
+    let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
+    let exe = std::env::current_exe().context("locating the connlab binary")?;
+    let done_before = plan.iter().filter(|p| point_done(&out, p)).count();
+    eprintln!(
+        "connlab sweep: {} ({} points{}{}), results in {}",
+        exp.name,
+        plan.len(),
+        if quick { ", quick" } else { "" },
+        if done_before > 0 {
+            format!(", {done_before} kept from before")
+        } else {
+            String::new()
+        },
+        out.display()
+    );
+    let started = Instant::now();
+    let (mut done, mut failed) = (done_before, Vec::new());
+    for p in &plan {
+        if point_done(&out, p) {
+            continue;
+        }
+        if shutdown.requested() {
+            break;
+        }
+        let id = p.id();
+        eprint!("[{}/{}] {id} ... ", done + 1, plan.len());
+        let ctx = PointCtx {
+            exp: &exp,
+            exe: &exe,
+            logs: LoadgenDir::log_dir(&out, &id),
+            quick,
+            shutdown: &shutdown,
+        };
+        match run_point(&ctx, p) {
+            Ok(Some(point)) => {
+                eprintln!("{}", describe(&point));
+                LoadgenDir::write_json(&LoadgenDir::point_path(&out, &id), &point)
+                    .with_context(|| format!("writing the point {id}"))?;
+                done += 1;
+            }
+            Ok(None) => {
+                eprintln!("interrupted (not kept)");
+                break;
+            }
+            Err(e) => {
+                eprintln!("FAILED: {e:#}");
+                let _ =
+                    connlab_os::files::write_atomic(ctx.logs.join("error.txt"), format!("{e:#}\n"));
+                failed.push(id);
+            }
+        }
+    }
+    eprintln!(
+        "connlab sweep: {done} of {} points done in {:.0} s, {} failed; results in {}",
+        plan.len(),
+        started.elapsed().as_secs_f64(),
+        failed.len(),
+        out.display()
+    );
+    if shutdown.requested() {
+        eprintln!("connlab sweep: interrupted; run the same command again to resume");
+        return Ok(ExitCode::from(130));
+    }
+    eprintln!("next: connlab report {} -o report.html", out.display());
+    if !failed.is_empty() {
+        return Err(anyhow!("points failed: {}", failed.join(", ")).into());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// How long a point's set-up may take: a second per 2,000 connections,
+/// with two seconds for the start.
+fn setup_allowance(connections: u64) -> Duration {
+    Duration::from_secs(2) + Duration::from_secs_f64(connections as f64 / 2000.0)
+}
+
+/// The estimated wall time of one point.
+fn estimate(exp: &LoadgenExperiment, p: &LoadgenParams, quick: bool) -> Duration {
+    setup_allowance(p.connections) + exp.workload.warmup.0 + exp.duration(quick) + DRAIN / 2
+}
+
+/// Lists the plan on stdout; a closed pipe (`| head`) ends the listing quietly.
+fn print_plan(exp: &LoadgenExperiment, plan: &[LoadgenParams], quick: bool, out: &Path) {
+    let total: f64 = plan
+        .iter()
+        .map(|p| estimate(exp, p, quick).as_secs_f64())
+        .sum();
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(
+        stdout,
+        "{}: {} points of {:.0} s measured each, about {:.0} s in all (results in {})",
+        exp.name,
+        plan.len(),
+        exp.duration(quick).as_secs_f64(),
+        total,
+        out.display()
+    );
+    for p in plan {
+        if writeln!(stdout, "  {}", p.id()).is_err() {
+            break;
+        }
+    }
+}
+
+/// True when the point's file exists, reads, and has these parameters.
+fn point_done(out: &Path, p: &LoadgenParams) -> bool {
+    LoadgenDir::read_point(&LoadgenDir::point_path(out, &p.id())).is_ok_and(|r| r.params == *p)
+}
+
+/// Creates the results directory, or checks that it holds this same sweep
+/// (resume); returns when an earlier sweep there started.
+fn prepare_dir(
+    out: &Path,
+    exp: &LoadgenExperiment,
+    text: &str,
+    quick: bool,
+    fresh: bool,
+) -> Result<Option<f64>, Exit> {
+    if fresh {
+        for sub in ["points", "logs"] {
+            let dir = out.join(sub);
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir)
+                    .with_context(|| format!("removing {}", dir.display()))?;
+            }
+        }
+    }
+    let mut earlier = None;
+    if !fresh && LoadgenDir::info_path(out).exists() {
+        let old = LoadgenDir::read_info(out).map_err(|e| {
+            Exit::usage(anyhow!(e).context("pass --fresh to start over, or another --out"))
+        })?;
+        if old.quick != quick || !old.experiment.same_measurement(exp) {
+            return Err(Exit::usage(anyhow!(
+                "{} holds results of {}: pass --fresh to start over, or another --out",
+                out.display(),
+                if old.quick != quick {
+                    if quick {
+                        "a full sweep"
+                    } else {
+                        "a --quick sweep"
+                    }
+                } else {
+                    "a different experiment"
+                }
+            )));
+        }
+        earlier = Some(old.started_unix_s);
+    }
+    let points = out.join("points");
+    std::fs::create_dir_all(&points).with_context(|| format!("creating {}", points.display()))?;
+    connlab_os::files::write_atomic(out.join("experiment.toml"), text)
+        .with_context(|| format!("writing {}/experiment.toml", out.display()))?;
+    Ok(earlier)
+}
+
+/// What every point of a sweep shares.
+struct PointCtx<'a> {
+    exp: &'a LoadgenExperiment,
+    exe: &'a Path,
+    logs: PathBuf,
+    quick: bool,
+    shutdown: &'a Shutdown,
+}
+
+/// Runs one point; `None` when interrupted.
+fn run_point(ctx: &PointCtx, p: &LoadgenParams) -> anyhow::Result<Option<LoadgenPoint>> {
+    let exp = ctx.exp;
+    if ctx.logs.exists() {
+        std::fs::remove_dir_all(&ctx.logs)
+            .with_context(|| format!("clearing {}", ctx.logs.display()))?;
+    }
+    std::fs::create_dir_all(&ctx.logs)
+        .with_context(|| format!("creating {}", ctx.logs.display()))?;
+    let stats = ctx.logs.join("server-stats.json");
+    let mut cmd = Command::new(ctx.exe);
+    cmd.args(["serve", "--engine", p.engine.name()])
+        .args(["--listen", "127.0.0.1:0"])
+        .args(["--protocol", exp.server.protocol.name()])
+        .arg("--stats")
+        .arg(&stats);
+    if let Some(cpu) = exp.placement.server_cpu {
+        cmd.args(["--cpu", &cpu.to_string()]);
+    }
+    let mut commands = vec![describe_cmd(&cmd)];
+    let mut server = Proc::spawn_server(cmd, &ctx.logs.join("server.log"))?;
+    let addr = server
+        .addr
+        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
+
+    let duration = exp.duration(ctx.quick);
+    let w = &exp.workload;
+    let limit = setup_allowance(p.connections) + w.warmup.0 + duration + DRAIN + CLIENT_SLACK;
+    let k = p.shards;
+    let start_at = (k > 1).then(|| unix_now() + setup_allowance(p.connections).as_secs_f64());
+    let mut clients = Vec::new();
+    let mut files = Vec::new();
+    let started = Instant::now();
+    for i in 1..=k {
+        let (json, log) = if k == 1 {
+            (ctx.logs.join("client.json"), ctx.logs.join("client.log"))
+        } else {
+            (
+                ctx.logs.join(format!("shard-{i}.json")),
+                ctx.logs.join(format!("shard-{i}.log")),
+            )
+        };
+        let mut cmd = Command::new(ctx.exe);
+        // The sweep judges errors itself (a point past saturation is data).
+        cmd.arg("load")
+            .args(["--max-error-ratio", "1"])
+            .args(["--target", &addr.to_string()])
+            .args(["--protocol", exp.server.protocol.name()])
+            .args(["-c", &p.connections.to_string()])
+            .args(["--active-ratio", &p.active_ratio.label])
+            .args(["--rate", &p.rate.label()])
+            .args(["--request-size", &w.request_size.0.to_string()])
+            .args(["--response-size", &w.response_size.0.to_string()])
+            .args(["-d", &format!("{}ms", duration.as_millis())])
+            .args(["--warmup", &format!("{}ms", w.warmup.0.as_millis())])
+            .args(["--drain-timeout", &format!("{}ms", DRAIN.as_millis())]);
+        if let (Rate::Max, Some(depth)) = (p.rate, w.depth) {
+            cmd.args(["--depth", &depth.to_string()]);
+        }
+        if let Some(src) = &p.source_addrs {
+            cmd.args(["--source-addrs", src]);
+        }
+        if let Some(cpus) = exp.placement.client_cpu_list() {
+            cmd.args(["--cpu", &cpus]);
+        }
+        if let Some(at) = start_at {
+            cmd.args(["--shard", &format!("{i}/{k}")])
+                .args(["--start-at", &format!("{at:.3}")]);
+        }
+        cmd.arg("--json").arg(&json);
+        commands.push(describe_cmd(&cmd));
+        clients.push(Proc::spawn(cmd, &log)?);
+        files.push(json);
+    }
+    for c in &mut clients {
+        if !c.wait(started + limit, ctx.shutdown)? {
+            return Ok(None);
+        }
+    }
+    let wall_s = started.elapsed().as_secs_f64();
+    server.stop(libc::SIGTERM);
+    let server_figures = read_stats(&stats);
+    if ctx.shutdown.requested() {
+        return Ok(None);
+    }
+    let mut parts = Vec::new();
+    for (path, c) in files.iter().zip(&clients) {
+        let result = read_result(path).with_context(|| {
+            format!(
+                "the client {} left no result ({})",
+                c.log.display(),
+                last_line(&c.log)
+            )
+        })?;
+        if result.interrupted {
+            return Ok(None);
+        }
+        parts.push((path.display().to_string(), result));
+    }
+    let result = if parts.len() == 1 {
+        parts.remove(0).1
+    } else {
+        let merged = connlab_loadgen::merge(&parts).context("merging the shards")?;
+        let path = ctx.logs.join("client.json");
+        let text = serde_json::to_string_pretty(&merged).context("encoding the merged result")?;
+        connlab_os::files::write_atomic(&path, text + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+        merged
+    };
+    if result.connections.established == 0 {
+        bail!("no connection was established (see {})", ctx.logs.display());
+    }
+    Ok(Some(LoadgenPoint {
+        schema: LOADGEN_POINT_SCHEMA.into(),
+        id: p.id(),
+        params: p.clone(),
+        client: ClientFigures::from_result(&result),
+        server: server_figures,
+        commands,
+        wall_s,
+        finished_unix_s: unix_now(),
+    }))
+}
+
+fn read_result(path: &Path) -> anyhow::Result<LoadResult> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a connlab load result", path.display()))
+}
+
+/// CPU seconds and peak RSS from the server's `--stats`.
+fn read_stats(path: &Path) -> ServerFigures {
+    let v: Option<serde_json::Value> = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let Some(v) = v else {
+        return ServerFigures::default();
+    };
+    ServerFigures {
+        cpu_s: v["cpu_user_s"]
+            .as_f64()
+            .zip(v["cpu_sys_s"].as_f64())
+            .map(|(u, s)| u + s),
+        max_rss_kib: v["max_rss_kib"].as_u64(),
+    }
+}
+
+fn describe(p: &LoadgenPoint) -> String {
+    let c = &p.client;
+    format!(
+        "{} established, {:.0} req/s, service median {:.0} us, send lag p99 {:.0} us{}",
+        c.established,
+        c.achieved_rate_per_s,
+        c.service_latency_us.p50,
+        c.send_lag_us.p99,
+        if c.errors > 0 {
+            format!(", {} errors", c.errors)
+        } else {
+            String::new()
+        }
+    )
+}
+
+fn describe_cmd(cmd: &Command) -> Vec<String> {
+    std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// The last non-empty line of a log, for error messages.
+fn last_line(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| format!("see {}", path.display()))
+}
+
+/// A child process, stopped (then killed) on drop.
+struct Proc {
+    child: Child,
+    log: PathBuf,
+    /// The server's address, from its `listening on ADDR` banner.
+    addr: Option<SocketAddr>,
+    reaped: bool,
+}
+
+impl Proc {
+    /// Spawns `cmd` with stdout and stderr in `log`.
+    fn spawn(mut cmd: Command, log: &Path) -> anyhow::Result<Proc> {
+        let file = File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        cmd.stdin(Stdio::null())
+            .stdout(file.try_clone()?)
+            .stderr(file);
+        die_with_parent(&mut cmd);
+        let child = cmd.spawn().context("starting connlab")?;
+        Ok(Proc {
+            child,
+            log: log.to_path_buf(),
+            addr: None,
+            reaped: false,
+        })
+    }
+
+    /// Spawns a `connlab serve` with stderr in `log` and reads its banner.
+    fn spawn_server(mut cmd: Command, log: &Path) -> anyhow::Result<Proc> {
+        let file = File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(file);
+        die_with_parent(&mut cmd);
+        let mut child = cmd.spawn().context("starting connlab serve")?;
+        let stdout = child.stdout.take();
+        let mut proc = Proc {
+            child,
+            log: log.to_path_buf(),
+            addr: None,
+            reaped: false,
+        };
+        let mut line = String::new();
+        if let Some(s) = stdout {
+            // The banner is the only line the server prints on stdout.
+            let _ = BufReader::new(s).read_line(&mut line);
+        }
+        proc.addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .and_then(|a| a.parse().ok());
+        if proc.addr.is_none() {
+            proc.stop(libc::SIGKILL);
+            bail!(
+                "connlab serve did not start (first line {line:?}; {})",
+                last_line(log)
+            );
+        }
+        Ok(proc)
+    }
+
+    /// Waits for the process to end by itself; kills it at `deadline`
+    /// (an error) and returns false when a stop was requested.
+    fn wait(&mut self, deadline: Instant, shutdown: &Shutdown) -> anyhow::Result<bool> {
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                self.reaped = true;
+                // `connlab load` exits 1 when the server failed under it;
+                // its result says how, so only a missing result is an error.
+                if status.code().is_none() && !shutdown.requested() {
+                    bail!("{} ended by {status}", self.log.display());
+                }
+                return Ok(true);
+            }
+            if shutdown.requested() {
+                self.stop(libc::SIGINT);
+                return Ok(false);
+            }
+            if Instant::now() > deadline {
+                self.stop(libc::SIGKILL);
+                bail!(
+                    "the client ran past its deadline and was killed; see {}",
+                    self.log.display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends `sig`, waits [`GRACE`], then kills.
+    fn stop(&mut self, sig: libc::c_int) {
+        if self.reaped {
+            return;
+        }
+        // SAFETY: signalling our own child, not reaped yet, so its pid is ours.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
+        let deadline = Instant::now() + GRACE;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                self.reaped = true;
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.reaped = true;
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if !self.reaped {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Has the kernel kill the child (SIGKILL) when this process dies.
+fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: prctl is async-signal-safe; it only sets this child's death signal.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn setup_allowance_grows_with_connections() {
+        assert_eq!(setup_allowance(0), Duration::from_secs(2));
+        assert_eq!(setup_allowance(20000), Duration::from_secs(12));
+    }
+}

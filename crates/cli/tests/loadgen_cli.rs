@@ -1,0 +1,210 @@
+//! End to end: `connlab sweep` on a tiny loadgen experiment (`connlab load`,
+//! one process and two merged shards, against `connlab serve` on loopback),
+//! resuming without measuring again, refusing a bad field by name, and
+//! `connlab report` with the expected tables and columns. Checks structure,
+//! never times.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use predicates::str::contains;
+use std::path::{Path, PathBuf};
+
+const TINY: &str = r#"
+kind = "loadgen"
+name = "tiny-loadgen"
+title = "tiny loadgen sweep"
+tables = ["pacing", "latency", "setup", "memory", "cpu", "shards"]
+repetitions = 1
+
+[server]
+engines = ["epoll"]
+
+[workload]
+connections = [4, 8]
+active_ratios = ["1/2"]
+rates = [200]
+duration = "1s"
+warmup = "200ms"
+shards = [1, 2]
+"#;
+
+/// A fresh directory under the test target's tmpdir.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("loadgen-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn connlab() -> Command {
+    let mut cmd = Command::cargo_bin("connlab").unwrap();
+    cmd.timeout(std::time::Duration::from_secs(180));
+    cmd
+}
+
+#[test]
+fn a_tiny_loadgen_sweep_runs_resumes_and_reports() {
+    let dir = scratch("tiny");
+    let file = dir.join("tiny.toml");
+    std::fs::write(&file, TINY).unwrap();
+    let out = dir.join("results");
+    connlab()
+        .arg("sweep")
+        .arg(&file)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success()
+        .stderr(contains("epoll-4c-1of2-200rps-1sh-rep1"));
+    let points = out.join("points");
+    let one = std::fs::read_to_string(points.join("epoll-8c-1of2-200rps-2sh-rep1.json")).unwrap();
+    let point: serde_json::Value = serde_json::from_str(&one).unwrap();
+    assert_eq!(point["params"]["shards"], 2);
+    assert_eq!(point["client"]["established"], 8);
+    assert!(point["client"]["measured_completed"].as_u64().unwrap() > 0);
+    assert!(
+        point["client"]["start_skew_ms"].is_number(),
+        "shards merged"
+    );
+    assert!(point["server"]["max_rss_kib"].as_u64().unwrap() > 0);
+    assert_eq!(point["commands"].as_array().unwrap().len(), 3);
+    assert!(out.join("loadgen.json").exists());
+    assert!(out
+        .join("logs/epoll-8c-1of2-200rps-2sh-rep1/client.json")
+        .exists());
+
+    // Run again: every point is kept, nothing is measured anew.
+    connlab()
+        .arg("sweep")
+        .arg(&file)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success()
+        .stderr(contains("4 kept from before"))
+        .stderr(contains("epoll-4c-1of2-200rps-1sh-rep1 ...").not());
+    assert_eq!(
+        std::fs::read_to_string(points.join("epoll-8c-1of2-200rps-2sh-rep1.json")).unwrap(),
+        one
+    );
+
+    // Another workload in the same directory is refused before measuring.
+    let other = dir.join("other.toml");
+    std::fs::write(&other, TINY.replace("rates = [200]", "rates = [300]")).unwrap();
+    connlab()
+        .arg("sweep")
+        .arg(&other)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .code(2)
+        .stderr(contains("a different experiment"));
+
+    connlab()
+        .arg("report")
+        .arg(&out)
+        .args(["--format", "markdown"])
+        .assert()
+        .success()
+        .stdout(contains("## Pacing"))
+        .stdout(contains("send lag p99.9 (µs)"))
+        .stdout(contains("send deviation stddev (µs)"))
+        .stdout(contains("service median (µs)"))
+        .stdout(contains("set-up rate (connections/s)"))
+        .stdout(contains("## Memory per connection"))
+        .stdout(contains("| 4 → 8 |"))
+        .stdout(contains("## Shards against one process"))
+        .stdout(contains("2 against 1"));
+    let csv = connlab()
+        .arg("report")
+        .arg(&out)
+        .args(["--format", "csv"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let csv = String::from_utf8(csv).unwrap();
+    assert!(csv.starts_with(
+        "table,engine,connections,active_ratio,rate,source_addrs,shards,metric,unit,repetitions,median,min,max\n"
+    ));
+    for metric in [
+        "send_lag_p50_us",
+        "send_lag_p99_us",
+        "send_lag_p999_us",
+        "send_deviation_stddev_us",
+        "send_deviation_max_us",
+        "setup_rate_per_s",
+        "client_bytes_per_connection",
+        "server_bytes_per_connection",
+        "service_mean_us",
+        "service_median_us",
+        "service_stddev_us",
+        "measured_completed_ratio",
+    ] {
+        assert!(
+            csv.contains(&format!(",{metric},")),
+            "no {metric} in\n{csv}"
+        );
+    }
+    let html = out.join("r.html");
+    connlab()
+        .arg("report")
+        .arg(&out)
+        .arg("-o")
+        .arg(&html)
+        .assert()
+        .success();
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<table>"));
+    assert!(page.contains("<th>send lag p99 (µs)</th>"));
+}
+
+#[test]
+fn a_bad_field_is_named_with_the_file() {
+    let dir = scratch("bad");
+    let file = dir.join("bad.toml");
+    std::fs::write(
+        &file,
+        TINY.replace("engines = [\"epoll\"]", "engines = [\"epol\"]"),
+    )
+    .unwrap();
+    connlab()
+        .arg("sweep")
+        .arg(&file)
+        .arg("--dry-run")
+        .assert()
+        .code(2)
+        .stderr(contains("bad.toml: server.engines[0]"));
+}
+
+#[test]
+fn dry_run_lists_the_point_ids() {
+    let dir = scratch("dry");
+    let file = dir.join("dry.toml");
+    std::fs::write(&file, TINY.replace("repetitions = 1", "repetitions = 2")).unwrap();
+    connlab()
+        .arg("sweep")
+        .arg(&file)
+        .arg("--dry-run")
+        .assert()
+        .success()
+        .stdout(contains("8 points"))
+        .stdout(contains("epoll-4c-1of2-200rps-1sh-rep1"))
+        .stdout(contains("epoll-8c-1of2-200rps-2sh-rep2"));
+}
+
+#[test]
+fn the_shipped_loadgen_experiments_plan() {
+    let experiments = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+    for name in ["pacing", "scale", "engines", "shards"] {
+        connlab()
+            .arg("sweep")
+            .arg(experiments.join(format!("loadgen-{name}.toml")))
+            .args(["--dry-run", "--quick"])
+            .assert()
+            .success()
+            .stdout(contains(format!("loadgen-{name}: ")));
+    }
+}
