@@ -103,11 +103,13 @@ impl Hostile {
                 run_slowloris(&targets, sizes.slowloris, &stop, &c)
             }));
         }
-        {
-            let mut targets = http.to_vec();
-            targets.extend_from_slice(raw);
+        // One garbage thread per target, so a target that holds a connection
+        // open for the whole 3 s does not slow the others.
+        for (i, &target) in http.iter().chain(raw).enumerate() {
             let (stop, c) = (stop.clone(), garbage.clone());
-            threads.push(std::thread::spawn(move || run_garbage(&targets, &stop, &c)));
+            threads.push(std::thread::spawn(move || {
+                run_garbage(target, i as u64, &stop, &c)
+            }));
         }
         {
             let (stop, c, targets) = (stop.clone(), never_read.clone(), http.to_vec());
@@ -243,12 +245,9 @@ fn next(state: &mut u64) -> u64 {
     *state
 }
 
-fn run_garbage(targets: &[SocketAddr], stop: &AtomicBool, c: &Counters) {
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut i = 0usize;
-    while !stop.load(Relaxed) && !targets.is_empty() {
-        let target = targets[i % targets.len()];
-        i += 1;
+fn run_garbage(target: SocketAddr, seed: u64, stop: &AtomicBool, c: &Counters) {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ (seed.wrapping_add(1) << 32);
+    while !stop.load(Relaxed) {
         let Some(mut s) = connect(target, c) else {
             nap(Duration::from_millis(100), stop);
             continue;
@@ -292,6 +291,10 @@ fn run_garbage(targets: &[SocketAddr], stop: &AtomicBool, c: &Counters) {
     }
 }
 
+/// A never-reading connection: the socket, when it was opened, and the
+/// bytes of the current request written so far.
+type Held = (TcpStream, Instant, usize);
+
 fn run_never_read(
     targets: &[SocketAddr],
     per_target: usize,
@@ -300,8 +303,7 @@ fn run_never_read(
     c: &Counters,
 ) {
     let request = b"GET /bytes/1048576 HTTP/1.1\r\nHost: soak\r\n\r\n";
-    // (target, connection, opened at)
-    let mut conns: Vec<(SocketAddr, Option<(TcpStream, Instant)>)> = targets
+    let mut conns: Vec<(SocketAddr, Option<Held>)> = targets
         .iter()
         .flat_map(|t| std::iter::repeat_n(*t, per_target))
         .map(|t| (t, None))
@@ -311,7 +313,7 @@ fn run_never_read(
             if stop.load(Relaxed) {
                 break;
             }
-            if slot.as_ref().is_some_and(|(_, at)| at.elapsed() >= hold) {
+            if slot.as_ref().is_some_and(|(_, at, _)| at.elapsed() >= hold) {
                 // Held long enough: close it without reading and open another.
                 *slot = None;
             }
@@ -319,16 +321,18 @@ fn run_never_read(
                 None => {
                     if let Some(s) = connect(*target, c) {
                         let _ = s.set_nonblocking(true);
-                        *slot = Some((s, Instant::now()));
+                        *slot = Some((s, Instant::now(), 0));
                     }
                 }
-                Some((s, _)) => {
+                Some((s, _, done)) => {
                     // Keep asking until the send buffer is full; never read.
                     let mut dead = false;
                     for _ in 0..64 {
-                        match s.write(request) {
+                        // Whole requests only: resume a partly written one.
+                        match s.write(&request[*done..]) {
                             Ok(n) => {
                                 c.bytes_sent.fetch_add(n as u64, Relaxed);
+                                *done = (*done + n) % request.len();
                             }
                             Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                             Err(e) if e.kind() == ErrorKind::Interrupted => {}
