@@ -92,6 +92,20 @@ fn quick_soak_passes_its_checks() {
             assert_eq!(p["incarnations"], 2, "{p}");
         }
     }
+    // Slowloris heads were cut off by the servers' header timeout, behind the
+    // gateway and behind the single-IP front end alike.
+    let timeouts = |name: &str| {
+        procs
+            .iter()
+            .find(|p| p["name"] == name)
+            .and_then(|p| p["stats"]["header_timeouts"].as_f64())
+            .unwrap_or(0.0)
+    };
+    assert!(
+        timeouts("gw-backend-1") + timeouts("gw-backend-2") > 0.0,
+        "{procs:#?}"
+    );
+    assert!(timeouts("si-backend") > 0.0, "{procs:#?}");
     // The hostile clients ran.
     for kind in ["slowloris", "garbage", "never_read"] {
         assert!(

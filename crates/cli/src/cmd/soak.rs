@@ -913,12 +913,18 @@ impl<'a> Soak<'a> {
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                let totals = |phase: &str, healthy_only: bool| {
-                    PhaseTotals::from_segments(self.segments.iter().filter(|s| {
+                let totals = |phase: &str, healthy_only: bool, bucket: &'static str| {
+                    let mut t = PhaseTotals::from_segments(self.segments.iter().filter(|s| {
                         s.class == c.name
                             && s.phase == phase
                             && (!healthy_only || s.faults.is_empty())
-                    }))
+                    }));
+                    t.max_us = self
+                        .histograms
+                        .get(&(i, bucket))
+                        .filter(|h| !h.is_empty())
+                        .map(|h| h.summary().max);
+                    t
                 };
                 let p99 = |b: &'static str| {
                     self.histograms
@@ -930,9 +936,9 @@ impl<'a> Soak<'a> {
                     c.name,
                     c.target.to_string(),
                     c.path,
-                    totals("baseline", false),
-                    totals("fault", false),
-                    totals("fault", true),
+                    totals("baseline", false, "baseline"),
+                    totals("fault", false, "fault_all"),
+                    totals("fault", true, "fault_healthy"),
                     p99("baseline"),
                     p99("fault_healthy"),
                     p99("fault_all"),

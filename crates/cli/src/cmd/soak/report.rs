@@ -84,6 +84,8 @@ pub(super) struct PhaseTotals {
     pub(super) unaccounted: i64,
     /// Segments with no result or a hang.
     pub(super) lost_segments: usize,
+    /// Largest service latency of a completed request, microseconds.
+    pub(super) max_us: Option<f64>,
 }
 
 impl PhaseTotals {
@@ -386,7 +388,7 @@ pub(super) fn markdown(r: &SoakReport) -> String {
     );
     let _ = writeln!(
         s,
-        "| class | phase | sent | completed | errored | p99 us |\n|---|---|---:|---:|---:|---:|"
+        "| class | phase | sent | completed | errored | p99 us | max us |\n|---|---|---:|---:|---:|---:|---:|"
     );
     for k in &r.classes {
         for (phase, t, p99) in [
@@ -400,12 +402,13 @@ pub(super) fn markdown(r: &SoakReport) -> String {
         ] {
             let _ = writeln!(
                 s,
-                "| {} | {phase} | {} | {} | {} | {} |",
+                "| {} | {phase} | {} | {} | {} | {} | {} |",
                 k.name,
                 t.sent,
                 t.completed,
                 t.errored,
-                us(p99)
+                us(p99),
+                us(t.max_us)
             );
         }
     }
