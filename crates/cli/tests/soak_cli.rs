@@ -8,6 +8,7 @@
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -139,10 +140,22 @@ fn quick_soak_passes_its_checks() {
 
 #[test]
 fn ctrl_c_writes_what_was_measured_and_exits_130() {
+    interrupt(false);
+}
+
+#[test]
+fn ctrl_c_at_the_terminal_reaching_every_child_is_no_crash() {
+    interrupt(true);
+}
+
+/// Interrupts a quick soak during its run: SIGINT to the soak alone, or
+/// (`group`) to its whole process group as a terminal's Ctrl-C does.
+fn interrupt(group: bool) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("soak");
     let mut child = Command::new(connlab_bin())
         .args(["soak", "--quick", "--out", out.to_str().unwrap()])
+        .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -169,8 +182,10 @@ fn ctrl_c_writes_what_was_measured_and_exits_130() {
         }
     }
     std::thread::sleep(Duration::from_secs(2));
-    // SAFETY: signalling our own child, not yet reaped.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let pid = child.id() as i32;
+    // SAFETY: signalling our own child (not yet reaped) or the process group
+    // it leads.
+    unsafe { libc::kill(if group { -pid } else { pid }, libc::SIGINT) };
     let start = Instant::now();
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -186,8 +201,12 @@ fn ctrl_c_writes_what_was_measured_and_exits_130() {
     let r = read_json(&out.join("soak.json"));
     assert_eq!(r["interrupted"], true);
     assert_eq!(r["passed"], false);
-    // Servers were stopped by the soak, cleanly.
+    // Servers were stopped by the soak (or by the Ctrl-C itself), cleanly.
     assert_eq!(r["checks"]["no_crash"], true, "{:#}", r["failures"]);
+    assert!(
+        r["classes"][0]["baseline"]["sent"].as_u64().unwrap() > 0,
+        "{r}"
+    );
 }
 
 #[test]

@@ -244,17 +244,18 @@ impl Component {
         }
     }
 
-    /// Notices an exit the soak did not cause (a crash).
-    fn check_alive(&mut self, at_s: f64) {
+    /// Notices an exit the soak did not cause: a crash, unless Ctrl-C
+    /// (`interrupted`) reached the process too and it exited by itself.
+    fn check_alive(&mut self, at_s: f64, interrupted: bool) {
         let Some(p) = &mut self.proc else { return };
         if let Some(status) = p.try_wait() {
-            self.exits.push(ExitRecord {
-                incarnation: self.incarnation,
+            self.exits.push(exit_record(
+                self.incarnation,
                 at_s,
-                status: describe(&status),
-                expected: false,
-                why: "ended on its own during the run".into(),
-            });
+                status,
+                interrupted,
+                "ended on its own during the run",
+            ));
             self.proc = None;
         }
     }
@@ -292,11 +293,21 @@ impl Component {
     }
 
     /// The end: SIGTERM, and its exit must be clean.
-    fn finish(&mut self, at_s: f64) {
+    fn finish(&mut self, at_s: f64, interrupted: bool) {
         let Some(mut p) = self.proc.take() else {
             return;
         };
         self.sample();
+        if let Some(status) = p.try_wait() {
+            self.exits.push(exit_record(
+                self.incarnation,
+                at_s,
+                status,
+                interrupted,
+                "ended before the soak stopped it",
+            ));
+            return;
+        }
         let (status, in_time) = p.stop(libc::SIGTERM, STOP_GRACE);
         let text = status
             .map(|s| describe(&s))
@@ -736,6 +747,7 @@ impl<'a> Soak<'a> {
     /// Samples memory, notices crashes, reaps finished load children.
     fn tick(&mut self) {
         let at_s = self.env.now_s();
+        let interrupted = self.shutdown.requested();
         let sample = self
             .last_sample
             .is_none_or(|t| t.elapsed() >= Duration::from_millis(250));
@@ -743,7 +755,7 @@ impl<'a> Soak<'a> {
             if sample {
                 c.sample();
             }
-            c.check_alive(at_s);
+            c.check_alive(at_s, interrupted);
         }
         if sample {
             self.last_sample = Some(Instant::now());
@@ -893,7 +905,7 @@ impl<'a> Soak<'a> {
         let at_s = self.env.now_s();
         for i in [NODE1, NODE2, IO_SERVER, GATEWAY, GW_B1, GW_B2, SI_BACKEND] {
             if let Some(c) = self.components.get_mut(i) {
-                c.finish(at_s);
+                c.finish(at_s, interrupted);
             }
         }
         let processes: Vec<ProcessReport> = self
@@ -966,6 +978,30 @@ impl Drop for Soak<'_> {
             let _ = l.child.kill();
             let _ = l.child.wait();
         }
+    }
+}
+
+/// An exit the soak did not ask for: expected only when Ctrl-C reached the
+/// process as well (the terminal signals the whole process group) and it
+/// exited by itself (an exit code, not a signal such as SIGSEGV).
+fn exit_record(
+    incarnation: u32,
+    at_s: f64,
+    status: std::process::ExitStatus,
+    interrupted: bool,
+    why: &str,
+) -> ExitRecord {
+    let by_itself = status.code().is_some();
+    ExitRecord {
+        incarnation,
+        at_s,
+        status: describe(&status),
+        expected: interrupted && by_itself,
+        why: if interrupted && by_itself {
+            "exited on Ctrl-C".to_string()
+        } else {
+            why.to_string()
+        },
     }
 }
 
