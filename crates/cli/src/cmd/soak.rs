@@ -64,6 +64,8 @@ Checks (exit 1 if one fails):
                  gateway, io-server and app node stays below --rss-limit
   accounting     every load child ends within its segment + 20 s, and for each
                  completed + errored = sent
+  faults         every kill, restart, stop and continue took effect (a restarted
+                 process printed its ready line)
   p99            healthy p99 (clean segments of the fault phase) over the fault-free
                  p99, per class: reported; checked only when --p99-factor is given
 
@@ -73,7 +75,7 @@ writes what was measured, and exits 130.
 
 Examples:
   connlab soak --quick --out /tmp/soak              # the CI version, about 30 s
-  connlab soak --duration 10m --out results/soak    # the campaign")]
+  connlab soak --duration 10m --out results/soak    # the campaign, about 12.5 min")]
 pub(crate) struct SoakArgs {
     /// Length of the fault phase.
     #[arg(long, value_parser = parse_duration, default_value = "10m", conflicts_with = "quick")]
@@ -199,7 +201,6 @@ struct Component {
     ready: &'static str,
     proc: Option<Proc>,
     incarnation: u32,
-    stopped: bool,
     peak_rss_kib: u64,
     exits: Vec<ExitRecord>,
     last_stats: Option<PathBuf>,
@@ -214,7 +215,6 @@ impl Component {
             ready,
             proc: None,
             incarnation: 0,
-            stopped: false,
             peak_rss_kib: 0,
             exits: Vec::new(),
             last_stats: None,
@@ -231,7 +231,6 @@ impl Component {
         let log = env.work.join(format!("{}.log", self.name));
         let (proc, line) = Proc::spawn(&env.exe, &args, &log, self.ready)?;
         self.proc = Some(proc);
-        self.stopped = false;
         self.last_stats = Some(stats);
         Ok(line)
     }
@@ -285,7 +284,6 @@ impl Component {
         match &self.proc {
             Some(p) => {
                 p.signal(sig);
-                self.stopped = sig == libc::SIGSTOP;
                 Ok(())
             }
             None => Err(format!("{} is not running", self.name)),
