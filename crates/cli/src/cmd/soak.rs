@@ -189,6 +189,8 @@ struct Class {
     name: &'static str,
     target: SocketAddr,
     path: &'static str,
+    /// `--response-size` (the path is `/bytes/{it}`).
+    response_size: &'static str,
 }
 
 /// A long-lived component: its arguments, its process and its history.
@@ -603,11 +605,13 @@ impl<'a> Soak<'a> {
                 name: "gateway",
                 target: gw_addr,
                 path: "/bytes/1024",
+                response_size: "1024",
             },
             Class {
                 name: "singleip",
                 target: cluster,
                 path: "/bytes/16384",
+                response_size: "16384",
             },
         ];
         for c in &self.classes {
@@ -799,7 +803,8 @@ impl<'a> Soak<'a> {
             .arg(self.plan.rate.to_string())
             .arg("-d")
             .arg(format!("{}ms", seg.as_millis()))
-            .args(["--warmup", "0s", "--drain-timeout", "5s", "--path", c.path])
+            .args(["--warmup", "0s", "--drain-timeout", "5s"])
+            .args(["--response-size", c.response_size])
             .args(["--max-error-ratio", "1", "--seed"])
             .arg((index + 1).to_string())
             .arg("--json")
