@@ -179,6 +179,8 @@ impl Plan {
 /// Longest a load child may run past its segment before it counts as hung
 /// (connect 5 s + response 5 s + start-up and exit).
 const HANG_SLACK: Duration = Duration::from_secs(20);
+/// Attempts to restart a killed process.
+const RESTART_TRIES: u32 = 5;
 /// Workers of each load child.
 const WORKERS: usize = 8;
 /// Grace for a server to stop on SIGTERM at the end.
@@ -225,16 +227,30 @@ impl Component {
 
     /// Starts the next incarnation; returns its ready line.
     fn start(&mut self, env: &Env) -> anyhow::Result<String> {
-        self.incarnation += 1;
-        let stats = stats_path(&env.work, &self.name, self.incarnation);
+        let stats = stats_path(&env.work, &self.name, self.incarnation + 1);
         let mut args = self.args.clone();
         args.push("--stats".into());
         args.push(stats.display().to_string());
         let log = env.work.join(format!("{}.log", self.name));
         let (proc, line) = Proc::spawn(&env.exe, &args, &log, self.ready)?;
         self.proc = Some(proc);
+        self.incarnation += 1;
         self.last_stats = Some(stats);
         Ok(line)
+    }
+
+    /// A restart after a kill: a few tries, since a client socket may hold
+    /// the port for a moment (the failures are in the log).
+    fn restart(&mut self, env: &Env) -> anyhow::Result<()> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.start(env) {
+                Ok(_) => return Ok(()),
+                Err(e) if tries >= RESTART_TRIES => return Err(e),
+                Err(_) => std::thread::sleep(Duration::from_millis(300)),
+            }
+        }
     }
 
     fn sample(&mut self) {
@@ -729,7 +745,7 @@ impl<'a> Soak<'a> {
         let c = &mut self.components[comp];
         let result = match action {
             Action::Kill => c.kill(at_s),
-            Action::Restart => c.start(self.env).map(|_| ()).map_err(|e| format!("{e:#}")),
+            Action::Restart => c.restart(self.env).map_err(|e| format!("{e:#}")),
             Action::Stop => c.signal(libc::SIGSTOP),
             Action::Cont => c.signal(libc::SIGCONT),
         };
