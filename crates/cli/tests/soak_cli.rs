@@ -107,14 +107,31 @@ fn quick_soak_passes_its_checks() {
         "{procs:#?}"
     );
     assert!(timeouts("si-backend") > 0.0, "{procs:#?}");
-    // The hostile clients ran.
+    // The hostile clients ran against both front ends (garbage also against
+    // the node port).
     for kind in ["slowloris", "garbage", "never_read"] {
+        for target in ["gateway", "singleip"] {
+            assert!(
+                r["hostile"][kind]["by_target"][target]["connects"]
+                    .as_u64()
+                    .unwrap()
+                    > 0,
+                "{kind} {target}: {}",
+                r["hostile"]
+            );
+        }
         assert!(
             r["hostile"][kind]["connects"].as_u64().unwrap() > 0,
             "{kind}: {}",
             r["hostile"]
         );
     }
+    assert!(
+        r["hostile"]["garbage"]["by_target"]["singleip-nodes"]["connects"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
     // Both classes carried requests in both phases, each accounted for.
     let classes = r["classes"].as_array().unwrap();
     assert_eq!(classes.len(), 2);

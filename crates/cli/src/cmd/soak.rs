@@ -445,6 +445,9 @@ struct Soak<'a> {
     last_sample: Option<Instant>,
 }
 
+/// Named addresses for the hostile clients.
+type Targets = Vec<(String, SocketAddr)>;
+
 /// Component indices (fixed order of [`Soak::start_components`]).
 const GW_B1: usize = 0;
 const GW_B2: usize = 1;
@@ -498,7 +501,7 @@ impl<'a> Soak<'a> {
 
     /// Starts every component; returns the HTTP front ends and the raw
     /// (non-HTTP) ports for the hostile clients.
-    fn start_components(&mut self) -> anyhow::Result<(Vec<SocketAddr>, Vec<SocketAddr>)> {
+    fn start_components(&mut self) -> anyhow::Result<(Targets, Targets)> {
         let serve = |listen: &str| -> Vec<String> {
             [
                 "serve",
@@ -639,7 +642,10 @@ impl<'a> Soak<'a> {
             "connlab soak: gateway {gw_addr} -> {} + {}; cluster {cluster} (nodes {nodes}) -> {}",
             backends[0], backends[1], backends[2]
         );
-        Ok((vec![gw_addr, cluster], vec![nodes]))
+        Ok((
+            vec![("gateway".into(), gw_addr), ("singleip".into(), cluster)],
+            vec![("singleip-nodes".into(), nodes)],
+        ))
     }
 
     /// The faults of segment `index` of the fault phase, as (offset, action,

@@ -5,6 +5,7 @@
 //! kind runs in its own thread until told to stop, and counts what happened.
 
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -25,9 +26,9 @@ struct Counters {
     no_reply: AtomicU64,
 }
 
-/// What one kind of hostile client did.
+/// What one kind of hostile client did (against one target, or in total).
 #[derive(Serialize, Clone, Debug, Default)]
-pub(super) struct HostileSummary {
+pub(super) struct HostileCounts {
     /// Connections opened.
     pub(super) connects: u64,
     /// Connects that failed (refused, timed out: a front end stopped or down).
@@ -42,9 +43,29 @@ pub(super) struct HostileSummary {
     pub(super) no_reply: u64,
 }
 
+impl HostileCounts {
+    fn add(&mut self, o: &HostileCounts) {
+        self.connects += o.connects;
+        self.connect_failed += o.connect_failed;
+        self.closed_by_peer += o.closed_by_peer;
+        self.bytes_sent += o.bytes_sent;
+        self.replies += o.replies;
+        self.no_reply += o.no_reply;
+    }
+}
+
+/// One kind of hostile client: its totals and its counts per target.
+#[derive(Serialize, Clone, Debug, Default)]
+pub(super) struct HostileSummary {
+    #[serde(flatten)]
+    pub(super) total: HostileCounts,
+    /// Per target (gateway, singleip, singleip-nodes).
+    pub(super) by_target: BTreeMap<String, HostileCounts>,
+}
+
 impl Counters {
-    fn summary(&self) -> HostileSummary {
-        HostileSummary {
+    fn counts(&self) -> HostileCounts {
+        HostileCounts {
             connects: self.connects.load(Relaxed),
             connect_failed: self.connect_failed.load(Relaxed),
             closed_by_peer: self.closed_by_peer.load(Relaxed),
@@ -55,13 +76,19 @@ impl Counters {
     }
 }
 
-/// All hostile clients of one fault phase.
+/// Which hostile client.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Slowloris,
+    Garbage,
+    NeverRead,
+}
+
+/// All hostile clients of one fault phase: a thread per kind and target.
 pub(super) struct Hostile {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
-    slowloris: Arc<Counters>,
-    garbage: Arc<Counters>,
-    never_read: Arc<Counters>,
+    counters: Vec<(Kind, String, Arc<Counters>)>,
 }
 
 /// Their counts at the end.
@@ -87,51 +114,65 @@ pub(super) struct Sizes {
 }
 
 impl Hostile {
-    /// Starts the clients: slowloris and never-read against each of `http`,
-    /// garbage against each of `http` and `raw` (non-HTTP ports).
-    pub(super) fn start(http: &[SocketAddr], raw: &[SocketAddr], sizes: Sizes) -> Hostile {
+    /// Starts the clients, one thread per kind and target: slowloris and
+    /// never-read against each of `http`, garbage against each of `http`
+    /// and `raw` (non-HTTP ports). Targets are (name, address).
+    pub(super) fn start(
+        http: &[(String, SocketAddr)],
+        raw: &[(String, SocketAddr)],
+        sizes: Sizes,
+    ) -> Hostile {
         let stop = Arc::new(AtomicBool::new(false));
-        let (slowloris, garbage, never_read) = (
-            Arc::new(Counters::default()),
-            Arc::new(Counters::default()),
-            Arc::new(Counters::default()),
-        );
         let mut threads = Vec::new();
-        {
-            let (stop, c, targets) = (stop.clone(), slowloris.clone(), http.to_vec());
-            threads.push(std::thread::spawn(move || {
-                run_slowloris(&targets, sizes.slowloris, &stop, &c)
+        let mut counters = Vec::new();
+        let mut add = |kind: Kind, (name, target): &(String, SocketAddr), seed: u64| {
+            let c = Arc::new(Counters::default());
+            counters.push((kind, name.clone(), c.clone()));
+            let (stop, target) = (stop.clone(), *target);
+            threads.push(std::thread::spawn(move || match kind {
+                Kind::Slowloris => run_slowloris(&[target], sizes.slowloris, &stop, &c),
+                Kind::Garbage => run_garbage(target, seed, &stop, &c),
+                Kind::NeverRead => run_never_read(
+                    &[target],
+                    sizes.never_read,
+                    sizes.never_read_hold,
+                    &stop,
+                    &c,
+                ),
             }));
+        };
+        for (i, t) in http.iter().enumerate() {
+            add(Kind::Slowloris, t, 0);
+            add(Kind::NeverRead, t, 0);
+            add(Kind::Garbage, t, i as u64);
         }
-        // One garbage thread per target, so a target that holds a connection
-        // open for the whole 3 s does not slow the others.
-        for (i, &target) in http.iter().chain(raw).enumerate() {
-            let (stop, c) = (stop.clone(), garbage.clone());
-            threads.push(std::thread::spawn(move || {
-                run_garbage(target, i as u64, &stop, &c)
-            }));
-        }
-        {
-            let (stop, c, targets) = (stop.clone(), never_read.clone(), http.to_vec());
-            threads.push(std::thread::spawn(move || {
-                run_never_read(&targets, sizes.never_read, sizes.never_read_hold, &stop, &c)
-            }));
+        for (i, t) in raw.iter().enumerate() {
+            add(Kind::Garbage, t, (http.len() + i) as u64);
         }
         Hostile {
             stop,
             threads,
-            slowloris,
-            garbage,
-            never_read,
+            counters,
         }
     }
 
     /// Counts so far.
     pub(super) fn report(&self) -> HostileReport {
+        let summary = |kind: Kind| {
+            let mut s = HostileSummary::default();
+            for (k, name, c) in &self.counters {
+                if *k == kind {
+                    let counts = c.counts();
+                    s.total.add(&counts);
+                    s.by_target.insert(name.clone(), counts);
+                }
+            }
+            s
+        };
         HostileReport {
-            slowloris: self.slowloris.summary(),
-            garbage: self.garbage.summary(),
-            never_read: self.never_read.summary(),
+            slowloris: summary(Kind::Slowloris),
+            garbage: summary(Kind::Garbage),
+            never_read: summary(Kind::NeverRead),
         }
     }
 

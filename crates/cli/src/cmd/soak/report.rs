@@ -436,12 +436,12 @@ pub(super) fn markdown(r: &SoakReport) -> String {
         } else {
             fired.join(", ")
         },
-        h.slowloris.connects,
-        h.slowloris.closed_by_peer,
-        h.garbage.connects,
-        h.garbage.closed_by_peer,
-        h.garbage.no_reply,
-        h.never_read.connects,
+        h.slowloris.total.connects,
+        h.slowloris.total.closed_by_peer,
+        h.garbage.total.connects,
+        h.garbage.total.closed_by_peer,
+        h.garbage.total.no_reply,
+        h.never_read.total.connects,
         r.processes
             .iter()
             .map(|p| format!("{} {}", p.name, p.peak_rss_kib))
