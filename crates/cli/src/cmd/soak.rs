@@ -735,7 +735,7 @@ impl<'a> Soak<'a> {
         }
         if self.shutdown.requested() {
             for l in &self.loads {
-                crate::cmd::child::signal(&l.child, libc::SIGINT);
+                procs::signal_child(&l.child, libc::SIGINT);
             }
             let end = Instant::now() + Duration::from_secs(15);
             while !self.loads.is_empty() && Instant::now() < end {
@@ -834,7 +834,7 @@ impl<'a> Soak<'a> {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(self.load_logs[class].try_clone().context("load log")?);
-        crate::cmd::child::die_with_parent(&mut cmd);
+        procs::die_with_parent(&mut cmd);
         let child = cmd.spawn().context("starting connlab load")?;
         self.loads.push(LoadChild {
             class,
@@ -915,7 +915,7 @@ impl<'a> Soak<'a> {
             self.hostile_report = h.stop();
         }
         for l in &self.loads {
-            crate::cmd::child::signal(&l.child, libc::SIGINT);
+            procs::signal_child(&l.child, libc::SIGINT);
         }
         let end = Instant::now() + Duration::from_secs(15);
         while !self.loads.is_empty() && Instant::now() < end {

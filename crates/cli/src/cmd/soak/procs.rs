@@ -2,11 +2,10 @@
 //! arguments, its ready line awaited with a deadline, its resident memory
 //! sampled from /proc, and killed when dropped.
 
-use crate::cmd::child::die_with_parent;
 use anyhow::{anyhow, Context};
 use std::fs::File;
 use std::io::{BufRead, BufReader};
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -81,7 +80,7 @@ impl Proc {
 
     /// Sends `sig` (the child is not reaped yet, so its pid is ours).
     pub(super) fn signal(&self, sig: libc::c_int) {
-        crate::cmd::child::signal(&self.child, sig);
+        signal_child(&self.child, sig);
     }
 
     /// Its exit status if it has ended.
@@ -157,4 +156,24 @@ pub(super) fn rss_kib(pid: u32) -> Option<(u64, u64)> {
 /// Where a child's `--stats` and log files go: `DIR/NAME-INCARNATION.*`.
 pub(super) fn stats_path(dir: &Path, name: &str, incarnation: u32) -> PathBuf {
     dir.join(format!("{name}-{incarnation}.json"))
+}
+
+/// Has the kernel kill the child (SIGKILL) when the soak dies, so no server
+/// or load process outlives it.
+pub(super) fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: prctl is async-signal-safe; it only sets this child's death signal.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Sends `sig` to a child that has not been reaped.
+pub(super) fn signal_child(child: &Child, sig: libc::c_int) {
+    // SAFETY: signalling our own child, which is not reaped yet, so its pid is ours.
+    unsafe { libc::kill(child.id() as libc::pid_t, sig) };
 }
