@@ -157,17 +157,43 @@ fn quick_soak_passes_its_checks() {
 
 #[test]
 fn ctrl_c_writes_what_was_measured_and_exits_130() {
-    interrupt(false);
+    interrupt(false, "cluster ", Duration::from_secs(2));
 }
 
 #[test]
 fn ctrl_c_at_the_terminal_reaching_every_child_is_no_crash() {
-    interrupt(true);
+    interrupt(true, "cluster ", Duration::from_secs(2));
 }
 
-/// Interrupts a quick soak during its run: SIGINT to the soak alone, or
-/// (`group`) to its whole process group as a terminal's Ctrl-C does.
-fn interrupt(group: bool) {
+#[test]
+fn ctrl_c_before_the_first_kill_restarts_nothing() {
+    // In segment 0 of the fault phase: nothing was killed yet, so nothing
+    // is restarted (a second copy of a running server would be wrong).
+    let r = interrupt(false, "faults start", Duration::from_millis(1500));
+    assert_eq!(r["checks"]["faults_fired"], true, "{:#}", r["failures"]);
+    assert_eq!(r["faults"].as_array().unwrap().len(), 0, "{}", r["faults"]);
+    for p in r["processes"].as_array().unwrap() {
+        assert_eq!(p["incarnations"], 1, "{p}");
+    }
+}
+
+#[test]
+fn ctrl_c_during_the_faults_brings_back_what_was_killed() {
+    // Most often between the kill of segment 1 (5 s into the fault phase)
+    // and its restart; whatever the moment, the checks below hold.
+    let r = interrupt(false, "faults start", Duration::from_millis(5400));
+    assert_eq!(r["checks"]["faults_fired"], true, "{:#}", r["failures"]);
+    for p in r["processes"].as_array().unwrap() {
+        // The last incarnation was running, and stopped by the soak at the end.
+        let last = p["exits"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(last["why"], "stopped by the soak (SIGTERM)", "{p}");
+    }
+}
+
+/// Interrupts a quick soak once it printed a line containing `after`, plus
+/// `delay`: SIGINT to the soak alone, or (`group`) to its whole process
+/// group as a terminal's Ctrl-C does. Returns its soak.json.
+fn interrupt(group: bool, after: &str, delay: Duration) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("soak");
     let mut child = Command::new(connlab_bin())
@@ -190,7 +216,7 @@ fn interrupt(group: bool) {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
-            Ok(l) if l.contains("cluster ") => break,
+            Ok(l) if l.contains(after) => break,
             Ok(_) => {}
             Err(_) => {
                 let _ = child.kill();
@@ -198,7 +224,7 @@ fn interrupt(group: bool) {
             }
         }
     }
-    std::thread::sleep(Duration::from_secs(2));
+    std::thread::sleep(delay);
     let pid = child.id() as i32;
     // SAFETY: signalling our own child (not yet reaped) or the process group
     // it leads.
@@ -224,6 +250,7 @@ fn interrupt(group: bool) {
         r["classes"][0]["baseline"]["sent"].as_u64().unwrap() > 0,
         "{r}"
     );
+    r
 }
 
 #[test]

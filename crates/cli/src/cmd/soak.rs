@@ -205,6 +205,8 @@ struct Component {
     ready: &'static str,
     proc: Option<Proc>,
     incarnation: u32,
+    /// SIGSTOPped and not continued yet.
+    stopped: bool,
     peak_rss_kib: u64,
     exits: Vec<ExitRecord>,
     last_stats: Option<PathBuf>,
@@ -219,6 +221,7 @@ impl Component {
             ready,
             proc: None,
             incarnation: 0,
+            stopped: false,
             peak_rss_kib: 0,
             exits: Vec::new(),
             last_stats: None,
@@ -234,6 +237,7 @@ impl Component {
         let log = env.work.join(format!("{}.log", self.name));
         let (proc, line) = Proc::spawn(&env.exe, &args, &log, self.ready)?;
         self.proc = Some(proc);
+        self.stopped = false;
         self.incarnation += 1;
         self.last_stats = Some(stats);
         Ok(line)
@@ -302,6 +306,7 @@ impl Component {
         match &self.proc {
             Some(p) => {
                 p.signal(sig);
+                self.stopped = sig == libc::SIGSTOP;
                 Ok(())
             }
             None => Err(format!("{} is not running", self.name)),
@@ -726,10 +731,17 @@ impl<'a> Soak<'a> {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        // Interrupted: let pending restarts and continues happen so nothing is
-        // left stopped or missing, and collect what the load children measured.
+        // Interrupted: bring back what a fired kill or stop left down or
+        // stopped (not what later segments would have touched), and collect
+        // what the load children measured.
         for (_, action, comp, _) in due {
-            if matches!(action, Action::Restart | Action::Cont) {
+            let c = &self.components[comp];
+            let pending = match action {
+                Action::Restart => c.proc.is_none(),
+                Action::Cont => c.stopped,
+                _ => false,
+            };
+            if pending {
                 self.fire(action, comp);
             }
         }
@@ -751,6 +763,7 @@ impl<'a> Soak<'a> {
         let c = &mut self.components[comp];
         let result = match action {
             Action::Kill => c.kill(at_s),
+            Action::Restart if c.proc.is_some() => Err(format!("{} is already running", c.name)),
             Action::Restart => c.restart(self.env).map_err(|e| format!("{e:#}")),
             Action::Stop => c.signal(libc::SIGSTOP),
             Action::Cont => c.signal(libc::SIGCONT),

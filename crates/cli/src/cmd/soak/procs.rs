@@ -60,12 +60,24 @@ impl Proc {
             match rx.recv_timeout(left) {
                 Ok(line) if line.starts_with(ready) => return Ok((proc, line)),
                 Ok(_) => {}
-                Err(_) => {
-                    let status = proc.child.try_wait().ok().flatten();
+                Err(e) => {
+                    let when = match e {
+                        mpsc::RecvTimeoutError::Timeout => {
+                            format!("within {}s", START_TIMEOUT.as_secs())
+                        }
+                        mpsc::RecvTimeoutError::Disconnected => "before closing stdout".into(),
+                    };
+                    // Give an exiting child a moment so its status can be told.
+                    std::thread::sleep(Duration::from_millis(100));
+                    let status = proc
+                        .child
+                        .try_wait()
+                        .ok()
+                        .flatten()
+                        .map_or("still running".to_string(), |s| describe(&s));
                     return Err(anyhow!(
-                        "connlab {} printed no '{ready}' line within {}s (status {status:?}; see {})",
+                        "connlab {} printed no '{ready}' line {when} ({status}; see {})",
                         args.join(" "),
-                        START_TIMEOUT.as_secs(),
                         log.display()
                     ));
                 }
