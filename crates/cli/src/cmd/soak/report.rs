@@ -468,3 +468,165 @@ pub(super) fn markdown(r: &SoakReport) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn plan(p99_factor: Option<f64>) -> Plan {
+        Plan {
+            quick: true,
+            segment: Duration::from_secs(4),
+            baseline_segments: 2,
+            fault_segments: 4,
+            rate: 100.0,
+            rss_limit_kib: 1000,
+            p99_factor,
+            never_read_hold: Duration::from_secs(5),
+            restart_after: Duration::from_secs(1),
+            stop_for: Duration::from_secs(2),
+        }
+    }
+
+    fn segment(sent: u64, completed: u64, errored: u64) -> SegmentReport {
+        SegmentReport {
+            class: "gateway".into(),
+            phase: "fault".into(),
+            index: 0,
+            faults: Vec::new(),
+            started_s: 0.0,
+            ended_s: 4.0,
+            exit: "exit 0".into(),
+            clean_exit: true,
+            hung: false,
+            result_read: true,
+            sent,
+            completed,
+            errored,
+            errors: BTreeMap::new(),
+            p99_us: Some(100.0),
+        }
+    }
+
+    fn process(peak_rss_kib: u64, status: &str, expected: bool) -> ProcessReport {
+        ProcessReport {
+            name: "gw-backend-1".into(),
+            role: "backend".into(),
+            incarnations: 1,
+            peak_rss_kib,
+            exits: vec![ExitRecord {
+                incarnation: 1,
+                at_s: 10.0,
+                status: status.into(),
+                expected,
+                why: "test".into(),
+            }],
+            stats: None,
+        }
+    }
+
+    fn class(factor_of: f64) -> ClassReport {
+        ClassReport::new(
+            "gateway",
+            "127.0.0.1:1".into(),
+            "/bytes/1024",
+            PhaseTotals::default(),
+            PhaseTotals::default(),
+            PhaseTotals::default(),
+            Some(100.0),
+            Some(100.0 * factor_of),
+            Some(100.0),
+        )
+    }
+
+    fn run(
+        plan: &Plan,
+        segments: Vec<SegmentReport>,
+        processes: Vec<ProcessReport>,
+        classes: Vec<ClassReport>,
+    ) -> SoakReport {
+        build(
+            plan,
+            0.0,
+            30.0,
+            false,
+            None,
+            classes,
+            segments,
+            Vec::new(),
+            HostileReport::default(),
+            processes,
+        )
+    }
+
+    #[test]
+    fn a_clean_run_passes_and_reports_the_factor() {
+        let r = run(
+            &plan(None),
+            vec![segment(400, 399, 1)],
+            vec![process(500, "exit 0", true)],
+            vec![class(3.0)],
+        );
+        assert!(r.passed, "{:?}", r.failures);
+        assert_eq!(r.classes[0].p99_factor, Some(3.0));
+        assert_eq!(r.checks.p99_within_factor, None);
+        assert!(markdown(&r).contains("PASSED"));
+    }
+
+    #[test]
+    fn each_check_fails_on_its_own_evidence() {
+        let crash = run(
+            &plan(None),
+            vec![segment(400, 400, 0)],
+            vec![process(500, "signal 11 (other)", false)],
+            vec![class(1.0)],
+        );
+        assert!(!crash.passed && !crash.checks.no_crash);
+        assert!(crash.failures[0].starts_with("crash: gw-backend-1"));
+
+        let memory = run(
+            &plan(None),
+            vec![segment(400, 400, 0)],
+            vec![process(1000, "exit 0", true)],
+            vec![class(1.0)],
+        );
+        assert!(!memory.passed && !memory.checks.memory_bounded);
+
+        let lost = run(
+            &plan(None),
+            vec![segment(400, 390, 5)],
+            vec![process(500, "exit 0", true)],
+            vec![class(1.0)],
+        );
+        assert!(!lost.passed && !lost.checks.all_accounted);
+        assert!(lost.failures[0].contains("sent 400 != completed 390 + errored 5"));
+
+        let mut hung_segment = segment(400, 400, 0);
+        hung_segment.hung = true;
+        hung_segment.clean_exit = false;
+        let hung = run(
+            &plan(None),
+            vec![hung_segment],
+            vec![process(500, "exit 0", true)],
+            vec![class(1.0)],
+        );
+        assert!(!hung.passed && !hung.checks.no_hang);
+
+        let slow = run(
+            &plan(Some(2.0)),
+            vec![segment(400, 400, 0)],
+            vec![process(500, "exit 0", true)],
+            vec![class(3.0)],
+        );
+        assert!(!slow.passed);
+        assert_eq!(slow.checks.p99_within_factor, Some(false));
+        let fine = run(
+            &plan(Some(4.0)),
+            vec![segment(400, 400, 0)],
+            vec![process(500, "exit 0", true)],
+            vec![class(3.0)],
+        );
+        assert!(fine.passed, "{:?}", fine.failures);
+    }
+}
