@@ -52,6 +52,8 @@ enum Command {
     Linkem(cmd::linkem::LinkemArgs),
     /// Single-IP cluster front end: I/O server and application nodes.
     Singleip(cmd::singleip::SingleIpArgs),
+    /// Fault soak: load through the gateway and single-IP front end while faults fire.
+    Soak(cmd::soak::SoakArgs),
 }
 
 /// A failure that carries its own exit code.
@@ -96,6 +98,7 @@ fn main() -> ExitCode {
         Command::Pipeline(args) => cmd::pipeline::run(args),
         Command::Linkem(args) => cmd::linkem::run(args),
         Command::Singleip(args) => cmd::singleip::run(args),
+        Command::Soak(args) => cmd::soak::run(args),
     };
     match result {
         Ok(code) => code,

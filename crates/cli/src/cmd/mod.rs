@@ -14,6 +14,7 @@ pub(crate) mod run;
 pub(crate) mod serve;
 pub(crate) mod singleip;
 pub(crate) mod singleip_probe;
+pub(crate) mod soak;
 pub(crate) mod sweep;
 pub(crate) mod sweep_loadgen;
 pub(crate) mod webset;
