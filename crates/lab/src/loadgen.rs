@@ -254,7 +254,7 @@ pub struct LoadgenWorkload {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub source_addrs: Vec<String>,
     /// Client processes: 1 is one `connlab load`; N runs `--shard i/N`
-    /// with one `--start-at` and merges the results [default: [1]].
+    /// with one `--start-at` and merges the results (default: `[1]`).
     #[serde(default = "default_shards")]
     pub shards: Vec<u32>,
 }

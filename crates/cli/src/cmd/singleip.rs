@@ -146,8 +146,8 @@ struct IoServerArgs {
     #[arg(long, default_value_t = ServerConfig::DEFAULT_MAX_FRAMES_PER_WINDOW as u32, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=(1 << 24)))]
     max_frames_per_window: u32,
-    /// Where nodes may CONNECT: ADDR[/PREFIX][:PORTS], PORTS = P, P-Q or *, IPv6 in
-    /// brackets ([2001:db8::/32]:443); repeatable or comma-separated. Default: anywhere
+    /// Where nodes may CONNECT: `ADDR[/PREFIX][:PORTS]`, PORTS = P, P-Q or *, IPv6 in
+    /// brackets (`[2001:db8::/32]:443`); repeatable or comma-separated. Default: anywhere
     /// except the I/O server's own addresses.
     #[arg(long, value_name = "NET:PORTS", value_delimiter = ',',
           value_parser = |t: &str| t.parse::<ConnectRule>())]
