@@ -15,5 +15,4 @@ pub(crate) mod serve;
 pub(crate) mod singleip;
 pub(crate) mod singleip_probe;
 pub(crate) mod sweep;
-pub(crate) mod sweep_loadgen;
 pub(crate) mod webset;
