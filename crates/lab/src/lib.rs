@@ -22,6 +22,7 @@ pub mod run;
 mod singleip;
 mod suite;
 pub mod values;
+mod verdict;
 
 pub use experiment::{
     parse_link_rate, rate_label, web_config, ClaimShape, ClientSection, Compare, DerivedPick,
@@ -42,16 +43,14 @@ pub use peers::{
     ServeEngine, Span, Workload, PEERS_SWEEP_SCHEMA, PEER_POINT_SCHEMA,
 };
 pub use pipeline::{
-    capacity, projected_capacity, size_text, ClaimResult, ClaimStatistic, Judgement, LinkSpec,
-    MessageCounts, OursCell, PipelineClaim, PipelineExperiment, PipelineMatrix, PipelinePaper,
-    PipelinePaperCell, PipelinePaperLine, PipelineQuick, PipelineRunParams, PipelineRunRecord,
-    PipelineSweep, Spread, Verdict, MAX_PROJECTED_EFFICIENCY, PIPELINE_MODES,
-    PIPELINE_SWEEP_SCHEMA,
+    capacity, projected_capacity, size_text, ClaimResult, ClaimStatistic, LinkSpec, MessageCounts,
+    OursCell, PipelineClaim, PipelineExperiment, PipelineMatrix, PipelinePaper, PipelinePaperCell,
+    PipelinePaperLine, PipelineQuick, PipelineRunParams, PipelineRunRecord, PipelineSweep, Spread,
+    MAX_PROJECTED_EFFICIENCY, PIPELINE_MODES, PIPELINE_SWEEP_SCHEMA,
 };
 pub use results::{
     PointResult, ResultsError, SweepDir, SweepInfo, TopologyInfo, POINT_SCHEMA, SWEEP_SCHEMA,
 };
-pub use singleip::Verdict as SingleIpVerdict;
 pub use singleip::{
     analyse_contention, bytes_label, fmt_num, jain, judge, median, parse_bytes, percentile,
     summarise_rtt, transfer_result, BandwidthSection, BitRate, Bottleneck, Check, ContentionResult,
@@ -63,3 +62,4 @@ pub use singleip::{
 };
 pub use singleip::{Bytes as SingleIpBytes, Placement as SingleIpPlacement};
 pub use suite::{experiment_name, Suite, SuiteKind, SuitePaper, DEFAULT_SUITE};
+pub use verdict::{Judgement, Verdict};

@@ -12,6 +12,7 @@
 //! run, so an interrupted sweep keeps what it measured and resumes from it.
 
 use crate::experiment::{parse_link_rate, ExperimentError, SizeValue};
+use crate::verdict::Judgement;
 use connlab_os::Environment;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -791,37 +792,6 @@ pub struct OursCell {
     pub bounds: Vec<String>,
 }
 
-/// A claim's verdict.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Verdict {
-    /// Every value it speaks of is within its bounds across the spread.
-    Holds,
-    /// Some value is outside.
-    DoesNotHold,
-    /// No value to judge.
-    CannotBeMeasured,
-}
-
-impl Verdict {
-    /// `holds`, `does not hold`, `cannot be measured here`.
-    pub fn text(&self) -> &'static str {
-        match self {
-            Verdict::Holds => "holds",
-            Verdict::DoesNotHold => "does not hold",
-            Verdict::CannotBeMeasured => "cannot be measured here",
-        }
-    }
-}
-
-/// A verdict with what it rests on.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Judgement {
-    /// The verdict.
-    pub verdict: Verdict,
-    /// The values compared, or why there are none.
-    pub detail: String,
-}
-
 /// A claim judged on the paper's own values, our measured and our
 /// projected figures.
 #[derive(Clone, Debug)]
@@ -1169,10 +1139,7 @@ impl PipelineSweep {
 
     fn judge(&self, c: &PipelineClaim, from: Source) -> Judgement {
         if c.statistic == ClaimStatistic::NotMeasured {
-            return Judgement {
-                verdict: Verdict::CannotBeMeasured,
-                detail: c.unmeasurable.clone().unwrap_or_default(),
-            };
+            return Judgement::cannot_measure(c.unmeasurable.clone().unwrap_or_default());
         }
         let sizes = self.claim_sizes(c);
         let (mut parts, mut judged, mut failed) = (Vec::new(), 0, false);
@@ -1226,16 +1193,13 @@ impl PipelineSweep {
                 }
             }
         }
-        let verdict = if failed {
-            Verdict::DoesNotHold
+        let detail = parts.join("; ");
+        if failed {
+            Judgement::does_not_hold(detail)
         } else if judged == 0 {
-            Verdict::CannotBeMeasured
+            Judgement::cannot_measure(detail)
         } else {
-            Verdict::Holds
-        };
-        Judgement {
-            verdict,
-            detail: parts.join("; "),
+            Judgement::holds(detail)
         }
     }
 
@@ -1248,6 +1212,7 @@ impl PipelineSweep {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Verdict;
 
     const FILE: &str = r#"
 name = "p"
@@ -1506,12 +1471,7 @@ expect_min = 0.85
         let s = sweep([90.0, 80.0], [Some(690.0), Some(680.0)]);
         let c = &s.claims()[0];
         assert_eq!(c.paper.verdict, Verdict::Holds, "{}", c.paper.detail);
-        assert_eq!(
-            c.measured.verdict,
-            Verdict::DoesNotHold,
-            "{}",
-            c.measured.detail
-        );
+        assert_eq!(c.measured.verdict, Verdict::FAILS, "{}", c.measured.detail);
         assert!(
             c.measured.detail.contains("0.80–0.90"),
             "{}",
@@ -1527,7 +1487,7 @@ expect_min = 0.85
         let s = sweep([95.0, 90.0], [None, None]);
         let c = &s.claims()[0];
         assert_eq!(c.measured.verdict, Verdict::Holds);
-        assert_eq!(c.projected.verdict, Verdict::CannotBeMeasured);
+        assert!(matches!(c.projected.verdict, Verdict::CannotMeasure(_)));
         assert!(
             c.projected.detail.contains("no projection"),
             "{}",
@@ -1577,10 +1537,10 @@ expect_min = 0.85
         // Without zero-layer runs the configured 800 Mbit/s stands in:
         // 100 / 800.
         let c = &s.claims()[0];
-        assert_eq!(c.measured.verdict, Verdict::DoesNotHold);
+        assert_eq!(c.measured.verdict, Verdict::FAILS);
         assert!(c.measured.detail.contains("0.12"), "{}", c.measured.detail);
         // The paper: 35.8 line alone, no 1-layer cell in this file.
-        assert_eq!(c.paper.verdict, Verdict::CannotBeMeasured);
+        assert!(matches!(c.paper.verdict, Verdict::CannotMeasure(_)));
         for rep in 1..=2 {
             let params = PipelineRunParams {
                 link: LinkSpec::Memory(Some(800_000_000)),

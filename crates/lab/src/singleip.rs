@@ -26,6 +26,7 @@
 //! so it is tested without namespaces.
 
 use crate::experiment::ExperimentError;
+use crate::verdict::{Judgement, Verdict};
 use connlab_os::Environment;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
@@ -1396,35 +1397,6 @@ impl From<crate::ResultsError> for SingleIpError {
 
 // ------------------------------------------------------------------ verdicts
 
-/// A claim's verdict.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub enum Verdict {
-    /// The claim holds across the repetitions' spread.
-    Holds(String),
-    /// It does not.
-    DoesNotHold(String),
-    /// It cannot be judged from these points.
-    CannotMeasure(String),
-}
-
-impl Verdict {
-    /// `holds`, `does not hold`, `cannot be measured here`.
-    pub fn word(&self) -> &'static str {
-        match self {
-            Verdict::Holds(_) => "holds",
-            Verdict::DoesNotHold(_) => "does not hold",
-            Verdict::CannotMeasure(_) => "cannot be measured here",
-        }
-    }
-
-    /// Why.
-    pub fn reason(&self) -> &str {
-        match self {
-            Verdict::Holds(r) | Verdict::DoesNotHold(r) | Verdict::CannotMeasure(r) => r,
-        }
-    }
-}
-
 fn range_text(v: &[f64]) -> String {
     let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -1464,11 +1436,11 @@ fn order(
     p: Option<u64>,
     lo: System,
     hi: System,
-) -> Verdict {
+) -> Judgement {
     let a = sweep.values(m, lo, p);
     let b = sweep.values(m, hi, p);
     if a.is_empty() || b.is_empty() {
-        return Verdict::CannotMeasure(format!(
+        return Judgement::cannot_measure(format!(
             "no points of {} and {} for {}",
             lo.name(),
             hi.name(),
@@ -1488,16 +1460,17 @@ fn order(
         range_text(&b)
     );
     if a_max < b_min {
-        Verdict::Holds(format!("{what}: {} lower in every repetition", lo.name()))
+        Judgement::holds(format!("{what}: {} lower in every repetition", lo.name()))
     } else if b_max < a_min {
-        Verdict::DoesNotHold(format!("{what}: the opposite order in every repetition"))
+        Judgement::does_not_hold(format!("{what}: the opposite order in every repetition"))
     } else {
-        Verdict::DoesNotHold(format!("{what}: the repetitions overlap, no clear order"))
+        Judgement::does_not_hold(format!("{what}: the repetitions overlap, no clear order"))
     }
 }
 
-/// Judges a claim from a sweep's points.
-pub fn judge(sweep: &SingleIpSweep, check: &Check) -> Verdict {
+/// Judges a claim from a sweep's points: the verdict and the values
+/// compared (or why there are none).
+pub fn judge(sweep: &SingleIpSweep, check: &Check) -> Judgement {
     let (metric, param) = match check {
         Check::Order { metric, param, .. }
         | Check::Similar { metric, param, .. }
@@ -1520,17 +1493,13 @@ pub fn judge(sweep: &SingleIpSweep, check: &Check) -> Verdict {
     let v = judge_at(sweep, &c);
     match note {
         None => v,
-        Some(n) => match v {
-            Verdict::Holds(r) => Verdict::Holds(format!("{r} ({n})")),
-            Verdict::DoesNotHold(r) => Verdict::DoesNotHold(format!("{r} ({n})")),
-            Verdict::CannotMeasure(r) => Verdict::CannotMeasure(format!("{r} ({n})")),
-        },
+        Some(n) => v.noted(&n),
     }
 }
 
-fn judge_at(sweep: &SingleIpSweep, check: &Check) -> Verdict {
+fn judge_at(sweep: &SingleIpSweep, check: &Check) -> Judgement {
     match check {
-        Check::Unmeasurable { reason } => Verdict::CannotMeasure(reason.clone()),
+        Check::Unmeasurable { reason } => Judgement::cannot_measure(reason.clone()),
         Check::Order {
             metric,
             param,
@@ -1554,35 +1523,35 @@ fn judge_at(sweep: &SingleIpSweep, check: &Check) -> Verdict {
                 .into_iter()
                 .collect();
             if sizes.is_empty() {
-                return Verdict::CannotMeasure(format!(
+                return Judgement::cannot_measure(format!(
                     "no sizes up to {} measured",
                     bytes_label(max_param.0)
                 ));
             }
-            let verdicts: Vec<(u64, Verdict)> = sizes
+            let verdicts: Vec<(u64, Judgement)> = sizes
                 .iter()
                 .map(|&s| (s, order(sweep, *metric, Some(s), *lower, *higher)))
                 .collect();
             if let Some((_, v)) = verdicts
                 .iter()
-                .find(|(_, v)| matches!(v, Verdict::CannotMeasure(_)))
+                .find(|(_, v)| matches!(v.verdict, Verdict::CannotMeasure(_)))
             {
                 return v.clone();
             }
             let failed: Vec<String> = verdicts
                 .iter()
-                .filter(|(_, v)| !matches!(v, Verdict::Holds(_)))
-                .map(|(s, v)| format!("{}: {}", bytes_label(*s), v.reason()))
+                .filter(|(_, v)| v.verdict != Verdict::Holds)
+                .map(|(s, v)| format!("{}: {}", bytes_label(*s), v.detail))
                 .collect();
             if failed.is_empty() {
-                Verdict::Holds(format!(
+                Judgement::holds(format!(
                     "{} below {} at every size up to {}",
                     lower.name(),
                     higher.name(),
                     bytes_label(max_param.0)
                 ))
             } else {
-                Verdict::DoesNotHold(failed.join("; "))
+                Judgement::does_not_hold(failed.join("; "))
             }
         }
         Check::Similar {
@@ -1596,7 +1565,10 @@ fn judge_at(sweep: &SingleIpSweep, check: &Check) -> Verdict {
                 .map(|s| (*s, median(sweep.values(*metric, *s, param.map(|b| b.0)))))
                 .collect();
             if meds.iter().any(|(_, m)| m.is_none()) {
-                return Verdict::CannotMeasure(format!("not every system has {}", metric.label()));
+                return Judgement::cannot_measure(format!(
+                    "not every system has {}",
+                    metric.label()
+                ));
             }
             let vals: Vec<f64> = meds.iter().filter_map(|(_, m)| *m).collect();
             let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -1614,9 +1586,9 @@ fn judge_at(sweep: &SingleIpSweep, check: &Check) -> Verdict {
                 tolerance * 100.0
             );
             if spread <= *tolerance {
-                Verdict::Holds(what)
+                Judgement::holds(what)
             } else {
-                Verdict::DoesNotHold(what)
+                Judgement::does_not_hold(what)
             }
         }
         Check::AtLeast {
@@ -1630,7 +1602,7 @@ fn judge_at(sweep: &SingleIpSweep, check: &Check) -> Verdict {
             for s in systems {
                 let v = sweep.values(*metric, *s, param.map(|b| b.0));
                 if v.is_empty() {
-                    return Verdict::CannotMeasure(format!(
+                    return Judgement::cannot_measure(format!(
                         "no points of {} for {}",
                         s.name(),
                         metric.label()
@@ -1646,9 +1618,9 @@ fn judge_at(sweep: &SingleIpSweep, check: &Check) -> Verdict {
                 parts.join(", ")
             );
             if ok {
-                Verdict::Holds(what)
+                Judgement::holds(what)
             } else {
-                Verdict::DoesNotHold(what)
+                Judgement::does_not_hold(what)
             }
         }
     }

@@ -11,53 +11,10 @@ use crate::table::{
     close, grouped, our_stats, param_text, rate_text, ratio_text, spreads, stat_unit, Cell,
     PaperTable, Row, Spread,
 };
+pub use connlab_lab::Verdict;
 use connlab_lab::{
     ClaimShape, Compare, DerivedPick, Metric, PaperCell, PaperClaim, SweepDir, Vary,
 };
-
-/// Whether a claim holds.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Verdict {
-    /// Our whole spread lies within the claim's bounds.
-    Holds,
-    /// Some of our spread lies outside the bounds; `median_holds` says
-    /// whether the medians alone would have held.
-    DoesNotHold {
-        /// The medians lie within the bounds.
-        median_holds: bool,
-    },
-    /// The claim cannot be judged on this run, and why.
-    CannotMeasure(String),
-    /// The experiment file gives no bounds to judge against.
-    NotJudged,
-}
-
-impl Verdict {
-    /// Short text: `holds`, `does not hold`, `cannot be measured here: ...`.
-    pub fn text(&self) -> String {
-        match self {
-            Verdict::Holds => "holds".into(),
-            Verdict::DoesNotHold {
-                median_holds: false,
-            } => "does not hold".into(),
-            Verdict::DoesNotHold { median_holds: true } => {
-                "does not hold across the spread (the medians do)".into()
-            }
-            Verdict::CannotMeasure(why) => format!("cannot be measured here: {why}"),
-            Verdict::NotJudged => "not judged: the experiment file gives no bounds".into(),
-        }
-    }
-
-    /// A CSS class / machine key: `holds`, `fails`, `unmeasurable`, `unjudged`.
-    pub fn key(&self) -> &'static str {
-        match self {
-            Verdict::Holds => "holds",
-            Verdict::DoesNotHold { .. } => "fails",
-            Verdict::CannotMeasure(_) => "unmeasurable",
-            Verdict::NotJudged => "unjudged",
-        }
-    }
-}
 
 /// One comparison of a claim: an engine over two rows, against another
 /// engine at a row, or its value over the rows.

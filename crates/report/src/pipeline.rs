@@ -554,9 +554,9 @@ fn markdown(sweep: &PipelineSweep) -> String {
 
 fn judgement_text(v: &Verdict, detail: &str) -> String {
     if detail.is_empty() {
-        format!("**{}**", v.text())
+        format!("**{}**", v.word())
     } else {
-        format!("**{}**: {detail}", v.text())
+        format!("**{}**: {detail}", v.word())
     }
 }
 
@@ -664,7 +664,7 @@ fn plots_of(sweep: &PipelineSweep) -> Result<Vec<(String, String)>, ReportError>
 fn verdict_cell(v: &Verdict, detail: &str) -> String {
     format!(
         "<td class=\"label\"><strong>{}</strong>{}</td>",
-        v.text(),
+        v.word(),
         if detail.is_empty() {
             String::new()
         } else {

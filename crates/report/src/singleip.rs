@@ -11,7 +11,7 @@
 use crate::{Format, ReportError};
 use connlab_lab::{
     bytes_label, fmt_num, judge, median, ExpKind, SingleIpMetric, SingleIpRecord, SingleIpSweep,
-    SingleIpVerdict as Verdict, System,
+    System, Verdict,
 };
 use html_escape::encode_text as esc;
 use plotters::prelude::*;
@@ -128,9 +128,9 @@ fn saps_nat(sweep: &SingleIpSweep, m: SingleIpMetric) -> (Option<f64>, Option<f6
 
 fn verdict_class(v: &Verdict) -> &'static str {
     match v {
-        Verdict::Holds(_) => "holds",
-        Verdict::DoesNotHold(_) => "fails",
-        Verdict::CannotMeasure(_) => "na",
+        Verdict::Holds => "holds",
+        Verdict::DoesNotHold { .. } => "fails",
+        Verdict::CannotMeasure(_) | Verdict::NotJudged => "na",
     }
 }
 
@@ -235,9 +235,9 @@ fn html(sweep: &SingleIpSweep) -> Result<String, ReportError> {
             esc(&c.source),
             esc(&c.claim),
             esc(c.paper.as_deref().unwrap_or("")),
-            verdict_class(&v),
-            v.word(),
-            esc(v.reason())
+            verdict_class(&v.verdict),
+            v.verdict.word(),
+            esc(&v.detail)
         );
     }
     h.push_str("</table></div>\n");
@@ -919,8 +919,8 @@ fn markdown(sweep: &SingleIpSweep) -> String {
             "| {} | {} | {} | {} |",
             c.source,
             c.claim.replace('|', "/"),
-            v.word(),
-            v.reason().replace('|', "/")
+            v.verdict.word(),
+            v.detail.replace('|', "/")
         );
     }
     m

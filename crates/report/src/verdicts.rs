@@ -6,8 +6,7 @@
 use crate::claims::{check_claims, derived_tables, ClaimResult, Verdict};
 use crate::index::ClaimRow;
 use crate::table::{metric_name, Cell, PaperTable};
-use connlab_lab::Verdict as PipelineVerdict;
-use connlab_lab::{PipelineSweep, SingleIpSweep, SingleIpVerdict, SweepDir};
+use connlab_lab::{PipelineSweep, SingleIpSweep, SweepDir};
 use std::path::Path;
 
 /// What one results directory says on the index.
@@ -250,13 +249,6 @@ fn pipeline_rows(sweep: &PipelineSweep) -> Vec<ClaimRow> {
         });
     }
     for c in sweep.claims() {
-        let verdict = match c.measured.verdict {
-            PipelineVerdict::Holds => Verdict::Holds,
-            PipelineVerdict::DoesNotHold => Verdict::DoesNotHold {
-                median_holds: false,
-            },
-            PipelineVerdict::CannotBeMeasured => Verdict::CannotMeasure(c.measured.detail.clone()),
-        };
         rows.push(ClaimRow {
             source: c.claim.source.clone(),
             text: c.claim.text.clone(),
@@ -265,10 +257,10 @@ fn pipeline_rows(sweep: &PipelineSweep) -> Vec<ClaimRow> {
                 "measured: {}; projected to a core per thread: {}",
                 c.measured.detail, c.projected.detail
             ),
-            verdict,
+            verdict: c.measured.verdict.clone(),
             reason: format!(
                 "judged on the measured figures; on the projection it {}",
-                c.projected.verdict.text()
+                c.projected.verdict.word()
             ),
             table: false,
         });
@@ -286,22 +278,13 @@ fn singleip_rows(sweep: &SingleIpSweep) -> Vec<ClaimRow> {
         .claims
         .iter()
         .map(|c| {
-            let (verdict, detail) = match connlab_lab::judge(sweep, &c.check) {
-                SingleIpVerdict::Holds(d) => (Verdict::Holds, d),
-                SingleIpVerdict::DoesNotHold(d) => (
-                    Verdict::DoesNotHold {
-                        median_holds: false,
-                    },
-                    d,
-                ),
-                SingleIpVerdict::CannotMeasure(d) => (Verdict::CannotMeasure(d.clone()), d),
-            };
+            let judged = connlab_lab::judge(sweep, &c.check);
             ClaimRow {
                 source: c.source.clone(),
                 text: c.claim.clone(),
                 paper: c.paper.clone().unwrap_or_else(|| "shape only".into()),
-                ours: detail,
-                verdict,
+                ours: judged.detail,
+                verdict: judged.verdict,
                 reason: String::new(),
                 table: false,
             }

@@ -16,5 +16,4 @@ pub(crate) mod singleip;
 pub(crate) mod singleip_probe;
 pub(crate) mod soak;
 pub(crate) mod sweep;
-pub(crate) mod sweep_loadgen;
 pub(crate) mod webset;

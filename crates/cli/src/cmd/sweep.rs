@@ -1,6 +1,6 @@
 //! `connlab sweep`: runs an experiment file. The file's kind (its `kind`
-//! tag) picks the runner; the locality, web and pipeline runners live in
-//! `connlab_lab::run`. This file keeps the flags, the
+//! tag) picks the runner; every kind's runner lives in `connlab_lab::run`.
+//! This file keeps the flags, the
 //! dry-run listing, the progress display, the summary and the exit codes:
 //! 0 done, 1 points failed, 2 bad input, 130 interrupted (resume by running
 //! the same command again).
@@ -73,15 +73,8 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
         | ExperimentKind::Web
         | ExperimentKind::Pipeline
         | ExperimentKind::Singleip
-        | ExperimentKind::Peers => run_in_lab(&args, text),
-        ExperimentKind::Loadgen => crate::cmd::sweep_loadgen::run(
-            &args.file,
-            &text,
-            args.out,
-            args.quick,
-            args.fresh,
-            args.dry_run,
-        ),
+        | ExperimentKind::Peers
+        | ExperimentKind::Loadgen => run_in_lab(&args, text),
     }
 }
 
@@ -98,18 +91,22 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
         AnyExperiment::Locality(e) | AnyExperiment::Web(e) => Some(e),
         _ => None,
     };
-    let out = match points {
+    let loadgen = exp.kind() == ExperimentKind::Loadgen;
+    let out = if points.is_some() || loadgen {
         // Children (nginx above all) resolve relative paths against their
         // own directories, so every path handed to them starts absolute.
-        Some(_) => std::path::absolute(&out)
+        std::path::absolute(&out)
             .with_context(|| format!("resolving {}", out.display()))
-            .map_err(Exit::usage)?,
-        None => out,
+            .map_err(Exit::usage)?
+    } else {
+        out
     };
     if args.dry_run {
         match points {
             Some(e) => print_plan(e, &e.plan(args.quick), &out)?,
-            None if exp.kind() == ExperimentKind::Peers => print_runs(&exp, args.quick, &out),
+            None if matches!(exp.kind(), ExperimentKind::Peers | ExperimentKind::Loadgen) => {
+                print_runs(&exp, args.quick, &out);
+            }
             None => {
                 lab_run::check(&exp, args.quick).map_err(|e| Exit::usage(anyhow!(e)))?;
                 print_runs(&exp, args.quick, &out);
@@ -118,7 +115,7 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
         return Ok(ExitCode::SUCCESS);
     }
     lab_run::check(&exp, args.quick).map_err(|e| Exit::usage(anyhow!(e)))?;
-    if points.is_some() || exp.kind() == ExperimentKind::Peers {
+    if points.is_some() || matches!(exp.kind(), ExperimentKind::Peers | ExperimentKind::Loadgen) {
         raise_limit();
     }
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
@@ -184,6 +181,7 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
     }
     let (unit, bad) = match exp.kind() {
         ExperimentKind::Peers => ("points", "failed or with errors"),
+        ExperimentKind::Loadgen => ("points", "failed"),
         _ => ("runs", "failed or unverified"),
     };
     eprintln!(
@@ -197,6 +195,10 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
     for w in &o.warnings {
         eprintln!("connlab sweep: warning: {w}");
     }
+    if loadgen && o.interrupted {
+        eprintln!("connlab sweep: interrupted; run the same command again to resume");
+        return Ok(ExitCode::from(130));
+    }
     eprintln!("next: connlab report {} -o report.html", o.out.display());
     if o.interrupted {
         return Ok(ExitCode::from(130));
@@ -204,6 +206,7 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
     if !o.failed.is_empty() {
         let what = match exp.kind() {
             ExperimentKind::Peers => "points failed or had errors",
+            ExperimentKind::Loadgen => "points failed",
             _ => "runs failed or unverified",
         };
         return Err(anyhow!("{what}: {}", o.failed.join(", ")).into());
@@ -211,8 +214,8 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Lists a pipeline or peers plan on stdout; a closed pipe (`| head`) ends
-/// it quietly.
+/// Lists a pipeline, single-IP, peers or loadgen plan on stdout; a closed
+/// pipe (`| head`) ends it quietly.
 fn print_runs(exp: &AnyExperiment, quick: bool, out: &Path) {
     use std::io::Write as _;
     let ids = lab_run::plan(exp, quick);
@@ -233,6 +236,21 @@ fn print_runs(exp: &AnyExperiment, quick: bool, out: &Path) {
                 e.name,
                 ids.len(),
                 ids.len() as f64 * (duration + 1.5),
+                out.display()
+            )
+        }
+        AnyExperiment::Loadgen(e) => {
+            let total: f64 = e
+                .plan(quick)
+                .iter()
+                .map(|p| lab_run::loadgen_estimate(e, p, quick).as_secs_f64())
+                .sum();
+            writeln!(
+                stdout,
+                "{}: {} points of {:.0} s measured each, about {total:.0} s in all (results in {})",
+                e.name,
+                ids.len(),
+                e.duration(quick).as_secs_f64(),
                 out.display()
             )
         }
@@ -301,7 +319,7 @@ struct CliProgress {
 /// The lines a kind prints per point when standard error is no terminal.
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 enum Lines {
-    /// `[i/n] id ... what` (pipeline, peers).
+    /// `[i/n] id ... what` (pipeline, peers, loadgen).
     #[default]
     Runs,
     /// `[i/n] id  (eta ...)`, then `  id: what (t s)` (locality, web).

@@ -6,19 +6,20 @@
 //!
 //! One runner per kind: `locality.rs` with `web.rs` (child processes in
 //! network namespaces), `pipeline.rs` (in this process), `singleip.rs`
-//! (namespaces and the user-space link emulator) and `peers.rs` (processes
-//! on loopback); `child.rs` starts, signals and stops child processes. A
-//! suite is no sweep: [`sweep`] answers [`RunError::NotHere`] for it. The
-//! loadgen kind's runner is still the CLI's (`cmd/sweep_loadgen.rs`), so
-//! [`sweep`] answers `NotHere` for it too until it moves here.
+//! (namespaces and the user-space link emulator), `peers.rs` and
+//! `loadgen.rs` (processes on loopback); `child.rs` starts, signals and
+//! stops child processes. A suite is no sweep: [`sweep`] answers
+//! [`RunError::NotHere`] for it.
 
 pub mod child;
+mod loadgen;
 mod locality;
 mod peers;
 mod pipeline;
 mod singleip;
 mod web;
 
+pub use loadgen::estimate as loadgen_estimate;
 pub use locality::estimate;
 
 use crate::{AnyExperiment, ExperimentKind};
@@ -144,7 +145,8 @@ pub fn sweep(
         AnyExperiment::Pipeline(e) => pipeline::sweep(e, req, progress, shutdown),
         AnyExperiment::Peers(e) => peers::sweep(e, req, progress, shutdown),
         AnyExperiment::Singleip(e) => singleip::sweep(e, req, progress, shutdown),
-        other => Err(RunError::NotHere(other.kind())),
+        AnyExperiment::Loadgen(e) => loadgen::sweep(e, req, progress, shutdown),
+        AnyExperiment::Suite(_) => Err(RunError::NotHere(ExperimentKind::Suite)),
     }
 }
 

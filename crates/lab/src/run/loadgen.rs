@@ -1,27 +1,25 @@
-//! The loadgen side of `connlab sweep` (experiment files with `kind =
-//! "loadgen"`): for every point it starts `connlab serve` on loopback
-//! (pinned with `--cpu`), runs one `connlab load` against it, or N shards
-//! (`--shard i/N`, one `--start-at`) whose results merge exactly, stops the
-//! server and reads its `--stats`, and writes one JSON file per point,
-//! whole. Every child is stopped on every exit path (a guard per process,
-//! and the kernel's parent-death signal). Self-contained: it uses the
-//! libraries, not the other commands' modules.
+//! The loadgen kind (`kind = "loadgen"`): for every point it starts
+//! `connlab serve` on loopback (pinned with `--cpu`), runs one `connlab
+//! load` against it, or N shards (`--shard i/N`, one `--start-at`) whose
+//! results merge exactly, stops the server and reads its `--stats`, and
+//! writes one JSON file per point, whole. Every child is stopped on every
+//! exit path (a guard per process, and the kernel's parent-death signal).
 
-use crate::Exit;
-use anyhow::{anyhow, bail, Context};
-use connlab_lab::{
+use super::child::die_with_parent;
+use super::{unix_now, Progress, RunError, SweepOutcome, SweepRequest};
+use crate::{
     ClientFigures, LoadgenDir, LoadgenExperiment, LoadgenInfo, LoadgenParams, LoadgenPoint, Rate,
     ServerFigures, LOADGEN_POINT_SCHEMA, LOADGEN_SWEEP_SCHEMA,
 };
+use anyhow::{bail, Context};
 use connlab_loadgen::LoadResult;
 use connlab_os::{Environment, Shutdown};
 use std::fs::File;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// How long a stopped server may take to exit before it is killed (the
 /// processes engine reaps a child per connection).
@@ -31,30 +29,16 @@ const CLIENT_SLACK: Duration = Duration::from_secs(60);
 /// `--drain-timeout` of every client.
 const DRAIN: Duration = Duration::from_secs(2);
 
-/// Runs a loadgen experiment (`connlab sweep FILE` when FILE has `kind = "loadgen"`).
-pub(crate) fn run(
-    file: &Path,
-    text: &str,
-    out: Option<PathBuf>,
-    quick: bool,
-    fresh: bool,
-    dry_run: bool,
-) -> Result<ExitCode, Exit> {
-    let exp = LoadgenExperiment::from_toml(text, &file.display().to_string())
-        .map_err(|e| Exit::usage(e.into()))?;
+/// Runs a loadgen experiment.
+pub(super) fn sweep(
+    exp: &LoadgenExperiment,
+    req: &SweepRequest,
+    progress: &mut dyn Progress,
+    shutdown: &Shutdown,
+) -> Result<SweepOutcome, RunError> {
+    let (out, quick) = (&req.out, req.quick);
     let plan = exp.plan(quick);
-    let out = out.unwrap_or_else(|| {
-        let suffix = if quick { "-quick" } else { "" };
-        PathBuf::from("results").join(format!("{}{suffix}", exp.name))
-    });
-    let out = std::path::absolute(&out)
-        .with_context(|| format!("resolving {}", out.display()))
-        .map_err(Exit::usage)?;
-    if dry_run {
-        print_plan(&exp, &plan, quick, &out);
-        return Ok(ExitCode::SUCCESS);
-    }
-    let earlier = prepare_dir(&out, &exp, text, quick, fresh)?;
+    let earlier = prepare_dir(out, exp, &req.text, quick, req.fresh)?;
     let info = LoadgenInfo {
         schema: LOADGEN_SWEEP_SCHEMA.into(),
         experiment: exp.clone(),
@@ -63,15 +47,11 @@ pub(crate) fn run(
         started_unix_s: earlier.unwrap_or_else(unix_now),
         points_total: plan.len(),
     };
-    LoadgenDir::write_json(&LoadgenDir::info_path(&out), &info)
-        .with_context(|| format!("writing {}", LoadgenDir::info_path(&out).display()))?;
-    // Children inherit the raised soft limit.
-    let _ = connlab_os::raise_nofile_limit();
-    let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
-    let exe = std::env::current_exe().context("locating the connlab binary")?;
-    let done_before = plan.iter().filter(|p| point_done(&out, p)).count();
-    eprintln!(
-        "connlab sweep: {} ({} points{}{}), results in {}",
+    LoadgenDir::write_json(&LoadgenDir::info_path(out), &info)
+        .with_context(|| format!("writing {}", LoadgenDir::info_path(out).display()))?;
+    let done_before = plan.iter().filter(|p| point_done(out, p)).count();
+    progress.note(&format!(
+        "{} ({} points{}{}), results in {}",
         exp.name,
         plan.len(),
         if quick { ", quick" } else { "" },
@@ -81,66 +61,69 @@ pub(crate) fn run(
             String::new()
         },
         out.display()
-    );
-    let started = Instant::now();
-    let (mut done, mut failed) = (done_before, Vec::new());
-    for p in &plan {
-        if point_done(&out, p) {
+    ));
+    progress.begin(plan.len(), done_before);
+    let mut outcome = SweepOutcome {
+        out: out.clone(),
+        total: plan.len(),
+        kept: done_before,
+        ..SweepOutcome::default()
+    };
+    let result = run_points(exp, req, &plan, progress, shutdown, &mut outcome);
+    progress.end();
+    result?;
+    outcome.interrupted = shutdown.requested();
+    Ok(outcome)
+}
+
+/// Runs the points not done before, in plan order, until the plan ends or a
+/// stop is requested.
+fn run_points(
+    exp: &LoadgenExperiment,
+    req: &SweepRequest,
+    plan: &[LoadgenParams],
+    progress: &mut dyn Progress,
+    shutdown: &Shutdown,
+    outcome: &mut SweepOutcome,
+) -> Result<(), RunError> {
+    let out = &req.out;
+    for p in plan {
+        if point_done(out, p) {
             continue;
         }
         if shutdown.requested() {
             break;
         }
         let id = p.id();
-        eprint!("[{}/{}] {id} ... ", done + 1, plan.len());
+        progress.start(&id, None);
+        let began = Instant::now();
         let ctx = PointCtx {
-            exp: &exp,
-            exe: &exe,
-            logs: LoadgenDir::log_dir(&out, &id),
-            quick,
-            shutdown: &shutdown,
+            exp,
+            exe: &req.connlab,
+            logs: LoadgenDir::log_dir(out, &id),
+            quick: req.quick,
+            shutdown,
         };
         match run_point(&ctx, p) {
             Ok(Some(point)) => {
-                eprintln!("{}", describe(&point));
-                LoadgenDir::write_json(&LoadgenDir::point_path(&out, &id), &point)
+                progress.finish(&id, began.elapsed(), &describe(&point));
+                LoadgenDir::write_json(&LoadgenDir::point_path(out, &id), &point)
                     .with_context(|| format!("writing the point {id}"))?;
-                done += 1;
+                outcome.measured += 1;
             }
             Ok(None) => {
-                eprintln!("interrupted (not kept)");
+                progress.finish(&id, began.elapsed(), "interrupted (not kept)");
                 break;
             }
             Err(e) => {
-                eprintln!("FAILED: {e:#}");
+                progress.finish(&id, began.elapsed(), &format!("FAILED: {e:#}"));
                 let _ =
                     connlab_os::files::write_atomic(ctx.logs.join("error.txt"), format!("{e:#}\n"));
-                failed.push(id);
+                outcome.failed.push(id);
             }
         }
     }
-    eprintln!(
-        "connlab sweep: {done} of {} points done in {:.0} s, {} failed; results in {}",
-        plan.len(),
-        started.elapsed().as_secs_f64(),
-        failed.len(),
-        out.display()
-    );
-    if shutdown.requested() {
-        eprintln!("connlab sweep: interrupted; run the same command again to resume");
-        return Ok(ExitCode::from(130));
-    }
-    eprintln!("next: connlab report {} -o report.html", out.display());
-    if !failed.is_empty() {
-        return Err(anyhow!("points failed: {}", failed.join(", ")).into());
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
+    Ok(())
 }
 
 /// How long a point's set-up may take: a second per 2,000 connections,
@@ -149,32 +132,10 @@ fn setup_allowance(connections: u64) -> Duration {
     Duration::from_secs(2) + Duration::from_secs_f64(connections as f64 / 2000.0)
 }
 
-/// The estimated wall time of one point.
-fn estimate(exp: &LoadgenExperiment, p: &LoadgenParams, quick: bool) -> Duration {
+/// The estimated wall time of one point of a loadgen sweep (set-up,
+/// warm-up, the measured duration and half the drain).
+pub fn estimate(exp: &LoadgenExperiment, p: &LoadgenParams, quick: bool) -> Duration {
     setup_allowance(p.connections) + exp.workload.warmup.0 + exp.duration(quick) + DRAIN / 2
-}
-
-/// Lists the plan on stdout; a closed pipe (`| head`) ends the listing quietly.
-fn print_plan(exp: &LoadgenExperiment, plan: &[LoadgenParams], quick: bool, out: &Path) {
-    let total: f64 = plan
-        .iter()
-        .map(|p| estimate(exp, p, quick).as_secs_f64())
-        .sum();
-    let mut stdout = std::io::stdout().lock();
-    let _ = writeln!(
-        stdout,
-        "{}: {} points of {:.0} s measured each, about {:.0} s in all (results in {})",
-        exp.name,
-        plan.len(),
-        exp.duration(quick).as_secs_f64(),
-        total,
-        out.display()
-    );
-    for p in plan {
-        if writeln!(stdout, "  {}", p.id()).is_err() {
-            break;
-        }
-    }
 }
 
 /// True when the point's file exists, reads, and has these parameters.
@@ -190,7 +151,7 @@ fn prepare_dir(
     text: &str,
     quick: bool,
     fresh: bool,
-) -> Result<Option<f64>, Exit> {
+) -> Result<Option<f64>, RunError> {
     if fresh {
         for sub in ["points", "logs"] {
             let dir = out.join(sub);
@@ -203,10 +164,10 @@ fn prepare_dir(
     let mut earlier = None;
     if !fresh && LoadgenDir::info_path(out).exists() {
         let old = LoadgenDir::read_info(out).map_err(|e| {
-            Exit::usage(anyhow!(e).context("pass --fresh to start over, or another --out"))
+            RunError::Input(format!("pass --fresh to start over, or another --out: {e}"))
         })?;
         if old.quick != quick || !old.experiment.same_measurement(exp) {
-            return Err(Exit::usage(anyhow!(
+            return Err(RunError::Input(format!(
                 "{} holds results of {}: pass --fresh to start over, or another --out",
                 out.display(),
                 if old.quick != quick {
@@ -535,19 +496,6 @@ impl Drop for Proc {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
-    }
-}
-
-/// Has the kernel kill the child (SIGKILL) when this process dies.
-fn die_with_parent(cmd: &mut Command) {
-    // SAFETY: prctl is async-signal-safe; it only sets this child's death signal.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
     }
 }
 
