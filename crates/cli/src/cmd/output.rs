@@ -121,13 +121,19 @@ pub(crate) fn print_summary(r: &LoadResult) {
         rate,
         c.duration_s
     );
+    // With a connection per request nothing is set up before measuring, so
+    // a set-up time (and a rate divided by it) would mean nothing.
+    let setup = if c.connection_per_request {
+        "a new one per request".to_string()
+    } else {
+        format!(
+            "in {:.2} s ({:.0}/s)",
+            r.connections.setup_s, r.connections.setup_rate_per_s
+        )
+    };
     t.push_str(&format!(
-        "  connections   {} established in {:.2} s ({:.0}/s), {} failed, {} idle closed by server\n",
-        r.connections.established,
-        r.connections.setup_s,
-        r.connections.setup_rate_per_s,
-        r.connections.failed,
-        r.connections.idle_closed_by_peer
+        "  connections   {} established {setup}, {} failed, {} idle closed by server\n",
+        r.connections.established, r.connections.failed, r.connections.idle_closed_by_peer
     ));
     // One window per line: the measured one, then the warm-up apart.
     let q = &r.requests;
