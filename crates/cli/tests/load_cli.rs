@@ -427,7 +427,10 @@ fn connection_per_request_opens_one_connection_per_request() {
     // Nothing is set up before measuring, so the summary gives no set-up
     // rate (it once printed a count divided by a near-zero time).
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("established a new one per request"), "{stderr}");
+    assert!(
+        stderr.contains("established a new one per request"),
+        "{stderr}"
+    );
     let stats = server.stop();
     let v = read_json(&json);
     assert_schema_valid(&v);

@@ -196,7 +196,9 @@ pub fn merge(parts: &[(String, LoadResult)]) -> Result<LoadResult, MergeError> {
             .map(|(_, r)| (r.wall_s - r.config.warmup_s).max(1e-9))
             .fold(f64::INFINITY, f64::min)
     } else {
-        base.config.duration_s
+        // As above: a result file may say 0 s, and a rate over 0 s is not
+        // finite (JSON writes null, which no reader takes back).
+        base.config.duration_s.max(1e-9)
     };
     let open_loop = base.config.rate_per_s.is_some();
     let skew_s = starts.iter().copied().fold(f64::NEG_INFINITY, f64::max)
@@ -312,4 +314,27 @@ fn check_shards(parts: &mut [&(String, LoadResult)]) -> Result<(), MergeError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Shard 1/2 of a real `connlab load --shard 1/2 --json` run.
+    const SHARD: &str = include_str!("../tests/data/shard-1-of-2.json");
+
+    #[test]
+    fn a_zero_duration_gives_a_result_that_reads_back() {
+        // Found by the merge_inputs fuzz target: 300 requests over a
+        // duration of 0 s made the rate infinite, which JSON writes as
+        // null, so `connlab merge --json` wrote a file nothing can read.
+        let mut result: LoadResult = serde_json::from_str(SHARD).unwrap();
+        result.shard = None;
+        result.config.duration_s = 0.0;
+        let merged = merge(&[("zero.json".into(), result)]).unwrap();
+        assert!(merged.achieved_rate_per_s.is_finite());
+        let text = serde_json::to_string(&merged).unwrap();
+        let again: LoadResult = serde_json::from_str(&text).unwrap();
+        assert_eq!(again.requests.measured_completed, 300);
+    }
 }

@@ -803,12 +803,12 @@ fn parse_payload(kind: FrameKind, stream: u32, p: &[u8], offset: u64) -> Result<
         FrameKind::Pong => Frame::Pong { data: be_u64(p, 0) },
         FrameKind::GoAway => Frame::GoAway {
             code: ErrorCode(be_u32(p, 0)),
-            reason: String::from_utf8_lossy(&p[4..]).into_owned(),
+            reason: received_text(&p[4..]),
         },
         FrameKind::Error => Frame::Error {
             stream: sid,
             code: ErrorCode(be_u32(p, 0)),
-            message: String::from_utf8_lossy(&p[4..]).into_owned(),
+            message: received_text(&p[4..]),
         },
         FrameKind::Listen | FrameKind::Unlisten => {
             let port = be_u16(p, 0);
@@ -919,6 +919,20 @@ fn array32(p: &[u8], at: usize) -> [u8; 32] {
     let mut b = [0; 32];
     b.copy_from_slice(&p[at..at + 32]);
     b
+}
+
+/// A received GOAWAY reason or ERROR message: invalid UTF-8 is replaced,
+/// not rejected, and the result is cut at a character boundary to
+/// [`MAX_TEXT`] bytes (each replacement character takes three), so that a
+/// decoded frame keeps the limit [`Frame::encode`] checks.
+fn received_text(bytes: &[u8]) -> String {
+    let mut text = String::from_utf8_lossy(bytes).into_owned();
+    let mut end = text.len().min(MAX_TEXT);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text
 }
 
 #[cfg(test)]
@@ -1284,6 +1298,36 @@ pub(crate) mod tests {
                 reason: "a\u{fffd}".into()
             }])
         );
+    }
+
+    #[test]
+    fn replaced_text_stays_within_max_text_and_encodes_again() {
+        // 512 invalid bytes become 512 three-byte replacement characters.
+        let mut bytes = encode(&Frame::GoAway {
+            code: ErrorCode::NO_ERROR,
+            reason: "a".repeat(MAX_TEXT),
+        });
+        let n = bytes.len();
+        bytes[n - MAX_TEXT..].fill(0xff);
+        let mut error = encode(&Frame::Error {
+            stream: StreamId(2),
+            code: ErrorCode::CANCEL,
+            message: "a".repeat(MAX_TEXT),
+        });
+        let n = error.len();
+        error[n - MAX_TEXT..].fill(0x80);
+        bytes.extend_from_slice(&error);
+        let frames = decode_all(&bytes).unwrap();
+        assert_eq!(frames.len(), 2);
+        for frame in &frames {
+            let (Frame::GoAway { reason: text, .. } | Frame::Error { message: text, .. }) = frame
+            else {
+                panic!("decoded {frame:?}");
+            };
+            assert!(text.len() <= MAX_TEXT, "{} bytes", text.len());
+            assert!(text.chars().all(|c| c == '\u{fffd}'));
+            assert_eq!(decode_all(&encode(frame)), Ok(vec![frame.clone()]));
+        }
     }
 
     fn addr() -> impl Strategy<Value = SocketAddr> {
