@@ -50,25 +50,15 @@ pub(super) fn sweep(
     LoadgenDir::write_json(&LoadgenDir::info_path(out), &info)
         .with_context(|| format!("writing {}", LoadgenDir::info_path(out).display()))?;
     let done_before = plan.iter().filter(|p| point_done(out, p)).count();
-    progress.note(&format!(
-        "{} ({} points{}{}), results in {}",
-        exp.name,
+    let mut outcome = super::announce(
+        progress,
+        &exp.name,
+        "points",
         plan.len(),
-        if quick { ", quick" } else { "" },
-        if done_before > 0 {
-            format!(", {done_before} kept from before")
-        } else {
-            String::new()
-        },
-        out.display()
-    ));
-    progress.begin(plan.len(), done_before);
-    let mut outcome = SweepOutcome {
-        out: out.clone(),
-        total: plan.len(),
-        kept: done_before,
-        ..SweepOutcome::default()
-    };
+        done_before,
+        quick,
+        out,
+    );
     let result = run_points(exp, req, &plan, progress, shutdown, &mut outcome);
     progress.end();
     result?;

@@ -186,6 +186,37 @@ pub fn merge_files(files: &[PathBuf]) -> anyhow::Result<connlab_loadgen::LoadRes
     Ok(connlab_loadgen::merge(&parts)?)
 }
 
+/// Says what a sweep will run (`name (N points, K kept from before),
+/// results in DIR`), starts the progress and returns the outcome to fill in;
+/// `unit` names what the plan counts ("points" or "runs").
+pub(crate) fn announce(
+    progress: &mut dyn Progress,
+    name: &str,
+    unit: &str,
+    total: usize,
+    kept: usize,
+    quick: bool,
+    out: &Path,
+) -> SweepOutcome {
+    progress.note(&format!(
+        "{name} ({total} {unit}{}{}), results in {}",
+        if quick { ", quick" } else { "" },
+        if kept > 0 {
+            format!(", {kept} kept from before")
+        } else {
+            String::new()
+        },
+        out.display()
+    ));
+    progress.begin(total, kept);
+    SweepOutcome {
+        out: out.to_path_buf(),
+        total,
+        kept,
+        ..SweepOutcome::default()
+    }
+}
+
 /// Writes the experiment text into `DIR/experiment.toml`.
 pub(crate) fn write_experiment(out: &Path, text: &str) -> Result<(), RunError> {
     let path = out.join("experiment.toml");

@@ -65,25 +65,15 @@ pub(super) fn sweep(
         .iter()
         .filter(|p| PeersDir::point_path(out, &p.id()).exists())
         .count();
-    progress.note(&format!(
-        "{} ({} points{}{}), results in {}",
-        exp.name,
+    let mut outcome = super::announce(
+        progress,
+        &exp.name,
+        "points",
         plan.len(),
-        if quick { ", quick" } else { "" },
-        if done_before > 0 {
-            format!(", {done_before} kept from before")
-        } else {
-            String::new()
-        },
-        out.display()
-    ));
-    progress.begin(plan.len(), done_before);
-    let mut outcome = SweepOutcome {
-        out: out.clone(),
-        total: plan.len(),
-        kept: done_before,
-        ..SweepOutcome::default()
-    };
+        done_before,
+        quick,
+        out,
+    );
     for p in &plan {
         let id = p.id();
         let path = PeersDir::point_path(out, &id);

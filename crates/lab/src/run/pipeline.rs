@@ -118,26 +118,8 @@ pub(super) fn sweep(
             .collect();
     }
     let kept = sweep.runs.len();
-    progress.note(&format!(
-        "{} ({} runs{}{}), results in {}",
-        exp.name,
-        plan.len(),
-        if quick { ", quick" } else { "" },
-        if kept > 0 {
-            format!(", {kept} kept from before")
-        } else {
-            String::new()
-        },
-        out.display()
-    ));
-    progress.begin(plan.len(), kept);
     let stop = stop_flag(shutdown);
-    let mut outcome = SweepOutcome {
-        out: out.clone(),
-        total: plan.len(),
-        kept,
-        ..SweepOutcome::default()
-    };
+    let mut outcome = super::announce(progress, &exp.name, "runs", plan.len(), kept, quick, out);
     let save = |sweep: &PipelineSweep| sweep.save(out).map_err(|e| RunError::Failed(e.to_string()));
     for p in &plan {
         if sweep.run(p).is_some() {
