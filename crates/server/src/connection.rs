@@ -221,16 +221,21 @@ impl Connection {
         }
         loop {
             if self.limits.any() {
-                let now = Instant::now();
-                if let Some(expiry) = self.timer.expired(now) {
-                    counters.timed_out(expiry);
-                    return;
+                // No deadline pending (no head open, no idle timeout): the
+                // wait is the constant idle one and no clock is read.
+                let wait = match self.timer.deadline() {
+                    None => self.limits.idle,
+                    Some(_) => {
+                        let now = Instant::now();
+                        if let Some(expiry) = self.timer.expired(now) {
+                            counters.timed_out(expiry);
+                            return;
+                        }
+                        self.timer.blocking_wait(self.limits, now)
+                    }
                 }
                 // Zero means "forever" to the kernel: wait at least 1 ms.
-                let wait = self
-                    .timer
-                    .blocking_wait(self.limits, now)
-                    .map(|d| d.max(Duration::from_millis(1)));
+                .map(|d| d.max(Duration::from_millis(1)));
                 if wait != receive_wait {
                     set_socket_timeout(self.fd(), libc::SO_RCVTIMEO, wait);
                     receive_wait = wait;
@@ -274,7 +279,13 @@ impl Connection {
                 began: in_head && (!was_in_head || answered),
                 in_head,
             };
-            self.timer.on_input(self.limits, clock.now(), progress);
+            if in_head || self.limits.idle.is_some() {
+                self.timer.on_input(self.limits, clock.now(), progress);
+            } else {
+                // A whole request and nothing after it: no deadline moves
+                // past "none", so the clock need not be read.
+                self.timer.head_complete();
+            }
         }
         match result {
             Ok(Flow::Continue) => {}

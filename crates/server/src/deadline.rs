@@ -77,6 +77,12 @@ impl ConnTimer {
         }
     }
 
+    /// Input ended every request head it began, with no idle timeout set:
+    /// what [`ConnTimer::on_input`] would do then, without needing the time.
+    pub(crate) fn head_complete(&mut self) {
+        self.head_deadline = None;
+    }
+
     /// Bytes left for the peer at `now`.
     pub(crate) fn on_output(&mut self, limits: Limits, now: Instant) {
         self.idle_deadline = limits.idle.map(|d| now + d);
@@ -238,6 +244,22 @@ mod tests {
         let timer = ConnTimer::new(limits, t0);
         assert_eq!(timer.deadline(), None);
         assert_eq!(timer.expired(t0 + secs(1_000_000)), None);
+    }
+
+    #[test]
+    fn head_complete_is_on_input_done_without_idle_timeout() {
+        let t0 = Instant::now();
+        let limits = Limits {
+            header: Some(HEADER),
+            idle: None,
+        };
+        let mut read = ConnTimer::new(limits, t0);
+        read.on_input(limits, t0 + secs(1), started(true));
+        let mut clockless = read;
+        read.on_input(limits, t0 + secs(2), DONE);
+        clockless.head_complete();
+        assert_eq!(clockless.deadline(), read.deadline());
+        assert_eq!(clockless.deadline(), None);
     }
 
     #[test]
