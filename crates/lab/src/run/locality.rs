@@ -13,7 +13,7 @@ use crate::{Experiment, PointParams, PointResult, SweepDir, SweepInfo, TopologyI
 use crate::{POINT_SCHEMA, SWEEP_SCHEMA};
 use anyhow::{anyhow, bail, Context};
 use connlab_os::netns::{Topology, TopologySpec};
-use connlab_os::{Environment, Shutdown};
+use connlab_os::Shutdown;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -77,10 +77,10 @@ pub(super) fn sweep(
         title: experiment.title.clone(),
         reproduces: experiment.reproduces().map(str::to_string),
         quick: req.quick,
-        started_unix_s: earlier.map_or_else(unix_now, |i| i.started_unix_s),
+        started_unix_s: earlier.as_ref().map_or_else(unix_now, |i| i.started_unix_s),
         points_total: plan.len(),
         connlab_version: env!("CARGO_PKG_VERSION").into(),
-        environment: Environment::capture(),
+        environment: super::sweep_environment(earlier.as_ref().map(|i| &i.environment), progress),
         topology: TopologyInfo {
             server_host: server_host.clone(),
             server_addr: server_ip.to_string(),

@@ -218,6 +218,29 @@ pub(crate) fn announce(
 }
 
 /// Writes the experiment text into `DIR/experiment.toml`.
+/// The machine a resumed sweep records: the one of its first session, so that
+/// resuming (even with nothing left to measure) never rewrites where the
+/// earlier points ran. Each point keeps its own environment; when this
+/// session runs on another kernel or CPU count, a note says so.
+pub(crate) fn sweep_environment(
+    earlier: Option<&connlab_os::Environment>,
+    progress: &mut dyn Progress,
+) -> connlab_os::Environment {
+    let now = connlab_os::Environment::capture();
+    match earlier {
+        None => now,
+        Some(first) => {
+            if first.kernel != now.kernel || first.cpu_count != now.cpu_count {
+                progress.note(&format!(
+                    "resuming on another machine: the sweep began on {} ({} CPUs), this session runs on {} ({} CPUs); each point records its own",
+                    first.kernel, first.cpu_count, now.kernel, now.cpu_count
+                ));
+            }
+            first.clone()
+        }
+    }
+}
+
 pub(crate) fn write_experiment(out: &Path, text: &str) -> Result<(), RunError> {
     let path = out.join("experiment.toml");
     connlab_os::files::write_atomic(&path, text)
@@ -306,6 +329,14 @@ links = ["memory:unlimited"]
         assert!(out.join("experiment.toml").is_file());
         assert!(out.join("pipeline.json").is_file());
 
+        // Pretend the first session ran on another kernel: a resume must keep
+        // that record rather than stamp this machine over it.
+        let info = out.join("pipeline.json");
+        let mut json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&info).unwrap()).unwrap();
+        json["environment"]["kernel"] = "Linux first-session".into();
+        std::fs::write(&info, json.to_string()).unwrap();
+
         // Again, with only the title changed: everything is kept.
         let req = SweepRequest {
             text: TINY.replace("title = \"Tiny\"", "title = \"Tiny, retitled\""),
@@ -316,7 +347,17 @@ links = ["memory:unlimited"]
         assert_eq!((o.kept, o.measured), (2, 0), "{o:?}");
         assert!(rec.started.is_empty());
         assert!(
-            rec.notes[0].contains("2 kept from before"),
+            rec.notes.iter().any(|n| n.contains("2 kept from before")),
+            "{:?}",
+            rec.notes
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&info).unwrap()).unwrap();
+        assert_eq!(json["environment"]["kernel"], "Linux first-session");
+        assert!(
+            rec.notes
+                .iter()
+                .any(|n| n.contains("resuming on another machine")),
             "{:?}",
             rec.notes
         );

@@ -9,7 +9,7 @@ use crate::{
     capacity, projected_capacity, LinkSpec, PipelineExperiment, PipelineRunParams,
     PipelineRunRecord, PipelineSweep, PIPELINE_SWEEP_SCHEMA,
 };
-use connlab_os::{Environment, Shutdown};
+use connlab_os::Shutdown;
 use connlab_pipeline::{LinkConfig, Mode, PipelineConfig};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -104,7 +104,7 @@ pub(super) fn sweep(
         schema: PIPELINE_SWEEP_SCHEMA.into(),
         experiment: exp.clone(),
         quick,
-        environment: Environment::capture(),
+        environment: super::sweep_environment(earlier.as_ref().map(|e| &e.environment), progress),
         started_unix_s: earlier.as_ref().map_or_else(unix_now, |e| e.started_unix_s),
         runs_total: plan.len(),
         runs: Vec::new(),

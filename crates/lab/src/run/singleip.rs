@@ -30,7 +30,7 @@ use crate::{
 use anyhow::{anyhow, bail, Context};
 use connlab_linkem::lab::{Lab, LabSpec};
 use connlab_os::netns::{add_bridge, delete_namespaces, ip, run_in_namespace, wait_for_carrier};
-use connlab_os::{Environment, Shutdown};
+use connlab_os::Shutdown;
 use std::ffi::OsStr;
 use std::fs::File;
 use std::net::{SocketAddr, TcpStream};
@@ -92,10 +92,10 @@ pub(super) fn sweep(
         schema: SINGLEIP_SWEEP_SCHEMA.into(),
         name: exp.name.clone(),
         quick,
-        started_unix_s: earlier.map_or_else(unix_now, |i| i.started_unix_s),
+        started_unix_s: earlier.as_ref().map_or_else(unix_now, |i| i.started_unix_s),
         points_total: plan.len(),
         connlab_version: env!("CARGO_PKG_VERSION").into(),
-        environment: Environment::capture(),
+        environment: super::sweep_environment(earlier.as_ref().map(|i| &i.environment), progress),
         placement: placement.clone(),
     };
     SingleIpSweep::write_info(out, &info).map_err(|e| RunError::Failed(e.to_string()))?;
