@@ -17,7 +17,8 @@
 //! `-src<addrs>` when the file lists source addresses), so a second run of
 //! the same sweep skips the points already written.
 
-use crate::peers::{Bytes, ServeEngine, Span};
+use crate::peers::ServeEngine;
+use crate::sweep_file::{self, read_json, read_text, Bytes, Span, SweepFileError};
 use connlab_loadgen::LoadResult;
 use connlab_measure::{ActiveRatio, DeviationSummary, Summary};
 use connlab_os::Environment;
@@ -31,35 +32,7 @@ pub const LOADGEN_SWEEP_SCHEMA: &str = "connlab.loadgen.sweep/1";
 pub const LOADGEN_POINT_SCHEMA: &str = "connlab.loadgen.point/1";
 
 /// Why a loadgen experiment or results directory could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum LoadgenError {
-    /// The file could not be read.
-    #[error("{path}: {source}")]
-    Read {
-        /// The file.
-        path: String,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// A field has the wrong type or value, or is unknown.
-    #[error("{origin}: {field}: {message}")]
-    Field {
-        /// The file (or other origin) of the text.
-        origin: String,
-        /// The field at fault, as a path (`workload.active_ratios[1]`).
-        field: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// The text is not TOML or JSON at all.
-    #[error("{origin}: {message}")]
-    Syntax {
-        /// The file.
-        origin: String,
-        /// The parser's message.
-        message: String,
-    },
-}
+pub type LoadgenError = SweepFileError;
 
 /// An active ratio in a file: `"1/16"`, `0.0625` or `"6.25%"`; kept as
 /// written (the `--active-ratio` value and the label) with its value.
@@ -412,10 +385,7 @@ impl LoadgenParams {
 impl LoadgenExperiment {
     /// Reads and validates an experiment file.
     pub fn from_file(path: &Path) -> Result<LoadgenExperiment, LoadgenError> {
-        let text = std::fs::read_to_string(path).map_err(|source| LoadgenError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let text = read_text(path)?;
         LoadgenExperiment::from_toml(&text, &path.display().to_string())
     }
 
@@ -431,12 +401,7 @@ impl LoadgenExperiment {
                 field: e.path().to_string(),
                 message: e.inner().message().trim().to_string(),
             })?;
-        exp.validate()
-            .map_err(|(field, message)| LoadgenError::Field {
-                origin: origin.into(),
-                field,
-                message,
-            })?;
+        exp.validate().map_err(SweepFileError::in_field(origin))?;
         Ok(exp)
     }
 
@@ -609,10 +574,6 @@ impl LoadgenExperiment {
     }
 }
 
-fn first_line(s: &str) -> String {
-    s.lines().next().unwrap_or_default().trim().to_string()
-}
-
 /// What the client (or the shards, merged) measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ClientFigures {
@@ -745,7 +706,7 @@ impl LoadgenDir {
 
     /// `DIR/points/<id>.json`.
     pub fn point_path(dir: &Path, id: &str) -> PathBuf {
-        dir.join("points").join(format!("{id}.json"))
+        sweep_file::point_path(dir, id)
     }
 
     /// `DIR/logs/<id>/`.
@@ -755,7 +716,7 @@ impl LoadgenDir {
 
     /// Writes `value` as JSON to `path` whole: a temporary file, then a rename.
     pub fn write_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
-        crate::results::write_json_whole(path, value, true).map_err(std::io::Error::other)
+        sweep_file::write_json(path, value)
     }
 
     /// Reads `loadgen.json`.
@@ -783,20 +744,6 @@ impl LoadgenDir {
         }
         Ok(LoadgenDir { info, points })
     }
-}
-
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, LoadgenError> {
-    let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| LoadgenError::Read {
-        path: origin.clone(),
-        source,
-    })?;
-    let mut de = serde_json::Deserializer::from_str(&text);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| LoadgenError::Field {
-        origin,
-        field: e.path().to_string(),
-        message: first_line(&e.inner().to_string()),
-    })
 }
 
 #[cfg(test)]

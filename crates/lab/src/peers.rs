@@ -20,6 +20,8 @@
 //! Point ids are `<contender>-<body>B-rep<k>`, so a second run of the same
 //! sweep skips the points already written.
 
+use crate::sweep_file::{self, read_json, read_text, SweepFileError};
+pub use crate::sweep_file::{Bytes, Span};
 use crate::ExperimentError;
 use connlab_os::Environment;
 use serde::{Deserialize, Serialize};
@@ -33,99 +35,7 @@ pub const PEERS_SWEEP_SCHEMA: &str = "connlab.peers.sweep/1";
 pub const PEER_POINT_SCHEMA: &str = "connlab.peers.point/1";
 
 /// Why a peers experiment or results directory could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum PeersError {
-    /// The file could not be read.
-    #[error("{path}: {source}")]
-    Read {
-        /// The file.
-        path: String,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// A field has the wrong type or value, or is unknown.
-    #[error("{origin}: {field}: {message}")]
-    Field {
-        /// The file (or other origin) of the text.
-        origin: String,
-        /// The field at fault, as a path (`contender[1].kind`).
-        field: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// The text is not TOML or JSON at all.
-    #[error("{origin}: {message}")]
-    Syntax {
-        /// The file.
-        origin: String,
-        /// The parser's message.
-        message: String,
-    },
-}
-
-/// A byte count in a file: a number or text such as `10KiB`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "RawSize", into = "u64")]
-pub struct Bytes(pub u64);
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum RawSize {
-    Number(u64),
-    Text(String),
-}
-
-impl TryFrom<RawSize> for Bytes {
-    type Error = String;
-    fn try_from(v: RawSize) -> Result<Self, String> {
-        match v {
-            RawSize::Number(n) => Ok(Bytes(n)),
-            RawSize::Text(t) => connlab_measure::units::parse_size(&t).map(Bytes),
-        }
-    }
-}
-
-impl From<Bytes> for u64 {
-    fn from(b: Bytes) -> u64 {
-        b.0
-    }
-}
-
-/// A duration in a file: text such as `10s` or `500ms`, or a number of seconds.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "RawDuration", into = "String")]
-pub struct Span(pub Duration);
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum RawDuration {
-    Seconds(f64),
-    Text(String),
-}
-
-impl TryFrom<RawDuration> for Span {
-    type Error = String;
-    fn try_from(v: RawDuration) -> Result<Self, String> {
-        match v {
-            RawDuration::Seconds(s) if s.is_finite() && s > 0.0 => {
-                Ok(Span(Duration::from_secs_f64(s)))
-            }
-            RawDuration::Seconds(s) => Err(format!("{s} is not a positive number of seconds")),
-            RawDuration::Text(t) => connlab_measure::units::parse_duration(&t).map(Span),
-        }
-    }
-}
-
-impl From<Span> for String {
-    fn from(s: Span) -> String {
-        let ms = s.0.as_millis();
-        if ms.is_multiple_of(1000) {
-            format!("{}s", ms / 1000)
-        } else {
-            format!("{ms}ms")
-        }
-    }
-}
+pub type PeersError = SweepFileError;
 
 /// What a process is: which program, set up how.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -528,10 +438,7 @@ impl PeerParams {
 impl PeersExperiment {
     /// Reads and validates an experiment file.
     pub fn from_file(path: &Path) -> Result<PeersExperiment, PeersError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PeersError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let text = read_text(path)?;
         PeersExperiment::from_toml(&text, &path.display().to_string())
     }
 
@@ -552,12 +459,7 @@ impl PeersExperiment {
         };
         crate::kind::expect(text, origin, &[crate::ExperimentKind::Peers]).map_err(to_peers)?;
         let exp: PeersExperiment = crate::values::parse_toml(text, origin).map_err(to_peers)?;
-        exp.validate()
-            .map_err(|(field, message)| PeersError::Field {
-                origin: origin.into(),
-                field,
-                message,
-            })?;
+        exp.validate().map_err(SweepFileError::in_field(origin))?;
         Ok(exp)
     }
 
@@ -772,10 +674,6 @@ impl PeersExperiment {
     }
 }
 
-fn first_line(s: &str) -> String {
-    s.lines().next().unwrap_or_default().trim().to_string()
-}
-
 /// CPU seconds (user + system, from `/proc`) one role used during the client's run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RoleCpu {
@@ -855,12 +753,12 @@ impl PeersDir {
 
     /// `DIR/points/<id>.json`.
     pub fn point_path(dir: &Path, id: &str) -> PathBuf {
-        dir.join("points").join(format!("{id}.json"))
+        sweep_file::point_path(dir, id)
     }
 
     /// Writes `value` as JSON to `path` whole: a temporary file, then a rename.
     pub fn write_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
-        crate::results::write_json_whole(path, value, true).map_err(std::io::Error::other)
+        sweep_file::write_json(path, value)
     }
 
     /// Reads a results directory; points not in the plan are left out.
@@ -877,20 +775,6 @@ impl PeersDir {
         }
         Ok(PeersDir { info, points })
     }
-}
-
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, PeersError> {
-    let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| PeersError::Read {
-        path: origin.clone(),
-        source,
-    })?;
-    let mut de = serde_json::Deserializer::from_str(&text);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| PeersError::Field {
-        origin,
-        field: e.path().to_string(),
-        message: first_line(&e.inner().to_string()),
-    })
 }
 
 #[cfg(test)]
