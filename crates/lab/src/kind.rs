@@ -4,8 +4,8 @@
 //! from that shape. [`AnyExperiment`] holds the parsed file of any kind.
 
 use crate::{
-    Experiment, ExperimentError, LoadgenError, LoadgenExperiment, PeersError, PeersExperiment,
-    PipelineExperiment, SingleIpExperiment, Suite,
+    Experiment, ExperimentError, LoadgenExperiment, PeersExperiment, PipelineExperiment,
+    SingleIpExperiment, Suite, SweepFileError,
 };
 use std::fmt;
 use std::path::Path;
@@ -301,11 +301,11 @@ impl AnyExperiment {
     }
 }
 
-impl From<PeersError> for ExperimentError {
-    fn from(e: PeersError) -> ExperimentError {
+impl From<SweepFileError> for ExperimentError {
+    fn from(e: SweepFileError) -> ExperimentError {
         match e {
-            PeersError::Read { path, source } => ExperimentError::Read { path, source },
-            PeersError::Field {
+            SweepFileError::Read { path, source } => ExperimentError::Read { path, source },
+            SweepFileError::Field {
                 origin,
                 field,
                 message,
@@ -314,25 +314,9 @@ impl From<PeersError> for ExperimentError {
                 field,
                 message,
             },
-            PeersError::Syntax { origin, message } => ExperimentError::Parse { origin, message },
-        }
-    }
-}
-
-impl From<LoadgenError> for ExperimentError {
-    fn from(e: LoadgenError) -> ExperimentError {
-        match e {
-            LoadgenError::Read { path, source } => ExperimentError::Read { path, source },
-            LoadgenError::Field {
-                origin,
-                field,
-                message,
-            } => ExperimentError::Invalid {
-                origin,
-                field,
-                message,
-            },
-            LoadgenError::Syntax { origin, message } => ExperimentError::Parse { origin, message },
+            SweepFileError::Syntax { origin, message } => {
+                ExperimentError::Parse { origin, message }
+            }
         }
     }
 }

@@ -21,6 +21,7 @@ mod results;
 pub mod run;
 mod singleip;
 mod suite;
+mod sweep_file;
 pub mod values;
 mod verdict;
 
@@ -62,4 +63,5 @@ pub use singleip::{
 };
 pub use singleip::{Bytes as SingleIpBytes, Placement as SingleIpPlacement};
 pub use suite::{experiment_name, Suite, SuiteKind, SuitePaper, DEFAULT_SUITE};
+pub use sweep_file::SweepFileError;
 pub use verdict::{Judgement, Verdict};

@@ -25,7 +25,8 @@ use rtrb::{Consumer, Producer, PushError};
 use crate::idle::{Idler, Rng};
 use crate::layer::Service;
 use crate::pool::Buf;
-use crate::runtime::{BusyMeter, CpuClock, Ctx, Item, ThreadReport};
+use crate::results::Side;
+use crate::runtime::{BusyMeter, CpuClock, Ctx, Item, ThreadReport, ThreadRole};
 
 /// Most catch-up a paced line allows after its thread was descheduled.
 pub(crate) const BURST: Duration = Duration::from_micros(100);
@@ -145,7 +146,7 @@ fn tx_time(len: usize, bw: Option<u64>) -> Duration {
 pub(crate) fn memory_line<'p>(
     ctx: &Ctx<'p>,
     name: String,
-    side: &'static str,
+    side: Side,
     me: usize,
     peer: usize,
     cpu: Option<usize>,
@@ -154,12 +155,7 @@ pub(crate) fn memory_line<'p>(
     mut wire_rx: Consumer<Wired<'p>>,
     params: MemoryParams,
 ) -> ThreadReport {
-    let mut report = ThreadReport {
-        name,
-        side,
-        cpu,
-        ..ThreadReport::default()
-    };
+    let mut report = ThreadReport::new(name, side, ThreadRole::Line, cpu);
     if !ctx.pin(cpu, &report.name) {
         return report;
     }
@@ -272,7 +268,7 @@ pub(crate) fn memory_line<'p>(
 pub(crate) fn udp_line<'p>(
     ctx: &Ctx<'p>,
     name: String,
-    side: &'static str,
+    side: Side,
     me: usize,
     cpu: Option<usize>,
     mut ends: LayerEnds<'p>,
@@ -280,12 +276,7 @@ pub(crate) fn udp_line<'p>(
     loss: f64,
     seed: u64,
 ) -> ThreadReport {
-    let mut report = ThreadReport {
-        name,
-        side,
-        cpu,
-        ..ThreadReport::default()
-    };
+    let mut report = ThreadReport::new(name, side, ThreadRole::Line, cpu);
     if !ctx.pin(cpu, &report.name) {
         return report;
     }

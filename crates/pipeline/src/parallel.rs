@@ -16,7 +16,12 @@ use rtrb::{Consumer, Producer, PushError, RingBuffer};
 use crate::idle::Idler;
 use crate::layer::{Action, Layer, LayerConfig, Role, Service};
 use crate::line::LayerEnds;
-use crate::runtime::{BusyMeter, CpuClock, Ctx, Item, Occupancy, Source, ThreadReport};
+use std::net::UdpSocket;
+use std::sync::atomic::AtomicBool;
+
+use crate::results::Side;
+use crate::run::{coordinate, line_threads, spawn_in, Collected, PipelineError};
+use crate::runtime::{BusyMeter, CpuClock, Ctx, Item, Occupancy, Source, ThreadReport, ThreadRole};
 use crate::PipelineConfig;
 
 /// Items taken from one queue per round.
@@ -87,7 +92,7 @@ fn half_full<T>(c: &Consumer<T>) -> bool {
 /// The queues and neighbours of one layer thread.
 pub(crate) struct LayerThread<'p> {
     pub(crate) name: String,
-    pub(crate) side: &'static str,
+    pub(crate) side: Side,
     pub(crate) role: Role,
     pub(crate) k: usize,
     pub(crate) top: bool,
@@ -112,13 +117,7 @@ fn above_ready(rx: &Option<Consumer<Item<'_>>>, entity: &Layer<'_>) -> bool {
 
 /// The loop of one layer thread.
 pub(crate) fn run_layer<'p>(ctx: &Ctx<'p>, mut t: LayerThread<'p>) -> ThreadReport {
-    let mut report = ThreadReport {
-        name: t.name.clone(),
-        side: t.side,
-        layer: Some(t.k),
-        cpu: t.cpu,
-        ..ThreadReport::default()
-    };
+    let mut report = ThreadReport::new(t.name.clone(), t.side, ThreadRole::Layer(t.k), t.cpu);
     if !ctx.pin(t.cpu, &t.name) {
         return report;
     }
@@ -255,12 +254,12 @@ pub(crate) fn run_source<'p>(
     below: usize,
     mut tx: Producer<Item<'p>>,
 ) -> ThreadReport {
-    let mut report = ThreadReport {
-        name: "sender source".into(),
-        side: "sender",
+    let mut report = ThreadReport::new(
+        "sender source".into(),
+        Side::Sender,
+        ThreadRole::Source,
         cpu,
-        ..ThreadReport::default()
-    };
+    );
     if !ctx.pin(cpu, &report.name) {
         return report;
     }
@@ -330,12 +329,12 @@ pub(crate) fn run_sink<'p>(
     above_of: usize,
     mut rx: Consumer<Item<'p>>,
 ) -> ThreadReport {
-    let mut report = ThreadReport {
-        name: "receiver sink".into(),
-        side: "receiver",
+    let mut report = ThreadReport::new(
+        "receiver sink".into(),
+        Side::Receiver,
+        ThreadRole::Sink,
         cpu,
-        ..ThreadReport::default()
-    };
+    );
     if !ctx.pin(cpu, &report.name) {
         return report;
     }
@@ -420,7 +419,7 @@ pub(crate) fn wire<'p>(ctx: &Ctx<'p>) -> Wiring<'p> {
         let me = sender_id(n, k);
         layers.push(LayerThread {
             name: format!("sender layer {k}"),
-            side: "sender",
+            side: Side::Sender,
             role: Role::Initiator,
             k,
             top: k == n,
@@ -442,7 +441,7 @@ pub(crate) fn wire<'p>(ctx: &Ctx<'p>) -> Wiring<'p> {
         let me = receiver_id(n, k);
         layers.push(LayerThread {
             name: format!("receiver layer {k}"),
-            side: "receiver",
+            side: Side::Receiver,
             role: Role::Responder,
             k,
             top: k == n,
@@ -501,4 +500,79 @@ fn unreachable_queue<'p>() -> Consumer<Item<'p>> {
 
 fn unreachable_queue_p<'p>() -> Producer<Item<'p>> {
     RingBuffer::new(1).0
+}
+
+/// Drives a layer-parallel run: spawns the source, every layer, both lines
+/// and the sink, waits for the end and collects their reports.
+pub(crate) fn run_parallel<'p>(
+    ctx: &'p Ctx<'p>,
+    udp: Option<(UdpSocket, UdpSocket)>,
+    stop: &AtomicBool,
+    timed_out: &mut bool,
+    interrupted: &mut bool,
+) -> Result<Collected, PipelineError> {
+    let cfg = ctx.cfg;
+    let n = cfg.layers;
+    if n == 0 {
+        // The line alone: no connection to open or close.
+        ctx.sender_open.store(true, Ordering::SeqCst);
+        ctx.sender_closed.store(true, Ordering::SeqCst);
+    }
+    let w = wire(ctx);
+    let mut collected = Collected::default();
+    let spawned: Result<(), PipelineError> = std::thread::scope(|s| {
+        let mut handles = Vec::new();
+        let mut spawn = |name: String, f: Box<dyn FnOnce() -> ThreadReport + Send + 'p>| {
+            spawn_in(s, &mut handles, name, f)
+        };
+        let result = (|| {
+            let source_tx = w.source_tx;
+            spawn(
+                "sender source".into(),
+                Box::new(move || run_source(ctx, ctx.cpu_for(SOURCE), sender_id(n, n), source_tx)),
+            )?;
+            for t in w.layers {
+                let name = t.name.clone();
+                spawn(name, Box::new(move || run_layer(ctx, t)))?;
+            }
+            let (sf, rf) = line_threads(
+                ctx,
+                udp,
+                [w.sender_line, w.receiver_line],
+                [sender_line_id(n), receiver_line_id(n)],
+            )?;
+            spawn("sender line".into(), sf)?;
+            spawn("receiver line".into(), rf)?;
+            let sink_rx = w.sink_rx;
+            let sink = sink_id(n);
+            spawn(
+                "receiver sink".into(),
+                Box::new(move || {
+                    run_sink(ctx, ctx.cpu_for(sink), sink, receiver_id(n, n), sink_rx)
+                }),
+            )?;
+            Ok(())
+        })();
+        if result.is_ok() {
+            coordinate(
+                ctx,
+                stop,
+                || handles.iter().any(|(_, h)| h.is_finished()),
+                timed_out,
+                interrupted,
+            );
+        } else {
+            ctx.shutdown.store(true, Ordering::SeqCst);
+            ctx.wake_all();
+        }
+        for (name, h) in handles {
+            match h.join() {
+                Ok(r) => collected.threads.push(r),
+                Err(_) => collected.panicked.push(name),
+            }
+        }
+        result
+    });
+    spawned?;
+    Ok(collected)
 }

@@ -24,7 +24,16 @@ use crate::idle::Idler;
 use crate::layer::{Action, Layer, Service};
 use crate::parallel::{flush, BATCH, LOCAL_LIMIT};
 use crate::pool::Buf;
-use crate::runtime::{BusyMeter, CpuClock, Ctx, Item, Sink, Source, ThreadReport};
+use std::net::UdpSocket;
+
+use rtrb::RingBuffer;
+
+use crate::layer::{self, Role};
+use crate::line::LayerEnds;
+use crate::parallel;
+use crate::results::Side;
+use crate::run::{coordinate, line_threads, short_name, spawn_err, Collected, PipelineError};
+use crate::runtime::{BusyMeter, CpuClock, Ctx, Item, Sink, Source, ThreadReport, ThreadRole};
 
 /// Parker/cpu-map id of sender worker `w`.
 pub(crate) fn sender_worker_id(w: usize) -> usize {
@@ -74,7 +83,7 @@ pub(crate) struct SideState<'p> {
 /// One worker's queue pair to its line and identity.
 pub(crate) struct Worker<'p> {
     pub(crate) name: String,
-    pub(crate) side: &'static str,
+    pub(crate) side: Side,
     pub(crate) me: usize,
     pub(crate) line: usize,
     pub(crate) cpu: Option<usize>,
@@ -204,12 +213,7 @@ pub(crate) fn run_worker<'p>(
     mut w: Worker<'p>,
 ) -> WorkerReport {
     let n = side.layers.len();
-    let mut report = ThreadReport {
-        name: w.name.clone(),
-        side: w.side,
-        cpu: w.cpu,
-        ..ThreadReport::default()
-    };
+    let mut report = ThreadReport::new(w.name.clone(), w.side, ThreadRole::Worker, w.cpu);
     let mut c = Carrier {
         ctx,
         side,
@@ -331,4 +335,177 @@ pub(crate) fn run_worker<'p>(
         layer_time: c.layer_time,
         sink_time: c.sink_time,
     }
+}
+
+/// Drives a run-to-completion run with `k` workers per side: builds both
+/// sides' locked layers, spawns the workers and the lines, waits for the end
+/// and collects reports, per-layer times and counters.
+pub(crate) fn run_rtc<'p>(
+    ctx: &'p Ctx<'p>,
+    k: usize,
+    udp: Option<(UdpSocket, UdpSocket)>,
+    stop: &AtomicBool,
+    timed_out: &mut bool,
+    interrupted: &mut bool,
+) -> Result<Collected, PipelineError> {
+    let cfg = ctx.cfg;
+    let n = cfg.layers;
+    let make_side = |initiator: bool| SideState {
+        layers: (1..=n)
+            .map(|l| {
+                Mutex::new(Layer::new(
+                    parallel::layer_config(cfg, l),
+                    if initiator {
+                        Role::Initiator
+                    } else {
+                        Role::Responder
+                    },
+                    ctx.pool,
+                ))
+            })
+            .collect(),
+        source: Mutex::new(Source::new(cfg)),
+        sink: Mutex::new(Sink::new(cfg)),
+        released: AtomicBool::new(false),
+        initiator,
+    };
+    let sender = make_side(true);
+    let receiver = make_side(false);
+    let cap = cfg.queue_capacity;
+    let mut workers = Vec::new();
+    let mut ends = [
+        LayerEnds {
+            from_layers: Vec::new(),
+            to_layers: Vec::new(),
+            layer_parkers: Vec::new(),
+        },
+        LayerEnds {
+            from_layers: Vec::new(),
+            to_layers: Vec::new(),
+            layer_parkers: Vec::new(),
+        },
+    ];
+    for (si, side) in Side::BOTH.into_iter().enumerate() {
+        for w in 0..k {
+            let (down_tx, down_rx) = RingBuffer::new(cap);
+            let (up_tx, up_rx) = RingBuffer::new(cap);
+            let me = if si == 0 {
+                sender_worker_id(w)
+            } else {
+                receiver_worker_id(k, w)
+            };
+            ends[si].from_layers.push(down_rx);
+            ends[si].to_layers.push(up_tx);
+            ends[si].layer_parkers.push(me);
+            workers.push((
+                si,
+                Worker {
+                    name: format!("{side} worker {w}"),
+                    side,
+                    me,
+                    line: if si == 0 {
+                        sender_line_id(k)
+                    } else {
+                        receiver_line_id(k)
+                    },
+                    cpu: ctx.cpu_for(me),
+                    to_line: down_tx,
+                    from_line: up_rx,
+                },
+            ));
+        }
+    }
+    let [s_ends, r_ends] = ends;
+    let mut collected = Collected::default();
+    let mut layer_time = [vec![Duration::ZERO; n], vec![Duration::ZERO; n]];
+    let spawned: Result<(), PipelineError> = std::thread::scope(|s| {
+        let mut worker_handles = Vec::new();
+        let mut line_handles = Vec::new();
+        let fail_spawn = |e: PipelineError| {
+            ctx.shutdown.store(true, Ordering::SeqCst);
+            ctx.wake_all();
+            e
+        };
+        let result = (|| {
+            for (si, w) in workers {
+                let side = if si == 0 { &sender } else { &receiver };
+                let name = w.name.clone();
+                let h = std::thread::Builder::new()
+                    .name(short_name(&name))
+                    .spawn_scoped(s, move || run_worker(ctx, side, w))
+                    .map_err(|e| fail_spawn(spawn_err(&name, e)))?;
+                worker_handles.push((name, si, h));
+            }
+            let (sf, rf) = line_threads(
+                ctx,
+                udp,
+                [s_ends, r_ends],
+                [sender_line_id(k), receiver_line_id(k)],
+            )
+            .map_err(fail_spawn)?;
+            for (name, f) in [("sender line", sf), ("receiver line", rf)] {
+                let h = std::thread::Builder::new()
+                    .name(short_name(name))
+                    .spawn_scoped(s, f)
+                    .map_err(|e| fail_spawn(spawn_err(name, e)))?;
+                line_handles.push((name.to_string(), h));
+            }
+            Ok(())
+        })();
+        if result.is_ok() {
+            coordinate(
+                ctx,
+                stop,
+                || {
+                    worker_handles.iter().any(|(_, _, h)| h.is_finished())
+                        || line_handles.iter().any(|(_, h)| h.is_finished())
+                },
+                timed_out,
+                interrupted,
+            );
+        }
+        for (name, si, h) in worker_handles {
+            match h.join() {
+                Ok(r) => {
+                    for (acc, t) in layer_time[si].iter_mut().zip(&r.layer_time) {
+                        *acc += *t;
+                    }
+                    // The sink runs under the top layer's lock: not layer work.
+                    if let Some(top) = layer_time[si].last_mut() {
+                        *top = top.saturating_sub(r.sink_time);
+                    }
+                    collected.threads.push(r.thread);
+                }
+                Err(_) => collected.panicked.push(name),
+            }
+        }
+        for (name, h) in line_handles {
+            match h.join() {
+                Ok(r) => collected.threads.push(r),
+                Err(_) => collected.panicked.push(name),
+            }
+        }
+        result
+    });
+    spawned?;
+    let counters = |side: &SideState<'_>| -> Vec<layer::LayerCounters> {
+        side.layers
+            .iter()
+            .map(|l| l.lock().unwrap_or_else(|e| e.into_inner()).counters())
+            .collect()
+    };
+    collected.rtc_counters = Some([counters(&sender), counters(&receiver)]);
+    collected.rtc_layer_time = Some(layer_time);
+    let src = sender
+        .source
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .totals();
+    *ctx.source.lock().unwrap_or_else(|e| e.into_inner()) = Some(src);
+    let sink = std::mem::replace(
+        &mut *receiver.sink.lock().unwrap_or_else(|e| e.into_inner()),
+        Sink::new(cfg),
+    );
+    *ctx.sink.lock().unwrap_or_else(|e| e.into_inner()) = sink;
+    Ok(collected)
 }

@@ -11,7 +11,7 @@ use crate::content::{fill_message, message_index, message_matches, StreamChecksu
 use crate::idle::{Idler, Parker};
 use crate::layer::{LayerCounters, Service};
 use crate::pool::{Buf, BufferPool};
-use crate::PipelineConfig;
+use crate::{PipelineConfig, Side};
 
 /// The element of every SPSC queue: a buffer handle (moved, not copied) or the
 /// end-of-stream mark that starts the release of the layer below.
@@ -349,13 +349,28 @@ impl BusyMeter {
     }
 }
 
+/// What a thread does; the drivers and the projection tell threads apart by
+/// this, never by their names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ThreadRole {
+    /// The application source (layer-parallel, sending side).
+    Source,
+    /// The application sink (layer-parallel, receiving side).
+    Sink,
+    /// Layer `k` (1 = bottom) of one side (layer-parallel).
+    Layer(usize),
+    /// The line at the bottom of one side (both modes).
+    Line,
+    /// A run-to-completion worker.
+    Worker,
+}
+
 /// What one thread reports when it ends.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(crate) struct ThreadReport {
     pub(crate) name: String,
-    pub(crate) side: &'static str,
-    /// Layer number (1 = bottom) for layer threads.
-    pub(crate) layer: Option<usize>,
+    pub(crate) side: Side,
+    pub(crate) role: ThreadRole,
     pub(crate) cpu_s: f64,
     pub(crate) busy_s: f64,
     /// Busy time without the preemption cap (see [`BusyMeter`]).
@@ -375,6 +390,29 @@ pub(crate) struct ThreadReport {
 }
 
 impl ThreadReport {
+    /// A report with nothing measured yet.
+    pub(crate) fn new(name: String, side: Side, role: ThreadRole, cpu: Option<usize>) -> Self {
+        ThreadReport {
+            name,
+            side,
+            role,
+            cpu_s: 0.0,
+            busy_s: 0.0,
+            busy_raw_s: 0.0,
+            busy_rounds: 0,
+            messages: 0,
+            counters: None,
+            occupancy_mean: 0.0,
+            occupancy_max: 0,
+            cpu,
+            yields: 0,
+            parks: 0,
+            dropped: 0,
+            duplicated: 0,
+            reordered: 0,
+        }
+    }
+
     /// Fills what every thread measures the same way at its end: CPU time,
     /// busy time (robust and raw) and how it idled.
     pub(crate) fn close(&mut self, clock: &CpuClock, busy: &BusyMeter, idler: &Idler<'_>) {

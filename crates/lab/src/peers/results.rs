@@ -1,0 +1,111 @@
+//! A peers results directory: the point files and `peers.json`, read back.
+
+use super::experiment::{PeerParams, PeersExperiment, Role};
+use super::PeersError;
+use crate::sweep_file::{self, read_json};
+use connlab_os::Environment;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// CPU seconds (user + system, from `/proc`) one role used during the client's run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RoleCpu {
+    /// The server's process tree (nginx: master and worker).
+    pub server_s: Option<f64>,
+    /// The gateway's process tree.
+    pub gateway_s: Option<f64>,
+    /// The client process (its rusage when it was reaped).
+    pub client_s: Option<f64>,
+}
+
+/// One finished point of a peers sweep (`DIR/points/<id>.json`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PeerPoint {
+    /// [`PEER_POINT_SCHEMA`].
+    pub schema: String,
+    /// [`PeerParams::id`].
+    pub id: String,
+    /// What was measured.
+    pub params: PeerParams,
+    /// The role whose CPU divides ([`PeersExperiment::measure`]).
+    pub measure: Role,
+    /// Responses completed by the client.
+    pub requests: u64,
+    /// Completed responses per second, as the client reports it.
+    pub requests_per_s: f64,
+    /// Errors the client reports (non-2xx responses, socket errors).
+    pub errors: u64,
+    /// CPU seconds of each role over the client's run.
+    pub cpu: RoleCpu,
+    /// CPU seconds of the measured role.
+    pub measured_cpu_s: f64,
+    /// `requests / measured_cpu_s`.
+    pub requests_per_cpu_s: f64,
+    /// Wall-clock seconds of the client's run.
+    pub wall_s: f64,
+    /// The command line of each process, role by role.
+    pub commands: Vec<(Role, Vec<String>)>,
+    /// When the point finished (Unix seconds).
+    pub finished_unix_s: f64,
+}
+
+/// `DIR/peers.json`: the sweep as a whole.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PeersInfo {
+    /// [`PEERS_SWEEP_SCHEMA`].
+    pub schema: String,
+    /// The experiment as run.
+    pub experiment: PeersExperiment,
+    /// Whether this is a `--quick` sweep.
+    pub quick: bool,
+    /// Machine, kernel and tool versions.
+    pub environment: Environment,
+    /// Peer program versions (`nginx -v` and the like), by program.
+    #[serde(default)]
+    pub peer_versions: Vec<(String, String)>,
+    /// When the sweep first started (Unix seconds).
+    pub started_unix_s: f64,
+    /// Points in the plan.
+    pub points_total: usize,
+}
+
+/// A peers results directory, read back.
+#[derive(Clone, Debug)]
+pub struct PeersDir {
+    /// `peers.json`.
+    pub info: PeersInfo,
+    /// Finished points in plan order.
+    pub points: Vec<PeerPoint>,
+}
+
+impl PeersDir {
+    /// `DIR/peers.json`.
+    pub fn info_path(dir: &Path) -> PathBuf {
+        dir.join("peers.json")
+    }
+
+    /// `DIR/points/<id>.json`.
+    pub fn point_path(dir: &Path, id: &str) -> PathBuf {
+        sweep_file::point_path(dir, id)
+    }
+
+    /// Writes `value` as JSON to `path` whole: a temporary file, then a rename.
+    pub fn write_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
+        sweep_file::write_json(path, value)
+    }
+
+    /// Reads a results directory; points not in the plan are left out.
+    pub fn open(dir: &Path) -> Result<PeersDir, PeersError> {
+        let info: PeersInfo = read_json(&PeersDir::info_path(dir))?;
+        let plan = info.experiment.plan(info.quick);
+        let mut points = Vec::new();
+        for p in &plan {
+            let path = PeersDir::point_path(dir, &p.id());
+            if path.exists() {
+                let point: PeerPoint = read_json(&path)?;
+                points.push(point);
+            }
+        }
+        Ok(PeersDir { info, points })
+    }
+}

@@ -1,0 +1,113 @@
+use super::experiment::{PeerParams, PeersExperiment, ProcessKind, Role, ServeEngine};
+use super::PeersError;
+use crate::sweep_file::Bytes;
+use std::time::Duration;
+
+const FILE: &str = r#"
+kind = "peers"
+name = "t"
+title = "two engines"
+measure = "server"
+baseline = "poll"
+repetitions = 2
+
+[workload]
+connections = 10
+body_sizes = [128, "10KiB"]
+duration = "1s"
+
+[placement]
+server_cpu = 1
+client_cpu = 0
+
+[client]
+kind = "connlab-load"
+
+[[contender]]
+name = "poll"
+kind = "connlab-serve"
+engine = "poll"
+
+[[contender]]
+name = "epoll"
+kind = "connlab-serve"
+engine = "epoll"
+body_sizes = [128]
+"#;
+
+fn parse(text: &str) -> Result<PeersExperiment, PeersError> {
+    PeersExperiment::from_toml(text, "t.toml")
+}
+
+#[test]
+fn parses_into_typed_values() {
+    assert_eq!(
+        crate::ExperimentKind::of_text(FILE, "t.toml").unwrap(),
+        crate::ExperimentKind::Peers
+    );
+    let e = parse(FILE).unwrap();
+    assert_eq!(e.workload.body_sizes, vec![Bytes(128), Bytes(10240)]);
+    assert_eq!(e.workload.duration.0, Duration::from_secs(1));
+    assert_eq!(e.contender[1].engine, Some(ServeEngine::Epoll));
+    assert_eq!(e.contender_role(), Role::Server);
+    let ids: Vec<String> = e.plan(false).iter().map(PeerParams::id).collect();
+    assert_eq!(
+        ids,
+        [
+            "poll-128B-rep1",
+            "epoll-128B-rep1",
+            "poll-10240B-rep1",
+            "poll-128B-rep2",
+            "epoll-128B-rep2",
+            "poll-10240B-rep2"
+        ]
+    );
+    assert_eq!(e.baselines_at(10240), ["poll"]);
+    let two =
+        parse(&FILE.replace("baseline = \"poll\"", "baseline = [\"epoll\", \"poll\"]")).unwrap();
+    assert_eq!(two.baselines_at(128), ["epoll", "poll"]);
+    assert_eq!(two.baselines_at(10240), ["poll"]);
+    let s = e.setup(&e.contender[1]).unwrap();
+    assert_eq!(s.client.kind, ProcessKind::ConnlabLoad);
+    assert_eq!(s.server.engine, Some(ServeEngine::Epoll));
+    assert!(s.gateway.is_none());
+}
+
+#[test]
+fn serializes_back_to_the_same_experiment() {
+    let e = parse(FILE).unwrap();
+    let json = serde_json::to_string(&e).unwrap();
+    let back: PeersExperiment = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, e);
+}
+
+fn error(text: &str) -> String {
+    parse(text).unwrap_err().to_string()
+}
+
+#[test]
+fn errors_name_the_file_and_field() {
+    let e = error(&FILE.replace("engine = \"epoll\"", "engine = \"epol\""));
+    assert!(e.starts_with("t.toml: contender[1].engine:"), "{e}");
+    let e = error(&FILE.replacen("kind = \"connlab-serve\"", "kind = \"nginx\"", 2));
+    assert!(e.starts_with("t.toml: contender[0].kind:"), "{e}");
+    let e = error(&FILE.replace(
+        "kind = \"connlab-serve\"\nengine = \"epoll\"",
+        "kind = \"wrk\"",
+    ));
+    assert!(e.starts_with("t.toml: contender[1].kind:"), "{e}");
+    let e = error(&FILE.replace("connections = 10", "connections = 10\nrate = 5"));
+    assert!(e.starts_with("t.toml: workload.rate: unknown field"), "{e}");
+    let e = error(&FILE.replace("duration = \"1s\"", "duration = \"soon\""));
+    assert!(e.starts_with("t.toml: workload.duration:"), "{e}");
+    let e = error(&FILE.replace("baseline = \"poll\"", "baseline = \"nginx\""));
+    assert!(e.starts_with("t.toml: baseline:"), "{e}");
+    let e = error(&FILE.replace("body_sizes = [128]", "body_sizes = [64]"));
+    assert!(e.starts_with("t.toml: contender[1].body_sizes:"), "{e}");
+    let e = error(&FILE.replace("[client]\nkind = \"connlab-load\"", ""));
+    assert!(e.starts_with("t.toml: client: missing"), "{e}");
+    let e = error(&FILE.replace("engine = \"poll\"", "engine = \"poll\"\nsplice = true"));
+    assert!(e.starts_with("t.toml: contender[0].splice:"), "{e}");
+    let e = error(&FILE.replace("kind = \"peers\"", "kind = \"sweep\""));
+    assert!(e.starts_with("t.toml: kind:"), "{e}");
+}

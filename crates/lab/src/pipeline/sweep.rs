@@ -1,0 +1,589 @@
+//! The results of a pipeline sweep (`pipeline.json`, `runs.csv`): the
+//! recorded runs, capacities, spreads, cells and the claims judged on them.
+
+use super::experiment::{LinkSpec, PipelineExperiment, PipelineRunParams};
+use super::paper::{size_of, ClaimStatistic, PipelineClaim};
+use super::PIPELINE_SWEEP_SCHEMA;
+use crate::verdict::Judgement;
+use connlab_os::Environment;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// One finished run in `pipeline.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PipelineRunRecord {
+    /// `PipelineRunParams::id`.
+    pub id: String,
+    /// The parameters.
+    pub params: PipelineRunParams,
+    /// The library's result (throughput, per layer, projection).
+    pub result: connlab_pipeline::PipelineResult,
+    /// Throughput × layers / the one-layer throughput of the same mode,
+    /// line, size and repetition (the paper's definition).
+    pub relative_capacity: Option<f64>,
+    /// Relative capacity / layers.
+    pub efficiency: Option<f64>,
+    /// The same from the projected (one core per thread) throughputs.
+    pub projected_relative_capacity: Option<f64>,
+    /// Projected relative capacity / layers.
+    pub projected_efficiency: Option<f64>,
+    /// Unix seconds when the run finished.
+    pub finished_unix_s: f64,
+}
+
+/// `pipeline.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PipelineSweep {
+    /// [`PIPELINE_SWEEP_SCHEMA`].
+    pub schema: String,
+    /// The experiment as run.
+    pub experiment: PipelineExperiment,
+    /// Whether `--quick` reduced it.
+    pub quick: bool,
+    /// Where it ran.
+    pub environment: Environment,
+    /// Unix seconds at the start.
+    pub started_unix_s: f64,
+    /// Runs planned.
+    pub runs_total: usize,
+    /// Finished runs, in plan order.
+    pub runs: Vec<PipelineRunRecord>,
+}
+
+/// Relative capacity and efficiency of `throughput` at `layers` against
+/// the one-layer `base` (the paper's definitions); `None` without a base.
+pub fn capacity(throughput: f64, layers: u32, base: Option<f64>) -> (Option<f64>, Option<f64>) {
+    match base {
+        Some(b) if b > 0.0 && layers > 0 => {
+            let rc = connlab_pipeline::relative_capacity(throughput, layers as usize, b);
+            (Some(rc), Some(rc / f64::from(layers)))
+        }
+        _ => (None, None),
+    }
+}
+
+/// Largest projected efficiency taken as physical: above it the projected
+/// run with more layers beats the projected one-layer run, which the stage
+/// timings cannot support.
+pub const MAX_PROJECTED_EFFICIENCY: f64 = 1.1;
+
+/// Projected relative capacity and efficiency of a run at `layers` against
+/// its one-layer `base` run, or why there are none.
+pub fn projected_capacity(
+    run: &connlab_pipeline::PipelineResult,
+    layers: u32,
+    base: Option<&connlab_pipeline::PipelineResult>,
+) -> Result<(f64, f64), String> {
+    let p = run
+        .projection
+        .value()
+        .map_err(|why| format!("no projection: {why}"))?;
+    let base = base.ok_or("no projection: no one-layer run to compare with")?;
+    let b = base
+        .projection
+        .value()
+        .map_err(|why| format!("no projection: the one-layer run has none ({why})"))?;
+    let (Some(rc), Some(eff)) = capacity(p, layers, Some(b)) else {
+        return Err("no projection: the one-layer projection is zero".into());
+    };
+    if eff > MAX_PROJECTED_EFFICIENCY {
+        return Err(format!(
+            "no projection: projected efficiency {eff:.2} is above 1 (the {layers}-layer projection, {p:.0} Mbit/s, beats the one-layer one, {b:.0} Mbit/s, bounded by {})",
+            base.projection.bound
+        ));
+    }
+    Ok((rc, eff))
+}
+
+/// `8 KiB`, `1,000 B`.
+pub fn size_text(bytes: u64) -> String {
+    if bytes > 0 && bytes.is_multiple_of(1024) {
+        format!("{} KiB", bytes / 1024)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+/// Median and range of one figure over repetitions.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Spread {
+    /// Median (the mean of the middle two for an even count).
+    pub median: f64,
+    /// Smallest.
+    pub min: f64,
+    /// Largest.
+    pub max: f64,
+    /// Values.
+    pub n: usize,
+}
+
+impl Spread {
+    /// The spread of `values`; `None` if there are none.
+    pub fn of(values: &[f64]) -> Option<Spread> {
+        let mut v: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        Some(Spread {
+            median: if n % 2 == 1 {
+                v[n / 2]
+            } else {
+                (v[n / 2 - 1] + v[n / 2]) / 2.0
+            },
+            min: v[0],
+            max: v[n - 1],
+            n,
+        })
+    }
+
+    /// `0.87 (0.85–0.90)`, or `0.87` when every value is the same.
+    pub fn text(&self, digits: usize) -> String {
+        let m = format!("{:.digits$}", self.median);
+        let (a, b) = (
+            format!("{:.digits$}", self.min),
+            format!("{:.digits$}", self.max),
+        );
+        if a == b {
+            m
+        } else {
+            format!("{m} ({a}–{b})")
+        }
+    }
+}
+
+/// Our figures for one mode, line, size, message count and layer count:
+/// one value per repetition.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OursCell {
+    /// Finished repetitions.
+    pub runs: usize,
+    /// Measured Mbit/s, relative capacity, efficiency.
+    pub measured: [Vec<f64>; 3],
+    /// Projected Mbit/s, relative capacity, efficiency.
+    pub projected: [Vec<f64>; 3],
+    /// Why repetitions have no projected Mbit/s (distinct reasons).
+    pub no_projection: Vec<String>,
+    /// Why repetitions have no projected relative capacity (distinct).
+    pub no_projected_capacity: Vec<String>,
+    /// What bounded the projections (distinct).
+    pub bounds: Vec<String>,
+}
+
+/// A claim judged on the paper's own values, our measured and our
+/// projected figures.
+#[derive(Clone, Debug)]
+pub struct ClaimResult {
+    /// The claim.
+    pub claim: PipelineClaim,
+    /// On the paper's tables.
+    pub paper: Judgement,
+    /// On our measured figures (this machine's CPUs shared by every thread).
+    pub measured: Judgement,
+    /// On our projected figures (one core per thread).
+    pub projected: Judgement,
+}
+
+/// Where a claim's values come from.
+#[derive(Clone, Copy, PartialEq)]
+enum Source {
+    Paper,
+    Measured,
+    Projected,
+}
+
+fn within(v: f64, c: &PipelineClaim) -> bool {
+    c.expect_min.is_none_or(|m| v >= m) && c.expect_max.is_none_or(|m| v <= m)
+}
+
+fn values_text(v: &[f64]) -> String {
+    Spread::of(v).map_or("—".into(), |s| {
+        let (a, b) = (format!("{:.2}", s.min), format!("{:.2}", s.max));
+        if a == b {
+            a
+        } else {
+            format!("{a}–{b}")
+        }
+    })
+}
+
+impl PipelineSweep {
+    /// Reads `DIR/pipeline.json`.
+    pub fn open(dir: &Path) -> Result<PipelineSweep, crate::ResultsError> {
+        let path = dir.join("pipeline.json");
+        let text = std::fs::read_to_string(&path).map_err(|source| crate::ResultsError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let sweep: PipelineSweep =
+            serde_json::from_str(&text).map_err(|e| crate::ResultsError::Format {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            })?;
+        if sweep.schema != PIPELINE_SWEEP_SCHEMA {
+            return Err(crate::ResultsError::Format {
+                path: path.display().to_string(),
+                message: format!(
+                    "schema {:?}, expected {PIPELINE_SWEEP_SCHEMA}",
+                    sweep.schema
+                ),
+            });
+        }
+        Ok(sweep)
+    }
+
+    /// Writes `DIR/pipeline.json` (temporary name, then rename) and `DIR/runs.csv`.
+    pub fn save(&self, dir: &Path) -> Result<(), crate::ResultsError> {
+        let io = |path: &Path| {
+            let path = path.display().to_string();
+            move |source| crate::ResultsError::Io { path, source }
+        };
+        let path = dir.join("pipeline.json");
+        let json = serde_json::to_string_pretty(self).map_err(|e| crate::ResultsError::Format {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        connlab_os::files::write_atomic(&path, json + "\n").map_err(io(&path))?;
+        let csv = dir.join("runs.csv");
+        connlab_os::files::write_atomic(&csv, self.csv()).map_err(io(&csv))
+    }
+
+    /// One row per run, for pandas. `projected_*` is the bounded
+    /// projection (empty when there is none, `no_projection` says why);
+    /// `layers_only_mbit_s` the layer stages alone.
+    pub fn csv(&self) -> String {
+        let mut out = String::from(
+            "id,mode,link,message_size,layers,repetition,messages,messages_delivered,verified,\
+             throughput_mbit_s,messages_per_s,relative_capacity,efficiency,\
+             projected_mbit_s,projected_relative_capacity,projected_efficiency,\
+             projected_bound,no_projection,layers_only_mbit_s,retransmissions,elapsed_s\n",
+        );
+        let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
+        let text = |t: &str| format!("\"{}\"", t.replace('"', "'"));
+        for r in &self.runs {
+            let x = &r.result;
+            let base = self.run(&r.params.baseline()).map(|b| &b.result);
+            let (rc, eff) = capacity(
+                x.throughput_mbit_s,
+                r.params.layers,
+                base.map(|b| b.throughput_mbit_s),
+            );
+            let (prc, peff, why) = match projected_capacity(x, r.params.layers, base) {
+                Ok((rc, eff)) => (Some(rc), Some(eff), String::new()),
+                Err(e) => (None, None, e),
+            };
+            let why = match x.projection.value() {
+                Err(e) => e.to_string(),
+                Ok(_) => why,
+            };
+            out += &format!(
+                "{},{},{},{},{},{},{},{},{},{:.3},{:.1},{},{},{},{},{},{},{},{},{},{:.4}\n",
+                r.id,
+                r.params.mode,
+                r.params.link.label(),
+                r.params.message_size,
+                r.params.layers,
+                r.params.repetition,
+                r.params.messages,
+                x.messages_delivered,
+                x.verified,
+                x.throughput_mbit_s,
+                x.messages_per_s,
+                opt(rc),
+                opt(eff),
+                opt(x.projection.mbit_s),
+                opt(prc),
+                opt(peff),
+                text(&x.projection.bound),
+                text(&why),
+                opt(x.projection.layers_only_mbit_s),
+                x.retransmissions,
+                x.elapsed_s
+            );
+        }
+        out
+    }
+
+    /// The paper's conditions as this sweep labels them: line and messages
+    /// per run.
+    pub fn paper_conditions(&self) -> Option<(String, u64)> {
+        let p = self.experiment.paper.as_ref()?;
+        Some((LinkSpec::parse(&p.link).ok()?.label(), p.messages))
+    }
+
+    /// Our line alone, Mbit/s of user data, and what stands in for it: the
+    /// pipeline needs at least one layer, so the paper's line's configured
+    /// rate (a frame without layer headers is all user data) stands in.
+    pub fn line_alone_mbit_s(&self) -> Option<f64> {
+        match LinkSpec::parse(&self.experiment.paper.as_ref()?.link).ok()? {
+            LinkSpec::Memory(Some(bps)) => Some(bps as f64 / 1e6),
+            _ => None,
+        }
+    }
+
+    /// Our line alone (the zero-layer runs) at a size over a line (label)
+    /// with a message count, per repetition.
+    pub fn line_alone_runs(&self, link: &str, message_size: u64, messages: u64) -> Vec<(u32, f64)> {
+        self.runs
+            .iter()
+            .filter(|r| {
+                r.params.layers == 0
+                    && r.params.link.label() == link
+                    && r.params.message_size == message_size
+                    && r.params.messages == messages
+            })
+            .map(|r| (r.params.repetition, r.result.throughput_mbit_s))
+            .collect()
+    }
+
+    /// Our figures for a mode, line (label), size, message count and layers.
+    pub fn cell(
+        &self,
+        mode: &str,
+        link: &str,
+        message_size: u64,
+        messages: u64,
+        layers: u32,
+    ) -> OursCell {
+        let mut c = OursCell::default();
+        let push = |v: &mut Vec<String>, s: String| {
+            if !v.contains(&s) {
+                v.push(s);
+            }
+        };
+        for r in self.runs.iter().filter(|r| {
+            r.params.mode == mode
+                && r.params.link.label() == link
+                && r.params.message_size == message_size
+                && r.params.messages == messages
+                && r.params.layers == layers
+        }) {
+            c.runs += 1;
+            let x = &r.result;
+            let base = self.run(&r.params.baseline()).map(|b| &b.result);
+            c.measured[0].push(x.throughput_mbit_s);
+            let (rc, eff) = capacity(
+                x.throughput_mbit_s,
+                layers,
+                base.map(|b| b.throughput_mbit_s),
+            );
+            c.measured[1].extend(rc);
+            c.measured[2].extend(eff);
+            match x.projection.value() {
+                Ok(v) => {
+                    c.projected[0].push(v);
+                    push(&mut c.bounds, x.projection.bound.clone());
+                }
+                Err(why) => push(&mut c.no_projection, why.to_string()),
+            }
+            match projected_capacity(x, layers, base) {
+                Ok((rc, eff)) => {
+                    c.projected[1].push(rc);
+                    c.projected[2].push(eff);
+                }
+                Err(why) => push(&mut c.no_projected_capacity, why),
+            }
+        }
+        c
+    }
+
+    /// Every claim of the paper, judged.
+    pub fn claims(&self) -> Vec<ClaimResult> {
+        let Some(paper) = &self.experiment.paper else {
+            return Vec::new();
+        };
+        paper
+            .claims
+            .iter()
+            .map(|c| ClaimResult {
+                claim: c.clone(),
+                paper: self.judge(c, Source::Paper),
+                measured: self.judge(c, Source::Measured),
+                projected: self.judge(c, Source::Projected),
+            })
+            .collect()
+    }
+
+    fn claim_sizes(&self, c: &PipelineClaim) -> Vec<u64> {
+        match &c.message_sizes {
+            Some(v) => v.iter().filter_map(|s| size_of(s).ok()).collect(),
+            None => {
+                let v = self.experiment.paper_sizes();
+                if v.is_empty() {
+                    let mut v: Vec<u64> = self.runs.iter().map(|r| r.params.message_size).collect();
+                    v.sort_unstable();
+                    v.dedup();
+                    v
+                } else {
+                    v
+                }
+            }
+        }
+    }
+
+    /// The values of a statistic at one size and layer count, or why none.
+    fn values(
+        &self,
+        c: &PipelineClaim,
+        from: Source,
+        size: u64,
+        layers: u32,
+        statistic: ClaimStatistic,
+    ) -> Result<Vec<f64>, String> {
+        let exp = &self.experiment;
+        if from == Source::Paper {
+            let cell = exp
+                .paper_cell(size, layers)
+                .ok_or("not in the paper's tables")?;
+            return match statistic {
+                ClaimStatistic::RelativeCapacity => Ok(vec![cell.relative_capacity]),
+                ClaimStatistic::LineShare => {
+                    let line = exp.paper_line(size).ok_or("no line-alone figure")?;
+                    Ok(vec![cell.mbit_s / line.mbit_s])
+                }
+                _ => Ok(vec![cell.efficiency]),
+            };
+        }
+        let (link, messages) = self
+            .paper_conditions()
+            .ok_or("the experiment names no paper line")?;
+        let cell = self.cell(&c.mode, &link, size, messages, layers);
+        if cell.runs == 0 {
+            return Err(format!(
+                "no {} run over {link} with {messages} messages",
+                c.mode
+            ));
+        }
+        let set = if from == Source::Measured {
+            &cell.measured
+        } else {
+            &cell.projected
+        };
+        let why = |reasons: &[String]| {
+            reasons
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "no value".into())
+        };
+        let v = match statistic {
+            ClaimStatistic::RelativeCapacity => set[1].clone(),
+            ClaimStatistic::LineShare => {
+                let alone = self.line_alone_runs(&link, size, messages);
+                if alone.is_empty() {
+                    let line = self
+                        .line_alone_mbit_s()
+                        .ok_or("the paper's line has no rate here (unlimited or UDP)")?;
+                    set[0].iter().map(|v| v / line).collect()
+                } else {
+                    // Each repetition's figure against the same repetition's
+                    // line alone (the median line alone if it has none).
+                    let all: Vec<f64> = alone.iter().map(|a| a.1).collect();
+                    let median = Spread::of(&all).map_or(f64::NAN, |s| s.median);
+                    self.runs
+                        .iter()
+                        .filter(|r| {
+                            r.params.mode == c.mode
+                                && r.params.link.label() == link
+                                && r.params.message_size == size
+                                && r.params.messages == messages
+                                && r.params.layers == layers
+                        })
+                        .filter_map(|r| {
+                            let v = if from == Source::Measured {
+                                Some(r.result.throughput_mbit_s)
+                            } else {
+                                r.result.projection.mbit_s
+                            }?;
+                            let line = alone
+                                .iter()
+                                .find(|a| a.0 == r.params.repetition)
+                                .map_or(median, |a| a.1);
+                            (line > 0.0).then(|| v / line)
+                        })
+                        .collect()
+                }
+            }
+            _ => set[2].clone(),
+        };
+        if v.is_empty() {
+            return Err(match (from, statistic) {
+                (Source::Projected, ClaimStatistic::LineShare) => why(&cell.no_projection),
+                (Source::Projected, _) => why(&cell.no_projected_capacity),
+                _ => "no one-layer run to compare with".into(),
+            });
+        }
+        Ok(v)
+    }
+
+    fn judge(&self, c: &PipelineClaim, from: Source) -> Judgement {
+        if c.statistic == ClaimStatistic::NotMeasured {
+            return Judgement::cannot_measure(c.unmeasurable.clone().unwrap_or_default());
+        }
+        let sizes = self.claim_sizes(c);
+        let (mut parts, mut judged, mut failed) = (Vec::new(), 0, false);
+        for &size in &sizes {
+            if c.statistic == ClaimStatistic::EfficiencyFalls {
+                let (lo, hi) = (
+                    c.layers.iter().copied().min().unwrap_or(1),
+                    c.layers.iter().copied().max().unwrap_or(1),
+                );
+                let stat = ClaimStatistic::Efficiency;
+                match (
+                    self.values(c, from, size, lo, stat),
+                    self.values(c, from, size, hi, stat),
+                ) {
+                    (Ok(a), Ok(b)) => {
+                        let ok = b.iter().copied().fold(f64::MIN, f64::max)
+                            < a.iter().copied().fold(f64::MAX, f64::min);
+                        judged += 1;
+                        failed |= !ok;
+                        parts.push(format!(
+                            "{}: {} at {lo} layers, {} at {hi}{}",
+                            size_text(size),
+                            values_text(&a),
+                            values_text(&b),
+                            if ok { "" } else { " (not lower)" }
+                        ));
+                    }
+                    (Err(e), _) | (_, Err(e)) => parts.push(format!("{}: {e}", size_text(size))),
+                }
+                continue;
+            }
+            for &l in &c.layers {
+                match self.values(c, from, size, l, c.statistic) {
+                    Ok(v) => {
+                        let ok = v.iter().all(|x| within(*x, c));
+                        judged += 1;
+                        failed |= !ok;
+                        parts.push(format!(
+                            "{} {l} {}: {}{}",
+                            size_text(size),
+                            if l == 1 { "layer" } else { "layers" },
+                            values_text(&v),
+                            if ok { "" } else { " (outside)" }
+                        ));
+                    }
+                    Err(e) => parts.push(format!(
+                        "{} {l} {}: {e}",
+                        size_text(size),
+                        if l == 1 { "layer" } else { "layers" }
+                    )),
+                }
+            }
+        }
+        let detail = parts.join("; ");
+        if failed {
+            Judgement::does_not_hold(detail)
+        } else if judged == 0 {
+            Judgement::cannot_measure(detail)
+        } else {
+            Judgement::holds(detail)
+        }
+    }
+
+    /// The finished run with these parameters.
+    pub fn run(&self, params: &PipelineRunParams) -> Option<&PipelineRunRecord> {
+        self.runs.iter().find(|r| r.params == *params)
+    }
+}

@@ -1,0 +1,368 @@
+use super::experiment::{LinkSpec, PipelineExperiment, PipelineRunParams};
+use super::paper::ClaimStatistic;
+use super::sweep::{capacity, projected_capacity, PipelineRunRecord, PipelineSweep, Spread};
+use super::PIPELINE_SWEEP_SCHEMA;
+use connlab_os::Environment;
+
+use crate::Verdict;
+
+const FILE: &str = r#"
+name = "p"
+title = "P"
+[pipeline]
+layers = [3, 5]
+message_sizes = ["1KiB", 8192]
+messages = 500
+modes = ["layer-parallel", "run-to-completion"]
+links = ["memory:800mbit", "memory:unlimited"]
+[quick]
+layers = [3]
+messages = 50
+[paper]
+citation = "the paper"
+link = "memory:800mbit"
+messages = 500
+[[paper.cells]]
+table = "Table 2"
+message_size = "8KiB"
+layers = 5
+mbit_s = 28.8
+relative_capacity = 4.34
+efficiency = 0.87
+[[paper.line]]
+source = "Section 3"
+message_size = 8192
+mbit_s = 35.8
+[[paper.claims]]
+id = "e5"
+source = "Section 4"
+text = "about 90% at 5 layers"
+statistic = "efficiency"
+layers = [5]
+expect_min = 0.85
+"#;
+
+#[test]
+fn plans_layers_innermost_with_the_one_layer_baseline() {
+    let e = PipelineExperiment::from_toml(FILE, "p.toml").unwrap();
+    assert_eq!(
+        crate::ExperimentKind::of_text(FILE, "p.toml").unwrap(),
+        crate::ExperimentKind::Pipeline
+    );
+    let plan = e.plan(false);
+    assert_eq!(plan.len(), 2 * 2 * 2 * 3);
+    assert_eq!(
+        plan.iter().take(3).map(|p| p.layers).collect::<Vec<_>>(),
+        [1, 3, 5]
+    );
+    assert_eq!(
+        plan[0].id(),
+        "layer-parallel-memory-800mbit-s1024-m500-l1-rep1"
+    );
+    assert_eq!(plan[1].baseline(), plan[0]);
+    let quick = e.plan(true);
+    assert_eq!(quick.len(), 2 * 2 * 2 * 2);
+    assert!(quick.iter().all(|p| p.messages == 50));
+    assert_eq!(e.paper_cell(8192, 5).map(|c| c.efficiency), Some(0.87));
+    assert!(e.paper_cell(8192, 3).is_none());
+    assert_eq!(e.paper_line(8192).map(|l| l.mbit_s), Some(35.8));
+    assert_eq!(e.paper_sizes(), [8192]);
+}
+
+#[test]
+fn bad_values_name_their_field() {
+    for (from, to, field) in [
+        ("layers = [3, 5]", "layers = [0]", "pipeline.layers"),
+        ("layers = [3, 5]", "layers = []", "pipeline.layers"),
+        ("\"1KiB\", 8192", "\"1KiB\", 4", "pipeline.message_sizes[1]"),
+        ("messages = 500", "messages = 0", "pipeline.messages"),
+        ("messages = 500", "messages = [500, 0]", "pipeline.messages"),
+        ("\"run-to-completion\"]", "\"rtc\"]", "pipeline.modes[1]"),
+        (
+            "\"memory:800mbit\",",
+            "\"memory:fast\",",
+            "pipeline.links[0]",
+        ),
+        (
+            "layers = 5\nmbit_s",
+            "layers = 0\nmbit_s",
+            "paper.cells[0].layers",
+        ),
+        ("mbit_s = 28.8", "mbit_s = -1", "paper.cells[0].mbit_s"),
+        (
+            "message_size = \"8KiB\"",
+            "message_size = \"8 parsecs\"",
+            "paper.cells[0].message_size",
+        ),
+        ("mbit_s = 35.8", "mbit_s = 0", "paper.line[0].mbit_s"),
+        ("expect_min = 0.85", "", "paper.claims[0].expect_min"),
+        (
+            "statistic = \"efficiency\"",
+            "statistic = \"not-measured\"",
+            "paper.claims[0].unmeasurable",
+        ),
+        (
+            "link = \"memory:800mbit\"\nmessages",
+            "link = \"tcp\"\nmessages",
+            "paper.link",
+        ),
+    ] {
+        let text = FILE.replacen(from, to, 1);
+        let err = PipelineExperiment::from_toml(&text, "p.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(field), "{to}: {err}");
+    }
+    // Unknown fields and the old list shape are refused, naming the key.
+    let err = PipelineExperiment::from_toml(
+        &FILE.replace("efficiency = 0.87", "efficiency = 0.87\nefficency = 1"),
+        "p.toml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("efficency"), "{err}");
+    let err = PipelineExperiment::from_toml("[pipeline]\nlayers = 3\n", "x.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with("x.toml"), "{err}");
+}
+
+#[test]
+fn links_parse_and_label() {
+    assert_eq!(
+        LinkSpec::parse("memory:800mbit"),
+        Ok(LinkSpec::Memory(Some(800_000_000)))
+    );
+    assert_eq!(LinkSpec::parse("memory"), Ok(LinkSpec::Memory(None)));
+    assert_eq!(LinkSpec::parse("udp"), Ok(LinkSpec::Udp));
+    assert!(LinkSpec::parse("tcp").is_err());
+    assert_eq!(
+        LinkSpec::Memory(Some(800_000_000)).label(),
+        "memory-800mbit"
+    );
+    assert_eq!(capacity(50.0, 5, Some(100.0)), (Some(2.5), Some(0.5)));
+    assert_eq!(capacity(50.0, 5, None), (None, None));
+}
+
+#[test]
+fn the_experiment_files_parse_into_typed_values() {
+    let paper = PipelineExperiment::from_toml(
+        include_str!("../../../../experiments/pipeline-tables.toml"),
+        "pipeline-tables.toml",
+    )
+    .unwrap();
+    let p = paper.paper.as_ref().unwrap();
+    assert_eq!(p.cells.len(), 18, "Tables 1-3, six layer counts each");
+    assert_eq!(paper.paper_sizes(), [1024, 8192, 32768]);
+    assert_eq!(paper.paper_cell(8192, 5).map(|c| c.mbit_s), Some(28.8));
+    assert_eq!(
+        paper.paper_cell(32768, 11).map(|c| c.efficiency),
+        Some(0.74)
+    );
+    assert_eq!(paper.paper_line(1024).map(|l| l.mbit_s), Some(4.7));
+    assert_eq!(paper.paper_line(32768).map(|l| l.mbit_s), Some(98.2));
+    assert!(p
+        .claims
+        .iter()
+        .any(|c| c.statistic == ClaimStatistic::NotMeasured));
+    // The paper's matrix: 6 layer counts x 3 sizes x 2 modes x 3
+    // repetitions, and the line alone at each size and repetition.
+    let plan = paper.plan(false);
+    assert_eq!(plan.len(), 6 * 3 * 2 * 3 + 3 * 3);
+    assert_eq!(plan.iter().filter(|r| r.layers == 0).count(), 9);
+    assert!(plan
+        .iter()
+        .filter(|r| r.layers == 0)
+        .all(|r| r.mode == "layer-parallel"));
+    assert!(plan
+        .iter()
+        .all(|r| r.messages == 500 && r.link == LinkSpec::Memory(Some(800_000_000))));
+    assert!(paper.plan(true).len() <= 21);
+    let ext = PipelineExperiment::from_toml(
+        include_str!("../../../../experiments/pipeline-extended.toml"),
+        "pipeline-extended.toml",
+    )
+    .unwrap();
+    assert!(ext.paper.is_none());
+    assert!(ext.plan(false).iter().all(|r| r.messages == 5000));
+}
+
+fn projection(mbit_s: Option<f64>, bound: &str) -> connlab_pipeline::Projection {
+    connlab_pipeline::Projection {
+        mbit_s,
+        bound: bound.into(),
+        unsupported: mbit_s.is_none().then(|| "too few busy samples".to_string()),
+        ..Default::default()
+    }
+}
+
+/// Two repetitions at 1 and 5 layers, 8 KiB, over the paper's line.
+fn sweep(measured_5: [f64; 2], projected_5: [Option<f64>; 2]) -> PipelineSweep {
+    let exp = PipelineExperiment::from_toml(FILE, "p.toml").unwrap();
+    let mut runs = Vec::new();
+    for rep in 0..2 {
+        for (layers, measured, projected) in [
+            (1, 100.0, Some(700.0)),
+            (5, measured_5[rep], projected_5[rep]),
+        ] {
+            let params = PipelineRunParams {
+                link: LinkSpec::Memory(Some(800_000_000)),
+                mode: "layer-parallel".into(),
+                message_size: 8192,
+                layers,
+                messages: 500,
+                repetition: rep as u32 + 1,
+            };
+            runs.push(PipelineRunRecord {
+                id: params.id(),
+                params,
+                result: connlab_pipeline::PipelineResult::synthetic(
+                    layers as usize,
+                    8192,
+                    connlab_pipeline::Mode::LayerParallel,
+                    measured,
+                    projection(projected, "line"),
+                ),
+                relative_capacity: None,
+                efficiency: None,
+                projected_relative_capacity: None,
+                projected_efficiency: None,
+                finished_unix_s: 0.0,
+            });
+        }
+    }
+    PipelineSweep {
+        schema: PIPELINE_SWEEP_SCHEMA.into(),
+        experiment: exp,
+        quick: false,
+        environment: Environment::capture(),
+        started_unix_s: 0.0,
+        runs_total: 4,
+        runs,
+    }
+}
+
+#[test]
+fn cells_give_medians_spreads_and_why_no_projection() {
+    let s = sweep([90.0, 80.0], [Some(690.0), None]);
+    let c = s.cell("layer-parallel", "memory-800mbit", 8192, 500, 5);
+    assert_eq!(c.runs, 2);
+    let eff = Spread::of(&c.measured[2]).unwrap();
+    assert!((eff.median - 0.85).abs() < 1e-9 && (eff.min - 0.8).abs() < 1e-9);
+    assert_eq!(eff.text(2), "0.85 (0.80–0.90)");
+    assert_eq!(c.projected[0], [690.0]);
+    assert_eq!(c.bounds, ["line"]);
+    assert!(c.no_projection[0].contains("too few busy samples"));
+    assert!(c.no_projected_capacity[0].starts_with("no projection"));
+    assert_eq!(Spread::of(&[]), None);
+}
+
+#[test]
+fn a_claim_holds_only_across_the_spread() {
+    // Efficiencies 0.9 and 0.8 (claim: at least 0.85): does not hold.
+    let s = sweep([90.0, 80.0], [Some(690.0), Some(680.0)]);
+    let c = &s.claims()[0];
+    assert_eq!(c.paper.verdict, Verdict::Holds, "{}", c.paper.detail);
+    assert_eq!(c.measured.verdict, Verdict::FAILS, "{}", c.measured.detail);
+    assert!(
+        c.measured.detail.contains("0.80–0.90"),
+        "{}",
+        c.measured.detail
+    );
+    assert_eq!(
+        c.projected.verdict,
+        Verdict::Holds,
+        "{}",
+        c.projected.detail
+    );
+    // Both repetitions at 0.9 or more: holds.
+    let s = sweep([95.0, 90.0], [None, None]);
+    let c = &s.claims()[0];
+    assert_eq!(c.measured.verdict, Verdict::Holds);
+    assert!(matches!(c.projected.verdict, Verdict::CannotMeasure(_)));
+    assert!(
+        c.projected.detail.contains("no projection"),
+        "{}",
+        c.projected.detail
+    );
+}
+
+#[test]
+fn projected_efficiency_above_one_is_no_projection() {
+    let base = connlab_pipeline::PipelineResult::synthetic(
+        1,
+        8192,
+        connlab_pipeline::Mode::LayerParallel,
+        100.0,
+        projection(Some(100.0), "CPU share"),
+    );
+    let run = connlab_pipeline::PipelineResult::synthetic(
+        5,
+        8192,
+        connlab_pipeline::Mode::LayerParallel,
+        100.0,
+        projection(Some(150.0), "receiver sink"),
+    );
+    let err = projected_capacity(&run, 5, Some(&base)).unwrap_err();
+    assert!(err.contains("above 1"), "{err}");
+    let unsupported = connlab_pipeline::PipelineResult::synthetic(
+        1,
+        8192,
+        connlab_pipeline::Mode::LayerParallel,
+        100.0,
+        projection(None, ""),
+    );
+    let err = projected_capacity(&run, 5, Some(&unsupported)).unwrap_err();
+    assert!(err.contains("one-layer run has none"), "{err}");
+    let (rc, eff) = projected_capacity(&base, 5, Some(&base)).unwrap();
+    assert!((rc - 5.0).abs() < 1e-9 && (eff - 1.0).abs() < 1e-9);
+}
+
+#[test]
+fn line_share_uses_the_measured_line_alone() {
+    let mut s = sweep([90.0, 80.0], [Some(690.0), Some(680.0)]);
+    if let Some(p) = s.experiment.paper.as_mut() {
+        p.claims[0].statistic = ClaimStatistic::LineShare;
+        p.claims[0].layers = vec![1];
+        p.claims[0].expect_min = Some(0.9);
+    }
+    // Without zero-layer runs the configured 800 Mbit/s stands in:
+    // 100 / 800.
+    let c = &s.claims()[0];
+    assert_eq!(c.measured.verdict, Verdict::FAILS);
+    assert!(c.measured.detail.contains("0.12"), "{}", c.measured.detail);
+    // The paper: 35.8 line alone, no 1-layer cell in this file.
+    assert!(matches!(c.paper.verdict, Verdict::CannotMeasure(_)));
+    for rep in 1..=2 {
+        let params = PipelineRunParams {
+            link: LinkSpec::Memory(Some(800_000_000)),
+            mode: "layer-parallel".into(),
+            message_size: 8192,
+            layers: 0,
+            messages: 500,
+            repetition: rep,
+        };
+        s.runs.push(PipelineRunRecord {
+            id: params.id(),
+            params,
+            result: connlab_pipeline::PipelineResult::synthetic(
+                0,
+                8192,
+                connlab_pipeline::Mode::LayerParallel,
+                105.0,
+                projection(Some(105.0), "line"),
+            ),
+            relative_capacity: None,
+            efficiency: None,
+            projected_relative_capacity: None,
+            projected_efficiency: None,
+            finished_unix_s: 0.0,
+        });
+    }
+    assert_eq!(s.line_alone_runs("memory-800mbit", 8192, 500).len(), 2);
+    let c = &s.claims()[0];
+    assert_eq!(c.measured.verdict, Verdict::Holds, "{}", c.measured.detail);
+    assert!(c.measured.detail.contains("0.95"), "{}", c.measured.detail);
+    // The line alone has no relative capacity.
+    assert_eq!(capacity(105.0, 0, Some(100.0)), (None, None));
+}

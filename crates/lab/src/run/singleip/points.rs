@@ -1,0 +1,344 @@
+//! Running one point of each experiment (rtt, bandwidth, contention) and
+//! recording it.
+
+use super::lab::FrontTbf;
+use super::procs::Proc;
+use super::{read_json, Ctx, LinkSpecArgs, PointDone, PORT, TIMELINE_EVERY, TIMELINE_PACKETS, VIP};
+use crate::run::unix_now;
+use crate::{
+    analyse_contention, bytes_label, summarise_rtt, transfer_result, Bottleneck, ContentionSetup,
+    CpuUse, ExpKind, LinkInfo, ProbeRtt, ProbeTransfer, SingleIpPoint, SingleIpRecord, System,
+    SINGLEIP_POINT_SCHEMA,
+};
+use anyhow::{anyhow, bail, Context};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+impl Ctx<'_> {
+    pub(super) fn link_of(&self, kind: ExpKind) -> LinkInfo {
+        let e = self.exp;
+        match kind {
+            ExpKind::Rtt => LinkInfo {
+                delay_us: e.rtt.as_ref().map_or(0, |r| r.delay.0.as_micros() as u64),
+                rate_bps: None,
+                queue_packets: None,
+                bottleneck: None,
+            },
+            ExpKind::Bandwidth => LinkInfo {
+                delay_us: e
+                    .bandwidth
+                    .as_ref()
+                    .map_or(0, |r| r.delay.0.as_micros() as u64),
+                rate_bps: None,
+                queue_packets: None,
+                bottleneck: None,
+            },
+            ExpKind::Contention => {
+                let c = e.contention.as_ref();
+                LinkInfo {
+                    delay_us: c.map_or(0, |c| c.delay.0.as_micros() as u64),
+                    rate_bps: c.map(|c| c.rate.0),
+                    queue_packets: c.map(|c| c.queue),
+                    bottleneck: c.map(|c| c.bottleneck),
+                }
+            }
+        }
+    }
+
+    /// Runs the points of one (repetition, experiment, system) group and
+    /// hands each result to `done` as it finishes.
+    pub(super) fn run_group(
+        &self,
+        system: System,
+        kind: ExpKind,
+        points: &[&SingleIpPoint],
+        logs: &Path,
+        done: &mut PointDone<'_>,
+    ) -> anyhow::Result<()> {
+        let link = self.link_of(kind);
+        let shared_linkem = match kind {
+            ExpKind::Contention => None,
+            _ => Some(self.linkem(
+                &LinkSpecArgs {
+                    delay: Duration::from_micros(link.delay_us),
+                    rate: None,
+                    log: None,
+                },
+                logs,
+                "group",
+            )?),
+        };
+        let procs = self.start_system(system, logs)?;
+        for p in points {
+            if self.shutdown.requested() {
+                bail!("interrupted");
+            }
+            let began = Instant::now();
+            let r = match kind {
+                ExpKind::Rtt => self.rtt_point(p, logs),
+                ExpKind::Bandwidth => self.bandwidth_point(p, logs, &procs),
+                ExpKind::Contention => self.contention_point(p, logs),
+            }
+            .map(|mut rec| {
+                rec.link = link.clone();
+                rec
+            });
+            done(p, r, began.elapsed())?;
+        }
+        drop(procs);
+        drop(shared_linkem);
+        Ok(())
+    }
+
+    pub(super) fn record(&self, p: &SingleIpPoint) -> SingleIpRecord {
+        SingleIpRecord {
+            schema: SINGLEIP_POINT_SCHEMA.into(),
+            id: p.id(),
+            point: p.clone(),
+            placement: self.placement.clone(),
+            link: LinkInfo {
+                delay_us: 0,
+                rate_bps: None,
+                queue_packets: None,
+                bottleneck: None,
+            },
+            congestion_control: self.exp.congestion_control.clone(),
+            rtt: None,
+            transfers: Vec::new(),
+            contention: None,
+            cpu: None,
+            warnings: Vec::new(),
+            finished_unix_s: 0.0,
+        }
+    }
+
+    pub(super) fn client(&self, i: usize, args: &[String], log: &Path) -> anyhow::Result<Proc> {
+        let mut all: Vec<String> = vec!["singleip".into(), "probe".into()];
+        all.extend(args.iter().cloned());
+        self.connlab(
+            &self.lab.clients[i],
+            self.placement.clients,
+            &all,
+            log,
+            None,
+        )
+    }
+
+    pub(super) fn rtt_point(
+        &self,
+        p: &SingleIpPoint,
+        logs: &Path,
+    ) -> anyhow::Result<SingleIpRecord> {
+        let r = self.exp.rtt.as_ref().context("no [rtt] section")?;
+        let json = logs.join(format!("{}.rtt.json", p.id()));
+        let mut c = self.client(
+            0,
+            &[
+                "rtt".into(),
+                "--target".into(),
+                format!("{VIP}:{PORT}"),
+                "--count".into(),
+                r.round_trips.to_string(),
+                "--warmup".into(),
+                r.warmup.to_string(),
+                "--json".into(),
+                json.display().to_string(),
+            ],
+            &logs.join(format!("{}.client.log", p.id())),
+        )?;
+        let secs = 60 + u64::from(r.round_trips + r.warmup) / 100;
+        c.wait(Instant::now() + Duration::from_secs(secs), self.shutdown)?;
+        let probe: ProbeRtt = read_json(&json)?;
+        let mut rec = self.record(p);
+        rec.rtt = Some(summarise_rtt(&probe.samples_us).context("no round trips measured")?);
+        rec.finished_unix_s = unix_now();
+        let _ = std::fs::remove_file(&json);
+        Ok(rec)
+    }
+
+    pub(super) fn bandwidth_point(
+        &self,
+        p: &SingleIpPoint,
+        logs: &Path,
+        procs: &[Proc],
+    ) -> anyhow::Result<SingleIpRecord> {
+        let b = self
+            .exp
+            .bandwidth
+            .as_ref()
+            .context("no [bandwidth] section")?;
+        let count = b.transfers_of(p.param);
+        let json = logs.join(format!("{}.get.json", p.id()));
+        let mut c = self.client(
+            0,
+            &[
+                "get".into(),
+                "--target".into(),
+                format!("{VIP}:{PORT}"),
+                "--size".into(),
+                p.param.to_string(),
+                "--count".into(),
+                count.to_string(),
+                "--json".into(),
+                json.display().to_string(),
+            ],
+            &logs.join(format!("{}.client.log", p.id())),
+        )?;
+        // CPU of the front process (first) and of the app-nodes (the rest
+        // of an I/O server system's processes) while the transfers run.
+        let cpu_of = |ps: &[Proc]| -> Option<f64> {
+            ps.iter()
+                .map(|p| connlab_os::cgroup::process_cpu_s(p.child.id()))
+                .sum()
+        };
+        let (front, nodes) = procs.split_at(procs.len().min(1));
+        let began = Instant::now();
+        let (f0, n0) = (cpu_of(front), cpu_of(nodes));
+        let secs = 60 + p.param.saturating_mul(u64::from(count)) * 8 / 20_000_000;
+        c.wait(Instant::now() + Duration::from_secs(secs), self.shutdown)?;
+        let (f1, n1) = (cpu_of(front), cpu_of(nodes));
+        let elapsed_s = began.elapsed().as_secs_f64();
+        let probe: Vec<ProbeTransfer> = read_json(&json)?;
+        let mut rec = self.record(p);
+        rec.transfers = probe.iter().map(transfer_result).collect();
+        rec.cpu = Some(CpuUse {
+            front_cpu_s: f0.zip(f1).map(|(a, b)| b - a),
+            nodes_cpu_s: n0.zip(n1).filter(|_| !nodes.is_empty()).map(|(a, b)| b - a),
+            bytes: probe.iter().map(|t| t.got).sum(),
+            elapsed_s,
+        });
+        let short = rec.transfers.iter().filter(|t| t.got != t.size).count();
+        if short > 0 {
+            rec.warnings
+                .push(format!("{short} transfers ended before their last byte"));
+        }
+        rec.finished_unix_s = unix_now();
+        let _ = std::fs::remove_file(&json);
+        Ok(rec)
+    }
+
+    pub(super) fn contention_point(
+        &self,
+        p: &SingleIpPoint,
+        logs: &Path,
+    ) -> anyhow::Result<SingleIpRecord> {
+        let c = self
+            .exp
+            .contention
+            .as_ref()
+            .context("no [contention] section")?;
+        let id = p.id();
+        let pkts = logs.join(format!("{id}.pkts.csv"));
+        let front = c.bottleneck == Bottleneck::Front;
+        let link = LinkSpecArgs {
+            delay: c.delay.0,
+            rate: (!front).then_some((c.rate.0, c.queue)),
+            log: Some(pkts.clone()),
+        };
+        let _tbf = if front {
+            Some(FrontTbf::install(&self.lab.front, c.rate.0, c.queue)?)
+        } else {
+            None
+        };
+        let mut lk = self.linkem(&link, logs, &id)?;
+        std::thread::sleep(Duration::from_millis(300));
+        let epoch = unix_now() + 1.0;
+        let fg_at = epoch + c.foreground_delay.0.as_secs_f64();
+        let bg = c.background.0;
+        let stop = (p.param < bg).then_some(fg_at + c.background_after_small.0.as_secs_f64());
+        let target = format!("{VIP}:{PORT}");
+        let bin = c.bin.0.as_secs_f64();
+        let get = |size: u64, start: f64, json: &Path| {
+            let mut a: Vec<String> = vec![
+                "get".into(),
+                "--target".into(),
+                target.clone(),
+                "--size".into(),
+                size.to_string(),
+                "--start-at".into(),
+                format!("{start:.6}"),
+                "--epoch".into(),
+                format!("{epoch:.6}"),
+                "--bin".into(),
+                format!("{bin}"),
+                "--json".into(),
+                json.display().to_string(),
+            ];
+            if let (Some(s), true) = (stop, size >= bg) {
+                a.push("--stop-at".into());
+                a.push(format!("{s:.6}"));
+            }
+            a
+        };
+        let names = ["fg", "bg1", "bg2"];
+        let jsons: Vec<PathBuf> = names
+            .iter()
+            .map(|n| logs.join(format!("{id}.{n}.json")))
+            .collect();
+        let mut clients = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            let (size, start) = if i == 0 {
+                (p.param, fg_at)
+            } else {
+                (bg, epoch)
+            };
+            clients.push(self.client(
+                i,
+                &get(size, start, &jsons[i]),
+                &logs.join(format!("{id}.{name}.log")),
+            )?);
+        }
+        let secs = c.foreground_delay.0.as_secs_f64()
+            + (bg.max(p.param) as f64 * 8.0 * 3.0 / c.rate.0 as f64) * 2.0
+            + 60.0;
+        let deadline = Instant::now() + Duration::from_secs_f64(secs);
+        for cl in &mut clients {
+            cl.wait(deadline, self.shutdown)?;
+        }
+        lk.stop(Duration::from_secs(30));
+        drop(lk);
+        let mut streams = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            let t: Vec<ProbeTransfer> = read_json(&jsons[i])?;
+            let t = t.into_iter().next().context("a client wrote no transfer")?;
+            streams.push((name.to_string(), t));
+            let _ = std::fs::remove_file(&jsons[i]);
+        }
+        let setup = ContentionSetup {
+            background: bg,
+            bin_s: bin,
+            early_window_s: c.early_window.0.as_secs_f64(),
+            rate_bps: c.rate.0,
+            delay_ms: c.delay.0.as_secs_f64() * 1e3,
+            client_addrs: [
+                "198.18.1.1".into(),
+                "198.18.1.2".into(),
+                "198.18.1.3".into(),
+            ],
+            timeline_every: u32::try_from(bg.max(p.param) / 1448 / TIMELINE_PACKETS)
+                .unwrap_or(u32::MAX)
+                .max(TIMELINE_EVERY),
+        };
+        let mut rec = self.record(p);
+        let mut reader = File::open(&pkts)
+            .map(std::io::BufReader::new)
+            .with_context(|| format!("opening linkem's log {}", pkts.display()))?;
+        let result = analyse_contention(&setup, epoch, &streams, Some(&mut reader))
+            .map_err(|e| anyhow!("{}: {e}", pkts.display()))?;
+        let _ = std::fs::remove_file(&pkts);
+        for s in &result.streams {
+            if s.got < s.size && s.size < bg.max(p.param) {
+                rec.warnings.push(format!(
+                    "{} received {} of {}",
+                    s.name,
+                    s.got,
+                    bytes_label(s.size)
+                ));
+            }
+        }
+        rec.contention = Some(result);
+        rec.finished_unix_s = unix_now();
+        Ok(rec)
+    }
+}

@@ -1,0 +1,227 @@
+//! The contention experiment's analysis: linkem's per-packet log read back
+//! into per-stream rates and fairness.
+
+use super::records::{
+    jain, median, percentile, ContentionResult, ProbeTransfer, StreamResult, TimelinePacket,
+};
+use std::collections::BTreeMap;
+use std::io::BufRead;
+
+// ------------------------------------------------------------------ contention analysis
+
+/// Inputs of [`analyse_contention`] besides the streams.
+#[derive(Clone, Debug)]
+pub struct ContentionSetup {
+    /// Size of the background streams.
+    pub background: u64,
+    /// Bin width, s.
+    pub bin_s: f64,
+    /// Early window, s.
+    pub early_window_s: f64,
+    /// Link rate, bit/s.
+    pub rate_bps: u64,
+    /// One-way delay of the link, ms (subtracted from the emulator's holding time).
+    pub delay_ms: f64,
+    /// The clients' addresses: foreground, background 1, background 2.
+    pub client_addrs: [String; 3],
+    /// Every n-th non-foreground packet goes on the timeline.
+    pub timeline_every: u32,
+}
+
+/// The streams' results and the fairness over their overlap.
+pub fn analyse_contention(
+    setup: &ContentionSetup,
+    epoch: f64,
+    streams: &[(String, ProbeTransfer)],
+    log: Option<&mut dyn BufRead>,
+) -> Result<ContentionResult, String> {
+    let bin = setup.bin_s;
+    let results: Vec<StreamResult> = streams
+        .iter()
+        .map(|(name, t)| StreamResult {
+            name: name.clone(),
+            size: t.size,
+            got: t.got,
+            start_s: t.t0 - epoch,
+            completion_s: t.t_last.filter(|_| t.got == t.size).map(|l| l - t.t0),
+            bins_mbit_s: t.bins.iter().map(|b| *b as f64 * 8.0 / bin / 1e6).collect(),
+        })
+        .collect();
+    let fg = &streams.first().ok_or("no foreground stream")?.1;
+    let fg_completion_ms = fg
+        .t_last
+        .filter(|_| fg.got == fg.size)
+        .map(|l| (l - fg.t0) * 1e3);
+    // Fairness among the streams as large as the background, over the whole
+    // bins in which every one of them ran.
+    let big: Vec<&ProbeTransfer> = streams
+        .iter()
+        .map(|(_, t)| t)
+        .filter(|t| t.size >= setup.background)
+        .collect();
+    let (mut jain_overlap, mut jain_early, mut jain_bin_median) = (None, None, None);
+    let (mut overlap_s, mut link_utilisation) = (None, None);
+    if big.len() >= 2 && big.iter().all(|t| t.t_last.is_some()) {
+        let lo = big.iter().map(|t| t.t0).fold(f64::NEG_INFINITY, f64::max) - epoch;
+        let hi = big
+            .iter()
+            .filter_map(|t| t.t_last)
+            .fold(f64::INFINITY, f64::min)
+            - epoch;
+        let k0 = (lo / bin).floor() as i64 + 1;
+        let k1 = (hi / bin).floor() as i64;
+        if k1 > k0 {
+            let sum = |t: &ProbeTransfer, a: i64, b: i64| -> f64 {
+                (a..b)
+                    .map(|k| t.bins.get(k as usize).copied().unwrap_or(0) as f64)
+                    .sum()
+            };
+            let totals: Vec<f64> = big.iter().map(|t| sum(t, k0, k1)).collect();
+            jain_overlap = jain(&totals);
+            let early_bins = ((setup.early_window_s / bin).round() as i64).max(1);
+            let ke = (k0 + early_bins).min(k1);
+            jain_early = jain(&big.iter().map(|t| sum(t, k0, ke)).collect::<Vec<_>>());
+            let per_bin: Vec<f64> = (k0..k1)
+                .filter_map(|k| jain(&big.iter().map(|t| sum(t, k, k + 1)).collect::<Vec<_>>()))
+                .collect();
+            jain_bin_median = median(per_bin);
+            let secs = (k1 - k0) as f64 * bin;
+            overlap_s = Some(secs);
+            link_utilisation =
+                Some(totals.iter().sum::<f64>() * 8.0 / secs / setup.rate_bps as f64);
+        }
+    }
+    let mut out = ContentionResult {
+        bin_s: bin,
+        streams: results,
+        fg_completion_ms,
+        fg_connect_ms: (fg.t_conn - fg.t0) * 1e3,
+        jain_overlap,
+        jain_early,
+        jain_bin_median,
+        overlap_s,
+        link_utilisation,
+        queue_ms_median: None,
+        queue_ms_p95: None,
+        queue_ms_fg_median: None,
+        drops: 0,
+        timeline: Vec::new(),
+        timeline_every: setup.timeline_every,
+    };
+    if let Some(log) = log {
+        let bg1_t0 = streams.get(1).map_or(fg.t0, |s| s.1.t0);
+        read_packet_log(setup, epoch, fg.size, bg1_t0, log, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// Reads linkem's log: queueing delay toward the clients, drops, and the
+/// time/sequence timeline. linkem's clock (ns since it started) is put on
+/// the clients' by matching background 1's first SYN to its connect start.
+fn read_packet_log(
+    setup: &ContentionSetup,
+    epoch: f64,
+    fg_size: u64,
+    bg1_t0: f64,
+    log: &mut dyn BufRead,
+    out: &mut ContentionResult,
+) -> Result<(), String> {
+    let mut header = String::new();
+    log.read_line(&mut header).map_err(|e| e.to_string())?;
+    let cols: BTreeMap<&str, usize> = header
+        .trim_end()
+        .split(',')
+        .enumerate()
+        .map(|(i, h)| (h, i))
+        .collect();
+    let col = |name: &str| {
+        cols.get(name)
+            .copied()
+            .ok_or_else(|| format!("the packet log has no column {name:?}"))
+    };
+    let (c_dir, c_arr, c_dep, c_fate) = (
+        col("direction")?,
+        col("arrival_ns")?,
+        col("departure_ns")?,
+        col("fate")?,
+    );
+    let (c_src, c_dst, c_proto, c_seq, c_flags, c_len) = (
+        col("src")?,
+        col("dst")?,
+        col("protocol")?,
+        col("seq")?,
+        col("flags")?,
+        col("payload_len")?,
+    );
+    let mut syn_ns: Option<u64> = None;
+    let mut first_seq: [Option<u64>; 3] = [None; 3];
+    let mut counts = [0u64; 3];
+    let (mut q_all, mut q_fg) = (Vec::new(), Vec::new());
+    let mut raw: Vec<(u64, u8, u64, bool)> = Vec::new();
+    let small_fg = fg_size < setup.background;
+    let every = u64::from(setup.timeline_every.max(1));
+    for line in log.lines() {
+        let line = line.map_err(|e| e.to_string())?;
+        let c: Vec<&str> = line.split(',').collect();
+        if c.len() < cols.len() || c[c_proto] != "6" {
+            continue;
+        }
+        let arrival: u64 = c[c_arr].parse().unwrap_or(0);
+        if c[c_dir] != "rl" {
+            if syn_ns.is_none() && c[c_src] == setup.client_addrs[1] && c[c_flags].contains('S') {
+                syn_ns = Some(arrival);
+            }
+            continue;
+        }
+        let Some(s) = setup.client_addrs.iter().position(|a| a == c[c_dst]) else {
+            continue;
+        };
+        let plen: u64 = c[c_len].parse().unwrap_or(0);
+        let seq: u64 = c[c_seq].parse().unwrap_or(0);
+        // The stream starts at its SYN-ACK: earlier packets to the same
+        // client belong to other connections (a readiness probe's FIN).
+        if first_seq[s].is_none() {
+            if !c[c_flags].contains('S') {
+                continue;
+            }
+            first_seq[s] = Some(seq);
+        }
+        let first = first_seq[s].unwrap_or(seq);
+        let rel = seq.wrapping_sub(first) & 0xffff_ffff;
+        if rel >= 1 << 31 {
+            // Before the stream's start: another connection.
+            continue;
+        }
+        let dropped = c[c_fate] != "sent";
+        if dropped {
+            out.drops += 1;
+        } else if plen > 0 {
+            if let Ok(dep) = c[c_dep].parse::<u64>() {
+                let q = dep.saturating_sub(arrival) as f64 / 1e6 - setup.delay_ms;
+                q_all.push(q);
+                if s == 0 {
+                    q_fg.push(q);
+                }
+            }
+        }
+        counts[s] += 1;
+        if plen > 0 && ((s == 0 && small_fg) || (counts[s] - 1) % every == 0 || dropped) {
+            raw.push((arrival, s as u8, rel, dropped));
+        }
+    }
+    let offset = syn_ns.map_or(0.0, |n| n as f64 / 1e9 - (bg1_t0 - epoch));
+    out.timeline = raw
+        .into_iter()
+        .map(|(a, s, seq, dropped)| TimelinePacket {
+            t_s: ((a as f64 / 1e9 - offset) * 1e6).round() / 1e6,
+            stream: s,
+            seq,
+            dropped,
+        })
+        .collect();
+    q_all.sort_by(f64::total_cmp);
+    out.queue_ms_median = median(q_all.iter().copied());
+    out.queue_ms_p95 = percentile(&q_all, 95.0);
+    out.queue_ms_fg_median = median(q_fg);
+    Ok(())
+}
