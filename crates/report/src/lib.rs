@@ -188,26 +188,15 @@ pub(crate) fn ratio(v: Option<f64>) -> String {
     v.map_or("—".into(), claims::ratio_text_x)
 }
 
-/// UTC date and time of Unix seconds (ISO 8601, to the second).
+/// UTC date and time of Unix seconds (RFC 3339, a profile of ISO 8601, to
+/// the second); the bare number of seconds when it is outside the years the
+/// `time` crate can represent.
 fn iso(unix_s: f64) -> String {
-    let secs = unix_s as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil from days (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    use time::format_description::well_known::Rfc3339;
+    time::OffsetDateTime::from_unix_timestamp(unix_s.floor() as i64)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_else(|| format!("{unix_s} s after 1970-01-01T00:00:00Z"))
 }
 
 /// Distinct values, in order of first appearance.
@@ -952,5 +941,10 @@ mod tests {
         assert_eq!(iso(0.0), "1970-01-01T00:00:00Z");
         assert_eq!(iso(1_795_000_000.0), "2026-11-18T11:06:40Z");
         assert_eq!(iso(951_782_400.0), "2000-02-29T00:00:00Z");
+        // Fractions of a second are cut, not rounded; before 1970 too.
+        assert_eq!(iso(59.9), "1970-01-01T00:00:59Z");
+        assert_eq!(iso(-0.5), "1969-12-31T23:59:59Z");
+        assert!(iso(f64::NAN).contains("1970"));
+        assert!(iso(1e300).contains("s after"));
     }
 }
