@@ -138,7 +138,7 @@ impl Index {
     }
 
     fn html(&self) -> String {
-        let mut h = crate::page_start(&self.title, &self.description);
+        let mut h = crate::html::page_start(&self.title, &self.description);
         h.push_str(INDEX_STYLE);
         let [holds, fails, unmeasured, _] = self.tally();
         let _ = writeln!(

@@ -1,26 +1,21 @@
 //! The Markdown and CSV renderings: the same paper / ours / ratio / spread /
 //! verdict data as the HTML page.
 
+use crate::brief::{brief_columns, brief_engines, brief_of};
 use crate::claims::{ClaimResult, Quantity};
+use crate::export::{Block, Page};
 use crate::table::{metric_name, stat_names, stat_unit, Cell};
 use crate::{
-    brief_columns, brief_engines, brief_of, claim_spread, environment, in_unit, metric_heading,
-    metric_units, num_sig, pick_text, ratio, spread_text, warnings, Model, ReportError,
+    claim_spread, environment, in_unit, metric_heading, metric_units, num_sig, pick_text, ratio,
+    spread_text, warnings, Model,
 };
 use connlab_lab::{Metric, Vary};
 use serde::Serialize;
 use std::fmt::Write as _;
 
-/// One Markdown table row; `|` and line breaks inside cells are escaped.
+/// One Markdown table row with its line end.
 pub(crate) fn md_row(cells: &[String]) -> String {
-    format!(
-        "| {} |\n",
-        cells
-            .iter()
-            .map(|c| c.replace('|', "\\|").replace('\n', " "))
-            .collect::<Vec<_>>()
-            .join(" | ")
-    )
+    crate::export::md_row(cells) + "\n"
 }
 
 /// Ours as `median [lowest–highest]` (the range only with repetitions).
@@ -102,9 +97,21 @@ fn brief_md(claims: &[ClaimResult], engines: &[String]) -> String {
     out
 }
 
-pub(crate) fn markdown(m: &Model) -> String {
+/// The page of the locality report, in Markdown.
+pub(crate) fn page(m: &Model) -> Page {
+    Page {
+        title: m.dir.experiment.title.clone(),
+        description: String::new(),
+        style: "",
+        viewport: false,
+        blocks: vec![Block::Markdown(markdown(m))],
+    }
+}
+
+/// The Markdown under the title.
+fn markdown(m: &Model) -> String {
     let (dir, t) = (m.dir, &m.table);
-    let mut out = format!("# {}\n\n", dir.experiment.title);
+    let mut out = String::new();
     if dir.points.is_empty() {
         out.push_str("No points finished yet.\n\n");
     }
@@ -233,7 +240,7 @@ pub(crate) fn markdown(m: &Model) -> String {
 /// (one engine and setting projected to a setting of the paper this machine
 /// cannot run); columns that do not apply to a kind are empty.
 #[derive(Serialize, Default)]
-struct CsvRow {
+pub(crate) struct CsvRow {
     kind: &'static str,
     table: String,
     metric: String,
@@ -326,10 +333,10 @@ fn cell_rows(
         .collect()
 }
 
-pub(crate) fn csv(m: &Model) -> Result<String, ReportError> {
+/// The CSV rows of the locality report: cells, derived cells, claims'
+/// comparisons and projections.
+pub(crate) fn rows(m: &Model) -> Vec<CsvRow> {
     let t = &m.table;
-    let mut w = csv::Writer::from_writer(Vec::new());
-    let err = |e: csv::Error| ReportError::Csv(e.to_string());
     let mut rows: Vec<CsvRow> = Vec::new();
     for row in &t.rows {
         for (e, cell) in t.engines.iter().zip(&row.cells) {
@@ -425,11 +432,5 @@ pub(crate) fn csv(m: &Model) -> Result<String, ReportError> {
             });
         }
     }
-    for r in &rows {
-        w.serialize(r).map_err(err)?;
-    }
-    let bytes = w
-        .into_inner()
-        .map_err(|e| ReportError::Csv(e.to_string()))?;
-    String::from_utf8(bytes).map_err(|e| ReportError::Csv(e.to_string()))
+    rows
 }
