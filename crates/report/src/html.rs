@@ -4,7 +4,7 @@
 
 use crate::brief::{brief_columns, brief_engines, brief_of};
 use crate::claims::{ClaimResult, Verdict};
-use crate::export::{Block, HtmlExporter, Page};
+use crate::export::{Block, Page};
 use crate::table::{metric_name, stat_names, stat_unit, Cell};
 use crate::{
     claim_spread, distinct, environment, figures, in_unit, metric_heading, metric_units, num_sig,
@@ -38,12 +38,6 @@ figcaption{font-size:.8rem;color:#555;max-width:720px}
 .note{font-size:.85rem;color:#444;max-width:900px}
 ul.warnings li{margin:.2rem 0}
 ";
-
-/// The start of a report page: head with the inline style, the title and
-/// the experiment's description.
-pub(crate) fn page_start(title: &str, description: &str) -> String {
-    HtmlExporter::start(title, description, STYLE, false)
-}
 
 /// The three `<td>` of one statistic: paper | ours (median, spread below) |
 /// ours/paper.
