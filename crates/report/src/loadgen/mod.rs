@@ -14,8 +14,6 @@ use metrics::{Metric, CPU, LATENCY, MEMORY, PACING, SETUP, SHARDS, SHARD_RATIOS}
 use std::collections::BTreeMap;
 
 mod metrics;
-#[cfg(test)]
-mod tests;
 
 /// Renders the report of a loadgen sweep.
 pub fn render_loadgen(dir: &LoadgenDir, format: Format) -> Result<String, ReportError> {
@@ -612,5 +610,22 @@ impl Report for Loadgen<'_> {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(num(19375.4), "19,375");
+        assert_eq!(num(99.84), "99.84");
+        assert_eq!(num(2.0), "2");
+        assert_eq!(num(0.0042), "0.004");
+        assert_eq!(num(0.0), "0");
+        assert_eq!(cell(Spread::of(&[1.0, 3.0, 2.0]), "µs"), "2 (1–3)");
+        assert_eq!(cell(Spread::of(&[1.5]), "×"), "1.50×");
+        assert_eq!(cell(None, "µs"), "—");
     }
 }

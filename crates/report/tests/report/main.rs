@@ -8,6 +8,7 @@
 //! (`fixtures/load.json`, `fixtures/server.json`) with chosen statistics.
 
 mod gateway;
+mod loadgen;
 mod locality;
 mod plots;
 mod projection;

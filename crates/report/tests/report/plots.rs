@@ -1,6 +1,6 @@
 //! Plots: tick labels on both axes, and CDFs that pool every repetition.
 
-use crate::projection::PROJECTION;
+use crate::projection::polling_toml;
 use crate::support::{axis_ticks, locality, svgs, sweep, LOCALITY};
 use connlab_report::{render, Format};
 
@@ -21,22 +21,7 @@ fn every_plot_has_tick_labels_on_both_axes() {
 
     // The polling-cost kind: server timings and throughput against
     // connections, closed loop.
-    let poll = LOCALITY
-        .replace(
-            "metric = \"service_latency\"\nvary",
-            "metric = \"poll_call\"\nvary",
-        )
-        .replace("rates = [125, 500]", "rates = [\"max\"]")
-        .replace(
-            "connections = [400, 2000]",
-            "connections = [1000, 5000, 10000]",
-        )
-        .replace(
-            "[matrix]",
-            "[client]\nactive_policy = \"rotating\"\ndepth = 1\n[matrix]",
-        );
-    let poll = poll[..poll.find("[[paper.cells]]").unwrap()].to_string() + PROJECTION;
-    let dir = sweep(&poll, |p| {
+    let dir = sweep(&polling_toml(), |p| {
         (
             100.0,
             0.0,

@@ -13,11 +13,10 @@ to = [40000]
 why = "Only 20,000 descriptors here."
 "#;
 
-/// The polling-cost kind in small, projected to 40,000 connections:
-/// select's CPU per call grows in proportion (10, 50, 100 µs at 1,000,
-/// 5,000 and 10,000 connections: 400 µs at 40,000), epoll's falls (no
-/// projection).
-fn polling_projected() -> SweepDir {
+/// The polling-cost kind in small: the locality fixture's engines at
+/// 1,000, 5,000 and 10,000 connections, closed loop, CPU per poll call,
+/// with [`PROJECTION`] in place of the paper's cells and claims.
+pub(crate) fn polling_toml() -> String {
     let poll = LOCALITY
         .replace(
             "metric = \"service_latency\"\nvary",
@@ -32,8 +31,15 @@ fn polling_projected() -> SweepDir {
             "[matrix]",
             "[client]\nactive_policy = \"rotating\"\ndepth = 1\n[matrix]",
         );
-    let poll = poll[..poll.find("[[paper.cells]]").unwrap()].to_string() + PROJECTION;
-    sweep(&poll, |p| {
+    poll[..poll.find("[[paper.cells]]").unwrap()].to_string() + PROJECTION
+}
+
+/// The polling-cost kind in small, projected to 40,000 connections:
+/// select's CPU per call grows in proportion (10, 50, 100 µs at 1,000,
+/// 5,000 and 10,000 connections: 400 µs at 40,000), epoll's falls (no
+/// projection).
+fn polling_projected() -> SweepDir {
+    sweep(&polling_toml(), |p| {
         let poll = if p.engine == "select" {
             p.connections as f64 / 100.0
         } else {
