@@ -6,6 +6,7 @@
 //! a dot plot per body size; the command lines; the points not measured.
 
 use crate::export::{self, Block, Cell, Page, Report};
+use crate::summary;
 use crate::summary::whole;
 pub use crate::summary::Spread;
 use crate::{Format, ReportError};
@@ -203,7 +204,7 @@ fn facts(dir: &PeersDir) -> Vec<(String, String)> {
             (role.to_string(), s)
         })
     };
-    let cpu = |c: Option<usize>| c.map_or("not pinned".into(), |c| format!("CPU {c}"));
+    let cpu = summary::cpu_text;
     let mut out = vec![
         ("compared".into(), format!("{}s", e.contender_role().name())),
         ("measure".into(), measure_text(e.measure)),
@@ -242,13 +243,7 @@ fn facts(dir: &PeersDir) -> Vec<(String, String)> {
                 if i.quick { " (--quick)" } else { "" }
             ),
         ),
-        (
-            "machine".into(),
-            format!(
-                "{} CPUs, kernel {}",
-                i.environment.cpu_count, i.environment.kernel
-            ),
-        ),
+        summary::machine(i.environment.cpu_count, &i.environment.kernel),
     ];
     out.extend(fixed("server", &e.server));
     out.extend(fixed("gateway", &e.gateway));
@@ -267,7 +262,7 @@ fn facts(dir: &PeersDir) -> Vec<(String, String)> {
 
 /// Plan points with no result yet.
 fn missing(dir: &PeersDir) -> Vec<String> {
-    crate::summary::missing(
+    summary::missing(
         dir.info
             .experiment
             .plan(dir.info.quick)
@@ -313,21 +308,6 @@ pub(crate) struct CsvRow {
     ratio_max: Option<f64>,
     errors: u64,
 }
-
-const STYLE: &str = "
-body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222;padding:0 1rem}
-h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem}
-th,td{border:1px solid #ccc;padding:.25rem .45rem;text-align:right}
-td:not(.label){white-space:nowrap}
-th{background:#f3f3f3}td.label,th.label{text-align:left}
-div.scroll{overflow-x:auto;max-width:100%}
-figure.plot{margin:.5rem 0}
-figure.plot svg{max-width:100%;height:auto}
-figcaption{font-size:.8rem;color:#555;max-width:720px}
-.note{font-size:.85rem;color:#444;max-width:900px}
-code{font-size:.8rem;word-break:break-all}
-";
 
 /// The peers report kind.
 struct Peers<'a> {
@@ -409,13 +389,12 @@ impl Report for Peers<'_> {
             }
         }
         blocks.push(Block::Missing(missing(dir)));
-        Ok(Page {
-            title: e.title.clone(),
-            description: e.description.clone(),
-            style: STYLE,
-            viewport: true,
+        Ok(summary::page(
+            &e.title,
+            &e.description,
+            summary::FIGURE_STYLE,
             blocks,
-        })
+        ))
     }
 
     fn rows(&self) -> Result<Vec<CsvRow>, ReportError> {

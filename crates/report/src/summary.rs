@@ -2,6 +2,65 @@
 //! figure over repetitions, whole numbers with thousands separators, and
 //! the points of a plan not measured yet.
 
+/// The CSS of the loadgen and peers pages; a page with plots adds
+/// [`FIGURE_STYLE`].
+pub(crate) const STYLE: &str = "
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222;padding:0 1rem}
+h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem}
+th,td{border:1px solid #ccc;padding:.25rem .45rem;text-align:right}
+th{background:#f3f3f3}td.label,th.label{text-align:left}
+div.scroll{overflow-x:auto;max-width:100%}
+.note{font-size:.85rem;color:#444;max-width:900px}
+code{font-size:.8rem;word-break:break-all}
+";
+
+/// [`STYLE`] with figures and unwrapped numbers.
+pub(crate) const FIGURE_STYLE: &str = "
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222;padding:0 1rem}
+h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem}
+th,td{border:1px solid #ccc;padding:.25rem .45rem;text-align:right}
+td:not(.label){white-space:nowrap}
+th{background:#f3f3f3}td.label,th.label{text-align:left}
+div.scroll{overflow-x:auto;max-width:100%}
+figure.plot{margin:.5rem 0}
+figure.plot svg{max-width:100%;height:auto}
+figcaption{font-size:.8rem;color:#555;max-width:720px}
+.note{font-size:.85rem;color:#444;max-width:900px}
+code{font-size:.8rem;word-break:break-all}
+";
+
+/// The page of a sweep: title, description, the style and the blocks, for
+/// phones as well.
+pub(crate) fn page(
+    title: &str,
+    description: &str,
+    style: &'static str,
+    blocks: Vec<crate::export::Block>,
+) -> crate::export::Page {
+    crate::export::Page {
+        title: title.to_string(),
+        description: description.to_string(),
+        style,
+        viewport: true,
+        blocks,
+    }
+}
+
+/// Where a process was pinned: `CPU 1`, or `not pinned`.
+pub(crate) fn cpu_text(c: Option<usize>) -> String {
+    c.map_or("not pinned".into(), |c| format!("CPU {c}"))
+}
+
+/// The `machine` fact: CPUs and kernel.
+pub(crate) fn machine(cpu_count: usize, kernel: &str) -> (String, String) {
+    (
+        "machine".into(),
+        format!("{cpu_count} CPUs, kernel {kernel}"),
+    )
+}
+
 /// Median and spread of one figure across repetitions.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Spread {

@@ -7,6 +7,7 @@
 //! repetition so their spread is their own.
 
 use crate::export::{self, Block, Empty, Page, Report};
+use crate::summary;
 use crate::summary::{whole, Spread};
 use crate::{Format, ReportError};
 use connlab_lab::{LoadgenDir, LoadgenParams, LoadgenPoint, LoadgenTable, Rate};
@@ -414,7 +415,7 @@ fn facts(dir: &LoadgenDir) -> Vec<(String, String)> {
     let i = &dir.info;
     let e = &i.experiment;
     let w = &e.workload;
-    let cpu = |c: Option<usize>| c.map_or("not pinned".into(), |c| format!("CPU {c}"));
+    let cpu = summary::cpu_text;
     let plan = e.plan(i.quick);
     let shown = varying_axes(dir);
     let mut fixed = Vec::new();
@@ -469,19 +470,13 @@ fn facts(dir: &LoadgenDir) -> Vec<(String, String)> {
                 if i.quick { " (--quick)" } else { "" }
             )
         }),
-        (
-            "machine".into(),
-            format!(
-                "{} CPUs, kernel {}",
-                i.environment.cpu_count, i.environment.kernel
-            ),
-        ),
+        summary::machine(i.environment.cpu_count, &i.environment.kernel),
     ]
 }
 
 /// Plan points with no result yet.
 fn missing(dir: &LoadgenDir) -> Vec<String> {
-    crate::summary::missing(
+    summary::missing(
         dir.info
             .experiment
             .plan(dir.info.quick)
@@ -501,17 +496,6 @@ fn commands(dir: &LoadgenDir) -> Vec<String> {
 
 const SPREAD_NOTE: &str = "Every figure is the median over repetitions with the smallest and \
                            largest in brackets (one number when they agree).";
-
-const STYLE: &str = "
-body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222;padding:0 1rem}
-h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem}
-th,td{border:1px solid #ccc;padding:.25rem .45rem;text-align:right}
-th{background:#f3f3f3}td.label,th.label{text-align:left}
-div.scroll{overflow-x:auto;max-width:100%}
-.note{font-size:.85rem;color:#444;max-width:900px}
-code{font-size:.8rem;word-break:break-all}
-";
 
 /// One CSV row: one figure of one setting (long form).
 #[derive(serde::Serialize)]
@@ -570,13 +554,12 @@ impl Report for Loadgen<'_> {
             });
         }
         blocks.push(Block::Missing(missing(dir)));
-        Ok(Page {
-            title: e.title.clone(),
-            description: e.description.clone(),
-            style: STYLE,
-            viewport: true,
+        Ok(summary::page(
+            &e.title,
+            &e.description,
+            summary::STYLE,
             blocks,
-        })
+        ))
     }
 
     fn rows(&self) -> Result<Vec<CsvRow>, ReportError> {
