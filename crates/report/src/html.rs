@@ -164,9 +164,31 @@ fn brief_html(claims: &[ClaimResult], engines: &[String]) -> String {
 }
 
 /// The page of the locality report, in HTML.
+/// The page of the locality report, in HTML: one block per section.
 pub(crate) fn page(m: &Model) -> Result<Page, ReportError> {
+    let exp = &m.dir.experiment;
+    Ok(Page {
+        title: exp.title.clone(),
+        description: exp.description.clone(),
+        style: STYLE,
+        viewport: false,
+        blocks: vec![
+            Block::Html(intro(m)),
+            Block::Html(paper_table(m)),
+            Block::Html(derived(m)),
+            Block::Html(claims(m)),
+            Block::Html(projection::html(m.dir, &m.table)),
+            Block::Html(plots(m)?),
+            Block::Html(environment_table(m)),
+            Block::Html(warnings_list(m)),
+            Block::Html(points(m)),
+        ],
+    })
+}
+
+/// The note when nothing finished, and the brief table.
+fn intro(m: &Model) -> String {
     let (dir, t) = (m.dir, &m.table);
-    let exp = &dir.experiment;
     let mut h = String::new();
     if dir.points.is_empty() {
         let _ = writeln!(
@@ -177,7 +199,14 @@ pub(crate) fn page(m: &Model) -> Result<Page, ReportError> {
     }
     h.push_str(&brief_html(&m.claims, &t.engines));
 
-    // The paper table: one row per setting and engine.
+    h
+}
+
+/// The paper's table beside ours: one row per setting and engine.
+fn paper_table(m: &Model) -> String {
+    let (dir, t) = (m.dir, &m.table);
+    let exp = &dir.experiment;
+    let mut h = String::new();
     let _ = writeln!(
         h,
         "<h2>{}: {}, paper beside ours</h2>",
@@ -235,7 +264,12 @@ pub(crate) fn page(m: &Model) -> Result<Page, ReportError> {
         esc(&caption)
     );
 
-    // Derived tables.
+    h
+}
+
+/// The derived tables, each engine at the setting picked for it.
+fn derived(m: &Model) -> String {
+    let mut h = String::new();
     for d in &m.derived {
         let dn = stat_names(d.metric);
         let _ = writeln!(
@@ -278,7 +312,12 @@ pub(crate) fn page(m: &Model) -> Result<Page, ReportError> {
         );
     }
 
-    // Claims.
+    h
+}
+
+/// Each claim of the paper with its comparisons and verdicts.
+fn claims(m: &Model) -> String {
+    let mut h = String::new();
     if !m.claims.is_empty() {
         h.push_str("<h2>The paper's claims against ours</h2>\n<div class=\"scroll\">\n<table id=\"claims\">\n<thead><tr><th class=\"label\">engine</th><th class=\"label\">rows compared</th><th>paper</th><th>ours</th><th>spread</th><th>n</th><th class=\"label\">verdict</th></tr></thead>\n<tbody>\n");
         for c in &m.claims {
@@ -330,9 +369,13 @@ pub(crate) fn page(m: &Model) -> Result<Page, ReportError> {
         h.push_str("</tbody>\n<caption>A claim holds only if every comparison holds across our spread. Ratios compare the named statistic between the two rows (to ÷ from) or between two engines at one row; ours is the ratio of the medians, and the spread is the conservative interval: the lowest and highest ratio any pairing of the two cells' repetitions gives (smallest over largest, largest over smallest), with no assumption that repetitions of different cells correspond. Differences (−) pair them the same way (lowest minus highest, highest minus lowest). A peak is each repetition's highest value over the rows named (only rows within the response-time bound, where one is given); the peaks' spread over repetitions is compared as a cell's. A value claim's spread runs from the lowest to the highest repetition over every setting. Paper: computed from the paper's cells where the experiment file gives them for the rows compared; † marks the number the paper's text states instead. Rows not in this run are never replaced by others for the verdict; the widest span measured is shown beside them as context.</caption>\n</table>\n</div>\n");
     }
 
-    h.push_str(&projection::html(dir, t));
+    h
+}
 
-    // Plots.
+/// The plots, or why there are none.
+fn plots(m: &Model) -> Result<String, ReportError> {
+    let (dir, t) = (m.dir, &m.table);
+    let mut h = String::new();
     h.push_str("<h2>Plots</h2>\n");
     let mut plotted = 0;
     for (id, caption, svg) in figures::plots(dir, t)? {
@@ -347,7 +390,13 @@ pub(crate) fn page(m: &Model) -> Result<Page, ReportError> {
         h.push_str("<p class=\"note\">Nothing to plot: each plot needs at least two values along its axis.</p>\n");
     }
 
-    // Environment.
+    Ok(h)
+}
+
+/// The run's environment.
+fn environment_table(m: &Model) -> String {
+    let dir = m.dir;
+    let mut h = String::new();
     h.push_str("<h2>Environment</h2>\n<table id=\"environment\">\n<tbody>\n");
     for (k, v) in environment(dir) {
         let _ = writeln!(
@@ -359,7 +408,13 @@ pub(crate) fn page(m: &Model) -> Result<Page, ReportError> {
     }
     h.push_str("</tbody>\n</table>\n");
 
-    // Warnings.
+    h
+}
+
+/// Every warning with the points that raised it.
+fn warnings_list(m: &Model) -> String {
+    let dir = m.dir;
+    let mut h = String::new();
     h.push_str("<h2>Warnings</h2>\n<ul id=\"warnings\" class=\"warnings\">\n");
     let ws = warnings(dir);
     if ws.is_empty() {
@@ -376,7 +431,14 @@ pub(crate) fn page(m: &Model) -> Result<Page, ReportError> {
     }
     h.push_str("</ul>\n");
 
-    // Every point.
+    h
+}
+
+/// Every point, folded.
+fn points(m: &Model) -> String {
+    let dir = m.dir;
+    let exp = &dir.experiment;
+    let mut h = String::new();
     let web = exp.web.is_some();
     let _ = writeln!(
         h,
@@ -400,11 +462,5 @@ pub(crate) fn page(m: &Model) -> Result<Page, ReportError> {
         h.push_str("</tr>\n");
     }
     h.push_str("</tbody>\n</table>\n</div>\n</details>\n");
-    Ok(Page {
-        title: exp.title.clone(),
-        description: exp.description.clone(),
-        style: STYLE,
-        viewport: false,
-        blocks: vec![Block::Html(h)],
-    })
+    h
 }

@@ -97,25 +97,40 @@ fn brief_md(claims: &[ClaimResult], engines: &[String]) -> String {
     out
 }
 
-/// The page of the locality report, in Markdown.
+/// The page of the locality report, in Markdown: one block per section.
 pub(crate) fn page(m: &Model) -> Page {
     Page {
         title: m.dir.experiment.title.clone(),
         description: String::new(),
         style: "",
         viewport: false,
-        blocks: vec![Block::Markdown(markdown(m))],
+        blocks: vec![
+            Block::Markdown(intro(m)),
+            Block::Markdown(paper_table(m)),
+            Block::Markdown(derived(m)),
+            Block::Markdown(claims(m)),
+            Block::Markdown(crate::projection::markdown(m.dir, &m.table)),
+            Block::Markdown(environment_table(m)),
+            Block::Markdown(warnings_list(m)),
+        ],
     }
 }
 
-/// The Markdown under the title.
-fn markdown(m: &Model) -> String {
+/// The note when nothing finished, and the brief table.
+fn intro(m: &Model) -> String {
     let (dir, t) = (m.dir, &m.table);
     let mut out = String::new();
     if dir.points.is_empty() {
         out.push_str("No points finished yet.\n\n");
     }
     out.push_str(&brief_md(&m.claims, &t.engines));
+    out
+}
+
+/// The paper's table beside ours.
+fn paper_table(m: &Model) -> String {
+    let (dir, t) = (m.dir, &m.table);
+    let mut out = String::new();
     let _ = writeln!(
         out,
         "## {}: {}, paper beside ours\n",
@@ -140,6 +155,12 @@ fn markdown(m: &Model) -> String {
             .map(|p| format!(" {}", p.note.trim().replace('\n', " ")))
             .unwrap_or_default()
     );
+    out
+}
+
+/// The derived tables.
+fn derived(m: &Model) -> String {
+    let mut out = String::new();
     for d in &m.derived {
         let _ = writeln!(
             out,
@@ -166,6 +187,12 @@ fn markdown(m: &Model) -> String {
             d.note.trim().replace('\n', " ")
         );
     }
+    out
+}
+
+/// Each claim with its comparisons and verdicts.
+fn claims(m: &Model) -> String {
+    let mut out = String::new();
     if !m.claims.is_empty() {
         out.push_str("## The paper's claims against ours\n\n");
         for c in &m.claims {
@@ -219,11 +246,24 @@ fn markdown(m: &Model) -> String {
         }
         out.push_str("\nA claim holds only if every comparison holds across our spread (the conservative interval: the lowest and highest ratio any pairing of repetitions gives).\n\n");
     }
-    out.push_str(&crate::projection::markdown(dir, t));
+    out
+}
+
+/// The run's environment.
+fn environment_table(m: &Model) -> String {
+    let dir = m.dir;
+    let mut out = String::new();
     out.push_str("## Environment\n\n| | |\n|---|---|\n");
     for (k, v) in environment(dir) {
         out.push_str(&md_row(&[k.to_string(), v]));
     }
+    out
+}
+
+/// Every warning with the points that raised it.
+fn warnings_list(m: &Model) -> String {
+    let dir = m.dir;
+    let mut out = String::new();
     out.push_str("\n## Warnings\n\n");
     let ws = warnings(dir);
     if ws.is_empty() {
