@@ -220,14 +220,20 @@ pub(super) fn page(sweep: &PipelineSweep) -> Result<Page, ReportError> {
             );
         }
     }
-    projection_detail(&mut h, sweep);
-    layer_costs(&mut h, sweep);
+    let (mut projections, mut costs) = (String::new(), String::new());
+    projection_detail(&mut projections, sweep);
+    layer_costs(&mut costs, sweep);
     Ok(Page {
         title: exp.title.clone(),
         description: exp.description.clone(),
         style: crate::html::STYLE,
         viewport: false,
-        blocks: vec![Block::Facts(summary_lines(sweep)), Block::Html(h)],
+        blocks: vec![
+            Block::Facts(summary_lines(sweep)),
+            Block::Html(h),
+            Block::Html(projections),
+            Block::Html(costs),
+        ],
     })
 }
 
