@@ -183,3 +183,28 @@ fn numbers_are_grouped() {
     assert_eq!(spread_text(&[1.0, 3.0, 2.0], 1), "2.0 (1.0–3.0)");
     assert_eq!(spread_text(&[], 1), "—");
 }
+
+/// A reason with a comma and quotes comes back from the CSV as written;
+/// the hand-written CSV turned `"` into `'`.
+#[test]
+fn csv_keeps_commas_and_quotes() {
+    let mut sweep = fixture();
+    let why = r#"no projection: stage "sender, layer 2" too short"#;
+    for r in &mut sweep.runs {
+        r.result.projection.bound = "cpu, then line".into();
+        if r.result.projection.mbit_s.is_none() {
+            r.result.projection.unsupported = Some(why.into());
+        }
+    }
+    let csv = render_pipeline(&sweep, Format::Csv).unwrap();
+    let mut reader = ::csv::Reader::from_reader(csv.as_bytes());
+    let head = reader.headers().unwrap().clone();
+    let col = |name: &str| head.iter().position(|h| h == name).unwrap();
+    let rows: Vec<::csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), 4);
+    assert!(rows.iter().all(|r| r.len() == head.len()), "rectangular");
+    assert!(rows
+        .iter()
+        .all(|r| &r[col("projected_bound")] == "cpu, then line"));
+    assert!(rows.iter().any(|r| r[col("no_projection")].contains(why)));
+}
