@@ -359,3 +359,94 @@ impl Exporter for CsvExporter {
         Self::write(report.rows()?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report of fixed blocks and two CSV rows.
+    struct Fixed;
+
+    #[derive(Serialize)]
+    struct Row {
+        name: &'static str,
+        value: Option<f64>,
+    }
+
+    impl Report for Fixed {
+        type Row = Row;
+
+        fn page(&self, _: Format) -> Result<Page, ReportError> {
+            Ok(Page {
+                title: "T <1>".into(),
+                description: "About it.".into(),
+                style: "p{}",
+                viewport: false,
+                blocks: vec![
+                    Block::Heading("Section".into()),
+                    Block::Table(Table {
+                        head: vec!["size".into(), "name".into(), "a|b".into()],
+                        rows: vec![vec![
+                            "1 KiB".to_string().into(),
+                            "x".to_string().into(),
+                            Cell {
+                                text: "2".into(),
+                                strong: true,
+                            },
+                        ]],
+                        labels: 1,
+                        html_skip: 1,
+                        empty: None,
+                    }),
+                    Block::Missing(Vec::new()),
+                    Block::Missing(vec!["p1".into(), "p2".into()]),
+                    Block::Html("<hr>\n".into()),
+                    Block::Markdown("---\n".into()),
+                ],
+            })
+        }
+
+        fn rows(&self) -> Result<Vec<Row>, ReportError> {
+            Ok(vec![
+                Row {
+                    name: "a, \"b\"",
+                    value: Some(1.5),
+                },
+                Row {
+                    name: "c",
+                    value: None,
+                },
+            ])
+        }
+    }
+
+    #[test]
+    fn html_escapes_skips_lead_columns_and_marks_labels() {
+        let h = export(&Fixed, Format::Html).unwrap();
+        assert!(h.starts_with("<!DOCTYPE html>"));
+        assert!(h.contains("<title>T &lt;1&gt;</title>"));
+        assert!(h.contains("<p class=\"note\">About it.</p>\n<h2>Section</h2>"));
+        // The size column is left out; the name is a label; 2 is bold.
+        assert!(!h.contains("1 KiB"));
+        assert!(h.contains("<th class=\"label\">name</th><th>a|b</th>"));
+        assert!(h.contains("<td class=\"label\">x</td><td><strong>2</strong></td>"));
+        assert_eq!(h.matches("Not measured yet").count(), 1);
+        assert!(h.contains("<hr>") && !h.contains("---"));
+        assert!(h.ends_with("</body>\n</html>\n"));
+    }
+
+    #[test]
+    fn markdown_keeps_every_column_and_escapes_pipes() {
+        let m = export(&Fixed, Format::Markdown).unwrap();
+        assert!(m.starts_with("# T <1>\n\nAbout it.\n\n"));
+        assert!(m.contains("| size | name | a\\|b |\n| --- | --- | --- |\n| 1 KiB | x | 2 |\n"));
+        assert!(m.contains("\nNot measured yet: p1, p2\n"));
+        assert!(m.contains("---\n") && !m.contains("<hr>"));
+    }
+
+    #[test]
+    fn csv_has_a_header_and_quotes_where_needed() {
+        let c = export(&Fixed, Format::Csv).unwrap();
+        assert_eq!(c, "name,value\n\"a, \"\"b\"\"\",1.5\nc,\n");
+    }
+}
