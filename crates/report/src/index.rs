@@ -3,7 +3,8 @@
 //! paper's value, ours and the verdict. Every experiment kind turns its own
 //! checks into [`ClaimRow`]s; this module only lays them out.
 
-use crate::{Format, Verdict};
+use crate::export::{self, md_row, Block, Page, Report};
+use crate::{Format, ReportError, Verdict};
 use html_escape::encode_text as esc;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -129,17 +130,15 @@ impl Index {
     }
 
     /// Renders the index (HTML, Markdown, or CSV with one row per claim).
+    /// Nothing here can fail (every format is written to memory); were it
+    /// to, the text is the error's.
     pub fn render(&self, format: Format) -> String {
-        match format {
-            Format::Html => self.html(),
-            Format::Markdown => self.markdown(),
-            Format::Csv => self.csv(),
-        }
+        export::export(self, format).unwrap_or_else(|e| e.to_string())
     }
 
+    /// The HTML under the title and description.
     fn html(&self) -> String {
-        let mut h = crate::page_start(&self.title, &self.description);
-        h.push_str(INDEX_STYLE);
+        let mut h = String::from(INDEX_STYLE);
         let [holds, fails, unmeasured, _] = self.tally();
         let _ = writeln!(
             h,
@@ -198,12 +197,12 @@ impl Index {
                 h.push_str("</tbody>\n</table>\n");
             }
         }
-        h.push_str("</body>\n</html>\n");
         h
     }
 
+    /// The Markdown under the title and description.
     fn markdown(&self) -> String {
-        let mut m = format!("# {}\n\n{}\n\n", self.title, self.description.trim());
+        let mut m = String::new();
         let [holds, fails, unmeasured, _] = self.tally();
         let _ = writeln!(
             m,
@@ -234,51 +233,69 @@ impl Index {
                     } else {
                         format!("{} ({})", r.verdict_text(), r.reason)
                     };
-                    let cells = [&r.source, &r.text, &r.paper, &r.ours, &verdict]
-                        .map(|c| c.replace('|', "\\|").replace('\n', " "));
-                    let _ = writeln!(m, "| {} |", cells.join(" | "));
+                    let cells =
+                        [&r.source, &r.text, &r.paper, &r.ours, &verdict].map(String::clone);
+                    let _ = writeln!(m, "{}", md_row(&cells));
                 }
                 m.push('\n');
             }
         }
         m
     }
+}
 
-    fn csv(&self) -> String {
-        #[derive(Serialize)]
-        struct Line<'a> {
-            paper: &'a str,
-            experiment: &'a str,
-            source: &'a str,
-            claim: &'a str,
-            paper_value: &'a str,
-            ours: &'a str,
-            verdict: &'a str,
-            reason: &'a str,
-        }
-        let mut w = csv::Writer::from_writer(Vec::new());
+/// One CSV row: a claim of an experiment of a paper.
+#[derive(Serialize)]
+pub(crate) struct IndexRow {
+    paper: String,
+    experiment: String,
+    source: String,
+    claim: String,
+    paper_value: String,
+    ours: String,
+    verdict: &'static str,
+    reason: String,
+}
+
+impl Report for Index {
+    type Row = IndexRow;
+
+    fn page(&self, format: Format) -> Result<Page, ReportError> {
+        Ok(Page {
+            title: self.title.clone(),
+            description: self.description.clone(),
+            style: crate::html::STYLE,
+            viewport: false,
+            blocks: vec![match format {
+                Format::Html => Block::Html(self.html()),
+                _ => Block::Markdown(self.markdown()),
+            }],
+        })
+    }
+
+    fn rows(&self) -> Result<Vec<IndexRow>, ReportError> {
+        let mut out = Vec::new();
         for p in &self.papers {
             for e in &p.experiments {
                 for r in &e.rows {
-                    // Writing to memory cannot fail.
-                    let _ = w.serialize(Line {
-                        paper: &p.id,
-                        experiment: &e.name,
-                        source: &r.source,
-                        claim: &r.text,
-                        paper_value: &r.paper,
-                        ours: &r.ours,
+                    out.push(IndexRow {
+                        paper: p.id.clone(),
+                        experiment: e.name.clone(),
+                        source: r.source.clone(),
+                        claim: r.text.clone(),
+                        paper_value: r.paper.clone(),
+                        ours: r.ours.clone(),
                         verdict: if r.table {
                             "table"
                         } else {
                             verdict_key(&r.verdict)
                         },
-                        reason: &r.reason,
+                        reason: r.reason.clone(),
                     });
                 }
             }
         }
-        String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
+        Ok(out)
     }
 }
 
@@ -349,5 +366,13 @@ mod tests {
         let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
         assert_eq!(rows.len(), 2);
         assert_eq!(&rows[1][6], "cannot_measure");
+    }
+
+    #[test]
+    fn every_format_is_as_before() {
+        let i = index();
+        insta::assert_snapshot!("index_html", i.render(Format::Html));
+        insta::assert_snapshot!("index_markdown", i.render(Format::Markdown));
+        insta::assert_snapshot!("index_csv", i.render(Format::Csv));
     }
 }

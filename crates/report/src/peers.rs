@@ -5,9 +5,12 @@
 //! same repetition ran minutes apart at most) so its spread is the ratio's own;
 //! a dot plot per body size; the command lines; the points not measured.
 
+use crate::export::{self, Block, Cell, Page, Report};
+use crate::summary;
+use crate::summary::whole;
+pub use crate::summary::Spread;
 use crate::{Format, ReportError};
 use connlab_lab::{PeerPoint, PeersDir, ProcessKind, Role};
-use html_escape::encode_text as esc;
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
 use std::collections::BTreeMap;
@@ -15,45 +18,7 @@ use std::fmt::Write as _;
 
 /// Renders the report of a peers sweep.
 pub fn render_peers(dir: &PeersDir, format: Format) -> Result<String, ReportError> {
-    let rows = summarize(dir);
-    Ok(match format {
-        Format::Csv => csv_text(&rows, dir.info.experiment.measure)?,
-        Format::Markdown => markdown(dir, &rows),
-        Format::Html => html(dir, &rows)?,
-    })
-}
-
-/// Median and spread of one figure across repetitions.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Spread {
-    /// The median (mean of the middle two for an even count).
-    pub median: f64,
-    /// The smallest value.
-    pub min: f64,
-    /// The largest value.
-    pub max: f64,
-}
-
-impl Spread {
-    /// The spread of `values`; `None` when there are none.
-    pub fn of(values: &[f64]) -> Option<Spread> {
-        let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        let median = if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        };
-        Some(Spread {
-            median,
-            min: v[0],
-            max: v[n - 1],
-        })
-    }
+    export::export(&Peers { dir }, format)
 }
 
 /// One contender at one body size.
@@ -169,24 +134,6 @@ pub fn summarize(dir: &PeersDir) -> Vec<PeerRow> {
     rows
 }
 
-/// A whole number with thousands separators (123,456).
-fn whole(v: f64) -> String {
-    let n = v.round() as i64;
-    let digits = n.unsigned_abs().to_string();
-    let mut out = String::new();
-    for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    if n < 0 {
-        format!("-{out}")
-    } else {
-        out
-    }
-}
-
 fn whole_spread(s: &Spread) -> String {
     format!("{} ({}–{})", whole(s.median), whole(s.min), whole(s.max))
 }
@@ -257,7 +204,7 @@ fn facts(dir: &PeersDir) -> Vec<(String, String)> {
             (role.to_string(), s)
         })
     };
-    let cpu = |c: Option<usize>| c.map_or("not pinned".into(), |c| format!("CPU {c}"));
+    let cpu = summary::cpu_text;
     let mut out = vec![
         ("compared".into(), format!("{}s", e.contender_role().name())),
         ("measure".into(), measure_text(e.measure)),
@@ -296,13 +243,7 @@ fn facts(dir: &PeersDir) -> Vec<(String, String)> {
                 if i.quick { " (--quick)" } else { "" }
             ),
         ),
-        (
-            "machine".into(),
-            format!(
-                "{} CPUs, kernel {}",
-                i.environment.cpu_count, i.environment.kernel
-            ),
-        ),
+        summary::machine(i.environment.cpu_count, &i.environment.kernel),
     ];
     out.extend(fixed("server", &e.server));
     out.extend(fixed("gateway", &e.gateway));
@@ -321,14 +262,14 @@ fn facts(dir: &PeersDir) -> Vec<(String, String)> {
 
 /// Plan points with no result yet.
 fn missing(dir: &PeersDir) -> Vec<String> {
-    let have: std::collections::BTreeSet<&str> = dir.points.iter().map(|p| p.id.as_str()).collect();
-    dir.info
-        .experiment
-        .plan(dir.info.quick)
-        .iter()
-        .map(connlab_lab::PeerParams::id)
-        .filter(|id| !have.contains(id.as_str()))
-        .collect()
+    summary::missing(
+        dir.info
+            .experiment
+            .plan(dir.info.quick)
+            .iter()
+            .map(connlab_lab::PeerParams::id),
+        dir.points.iter().map(|p| p.id.as_str()),
+    )
 }
 
 /// The command line of each contender's first point, role by role.
@@ -346,198 +287,151 @@ fn commands(dir: &PeersDir) -> Vec<(String, Vec<(Role, String)>)> {
     out
 }
 
-fn md_row(cells: &[String]) -> String {
-    let mut s = String::from("|");
-    for c in cells {
-        let _ = write!(s, " {} |", c.replace('|', "\\|"));
-    }
-    s
-}
-
-fn markdown(dir: &PeersDir, rows: &[PeerRow]) -> String {
-    let e = &dir.info.experiment;
-    let mut m = format!("# {}\n\n", e.title);
-    if !e.description.trim().is_empty() {
-        let _ = writeln!(m, "{}\n", e.description.trim());
-    }
-    for (k, v) in facts(dir) {
-        let _ = writeln!(m, "- **{k}**: {v}");
-    }
-    let mut sizes: Vec<u64> = rows.iter().map(|r| r.body_bytes).collect();
-    sizes.dedup();
-    for size in sizes {
-        let h = headings(dir, size);
-        let _ = writeln!(m, "\n{}", md_row(&h));
-        let _ = writeln!(m, "{}", md_row(&vec!["---".to_string(); h.len()]));
-        for r in rows.iter().filter(|r| r.body_bytes == size) {
-            let _ = writeln!(m, "{}", md_row(&cells(r)));
-        }
-    }
-    let miss = missing(dir);
-    if !miss.is_empty() {
-        let _ = writeln!(m, "\nNot measured yet: {}", miss.join(", "));
-    }
-    m
-}
-
-/// One CSV row: the summary of a contender at a body size.
+/// One CSV row: the summary of a contender at a body size, against one
+/// baseline.
 #[derive(serde::Serialize)]
-struct CsvRow<'a> {
+pub(crate) struct CsvRow {
     body_bytes: u64,
-    contender: &'a str,
-    program: &'a str,
+    contender: String,
+    program: String,
     repetitions: usize,
     requests_per_s_median: f64,
     requests_per_s_min: f64,
     requests_per_s_max: f64,
-    measure: &'a str,
+    measure: &'static str,
     requests_per_cpu_s_median: f64,
     requests_per_cpu_s_min: f64,
     requests_per_cpu_s_max: f64,
-    baseline: &'a str,
+    baseline: String,
     ratio_median: Option<f64>,
     ratio_min: Option<f64>,
     ratio_max: Option<f64>,
     errors: u64,
 }
 
-fn csv_text(rows: &[PeerRow], measure: Role) -> Result<String, ReportError> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    let round = |v: f64| (v * 1000.0).round() / 1000.0;
-    let none = [(String::new(), None)];
-    for r in rows {
-        let ratios: &[(String, Option<Spread>)] = if r.ratios.is_empty() {
-            &none
-        } else {
-            &r.ratios
-        };
-        for (baseline, ratio) in ratios {
-            w.serialize(CsvRow {
-                body_bytes: r.body_bytes,
-                contender: &r.contender,
-                program: &r.what,
-                repetitions: r.repetitions,
-                requests_per_s_median: round(r.requests_per_s.median),
-                requests_per_s_min: round(r.requests_per_s.min),
-                requests_per_s_max: round(r.requests_per_s.max),
-                measure: measure.name(),
-                requests_per_cpu_s_median: round(r.requests_per_cpu_s.median),
-                requests_per_cpu_s_min: round(r.requests_per_cpu_s.min),
-                requests_per_cpu_s_max: round(r.requests_per_cpu_s.max),
-                baseline,
-                ratio_median: ratio.map(|s| round(s.median)),
-                ratio_min: ratio.map(|s| round(s.min)),
-                ratio_max: ratio.map(|s| round(s.max)),
-                errors: r.errors,
-            })
-            .map_err(|e| ReportError::Plot(format!("writing CSV: {e}")))?;
-        }
-    }
-    let bytes = w
-        .into_inner()
-        .map_err(|e| ReportError::Plot(format!("writing CSV: {e}")))?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+/// The peers report kind.
+struct Peers<'a> {
+    dir: &'a PeersDir,
 }
 
-const STYLE: &str = "
-body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222;padding:0 1rem}
-h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem}
-th,td{border:1px solid #ccc;padding:.25rem .45rem;text-align:right}
-td:not(.label){white-space:nowrap}
-th{background:#f3f3f3}td.label,th.label{text-align:left}
-div.scroll{overflow-x:auto;max-width:100%}
-figure.plot{margin:.5rem 0}
-figure.plot svg{max-width:100%;height:auto}
-figcaption{font-size:.8rem;color:#555;max-width:720px}
-.note{font-size:.85rem;color:#444;max-width:900px}
-code{font-size:.8rem;word-break:break-all}
-";
+impl Report for Peers<'_> {
+    type Row = CsvRow;
 
-fn html(dir: &PeersDir, rows: &[PeerRow]) -> Result<String, ReportError> {
-    let e = &dir.info.experiment;
-    let mut h = format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width\">\n<title>{t}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{t}</h1>\n",
-        t = esc(&e.title)
-    );
-    if !e.description.trim().is_empty() {
-        let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(e.description.trim()));
-    }
-    h.push_str("<table>\n");
-    for (k, v) in facts(dir) {
-        let _ = writeln!(
-            h,
-            "<tr><th class=\"label\">{}</th><td class=\"label\">{}</td></tr>",
-            esc(&k),
-            esc(&v)
-        );
-    }
-    h.push_str("</table>\n");
-    let _ = writeln!(
-        h,
-        "<p class=\"note\">Medians across repetitions with the smallest and largest in brackets. \
-         The ratio divides a contender's {m} by the baseline's of the same repetition and body, \
-         then takes the median and range of those quotients. Contenders alternate within a \
-         repetition, so slow drifts of a shared machine fall on all of them.</p>",
-        m = esc(&measure_text(e.measure))
-    );
-    let mut sizes: Vec<u64> = rows.iter().map(|r| r.body_bytes).collect();
-    sizes.dedup();
-    for size in sizes {
-        let at: Vec<&PeerRow> = rows.iter().filter(|r| r.body_bytes == size).collect();
-        let _ = writeln!(
-            h,
-            "<h2>{} body</h2>\n<div class=\"scroll\"><table>\n<thead><tr>",
-            size_text(size)
-        );
-        for (i, head) in headings(dir, size).iter().enumerate().skip(1) {
-            let class = if i <= 2 { " class=\"label\"" } else { "" };
-            let _ = write!(h, "<th{class}>{}</th>", esc(head));
+    /// HTML adds the reading note, a heading and a plot per body size and
+    /// the command lines; Markdown has the tables alone.
+    fn page(&self, format: Format) -> Result<Page, ReportError> {
+        let dir = self.dir;
+        let e = &dir.info.experiment;
+        let html = format == Format::Html;
+        let rows = summarize(dir);
+        let mut blocks = vec![Block::Facts(facts(dir))];
+        if html {
+            blocks.push(Block::Note(format!(
+                "Medians across repetitions with the smallest and largest in brackets. \
+                 The ratio divides a contender's {} by the baseline's of the same repetition and body, \
+                 then takes the median and range of those quotients. Contenders alternate within a \
+                 repetition, so slow drifts of a shared machine fall on all of them.",
+                measure_text(e.measure)
+            )));
         }
-        h.push_str("</tr></thead>\n<tbody>\n");
-        for r in &at {
-            h.push_str("<tr>");
-            for (i, c) in cells(r).iter().enumerate().skip(1) {
-                let class = if i <= 2 { " class=\"label\"" } else { "" };
-                let strong = i >= 7 && i < 7 + r.ratios.len() && r.ratios[i - 7].0 != r.contender;
-                if strong {
-                    let _ = write!(h, "<td{class}><strong>{}</strong></td>", esc(c));
-                } else {
-                    let _ = write!(h, "<td{class}>{}</td>", esc(c));
-                }
+        let mut sizes: Vec<u64> = rows.iter().map(|r| r.body_bytes).collect();
+        sizes.dedup();
+        for size in sizes {
+            let at: Vec<&PeerRow> = rows.iter().filter(|r| r.body_bytes == size).collect();
+            if html {
+                blocks.push(Block::Heading(format!("{} body", size_text(size))));
             }
-            h.push_str("</tr>\n");
+            blocks.push(Block::Table(export::Table {
+                head: headings(dir, size),
+                rows: at
+                    .iter()
+                    .map(|r| {
+                        cells(r)
+                            .into_iter()
+                            .enumerate()
+                            .map(|(i, text)| Cell {
+                                text,
+                                // A ratio to another contender's baseline.
+                                strong: i >= 7
+                                    && i < 7 + r.ratios.len()
+                                    && r.ratios[i - 7].0 != r.contender,
+                            })
+                            .collect()
+                    })
+                    .collect(),
+                labels: 2,
+                // The heading says the body size.
+                html_skip: 1,
+                empty: None,
+            }));
+            if html {
+                blocks.push(Block::Figure {
+                    svg: dot_plot(
+                        &format!("{}, {} body", measure_text(e.measure), size_text(size)),
+                        &measure_text(e.measure),
+                        &at,
+                    )?,
+                    caption: "Bars: median; dots: each repetition; whiskers: smallest to largest."
+                        .into(),
+                });
+            }
         }
-        h.push_str("</tbody></table></div>\n");
-        let svg = dot_plot(
-            &format!("{}, {} body", measure_text(e.measure), size_text(size)),
-            &measure_text(e.measure),
-            &at,
-        )?;
-        let _ = writeln!(
-            h,
-            "<figure class=\"plot\">{svg}<figcaption>Bars: median; dots: each repetition; \
-             whiskers: smallest to largest.</figcaption></figure>"
-        );
-    }
-    h.push_str("<h2>Commands</h2>\n");
-    for (id, cmds) in commands(dir) {
-        let _ = writeln!(h, "<p class=\"note\">{}:</p><ul>", esc(&id));
-        for (role, c) in cmds {
-            let _ = writeln!(h, "<li>{}: <code>{}</code></li>", role.name(), esc(&c));
+        if html {
+            blocks.push(Block::Heading("Commands".into()));
+            for (id, cmds) in commands(dir) {
+                blocks.push(Block::Commands {
+                    label: Some(id),
+                    lines: cmds
+                        .into_iter()
+                        .map(|(role, c)| (Some(role.name().to_string()), c))
+                        .collect(),
+                });
+            }
         }
-        h.push_str("</ul>\n");
+        blocks.push(Block::Missing(missing(dir)));
+        Ok(summary::page(
+            &e.title,
+            &e.description,
+            summary::FIGURE_STYLE,
+            blocks,
+        ))
     }
-    let miss = missing(dir);
-    if !miss.is_empty() {
-        let _ = writeln!(
-            h,
-            "<h2>Not measured yet</h2>\n<p class=\"note\">{}</p>",
-            esc(&miss.join(", "))
-        );
+
+    fn rows(&self) -> Result<Vec<CsvRow>, ReportError> {
+        let measure = self.dir.info.experiment.measure;
+        let mut out = Vec::new();
+        for r in summarize(self.dir) {
+            let none = [(String::new(), None)];
+            let ratios: &[(String, Option<Spread>)] = if r.ratios.is_empty() {
+                &none
+            } else {
+                &r.ratios
+            };
+            let (rps, rpc) = (r.requests_per_s.rounded(), r.requests_per_cpu_s.rounded());
+            for (baseline, ratio) in ratios {
+                let ratio = ratio.map(Spread::rounded);
+                out.push(CsvRow {
+                    body_bytes: r.body_bytes,
+                    contender: r.contender.clone(),
+                    program: r.what.clone(),
+                    repetitions: r.repetitions,
+                    requests_per_s_median: rps.median,
+                    requests_per_s_min: rps.min,
+                    requests_per_s_max: rps.max,
+                    measure: measure.name(),
+                    requests_per_cpu_s_median: rpc.median,
+                    requests_per_cpu_s_min: rpc.min,
+                    requests_per_cpu_s_max: rpc.max,
+                    baseline: baseline.clone(),
+                    ratio_median: ratio.map(|s| s.median),
+                    ratio_min: ratio.map(|s| s.min),
+                    ratio_max: ratio.map(|s| s.max),
+                    errors: r.errors,
+                });
+            }
+        }
+        Ok(out)
     }
-    h.push_str("</body>\n</html>\n");
-    Ok(h)
 }
 
 fn plot_err<E: std::fmt::Debug>(e: E) -> ReportError {
@@ -639,13 +533,6 @@ fn dot_plot(title: &str, y_desc: &str, rows: &[&PeerRow]) -> Result<String, Repo
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn spread_takes_the_median_and_range() {
-        let s = Spread::of(&[3.0, 1.0, 2.0, 10.0]).unwrap();
-        assert_eq!((s.median, s.min, s.max), (2.5, 1.0, 10.0));
-        assert!(Spread::of(&[]).is_none());
-    }
 
     #[test]
     fn numbers_read_well() {

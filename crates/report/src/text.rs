@@ -1,26 +1,21 @@
 //! The Markdown and CSV renderings: the same paper / ours / ratio / spread /
 //! verdict data as the HTML page.
 
+use crate::brief::{brief_columns, brief_engines, brief_of};
 use crate::claims::{ClaimResult, Quantity};
+use crate::export::{Block, Page};
 use crate::table::{metric_name, stat_names, stat_unit, Cell};
 use crate::{
-    brief_columns, brief_engines, brief_of, claim_spread, environment, in_unit, metric_heading,
-    metric_units, num_sig, pick_text, ratio, spread_text, warnings, Model, ReportError,
+    claim_spread, environment, in_unit, metric_heading, metric_units, num_sig, pick_text, ratio,
+    spread_text, warnings, Model,
 };
 use connlab_lab::{Metric, Vary};
 use serde::Serialize;
 use std::fmt::Write as _;
 
-/// One Markdown table row; `|` and line breaks inside cells are escaped.
+/// One Markdown table row with its line end.
 pub(crate) fn md_row(cells: &[String]) -> String {
-    format!(
-        "| {} |\n",
-        cells
-            .iter()
-            .map(|c| c.replace('|', "\\|").replace('\n', " "))
-            .collect::<Vec<_>>()
-            .join(" | ")
-    )
+    crate::export::md_row(cells) + "\n"
 }
 
 /// Ours as `median [lowest–highest]` (the range only with repetitions).
@@ -102,13 +97,40 @@ fn brief_md(claims: &[ClaimResult], engines: &[String]) -> String {
     out
 }
 
-pub(crate) fn markdown(m: &Model) -> String {
+/// The page of the locality report, in Markdown: one block per section.
+pub(crate) fn page(m: &Model) -> Page {
+    Page {
+        title: m.dir.experiment.title.clone(),
+        description: String::new(),
+        style: "",
+        viewport: false,
+        blocks: vec![
+            Block::Markdown(intro(m)),
+            Block::Markdown(paper_table(m)),
+            Block::Markdown(derived(m)),
+            Block::Markdown(claims(m)),
+            Block::Markdown(crate::projection::markdown(m.dir, &m.table)),
+            Block::Markdown(environment_table(m)),
+            Block::Markdown(warnings_list(m)),
+        ],
+    }
+}
+
+/// The note when nothing finished, and the brief table.
+fn intro(m: &Model) -> String {
     let (dir, t) = (m.dir, &m.table);
-    let mut out = format!("# {}\n\n", dir.experiment.title);
+    let mut out = String::new();
     if dir.points.is_empty() {
         out.push_str("No points finished yet.\n\n");
     }
     out.push_str(&brief_md(&m.claims, &t.engines));
+    out
+}
+
+/// The paper's table beside ours.
+fn paper_table(m: &Model) -> String {
+    let (dir, t) = (m.dir, &m.table);
+    let mut out = String::new();
     let _ = writeln!(
         out,
         "## {}: {}, paper beside ours\n",
@@ -133,6 +155,12 @@ pub(crate) fn markdown(m: &Model) -> String {
             .map(|p| format!(" {}", p.note.trim().replace('\n', " ")))
             .unwrap_or_default()
     );
+    out
+}
+
+/// The derived tables.
+fn derived(m: &Model) -> String {
+    let mut out = String::new();
     for d in &m.derived {
         let _ = writeln!(
             out,
@@ -159,6 +187,12 @@ pub(crate) fn markdown(m: &Model) -> String {
             d.note.trim().replace('\n', " ")
         );
     }
+    out
+}
+
+/// Each claim with its comparisons and verdicts.
+fn claims(m: &Model) -> String {
+    let mut out = String::new();
     if !m.claims.is_empty() {
         out.push_str("## The paper's claims against ours\n\n");
         for c in &m.claims {
@@ -212,11 +246,24 @@ pub(crate) fn markdown(m: &Model) -> String {
         }
         out.push_str("\nA claim holds only if every comparison holds across our spread (the conservative interval: the lowest and highest ratio any pairing of repetitions gives).\n\n");
     }
-    out.push_str(&crate::projection::markdown(dir, t));
+    out
+}
+
+/// The run's environment.
+fn environment_table(m: &Model) -> String {
+    let dir = m.dir;
+    let mut out = String::new();
     out.push_str("## Environment\n\n| | |\n|---|---|\n");
     for (k, v) in environment(dir) {
         out.push_str(&md_row(&[k.to_string(), v]));
     }
+    out
+}
+
+/// Every warning with the points that raised it.
+fn warnings_list(m: &Model) -> String {
+    let dir = m.dir;
+    let mut out = String::new();
     out.push_str("\n## Warnings\n\n");
     let ws = warnings(dir);
     if ws.is_empty() {
@@ -233,7 +280,7 @@ pub(crate) fn markdown(m: &Model) -> String {
 /// (one engine and setting projected to a setting of the paper this machine
 /// cannot run); columns that do not apply to a kind are empty.
 #[derive(Serialize, Default)]
-struct CsvRow {
+pub(crate) struct CsvRow {
     kind: &'static str,
     table: String,
     metric: String,
@@ -326,10 +373,10 @@ fn cell_rows(
         .collect()
 }
 
-pub(crate) fn csv(m: &Model) -> Result<String, ReportError> {
+/// The CSV rows of the locality report: cells, derived cells, claims'
+/// comparisons and projections.
+pub(crate) fn rows(m: &Model) -> Vec<CsvRow> {
     let t = &m.table;
-    let mut w = csv::Writer::from_writer(Vec::new());
-    let err = |e: csv::Error| ReportError::Csv(e.to_string());
     let mut rows: Vec<CsvRow> = Vec::new();
     for row in &t.rows {
         for (e, cell) in t.engines.iter().zip(&row.cells) {
@@ -425,11 +472,5 @@ pub(crate) fn csv(m: &Model) -> Result<String, ReportError> {
             });
         }
     }
-    for r in &rows {
-        w.serialize(r).map_err(err)?;
-    }
-    let bytes = w
-        .into_inner()
-        .map_err(|e| ReportError::Csv(e.to_string()))?;
-    String::from_utf8(bytes).map_err(|e| ReportError::Csv(e.to_string()))
+    rows
 }

@@ -5,19 +5,45 @@
 //! plots of efficiency, relative capacity and throughput against layers with
 //! the paper's series on the same axes, and the detail of every projection.
 
-use crate::plots::{self, Series};
-use crate::{iso, page_start, Format, ReportError};
+use crate::export::{self, Block, Page, Report};
+use crate::{iso, Format, ReportError};
 use connlab_lab::{size_text, ClaimResult, OursCell, PipelineSweep, Spread, Verdict};
-use html_escape::encode_text as esc;
 use std::fmt::Write as _;
+
+mod csv;
+mod html;
+#[cfg(test)]
+mod tests;
 
 /// Renders the report of a pipeline sweep.
 pub fn render_pipeline(sweep: &PipelineSweep, format: Format) -> Result<String, ReportError> {
-    Ok(match format {
-        Format::Csv => sweep.csv(),
-        Format::Markdown => markdown(sweep),
-        Format::Html => html(sweep)?,
-    })
+    export::export(&Pipeline { sweep }, format)
+}
+
+/// The pipeline report kind.
+struct Pipeline<'a> {
+    sweep: &'a PipelineSweep,
+}
+
+impl Report for Pipeline<'_> {
+    type Row = csv::RunRow;
+
+    fn page(&self, format: Format) -> Result<Page, ReportError> {
+        match format {
+            Format::Html => html::page(self.sweep),
+            _ => Ok(Page {
+                title: self.sweep.experiment.title.clone(),
+                description: self.sweep.experiment.description.clone(),
+                style: "",
+                viewport: false,
+                blocks: vec![Block::Markdown(markdown(self.sweep))],
+            }),
+        }
+    }
+
+    fn rows(&self) -> Result<Vec<csv::RunRow>, ReportError> {
+        Ok(csv::rows(self.sweep))
+    }
 }
 
 /// The three figures of the paper's tables: name, decimals.
@@ -473,12 +499,10 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or("—".into(), |v| number(v, digits))
 }
 
+/// The Markdown under the title and description.
 fn markdown(sweep: &PipelineSweep) -> String {
     let exp = &sweep.experiment;
-    let mut s = format!("# {}\n\n", exp.title);
-    if !exp.description.trim().is_empty() {
-        s += &format!("{}\n\n", exp.description.trim());
-    }
+    let mut s = String::new();
     for (k, v) in summary_lines(sweep) {
         s += &format!("- {k}: {v}\n");
     }
@@ -557,478 +581,5 @@ fn judgement_text(v: &Verdict, detail: &str) -> String {
         format!("**{}**", v.word())
     } else {
         format!("**{}**: {detail}", v.word())
-    }
-}
-
-/// The median per layer count of one figure (0, 1, 2) of our runs.
-fn ours_series(
-    sweep: &PipelineSweep,
-    g: &Group,
-    size: u64,
-    mode: &str,
-    figure: usize,
-    projected: bool,
-) -> Vec<(f64, f64)> {
-    layer_counts(sweep, g, size)
-        .into_iter()
-        .filter_map(|l| {
-            let c = sweep.cell(mode, &g.link, size, g.messages, l);
-            let v = if projected {
-                &c.projected[figure]
-            } else {
-                &c.measured[figure]
-            };
-            Spread::of(v).map(|s| (f64::from(l), s.median))
-        })
-        .collect()
-}
-
-fn plots_of(sweep: &PipelineSweep) -> Result<Vec<(String, String)>, ReportError> {
-    let mut out = Vec::new();
-    let modes = modes(sweep);
-    let exp = &sweep.experiment;
-    for g in groups(sweep) {
-        for size in sizes(sweep, &g) {
-            for (fi, (figure, _)) in FIGURES.iter().enumerate() {
-                let mut series = Vec::new();
-                // The paper's series first, so every plot keys its colours
-                // the same way (its Mbit/s lie near zero on our axis: that
-                // gap is the absolute difference).
-                if g.paper {
-                    let points: Vec<(f64, f64)> = layer_counts(sweep, &g, size)
-                        .into_iter()
-                        .filter_map(|l| {
-                            exp.paper_cell(size, l).map(|c| {
-                                (
-                                    f64::from(l),
-                                    match fi {
-                                        0 => c.mbit_s,
-                                        1 => c.relative_capacity,
-                                        _ => c.efficiency,
-                                    },
-                                )
-                            })
-                        })
-                        .collect();
-                    if points.len() >= 2 {
-                        series.push(Series {
-                            name: "paper".into(),
-                            points,
-                        });
-                    }
-                }
-                for m in &modes {
-                    for (projected, label) in [(false, "measured"), (true, "projected")] {
-                        let points = ours_series(sweep, &g, size, m, fi, projected);
-                        if points.len() >= 2 {
-                            series.push(Series {
-                                name: format!("{m} {label}"),
-                                points,
-                            });
-                        }
-                    }
-                }
-                if series.iter().filter(|s| s.name != "paper").count() == 0 {
-                    continue;
-                }
-                let title = format!("{figure} against layers, {} ({})", size_text(size), g.link);
-                // From zero, with headroom above the data for the legend
-                // (drawn in the upper left).
-                let top = series
-                    .iter()
-                    .flat_map(|s| s.points.iter().map(|p| p.1))
-                    .fold(0.0_f64, f64::max);
-                let svg = plots::linear(
-                    &title,
-                    "layers per side",
-                    figure,
-                    &series,
-                    Some((0.0, top * 1.45)),
-                )?;
-                out.push((
-                    format!(
-                        "{figure} against the number of layers, {} messages over the {} line, {} per run: the median of our repetitions per mode, measured and projected{}.",
-                        size_text(size),
-                        g.link,
-                        number(g.messages as f64, 0),
-                        if g.paper { ", and the paper's values" } else { "" }
-                    ),
-                    svg,
-                ));
-            }
-        }
-    }
-    Ok(out)
-}
-
-fn verdict_cell(v: &Verdict, detail: &str) -> String {
-    format!(
-        "<td class=\"label\"><strong>{}</strong>{}</td>",
-        v.word(),
-        if detail.is_empty() {
-            String::new()
-        } else {
-            format!("<br><small>{}</small>", esc(detail))
-        }
-    )
-}
-
-fn html(sweep: &PipelineSweep) -> Result<String, ReportError> {
-    let exp = &sweep.experiment;
-    let mut h = page_start(&exp.title, &exp.description);
-    h.push_str("<table>\n");
-    for (k, v) in summary_lines(sweep) {
-        let _ = writeln!(
-            h,
-            "<tr><th class=\"label\">{}</th><td class=\"label\">{}</td></tr>",
-            esc(&k),
-            esc(&v)
-        );
-    }
-    h.push_str("</table>\n");
-    if let Some(p) = exp
-        .paper
-        .as_ref()
-        .filter(|p| !p.carries_over.trim().is_empty())
-    {
-        let _ = writeln!(
-            h,
-            "<p class=\"note\"><strong>What carries over.</strong> {}</p>",
-            esc(p.carries_over.trim())
-        );
-    }
-    let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(NOTE));
-    let claims = claim_rows(sweep);
-    if !claims.is_empty() {
-        h.push_str("<h2>The paper's claims</h2>\n<div class=\"scroll\"><table id=\"claims\">\n<thead><tr><th class=\"label\">claim</th><th class=\"label\">where</th><th class=\"label\">on the paper's values</th><th class=\"label\">on ours, measured</th><th class=\"label\">on ours, projected</th></tr></thead>\n<tbody>\n");
-        for c in &claims {
-            let _ = writeln!(
-                h,
-                "<tr><td class=\"label\">{} <small>({})</small></td><td class=\"label\">{}</td>{}{}{}</tr>",
-                esc(&c.claim.text),
-                esc(&c.claim.id),
-                esc(&c.claim.source),
-                verdict_cell(&c.paper.verdict, &c.paper.detail),
-                verdict_cell(&c.measured.verdict, &c.measured.detail),
-                verdict_cell(&c.projected.verdict, &c.projected.detail),
-            );
-        }
-        h.push_str("</tbody></table></div>\n");
-    }
-    let lines = line_rows(sweep);
-    if !lines.is_empty() {
-        let _ = writeln!(
-            h,
-            "<h2>The line alone</h2>\n<p class=\"note\">{}</p>\n<div class=\"scroll\"><table id=\"line\">\n<thead><tr><th class=\"label\">message size</th><th>paper: line alone</th><th>paper: 1 layer</th><th>ours: line alone</th><th>ours: 1 layer measured</th><th>ours: 1 layer projected</th></tr></thead>\n<tbody>",
-            esc(LINE_NOTE)
-        );
-        for l in &lines {
-            let _ = writeln!(
-                h,
-                "<tr><td class=\"label\">{}</td><td class=\"paper\">{}</td><td class=\"paper\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                size_text(l.size),
-                opt(l.paper_line, 1),
-                opt(l.paper_one, 1),
-                line_text(l),
-                spread_text(&l.ours_one, 1),
-                spread_text(&l.ours_one_projected, 1)
-            );
-        }
-        h.push_str("</tbody></table></div>\n");
-    }
-    for g in groups(sweep) {
-        for size in sizes(sweep, &g) {
-            let t = grid(sweep, &g, size);
-            let _ = write!(
-                h,
-                "<h2>{}</h2>\n<div class=\"scroll\"><table>\n<thead><tr><th class=\"label\">layers</th>",
-                esc(&t.title)
-            );
-            for l in &t.layers {
-                let _ = write!(h, "<th>{l}</th>");
-            }
-            h.push_str("</tr></thead>\n<tbody>\n");
-            for r in &t.rows {
-                let class = if r.paper { " class=\"paper\"" } else { "" };
-                let _ = write!(h, "<tr><td class=\"label\">{}</td>", esc(&r.label));
-                for c in &r.cells {
-                    // The spread on a second, smaller line.
-                    let cell = match c.split_once(" (") {
-                        Some((m, rest)) => format!("{}<br><small>({}</small>", esc(m), esc(rest)),
-                        None => esc(c).to_string(),
-                    };
-                    let _ = write!(h, "<td{class}>{cell}</td>");
-                }
-                h.push_str("</tr>\n");
-            }
-            h.push_str("</tbody></table></div>\n");
-            if !t.notes.is_empty() {
-                h.push_str("<ol class=\"note\">\n");
-                for n in &t.notes {
-                    let _ = writeln!(h, "<li>{}</li>", esc(n));
-                }
-                h.push_str("</ol>\n");
-            }
-        }
-    }
-    let plots = plots_of(sweep)?;
-    if !plots.is_empty() {
-        h.push_str("<h2>Plots</h2>\n");
-        for (caption, svg) in plots {
-            let _ = writeln!(
-                h,
-                "<figure class=\"plot\">{svg}<figcaption>{}</figcaption></figure>",
-                esc(&caption)
-            );
-        }
-    }
-    projection_detail(&mut h, sweep);
-    layer_costs(&mut h, sweep);
-    h.push_str("</body>\n</html>\n");
-    Ok(h)
-}
-
-/// Every run of the first repetition: measured, the layer stages alone,
-/// the bounded projection and what bounds it, or why there is none.
-fn projection_detail(h: &mut String, sweep: &PipelineSweep) {
-    h.push_str("<h2>Projections (first repetition)</h2>\n<p class=\"note\">The layer stages alone are what an unbounded projection would claim; the projection is that figure bounded by the source, sink and line threads, the line's rate and the CPU share (threads / CPUs times the measured rate).</p>\n<div class=\"scroll\"><table id=\"projections\">\n<thead><tr><th class=\"label\">run</th><th>threads / CPUs</th><th>measured Mbit/s</th><th>layer stages alone Mbit/s</th><th>projected Mbit/s</th><th class=\"label\">bound, or why none</th></tr></thead>\n<tbody>\n");
-    for r in sweep.runs.iter().filter(|r| r.params.repetition == 1) {
-        let p = &r.result.projection;
-        let _ = writeln!(
-            h,
-            "<tr><td class=\"label\">{}</td><td>{} / {}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"label\">{}</td></tr>",
-            esc(&r.id),
-            p.threads,
-            p.cpus,
-            number(r.result.throughput_mbit_s, 1),
-            opt(p.layers_only_mbit_s, 1),
-            p.mbit_s.map_or("no projection".into(), |v| number(v, 1)),
-            esc(&match p.value() {
-                Ok(_) => p.bound.clone(),
-                Err(why) => why.to_string(),
-            })
-        );
-    }
-    h.push_str("</tbody></table></div>\n");
-}
-
-/// Per-layer costs of the runs with the most layers (first repetition).
-fn layer_costs(h: &mut String, sweep: &PipelineSweep) {
-    h.push_str("<h2>Per-layer costs (runs with the most layers, first repetition)</h2>\n<div class=\"scroll\"><table>\n<thead><tr><th class=\"label\">run</th><th>side</th><th>layer</th><th>CPU ns/msg</th><th>busy ns/msg (capped)</th><th>busy ns/msg (raw)</th><th>queue mean</th><th>queue max</th><th>retransmissions</th><th>CPU</th></tr></thead>\n<tbody>\n");
-    let most = sweep
-        .runs
-        .iter()
-        .map(|r| r.params.layers)
-        .max()
-        .unwrap_or(0);
-    for r in sweep
-        .runs
-        .iter()
-        .filter(|r| r.params.layers == most && r.params.repetition == 1)
-    {
-        for l in &r.result.per_layer {
-            let _ = writeln!(
-                h,
-                "<tr><td class=\"label\">{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{:.0}</td><td>{:.0}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&r.id),
-                esc(&l.side),
-                l.layer,
-                l.cpu_ns_per_message,
-                l.busy_ns_per_message,
-                l.busy_raw_ns_per_message,
-                l.queue_occupancy_mean,
-                l.queue_occupancy_max,
-                l.retransmissions,
-                l.cpu.map_or("—".into(), |c| c.to_string())
-            );
-        }
-    }
-    h.push_str("</tbody></table></div>\n");
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use connlab_lab::{
-        LinkSpec, PipelineExperiment, PipelineRunParams, PipelineRunRecord, PIPELINE_SWEEP_SCHEMA,
-    };
-    use connlab_pipeline::{Mode, PipelineResult, Projection};
-
-    const FILE: &str = r#"
-name = "p"
-title = "Pipeline fixture"
-[pipeline]
-layers = [1, 5]
-message_sizes = [8192]
-messages = 500
-modes = ["layer-parallel"]
-links = ["memory:800mbit"]
-repetitions = 2
-[paper]
-citation = "the paper"
-link = "memory:800mbit"
-messages = 500
-carries_over = "Shapes, not Mbit/s."
-[[paper.cells]]
-table = "Table 2"
-message_size = 8192
-layers = 1
-mbit_s = 33.2
-relative_capacity = 1.0
-efficiency = 1.0
-[[paper.cells]]
-table = "Table 2"
-message_size = 8192
-layers = 5
-mbit_s = 28.8
-relative_capacity = 4.34
-efficiency = 0.87
-[[paper.line]]
-source = "Section 3"
-message_size = 8192
-mbit_s = 35.8
-[[paper.claims]]
-id = "efficiency-5"
-source = "Section 4 (2)"
-text = "about 90% at 5 layers"
-statistic = "efficiency"
-layers = [5]
-expect_min = 0.85
-[[paper.claims]]
-id = "rtc"
-source = "Section 4 (3)"
-text = "run-to-completion locks"
-statistic = "not-measured"
-unmeasurable = "not run here"
-"#;
-
-    fn projection(mbit_s: Option<f64>) -> Projection {
-        Projection {
-            mbit_s,
-            bound: "line".into(),
-            unsupported: mbit_s
-                .is_none()
-                .then(|| "too few busy samples: sender source".to_string()),
-            layers_only_mbit_s: Some(90_000.0),
-            threads: 14,
-            cpus: 2,
-            ..Projection::default()
-        }
-    }
-
-    /// Two repetitions at 1 and 5 layers: 5 layers measure 288 and 270
-    /// Mbit/s against 320 at one layer (efficiency 0.90 and 0.84); the
-    /// second repetition's 5-layer run has no projection.
-    fn fixture() -> PipelineSweep {
-        let experiment = PipelineExperiment::from_toml(FILE, "fixture.toml").unwrap();
-        let mut runs = Vec::new();
-        for rep in 1..=2u32 {
-            for (layers, measured, projected) in [
-                (1u32, 320.0, Some(790.0)),
-                (
-                    5,
-                    if rep == 1 { 288.0 } else { 268.8 },
-                    (rep == 1).then_some(760.0),
-                ),
-            ] {
-                let params = PipelineRunParams {
-                    link: LinkSpec::Memory(Some(800_000_000)),
-                    mode: "layer-parallel".into(),
-                    message_size: 8192,
-                    layers,
-                    messages: 500,
-                    repetition: rep,
-                };
-                runs.push(PipelineRunRecord {
-                    id: params.id(),
-                    params,
-                    result: PipelineResult::synthetic(
-                        layers as usize,
-                        8192,
-                        Mode::LayerParallel,
-                        measured,
-                        projection(projected),
-                    ),
-                    relative_capacity: None,
-                    efficiency: None,
-                    projected_relative_capacity: None,
-                    projected_efficiency: None,
-                    finished_unix_s: 0.0,
-                });
-            }
-        }
-        PipelineSweep {
-            schema: PIPELINE_SWEEP_SCHEMA.into(),
-            experiment,
-            quick: false,
-            environment: connlab_os::Environment::capture(),
-            started_unix_s: 0.0,
-            runs_total: 4,
-            runs,
-        }
-    }
-
-    #[test]
-    fn renders_the_paper_beside_ours_with_ratios_and_verdicts() {
-        let sweep = fixture();
-        let html = render_pipeline(&sweep, Format::Html).unwrap();
-        // The paper's table cell, ours beside it, the ratio.
-        assert!(
-            html.contains("Table 2: 8 KiB messages over memory-800mbit"),
-            "title"
-        );
-        assert!(
-            html.contains("<td class=\"paper\">28.8</td>"),
-            "paper Mbit/s"
-        );
-        assert!(
-            html.contains("<td class=\"paper\">0.87</td>"),
-            "paper efficiency"
-        );
-        assert!(
-            html.contains("<td>278.4<br><small>(268.8–288.0)</small></td>"),
-            "our median and spread"
-        );
-        assert!(
-            html.contains("<td>9.67×<br><small>(9.33×–10×)</small></td>"),
-            "ours / paper"
-        );
-        assert!(html.contains("efficiency: layer-parallel measured"));
-        // Efficiency 0.90 and 0.84 against at least 0.85: does not hold
-        // across the spread; the paper's own 0.87 does.
-        assert!(
-            html.contains("<strong>does not hold</strong>"),
-            "measured verdict"
-        );
-        assert!(html.contains("<strong>holds</strong>"), "paper verdict");
-        assert!(html.contains("<strong>cannot be measured here</strong>"));
-        assert!(html.contains("not run here"));
-        // No projection, with the reason.
-        assert!(html.contains("no projection"));
-        assert!(html.contains("too few busy samples: sender source"));
-        // The line alone: the paper's 35.8 beside our configured 800.
-        assert!(html
-            .contains("<td class=\"paper\">35.8</td><td class=\"paper\">33.2</td><td>800.0 (configured rate)</td>"));
-        assert!(html.contains("Shapes, not Mbit/s."));
-        // Plots with the paper's series, layers on the x axis.
-        assert!(html.contains("efficiency against layers, 8 KiB"));
-        assert!(html.contains(">paper<"), "the paper's series in the legend");
-        let md = render_pipeline(&sweep, Format::Markdown).unwrap();
-        assert!(md.contains("| *efficiency: paper* | 1.00 | 0.87 |"), "{md}");
-        assert!(md.contains("**does not hold**"));
-        let csv = render_pipeline(&sweep, Format::Csv).unwrap();
-        assert_eq!(csv.lines().count(), 5);
-        assert!(csv.contains("too few busy samples"));
-    }
-
-    #[test]
-    fn numbers_are_grouped() {
-        assert_eq!(number(91_608.04, 1), "91,608.0");
-        assert_eq!(number(800.0, 0), "800");
-        assert_eq!(number(-1234.5, 1), "-1,234.5");
-        assert_eq!(times(1704.0), "1,704×");
-        assert_eq!(times(0.871), "0.87×");
-        assert_eq!(spread_text(&[1.0, 3.0, 2.0], 1), "2.0 (1.0–3.0)");
-        assert_eq!(spread_text(&[], 1), "—");
     }
 }

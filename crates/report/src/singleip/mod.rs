@@ -17,13 +17,57 @@ use html_escape::encode_text as esc;
 use plotters::prelude::*;
 use std::fmt::Write as _;
 
+mod plots;
+mod text;
+
+use crate::export::{self, Block, Page, Report};
+use plots::*;
+
 /// Renders the report of a single-IP sweep.
 pub fn render_singleip(sweep: &SingleIpSweep, format: Format) -> Result<String, ReportError> {
-    Ok(match format {
-        Format::Html => html(sweep)?,
-        Format::Markdown => markdown(sweep),
-        Format::Csv => csv(sweep),
-    })
+    export::export(&SingleIp { sweep }, format)
+}
+
+/// The single-IP report kind.
+struct SingleIp<'a> {
+    sweep: &'a SingleIpSweep,
+}
+
+impl Report for SingleIp<'_> {
+    type Row = text::CsvRow;
+
+    fn page(&self, format: Format) -> Result<Page, ReportError> {
+        let exp = &self.sweep.experiment;
+        Ok(Page {
+            title: exp.title.clone(),
+            description: match format {
+                Format::Html => exp.description.clone(),
+                _ => String::new(),
+            },
+            style: STYLE,
+            viewport: false,
+            blocks: match format {
+                Format::Html => {
+                    let (mut bandwidth, mut contention, mut environment) =
+                        (String::new(), String::new(), String::new());
+                    bandwidth_section(&mut bandwidth, self.sweep)?;
+                    contention_section(&mut contention, self.sweep)?;
+                    environment_section(&mut environment, self.sweep);
+                    vec![
+                        Block::Html(html(self.sweep)?),
+                        Block::Html(bandwidth),
+                        Block::Html(contention),
+                        Block::Html(environment),
+                    ]
+                }
+                _ => vec![Block::Markdown(text::markdown(self.sweep))],
+            },
+        })
+    }
+
+    fn rows(&self) -> Result<Vec<text::CsvRow>, ReportError> {
+        Ok(text::rows(self.sweep))
+    }
 }
 
 const STYLE: &str = "
@@ -134,17 +178,10 @@ fn verdict_class(v: &Verdict) -> &'static str {
     }
 }
 
+/// The HTML of Table 3 and the claims, under the title and description.
 fn html(sweep: &SingleIpSweep) -> Result<String, ReportError> {
     let exp = &sweep.experiment;
     let mut h = String::new();
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{t}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{t}</h1>\n",
-        t = esc(&exp.title)
-    );
-    if !exp.description.trim().is_empty() {
-        let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(exp.description.trim()));
-    }
     let _ = writeln!(
         h,
         "<p class=\"note\">{} of {} points{}; {} repetition(s). Ours: median over the repetitions, [min–max] when there are several. \
@@ -276,11 +313,6 @@ fn html(sweep: &SingleIpSweep) -> Result<String, ReportError> {
     }
     h.push_str("</table></div>\n");
     h.push_str("<p class=\"note\">The paper's foreground delays (Figures 8-9) are the delays the sender observed; ours is the median time the foreground's packets spent queued in the emulator beyond the link's own delay. NAT's 1.6 s is compared through the early-window fairness below.</p>\n");
-
-    bandwidth_section(&mut h, sweep)?;
-    contention_section(&mut h, sweep)?;
-    environment_section(&mut h, sweep);
-    h.push_str("</body>\n</html>\n");
     Ok(h)
 }
 
@@ -582,388 +614,4 @@ fn environment_section(h: &mut String, sweep: &SingleIpSweep) {
             "<p class=\"note\">{missing} points of the plan are missing (not run yet, or failed: see logs/).</p>"
         );
     }
-}
-
-// ------------------------------------------------------------------ plots
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Axis {
-    Linear,
-    /// Decades, plain numbers.
-    Log,
-    /// Decades, labelled as sizes (1KB, 1MB).
-    LogSize,
-}
-
-fn plot_err<E: std::fmt::Debug>(e: E) -> ReportError {
-    ReportError::Plot(format!("{e:?}"))
-}
-
-fn colour(name: &str, i: usize) -> RGBColor {
-    match name {
-        "io16k" | "bg1" => RGBColor(31, 119, 180),
-        "iooff" | "fg" => RGBColor(214, 39, 40),
-        "nat" | "bg2" => RGBColor(44, 160, 44),
-        "haproxy" => RGBColor(148, 103, 189),
-        _ => [RGBColor(255, 127, 14), RGBColor(140, 86, 75)][i % 2],
-    }
-}
-
-/// A number for an axis tick: integers without `.0`.
-fn tick(v: f64) -> String {
-    if (v - v.round()).abs() < 1e-9 {
-        format!("{}", v.round() as i64)
-    } else {
-        let s = format!("{v:.2}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    }
-}
-
-fn log_tick(v: f64, sizes: bool) -> String {
-    if (v - v.round()).abs() > 1e-6 {
-        return String::new();
-    }
-    let x = 10f64.powi(v.round() as i32);
-    if sizes {
-        bytes_label(x.round() as u64)
-    } else if x >= 1.0 {
-        tick(x)
-    } else {
-        format!("{x}")
-    }
-}
-
-fn range(values: impl Iterator<Item = f64>, axis: Axis) -> (f64, f64) {
-    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-    for v in values.filter(|v| v.is_finite() && (axis == Axis::Linear || *v > 0.0)) {
-        let v = if axis == Axis::Linear { v } else { v.log10() };
-        lo = lo.min(v);
-        hi = hi.max(v);
-    }
-    if !lo.is_finite() {
-        return (0.0, 1.0);
-    }
-    match axis {
-        Axis::Linear => {
-            let lo = lo.min(0.0);
-            (lo, if hi > lo { hi * 1.05 } else { lo + 1.0 })
-        }
-        _ => {
-            let (a, b) = (lo.floor(), hi.ceil());
-            (a, if b > a { b } else { a + 1.0 })
-        }
-    }
-}
-
-fn tx(v: f64, axis: Axis) -> f64 {
-    if axis == Axis::Linear {
-        v
-    } else {
-        v.max(1e-12).log10()
-    }
-}
-
-/// Lines with markers; log axes are drawn as decades.
-fn line_plot(
-    title: &str,
-    x_desc: &str,
-    y_desc: &str,
-    series: &[(String, Vec<(f64, f64)>)],
-    x_axis: Axis,
-    y_axis: Axis,
-) -> Result<String, ReportError> {
-    let (x0, x1) = range(series.iter().flat_map(|s| s.1.iter().map(|p| p.0)), x_axis);
-    let (y0, y1) = range(series.iter().flat_map(|s| s.1.iter().map(|p| p.1)), y_axis);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (520, 330)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 15))
-            .margin(10)
-            .margin_right(28)
-            .x_label_area_size(40)
-            .y_label_area_size(56)
-            .build_cartesian_2d(x0..x1, y0..y1)
-            .map_err(plot_err)?;
-        let xf = move |v: &f64| match x_axis {
-            Axis::Linear => tick(*v),
-            Axis::Log => log_tick(*v, false),
-            Axis::LogSize => log_tick(*v, true),
-        };
-        let yf = move |v: &f64| match y_axis {
-            Axis::Linear => tick(*v),
-            Axis::Log => log_tick(*v, false),
-            Axis::LogSize => log_tick(*v, true),
-        };
-        let xn = if x_axis == Axis::Linear {
-            8
-        } else {
-            (x1 - x0) as usize + 1
-        };
-        let yn = if y_axis == Axis::Linear {
-            6
-        } else {
-            (y1 - y0) as usize + 1
-        };
-        chart
-            .configure_mesh()
-            .x_desc(x_desc)
-            .y_desc(y_desc)
-            .x_labels(xn)
-            .y_labels(yn)
-            .x_label_formatter(&xf)
-            .y_label_formatter(&yf)
-            .label_style(("sans-serif", 12))
-            .light_line_style(RGBColor(238, 238, 238))
-            .draw()
-            .map_err(plot_err)?;
-        for (i, (name, pts)) in series.iter().enumerate() {
-            let c = colour(name, i);
-            let pts: Vec<(f64, f64)> = pts
-                .iter()
-                .map(|(x, y)| (tx(*x, x_axis), tx(*y, y_axis)))
-                .collect();
-            chart
-                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
-                .map_err(plot_err)?
-                .label(name.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
-                });
-            if pts.len() <= 30 {
-                chart
-                    .draw_series(pts.iter().map(|p| Circle::new(*p, 3, c.filled())))
-                    .map_err(plot_err)?;
-            }
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(180, 180, 180))
-            .label_font(("sans-serif", 12))
-            .draw()
-            .map_err(plot_err)?;
-        root.present().map_err(plot_err)?;
-    }
-    Ok(svg)
-}
-
-/// Time against sequence (MB, or KB in a close-up) per stream, drops as crosses.
-fn timeline_plot(
-    title: &str,
-    r: &SingleIpRecord,
-    window: Option<(f64, f64)>,
-) -> Result<String, ReportError> {
-    let Some(c) = &r.contention else {
-        return Ok(String::new());
-    };
-    let names: Vec<&str> = c.streams.iter().map(|s| s.name.as_str()).collect();
-    let pts: Vec<_> = c
-        .timeline
-        .iter()
-        .filter(|p| window.is_none_or(|(a, b)| p.t_s >= a && p.t_s <= b))
-        .filter(|p| window.is_none() || p.stream == 0)
-        .collect();
-    let (unit, scale) = if window.is_some() {
-        ("KB", 1e3)
-    } else {
-        ("MB", 1e6)
-    };
-    let (x0, x1) = match window {
-        Some(w) => w,
-        None => range(pts.iter().map(|p| p.t_s), Axis::Linear),
-    };
-    let (y0, y1) = range(pts.iter().map(|p| p.seq as f64 / scale), Axis::Linear);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (520, 330)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 15))
-            .margin(10)
-            .margin_right(28)
-            .x_label_area_size(40)
-            .y_label_area_size(56)
-            .build_cartesian_2d(x0..x1.max(x0 + 1e-3), y0..y1.max(y0 + 1e-3))
-            .map_err(plot_err)?;
-        chart
-            .configure_mesh()
-            .x_desc("time since the background started (s)")
-            .y_desc(format!("sequence ({unit})"))
-            .x_labels(7)
-            .y_labels(6)
-            .x_label_formatter(&|v| tick(*v))
-            .y_label_formatter(&|v| tick(*v))
-            .label_style(("sans-serif", 12))
-            .light_line_style(RGBColor(238, 238, 238))
-            .draw()
-            .map_err(plot_err)?;
-        for (i, name) in names.iter().enumerate() {
-            let c = colour(name, i);
-            let sent: Vec<(f64, f64)> = pts
-                .iter()
-                .filter(|p| usize::from(p.stream) == i && !p.dropped)
-                .map(|p| (p.t_s, p.seq as f64 / scale))
-                .collect();
-            if sent.is_empty() && window.is_some() {
-                continue;
-            }
-            chart
-                .draw_series(sent.iter().map(|p| Circle::new(*p, 1, c.filled())))
-                .map_err(plot_err)?
-                .label(name.to_string())
-                .legend(move |(x, y)| Circle::new((x + 8, y), 4, c.filled()));
-            let drops: Vec<(f64, f64)> = pts
-                .iter()
-                .filter(|p| usize::from(p.stream) == i && p.dropped)
-                .map(|p| (p.t_s, p.seq as f64 / scale))
-                .collect();
-            chart
-                .draw_series(drops.iter().map(|p| Cross::new(*p, 3, c.stroke_width(1))))
-                .map_err(plot_err)?;
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(180, 180, 180))
-            .label_font(("sans-serif", 12))
-            .draw()
-            .map_err(plot_err)?;
-        root.present().map_err(plot_err)?;
-    }
-    Ok(svg)
-}
-
-/// CDF of the round trips of every system (all repetitions pooled).
-fn rtt_cdf_plot(sweep: &SingleIpSweep) -> Result<Option<String>, ReportError> {
-    let mut series = Vec::new();
-    for s in systems_of(sweep, ExpKind::Rtt) {
-        let mut v: Vec<f64> = sweep
-            .select(ExpKind::Rtt, s, connlab_lab::RTT_BYTES)
-            .iter()
-            .filter_map(|r| r.rtt.as_ref())
-            .flat_map(|r| r.samples_us.iter().copied())
-            .collect();
-        if v.is_empty() {
-            continue;
-        }
-        v.sort_by(f64::total_cmp);
-        // The 1st to 95th percentile (the tail beyond is scheduling noise
-        // on a shared machine and would squeeze the rest).
-        let n = v.len();
-        let pts = (1..=95)
-            .map(|p| {
-                let k = ((p as f64 / 100.0) * (n - 1) as f64).round() as usize;
-                (v[k], p as f64 / 100.0)
-            })
-            .collect();
-        series.push((s.name().to_string(), pts));
-    }
-    if series.is_empty() {
-        return Ok(None);
-    }
-    line_plot(
-        "4-byte round trips: distribution (1st-95th percentile)",
-        "round trip (µs)",
-        "fraction of round trips",
-        &series,
-        Axis::Linear,
-        Axis::Linear,
-    )
-    .map(Some)
-}
-
-// ------------------------------------------------------------------ text formats
-
-fn markdown(sweep: &SingleIpSweep) -> String {
-    let mut m = String::new();
-    let _ = writeln!(m, "# {}\n", sweep.experiment.title);
-    let _ = writeln!(m, "## Table 3: 4-byte round trip (µs)\n");
-    let _ = writeln!(
-        m,
-        "| system | min paper | min ours | max paper | max ours | mean paper | mean ours | mean ours/paper |\n|---|---|---|---|---|---|---|---|"
-    );
-    for s in rtt_systems(sweep) {
-        let cell = |mt| {
-            (
-                paper_value(sweep, mt, s).map_or("—".into(), fmt_num_paper),
-                spread(&sweep.values(mt, s, None)),
-            )
-        };
-        let (a, b) = cell(SingleIpMetric::RttMinUs);
-        let (c, d) = cell(SingleIpMetric::RttMaxUs);
-        let (e, f) = cell(SingleIpMetric::RttMeanUs);
-        let r = paper_value(sweep, SingleIpMetric::RttMeanUs, s).map_or("—".into(), |p| {
-            ratio(median(sweep.values(SingleIpMetric::RttMeanUs, s, None)), p)
-        });
-        let _ = writeln!(
-            m,
-            "| {} | {a} | {b} | {c} | {d} | {e} | {f} | {r} |",
-            system_label(s)
-        );
-    }
-    let (p, o) = saps_nat(sweep, SingleIpMetric::RttMeanUs);
-    let _ = writeln!(
-        m,
-        "\nSAPS/NAT mean: paper {}, ours {}\n\n## Claims\n\n| source | claim | verdict | compared |\n|---|---|---|---|",
-        p.map_or("—".into(), |v| format!("{v:.2}")),
-        o.map_or("—".into(), |v| format!("{v:.2}"))
-    );
-    for c in &sweep.experiment.paper.claims {
-        let v = judge(sweep, &c.check);
-        let _ = writeln!(
-            m,
-            "| {} | {} | {} | {} |",
-            c.source,
-            c.claim.replace('|', "/"),
-            v.verdict.word(),
-            v.detail.replace('|', "/")
-        );
-    }
-    m
-}
-
-fn csv(sweep: &SingleIpSweep) -> String {
-    let metrics = [
-        SingleIpMetric::RttMinUs,
-        SingleIpMetric::RttMedianUs,
-        SingleIpMetric::RttMeanUs,
-        SingleIpMetric::RttMaxUs,
-        SingleIpMetric::TransferMs,
-        SingleIpMetric::TransferMbitS,
-        SingleIpMetric::FgCompletionMs,
-        SingleIpMetric::FgQueueMs,
-        SingleIpMetric::Jain,
-        SingleIpMetric::JainEarly,
-        SingleIpMetric::LinkUtilisation,
-        SingleIpMetric::FrontCpuSPerGb,
-        SingleIpMetric::NodesCpuSPerGb,
-    ];
-    let mut out = String::from("experiment,system,param_bytes,repetition,metric,value\n");
-    for r in &sweep.points {
-        for m in metrics {
-            if m.experiment() != r.point.experiment {
-                continue;
-            }
-            if let Some(v) = m.of(r) {
-                let _ = writeln!(
-                    out,
-                    "{},{},{},{},{},{v}",
-                    r.point.experiment.name(),
-                    r.point.system.name(),
-                    r.point.param,
-                    r.point.repetition,
-                    serde_metric(m)
-                );
-            }
-        }
-    }
-    out
-}
-
-fn serde_metric(m: SingleIpMetric) -> String {
-    format!("{m:?}")
 }

@@ -1,0 +1,86 @@
+//! The loadgen report's tables, CSV columns and page.
+
+use crate::support::loadgen;
+use connlab_report::{render_loadgen, Format};
+
+#[test]
+fn markdown_has_every_table_with_medians_and_spread() {
+    let md = render_loadgen(&loadgen(), Format::Markdown).unwrap();
+    for s in [
+        "## Service latency",
+        "## Memory per connection",
+        "## Shards against one process",
+        "## Pacing",
+        "| connections | client processes | reps | service mean (µs) |",
+        "send lag p99.9 (µs)",
+        // Send lag p99 is 20 and 40 over the two repetitions.
+        "| 30 (20–40) |",
+        "| 100 → 1,100 | 2 | 1 |",
+        "2,048",
+        "2 against 1",
+        "| 2.00× |",
+        "1 s measured after 1 s warm-up",
+        "7 of 8, 2 repetitions",
+        "server CPU 1, client writer CPU 0, client reader CPU 0",
+        "Not measured yet: epoll-1100c-1of4-2000rps-2sh-rep2",
+    ] {
+        assert!(md.contains(s), "missing {s:?} in\n{md}");
+    }
+    assert!(!md.contains('?'), "{md}");
+}
+
+#[test]
+fn csv_is_long_form_with_every_column() {
+    let text = render_loadgen(&loadgen(), Format::Csv).unwrap();
+    let mut r = csv::Reader::from_reader(text.as_bytes());
+    let head: Vec<String> = r.headers().unwrap().iter().map(str::to_string).collect();
+    assert_eq!(
+        head,
+        [
+            "table",
+            "engine",
+            "connections",
+            "active_ratio",
+            "rate",
+            "source_addrs",
+            "shards",
+            "metric",
+            "unit",
+            "repetitions",
+            "median",
+            "min",
+            "max"
+        ]
+    );
+    let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+    let slope = rows
+        .iter()
+        .find(|r| &r[7] == "server_bytes_per_connection" && &r[6] == "1")
+        .unwrap();
+    assert_eq!(slope[10].parse::<f64>().unwrap(), 1024.0);
+    assert!(rows
+        .iter()
+        .any(|r| &r[7] == "service_p50_us_ratio" && r[10].parse::<f64>().unwrap() == 2.0));
+}
+
+#[test]
+fn html_is_a_page_of_tables() {
+    let page = render_loadgen(&loadgen(), Format::Html).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    // Six tables, the commands and the points not measured.
+    assert_eq!(page.matches("<h2>").count(), 8);
+    assert!(page.contains("<th>send lag p50 (µs)</th>"));
+}
+
+#[test]
+fn csv_axes_are_plain_numbers() {
+    let text = render_loadgen(&loadgen(), Format::Csv).unwrap();
+    let mut r = csv::Reader::from_reader(text.as_bytes());
+    let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+    // No thousands separators, in a setting or in a span of settings.
+    assert!(rows.iter().any(|r| &r[2] == "1100" && &r[4] == "2000"));
+    assert!(rows.iter().any(|r| &r[2] == "100 → 1100"));
+    assert!(rows
+        .iter()
+        .all(|r| !r[2].contains(',') && !r[4].contains(',')));
+}

@@ -1,0 +1,105 @@
+//! The locality kind: the paper beside ours, claims and their verdicts.
+
+use crate::support::{locality, sweep, LOCALITY};
+use connlab_report::{render, Format};
+use std::path::Path;
+
+#[test]
+fn html_puts_the_paper_beside_ours_with_verdicts() {
+    let html = render(&locality(), Format::Html).unwrap();
+    // Kept for a look in a browser (scripts/screenshot_report.sh).
+    let _ = std::fs::write(
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-fixture.html"),
+        &html,
+    );
+    // Paper select mean at 400 conns, 125 req/s: 1.13 ms; ours the median of
+    // 280 and 308 µs = 0.294 ms; ours/paper 0.26x; the spread below it.
+    assert!(
+        html.contains("<td class=\"paper\">1.13</td>"),
+        "paper value"
+    );
+    assert!(
+        html.contains("0.294<span class=\"spread\">0.280–0.308</span>"),
+        "ours, median and spread"
+    );
+    assert!(html.contains("0.26×"), "ours / paper");
+    assert!(html.contains("service latency (ms)"), "unit stated");
+    // Claims: the shape from the paper's cells (5,650 / 1,130 = 5.0x).
+    assert!(html.contains("400 → 2,000 conns at ratio 1 · 125 req/s"));
+    assert!(html.contains("<td class=\"paper nowrap\">5.0×</td>"));
+    assert!(html.contains("<td class=\"holds\">holds</td>"));
+    assert!(html.contains("cannot be measured here: 10,000 conns not in this run"));
+    assert!(html.contains("widest span measured instead"));
+    // A setting only the paper has: named, never replaced by another.
+    assert!(html.contains("cannot be measured here: ratio 1 · 2,000 req/s not in this run"));
+    assert!(html.contains("cannot be measured here: needs 40,000 connections"));
+    // Derived Table 5: the paper's 7.08 µs beside ours, and the point picked.
+    assert!(html.contains("Table 5: send-timing deviation (µs)"));
+    assert!(html.contains("<td class=\"paper\">7.08</td>"));
+    assert!(
+        html.contains("2,000 conns · ratio 1 · 125 req/s")
+            || html.contains("400 conns · ratio 1 · 125 req/s")
+    );
+    // Environment: recorded placement, nothing unknown as "?".
+    assert!(html.contains("CPU set 1"));
+    assert!(!html.contains(" ?,") && !html.contains(" ?<"), "no '?'");
+    // Each claim comparison states its verdict.
+    let claims = &html[html.find("id=\"claims\"").unwrap()..];
+    let claims = &claims[..claims.find("</table>").unwrap()];
+    for row in claims.split("<tr").skip(2) {
+        assert!(
+            ["holds", "fails", "unmeasurable", "unjudged"]
+                .iter()
+                .any(|k| row.contains(&format!("class=\"{k}\""))),
+            "row without a verdict: {row}"
+        );
+    }
+}
+
+#[test]
+fn a_failing_claim_says_so() {
+    let dir = sweep(LOCALITY, |p| {
+        // epoll doubles: "stays flat" fails.
+        let base = if p.engine == "select" { 1.0 } else { 2.0 };
+        (base * p.connections as f64, 300.0, 0.0)
+    });
+    let html = render(&dir, Format::Html).unwrap();
+    assert!(
+        html.contains("<td class=\"fails\">does not hold</td>"),
+        "{html}"
+    );
+}
+
+#[test]
+fn markdown_and_csv_carry_the_same_data() {
+    let dir = locality();
+    let md = render(&dir, Format::Markdown).unwrap();
+    assert!(md.contains("## The paper's claims against ours"));
+    let csv = render(&dir, Format::Csv).unwrap();
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let headers = reader.headers().unwrap().clone();
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    let width = headers.len();
+    assert!(rows.iter().all(|r| r.len() == width), "rectangular");
+    let cell = rows
+        .iter()
+        .find(|r| {
+            &r[col("kind")] == "cell"
+                && &r[col("engine")] == "select"
+                && &r[col("statistic")] == "mean"
+                && &r[col("connections")] == "400"
+                && &r[col("rate_per_s")] == "125.0"
+        })
+        .expect("select mean at 400 conns, 125 req/s");
+    assert_eq!(&cell[col("paper_us")], "1130.0");
+    assert_eq!(&cell[col("ours_min_us")], "280.0");
+    assert_eq!(&cell[col("n")], "2");
+    let claims: Vec<&csv::StringRecord> =
+        rows.iter().filter(|r| &r[col("kind")] == "claim").collect();
+    assert!(claims.iter().any(|r| &r[col("verdict")] == "holds"));
+    assert!(claims
+        .iter()
+        .any(|r| r[col("verdict")].starts_with("cannot be measured here")));
+    assert!(rows.iter().any(|r| &r[col("kind")] == "derived"));
+}

@@ -1,0 +1,16 @@
+//! Reports of small results fixtures (no root, no timing), in one test
+//! binary: the locality kind with two engines and two repetitions (the
+//! paper's cells beside ours with ratios and verdicts, claims whose rows are
+//! missing, every plot with labelled axes), projections, the gateway kind,
+//! and snapshots of every format of the locality, loadgen and peers reports.
+//!
+//! The points are built in code from one real load result
+//! (`fixtures/load.json`, `fixtures/server.json`) with chosen statistics.
+
+mod gateway;
+mod loadgen;
+mod locality;
+mod plots;
+mod projection;
+mod snapshots;
+mod support;

@@ -1,0 +1,59 @@
+//! Snapshots (`insta`) of every format of three report kinds on small
+//! fixtures: the locality kind, a loadgen sweep and a peers sweep. A change
+//! to any output shows up as a snapshot diff to review.
+
+use crate::support::{loadgen, locality, peers};
+use connlab_report::{render, render_loadgen, render_peers, Format};
+
+/// An HTML page with each SVG plot's body left out (the plots have tests
+/// of their own), so the snapshot stays readable.
+fn without_svg(html: &str) -> String {
+    let mut out = String::new();
+    let mut rest = html;
+    while let Some(start) = rest.find("<svg") {
+        out.push_str(&rest[..start]);
+        out.push_str("<svg>…</svg>");
+        let end = rest[start..]
+            .find("</svg>")
+            .map_or(rest.len(), |e| start + e + 6);
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn locality_in_every_format() {
+    let dir = locality();
+    insta::assert_snapshot!(
+        "locality_html",
+        without_svg(&render(&dir, Format::Html).unwrap())
+    );
+    insta::assert_snapshot!("locality_markdown", render(&dir, Format::Markdown).unwrap());
+    insta::assert_snapshot!("locality_csv", render(&dir, Format::Csv).unwrap());
+}
+
+#[test]
+fn loadgen_in_every_format() {
+    let dir = loadgen();
+    insta::assert_snapshot!("loadgen_html", render_loadgen(&dir, Format::Html).unwrap());
+    insta::assert_snapshot!(
+        "loadgen_markdown",
+        render_loadgen(&dir, Format::Markdown).unwrap()
+    );
+    insta::assert_snapshot!("loadgen_csv", render_loadgen(&dir, Format::Csv).unwrap());
+}
+
+#[test]
+fn peers_in_every_format() {
+    let dir = peers();
+    insta::assert_snapshot!(
+        "peers_html",
+        without_svg(&render_peers(&dir, Format::Html).unwrap())
+    );
+    insta::assert_snapshot!(
+        "peers_markdown",
+        render_peers(&dir, Format::Markdown).unwrap()
+    );
+    insta::assert_snapshot!("peers_csv", render_peers(&dir, Format::Csv).unwrap());
+}
