@@ -31,7 +31,7 @@ use crate::{
     SingleIpSweepInfo, System, SINGLEIP_SWEEP_SCHEMA,
 };
 use anyhow::{anyhow, Context};
-use connlab_os::{Environment, Shutdown};
+use connlab_os::Shutdown;
 use lab::SiLab;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -90,10 +90,10 @@ pub(super) fn sweep(
         schema: SINGLEIP_SWEEP_SCHEMA.into(),
         name: exp.name.clone(),
         quick,
-        started_unix_s: earlier.map_or_else(unix_now, |i| i.started_unix_s),
+        started_unix_s: earlier.as_ref().map_or_else(unix_now, |i| i.started_unix_s),
         points_total: plan.len(),
         connlab_version: env!("CARGO_PKG_VERSION").into(),
-        environment: Environment::capture(),
+        environment: super::sweep_environment(earlier.as_ref().map(|i| &i.environment), progress),
         placement: placement.clone(),
     };
     SingleIpSweep::write_info(out, &info).map_err(|e| RunError::Failed(e.to_string()))?;
