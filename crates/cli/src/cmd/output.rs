@@ -139,8 +139,8 @@ pub(crate) fn print_summary(r: &LoadResult) {
     let q = &r.requests;
     t.push_str(&format!(
         "  requests      {} sent, {} completed, {} errors ({:.1}%) in the measured window; achieved {:.1} req/s, {:.1} Mbit/s\n",
-        q.measured_sent,
-        q.measured_completed,
+        q.sent,
+        q.completed,
         q.measured_errors(),
         100.0 * q.error_ratio(),
         r.achieved_rate_per_s,
@@ -150,12 +150,10 @@ pub(crate) fn print_summary(r: &LoadResult) {
         t.push_str(&format!("    {kind:<22} {n}\n"));
     }
     let warmup_errors: u64 = q.warmup_errors.values().sum();
-    if q.warmup_sent() + q.warmup_completed() + warmup_errors > 0 {
+    if q.warmup_sent + q.warmup_completed + warmup_errors > 0 {
         t.push_str(&format!(
             "  warm-up       {} sent, {} completed, {} errors (not in the figures)\n",
-            q.warmup_sent(),
-            q.warmup_completed(),
-            warmup_errors
+            q.warmup_sent, q.warmup_completed, warmup_errors
         ));
     }
     t.push_str(
