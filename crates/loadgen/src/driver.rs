@@ -241,9 +241,7 @@ pub fn run(
                 sender: Sender::new(&template, n),
                 depth,
                 rotate: rotating.then(|| {
-                    <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(
-                        w.seed ^ (u64::from(w.shard.index) << 32),
-                    )
+                    connlab_measure::SeededRng::new(w.seed ^ (u64::from(w.shard.index) << 32))
                 }),
             }),
             Rate::PerSecond(_) => None,

@@ -157,24 +157,3 @@ impl<'a> Idler<'a> {
         self.parker.sleeping.store(false, Ordering::Relaxed);
     }
 }
-
-/// A seeded generator (splitmix64 over a counter) for impairments.
-#[derive(Clone, Debug)]
-pub(crate) struct Rng(u64);
-
-impl Rng {
-    pub(crate) fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-
-    /// Uniform in [0, 1).
-    pub(crate) fn unit(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(1);
-        (connlab_measure::splitmix64(self.0) >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// True with probability `p`.
-    pub(crate) fn chance(&mut self, p: f64) -> bool {
-        p > 0.0 && self.unit() < p
-    }
-}

@@ -225,15 +225,10 @@ impl Manifest {
 /// File contents: printable, compressible only a little, the same everywhere.
 fn filler() -> Vec<u8> {
     const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 \n";
-    let mut x: u32 = 0x9e37_79b9;
+    // A fixed seed: a fixed pseudo-random pattern.
+    let mut rng = connlab_measure::SeededRng::new(0x9e37_79b9);
     (0..64 * 1024)
-        .map(|_| {
-            // xorshift32: a fixed pseudo-random pattern.
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            ALPHABET[(x % ALPHABET.len() as u32) as usize]
-        })
+        .map(|_| ALPHABET[rng.below(ALPHABET.len() as u64) as usize])
         .collect()
 }
 
