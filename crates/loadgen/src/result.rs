@@ -377,23 +377,31 @@ pub struct RequestRecord {
 }
 
 impl RequestRecord {
-    /// The CSV header matching [`RequestRecord::csv_line`].
-    pub const CSV_HEADER: &'static str =
-        "conn,seq,scheduled_us,send_us,complete_us,service_us,corrected_us,send_lag_us";
+    /// The CSV columns (`--records`), the field names in order.
+    pub const CSV_COLUMNS: [&'static str; 8] = [
+        "conn",
+        "seq",
+        "scheduled_us",
+        "send_us",
+        "complete_us",
+        "service_us",
+        "corrected_us",
+        "send_lag_us",
+    ];
 
-    /// One CSV line, without the newline.
-    pub fn csv_line(&self) -> String {
-        format!(
-            "{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3}",
-            self.conn,
-            self.seq,
-            self.scheduled_us,
-            self.send_us,
-            self.complete_us,
-            self.service_us,
-            self.corrected_us,
-            self.send_lag_us
-        )
+    /// The record with its times rounded to the nanosecond (three decimals
+    /// of a microsecond), the precision of the clock, as the CSV carries it.
+    pub fn to_ns(&self) -> RequestRecord {
+        let ns = |us: f64| (us * 1e3).round() / 1e3;
+        RequestRecord {
+            scheduled_us: ns(self.scheduled_us),
+            send_us: ns(self.send_us),
+            complete_us: ns(self.complete_us),
+            service_us: ns(self.service_us),
+            corrected_us: ns(self.corrected_us),
+            send_lag_us: ns(self.send_lag_us),
+            ..*self
+        }
     }
 }
 
@@ -466,5 +474,28 @@ mod tests {
         assert_eq!((r.requests.sent, r.requests.completed), (300, 300));
         assert_eq!(r.requests.warmup_sent, 90);
         assert_eq!(r.requests.warmup_completed, 90);
+    }
+
+    #[test]
+    fn csv_columns_are_the_record_fields() {
+        let r = RequestRecord {
+            conn: 3,
+            seq: 7,
+            scheduled_us: 1.000_4,
+            send_us: 2.5,
+            complete_us: 10.123_456,
+            service_us: 7.623_456,
+            corrected_us: 9.123_456,
+            send_lag_us: 1.499_6,
+        };
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.serialize(r.to_ns()).unwrap();
+        let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
+        let mut lines = text.lines();
+        assert_eq!(
+            lines.next(),
+            Some(RequestRecord::CSV_COLUMNS.join(",").as_str())
+        );
+        assert_eq!(lines.next(), Some("3,7,1.0,2.5,10.123,7.623,9.123,1.5"));
     }
 }
