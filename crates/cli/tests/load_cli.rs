@@ -527,13 +527,13 @@ fn rotating_policy_spreads_requests_over_every_connection() {
         v["requests"]["errors"].as_object().unwrap().is_empty(),
         "{v}"
     );
-    let text = std::fs::read_to_string(&records).unwrap();
-    let conns: std::collections::HashSet<&str> = text
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split(',').next())
-        .collect();
-    let requests = text.lines().count() - 1;
+    let rows: Vec<connlab_loadgen::RequestRecord> = csv::Reader::from_path(&records)
+        .unwrap()
+        .deserialize()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let conns: std::collections::HashSet<u32> = rows.iter().map(|r| r.conn).collect();
+    let requests = rows.len();
     assert!(requests >= 1000, "{requests} requests");
     assert!(
         conns.len() >= 150,
