@@ -16,6 +16,10 @@ use std::sync::OnceLock;
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
+/// The seeded generator of the impairments (loss, reordering, duplication):
+/// connlab's one RNG type, under the name the lines use.
+pub(crate) use connlab_measure::SeededRng as Rng;
+
 /// Spin-then-yield-then-park parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct IdleConfig {

@@ -22,11 +22,10 @@ use std::time::{Duration, Instant};
 
 use rtrb::{Consumer, Producer, PushError};
 
-use crate::idle::Idler;
+use crate::idle::{Idler, Rng};
 use crate::layer::Service;
 use crate::pool::Buf;
 use crate::runtime::{BusyMeter, CpuClock, Ctx, Item, ThreadReport};
-use connlab_measure::SeededRng;
 
 /// Most catch-up a paced line allows after its thread was descheduled.
 pub(crate) const BURST: Duration = Duration::from_micros(100);
@@ -166,7 +165,7 @@ pub(crate) fn memory_line<'p>(
     }
     let clock = CpuClock::start();
     let mut idler = Idler::new(ctx.cfg.idle, ctx.parker(me));
-    let mut rng = SeededRng::new(params.seed);
+    let mut rng = Rng::new(params.seed);
     let mut next_free = Instant::now();
     let mut held: Option<(Buf<'p>, Instant)> = None;
     let mut to_wire: VecDeque<Wired<'p>> = VecDeque::new();
@@ -294,7 +293,7 @@ pub(crate) fn udp_line<'p>(
     let mut idle_cfg = ctx.cfg.idle;
     idle_cfg.max_park = idle_cfg.max_park.min(UDP_MAX_PARK);
     let mut idler = Idler::new(idle_cfg, ctx.parker(me));
-    let mut rng = SeededRng::new(seed);
+    let mut rng = Rng::new(seed);
     let mut tx_pending: Option<Buf<'p>> = None;
     let mut spare: Option<Buf<'p>> = None;
     let mut to_layers: VecDeque<Buf<'p>> = VecDeque::new();
