@@ -114,12 +114,12 @@ fn open_loop_case(engine: Variant, protocol: Protocol) {
     assert_schema_valid(&v);
     assert_eq!(u(&v, "/connections/established"), 20, "[{engine}] {v}");
     assert_eq!(u(&v, "/connections/active"), 10, "[{engine}] {v}");
-    assert_eq!(u(&v, "/requests/measured_sent"), 400, "[{engine}] {v}");
-    assert_eq!(u(&v, "/requests/measured_completed"), 400, "[{engine}] {v}");
+    assert_eq!(u(&v, "/requests/sent"), 400, "[{engine}] {v}");
+    assert_eq!(u(&v, "/requests/completed"), 400, "[{engine}] {v}");
     assert_eq!(u(&v, "/service_latency_us/count"), 400, "[{engine}] {v}");
     assert_eq!(
-        u(&v, "/requests/sent"),
-        u(&v, "/requests/completed"),
+        u(&v, "/requests/warmup_sent"),
+        u(&v, "/requests/warmup_completed"),
         "[{engine}] {v}"
     );
     assert!(
@@ -136,7 +136,7 @@ fn open_loop_case(engine: Variant, protocol: Protocol) {
     let stats = server.stop();
     assert_eq!(
         stats["requests"].as_u64(),
-        Some(u(&v, "/requests/completed")),
+        Some(u(&v, "/requests/completed") + u(&v, "/requests/warmup_completed")),
         "[{engine}] server and client agree on the request count"
     );
 }
@@ -211,8 +211,8 @@ fn closed_loop_completes_requests_without_errors(engine: Variant) {
     assert_schema_valid(&v);
     assert!(u(&v, "/requests/completed") > 0, "[{engine}] {v}");
     assert_eq!(
-        u(&v, "/requests/sent"),
-        u(&v, "/requests/completed"),
+        u(&v, "/requests/warmup_sent"),
+        u(&v, "/requests/warmup_completed"),
         "[{engine}] {v}"
     );
     assert!(
@@ -220,6 +220,46 @@ fn closed_loop_completes_requests_without_errors(engine: Variant) {
         "[{engine}] {v}"
     );
     assert_eq!(v["config"]["arrival"], "closed");
+}
+
+/// The JSON's top-level `requests.completed` is the "completed" the summary
+/// prints (the measured window's), with the warm-up's under its own name.
+#[test]
+fn json_completed_is_the_printed_completed() {
+    let server = Server::start(Variant::Epoll, Protocol::Clb1, &[]);
+    let json = out_path("printed.json");
+    let target = server.addr.to_string();
+    let out = load(&[
+        "--target",
+        &target,
+        "-c",
+        "4",
+        "--rate",
+        "200",
+        "-d",
+        "500ms",
+        "--warmup",
+        "300ms",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    server.stop();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.trim_start().starts_with("requests "))
+        .unwrap_or_else(|| panic!("no requests line in:\n{stderr}"));
+    let printed: u64 = line
+        .split(", ")
+        .find_map(|part| part.strip_suffix(" completed"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no completed count in {line:?}"));
+    let v = read_json(&json);
+    assert_schema_valid(&v);
+    assert_eq!(u(&v, "/requests/completed"), printed, "{line:?} {v}");
+    assert_eq!(u(&v, "/service_latency_us/count"), printed, "{v}");
+    assert!(u(&v, "/requests/warmup_completed") > 0, "{v}");
 }
 
 #[test]
@@ -354,10 +394,7 @@ fn manifest_requests_follow_the_file_set_and_report_size_classes() {
         .iter()
         .map(|c| c["requests"].as_u64().unwrap())
         .collect();
-    assert_eq!(
-        counts.iter().sum::<u64>(),
-        u(&v, "/requests/measured_completed")
-    );
+    assert_eq!(counts.iter().sum::<u64>(), u(&v, "/requests/completed"));
     // Weights 1:1:2, so about half of the requests are the 50 KB file.
     let half = counts[2] as f64 / counts.iter().sum::<u64>() as f64;
     assert!((0.4..0.6).contains(&half), "{counts:?}");
@@ -490,13 +527,13 @@ fn rotating_policy_spreads_requests_over_every_connection() {
         v["requests"]["errors"].as_object().unwrap().is_empty(),
         "{v}"
     );
-    let text = std::fs::read_to_string(&records).unwrap();
-    let conns: std::collections::HashSet<&str> = text
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split(',').next())
-        .collect();
-    let requests = text.lines().count() - 1;
+    let rows: Vec<connlab_loadgen::RequestRecord> = csv::Reader::from_path(&records)
+        .unwrap()
+        .deserialize()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let conns: std::collections::HashSet<u32> = rows.iter().map(|r| r.conn).collect();
+    let requests = rows.len();
     assert!(requests >= 1000, "{requests} requests");
     assert!(
         conns.len() >= 150,
@@ -699,14 +736,14 @@ fn two_shards_merged_match_one_run_in_counts() {
     for field in [
         "/connections/established",
         "/connections/active",
-        "/requests/measured_sent",
-        "/requests/measured_completed",
+        "/requests/sent",
+        "/requests/completed",
         "/service_latency_us/count",
         "/send_deviation_us/count",
     ] {
         assert_eq!(u(&both, field), u(&one, field), "{field}");
     }
-    assert_eq!(u(&both, "/requests/measured_completed"), 400);
+    assert_eq!(u(&both, "/requests/completed"), 400);
     assert_eq!(both["merged"]["files"].as_array().map(Vec::len), Some(2));
 }
 

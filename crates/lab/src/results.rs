@@ -96,7 +96,7 @@ pub struct PointResult {
     pub params: PointParams,
     /// Client shards merged into `load`.
     pub shards: u32,
-    /// The merged load result (schema `connlab.load/1`).
+    /// The merged load result (schema `connlab.load/2`; `/1` files convert).
     pub load: LoadResult,
     /// The server's statistics (`connlab serve --stats`), if it wrote them.
     pub server: Option<serde_json::Value>,

@@ -6,14 +6,54 @@
 use crate::packet::{tcp_flags, PacketInfo};
 use crate::LinkemError;
 use connlab_os::files::AtomicFile;
-use std::fmt::Write as _;
-use std::io::{BufWriter, Write};
+use serde::Serialize;
+use std::net::Ipv4Addr;
 use std::path::Path;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::thread::JoinHandle;
 
-/// The CSV header line (without the newline).
+/// The CSV header line (without the newline): the fields of [`LogRow`].
 pub const HEADER: &str = "direction,index,arrival_ns,scheduled_ns,departure_ns,fate,bytes,segments,src,dst,protocol,sport,dport,seq,ack,flags,payload_len";
+
+/// One row of the log as written: a field per column of [`HEADER`], in
+/// order; `None` writes an empty field.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LogRow {
+    /// `lr` (left to right) or `rl`.
+    pub direction: &'static str,
+    /// Arrival index within the direction, from 1.
+    pub index: u64,
+    /// When it was read (ns since the emulator started).
+    pub arrival_ns: u64,
+    /// When the model said it should leave.
+    pub scheduled_ns: Option<u64>,
+    /// When it was written back.
+    pub departure_ns: Option<u64>,
+    /// What happened to it (`sent`, `loss`, `queue`, ...).
+    pub fate: &'static str,
+    /// Bytes on the wire.
+    pub bytes: u64,
+    /// Wire packets it stands for.
+    pub segments: u64,
+    /// IPv4 source.
+    pub src: Option<Ipv4Addr>,
+    /// IPv4 destination.
+    pub dst: Option<Ipv4Addr>,
+    /// IP protocol number (IPv4 only).
+    pub protocol: Option<u8>,
+    /// Source port.
+    pub sport: Option<u16>,
+    /// Destination port.
+    pub dport: Option<u16>,
+    /// TCP sequence number.
+    pub seq: Option<u32>,
+    /// TCP acknowledgement number.
+    pub ack: Option<u32>,
+    /// TCP flags as letters (`.` for none).
+    pub flags: Option<String>,
+    /// Transport payload length.
+    pub payload_len: u32,
+}
 
 /// What happened to a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,40 +109,28 @@ pub struct LogRecord {
 }
 
 impl LogRecord {
-    /// Appends the CSV line (with its newline) to `out`.
-    pub fn write_csv(&self, out: &mut String) {
-        let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
-        let dir = if self.direction == 0 { "lr" } else { "rl" };
-        let _ = write!(
-            out,
-            "{dir},{},{},{},{},{},{},{},",
-            self.index,
-            self.arrival_ns,
-            opt(self.scheduled_ns),
-            opt(self.departure_ns),
-            self.fate.as_str(),
-            self.bytes,
-            self.segments
-        );
-        match self.info.addrs {
-            Some((s, d)) => {
-                let _ = write!(out, "{s},{d},{},", self.info.protocol);
-            }
-            None => out.push_str(",,,"),
+    /// The row this record writes.
+    pub fn row(&self) -> LogRow {
+        let i = &self.info;
+        LogRow {
+            direction: if self.direction == 0 { "lr" } else { "rl" },
+            index: self.index,
+            arrival_ns: self.arrival_ns,
+            scheduled_ns: self.scheduled_ns,
+            departure_ns: self.departure_ns,
+            fate: self.fate.as_str(),
+            bytes: self.bytes,
+            segments: self.segments,
+            src: i.addrs.map(|(s, _)| s),
+            dst: i.addrs.map(|(_, d)| d),
+            protocol: i.addrs.map(|_| i.protocol),
+            sport: i.ports.map(|(s, _)| s),
+            dport: i.ports.map(|(_, d)| d),
+            seq: i.tcp.map(|(seq, _, _)| seq),
+            ack: i.tcp.map(|(_, ack, _)| ack),
+            flags: i.tcp.map(|(_, _, f)| tcp_flags(f)),
+            payload_len: i.payload_len,
         }
-        match self.info.ports {
-            Some((s, d)) => {
-                let _ = write!(out, "{s},{d},");
-            }
-            None => out.push_str(",,"),
-        }
-        match self.info.tcp {
-            Some((seq, ack, flags)) => {
-                let _ = write!(out, "{seq},{ack},{},", tcp_flags(flags));
-            }
-            None => out.push_str(",,,"),
-        }
-        let _ = writeln!(out, "{}", self.info.payload_len);
     }
 }
 
@@ -123,7 +151,7 @@ impl LogWriter {
         let (sender, receiver) = channel();
         let thread = std::thread::Builder::new()
             .name("linkem-log".into())
-            .spawn(move || write_all(BufWriter::with_capacity(1 << 20, file), receiver))
+            .spawn(move || write_all(file, receiver))
             .map_err(|e| LinkemError::io("starting the log writer", e))?;
         Ok(LogWriter {
             sender: Some(sender),
@@ -151,23 +179,32 @@ impl LogWriter {
     }
 }
 
-fn write_all(
-    mut out: BufWriter<AtomicFile>,
-    receiver: Receiver<Vec<LogRecord>>,
-) -> std::io::Result<u64> {
-    writeln!(out, "{HEADER}")?;
+fn write_all(file: AtomicFile, receiver: Receiver<Vec<LogRecord>>) -> std::io::Result<u64> {
+    let mut out = csv::WriterBuilder::new()
+        .has_headers(false)
+        .buffer_capacity(1 << 20)
+        .from_writer(file);
+    // The header even when no packet comes.
+    out.write_record(HEADER.split(','))?;
     let mut lines = 0;
-    let mut text = String::with_capacity(64 * 1024);
     for batch in receiver {
-        text.clear();
         for r in &batch {
-            r.write_csv(&mut text);
+            out.serialize(r.row())?;
         }
         lines += batch.len() as u64;
-        out.write_all(text.as_bytes())?;
     }
     out.into_inner().map_err(|e| e.into_error())?.commit()?;
     Ok(lines)
+}
+
+/// The CSV line of a record, with its newline (tests).
+#[cfg(test)]
+fn csv_line(r: &LogRecord) -> String {
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(Vec::new());
+    w.serialize(r.row()).unwrap();
+    String::from_utf8(w.into_inner().unwrap()).unwrap()
 }
 
 #[cfg(test)]
@@ -227,22 +264,24 @@ mod tests {
                 payload_len: 1448,
             },
         };
-        let mut s = String::new();
-        r.write_csv(&mut s);
+        let s = csv_line(&r);
         assert_eq!(
             s,
             "lr,3,10,20,25,sent,1500,1,1.2.3.4,5.6.7.8,6,1,2,100,200,.,1448\n"
         );
+        // The header is the row type's field names.
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.serialize(r.row()).unwrap();
+        let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
+        assert_eq!(text.lines().next(), Some(HEADER));
         let cols = HEADER.split(',').count();
         assert_eq!(s.trim_end().split(',').count(), cols);
-        let mut d = String::new();
-        LogRecord {
+        let d = csv_line(&LogRecord {
             fate: Fate::Loss,
             departure_ns: None,
             info: PacketInfo::default(),
             ..r
-        }
-        .write_csv(&mut d);
+        });
         assert_eq!(d.trim_end().split(',').count(), cols);
     }
 }

@@ -241,9 +241,7 @@ pub fn run(
                 sender: Sender::new(&template, n),
                 depth,
                 rotate: rotating.then(|| {
-                    <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(
-                        w.seed ^ (u64::from(w.shard.index) << 32),
-                    )
+                    connlab_measure::SeededRng::new(w.seed ^ (u64::from(w.shard.index) << 32))
                 }),
             }),
             Rate::PerSecond(_) => None,
@@ -508,6 +506,12 @@ fn assemble(
             Rate::Max { .. } => None,
         },
     });
+    // Closed loop counts a request of the window when its response comes.
+    let measured_sent = if open_loop {
+        wr.measured_sent
+    } else {
+        rd.measured_completed
+    };
     let mut result = LoadResult {
         schema: LOAD_SCHEMA.into(),
         config: RunConfig {
@@ -560,15 +564,11 @@ fn assemble(
             first_error: opened.first_error.clone(),
         },
         requests: RequestCounts {
-            sent: wr.sent + rd.closed_loop_sent,
-            completed: rd.completed,
-            measured_sent: if open_loop {
-                wr.measured_sent
-            } else {
-                rd.measured_completed
-            },
-            measured_completed: rd.measured_completed,
+            sent: measured_sent,
+            completed: rd.measured_completed,
             errors,
+            warmup_sent: (wr.sent + rd.closed_loop_sent).saturating_sub(measured_sent),
+            warmup_completed: rd.completed.saturating_sub(rd.measured_completed),
             warmup_errors,
         },
         achieved_rate_per_s: rd.measured_completed as f64 / measured_s,

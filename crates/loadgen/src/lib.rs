@@ -29,6 +29,6 @@ pub use preflight::{check_capacity, per_request_port_warning, Capacity};
 pub use request::{FileMix, SIZE_CLASSES};
 pub use result::{
     ConnectionCounts, CpuSeconds, Histograms, LoadResult, MergeInfo, Placement, RequestCounts,
-    RequestRecord, RunConfig, ShardInfo, HISTOGRAM_ENCODING, LOAD_SCHEMA,
+    RequestRecord, RunConfig, ShardInfo, HISTOGRAM_ENCODING, LOAD_SCHEMA, LOAD_SCHEMA_V1,
 };
 pub use workload::{ActivePolicy, FileSet, Progress, Rate, RecordSink, Workload};

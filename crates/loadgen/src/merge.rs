@@ -165,8 +165,8 @@ pub fn merge(parts: &[(String, LoadResult)]) -> Result<LoadResult, MergeError> {
         let q = &r.requests;
         requests.sent += q.sent;
         requests.completed += q.completed;
-        requests.measured_sent += q.measured_sent;
-        requests.measured_completed += q.measured_completed;
+        requests.warmup_sent += q.warmup_sent;
+        requests.warmup_completed += q.warmup_completed;
         for (kind, n) in &q.errors {
             *requests.errors.entry(kind.clone()).or_default() += n;
         }
@@ -209,7 +209,7 @@ pub fn merge(parts: &[(String, LoadResult)]) -> Result<LoadResult, MergeError> {
     merged.placement.reader_cpu = None;
     merged.connections = connections;
     merged.requests = requests;
-    merged.achieved_rate_per_s = merged.requests.measured_completed as f64 / measured_s;
+    merged.achieved_rate_per_s = merged.requests.completed as f64 / measured_s;
     merged.service_latency_us = service.summary();
     merged.corrected_latency_us = corrected.summary();
     merged.send_lag_us = if open_loop {
@@ -227,7 +227,7 @@ pub fn merge(parts: &[(String, LoadResult)]) -> Result<LoadResult, MergeError> {
     merged.writer_cpu_s = writer_cpu;
     merged.reader_cpu_s = reader_cpu;
     merged.requests_per_client_cpu_s =
-        merged.requests.completed as f64 / (cpu.user + cpu.sys).max(1e-9);
+        merged.requests.total_completed() as f64 / (cpu.user + cpu.sys).max(1e-9);
     merged.client_max_rss_kib = rss;
     merged.bytes_sent = bytes_sent;
     merged.bytes_received = bytes_received;
@@ -335,6 +335,6 @@ mod tests {
         assert!(merged.achieved_rate_per_s.is_finite());
         let text = serde_json::to_string(&merged).unwrap();
         let again: LoadResult = serde_json::from_str(&text).unwrap();
-        assert_eq!(again.requests.measured_completed, 300);
+        assert_eq!(again.requests.completed, 300);
     }
 }

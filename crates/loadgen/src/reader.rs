@@ -38,28 +38,27 @@ pub(crate) struct ClosedLoop<'a> {
     pub(crate) depth: u32,
     /// `--active-policy rotating`: each completion sends the next request to
     /// an idle connection drawn at random from all of them.
-    pub(crate) rotate: Option<rand::rngs::StdRng>,
+    pub(crate) rotate: Option<connlab_measure::SeededRng>,
 }
 
 /// A random connection with nothing in flight, alive: a few random draws,
 /// then the first such connection after a random start (so a nearly busy
 /// set still finds one in bounded time).
 fn pick_idle(
-    rng: &mut rand::rngs::StdRng,
+    rng: &mut connlab_measure::SeededRng,
     in_flight: &[VecDeque<InFlight>],
     closed: &[bool],
     dead: &[AtomicBool],
 ) -> Option<usize> {
-    use rand::Rng;
     let n = in_flight.len();
     let free = |c: usize| in_flight[c].is_empty() && !closed[c] && !dead[c].load(Relaxed);
     for _ in 0..32 {
-        let c = rng.random_range(0..n);
+        let c = rng.below(n as u64) as usize;
         if free(c) {
             return Some(c);
         }
     }
-    let start = rng.random_range(0..n);
+    let start = rng.below(n as u64) as usize;
     (0..n).map(|i| (start + i) % n).find(|&c| free(c))
 }
 

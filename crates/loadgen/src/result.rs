@@ -7,8 +7,26 @@ use connlab_os::Environment;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Version tag of [`LoadResult`].
-pub const LOAD_SCHEMA: &str = "connlab.load/1";
+/// Version tag of [`LoadResult`]. Version 2: the top-level request counts
+/// are those of the measured window (what `connlab load` prints), the
+/// warm-up's are `warmup_*`.
+pub const LOAD_SCHEMA: &str = "connlab.load/2";
+
+/// Version tag of results written before [`LOAD_SCHEMA`]: their `sent` and
+/// `completed` counted the warm-up, `measured_sent` and `measured_completed`
+/// did not. They still read: see [`RequestCounts`].
+pub const LOAD_SCHEMA_V1: &str = "connlab.load/1";
+
+/// Reads the schema tag; a version-1 result is converted as it is read (see
+/// [`RequestCounts`]), so in memory it is a [`LOAD_SCHEMA`] result and says so.
+fn read_schema<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let tag = String::deserialize(d)?;
+    Ok(if tag == LOAD_SCHEMA_V1 {
+        LOAD_SCHEMA.to_string()
+    } else {
+        tag
+    })
+}
 
 /// Connection counts of a run.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -31,26 +49,77 @@ pub struct ConnectionCounts {
     pub first_error: Option<String>,
 }
 
-/// Request counts of a run.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+/// Request counts of a run: the top-level ones are of the measured window,
+/// the warm-up's are apart under `warmup_*`.
+///
+/// Reading accepts version 1 ([`LOAD_SCHEMA_V1`]), recognised by its
+/// `measured_sent` field: its `sent` and `completed` included the warm-up,
+/// so they become the measured counts and the differences the warm-up's.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(from = "RequestCountsWire")]
 pub struct RequestCounts {
-    /// Requests sent (warm-up included).
-    pub sent: u64,
-    /// Responses completed (warm-up included).
-    pub completed: u64,
     /// Requests sent in the measured window.
-    pub measured_sent: u64,
+    pub sent: u64,
     /// Responses completed for requests of the measured window.
-    pub measured_completed: u64,
+    pub completed: u64,
     /// Errors of the measured window by kind (`reset`, `closed_by_peer`,
     /// `unanswered`, `protocol`, `http_status`, ...): requests scheduled in
     /// it, connections lost from its start on. Connections that failed to
     /// open are [`ConnectionCounts::failed`], except with
     /// connection-per-request, where each connect is a request's.
     pub errors: BTreeMap<String, u64>,
-    /// Errors of the warm-up by kind (counted apart from `errors`).
-    #[serde(default)]
+    /// Requests sent in the warm-up (closed loop: every request sent that
+    /// was not completed in the measured window).
+    pub warmup_sent: u64,
+    /// Responses completed in the warm-up.
+    pub warmup_completed: u64,
+    /// Errors of the warm-up by kind.
     pub warmup_errors: BTreeMap<String, u64>,
+}
+
+/// [`RequestCounts`] as either version writes it.
+#[derive(Deserialize)]
+struct RequestCountsWire {
+    sent: u64,
+    completed: u64,
+    /// Version 1 only.
+    measured_sent: Option<u64>,
+    /// Version 1 only.
+    measured_completed: Option<u64>,
+    errors: BTreeMap<String, u64>,
+    #[serde(default)]
+    warmup_sent: u64,
+    #[serde(default)]
+    warmup_completed: u64,
+    #[serde(default)]
+    warmup_errors: BTreeMap<String, u64>,
+}
+
+impl From<RequestCountsWire> for RequestCounts {
+    fn from(w: RequestCountsWire) -> Self {
+        match w.measured_sent {
+            // Version 1: `sent` and `completed` are of the whole run.
+            Some(measured_sent) => {
+                let measured_completed = w.measured_completed.unwrap_or(w.completed);
+                RequestCounts {
+                    sent: measured_sent,
+                    completed: measured_completed,
+                    errors: w.errors,
+                    warmup_sent: w.sent.saturating_sub(measured_sent),
+                    warmup_completed: w.completed.saturating_sub(measured_completed),
+                    warmup_errors: w.warmup_errors,
+                }
+            }
+            None => RequestCounts {
+                sent: w.sent,
+                completed: w.completed,
+                errors: w.errors,
+                warmup_sent: w.warmup_sent,
+                warmup_completed: w.warmup_completed,
+                warmup_errors: w.warmup_errors,
+            },
+        }
+    }
 }
 
 impl RequestCounts {
@@ -59,14 +128,14 @@ impl RequestCounts {
         self.errors.values().sum()
     }
 
-    /// Warm-up requests sent (`sent - measured_sent`).
-    pub fn warmup_sent(&self) -> u64 {
-        self.sent.saturating_sub(self.measured_sent)
+    /// Requests sent over the whole run, warm-up included.
+    pub fn total_sent(&self) -> u64 {
+        self.sent + self.warmup_sent
     }
 
-    /// Warm-up responses completed (`completed - measured_completed`).
-    pub fn warmup_completed(&self) -> u64 {
-        self.completed.saturating_sub(self.measured_completed)
+    /// Responses completed over the whole run, warm-up included.
+    pub fn total_completed(&self) -> u64 {
+        self.completed + self.warmup_completed
     }
 
     /// Share of the measured window's requests that ended in an error: its
@@ -74,7 +143,7 @@ impl RequestCounts {
     /// sent, 0 for an empty window).
     pub fn error_ratio(&self) -> f64 {
         let errors = self.measured_errors();
-        match self.measured_sent {
+        match self.sent {
             0 if errors > 0 => 1.0,
             0 => 0.0,
             sent => (errors as f64 / sent as f64).min(1.0),
@@ -159,6 +228,7 @@ pub struct RunConfig {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LoadResult {
     /// [`LOAD_SCHEMA`].
+    #[serde(deserialize_with = "read_schema")]
     pub schema: String,
     /// What was asked for.
     pub config: RunConfig,
@@ -307,23 +377,31 @@ pub struct RequestRecord {
 }
 
 impl RequestRecord {
-    /// The CSV header matching [`RequestRecord::csv_line`].
-    pub const CSV_HEADER: &'static str =
-        "conn,seq,scheduled_us,send_us,complete_us,service_us,corrected_us,send_lag_us";
+    /// The CSV columns (`--records`), the field names in order.
+    pub const CSV_COLUMNS: [&'static str; 8] = [
+        "conn",
+        "seq",
+        "scheduled_us",
+        "send_us",
+        "complete_us",
+        "service_us",
+        "corrected_us",
+        "send_lag_us",
+    ];
 
-    /// One CSV line, without the newline.
-    pub fn csv_line(&self) -> String {
-        format!(
-            "{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3}",
-            self.conn,
-            self.seq,
-            self.scheduled_us,
-            self.send_us,
-            self.complete_us,
-            self.service_us,
-            self.corrected_us,
-            self.send_lag_us
-        )
+    /// The record with its times rounded to the nanosecond (three decimals
+    /// of a microsecond), the precision of the clock, as the CSV carries it.
+    pub fn to_ns(&self) -> RequestRecord {
+        let ns = |us: f64| (us * 1e3).round() / 1e3;
+        RequestRecord {
+            scheduled_us: ns(self.scheduled_us),
+            send_us: ns(self.send_us),
+            complete_us: ns(self.complete_us),
+            service_us: ns(self.service_us),
+            corrected_us: ns(self.corrected_us),
+            send_lag_us: ns(self.send_lag_us),
+            ..*self
+        }
     }
 }
 
@@ -335,35 +413,89 @@ fn fixed_policy() -> String {
 mod tests {
     use super::*;
 
-    fn counts(sent: u64, measured_sent: u64, errors: &[(&str, u64)]) -> RequestCounts {
+    fn counts(sent: u64, warmup_sent: u64, errors: &[(&str, u64)]) -> RequestCounts {
         RequestCounts {
             sent,
             completed: sent,
-            measured_sent,
-            measured_completed: measured_sent,
             errors: errors.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
-            warmup_errors: [("http_status".to_string(), sent - measured_sent)].into(),
+            warmup_sent,
+            warmup_completed: warmup_sent,
+            warmup_errors: [("http_status".to_string(), warmup_sent)].into(),
         }
     }
 
     #[test]
     fn error_ratio_is_of_the_measured_window_only() {
-        let q = counts(6000, 5000, &[("http_status", 5000)]);
+        let q = counts(5000, 1000, &[("http_status", 5000)]);
         assert_eq!(q.error_ratio(), 1.0);
         assert_eq!(q.measured_errors(), 5000);
-        assert_eq!(q.warmup_sent(), 1000);
-        let q = counts(6000, 5000, &[("reset", 1), ("unanswered", 49)]);
+        assert_eq!(q.total_sent(), 6000);
+        let q = counts(5000, 1000, &[("reset", 1), ("unanswered", 49)]);
         assert_eq!(q.error_ratio(), 0.01);
         assert_eq!(counts(0, 0, &[]).error_ratio(), 0.0);
         assert_eq!(counts(0, 0, &[("reset", 1)]).error_ratio(), 1.0);
     }
 
     #[test]
-    fn results_without_warmup_errors_still_parse() {
+    fn version_1_counts_read_as_measured_and_warmup() {
+        let q: RequestCounts = serde_json::from_str(
+            r#"{"sent":390,"completed":389,"measured_sent":300,"measured_completed":298,
+                "errors":{"reset":2},"warmup_errors":{"reset":1}}"#,
+        )
+        .unwrap();
+        assert_eq!((q.sent, q.completed), (300, 298));
+        assert_eq!((q.warmup_sent, q.warmup_completed), (90, 91));
+        assert_eq!(q.errors["reset"], 2);
+        assert_eq!(q.warmup_errors["reset"], 1);
+        // Without `warmup_errors` (older still) it reads too.
         let q: RequestCounts = serde_json::from_str(
             r#"{"sent":1,"completed":1,"measured_sent":1,"measured_completed":1,"errors":{}}"#,
         )
         .unwrap();
         assert!(q.warmup_errors.is_empty());
+        assert_eq!(q.warmup_sent, 0);
+    }
+
+    #[test]
+    fn version_2_counts_round_trip() {
+        let q = counts(5000, 1000, &[("reset", 3)]);
+        let text = serde_json::to_string(&q).unwrap();
+        assert!(!text.contains("measured"), "{text}");
+        let back: RequestCounts = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, q);
+    }
+
+    #[test]
+    fn a_version_1_result_reads_as_version_2() {
+        let text = include_str!("../tests/data/shard-1-of-2.json");
+        assert!(text.contains(LOAD_SCHEMA_V1));
+        let r: LoadResult = serde_json::from_str(text).unwrap();
+        assert_eq!(r.schema, LOAD_SCHEMA);
+        assert_eq!((r.requests.sent, r.requests.completed), (300, 300));
+        assert_eq!(r.requests.warmup_sent, 90);
+        assert_eq!(r.requests.warmup_completed, 90);
+    }
+
+    #[test]
+    fn csv_columns_are_the_record_fields() {
+        let r = RequestRecord {
+            conn: 3,
+            seq: 7,
+            scheduled_us: 1.000_4,
+            send_us: 2.5,
+            complete_us: 10.123_456,
+            service_us: 7.623_456,
+            corrected_us: 9.123_456,
+            send_lag_us: 1.499_6,
+        };
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.serialize(r.to_ns()).unwrap();
+        let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
+        let mut lines = text.lines();
+        assert_eq!(
+            lines.next(),
+            Some(RequestRecord::CSV_COLUMNS.join(",").as_str())
+        );
+        assert_eq!(lines.next(), Some("3,7,1.0,2.5,10.123,7.623,9.123,1.5"));
     }
 }

@@ -1,14 +1,13 @@
 //! The seeded choice of which connections carry traffic.
 
 use crate::ratio::ActiveRatio;
-use rand::rngs::StdRng;
-use rand::SeedableRng;
+use crate::rng::SeededRng;
 
 /// Seeded choice of `ratio.active_count(n)` distinct connection indices out
 /// of `0..n`, sorted ascending; the same seed gives the same set.
 pub fn choose_active(n: usize, ratio: ActiveRatio, seed: u64) -> Vec<usize> {
     let k = ratio.active_count(n);
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut rng = SeededRng::new(seed);
     let mut chosen = rand::seq::index::sample(&mut rng, n, k).into_vec();
     chosen.sort_unstable();
     chosen

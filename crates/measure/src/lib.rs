@@ -11,6 +11,7 @@ mod deviation;
 mod hash;
 mod histogram;
 mod ratio;
+mod rng;
 mod schedule;
 mod shard;
 pub mod units;
@@ -20,5 +21,6 @@ pub use deviation::{DeviationHistogram, DeviationHistogramParts, DeviationSummar
 pub use hash::splitmix64;
 pub use histogram::{CdfPoint, DecodeError, LatencyHistogram, Summary};
 pub use ratio::{ActiveRatio, RatioError};
+pub use rng::SeededRng;
 pub use schedule::{Arrival, Schedule, ScheduleError};
 pub use shard::{Shard, ShardError, ShardSlice};

@@ -3,9 +3,8 @@
 //! million sends in they have not drifted); Poisson schedules draw exponential
 //! gaps from a seeded generator, so a run can be repeated exactly.
 
+use crate::rng::SeededRng;
 use crate::shard::Shard;
-use rand::rngs::StdRng;
-use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
 use std::time::Duration;
 
@@ -36,12 +35,12 @@ pub struct Schedule {
     stride: u64,
     phase: u64,
     k: u64,
-    poisson: Option<(StdRng, Exp<f64>, f64)>,
+    poisson: Option<(SeededRng, Exp<f64>, f64)>,
 }
 
 impl Schedule {
     /// A schedule of `rate_per_s` sends per second. Poisson gaps come from
-    /// `StdRng::seed_from_u64(seed)`, so the same seed gives the same offsets;
+    /// [`SeededRng::new`]`(seed)`, so the same seed gives the same offsets;
     /// `Fixed` ignores the seed.
     ///
     /// # Errors
@@ -57,7 +56,7 @@ impl Schedule {
             Arrival::Poisson => {
                 let exp =
                     Exp::new(1.0 / interval_ns).map_err(|_| ScheduleError::BadRate(rate_per_s))?;
-                Some((StdRng::seed_from_u64(seed), exp, 0.0))
+                Some((SeededRng::new(seed), exp, 0.0))
             }
         };
         Ok(Schedule {

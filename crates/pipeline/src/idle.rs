@@ -16,6 +16,10 @@ use std::sync::OnceLock;
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
+/// The seeded generator of the impairments (loss, reordering, duplication):
+/// connlab's one RNG type, under the name the lines use.
+pub(crate) use connlab_measure::SeededRng as Rng;
+
 /// Spin-then-yield-then-park parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct IdleConfig {
@@ -155,26 +159,5 @@ impl<'a> Idler<'a> {
         self.counts.parks += 1;
         std::thread::park_timeout(timeout);
         self.parker.sleeping.store(false, Ordering::Relaxed);
-    }
-}
-
-/// A seeded generator (splitmix64 over a counter) for impairments.
-#[derive(Clone, Debug)]
-pub(crate) struct Rng(u64);
-
-impl Rng {
-    pub(crate) fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-
-    /// Uniform in [0, 1).
-    pub(crate) fn unit(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(1);
-        (connlab_measure::splitmix64(self.0) >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// True with probability `p`.
-    pub(crate) fn chance(&mut self, p: f64) -> bool {
-        p > 0.0 && self.unit() < p
     }
 }

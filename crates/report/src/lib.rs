@@ -361,7 +361,7 @@ pub(crate) fn point_row(p: &PointResult) -> Vec<String> {
         p.params.active_ratio_label.clone(),
         p.params.rate_label(),
         format!("{:.1}", l.achieved_rate_per_s),
-        l.requests.measured_completed.to_string(),
+        l.requests.completed.to_string(),
         errors.to_string(),
         num_sig(l.service_latency_us.mean),
         num_sig(l.service_latency_us.p50),

@@ -198,7 +198,7 @@ pub fn our_stats(exp: &Experiment, metric: Metric, p: &PointResult) -> [Option<f
         Metric::Throughput => {
             let l = &p.load;
             let errors: u64 = l.requests.errors.values().sum();
-            let tried = l.requests.measured_completed + errors;
+            let tried = l.requests.completed + errors;
             [
                 Some(l.achieved_rate_per_s),
                 Some(l.throughput_mbit_s),

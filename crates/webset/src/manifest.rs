@@ -2,12 +2,12 @@
 //! relative to the directory as served (`/` separated, no leading `/`).
 //! Written by `connlab webset generate`, read by `connlab load --manifest`.
 
-use std::fmt::Write as _;
+use serde::{Deserialize, Serialize};
 use std::io::Write as _;
 use std::path::{Component, Path};
 
-/// One file of a set.
-#[derive(Clone, Debug, PartialEq)]
+/// One file of a set: one row of `manifest.csv`, its fields in column order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ManifestEntry {
     /// Path relative to the served directory, e.g. `paper/f0001.html`.
     pub path: String,
@@ -72,7 +72,8 @@ pub struct SizeStats {
     pub weighted_mean: f64,
 }
 
-const HEADER: &str = "path,size_bytes,weight";
+/// The columns of `manifest.csv`, in order.
+const COLUMNS: [&str; 3] = ["path", "size_bytes", "weight"];
 
 impl Manifest {
     /// Size statistics (None for an empty set).
@@ -107,75 +108,82 @@ impl Manifest {
         })
     }
 
-    /// The manifest as CSV text.
+    /// The manifest as CSV text (a header line, then one row per file).
     pub fn to_csv(&self) -> String {
-        let mut out = String::with_capacity(32 * self.entries.len() + 32);
-        out.push_str(HEADER);
-        out.push('\n');
+        let mut w = csv::Writer::from_writer(Vec::with_capacity(32 * self.entries.len() + 32));
+        // Writing rows of strings and numbers to memory cannot fail, and
+        // the paths need no quoting (see `check_path`).
         for e in &self.entries {
-            let _ = writeln!(out, "{},{},{}", e.path, e.size_bytes, e.weight);
+            w.serialize(e).unwrap_or_else(|_| unreachable!());
         }
-        out
+        let bytes = w.into_inner().unwrap_or_else(|_| unreachable!());
+        String::from_utf8(bytes).unwrap_or_else(|_| unreachable!())
     }
 
     /// Parses CSV text; `origin` names it in errors.
     pub fn from_csv(text: &str, origin: &str) -> Result<Manifest, ManifestError> {
-        let bad = |line: usize, message: String| ManifestError::Line {
+        let bad = |line: u64, message: String| ManifestError::Line {
             origin: origin.to_string(),
-            line,
+            line: line as usize,
             message,
         };
-        let mut lines = text.lines().enumerate();
-        match lines.next() {
-            Some((_, h)) if h.trim() == HEADER => {}
-            Some((_, h)) => {
-                return Err(bad(
-                    1,
-                    format!("expected the header {HEADER:?}, found {:?}", h.trim()),
-                ))
-            }
-            None => {
-                return Err(ManifestError::Empty {
-                    origin: origin.into(),
-                })
-            }
+        let mut r = csv::ReaderBuilder::new()
+            .flexible(true)
+            .trim(csv::Trim::All)
+            .from_reader(text.as_bytes());
+        let header = r.headers().map_err(|e| bad(1, e.to_string()))?.clone();
+        if header.is_empty() || header.iter().all(str::is_empty) {
+            return Err(ManifestError::Empty {
+                origin: origin.into(),
+            });
+        }
+        if header.iter().ne(COLUMNS) {
+            let found: Vec<&str> = header.iter().collect();
+            return Err(bad(
+                1,
+                format!(
+                    "expected the header {:?}, found {:?}",
+                    COLUMNS.join(","),
+                    found.join(",")
+                ),
+            ));
         }
         let mut entries = Vec::new();
-        for (i, line) in lines {
-            let n = i + 1;
-            if line.trim().is_empty() {
+        for record in r.records() {
+            let record = record.map_err(|e| {
+                let line = e.position().map_or(0, csv::Position::line);
+                bad(line, e.to_string())
+            })?;
+            let n = record.position().map_or(0, csv::Position::line);
+            if record.iter().all(str::is_empty) {
                 continue;
             }
-            let fields: Vec<&str> = line.split(',').collect();
-            if fields.len() != 3 {
+            if record.len() != COLUMNS.len() {
                 return Err(bad(
                     n,
                     format!(
                         "expected 3 fields (path,size_bytes,weight), found {}",
-                        fields.len()
+                        record.len()
                     ),
                 ));
             }
-            let path = fields[0].trim();
-            check_path(path).map_err(|m| bad(n, format!("path {path:?}: {m}")))?;
-            let size_bytes: u64 = fields[1].trim().parse().map_err(|_| {
-                bad(
-                    n,
-                    format!("size_bytes {:?} is not a whole number", fields[1]),
-                )
+            let e: ManifestEntry = record.deserialize(Some(&header)).map_err(|e| {
+                let message = match e.kind() {
+                    csv::ErrorKind::Deserialize { err, .. } => {
+                        let i = err.field().unwrap_or(0) as usize;
+                        let column = COLUMNS.get(i).copied().unwrap_or("field");
+                        let value = record.get(i).unwrap_or("");
+                        format!("{column} {value:?}: {}", err.kind())
+                    }
+                    _ => e.to_string(),
+                };
+                bad(n, message)
             })?;
-            let weight: f64 = fields[2]
-                .trim()
-                .parse()
-                .map_err(|_| bad(n, format!("weight {:?} is not a number", fields[2])))?;
-            if !(weight.is_finite() && weight > 0.0) {
-                return Err(bad(n, format!("weight {weight} must be positive")));
+            check_path(&e.path).map_err(|m| bad(n, format!("path {:?}: {m}", e.path)))?;
+            if !(e.weight.is_finite() && e.weight > 0.0) {
+                return Err(bad(n, format!("weight {} must be positive", e.weight)));
             }
-            entries.push(ManifestEntry {
-                path: path.to_string(),
-                size_bytes,
-                weight,
-            });
+            entries.push(e);
         }
         if entries.is_empty() {
             return Err(ManifestError::Empty {
@@ -225,15 +233,10 @@ impl Manifest {
 /// File contents: printable, compressible only a little, the same everywhere.
 fn filler() -> Vec<u8> {
     const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 \n";
-    let mut x: u32 = 0x9e37_79b9;
+    // A fixed seed: a fixed pseudo-random pattern.
+    let mut rng = connlab_measure::SeededRng::new(0x9e37_79b9);
     (0..64 * 1024)
-        .map(|_| {
-            // xorshift32: a fixed pseudo-random pattern.
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            ALPHABET[(x % ALPHABET.len() as u32) as usize]
-        })
+        .map(|_| ALPHABET[rng.below(ALPHABET.len() as u64) as usize])
         .collect()
 }
 

@@ -1,9 +1,9 @@
 //! The file-set models. Each turns a seed and options into a [`Manifest`].
 
 use crate::manifest::{Manifest, ManifestEntry};
-use rand::rngs::StdRng;
+use connlab_measure::SeededRng;
 use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use rand_distr::{Distribution, LogNormal, Pareto};
 use statrs::distribution::{ContinuousCDF, Normal};
 
@@ -155,7 +155,7 @@ pub fn paper_sizes() -> Vec<u64> {
 /// chose files at random).
 fn paper(seed: u64) -> Manifest {
     let mut sizes = paper_sizes();
-    sizes.shuffle(&mut StdRng::seed_from_u64(seed));
+    sizes.shuffle(&mut SeededRng::new(seed));
     Manifest {
         entries: sizes
             .into_iter()
@@ -200,7 +200,7 @@ fn specweb96(_seed: u64, directories: usize) -> Manifest {
 /// Zipf with exponent `zipf` over a seeded random ranking (popularity and
 /// size independent, as SURGE assumes).
 fn surge(o: &ModelOptions) -> Manifest {
-    let mut rng = StdRng::seed_from_u64(o.seed);
+    let mut rng = SeededRng::new(o.seed);
     // Constant, valid parameters.
     let body = LogNormal::new(9.357, 1.318).unwrap_or_else(|_| unreachable!());
     let tail = Pareto::new(133_000.0, 1.1).unwrap_or_else(|_| unreachable!());

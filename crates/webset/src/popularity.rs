@@ -1,7 +1,7 @@
 //! Which file each request asks for.
 
 use crate::manifest::Manifest;
-use rand::Rng;
+use connlab_measure::SeededRng;
 
 /// How requests choose among a manifest's files.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -86,8 +86,8 @@ impl RequestPicker {
     }
 
     /// The index of the next request's file.
-    pub fn pick<R: Rng + ?Sized>(&self, rng: &mut R) -> usize {
-        self.pick_at(rng.random::<f64>())
+    pub fn pick(&self, rng: &mut SeededRng) -> usize {
+        self.pick_at(rng.unit_f64())
     }
 }
 
@@ -95,7 +95,6 @@ impl RequestPicker {
 mod tests {
     use super::*;
     use crate::manifest::ManifestEntry;
-    use rand::SeedableRng;
 
     fn three(weights: [f64; 3]) -> Manifest {
         Manifest {
@@ -114,7 +113,7 @@ mod tests {
     #[test]
     fn picks_follow_the_popularity() {
         let m = three([1.0, 2.0, 7.0]);
-        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let mut rng = SeededRng::new(1);
         for (pop, expect) in [
             (Popularity::Manifest, [0.1, 0.2, 0.7]),
             (Popularity::Uniform, [1.0 / 3.0; 3]),

@@ -405,7 +405,7 @@ fn error_warning(
         "{} of {} measured requests ({:.1}%) ended in an error, above --max-error-ratio {}: \
          the figures describe failures, not service",
         q.measured_errors(),
-        q.measured_sent,
+        q.sent,
         100.0 * ratio,
         max_ratio
     );

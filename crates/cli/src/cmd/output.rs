@@ -28,9 +28,16 @@ pub(crate) struct OutputArgs {
 /// A buffered `--records` file; it replaces the file named only when the
 /// run ends ([`RecordsFile::finish`]), so a crash leaves the earlier file.
 pub(crate) struct RecordsFile {
-    out: BufWriter<AtomicFile>,
-    jsonl: bool,
+    out: RecordsOut,
     error: Option<std::io::Error>,
+}
+
+/// The two formats of `--records`.
+enum RecordsOut {
+    /// CSV, a [`RequestRecord`] per row.
+    Csv(Box<csv::Writer<AtomicFile>>),
+    /// JSON Lines.
+    Jsonl(BufWriter<AtomicFile>),
 }
 
 impl RecordSink for RecordsFile {
@@ -38,12 +45,11 @@ impl RecordSink for RecordsFile {
         if self.error.is_some() {
             return;
         }
-        let res = if self.jsonl {
-            serde_json::to_writer(&mut self.out, r)
+        let res = match &mut self.out {
+            RecordsOut::Csv(w) => w.serialize(r.to_ns()).map_err(std::io::Error::from),
+            RecordsOut::Jsonl(out) => serde_json::to_writer(&mut *out, r)
                 .map_err(std::io::Error::other)
-                .and_then(|_| self.out.write_all(b"\n"))
-        } else {
-            writeln!(self.out, "{}", r.csv_line())
+                .and_then(|_| out.write_all(b"\n")),
         };
         if let Err(e) = res {
             self.error = Some(e);
@@ -57,7 +63,10 @@ impl RecordsFile {
         if let Some(e) = self.error {
             return Err(e);
         }
-        self.out.into_inner().map_err(|e| e.into_error())?.commit()
+        match self.out {
+            RecordsOut::Csv(w) => w.into_inner().map_err(|e| e.into_error())?.commit(),
+            RecordsOut::Jsonl(out) => out.into_inner().map_err(|e| e.into_error())?.commit(),
+        }
     }
 }
 
@@ -69,16 +78,19 @@ impl OutputArgs {
         };
         let file = AtomicFile::create(path)
             .with_context(|| format!("creating --records file {}", path.display()))?;
-        let jsonl = path.extension().is_some_and(|e| e == "jsonl");
-        let mut out = BufWriter::with_capacity(1 << 20, file);
-        if !jsonl {
-            writeln!(out, "{}", RequestRecord::CSV_HEADER).context("writing --records")?;
-        }
-        Ok(Some(RecordsFile {
-            out,
-            jsonl,
-            error: None,
-        }))
+        let out = if path.extension().is_some_and(|e| e == "jsonl") {
+            RecordsOut::Jsonl(BufWriter::with_capacity(1 << 20, file))
+        } else {
+            let mut w = csv::WriterBuilder::new()
+                .has_headers(false)
+                .buffer_capacity(1 << 20)
+                .from_writer(file);
+            // The header even for a run without a completed request.
+            w.write_record(RequestRecord::CSV_COLUMNS)
+                .context("writing --records")?;
+            RecordsOut::Csv(Box::new(w))
+        };
+        Ok(Some(RecordsFile { out, error: None }))
     }
 }
 
@@ -139,8 +151,8 @@ pub(crate) fn print_summary(r: &LoadResult) {
     let q = &r.requests;
     t.push_str(&format!(
         "  requests      {} sent, {} completed, {} errors ({:.1}%) in the measured window; achieved {:.1} req/s, {:.1} Mbit/s\n",
-        q.measured_sent,
-        q.measured_completed,
+        q.sent,
+        q.completed,
         q.measured_errors(),
         100.0 * q.error_ratio(),
         r.achieved_rate_per_s,
@@ -150,12 +162,10 @@ pub(crate) fn print_summary(r: &LoadResult) {
         t.push_str(&format!("    {kind:<22} {n}\n"));
     }
     let warmup_errors: u64 = q.warmup_errors.values().sum();
-    if q.warmup_sent() + q.warmup_completed() + warmup_errors > 0 {
+    if q.warmup_sent + q.warmup_completed + warmup_errors > 0 {
         t.push_str(&format!(
             "  warm-up       {} sent, {} completed, {} errors (not in the figures)\n",
-            q.warmup_sent(),
-            q.warmup_completed(),
-            warmup_errors
+            q.warmup_sent, q.warmup_completed, warmup_errors
         ));
     }
     t.push_str(

@@ -891,8 +891,8 @@ impl<'a> Soak<'a> {
         };
         if let Some(r) = parsed {
             let q = &r.requests;
-            seg.sent = q.sent;
-            seg.completed = q.completed;
+            seg.sent = q.total_sent();
+            seg.completed = q.total_completed();
             for (k, v) in q.errors.iter().chain(q.warmup_errors.iter()) {
                 *seg.errors.entry(k.clone()).or_default() += v;
             }

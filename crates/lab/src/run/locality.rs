@@ -549,7 +549,7 @@ fn describe(r: &PointResult) -> String {
         "mean {:.0} us, median {:.0} us, {} requests{}",
         s.mean,
         s.p50,
-        r.load.requests.measured_completed,
+        r.load.requests.completed,
         if errors > 0 {
             format!(", {errors} errors")
         } else {

@@ -278,23 +278,15 @@ fn run_slowloris(targets: &[SocketAddr], per_target: usize, stop: &AtomicBool, c
     }
 }
 
-/// A small xorshift generator: garbage needs no quality, only variety.
-fn next(state: &mut u64) -> u64 {
-    *state ^= *state << 13;
-    *state ^= *state >> 7;
-    *state ^= *state << 17;
-    *state
-}
-
 fn run_garbage(target: SocketAddr, seed: u64, stop: &AtomicBool, c: &Counters) {
-    let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ (seed.wrapping_add(1) << 32);
+    let mut rng = connlab_measure::SeededRng::new(seed);
     while !stop.load(Relaxed) {
         let Some(mut s) = connect(target, c) else {
             nap(Duration::from_millis(100), stop);
             continue;
         };
-        let len = 64 + (next(&mut state) % 4000) as usize;
-        let bytes: Vec<u8> = (0..len).map(|_| next(&mut state) as u8).collect();
+        let len = 64 + rng.below(4000) as usize;
+        let bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
         if s.write_all(&bytes).is_ok() {
             c.bytes_sent.fetch_add(len as u64, Relaxed);
         }
