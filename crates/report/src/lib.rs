@@ -16,6 +16,7 @@ mod peers;
 mod pipeline;
 mod plots;
 mod projection;
+pub mod run;
 mod singleip;
 mod table;
 mod text;
