@@ -264,6 +264,16 @@ pub(crate) fn run(mut args: RunArgs) -> Result<ExitCode, Exit> {
     args.workload
         .workload(SocketAddr::from(([127, 0, 0, 1], 9)), None)?;
     raise_limit();
+    // The whole client (progress and sampling threads too) stays off the
+    // server's CPU; the load generator pins its writer and reader itself.
+    if let Some(c) = placement
+        .client_cpus
+        .as_deref()
+        .and_then(|c| CpuList::parse(c).ok())
+    {
+        connlab_os::pin_current_process(&c)
+            .with_context(|| format!("pinning connlab run to client cpu {c}"))?;
+    }
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let exe = std::env::current_exe().context("locating the connlab binary")?;
     if let Some(dir) = &args.out {
