@@ -114,7 +114,7 @@ pub enum Standing {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Cause {
-    /// More server CPU per request at about the same wake-ups per request:
+    /// More server CPU per request with no more wake-ups per request:
     /// each wake-up costs more (a scan over the descriptor set).
     ScanCost {
         /// CPU per request, this row over the best.
@@ -508,7 +508,7 @@ fn verdict(c: &Comparison) -> Vec<String> {
                     us_per_wakeup,
                     best_us_per_wakeup,
                 } => format!(
-                    "scan cost: {} {}'s server CPU per request at about the same wake-ups, {us_per_wakeup:.1} us of CPU per wake-up against {best_us_per_wakeup:.1} us",
+                    "scan cost: {} {}'s server CPU per request with no more wake-ups, so {us_per_wakeup:.1} us of CPU per wake-up against {best_us_per_wakeup:.1} us",
                     ratio_text(*cpu_ratio),
                     best.label
                 ),
@@ -532,14 +532,14 @@ fn verdict(c: &Comparison) -> Vec<String> {
                     bytes_text(*best_bytes)
                 ),
                 Cause::NotServerWork => format!(
-                    "not server work: CPU per request, wake-ups and memory per connection are close to {}'s",
+                    "no server work: its CPU per request, wake-ups and memory per connection are close to {}'s, so the cause lies elsewhere (scheduling, the client, the network path)",
                     best.label
                 ),
             });
         }
         if r.standing == Standing::TiesBest {
             // A tie needs no explanation unless it costs more to reach.
-            parts.retain(|p| !p.starts_with("not server work"));
+            parts.retain(|p| !p.starts_with("no server work"));
             if parts.is_empty() {
                 continue;
             }
@@ -549,7 +549,11 @@ fn verdict(c: &Comparison) -> Vec<String> {
                 parts.join("; ")
             ));
         } else if !parts.is_empty() {
-            out.push(format!("{} differs by {}", r.label, parts.join("; ")));
+            out.push(format!(
+                "what dominates for {}: {}",
+                r.label,
+                parts.join("; ")
+            ));
         }
     }
     out
@@ -647,7 +651,7 @@ mod tests {
         assert!(
             c.verdict
                 .iter()
-                .any(|l| l.starts_with("select differs by scan cost")),
+                .any(|l| l.starts_with("what dominates for select: scan cost")),
             "{:?}",
             c.verdict
         );
@@ -674,7 +678,7 @@ mod tests {
         let line = c
             .verdict
             .iter()
-            .find(|l| l.starts_with("threads differs"))
+            .find(|l| l.starts_with("what dominates for threads"))
             .expect("cause line");
         assert!(
             line.contains("wake-ups") && line.contains("memory per connection"),
