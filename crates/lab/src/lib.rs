@@ -12,6 +12,7 @@
 //! pipeline in this process) and reports through a [`run::Progress`]; the
 //! CLI keeps flags, display and exit codes.
 
+pub mod compare;
 mod experiment;
 mod kind;
 mod loadgen;

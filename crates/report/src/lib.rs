@@ -19,6 +19,7 @@ mod peers;
 mod pipeline;
 mod plots;
 mod projection;
+pub mod run;
 mod singleip;
 mod summary;
 mod table;

@@ -29,6 +29,11 @@ impl ServerChild {
         Ok(ServerChild { child, addr })
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGTERM, wait up to `grace` (then SIGKILL), and read its `--stats` file.
     pub fn stop(&mut self, stats: &Path, grace: Duration) -> Option<serde_json::Value> {
         stop_child(&mut self.child, libc::SIGTERM, grace);

@@ -1,0 +1,901 @@
+//! `connlab run`: the main job in one command. Compares engines (and, with
+//! `--against`, servers already running) under the user's workload: each
+//! engine's `connlab serve` child on loopback (port 0), all under one
+//! placement (server on one CPU, the client's threads on another), every
+//! row measured once per round for `--repetitions` rounds with the order
+//! rotated between rounds. Prints a table with spreads and a verdict
+//! (`connlab_lab::compare`) and, with `--out`, writes every run's JSON and
+//! an HTML page (`connlab_report::render_run`).
+
+mod procfs;
+
+use crate::cmd::child::{server_cpu_s, ServerChild};
+use crate::cmd::load::{raise_limit, RateArg, WorkloadArgs};
+use crate::cmd::output::with_progress;
+use crate::Exit;
+use anyhow::{anyhow, Context};
+use clap::Args;
+use connlab_lab::compare::{compare, Better, Bootstrap, Comparison, RowSamples, Standing};
+use connlab_loadgen::{LoadOutcome, LoadResult, Progress, Workload};
+use connlab_os::files::write_atomic;
+use connlab_os::{CpuList, Shutdown};
+use connlab_server::EngineKind;
+use serde::Serialize;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::Duration;
+
+/// Flags of `connlab run`.
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Defaults: one cell of the locality paper (1,000 connections, active ratio 1/16, 128 B
+requests, 10 KiB responses, 2,000 req/s) for epoll, poll, select and threads, 3 repetitions
+of 1 s warm-up + 4 s measured each: 12 runs, about 70 s. Time is about engines x
+repetitions x (warm-up + duration + 0.5 s); `--engines all` (7 engines) takes about 115 s.
+--quick measures 1 s after 0.5 s of warm-up: about 25 s for the default engines.
+
+Every run uses one placement: the server on --server-cpu (default: the second CPU this
+process may use), the client's writer and reader on --client-cpu (default: the first);
+it is recorded in each result. Rows are ranked by median service latency (open loop) or
+achieved rate (--rate max), with the spread over repetitions, the ratio to the best with
+a 95% bootstrap interval (rounds resampled, fixed seed), and a verdict: rows whose
+spreads overlap tie; the rest differ, with what dominates (server CPU per request,
+wake-ups per request, memory per connection).
+
+Examples:
+  connlab run
+  connlab run --engines all -c 2000 --active-ratio 1 --quick
+  connlab run --engines epoll,threads --rate max --depth 4 --repetitions 5 --out results/
+  connlab run --protocol http --against nginx=127.0.0.1:8080 --against-pid $(cat nginx.pid)")]
+pub(crate) struct RunArgs {
+    /// Engines to compare: one name, a comma list, or `all`.
+    #[arg(long, visible_alias = "engine", default_value = "epoll,poll,select,threads", value_parser = parse_engines)]
+    engines: EngineList,
+    /// Edge-triggered epoll for the epoll engine.
+    #[arg(long)]
+    edge_triggered: bool,
+    #[command(flatten)]
+    workload: WorkloadArgs,
+    /// Rounds: every row is measured once per round, the order rotated
+    /// between rounds.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    repetitions: u32,
+    /// Short runs: 0.5 s warm-up and 1 s measured (instead of --warmup and
+    /// --duration).
+    #[arg(long, conflicts_with_all = ["duration", "warmup"])]
+    quick: bool,
+    /// A server already running to measure as a row, as ADDR or LABEL=ADDR
+    /// (e.g. nginx=127.0.0.1:8080); repeatable. It must speak --protocol.
+    #[arg(long, value_name = "[LABEL=]ADDR", value_parser = parse_against)]
+    against: Vec<Against>,
+    /// The process id of the n-th --against server (its master process):
+    /// its process tree is pinned to --server-cpu for each run (the old
+    /// affinity restored after), and its CPU, wake-ups and memory are read
+    /// from /proc. Repeatable, in the order of --against.
+    #[arg(long, value_name = "PID")]
+    against_pid: Vec<u32>,
+    /// Pin the server to these CPUs [default: the second CPU allowed].
+    #[arg(long, value_name = "LIST")]
+    server_cpu: Option<CpuList>,
+    /// Pin the client writer to the first CPU of LIST and its reader to the
+    /// last [default: the first CPU allowed].
+    #[arg(long, value_name = "LIST")]
+    client_cpu: Option<CpuList>,
+    /// Write every run's JSON (DIR/runs/), the comparison
+    /// (DIR/comparison.json) and a page (DIR/index.html).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+/// `--engines` value.
+#[derive(Clone, Debug)]
+pub(crate) struct EngineList(Vec<EngineKind>);
+
+fn parse_engines(s: &str) -> Result<EngineList, String> {
+    if s == "all" {
+        return Ok(EngineList(EngineKind::ALL.to_vec()));
+    }
+    s.split(',')
+        .map(|e| e.trim().parse())
+        .collect::<Result<Vec<_>, _>>()
+        .map(EngineList)
+}
+
+/// `--against` value: a label and an address.
+#[derive(Clone, Debug)]
+pub(crate) struct Against {
+    label: Option<String>,
+    addr: SocketAddr,
+}
+
+fn parse_against(s: &str) -> Result<Against, String> {
+    let (label, addr) = match s.split_once('=') {
+        Some((l, a)) => (Some(l.trim()), a.trim()),
+        None => (None, s.trim()),
+    };
+    if let Some(l) = label {
+        let ok = !l.is_empty()
+            && l.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !ok {
+            return Err(format!(
+                "label {l:?}: use letters, digits, '-', '_' or '.' (it names files)"
+            ));
+        }
+    }
+    let addr = addr
+        .to_socket_addrs()
+        .map_err(|e| format!("{addr:?}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{addr:?} resolves to no address"))?;
+    Ok(Against {
+        label: label.map(str::to_string),
+        addr,
+    })
+}
+
+/// Gives `run` the defaults of the locality paper's cell where they differ
+/// from `load`'s, so that `connlab run --help` shows the values in force.
+pub(crate) fn with_run_defaults(cmd: clap::Command) -> clap::Command {
+    cmd.mut_arg("connections", |a| a.default_value("1000"))
+        .mut_arg("active_ratio", |a| a.default_value("1/16"))
+        .mut_arg("rate", |a| a.default_value("2000"))
+        .mut_arg("duration", |a| a.default_value("4s"))
+}
+
+/// The placement every run shares, as recorded in each result.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+struct RunPlacement {
+    /// CPUs the server is pinned to (`null`: not pinned).
+    server_cpus: Option<String>,
+    /// CPUs of the client's writer (first) and reader (last) (`null`: not pinned).
+    client_cpus: Option<String>,
+    /// How it was chosen.
+    note: String,
+}
+
+impl RunPlacement {
+    fn text(&self) -> String {
+        format!(
+            "server on cpu {}, client writer and reader on cpu {}",
+            self.server_cpus.as_deref().unwrap_or("any (not pinned)"),
+            self.client_cpus.as_deref().unwrap_or("any (not pinned)")
+        )
+    }
+}
+
+/// One row: an engine started here, or a server under test.
+#[derive(Clone, Debug)]
+enum Row {
+    Engine {
+        kind: EngineKind,
+        label: String,
+    },
+    Against {
+        label: String,
+        addr: SocketAddr,
+        pid: Option<u32>,
+    },
+}
+
+impl Row {
+    fn label(&self) -> &str {
+        match self {
+            Row::Engine { label, .. } | Row::Against { label, .. } => label,
+        }
+    }
+}
+
+/// The server-side figures of one run.
+#[derive(Clone, Debug, Default, Serialize)]
+struct ServerFigures {
+    /// Process id (the master for a server under test).
+    pid: Option<u32>,
+    /// Whether its process tree ran on the placement's server CPUs.
+    pinned: bool,
+    /// CPU seconds (user + system).
+    cpu_s: Option<f64>,
+    /// Where `cpu_s` comes from.
+    cpu_source: Option<String>,
+    /// Voluntary context switches (times it slept and was woken).
+    voluntary_switches: Option<u64>,
+    /// Proportional set size of the process tree before connecting, KiB.
+    memory_idle_kib: Option<u64>,
+    /// The same, with every connection open and the load running, KiB.
+    memory_loaded_kib: Option<u64>,
+    /// Responses the client completed (warm-up and measured window), the
+    /// denominator of the per-request figures.
+    requests: u64,
+    /// CPU microseconds per request.
+    cpu_us_per_request: Option<f64>,
+    /// Voluntary context switches per request.
+    wakeups_per_request: Option<f64>,
+    /// (loaded - idle) memory per established connection, bytes.
+    memory_per_connection_bytes: Option<f64>,
+    /// The server's `--stats` (engines only).
+    stats: Option<serde_json::Value>,
+}
+
+/// One run's file in `DIR/runs/`.
+#[derive(Serialize)]
+struct RunRecord<'a> {
+    schema: &'static str,
+    label: &'a str,
+    kind: &'static str,
+    /// Round, from 1.
+    round: u32,
+    /// Position within the round, from 1.
+    position: usize,
+    placement: &'a RunPlacement,
+    server: &'a ServerFigures,
+    load: &'a LoadResult,
+}
+
+/// Version tag of a run file.
+const RUN_SCHEMA: &str = "connlab.run/1";
+
+/// One finished run, kept for the table and the page.
+struct Done {
+    row: usize,
+    round: u32,
+    result: LoadResult,
+    server: ServerFigures,
+    file: Option<String>,
+}
+
+/// Runs the comparison.
+pub(crate) fn run(mut args: RunArgs) -> Result<ExitCode, Exit> {
+    if args.against_pid.len() > args.against.len() {
+        return Err(Exit::usage(anyhow!(
+            "--against-pid given {} times but --against only {}: each pid pairs with the --against in the same position",
+            args.against_pid.len(),
+            args.against.len()
+        )));
+    }
+    if args.quick {
+        args.workload.warmup = Duration::from_millis(500);
+        args.workload.duration = Duration::from_secs(1);
+    }
+    let rows = rows(&args)?;
+    let placement = placement(&args)?;
+    // Check the workload once, before anything starts.
+    args.workload
+        .workload(SocketAddr::from(([127, 0, 0, 1], 9)), None)?;
+    raise_limit();
+    // The whole client (progress and sampling threads too) stays off the
+    // server's CPU; the load generator pins its writer and reader itself.
+    if let Some(c) = placement
+        .client_cpus
+        .as_deref()
+        .and_then(|c| CpuList::parse(c).ok())
+    {
+        connlab_os::pin_current_process(&c)
+            .with_context(|| format!("pinning connlab run to client cpu {c}"))?;
+    }
+    let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
+    let exe = std::env::current_exe().context("locating the connlab binary")?;
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir.join("runs"))
+            .with_context(|| format!("creating --out directory {}", dir.display()))?;
+    }
+    let per_run = args.workload.warmup + args.workload.duration;
+    let total = rows.len() as u32 * args.repetitions;
+    eprintln!(
+        "connlab run: {} rows x {} repetitions = {total} runs of {:.1} s; {}",
+        rows.len(),
+        args.repetitions,
+        per_run.as_secs_f64(),
+        placement.text()
+    );
+    let mut done: Vec<Done> = Vec::new();
+    let mut code = ExitCode::SUCCESS;
+    'rounds: for round in 1..=args.repetitions {
+        let n = rows.len();
+        for k in 0..n {
+            if shutdown.requested() {
+                break 'rounds;
+            }
+            // Rotate the order by one row per round.
+            let i = (k + round as usize - 1) % n;
+            let row = &rows[i];
+            eprintln!(
+                "connlab run: round {round}/{}, {} ({}/{n})",
+                args.repetitions,
+                row.label(),
+                k + 1
+            );
+            let (outcome, server) = measure(&exe, row, &args, &placement, &shutdown)?;
+            let r = outcome.result;
+            print_run_line(&r, &server);
+            if r.interrupted {
+                code = ExitCode::from(130);
+            } else if r.peer_failed && code == ExitCode::SUCCESS {
+                code = ExitCode::from(1);
+            }
+            let file = match &args.out {
+                Some(dir) => Some(write_run(dir, row, round, k + 1, &placement, &server, &r)?),
+                None => None,
+            };
+            done.push(Done {
+                row: i,
+                round,
+                result: r,
+                server,
+                file,
+            });
+        }
+    }
+    let closed_loop = matches!(args.workload.rate, RateArg::Max);
+    let comparison = comparison(&rows, &done, args.repetitions, closed_loop);
+    print_table(&rows, &done, &comparison, &placement, args.repetitions);
+    if let Some(dir) = &args.out {
+        write_page(dir, &rows, &done, &comparison, &placement)?;
+        eprintln!("connlab run: results in {}", dir.display());
+    }
+    if shutdown.requested() {
+        code = ExitCode::from(130);
+    }
+    Ok(code)
+}
+
+/// The rows in the order given: engines, then `--against` servers.
+fn rows(args: &RunArgs) -> Result<Vec<Row>, Exit> {
+    let mut out: Vec<Row> = Vec::new();
+    for &kind in &args.engines.0 {
+        let label = if kind == EngineKind::Epoll && args.edge_triggered {
+            "epoll-et".to_string()
+        } else {
+            kind.name().to_string()
+        };
+        out.push(Row::Engine { kind, label });
+    }
+    for (n, a) in args.against.iter().enumerate() {
+        let label = a
+            .label
+            .clone()
+            .unwrap_or_else(|| format!("against{}", n + 1));
+        out.push(Row::Against {
+            label,
+            addr: a.addr,
+            pid: args.against_pid.get(n).copied(),
+        });
+    }
+    for (i, r) in out.iter().enumerate() {
+        if out[..i].iter().any(|o| o.label() == r.label()) {
+            return Err(Exit::usage(anyhow!(
+                "two rows are named {:?}: give each --engines entry once and each --against a LABEL of its own",
+                r.label()
+            )));
+        }
+    }
+    Ok(out)
+}
+
+/// The placement: the flags, else server on the second allowed CPU and
+/// client on the first; unpinned with one CPU.
+fn placement(args: &RunArgs) -> Result<RunPlacement, Exit> {
+    let allowed = connlab_os::current_affinity()
+        .map(|c| c.cpus().to_vec())
+        .unwrap_or_default();
+    let one = |c: usize| CpuList::parse(&c.to_string()).ok();
+    let chosen = |given: &Option<CpuList>, default: Option<usize>| match given {
+        Some(l) => Some(l.clone()),
+        None => default.and_then(one),
+    };
+    let (server, client, note) = if allowed.len() >= 2 {
+        let server = chosen(&args.server_cpu, allowed.get(1).copied());
+        let taken: Vec<usize> = server
+            .as_ref()
+            .map(|s| s.cpus().to_vec())
+            .unwrap_or_default();
+        let client_default = allowed.iter().copied().find(|c| !taken.contains(c));
+        let client = chosen(&args.client_cpu, client_default);
+        let note = if args.server_cpu.is_some() || args.client_cpu.is_some() {
+            "from --server-cpu/--client-cpu"
+        } else {
+            "default: server on the second CPU allowed, client on the first"
+        };
+        (server, client, note.to_string())
+    } else {
+        (
+            args.server_cpu.clone(),
+            args.client_cpu.clone(),
+            "one CPU allowed: server and client share it".to_string(),
+        )
+    };
+    if let (Some(s), Some(c)) = (&server, &client) {
+        if s.cpus().iter().any(|x| c.cpus().contains(x)) {
+            eprintln!(
+                "connlab run: warning: server cpus {s} and client cpus {c} overlap: the client competes with the server"
+            );
+        }
+    }
+    Ok(RunPlacement {
+        server_cpus: server.map(|s| s.to_string()),
+        client_cpus: client.map(|c| c.to_string()),
+        note,
+    })
+}
+
+/// Runs the load against one row once and gathers its server figures.
+fn measure(
+    exe: &Path,
+    row: &Row,
+    args: &RunArgs,
+    placement: &RunPlacement,
+    shutdown: &Shutdown,
+) -> Result<(LoadOutcome, ServerFigures), Exit> {
+    let client_cpus = placement
+        .client_cpus
+        .as_deref()
+        .and_then(|c| CpuList::parse(c).ok());
+    let server_cpus = placement
+        .server_cpus
+        .as_deref()
+        .and_then(|c| CpuList::parse(c).ok());
+    match row {
+        Row::Engine { kind, label } => {
+            let stats_path = std::env::temp_dir()
+                .join(format!("connlab-run-{}-{label}.json", std::process::id()));
+            let mut server = start_server(exe, *kind, args, server_cpus.as_ref(), &stats_path)?;
+            let pid = server.pid();
+            let idle = procfs::memory_kib(&procfs::tree(pid as i32));
+            let workload = args.workload.workload(server.addr, client_cpus)?;
+            let switches_before = procfs::children_switches();
+            let (outcome, loaded) = drive(&workload, shutdown, Some(pid));
+            let stats = server.stop(&stats_path, Duration::from_secs(15));
+            let switches = procfs::children_switches().saturating_sub(switches_before);
+            let _ = std::fs::remove_file(&stats_path);
+            let outcome =
+                outcome.map_err(|e| anyhow!(e).context(format!("load against {label}")))?;
+            let figures = ServerFigures {
+                pid: Some(pid),
+                pinned: server_cpus.is_some(),
+                cpu_s: stats.as_ref().and_then(server_cpu_s),
+                cpu_source: Some("the server's --stats (getrusage, its whole run)".into()),
+                voluntary_switches: Some(switches),
+                memory_idle_kib: idle,
+                memory_loaded_kib: loaded,
+                stats,
+                ..ServerFigures::default()
+            };
+            let figures = derive(figures, &outcome.result);
+            Ok((outcome, figures))
+        }
+        Row::Against { label, addr, pid } => {
+            let workload = args.workload.workload(*addr, client_cpus)?;
+            let tree = pid.map(|p| procfs::tree(p as i32)).unwrap_or_default();
+            let pinned = match (&server_cpus, pid) {
+                (Some(cpus), Some(p)) => Some(
+                    procfs::pin_tree(&tree, cpus)
+                        .with_context(|| format!("pinning --against-pid {p} to cpu {cpus}"))?,
+                ),
+                _ => None,
+            };
+            let idle = pid.and_then(|_| procfs::memory_kib(&tree));
+            let cpu_before = pid.map(|_| procfs::cpu_s(&tree));
+            let switches_before = pid.map(|_| procfs::voluntary_switches(&tree));
+            let (outcome, loaded) = drive(&workload, shutdown, *pid);
+            // Processes started during the run (a worker respawned) count too.
+            let tree_after = pid.map(|p| procfs::tree(p as i32)).unwrap_or_default();
+            let cpu = cpu_before.map(|b| (procfs::cpu_s(&tree_after) - b).max(0.0));
+            let switches =
+                switches_before.map(|b| procfs::voluntary_switches(&tree_after).saturating_sub(b));
+            let was_pinned = pinned.is_some();
+            if let Some(p) = pinned {
+                p.restore();
+            }
+            let outcome = outcome
+                .map_err(|e| anyhow!(e).context(format!("load against {label} at {addr}")))?;
+            let figures = ServerFigures {
+                pid: *pid,
+                pinned: was_pinned,
+                cpu_s: cpu,
+                cpu_source: pid
+                    .map(|p| format!("/proc/PID/stat of {p} and its descendants, over the run")),
+                voluntary_switches: switches,
+                memory_idle_kib: idle,
+                memory_loaded_kib: loaded,
+                ..ServerFigures::default()
+            };
+            let figures = derive(figures, &outcome.result);
+            Ok((outcome, figures))
+        }
+    }
+}
+
+/// Fills in the per-request and per-connection figures.
+fn derive(mut f: ServerFigures, r: &LoadResult) -> ServerFigures {
+    let q = &r.requests;
+    let requests = q.measured_completed + q.warmup_completed();
+    f.requests = requests;
+    let per_request = |v: f64| (requests > 0).then(|| v / requests as f64);
+    f.cpu_us_per_request = f.cpu_s.and_then(|c| per_request(c * 1e6));
+    f.wakeups_per_request = f.voluntary_switches.and_then(|s| per_request(s as f64));
+    let conns = r.connections.established;
+    f.memory_per_connection_bytes = match (f.memory_idle_kib, f.memory_loaded_kib) {
+        (Some(idle), Some(loaded)) if conns > 0 => {
+            Some((loaded as f64 - idle as f64).max(0.0) * 1024.0 / conns as f64)
+        }
+        _ => None,
+    };
+    f
+}
+
+/// Runs the load generator with progress; while it measures, samples the
+/// memory of `pid`'s process tree once (every connection is open by then).
+fn drive(
+    w: &Workload,
+    shutdown: &Shutdown,
+    pid: Option<u32>,
+) -> (Result<LoadOutcome, connlab_loadgen::LoadError>, Option<u64>) {
+    let progress = Progress::default();
+    let finished = AtomicBool::new(false);
+    with_progress(&progress, w, || {
+        std::thread::scope(|s| {
+            let sampler = s.spawn(|| {
+                let pid = pid?;
+                // Wait for the schedule to start, then let it settle.
+                while !progress.measuring.load(Relaxed) {
+                    if finished.load(Relaxed) {
+                        return None;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                let settle = (w.warmup + w.duration).min(Duration::from_millis(300));
+                std::thread::sleep(settle);
+                if finished.load(Relaxed) {
+                    return None;
+                }
+                procfs::memory_kib(&procfs::tree(pid as i32))
+            });
+            let out = connlab_loadgen::run(w, shutdown, &progress, None);
+            finished.store(true, Relaxed);
+            (out, sampler.join().ok().flatten())
+        })
+    })
+}
+
+fn start_server(
+    exe: &Path,
+    engine: EngineKind,
+    args: &RunArgs,
+    cpus: Option<&CpuList>,
+    stats: &Path,
+) -> Result<ServerChild, Exit> {
+    let mut cmd = Command::new(exe);
+    cmd.args([
+        "serve",
+        "--engine",
+        engine.name(),
+        "--listen",
+        "127.0.0.1:0",
+    ])
+    .args(["--protocol", args.workload.protocol.name()])
+    .arg("--stats")
+    .arg(stats)
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null());
+    if args.edge_triggered && engine == EngineKind::Epoll {
+        cmd.arg("--edge-triggered");
+    }
+    if let Some(cpu) = cpus {
+        cmd.args(["--cpu", &cpu.to_string()]);
+    }
+    Ok(ServerChild::spawn(cmd)?)
+}
+
+/// The primary figure of a run: median service latency, or the achieved
+/// rate in closed loop.
+fn primary(r: &LoadResult, closed_loop: bool) -> f64 {
+    if closed_loop {
+        r.achieved_rate_per_s
+    } else {
+        r.service_latency_us.p50
+    }
+}
+
+fn print_run_line(r: &LoadResult, s: &ServerFigures) {
+    let q = &r.requests;
+    let opt = |v: Option<f64>, digits: usize| v.map_or("-".into(), |v| format!("{v:.digits$}"));
+    eprintln!(
+        "  p50 {:.1} us, p99 {:.1} us, {:.1} req/s, {} errors; server {} us cpu/request, {} wake-ups/request, {} B/connection",
+        r.service_latency_us.p50,
+        r.service_latency_us.p99,
+        r.achieved_rate_per_s,
+        q.measured_errors(),
+        opt(s.cpu_us_per_request, 1),
+        opt(s.wakeups_per_request, 2),
+        opt(s.memory_per_connection_bytes, 0),
+    );
+    for w in &r.warnings {
+        eprintln!("  warning: {w}");
+    }
+}
+
+fn write_run(
+    dir: &Path,
+    row: &Row,
+    round: u32,
+    position: usize,
+    placement: &RunPlacement,
+    server: &ServerFigures,
+    load: &LoadResult,
+) -> Result<String, Exit> {
+    let name = format!("runs/r{round}-{}.json", row.label());
+    let record = RunRecord {
+        schema: RUN_SCHEMA,
+        label: row.label(),
+        kind: match row {
+            Row::Engine { .. } => "engine",
+            Row::Against { .. } => "against",
+        },
+        round,
+        position,
+        placement,
+        server,
+        load,
+    };
+    let path = dir.join(&name);
+    let text = serde_json::to_string_pretty(&record).context("encoding a run")?;
+    write_atomic(&path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
+    Ok(name)
+}
+
+/// The samples of every row, one slot per round, and their comparison.
+fn comparison(rows: &[Row], done: &[Done], rounds: u32, closed_loop: bool) -> Comparison {
+    let samples: Vec<RowSamples> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, row)| {
+            let mut s = RowSamples {
+                label: row.label().to_string(),
+                primary: vec![None; rounds as usize],
+                cpu_us_per_request: vec![None; rounds as usize],
+                wakeups_per_request: vec![None; rounds as usize],
+                memory_per_connection_bytes: vec![None; rounds as usize],
+            };
+            for d in done.iter().filter(|d| d.row == i) {
+                let k = (d.round - 1) as usize;
+                // A failed or interrupted run is no sample.
+                if d.result.interrupted || d.result.peer_failed {
+                    continue;
+                }
+                s.primary[k] = Some(primary(&d.result, closed_loop));
+                s.cpu_us_per_request[k] = d.server.cpu_us_per_request;
+                s.wakeups_per_request[k] = d.server.wakeups_per_request;
+                s.memory_per_connection_bytes[k] = d.server.memory_per_connection_bytes;
+            }
+            s
+        })
+        .collect();
+    let (metric, better) = if closed_loop {
+        ("achieved rate (req/s)", Better::Higher)
+    } else {
+        ("median service latency", Better::Lower)
+    };
+    compare(metric, better, &samples, Bootstrap::default())
+}
+
+/// Median over a row's runs of `f`.
+fn row_median(done: &[Done], row: usize, f: impl Fn(&Done) -> Option<f64>) -> Option<f64> {
+    let v: Vec<Option<f64>> = done.iter().filter(|d| d.row == row).map(f).collect();
+    connlab_lab::compare::Figure::of(&v).map(|f| f.median)
+}
+
+fn print_table(rows: &[Row], done: &[Done], c: &Comparison, placement: &RunPlacement, rounds: u32) {
+    let Some(first) = done.first() else {
+        eprintln!("\nno run finished: nothing to compare");
+        return;
+    };
+    let r0 = &first.result.config;
+    let closed = c.better == Better::Higher;
+    let mut t = format!(
+        "\n{} by engine ({} connections, ratio {}, {}, {} B / {} B, {}; {rounds} repetitions; {}):\n",
+        if closed { "achieved rate" } else { "service latency" },
+        r0.connections,
+        r0.active_ratio,
+        r0.rate_per_s
+            .map_or(format!("closed loop depth {}", r0.depth.unwrap_or(1)), |r| format!("{r} req/s")),
+        r0.request_size_bytes,
+        r0.response_size_bytes,
+        r0.protocol,
+        placement.text()
+    );
+    let head = if closed { "req/s" } else { "p50 us" };
+    t.push_str(&format!(
+        "  {:<10} {:>22} {:>26} {:>9} {:>11} {:>11} {:>13} {:>13} {:>7}\n",
+        "engine",
+        format!("{head} median (spread)"),
+        "ratio to best (95% CI)",
+        "p99 us",
+        "achieved/s",
+        "cpu us/req",
+        "wake-ups/req",
+        "mem/conn KiB",
+        "errors"
+    ));
+    let opt = |v: Option<f64>, digits: usize| v.map_or("-".into(), |v| format!("{v:.digits$}"));
+    for (i, row) in rows.iter().enumerate() {
+        let rc = &c.rows[i];
+        let primary = rc.primary.map_or("-".into(), |f| {
+            if closed {
+                format!("{:.0} ({:.0}-{:.0})", f.median, f.min, f.max)
+            } else {
+                format!("{:.1} ({:.1}-{:.1})", f.median, f.min, f.max)
+            }
+        });
+        let ratio = match (rc.standing, rc.ratio_to_best, rc.ratio_ci) {
+            (Standing::Best, _, _) => "best".to_string(),
+            (_, Some(r), Some((lo, hi))) => format!("{r:.2} ({lo:.2}-{hi:.2})"),
+            (_, Some(r), None) => format!("{r:.2}"),
+            _ => "-".into(),
+        };
+        let errors: u64 = done
+            .iter()
+            .filter(|d| d.row == i)
+            .map(|d| d.result.requests.measured_errors())
+            .sum();
+        t.push_str(&format!(
+            "  {:<10} {primary:>22} {ratio:>26} {:>9} {:>11} {:>11} {:>13} {:>13} {errors:>7}\n",
+            row.label(),
+            opt(
+                row_median(done, i, |d| Some(d.result.service_latency_us.p99)),
+                1
+            ),
+            opt(
+                row_median(done, i, |d| Some(d.result.achieved_rate_per_s)),
+                1
+            ),
+            opt(rc.cpu_us_per_request.map(|f| f.median), 1),
+            opt(rc.wakeups_per_request.map(|f| f.median), 2),
+            opt(rc.memory_per_connection_bytes.map(|f| f.median / 1024.0), 2),
+        ));
+    }
+    let mut lines = c.verdict.iter();
+    if let Some(l) = lines.next() {
+        t.push_str(&format!("verdict: {l}\n"));
+    }
+    for l in lines {
+        t.push_str(&format!("  {l}\n"));
+    }
+    eprint!("{t}");
+}
+
+/// Writes `DIR/comparison.json` and `DIR/index.html`.
+fn write_page(
+    dir: &Path,
+    rows: &[Row],
+    done: &[Done],
+    c: &Comparison,
+    placement: &RunPlacement,
+) -> Result<(), Exit> {
+    #[derive(Serialize)]
+    struct ComparisonFile<'a> {
+        schema: &'static str,
+        placement: &'a RunPlacement,
+        comparison: &'a Comparison,
+        runs: Vec<&'a str>,
+    }
+    let file = ComparisonFile {
+        schema: "connlab.run.comparison/1",
+        placement,
+        comparison: c,
+        runs: done.iter().filter_map(|d| d.file.as_deref()).collect(),
+    };
+    let path = dir.join("comparison.json");
+    let text = serde_json::to_string_pretty(&file).context("encoding the comparison")?;
+    write_atomic(&path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
+
+    let closed = c.better == Better::Higher;
+    let page_rows = rows
+        .iter()
+        .enumerate()
+        .map(|(i, row)| {
+            // The CDF of the run nearest the row's median.
+            let median = c.rows[i].primary.map(|f| f.median);
+            let runs: Vec<&Done> = done.iter().filter(|d| d.row == i).collect();
+            let typical = median.and_then(|m| {
+                runs.iter()
+                    .min_by(|a, b| {
+                        let da = (primary(&a.result, closed) - m).abs();
+                        let db = (primary(&b.result, closed) - m).abs();
+                        da.total_cmp(&db)
+                    })
+                    .copied()
+            });
+            connlab_report::run::RunPageRow {
+                label: row.label().to_string(),
+                kind: match row {
+                    Row::Engine { .. } => "connlab serve engine".into(),
+                    Row::Against { addr, pid, .. } => match pid {
+                        Some(p) => format!("server under test at {addr} (pid {p})"),
+                        None => format!("server under test at {addr} (no pid: no server figures)"),
+                    },
+                },
+                cdf_round: typical.map(|d| d.round),
+                cdf: typical
+                    .map(|d| {
+                        d.result
+                            .service_latency_cdf
+                            .iter()
+                            .map(|p| (p.value_us, p.fraction))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                runs: runs
+                    .iter()
+                    .map(|d| connlab_report::run::RunPageRun {
+                        round: d.round,
+                        file: d.file.clone(),
+                        p50_us: d.result.service_latency_us.p50,
+                        p99_us: d.result.service_latency_us.p99,
+                        achieved_per_s: d.result.achieved_rate_per_s,
+                        errors: d.result.requests.measured_errors(),
+                        cpu_us_per_request: d.server.cpu_us_per_request,
+                        wakeups_per_request: d.server.wakeups_per_request,
+                        memory_per_connection_bytes: d.server.memory_per_connection_bytes,
+                        warnings: d.result.warnings.clone(),
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    let (workload, environment) = match done.first() {
+        Some(d) => (workload_text(&d.result), environment(&d.result)),
+        None => (String::new(), Vec::new()),
+    };
+    let page = connlab_report::run::RunPage {
+        title: "connlab run".into(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        workload,
+        placement: format!("{} ({})", placement.text(), placement.note),
+        environment,
+        comparison: c.clone(),
+        rows: page_rows,
+    };
+    let html = connlab_report::run::render_run(&page).context("rendering the page")?;
+    let path = dir.join("index.html");
+    write_atomic(&path, html).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+fn workload_text(r: &LoadResult) -> String {
+    let c = &r.config;
+    format!(
+        "{} connections, active ratio {}, {} B requests, {} B responses, {}, {} {}, {} s measured after {} s warm-up",
+        c.connections,
+        c.active_ratio,
+        c.request_size_bytes,
+        c.response_size_bytes,
+        c.rate_per_s.map_or(format!("closed loop depth {}", c.depth.unwrap_or(1)), |x| format!("{x} req/s {}", c.arrival)),
+        c.protocol,
+        c.path.as_deref().unwrap_or(""),
+        c.duration_s,
+        c.warmup_s
+    )
+}
+
+fn environment(r: &LoadResult) -> Vec<(String, String)> {
+    let e = &r.environment;
+    vec![
+        ("kernel".into(), e.kernel.clone()),
+        ("cpus".into(), e.cpu_count.to_string()),
+        ("clock source".into(), e.clock_source.clone()),
+        (
+            "open-files limit".into(),
+            format!("{} (hard {})", e.nofile_soft, e.nofile_hard),
+        ),
+        (
+            "client threads ran on".into(),
+            format!(
+                "writer cpu {}, reader cpu {}",
+                r.placement.writer_cpu.map_or("-".into(), |c| c.to_string()),
+                r.placement.reader_cpu.map_or("-".into(), |c| c.to_string())
+            ),
+        ),
+    ]
+}
