@@ -6,7 +6,7 @@
 
 use connlab_testkit::scratch;
 use connlab_testkit::sweep::{
-    dry_run, point as read_point, report, report_page, sweep, write_file,
+    dry_run_text, point as read_point, report, report_page, sweep, write_file,
 };
 use predicates::prelude::*;
 use predicates::str::contains;
@@ -126,31 +126,29 @@ fn a_tiny_loadgen_sweep_runs_resumes_and_reports() {
 #[test]
 fn a_bad_field_is_named_with_the_file() {
     let dir = scratch!("loadgen", "bad");
-    let file = write_file(
+    dry_run_text(
         &dir,
         "bad.toml",
         &TINY.replace("engines = [\"epoll\"]", "engines = [\"epol\"]"),
-    );
-    dry_run(&file, LIMIT)
-        .assert()
-        .code(2)
-        .stderr(contains("bad.toml: server.engines[0]"));
+        LIMIT,
+    )
+    .code(2)
+    .stderr(contains("bad.toml: server.engines[0]"));
 }
 
 #[test]
 fn dry_run_lists_the_point_ids() {
     let dir = scratch!("loadgen", "dry");
-    let file = write_file(
+    dry_run_text(
         &dir,
         "dry.toml",
         &TINY.replace("repetitions = 1", "repetitions = 2"),
-    );
-    dry_run(&file, LIMIT)
-        .assert()
-        .success()
-        .stdout(contains("8 points"))
-        .stdout(contains("epoll-4c-1of2-200rps-1sh-rep1"))
-        .stdout(contains("epoll-8c-1of2-200rps-2sh-rep2"));
+        LIMIT,
+    )
+    .success()
+    .stdout(contains("8 points"))
+    .stdout(contains("epoll-4c-1of2-200rps-1sh-rep1"))
+    .stdout(contains("epoll-8c-1of2-200rps-2sh-rep2"));
 }
 
 #[test]

@@ -6,7 +6,7 @@
 
 use connlab_testkit::scratch;
 use connlab_testkit::sweep::{
-    dry_run, point as read_point, report, report_page, sweep, write_file,
+    dry_run_text, point as read_point, report, report_page, sweep, write_file,
 };
 use predicates::prelude::*;
 use predicates::str::contains;
@@ -84,31 +84,29 @@ fn a_tiny_peers_sweep_runs_resumes_and_reports_the_ratio() {
 #[test]
 fn a_bad_field_is_named_with_the_file() {
     let dir = scratch!("peers", "bad");
-    let file = write_file(
+    dry_run_text(
         &dir,
         "bad.toml",
         &TINY.replace(
             "kind = \"connlab-serve\"\nengine = \"epoll\"",
             "kind = \"nginz\"",
         ),
-    );
-    dry_run(&file, LIMIT)
-        .assert()
-        .code(2)
-        .stderr(contains("bad.toml: contender[1].kind"));
+        LIMIT,
+    )
+    .code(2)
+    .stderr(contains("bad.toml: contender[1].kind"));
 }
 
 #[test]
 fn dry_run_lists_the_point_ids() {
     let dir = scratch!("peers", "dry");
-    let file = write_file(
+    dry_run_text(
         &dir,
         "dry.toml",
         &TINY.replace("repetitions = 1", "repetitions = 2"),
-    );
-    dry_run(&file, LIMIT)
-        .assert()
-        .success()
-        .stdout(contains("poll-128B-rep1"))
-        .stdout(contains("epoll-128B-rep2"));
+        LIMIT,
+    )
+    .success()
+    .stdout(contains("poll-128B-rep1"))
+    .stdout(contains("epoll-128B-rep2"));
 }

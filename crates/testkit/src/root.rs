@@ -7,17 +7,17 @@ pub fn is_root() -> bool {
 }
 
 /// True as root. Otherwise panics when the environment says `CI=true` (a
-/// CI run must not pass by skipping), else prints `skipped: <what> needs
-/// root` and returns false. Used through [`crate::require_root!`].
+/// CI run must not pass by skipping), else prints `skipped: needs root for
+/// <what>` and returns false. Used through [`crate::require_root!`].
 pub fn root_or_skip(what: &str) -> bool {
     if is_root() {
         return true;
     }
     assert!(
         !in_ci(),
-        "{what} needs root, and CI=true: run the tests as root (a CI run must not pass by skipping)"
+        "needs root for {what}, and CI=true: run the tests as root (a CI run must not pass by skipping)"
     );
-    eprintln!("skipped: {what} needs root");
+    eprintln!("skipped: needs root for {what}");
     false
 }
 
@@ -48,7 +48,7 @@ mod tests {
             .unwrap();
         assert!(out.status.success(), "{out:?}");
         assert!(
-            String::from_utf8_lossy(&out.stderr).contains("skipped: the child needs root"),
+            String::from_utf8_lossy(&out.stderr).contains("skipped: needs root for the child"),
             "{out:?}"
         );
     }

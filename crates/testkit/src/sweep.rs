@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use assert_cmd::assert::Assert;
 use assert_cmd::Command;
 
 use crate::process::connlab;
@@ -58,4 +59,9 @@ pub fn point(out: &Path, id: &str) -> (String, serde_json::Value) {
     let json =
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()));
     (text, json)
+}
+
+/// Writes `text` to `dir/name` and runs `connlab sweep <it> --dry-run`.
+pub fn dry_run_text(dir: &Path, name: &str, text: &str, limit: Duration) -> Assert {
+    dry_run(&write_file(dir, name, text), limit).assert()
 }
