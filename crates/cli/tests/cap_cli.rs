@@ -3,22 +3,14 @@
 //! check needs root and a cgroup cpu controller: skipped with a message
 //! without.
 
-use serde_json::Value;
+use connlab_testkit::{connlab_bin, read_json, require_root, skip_unless};
 use std::path::Path;
 use std::process::Command;
 
-fn connlab_bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_connlab"))
-}
-
 #[test]
 fn a_busy_command_is_held_to_its_share() {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() == 0 };
-    if !root || !Path::new("/sys/fs/cgroup").exists() {
-        eprintln!("skipped: needs root and cgroups");
-        return;
-    }
+    require_root!("the CPU quota check");
+    skip_unless!(Path::new("/sys/fs/cgroup").exists(), "needs cgroups");
     let dir = tempfile::tempdir().unwrap();
     let stats = dir.path().join("cap.json");
     let out = Command::new(connlab_bin())
@@ -29,7 +21,7 @@ fn a_busy_command_is_held_to_its_share() {
         .unwrap();
     // `timeout` exits 124 when it had to stop the loop: passed through.
     assert_eq!(out.status.code(), Some(124), "{out:?}");
-    let s: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let s = read_json(&stats);
     let cpu = s["cpu_user_s"].as_f64().unwrap() + s["cpu_sys_s"].as_f64().unwrap();
     // A second of busy loop under a 20% quota: far from a whole CPU second.
     assert!(cpu < 0.6, "{s}");

@@ -4,13 +4,13 @@
 //! that no longer exists.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::Command;
 
 type Graph = BTreeMap<String, BTreeSet<String>>;
 
-fn root() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+fn root() -> PathBuf {
+    connlab_testkit::workspace_root()
 }
 
 /// The short name of a connlab crate: `connlab-lab` is `lab`, the binary's

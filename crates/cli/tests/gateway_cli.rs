@@ -3,29 +3,26 @@
 //! removed on exit and, after a kill, at the next start. proxy mode: a
 //! backend whose link goes down is taken out, its connections are reset
 //! (none hangs), new clients go elsewhere, and it comes back. Bad flags are
-//! refused. Needs root and `nft` (`.ci/run` installs nftables): skipped with
-//! a message without.
+//! refused. Needs root (a failure under `CI=true` without it) and `nft`
+//! (`.ci/run` installs nftables): skipped with a message without.
 
 use connlab_os::netns::{Topology, TopologySpec};
-use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
+use connlab_testkit::{connlab_bin, read_json, require_root, skip_unless, ChildGuard, Lines};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-fn connlab_bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_connlab"))
-}
-
-fn can_run() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() == 0 };
-    let nft = Command::new("nft").arg("--version").output().is_ok();
-    if !(root && nft) {
-        eprintln!("skipped: needs root and nft (root {root}, nft {nft})");
-    }
-    root && nft
+/// Returns from the test unless it has root (see `require_root!`) and `nft`.
+macro_rules! need_root_and_nft {
+    () => {
+        require_root!("the gateway in namespaces");
+        skip_unless!(
+            Command::new("nft").arg("--version").output().is_ok(),
+            "needs nft"
+        );
+    };
 }
 
 const VIP: &str = "198.18.0.1:80";
@@ -90,7 +87,7 @@ fn connect_from(topo: &Topology, host: &str, n: usize) -> Vec<String> {
 }
 
 /// Starts the gateway in `gw` and waits until it says it is ready.
-fn start_gateway(topo: &Topology, policy: &str, stats: &Path) -> Child {
+fn start_gateway(topo: &Topology, policy: &str, stats: &Path) -> ChildGuard {
     start_gateway_with(
         topo,
         &["--mode", "nat", "--masquerade", "--policy", policy],
@@ -98,55 +95,38 @@ fn start_gateway(topo: &Topology, policy: &str, stats: &Path) -> Child {
     )
 }
 
-fn start_gateway_with(topo: &Topology, flags: &[&str], stats: &Path) -> Child {
+fn start_gateway_with(topo: &Topology, flags: &[&str], stats: &Path) -> ChildGuard {
     start_gateway_to(topo, &["198.18.0.2:8080", "198.18.0.3:8080"], flags, stats)
 }
 
 /// Starts the gateway in `gw` with these backends.
-fn start_gateway_to(topo: &Topology, backends: &[&str], flags: &[&str], stats: &Path) -> Child {
-    let mut child = topo
-        .command("gw", connlab_bin())
-        .unwrap()
-        .args(["gateway", "--listen", VIP])
+fn start_gateway_to(
+    topo: &Topology,
+    backends: &[&str],
+    flags: &[&str],
+    stats: &Path,
+) -> ChildGuard {
+    let mut cmd = topo.command("gw", connlab_bin()).unwrap();
+    cmd.args(["gateway", "--listen", VIP])
         .args(backends.iter().flat_map(|b| ["--backend", b]))
         .args(flags)
         .arg("--stats")
-        .arg(stats)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        assert!(Instant::now() < deadline, "the gateway never became ready");
-        match lines.next() {
-            Some(Ok(l)) if l.starts_with("gateway: ") => break,
-            Some(Ok(_)) => {}
-            _ => {
-                let out = child.wait_with_output().unwrap();
-                panic!("gateway exited: {}", String::from_utf8_lossy(&out.stderr));
-            }
-        }
+        .arg(stats);
+    let mut gw = ChildGuard::spawn_piped(&mut cmd);
+    let lines = Lines::read(gw.child().stdout.take().unwrap());
+    if lines
+        .wait_for(Duration::from_secs(20), |l| l.starts_with("gateway: "))
+        .is_none()
+    {
+        gw.kill();
+        panic!("the gateway never became ready: {}", gw.stderr_text());
     }
-    std::thread::spawn(move || for _ in lines {});
-    child
+    gw
 }
 
-fn stop(child: Child) -> std::process::Output {
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let start = Instant::now();
-    let mut child = child;
-    while child.try_wait().unwrap().is_none() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "gateway did not stop"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
+/// Ctrl-C, then the gateway's exit and output.
+fn stop(gw: ChildGuard) -> Output {
+    gw.interrupt(Duration::from_secs(20))
 }
 
 fn tables(topo: &Topology) -> Vec<String> {
@@ -165,9 +145,7 @@ fn tables(topo: &Topology) -> Vec<String> {
 
 #[test]
 fn clients_land_where_the_policy_says_and_the_table_goes_away() {
-    if !can_run() {
-        return;
-    }
+    need_root_and_nft!();
     // gw .1, b1 .2, b2 .3, c1 .4, c2 .5, c3 .6
     let topo =
         Topology::build(&TopologySpec::bridge(&["gw", "b1", "b2", "c1", "c2", "c3"])).unwrap();
@@ -189,7 +167,7 @@ fn clients_land_where_the_policy_says_and_the_table_goes_away() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let s: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let s = read_json(&stats);
     eprintln!("gateway stats: {s}");
     assert_eq!(s["policy"], "ip-mod");
     assert_eq!(s["backends"][0]["connections"], 6, "{s}");
@@ -205,8 +183,7 @@ fn clients_land_where_the_policy_says_and_the_table_goes_away() {
 
     // A killed gateway leaves its table; the next start removes it.
     let mut gw = start_gateway(&topo, "ip-mod", &stats);
-    gw.kill().unwrap();
-    gw.wait().unwrap();
+    gw.kill();
     let left = tables(&topo);
     assert_eq!(
         left.len(),
@@ -223,9 +200,7 @@ fn clients_land_where_the_policy_says_and_the_table_goes_away() {
 
 #[test]
 fn proxy_takes_a_dead_backend_out_and_resets_its_connections() {
-    if !can_run() {
-        return;
-    }
+    need_root_and_nft!();
     let topo = Topology::build(&TopologySpec::bridge(&["gw", "b1", "b2", "c1"])).unwrap();
     backend(&topo, "b1", 8080, true);
     backend(&topo, "b2", 8080, true);
@@ -308,7 +283,7 @@ fn proxy_takes_a_dead_backend_out_and_resets_its_connections() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let s: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let s = read_json(&stats);
     eprintln!("proxy stats: {s}");
     assert_eq!(s["mode"], "proxy");
     let b2 = &s["backends"][1];
@@ -438,9 +413,7 @@ fn nat_counts_bytes_both_ways_for_remote_and_local_backends() {
     // Issue 17: the exit summary said "bytes from 0" after a 1,000-byte
     // response came back (the reply counter sat in prerouting, which a
     // backend on the gateway host never crosses).
-    if !can_run() {
-        return;
-    }
+    need_root_and_nft!();
     let topo = Topology::build(&TopologySpec::bridge(&["gw", "b1", "c1"])).unwrap();
     sized_backend(&topo, "b1", 8080, 1000);
     sized_backend(&topo, "gw", 8080, 1000);
@@ -476,7 +449,7 @@ fn nat_counts_bytes_both_ways_for_remote_and_local_backends() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let s: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let s = read_json(&stats);
     for (i, b) in s["backends"].as_array().unwrap().iter().enumerate() {
         assert_eq!(b["connections"], 1, "backend {i}: {s}");
         // 1,000 response bytes plus IP and TCP headers; the request's 5.
@@ -493,9 +466,7 @@ fn nat_counts_bytes_both_ways_for_remote_and_local_backends() {
 fn a_killed_nat_gateways_ip_forward_is_restored_at_the_next_start() {
     // Issue 17: a killed NAT gateway left ip_forward changed. Only the
     // test's own namespace is touched (ip_forward is per namespace).
-    if !can_run() {
-        return;
-    }
+    need_root_and_nft!();
     let host_before = std::fs::read_to_string("/proc/sys/net/ipv4/ip_forward").unwrap();
     let topo = Topology::build(&TopologySpec::bridge(&["gw", "b1", "b2"])).unwrap();
     backend(&topo, "b1", 8080, false);
@@ -527,8 +498,7 @@ fn a_killed_nat_gateways_ip_forward_is_restored_at_the_next_start() {
         1,
         "the original value is recorded before the change"
     );
-    gw.kill().unwrap();
-    gw.wait().unwrap();
+    gw.kill();
     assert_eq!(
         ip_forward(&topo),
         "1",

@@ -2,43 +2,33 @@
 //! configured delays (and not absurdly more), seeded loss drops about the
 //! configured share, jitter keeps packets in order, the log has one line per
 //! packet, `run` undoes its rules, and the namespaces are gone afterwards.
-//! Bad flags exit 2. The traffic tests need root and /dev/net/tun: skipped
-//! with a message without. All traffic stays in namespaces the tests create.
+//! Bad flags exit 2. The traffic tests need root (a failure under `CI=true`
+//! without it) and /dev/net/tun (skipped with a message without). All traffic stays in namespaces the tests create.
 
-use serde_json::Value;
+use connlab_testkit::{connlab_bin, read_json, require_root, run_bounded, skip_unless};
 use std::path::Path;
 use std::process::{Command, Output};
+use std::time::Duration;
 
-fn connlab_bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_connlab"))
+/// Returns from the test unless it has root (see `require_root!`) and a
+/// TUN device.
+macro_rules! need_root_and_tun {
+    () => {
+        require_root!("link emulation");
+        skip_unless!(Path::new("/dev/net/tun").exists(), "needs /dev/net/tun");
+    };
 }
 
-fn can_emulate() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() == 0 };
-    let ok = root && Path::new("/dev/net/tun").exists();
-    if !ok {
-        eprintln!("skipped: needs root and /dev/net/tun");
-    }
-    ok
+/// Runs `connlab ARGS` with a time limit.
+fn connlab(args: &[&str]) -> Output {
+    run_bounded(
+        Command::new(connlab_bin()).args(args),
+        Duration::from_secs(120),
+    )
 }
 
-/// Runs `connlab ARGS` with a time limit; returns its output and pid.
-fn connlab(args: &[&str]) -> (Output, u32) {
-    let child = Command::new("timeout")
-        .arg("120")
-        .arg(connlab_bin())
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    (child.wait_with_output().unwrap(), pid)
-}
-
-/// Namespaces left by a process (`timeout` forks connlab: check any
-/// `connlab-*-lk*` of a dead process, which this run would have made).
+/// Namespaces left by a process: any `connlab-*-lk*` of a dead process,
+/// which this run would have made.
 fn leftover_namespaces() -> Vec<String> {
     let Ok(dir) = std::fs::read_dir("/run/netns") else {
         return Vec::new();
@@ -61,13 +51,11 @@ fn leftover_namespaces() -> Vec<String> {
 
 #[test]
 fn delay_loss_and_log_through_the_lab() {
-    if !can_emulate() {
-        return;
-    }
+    need_root_and_tun!();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("lab.json");
     let log = dir.path().join("pkts.csv");
-    let (out, _) = connlab(&[
+    let out = connlab(&[
         "linkem",
         "lab",
         "--delay",
@@ -88,7 +76,7 @@ fn delay_loss_and_log_through_the_lab() {
         log.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{out:?}");
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v = read_json(&json);
     let val = &v["validation"];
     // RTT: at least both one-way delays, and not absurdly more.
     let rtt = &val["emulated_rtt"]["result"];
@@ -138,12 +126,10 @@ fn delay_loss_and_log_through_the_lab() {
 
 #[test]
 fn jitter_keeps_packets_in_order() {
-    if !can_emulate() {
-        return;
-    }
+    need_root_and_tun!();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("lab.json");
-    let (out, _) = connlab(&[
+    let out = connlab(&[
         "linkem",
         "lab",
         "--delay",
@@ -160,7 +146,7 @@ fn jitter_keeps_packets_in_order() {
         json.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{out:?}");
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v = read_json(&json);
     let loss = &v["validation"]["loss"]["result"];
     assert_eq!(loss["received"].as_u64(), Some(5000), "{loss}");
     assert_eq!(loss["reordered"].as_u64(), Some(0), "{loss}");
@@ -185,9 +171,7 @@ fn ip(args: &[&str]) {
 
 #[test]
 fn run_forwards_until_its_duration_and_undoes_its_rules() {
-    if !can_emulate() {
-        return;
-    }
+    need_root_and_tun!();
     let ns = Ns(format!("connlab-{}-lktest-router", std::process::id()));
     ip(&["netns", "add", &ns.0]);
     ip(&[
@@ -218,7 +202,7 @@ fn run_forwards_until_its_duration_and_undoes_its_rules() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    let s: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let s = read_json(&stats);
     assert_eq!(s["schema"], "connlab.linkem.stats/1");
     assert!(s["report"]["elapsed_s"].as_f64().unwrap() >= 1.0);
     let rules = Command::new("ip")

@@ -3,14 +3,15 @@
 //! loopback (checking counts, never times), the JSON summary against the
 //! checked-in schema, Ctrl-C and server death, and bad flags.
 
-mod support;
-
+use connlab_testkit::serve::{Protocol, Server, Variant};
+use connlab_testkit::{
+    assert_matches_schema, connlab_bin, json_u64 as u, out_path, per_engine, read_json,
+    run_bounded, ChildGuard,
+};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
-use support::{connlab_bin, per_engine, Protocol, Server, Variant};
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::Duration;
 
 per_engine!(
     profile_poll_times_every_event_loop_call,
@@ -21,25 +22,15 @@ per_engine!(
 
 /// A fresh output path under the test's target tmpdir.
 fn out_path(name: &str) -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "load-{}-{}-{name}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ))
+    out_path!("load", name)
 }
 
 /// Runs `connlab SUBCOMMAND ARGS` to completion with a deadline.
 fn connlab(subcommand: &str, args: &[&str], limit: Duration) -> Output {
-    let child = Command::new(connlab_bin())
-        .arg(subcommand)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawning connlab {subcommand}: {e}"));
-    wait_with_deadline(child, limit)
+    run_bounded(
+        Command::new(connlab_bin()).arg(subcommand).args(args),
+        limit,
+    )
 }
 
 /// Runs `connlab load` to completion (60 s at most).
@@ -47,32 +38,9 @@ fn load(args: &[&str]) -> Output {
     connlab("load", args, Duration::from_secs(60))
 }
 
-fn read_json(path: &Path) -> Value {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
-}
-
 /// Validates a result against `crates/loadgen/schema/load-result.schema.json`.
 fn assert_schema_valid(v: &Value) {
-    let schema_path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../loadgen/schema/load-result.schema.json");
-    let schema: Value = read_json(&schema_path);
-    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
-    let errors: Vec<String> = validator
-        .iter_errors(v)
-        .map(|e| format!("{} at {}", e, e.instance_path()))
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "result does not match the schema: {errors:#?}"
-    );
-}
-
-fn u(v: &Value, pointer: &str) -> u64 {
-    v.pointer(pointer)
-        .and_then(Value::as_u64)
-        .unwrap_or_else(|| panic!("{pointer} missing or not an integer in {v}"))
+    assert_matches_schema(v, "crates/loadgen/schema/load-result.schema.json");
 }
 
 /// 20 connections, half active, 400 req/s for 1 s: exactly 400 measured
@@ -267,20 +235,16 @@ fn ctrl_c_writes_results_and_exits_130() {
     let server = Server::start(Variant::Epoll, Protocol::Clb1, &[]);
     let json = out_path("interrupted.json");
     let target = server.addr.to_string();
-    let child = Command::new(connlab_bin())
-        .args([
-            "load", "--target", &target, "-c", "10", "--rate", "200", "-d", "60s",
-        ])
-        .args(["--warmup", "0s", "--json", json.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = ChildGuard::spawn_piped(
+        Command::new(connlab_bin())
+            .args([
+                "load", "--target", &target, "-c", "10", "--rate", "200", "-d", "60s",
+            ])
+            .args(["--warmup", "0s", "--json", json.to_str().unwrap()]),
+    );
     std::thread::sleep(Duration::from_millis(1500));
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    let out = wait_with_deadline(child, Duration::from_secs(30));
+    child.signal(libc::SIGINT);
+    let out = child.output_within(Duration::from_secs(30));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "stderr:\n{stderr}");
     let v = read_json(&json);
@@ -294,20 +258,17 @@ fn server_death_is_counted_and_exits_1() {
     let server = Server::start(Variant::Epoll, Protocol::Clb1, &[]);
     let json = out_path("died.json");
     let target = server.addr.to_string();
-    let child = Command::new(connlab_bin())
-        .args([
-            "load", "--target", &target, "-c", "10", "--rate", "200", "-d", "60s",
-        ])
-        .args(["--warmup", "0s", "--json", json.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = ChildGuard::spawn_piped(
+        Command::new(connlab_bin())
+            .args([
+                "load", "--target", &target, "-c", "10", "--rate", "200", "-d", "60s",
+            ])
+            .args(["--warmup", "0s", "--json", json.to_str().unwrap()]),
+    );
     std::thread::sleep(Duration::from_millis(1500));
     // SAFETY: killing the server process this test started.
     unsafe { libc::kill(server.pid(), libc::SIGKILL) };
-    let out = wait_with_deadline(child, Duration::from_secs(30));
+    let out = child.output_within(Duration::from_secs(30));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "stderr:\n{stderr}");
     let v = read_json(&json);
@@ -584,26 +545,22 @@ fn refuses_runs_beyond_the_open_files_limit() {
 
 #[test]
 fn run_compares_every_engine_in_one_table() {
-    let mut child = Command::new(connlab_bin())
-        .args([
-            "run",
-            "--engines",
-            "all",
-            "-c",
-            "40",
-            "--rate",
-            "200",
-            "-d",
-            "500ms",
-        ])
-        .args(["--warmup", "100ms", "--response-size", "1KiB"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let _ = child.stdin.take();
-    let out = wait_with_deadline(child, Duration::from_secs(120));
+    let child = ChildGuard::spawn_piped(
+        Command::new(connlab_bin())
+            .args([
+                "run",
+                "--engines",
+                "all",
+                "-c",
+                "40",
+                "--rate",
+                "200",
+                "-d",
+                "500ms",
+            ])
+            .args(["--warmup", "100ms", "--response-size", "1KiB"]),
+    );
+    let out = child.output_within(Duration::from_secs(120));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "stderr:\n{stderr}");
     assert!(
@@ -616,18 +573,6 @@ fn run_compares_every_engine_in_one_table() {
             "no row for {engine} in:\n{stderr}"
         );
     }
-}
-
-fn wait_with_deadline(mut child: std::process::Child, limit: Duration) -> Output {
-    let deadline = Instant::now() + limit;
-    while child.try_wait().expect("try_wait").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("child did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("output")
 }
 
 /// Runs `connlab merge` to completion (30 s at most).
@@ -668,24 +613,21 @@ fn two_shards_merged_match_one_run_in_counts() {
     let shard_files: Vec<PathBuf> = (1..=2)
         .map(|i| out_path(&format!("shard{i}.json")))
         .collect();
-    let shards: Vec<std::process::Child> = shard_files
+    let shards: Vec<ChildGuard> = shard_files
         .iter()
         .enumerate()
         .map(|(i, file)| {
-            Command::new(connlab_bin())
-                .arg("load")
-                .args(["--target", &target, "--json", file.to_str().unwrap()])
-                .args(SHARD_WORKLOAD)
-                .args(["--shard", &format!("{}/2", i + 1), "--start-at", "+1s"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawning a shard")
+            ChildGuard::spawn_piped(
+                Command::new(connlab_bin())
+                    .arg("load")
+                    .args(["--target", &target, "--json", file.to_str().unwrap()])
+                    .args(SHARD_WORKLOAD)
+                    .args(["--shard", &format!("{}/2", i + 1), "--start-at", "+1s"]),
+            )
         })
         .collect();
     for (i, child) in shards.into_iter().enumerate() {
-        let out = wait_with_deadline(child, Duration::from_secs(60));
+        let out = child.output_within(Duration::from_secs(60));
         assert_eq!(
             out.status.code(),
             Some(0),

@@ -3,66 +3,26 @@
 //! one window, `serve --manifest` serves a web file set, and Ctrl-C during
 //! connection set-up still writes the result and exits 130.
 
-mod support;
-
+use connlab_testkit::serve::{Protocol, Server, Variant};
+use connlab_testkit::{connlab_bin, json_u64 as u, out_path, read_json, ChildGuard, Lines};
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
-use support::{connlab_bin, Protocol, Server, Variant};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 /// A fresh output path under the test's target tmpdir.
 fn out_path(name: &str) -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "outcomes-{}-{}-{name}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ))
+    out_path!("outcomes", name)
 }
 
-fn spawn_load(args: &[&str]) -> Child {
-    Command::new(connlab_bin())
-        .arg("load")
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawning connlab load")
-}
-
-fn wait_with_deadline(mut child: Child, limit: Duration) -> Output {
-    let deadline = Instant::now() + limit;
-    while child.try_wait().expect("try_wait").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("child did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("output")
+fn spawn_load(args: &[&str]) -> ChildGuard {
+    ChildGuard::spawn_piped(Command::new(connlab_bin()).arg("load").args(args))
 }
 
 fn load(args: &[&str]) -> Output {
-    wait_with_deadline(spawn_load(args), Duration::from_secs(60))
-}
-
-fn read_json(path: &Path) -> Value {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
-}
-
-fn u(v: &Value, pointer: &str) -> u64 {
-    v.pointer(pointer)
-        .and_then(Value::as_u64)
-        .unwrap_or_else(|| panic!("{pointer} missing or not an integer in {v}"))
+    spawn_load(args).output_within(Duration::from_secs(60))
 }
 
 /// A web file set's manifest in its own directory (as `webset generate` leaves it).
@@ -191,9 +151,13 @@ fn r17_serve_with_manifest_serves_the_file_set() {
     assert_eq!(classes, ["<1KB", "1-10KB", "10-100KB"], "{v}");
     // One request for a listed path, answered with the manifest's size.
     let mut conn = server.connect("manifest path");
-    conn.send(&support::http_get("/img/a.gif", "HTTP/1.1", &[]));
-    let mut reader = BufReader::new(conn.stream().try_clone().unwrap());
-    let response = support::read_http_response(&mut reader).unwrap();
+    conn.send(&connlab_testkit::wire::http_get(
+        "/img/a.gif",
+        "HTTP/1.1",
+        &[],
+    ));
+    let mut reader = std::io::BufReader::new(conn.stream().try_clone().unwrap());
+    let response = connlab_testkit::wire::read_http_response(&mut reader).unwrap();
     assert_eq!(response.status, 200);
     assert_eq!(response.body_len, 4000);
     server.stop();
@@ -300,35 +264,20 @@ fn interrupt_during_setup(target: SocketAddr, min: u64, name: &str) -> (Output, 
         "--json",
         json.to_str().unwrap(),
     ]);
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut all = String::new();
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            let _ = tx.send(line.clone());
-            all.push_str(&line);
-            all.push('\n');
-        }
-        all
-    });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let seen = loop {
-        let line = rx
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .expect("a `connecting:` progress line");
-        let established = line
-            .split_once("connecting: ")
+    let lines = Lines::read(child.child().stderr.take().unwrap());
+    let established = |line: &str| {
+        line.split_once("connecting: ")
             .and_then(|(_, rest)| rest.split_whitespace().next())
-            .and_then(|n| n.parse::<u64>().ok());
-        if let Some(n) = established.filter(|&n| n >= min) {
-            break n;
-        }
+            .and_then(|n| n.parse::<u64>().ok())
     };
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    let mut out = wait_with_deadline(child, Duration::from_secs(30));
-    out.stderr = reader.join().unwrap().into_bytes();
+    let line = lines
+        .wait_for(Duration::from_secs(60), |l| {
+            established(l).is_some_and(|n| n >= min)
+        })
+        .expect("a `connecting:` progress line");
+    let seen = established(&line).expect("the established count");
+    let mut out = child.interrupt(Duration::from_secs(30));
+    out.stderr = lines.all().into_bytes();
     assert_eq!(
         out.status.code(),
         Some(130),

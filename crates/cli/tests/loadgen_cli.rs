@@ -4,10 +4,13 @@
 //! `connlab report` with the expected tables and columns. Checks structure,
 //! never times.
 
-use assert_cmd::Command;
+use connlab_testkit::scratch;
+use connlab_testkit::sweep::{
+    dry_run_text, point as read_point, report, report_page, sweep, write_file,
+};
 use predicates::prelude::*;
 use predicates::str::contains;
-use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 const TINY: &str = r#"
 kind = "loadgen"
@@ -28,38 +31,19 @@ warmup = "200ms"
 shards = [1, 2]
 "#;
 
-/// A fresh directory under the test target's tmpdir.
-fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("loadgen-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn connlab() -> Command {
-    let mut cmd = Command::cargo_bin("connlab").unwrap();
-    cmd.timeout(std::time::Duration::from_secs(180));
-    cmd
-}
+/// Bound on one `connlab` run.
+const LIMIT: Duration = Duration::from_secs(180);
 
 #[test]
 fn a_tiny_loadgen_sweep_runs_resumes_and_reports() {
-    let dir = scratch("tiny");
-    let file = dir.join("tiny.toml");
-    std::fs::write(&file, TINY).unwrap();
+    let dir = scratch!("loadgen", "tiny");
+    let file = write_file(&dir, "tiny.toml", TINY);
     let out = dir.join("results");
-    connlab()
-        .arg("sweep")
-        .arg(&file)
-        .arg("--out")
-        .arg(&out)
+    sweep(&file, &out, LIMIT)
         .assert()
         .success()
         .stderr(contains("epoll-4c-1of2-200rps-1sh-rep1"));
-    let points = out.join("points");
-    let one = std::fs::read_to_string(points.join("epoll-8c-1of2-200rps-2sh-rep1.json")).unwrap();
-    let point: serde_json::Value = serde_json::from_str(&one).unwrap();
+    let (one, point) = read_point(&out, "epoll-8c-1of2-200rps-2sh-rep1");
     assert_eq!(point["params"]["shards"], 2);
     assert_eq!(point["client"]["established"], 8);
     assert!(point["client"]["measured_completed"].as_u64().unwrap() > 0);
@@ -75,36 +59,25 @@ fn a_tiny_loadgen_sweep_runs_resumes_and_reports() {
         .exists());
 
     // Run again: every point is kept, nothing is measured anew.
-    connlab()
-        .arg("sweep")
-        .arg(&file)
-        .arg("--out")
-        .arg(&out)
+    sweep(&file, &out, LIMIT)
         .assert()
         .success()
         .stderr(contains("4 kept from before"))
         .stderr(contains("epoll-4c-1of2-200rps-1sh-rep1 ...").not());
-    assert_eq!(
-        std::fs::read_to_string(points.join("epoll-8c-1of2-200rps-2sh-rep1.json")).unwrap(),
-        one
-    );
+    assert_eq!(read_point(&out, "epoll-8c-1of2-200rps-2sh-rep1").0, one);
 
     // Another workload in the same directory is refused before measuring.
-    let other = dir.join("other.toml");
-    std::fs::write(&other, TINY.replace("rates = [200]", "rates = [300]")).unwrap();
-    connlab()
-        .arg("sweep")
-        .arg(&other)
-        .arg("--out")
-        .arg(&out)
+    let other = write_file(
+        &dir,
+        "other.toml",
+        &TINY.replace("rates = [200]", "rates = [300]"),
+    );
+    sweep(&other, &out, LIMIT)
         .assert()
         .code(2)
         .stderr(contains("a different experiment"));
 
-    connlab()
-        .arg("report")
-        .arg(&out)
-        .args(["--format", "markdown"])
+    report(&out, "markdown", LIMIT)
         .assert()
         .success()
         .stdout(contains("## Pacing"))
@@ -116,10 +89,7 @@ fn a_tiny_loadgen_sweep_runs_resumes_and_reports() {
         .stdout(contains("| 4 → 8 |"))
         .stdout(contains("## Shards against one process"))
         .stdout(contains("2 against 1"));
-    let csv = connlab()
-        .arg("report")
-        .arg(&out)
-        .args(["--format", "csv"])
+    let csv = report(&out, "csv", LIMIT)
         .assert()
         .success()
         .get_output()
@@ -148,58 +118,44 @@ fn a_tiny_loadgen_sweep_runs_resumes_and_reports() {
             "no {metric} in\n{csv}"
         );
     }
-    let html = out.join("r.html");
-    connlab()
-        .arg("report")
-        .arg(&out)
-        .arg("-o")
-        .arg(&html)
-        .assert()
-        .success();
-    let page = std::fs::read_to_string(&html).unwrap();
+    let page = report_page(&out, LIMIT);
     assert!(page.contains("<table>"));
     assert!(page.contains("<th>send lag p99 (µs)</th>"));
 }
 
 #[test]
 fn a_bad_field_is_named_with_the_file() {
-    let dir = scratch("bad");
-    let file = dir.join("bad.toml");
-    std::fs::write(
-        &file,
-        TINY.replace("engines = [\"epoll\"]", "engines = [\"epol\"]"),
+    let dir = scratch!("loadgen", "bad");
+    dry_run_text(
+        &dir,
+        "bad.toml",
+        &TINY.replace("engines = [\"epoll\"]", "engines = [\"epol\"]"),
+        LIMIT,
     )
-    .unwrap();
-    connlab()
-        .arg("sweep")
-        .arg(&file)
-        .arg("--dry-run")
-        .assert()
-        .code(2)
-        .stderr(contains("bad.toml: server.engines[0]"));
+    .code(2)
+    .stderr(contains("bad.toml: server.engines[0]"));
 }
 
 #[test]
 fn dry_run_lists_the_point_ids() {
-    let dir = scratch("dry");
-    let file = dir.join("dry.toml");
-    std::fs::write(&file, TINY.replace("repetitions = 1", "repetitions = 2")).unwrap();
-    connlab()
-        .arg("sweep")
-        .arg(&file)
-        .arg("--dry-run")
-        .assert()
-        .success()
-        .stdout(contains("8 points"))
-        .stdout(contains("epoll-4c-1of2-200rps-1sh-rep1"))
-        .stdout(contains("epoll-8c-1of2-200rps-2sh-rep2"));
+    let dir = scratch!("loadgen", "dry");
+    dry_run_text(
+        &dir,
+        "dry.toml",
+        &TINY.replace("repetitions = 1", "repetitions = 2"),
+        LIMIT,
+    )
+    .success()
+    .stdout(contains("8 points"))
+    .stdout(contains("epoll-4c-1of2-200rps-1sh-rep1"))
+    .stdout(contains("epoll-8c-1of2-200rps-2sh-rep2"));
 }
 
 #[test]
 fn the_shipped_loadgen_experiments_plan() {
-    let experiments = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+    let experiments = connlab_testkit::workspace_root().join("experiments");
     for name in ["pacing", "scale", "engines", "shards"] {
-        connlab()
+        connlab_testkit::connlab(LIMIT)
             .arg("sweep")
             .arg(experiments.join(format!("loadgen-{name}.toml")))
             .args(["--dry-run", "--quick"])

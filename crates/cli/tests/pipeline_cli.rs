@@ -4,13 +4,12 @@
 //! `--time-limit`; no timing is asserted.
 
 use assert_cmd::Command;
+use connlab_testkit::read_json;
 use serde_json::Value;
 use std::path::Path;
 
 fn connlab() -> Command {
-    let mut c = Command::cargo_bin("connlab").unwrap();
-    c.timeout(std::time::Duration::from_secs(120));
-    c
+    connlab_testkit::connlab(std::time::Duration::from_secs(120))
 }
 
 fn run_json(dir: &Path, name: &str, flags: &[&str]) -> Value {
@@ -27,7 +26,7 @@ fn run_json(dir: &Path, name: &str, flags: &[&str]) -> Value {
         "{flags:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap()
+    read_json(&file)
 }
 
 #[test]
@@ -149,7 +148,7 @@ fn costs_compares_the_pool_with_a_mutex() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    let j: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let j = read_json(&file);
     assert_eq!(j["handoff"]["verified"], true);
     assert_eq!(j["pool"]["verified"], true);
     assert!(j["pool"]["ratio"].as_f64().is_some());
@@ -223,9 +222,7 @@ fn a_pipeline_sweep_writes_runs_and_a_report() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let sweep: Value =
-        serde_json::from_str(&std::fs::read_to_string(out_dir.join("pipeline.json")).unwrap())
-            .unwrap();
+    let sweep = read_json(&out_dir.join("pipeline.json"));
     assert_eq!(sweep["schema"], "connlab.pipeline.sweep/1");
     // Layers 1 (the baseline), 2 and 3, two modes, two lines.
     let runs = sweep["runs"].as_array().unwrap();

@@ -7,9 +7,7 @@ use assert_cmd::Command;
 use std::path::Path;
 
 fn connlab() -> Command {
-    let mut c = Command::cargo_bin("connlab").unwrap();
-    c.timeout(std::time::Duration::from_secs(180));
-    c
+    connlab_testkit::connlab(std::time::Duration::from_secs(180))
 }
 
 const PIPELINE: &str = r#"

@@ -3,34 +3,17 @@
 //! records the same placement, the page exists, and the table ends in a
 //! verdict. Nothing here asserts on a time or a latency.
 
+use connlab_testkit::{connlab_bin, run_bounded};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
-
-fn run_with_deadline(cmd: &mut Command, limit: Duration) -> Output {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn connlab");
-    let deadline = Instant::now() + limit;
-    while child.try_wait().expect("try_wait").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("connlab run did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.wait_with_output().expect("output")
-}
+use std::process::Command;
+use std::time::Duration;
 
 #[test]
 fn compares_engines_under_one_placement_and_writes_a_page() {
     let dir = tempfile::tempdir().expect("temp dir");
     let out_dir = dir.path().join("out");
-    let out = run_with_deadline(
-        Command::new(env!("CARGO_BIN_EXE_connlab"))
+    let out = run_bounded(
+        Command::new(connlab_bin())
             .args(["run", "--engines", "epoll,select,threads"])
             .args(["--repetitions", "2", "--quick", "-c", "20", "--rate", "200"])
             .arg("--out")
@@ -85,8 +68,8 @@ fn compares_engines_under_one_placement_and_writes_a_page() {
 
 #[test]
 fn against_pid_without_against_is_a_usage_error() {
-    let out = run_with_deadline(
-        Command::new(env!("CARGO_BIN_EXE_connlab")).args(["run", "--against-pid", "1"]),
+    let out = run_bounded(
+        Command::new(connlab_bin()).args(["run", "--against-pid", "1"]),
         Duration::from_secs(30),
     );
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -2,25 +2,22 @@
 //! naming the flag, the `listening on` line, size units of `--max-message`, and the
 //! `--stats` JSON written on SIGTERM and SIGINT.
 
-mod support;
-
 use std::time::Duration;
 
 use assert_cmd::Command;
 use predicates::prelude::predicate;
 use serde_json::Value;
 
-use support::{
-    clb1_header, connlab_bin, counter, describe, http_get, Protocol, Server, Variant, CLB1_MAGIC,
-    ERROR_KINDS, KIB, MIB,
-};
+use connlab_testkit::process::describe;
+use connlab_testkit::serve::{counter, Protocol, Server, Variant, ERROR_KINDS};
+use connlab_testkit::wire::{clb1_header, http_get, CLB1_MAGIC, KIB, MIB};
 
 /// Bound on any one CLI invocation that should exit on its own.
 const CLI_TIMEOUT: Duration = Duration::from_secs(20);
 
 fn connlab(args: &[&str]) -> Command {
-    let mut cmd = Command::new(connlab_bin());
-    cmd.args(args).timeout(CLI_TIMEOUT);
+    let mut cmd = connlab_testkit::connlab(CLI_TIMEOUT);
+    cmd.args(args);
     cmd
 }
 

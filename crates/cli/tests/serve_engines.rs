@@ -3,13 +3,14 @@
 //! over loopback. No connlab crate is used: these tests check the server against the
 //! spec, not against its own codec.
 
-mod support;
-
 use std::io::Write;
 
-use support::{
-    assert_only_error, clb1_header, clb1_request, counter, http_get, http_request, per_engine,
-    protocol_errors, Conn, Protocol, Server, Variant, CLB1_MAGIC, ERROR_KINDS, KIB, MIB,
+use connlab_testkit::per_engine;
+use connlab_testkit::serve::{
+    assert_only_error, counter, protocol_errors, Protocol, Server, Variant, ERROR_KINDS,
+};
+use connlab_testkit::wire::{
+    clb1_header, clb1_request, http_get, http_request, is_reset, Conn, CLB1_MAGIC, KIB, MIB,
 };
 
 per_engine!(
@@ -615,7 +616,7 @@ fn r17_idle_timeout_closes_a_client_that_never_reads(engine: Variant) {
     let mut rest = Vec::new();
     match std::io::Read::read_to_end(&mut stream, &mut rest) {
         Ok(_) => {}
-        Err(e) if support::is_reset(&e) => {}
+        Err(e) if is_reset(&e) => {}
         Err(e) => panic!(
             "[{engine}] expected the server to close the connection after {} bytes: {e}",
             rest.len()

@@ -12,24 +12,22 @@
 
 use connlab_os::netns::{Topology, TopologySpec};
 use connlab_proto::xfer::{Event as XferEvent, XferConfig, XferSession};
+use connlab_testkit::net::{bulk_server, connect, echo_back, loopback_listener, named_echo_on};
+use connlab_testkit::{
+    connlab_bin, echo_server, pattern, read_json, require_root, round_trip, ChildGuard, Lines,
+};
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-const IO_TIMEOUT: Duration = Duration::from_secs(20);
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
-fn connlab_bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_connlab"))
-}
-
-/// A child process killed on drop, with its banner line.
+/// A `connlab` child killed on drop, with its banner line.
 struct Proc {
-    child: Child,
+    child: ChildGuard,
     banner: String,
 }
 
@@ -41,79 +39,32 @@ impl Proc {
 
     /// Starts `cmd` (a `connlab` command, e.g. in a namespace) with `args`.
     fn start_cmd(mut cmd: Command, args: &[&str]) -> Proc {
-        let mut child = cmd
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start connlab");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                let _ = tx.send(line);
-            }
-        });
-        let deadline = Instant::now() + START_TIMEOUT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(line) if line.starts_with("singleip:") && line.contains("ready") => {
-                    return Proc {
-                        child,
-                        banner: line,
-                    }
-                }
-                Ok(_) => {}
-                Err(_) => {
-                    let _ = child.kill();
-                    let out = child.wait_with_output().unwrap();
-                    panic!(
-                        "connlab {args:?} printed no ready line: {}",
-                        String::from_utf8_lossy(&out.stderr)
-                    );
-                }
+        cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = ChildGuard::spawn(&mut cmd);
+        let lines = Lines::read(child.child().stdout.take().unwrap());
+        match lines.wait_for(START_TIMEOUT, |l| {
+            l.starts_with("singleip:") && l.contains("ready")
+        }) {
+            Some(banner) => Proc { child, banner },
+            None => {
+                child.kill();
+                panic!(
+                    "connlab {args:?} printed no ready line: {}",
+                    child.stderr_text()
+                );
             }
         }
     }
 
     /// SIGINT, then the exit status and stderr (bounded wait).
     fn stop(mut self) -> (i32, String) {
-        // SAFETY: kill on our own child's pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-        let code = wait_exit(&mut self.child);
-        let mut err = String::new();
-        if let Some(mut e) = self.child.stderr.take() {
-            let _ = e.read_to_string(&mut err);
-        }
-        (code, err)
+        self.child.signal(libc::SIGINT);
+        let status = self.child.wait_or_kill(START_TIMEOUT, "connlab");
+        (status.code().unwrap_or(-1), self.child.stderr_text())
     }
 
     fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn wait_exit(child: &mut Child) -> i32 {
-    let deadline = Instant::now() + START_TIMEOUT;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status.code().unwrap_or(-1);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("connlab did not exit in time");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+        self.child.kill();
     }
 }
 
@@ -188,92 +139,14 @@ fn stop_io_server(server: Proc, stats: &Path) -> Value {
     read_json(stats)
 }
 
-fn read_json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
 /// Checks a `--stats` document against its schema in `crates/singleip/schema/`.
 fn assert_matches_schema(doc: &Value, schema_file: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../singleip/schema")
-        .join(schema_file);
-    let schema = read_json(&path);
-    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
-    let errors: Vec<String> = validator
-        .iter_errors(doc)
-        .map(|e| format!("{} at {}", e, e.instance_path()))
-        .collect();
-    assert!(errors.is_empty(), "{schema_file}: {errors:#?}");
-}
-
-fn pattern(n: usize, seed: u8) -> Vec<u8> {
-    (0..n)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
-}
-
-/// A local unmodified server: echoes every connection (read all, write back).
-fn echo_server() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut r = s.try_clone().unwrap();
-                let mut w = s;
-                let _ = std::io::copy(&mut r, &mut w);
-                let _ = w.shutdown(Shutdown::Write);
-            });
-        }
-    });
-    addr
+    connlab_testkit::assert_matches_schema(doc, &format!("crates/singleip/schema/{schema_file}"));
 }
 
 /// A local server that writes its `name` byte, then echoes.
 fn named_echo_server(name: u8) -> SocketAddr {
-    named_echo_on(TcpListener::bind("127.0.0.1:0").unwrap(), name)
-}
-
-/// [`named_echo_server`] on a given listener (one bound in a namespace).
-fn named_echo_on(l: TcpListener, name: u8) -> SocketAddr {
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for mut s in l.incoming().flatten() {
-            std::thread::spawn(move || {
-                let _ = s.write_all(&[name]);
-                let mut r = s.try_clone().unwrap();
-                let _ = std::io::copy(&mut r, &mut s);
-                let _ = s.shutdown(Shutdown::Write);
-            });
-        }
-    });
-    addr
-}
-
-/// A local server that sends `n` bytes on every connection, then closes.
-fn bulk_server(n: usize) -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for mut s in l.incoming().flatten() {
-            std::thread::spawn(move || {
-                let data = pattern(n, 5);
-                let _ = s.write_all(&data);
-                let _ = s.shutdown(Shutdown::Write);
-                let mut sink = [0u8; 1024];
-                while matches!(s.read(&mut sink), Ok(k) if k > 0) {}
-            });
-        }
-    });
-    addr
-}
-
-fn connect(addr: SocketAddr) -> TcpStream {
-    let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT).unwrap();
-    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-    s.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
-    s
+    named_echo_on(loopback_listener(), name)
 }
 
 /// Connects to `addr` and reads the one-byte name its server sends first
@@ -283,17 +156,6 @@ fn connect_named(addr: SocketAddr) -> (TcpStream, u8) {
     let mut name = [0u8; 1];
     s.read_exact(&mut name).unwrap();
     (s, name[0])
-}
-
-/// Writes `data` on `s` while reading as many bytes back (an echo).
-fn echo_back(s: &mut TcpStream, data: &[u8]) -> Vec<u8> {
-    let mut w = s.try_clone().unwrap();
-    let d = data.to_vec();
-    let writer = std::thread::spawn(move || w.write_all(&d).unwrap());
-    let mut back = vec![0u8; data.len()];
-    s.read_exact(&mut back).unwrap();
-    writer.join().unwrap();
-    back
 }
 
 /// After the node named `b'A'` was killed: its streams end (reset or end of
@@ -312,21 +174,6 @@ fn check_streams_after_killing_a(conns: &mut [(TcpStream, u8)], size: usize, see
             assert_eq!(echo_back(s, &data), data);
         }
     }
-}
-
-/// Sends `data`, half-closes, reads everything back.
-fn round_trip(addr: SocketAddr, data: &[u8]) -> Vec<u8> {
-    let mut s = connect(addr);
-    let mut w = s.try_clone().unwrap();
-    let data = data.to_vec();
-    let writer = std::thread::spawn(move || {
-        w.write_all(&data).unwrap();
-        w.shutdown(Shutdown::Write).unwrap();
-    });
-    let mut back = Vec::new();
-    s.read_to_end(&mut back).unwrap();
-    writer.join().unwrap();
-    back
 }
 
 #[test]
@@ -396,7 +243,7 @@ fn a_client_that_stops_reading_does_not_stop_the_other_streams() {
         let key = key_file(dir.path(), "key", b"0123456789abcdef0123456789abcdef");
         let stats = dir.path().join("io.json");
         let (server, cluster, nodes) = io_server(&key, &["--send-limit", limit], &stats);
-        let bulk = bulk_server(N);
+        let bulk = bulk_server(N, 5);
         let _node = app_node(nodes, &key, bulk, cluster.port(), "1");
         // The stalled client connects first and never reads a byte.
         let stalled = connect(cluster);
@@ -643,27 +490,10 @@ fn help_shows_examples_and_bad_flags_exit_2() {
     }
 }
 
-/// Root is needed for namespaces: skipped with a message without it, but a
-/// failure when `CI=true` (CI must not pass by skipping).
-fn can_use_namespaces() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "namespace tests need root in CI"
-        );
-        eprintln!("skipped: needs root for network namespaces");
-    }
-    root
-}
-
 #[test]
 fn in_namespaces_clients_reach_two_nodes_a_killed_node_a_wrong_key_bad_frames_and_a_stalled_reader_cost_only_themselves(
 ) {
-    if !can_use_namespaces() {
-        return;
-    }
+    require_root!("network namespaces");
     // io 198.18.0.1, n1 .2, n2 .3, client .4.
     let topo = Topology::build(&TopologySpec::bridge(&["io", "n1", "n2", "client"])).unwrap();
     let dir = temp_dir();
@@ -860,25 +690,23 @@ fn a_taken_cluster_port_names_the_port_flag() {
     // A local server already holds the port on the cluster address's IP.
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let forward = taken.local_addr().unwrap();
-    let mut node = Command::new(connlab_bin())
-        .args(["singleip", "app-node", "--io-server", &nodes.to_string()])
-        .args([
-            "--key",
-            key.to_str().unwrap(),
-            "--forward",
-            &forward.to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let code = wait_exit(&mut node);
-    let mut err = String::new();
-    node.stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let mut node = ChildGuard::spawn(
+        Command::new(connlab_bin())
+            .args(["singleip", "app-node", "--io-server", &nodes.to_string()])
+            .args([
+                "--key",
+                key.to_str().unwrap(),
+                "--forward",
+                &forward.to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    );
+    let code = node
+        .wait_or_kill(START_TIMEOUT, "connlab")
+        .code()
+        .unwrap_or(-1);
+    let err = node.stderr_text();
     assert_eq!(code, 1, "{err}");
     assert!(err.contains(&format!("port {}", forward.port())), "{err}");
     assert!(err.contains("--port"), "{err}");

@@ -8,30 +8,12 @@ use connlab_lab::{
     summarise_rtt, ExpKind, LinkInfo, PlacementInfo, SingleIpPoint, SingleIpRecord, SingleIpSweep,
     SingleIpSweepInfo, System, SINGLEIP_POINT_SCHEMA, SINGLEIP_SWEEP_SCHEMA,
 };
-use std::path::{Path, PathBuf};
+use connlab_testkit::{connlab_bin, require_root, workspace_root};
+use std::path::PathBuf;
 use std::process::Command;
 
-fn connlab_bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_connlab"))
-}
-
 fn shipped() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/singleip-saps.toml")
-}
-
-/// Root is needed for namespaces: skipped with a message without it, but a
-/// failure when `CI=true` (CI must not pass by skipping).
-fn can_use_namespaces() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "namespace tests need root in CI"
-        );
-        eprintln!("skipped: needs root for network namespaces");
-    }
-    root
+    workspace_root().join("experiments/singleip-saps.toml")
 }
 
 #[test]
@@ -181,9 +163,7 @@ fn a_report_from_a_fixture_sets_table_3_beside_ours() {
 
 #[test]
 fn a_tiny_rtt_sweep_runs_resumes_and_reports_table_3() {
-    if !can_use_namespaces() {
-        return;
-    }
+    require_root!("network namespaces");
     let dir = tempfile::tempdir().unwrap();
     let exp = dir.path().join("tiny.toml");
     std::fs::write(

@@ -6,50 +6,18 @@
 //! is printed, not asserted. Also: Ctrl-C writes what was measured and exits
 //! 130; bad flags exit 2. Every wait has a deadline.
 
+use connlab_testkit::{connlab_bin, read_json, ChildGuard, Lines};
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
-use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-fn connlab_bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_connlab"))
-}
-
-fn read_json(path: &Path) -> Value {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap()
-}
+use std::time::Duration;
 
 /// Runs `connlab args...` with a deadline; (exit code, stderr).
 fn run_bounded(args: &[&str], limit: Duration) -> (i32, String) {
-    let mut child = Command::new(connlab_bin())
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut s);
-        s
-    });
-    let start = Instant::now();
-    let code = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status.code().unwrap_or(-1);
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("connlab {args:?} did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    (code, reader.join().unwrap())
+    let out = connlab_testkit::run_bounded(Command::new(connlab_bin()).args(args), limit);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -196,50 +164,24 @@ fn ctrl_c_during_the_faults_brings_back_what_was_killed() {
 fn interrupt(group: bool, after: &str, delay: Duration) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("soak");
-    let mut child = Command::new(connlab_bin())
-        .args(["soak", "--quick", "--out", out.to_str().unwrap()])
-        .process_group(0)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = ChildGuard::spawn(
+        Command::new(connlab_bin())
+            .args(["soak", "--quick", "--out", out.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    );
     // Wait until the components are up (the line naming their addresses).
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { return };
-            let _ = tx.send(line);
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(l) if l.contains(after) => break,
-            Ok(_) => {}
-            Err(_) => {
-                let _ = child.kill();
-                panic!("connlab soak never reported its components");
-            }
-        }
-    }
+    let lines = Lines::read(child.child().stderr.take().unwrap());
+    lines
+        .wait_for(Duration::from_secs(60), |l| l.contains(after))
+        .expect("connlab soak never reported its components");
     std::thread::sleep(delay);
-    let pid = child.id() as i32;
-    // SAFETY: signalling our own child (not yet reaped) or the process group
-    // it leads.
-    unsafe { libc::kill(if group { -pid } else { pid }, libc::SIGINT) };
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            panic!("connlab soak did not stop after Ctrl-C");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    if group {
+        child.signal_group(libc::SIGINT);
+    } else {
+        child.signal(libc::SIGINT);
+    }
+    let status = child.wait_or_kill(Duration::from_secs(60), "connlab soak after Ctrl-C");
     assert_eq!(status.code(), Some(130));
     let r = read_json(&out.join("soak.json"));
     assert_eq!(r["interrupted"], true);

@@ -1,53 +1,22 @@
 //! End to end: `connlab sweep` on a tiny experiment (a server host and two
 //! client hosts in network namespaces), resuming, refusing bad experiment
 //! files, and `connlab report` on the result. Checks counts and structure,
-//! never times. Needs root for the namespaces: skipped with a message without.
+//! never times. Needs root for the namespaces: a failure under `CI=true` without it,
+//! skipped with a message elsewhere.
 
-use serde_json::Value;
+use connlab_testkit::{connlab_bin, read_json, require_root, run_bounded, scratch, skip_unless};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn connlab_bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_connlab"))
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// A fresh directory under the test target's tmpdir.
 fn scratch(name: &str) -> PathBuf {
-    let dir =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("sweep-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    scratch!("sweep", name)
 }
 
 /// Runs connlab with a deadline, collecting its output.
 fn connlab(args: &[&str], limit: Duration) -> Output {
-    let mut child = Command::new(connlab_bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawning connlab");
-    let deadline = Instant::now() + limit;
-    while child.try_wait().expect("try_wait").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "connlab {args:?} did not finish within {limit:?}; stderr:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.wait_with_output().expect("collecting output")
+    run_bounded(Command::new(connlab_bin()).args(args), limit)
 }
 
 const TINY: &str = r#"
@@ -85,16 +54,9 @@ to = 40
 paper_ratio = 2.0
 "#;
 
-fn read_json(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
 #[test]
 fn tiny_sweep_resumes_and_reports() {
-    if !is_root() {
-        eprintln!("skipped: network namespaces need root");
-        return;
-    }
+    require_root!("network namespaces");
     let dir = scratch("tiny");
     let file = dir.join("tiny.toml");
     std::fs::write(&file, TINY).unwrap();
@@ -376,10 +338,8 @@ fn web_sweep_runs_backends_behind_each_gateway() {
     let tools = ["nginx", "haproxy", "nft"]
         .iter()
         .all(|t| Command::new(t).arg("-v").output().is_ok());
-    if !is_root() || !tools {
-        eprintln!("skipped: needs root, nginx, haproxy and nft");
-        return;
-    }
+    require_root!("the web sweep");
+    skip_unless!(tools, "needs nginx, haproxy and nft");
     let dir = scratch("web");
     let file = dir.join("web.toml");
     std::fs::write(&file, WEB).unwrap();
@@ -403,7 +363,7 @@ fn web_sweep_runs_backends_behind_each_gateway() {
         .flat_map(|c| [(*c, 600u64), (*c, 1200)])
     {
         let path = out_dir.join(format!("points/{config}-c8-a1-r{rate}-rep1.json"));
-        let p: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let p = read_json(&path);
         let completed = p["load"]["requests"]["completed"].as_u64().unwrap();
         assert!(
             completed >= rate * 9 / 10,

@@ -4,7 +4,7 @@
 use assert_cmd::Command;
 
 fn connlab() -> Command {
-    Command::cargo_bin("connlab").unwrap()
+    connlab_testkit::connlab(std::time::Duration::from_secs(120))
 }
 
 #[test]

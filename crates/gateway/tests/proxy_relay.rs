@@ -4,35 +4,13 @@
 //! streams in bulk does not hold up another's small request.
 
 use connlab_gateway::{proxy, Backend, Balancer, PolicyKind, ProxyConfig};
+use connlab_testkit::net::{loopback_listener, serve_each};
+use connlab_testkit::{echo_server as echo_backend, pattern};
 use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::mpsc;
 use std::time::Duration;
-
-/// A backend that echoes each connection until the client's end of file,
-/// then closes its side.
-fn echo_backend() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { return };
-            std::thread::spawn(move || {
-                let mut out = conn.try_clone().unwrap();
-                let _ = std::io::copy(&mut conn, &mut out);
-                let _ = out.shutdown(Shutdown::Write);
-            });
-        }
-    });
-    addr
-}
-
-fn pattern(len: usize, salt: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(salt))
-        .collect()
-}
 
 fn relay_both_ways(splice: bool) {
     let backend = echo_backend();
@@ -183,27 +161,22 @@ fn an_idle_connection_is_reset_after_the_idle_timeout() {
 /// A backend: a connection whose first byte is `S` gets an endless stream
 /// (until the peer goes); any other first byte is echoed with the rest.
 fn stream_or_echo_backend() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = loopback_listener();
     let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { return };
-            std::thread::spawn(move || {
-                let mut first = [0u8; 1];
-                if conn.read_exact(&mut first).is_err() {
-                    return;
-                }
-                if first[0] == b'S' {
-                    let chunk = vec![b's'; 64 * 1024];
-                    while conn.write_all(&chunk).is_ok() {}
-                    return;
-                }
-                let mut out = conn.try_clone().unwrap();
-                let _ = out.write_all(&first);
-                let _ = std::io::copy(&mut conn, &mut out);
-                let _ = out.shutdown(Shutdown::Write);
-            });
+    serve_each(listener, |mut conn| {
+        let mut first = [0u8; 1];
+        if conn.read_exact(&mut first).is_err() {
+            return;
         }
+        if first[0] == b'S' {
+            let chunk = vec![b's'; 64 * 1024];
+            while conn.write_all(&chunk).is_ok() {}
+            return;
+        }
+        let mut out = conn.try_clone().unwrap();
+        let _ = out.write_all(&first);
+        let _ = std::io::copy(&mut conn, &mut out);
+        let _ = out.shutdown(Shutdown::Write);
     });
     addr
 }

@@ -269,11 +269,11 @@ mod tests {
 
     #[test]
     fn a_quota_limits_a_busy_process() {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 || !Path::new(V1_ROOT).exists() && v2_root().is_none() {
-            eprintln!("skipped: needs root and a cgroup cpu controller");
-            return;
-        }
+        connlab_testkit::require_root!("the CPU quota check");
+        connlab_testkit::skip_unless!(
+            Path::new(V1_ROOT).exists() || v2_root().is_some(),
+            "needs a cgroup cpu controller"
+        );
         let q = CpuQuota::create("test", 0.2).unwrap();
         assert!(q.path().exists());
         let mut child = std::process::Command::new("sh")

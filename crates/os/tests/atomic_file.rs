@@ -36,7 +36,12 @@ fn writer_killed_before_commit_leaves_the_old_file_whole() {
     write_atomic(&path, &v1).unwrap();
 
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_writer", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "atomic_file::child_writer",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD, &path)
         .stdout(Stdio::piped())
         .spawn()
@@ -79,7 +84,7 @@ fn writer_that_fails_before_commit_removes_its_temporary() {
     let path = dir.path().join("stats.json");
     write_atomic(&path, b"v1").unwrap();
     let status = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_panics", "--test-threads=1"])
+        .args(["--exact", "atomic_file::child_panics", "--test-threads=1"])
         .env(CHILD.to_owned() + "_PANIC", &path)
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -1,26 +1,14 @@
 //! Network-namespace topologies: build, reach, rate-limit, tear down, and
 //! clean up after a run that was killed. Checks configuration, never timing.
-//! Needs root: each test says it is skipped without.
+//! Needs root: without it each test fails under `CI=true` and is skipped,
+//! saying so, elsewhere.
 
 use connlab_os::netns::{sweep_stale, NetnsError, Topology, TopologySpec};
+use connlab_testkit::require_root;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-macro_rules! need_root {
-    () => {
-        if !is_root() {
-            eprintln!("skipped: network namespaces need root");
-            return;
-        }
-    };
-}
 
 fn namespaces() -> String {
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
@@ -63,7 +51,7 @@ fn connect_across(topo: &Topology, a: &str, b: &str) {
 
 #[test]
 fn bridge_hosts_reach_each_other_and_teardown_removes_them() {
-    need_root!();
+    require_root!("network namespaces");
     let topo = Topology::build(&TopologySpec::bridge(&["srv", "c1", "c2"])).unwrap();
     assert_eq!(topo.host_addr("srv"), Some(Ipv4Addr::new(198, 18, 0, 1)));
     assert_eq!(topo.host_addr("c2"), Some(Ipv4Addr::new(198, 18, 0, 3)));
@@ -90,7 +78,7 @@ fn bridge_hosts_reach_each_other_and_teardown_removes_them() {
 
 #[test]
 fn drop_removes_the_namespaces() {
-    need_root!();
+    require_root!("network namespaces");
     let topo = Topology::build(&TopologySpec::bridge(&["a", "b"])).unwrap();
     let name = topo.namespace("a").unwrap().to_string();
     drop(topo);
@@ -99,14 +87,14 @@ fn drop_removes_the_namespaces() {
 
 #[test]
 fn point_to_point_hosts_connect() {
-    need_root!();
+    require_root!("network namespaces");
     let topo = Topology::build(&TopologySpec::point_to_point("left", "right")).unwrap();
     connect_across(&topo, "left", "right");
 }
 
 #[test]
 fn link_rate_installs_tbf_on_both_ends() {
-    need_root!();
+    require_root!("network namespaces");
     let topo = Topology::build(&TopologySpec::bridge(&["a", "b"]).with_link_rate(Some(10_000_000)))
         .unwrap();
     let ns = topo.namespace("a").unwrap();
@@ -142,7 +130,7 @@ fn bad_specs_and_unknown_hosts_are_refused() {
         let err = Topology::build(&spec).unwrap_err();
         assert!(matches!(err, NetnsError::BadSpec(_)), "{spec:?}: {err}");
     }
-    need_root!();
+    require_root!("network namespaces");
     let topo = Topology::build(&TopologySpec::bridge(&["a"])).unwrap();
     assert!(matches!(
         topo.command("nope", "true"),
@@ -175,11 +163,11 @@ fn child_builds_and_waits() {
 
 #[test]
 fn namespaces_of_a_killed_run_are_swept() {
-    need_root!();
+    require_root!("network namespaces");
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "child_builds_and_waits",
+            "netns::child_builds_and_waits",
             "--nocapture",
             "--test-threads",
             "1",

@@ -1,9 +1,7 @@
 //! Blocking accept/read/write wait on a per-descriptor condition and are
 //! woken by signals.
 
-mod common;
-
-use common::pair;
+use crate::common::pair;
 use connlab_rtsig::{Ready, RtSig};
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -29,7 +27,7 @@ fn blocking_read_is_woken_by_data() {
 #[test]
 fn blocking_accept_is_woken_by_a_connection() {
     let rt = RtSig::new().unwrap();
-    let (lfd, addr) = common::listener();
+    let (lfd, addr) = crate::common::listener();
     rt.register(lfd, Ready::NONE).unwrap();
     std::thread::scope(|s| {
         let acceptor = s.spawn(|| rt.accept_blocking(lfd).unwrap());

@@ -2,9 +2,7 @@
 //! queue can no longer hold an event for it, so a new socket never inherits
 //! a stale readiness.
 
-mod common;
-
-use common::{eventually, is_open, pair};
+use crate::common::{eventually, is_open, pair};
 use connlab_rtsig::{Options, Ready, RtSig};
 use std::io::Write;
 use std::time::Duration;

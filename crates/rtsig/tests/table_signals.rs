@@ -1,8 +1,6 @@
 //! The readiness table driven by real signals and real non-blocking I/O.
 
-mod common;
-
-use common::{eventually, pair};
+use crate::common::{eventually, pair};
 use connlab_rtsig::{FdSet, Ready, RtSig};
 use std::io::Write;
 use std::time::Duration;
@@ -120,7 +118,7 @@ fn end_of_file_and_reset_are_reported() {
 #[test]
 fn listener_accept_and_select() {
     let rt = RtSig::new().unwrap();
-    let (lfd, addr) = common::listener();
+    let (lfd, addr) = crate::common::listener();
     rt.register(lfd, Ready::NONE).unwrap();
     let mut read = FdSet::new();
     read.insert(lfd);
@@ -211,7 +209,10 @@ fn bad_calls_are_clear_errors() {
     let mut buf = [0u8; 4];
     assert!(rt.read_blocking(fd + 1000, &mut buf).is_err());
     rt.deregister(fd).unwrap();
-    assert!(common::is_open(fd), "deregister leaves the descriptor open");
+    assert!(
+        crate::common::is_open(fd),
+        "deregister leaves the descriptor open"
+    );
     let bad = connlab_rtsig::Options {
         signal_offset: 1000,
         ..Default::default()

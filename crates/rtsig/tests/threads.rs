@@ -1,9 +1,7 @@
 //! Several threads poll, read, write, register and close through one
 //! library instance at once; every connection is served.
 
-mod common;
-
-use common::{pair, round_trip};
+use crate::common::{pair, pollfds, round_trip};
 use connlab_rtsig::{Ready, RtSig};
 use std::time::Duration;
 
@@ -24,14 +22,7 @@ fn concurrent_pollers_each_serve_their_connections() {
                 }
                 let server = s.spawn(move || {
                     // An echo loop over this thread's own descriptors.
-                    let mut pfds: Vec<_> = fds
-                        .iter()
-                        .map(|&fd| libc::pollfd {
-                            fd,
-                            events: libc::POLLIN,
-                            revents: 0,
-                        })
-                        .collect();
+                    let mut pfds = pollfds(&fds, libc::POLLIN);
                     let mut served = 0;
                     let mut buf = [0u8; 256];
                     while served < PER_THREAD * ROUNDS {

@@ -9,8 +9,9 @@ use connlab_singleip::{
     run_node, run_node_with_stats, run_server, ClusterListener, ClusterStream, ConnectRule,
     NodeConfig, NodeRunStats, Outbound, PortRange, SendLimit, ServerConfig, ServerStats,
 };
+use connlab_testkit::{echo_server, free_port, pattern, round_trip};
 use std::io::{Read, Write};
-use std::net::{Shutdown as Half, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -103,44 +104,6 @@ fn echo_until_closed(mut s: ClusterStream) {
     s.shutdown_write().unwrap();
     let mut rest = Vec::new();
     let _ = s.read_to_end(&mut rest);
-}
-
-fn pattern(n: usize, seed: u8) -> Vec<u8> {
-    (0..n)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
-}
-
-/// Sends `data`, half-closes, reads everything back.
-fn round_trip(addr: SocketAddr, data: &[u8]) -> Vec<u8> {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let mut w = s.try_clone().unwrap();
-    let data = data.to_vec();
-    let writer = std::thread::spawn(move || {
-        w.write_all(&data).unwrap();
-        w.shutdown(Half::Write).unwrap();
-    });
-    let mut back = Vec::new();
-    s.read_to_end(&mut back).unwrap();
-    writer.join().unwrap();
-    back
-}
-
-fn echo_server() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut r = s.try_clone().unwrap();
-                let mut w = s;
-                let _ = std::io::copy(&mut r, &mut w);
-                let _ = w.shutdown(Half::Write);
-            });
-        }
-    });
-    addr
 }
 
 #[test]
@@ -487,14 +450,6 @@ fn a_node_gives_up_a_hung_io_server_after_unanswered_pings() {
     // The statistics survive the error and say why the run ended.
     assert_eq!(stats.end, err);
     hung.join().unwrap();
-}
-
-/// A free loopback port (bound and released: a small race, fine in tests).
-fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
 }
 
 #[test]

@@ -1,6 +1,5 @@
 //! Helpers shared by the library's integration tests: loopback TCP pairs
 //! whose server side is handed to the library.
-#![allow(dead_code, missing_docs, unreachable_pub)]
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -8,14 +7,14 @@ use std::os::fd::{IntoRawFd, RawFd};
 use std::time::{Duration, Instant};
 
 /// A listener on an ephemeral loopback port, as a raw descriptor.
-pub fn listener() -> (RawFd, std::net::SocketAddr) {
+pub(crate) fn listener() -> (RawFd, std::net::SocketAddr) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     (l.into_raw_fd(), addr)
 }
 
 /// A connected pair: the client as a std stream, the server side raw.
-pub fn pair() -> (TcpStream, RawFd) {
+pub(crate) fn pair() -> (TcpStream, RawFd) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
     let (s, _) = l.accept().unwrap();
@@ -24,7 +23,7 @@ pub fn pair() -> (TcpStream, RawFd) {
 }
 
 /// Polls `cond` every millisecond until it holds; false after `limit`.
-pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+pub(crate) fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + limit;
     while Instant::now() < end {
         if cond() {
@@ -36,15 +35,26 @@ pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 }
 
 /// Whether descriptor number `fd` is open in this process.
-pub fn is_open(fd: RawFd) -> bool {
+pub(crate) fn is_open(fd: RawFd) -> bool {
     // SAFETY: F_GETFD only queries the descriptor table.
     unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
 }
 
 /// Writes `msg` and reads the same number of bytes back.
-pub fn round_trip(c: &mut TcpStream, msg: &[u8]) -> Vec<u8> {
+pub(crate) fn round_trip(c: &mut TcpStream, msg: &[u8]) -> Vec<u8> {
     c.write_all(msg).unwrap();
     let mut back = vec![0u8; msg.len()];
     c.read_exact(&mut back).unwrap();
     back
+}
+
+/// One `pollfd` per descriptor, each waiting for `events`.
+pub(crate) fn pollfds(fds: &[RawFd], events: libc::c_short) -> Vec<libc::pollfd> {
+    fds.iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        })
+        .collect()
 }
