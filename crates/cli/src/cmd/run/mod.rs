@@ -509,7 +509,7 @@ fn measure(
 /// Fills in the per-request and per-connection figures.
 fn derive(mut f: ServerFigures, r: &LoadResult) -> ServerFigures {
     let q = &r.requests;
-    let requests = q.completed + q.warmup_completed;
+    let requests = q.total_completed();
     f.requests = requests;
     let per_request = |v: f64| (requests > 0).then(|| v / requests as f64);
     f.cpu_us_per_request = f.cpu_s.and_then(|c| per_request(c * 1e6));
