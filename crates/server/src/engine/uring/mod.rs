@@ -215,6 +215,20 @@ struct Ring {
 }
 
 impl Ring {
+    /// Submits what is queued and waits for at least one completion, and
+    /// no longer than `deadline` (the next header/idle deadline) with
+    /// IORING_ENTER_EXT_ARG (Linux 5.11).
+    fn wait(&self, deadline: Option<std::time::Duration>) -> io::Result<usize> {
+        match deadline {
+            None => self.ring.submit_and_wait(1),
+            Some(wait) => {
+                let ts = types::Timespec::from(wait);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(1, &args)
+            }
+        }
+    }
+
     /// Queues an entry, submitting first when the queue is full.
     ///
     /// Every entry points only at memory that outlives the ring's use of it:
@@ -537,16 +551,7 @@ impl Engine for Uring {
                     return Ok(());
                 }
                 let mut mark = timer.begin();
-                let waited = match reactor.wait() {
-                    None => ring.ring.submit_and_wait(1),
-                    // IORING_ENTER_EXT_ARG (Linux 5.11): wait for a completion
-                    // or until the next header/idle deadline.
-                    Some(wait) => {
-                        let ts = types::Timespec::from(wait);
-                        let args = types::SubmitArgs::new().timespec(&ts);
-                        ring.ring.submitter().submit_with_args(1, &args)
-                    }
-                };
+                let waited = ring.wait(reactor.wait());
                 match waited {
                     Ok(_) => {}
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
