@@ -53,7 +53,12 @@ pub(crate) struct ServeArgs {
     /// but sqpoll); `none`, `all`, `default` reset. Names: multishot-accept,
     /// multishot-recv, buf-ring, ring-send, defer-taskrun, fixed-files,
     /// sqpoll. Without the flag, $CONNLAB_URING_FEATURES if set.
-    #[arg(long, value_name = "LIST", value_parser = parse_uring_features)]
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_parser = parse_uring_features,
+        allow_hyphen_values = true
+    )]
     uring_features: Option<UringFeatures>,
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:7070")]
