@@ -23,8 +23,9 @@ pub enum EngineKind {
     Poll,
     /// One thread, `epoll(7)`, level-triggered unless edge-triggered is asked for.
     Epoll,
-    /// One thread, io_uring: multishot accept, multishot receive into provided
-    /// buffers, `sendmsg` for responses as every engine.
+    /// One thread, io_uring: multishot accept, multishot receive into a
+    /// provided-buffer ring, `sendmsg` entries submitted with the wait
+    /// ([`UringFeatures`] says which of these are used).
     Uring,
     /// One thread, the `poll` loop over connlab-rtsig: readiness kept by
     /// real-time signals (`F_SETSIG`) and the results of non-blocking I/O.
@@ -65,7 +66,7 @@ impl EngineKind {
             EngineKind::Poll => "one thread, poll(2)",
             EngineKind::Epoll => "one thread, epoll(7); level-triggered, or --edge-triggered",
             EngineKind::Uring => {
-                "one thread, io_uring: multishot accept and receive into provided buffers"
+                "one thread, io_uring: multishot accept and receive into a buffer ring, ring sends"
             }
             EngineKind::Rtsig => {
                 "one thread, poll loop over the RT-signal readiness table (connlab-rtsig)"
@@ -120,6 +121,9 @@ pub struct ServerConfig {
     /// A connection with no bytes moved either way for this long is closed
     /// (`None`, the default: idle connections stay open).
     pub idle_timeout: Option<Duration>,
+    /// The optional io_uring features the uring engine may use (only with
+    /// [`EngineKind::Uring`]); each is probed at start.
+    pub uring_features: UringFeatures,
 }
 
 impl ServerConfig {
@@ -137,6 +141,201 @@ impl ServerConfig {
             files: None,
             header_timeout: Some(DEFAULT_HEADER_TIMEOUT),
             idle_timeout: None,
+            uring_features: UringFeatures::default(),
+        }
+    }
+}
+
+/// One optional io_uring feature of the uring engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UringFeature {
+    /// `IORING_ACCEPT_MULTISHOT` (5.19); off: one accept per completion.
+    MultishotAccept,
+    /// `IORING_RECV_MULTISHOT` (6.0); off: one receive per completion.
+    MultishotRecv,
+    /// Receive buffers in a registered provided-buffer ring (5.19), recycled
+    /// by a store to shared memory; off: `IORING_OP_PROVIDE_BUFFERS` entries.
+    BufRing,
+    /// `sendmsg` as a ring entry, submitted with the loop turn's wait (one
+    /// `io_uring_enter` per turn); a full socket is waited for inside the
+    /// kernel. Off: `sendmsg(2)` from the loop and a POLLOUT entry when full.
+    RingSend,
+    /// `SINGLE_ISSUER` + `DEFER_TASKRUN` (6.1); off or missing:
+    /// `COOP_TASKRUN` + `TASKRUN_FLAG` (5.19), else plain task work.
+    DeferTaskrun,
+    /// Connections in the ring's registered file table (direct descriptors
+    /// by index, no file lookup per operation).
+    FixedFiles,
+    /// A kernel thread polls the submission queue (`SQPOLL`); off by default.
+    Sqpoll,
+}
+
+impl UringFeature {
+    /// Every feature, in the order they are listed.
+    pub const ALL: [UringFeature; 7] = [
+        UringFeature::MultishotAccept,
+        UringFeature::MultishotRecv,
+        UringFeature::BufRing,
+        UringFeature::RingSend,
+        UringFeature::DeferTaskrun,
+        UringFeature::FixedFiles,
+        UringFeature::Sqpoll,
+    ];
+
+    /// The name used by `--uring-features`.
+    pub fn name(self) -> &'static str {
+        match self {
+            UringFeature::MultishotAccept => "multishot-accept",
+            UringFeature::MultishotRecv => "multishot-recv",
+            UringFeature::BufRing => "buf-ring",
+            UringFeature::RingSend => "ring-send",
+            UringFeature::DeferTaskrun => "defer-taskrun",
+            UringFeature::FixedFiles => "fixed-files",
+            UringFeature::Sqpoll => "sqpoll",
+        }
+    }
+
+    fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+}
+
+/// A set of [`UringFeature`]s. The default is every feature but `sqpoll`.
+///
+/// Written as a comma-separated list applied left to right: `all`, `none`
+/// and `default` reset the set, `NAME` or `+NAME` adds a feature, `-NAME`
+/// removes it. A list that starts with `+` or `-` changes the default
+/// (`-ring-send`); one that starts with a name is the whole set
+/// (`buf-ring,ring-send`), as [`fmt::Display`] writes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct UringFeatures(u8);
+
+impl UringFeatures {
+    /// No optional feature: the engine's plainest io_uring use.
+    pub const NONE: UringFeatures = UringFeatures(0);
+
+    /// Every feature, `sqpoll` included.
+    pub fn all() -> UringFeatures {
+        UringFeatures(UringFeature::ALL.iter().fold(0, |b, f| b | f.bit()))
+    }
+
+    /// Whether `feature` is in the set.
+    pub fn has(self, feature: UringFeature) -> bool {
+        self.0 & feature.bit() != 0
+    }
+
+    /// The set with `feature` added (`on`) or removed.
+    pub fn with(self, feature: UringFeature, on: bool) -> UringFeatures {
+        if on {
+            UringFeatures(self.0 | feature.bit())
+        } else {
+            UringFeatures(self.0 & !feature.bit())
+        }
+    }
+}
+
+impl Default for UringFeatures {
+    fn default() -> UringFeatures {
+        UringFeatures::all().with(UringFeature::Sqpoll, false)
+    }
+}
+
+impl fmt::Display for UringFeatures {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<_> = UringFeature::ALL
+            .iter()
+            .filter(|&&x| self.has(x))
+            .map(|x| x.name())
+            .collect();
+        if names.is_empty() {
+            f.write_str("none")
+        } else {
+            f.write_str(&names.join(","))
+        }
+    }
+}
+
+impl FromStr for UringFeatures {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let items: Vec<&str> = s
+            .split(',')
+            .map(str::trim)
+            .filter(|i| !i.is_empty())
+            .collect();
+        // A list of names is the whole set; `+`/`-` first changes the default.
+        let mut set = match items.first() {
+            Some(first) if !first.starts_with(['+', '-']) => UringFeatures::NONE,
+            _ => UringFeatures::default(),
+        };
+        for item in items {
+            match item {
+                "all" => set = UringFeatures::all(),
+                "none" => set = UringFeatures::NONE,
+                "default" => set = UringFeatures::default(),
+                _ => {
+                    let (on, name) = match item.strip_prefix('-') {
+                        Some(name) => (false, name),
+                        None => (true, item.strip_prefix('+').unwrap_or(item)),
+                    };
+                    let feature = UringFeature::ALL
+                        .into_iter()
+                        .find(|f| f.name() == name)
+                        .ok_or_else(|| {
+                            let names: Vec<_> =
+                                UringFeature::ALL.iter().map(|f| f.name()).collect();
+                            format!(
+                                "unknown io_uring feature {name:?}; expected all, none, default \
+                                 or [+|-] one of {}",
+                                names.join(", ")
+                            )
+                        })?;
+                    set = set.with(feature, on);
+                }
+            }
+        }
+        Ok(set)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uring_features_parse_from_the_default_left_to_right() {
+        let default = UringFeatures::default();
+        assert!(!default.has(UringFeature::Sqpoll));
+        assert!(default.has(UringFeature::RingSend));
+        assert_eq!("".parse(), Ok(default));
+        assert_eq!(
+            "buf-ring".parse(),
+            Ok(UringFeatures::NONE.with(UringFeature::BufRing, true))
+        );
+        assert_eq!("none".parse(), Ok(UringFeatures::NONE));
+        assert_eq!("all".parse(), Ok(UringFeatures::all()));
+        assert_eq!(
+            "-ring-send".parse(),
+            Ok(default.with(UringFeature::RingSend, false))
+        );
+        assert_eq!(
+            "none, +buf-ring,sqpoll".parse(),
+            Ok(UringFeatures::NONE
+                .with(UringFeature::BufRing, true)
+                .with(UringFeature::Sqpoll, true))
+        );
+        assert!("fast".parse::<UringFeatures>().is_err());
+    }
+
+    #[test]
+    fn uring_features_display_parses_back() {
+        for set in [
+            UringFeatures::NONE,
+            UringFeatures::default(),
+            UringFeatures::all(),
+            UringFeatures::NONE.with(UringFeature::FixedFiles, true),
+        ] {
+            assert_eq!(set.to_string().parse(), Ok(set), "{set}");
         }
     }
 }

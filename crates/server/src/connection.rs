@@ -5,7 +5,7 @@
 
 use crate::counters::Counters;
 use crate::deadline::{ConnTimer, Expiry, HeadProgress, Limits};
-use crate::outbox::Outbox;
+use crate::outbox::{Gather, Outbox};
 use crate::socket_io::{Direct, SocketIo};
 use connlab_proto::{Flow, HttpStatus, Protocol, Response, ServerConfig, ServerSession};
 use std::io;
@@ -167,6 +167,21 @@ impl Connection {
     /// provided buffer; empty means the peer sent EOF), then a flush attempt:
     /// the same protocol path as [`Connection::on_readable`] without the `recv`.
     pub(crate) fn on_received(&mut self, data: &[u8], counters: &Counters, clock: Clock) -> Status {
+        if self.take_received(data, counters, clock) == Status::Done {
+            return Status::Done;
+        }
+        self.on_writable(counters, &Direct, clock)
+    }
+
+    /// Takes bytes the engine already received (empty: EOF) without sending:
+    /// the engine sends the outbox itself ([`Connection::gather`],
+    /// [`Connection::on_sent`]). Says whether the connection is finished.
+    pub(crate) fn take_received(
+        &mut self,
+        data: &[u8],
+        counters: &Counters,
+        clock: Clock,
+    ) -> Status {
         if data.is_empty() {
             self.read_closed = true;
             if let Err(e) = self.session.finish() {
@@ -177,7 +192,39 @@ impl Connection {
             counters.bytes_in.fetch_add(data.len() as u64, Relaxed);
             self.take_input(data, counters, clock);
         }
-        self.on_writable(counters, &Direct, clock)
+        self.settled()
+    }
+
+    /// Fills `gather` with the front of the outbox for a send the engine
+    /// makes itself; returns the bytes offered (0: nothing to send).
+    pub(crate) fn gather(&self, gather: &mut Gather) -> usize {
+        self.outbox.gather(gather)
+    }
+
+    /// The engine's send of `gather` took `sent` bytes: drops them from the
+    /// outbox and says whether the connection is finished.
+    pub(crate) fn on_sent(
+        &mut self,
+        sent: usize,
+        gather: &Gather,
+        counters: &Counters,
+        clock: Clock,
+    ) -> Status {
+        counters.bytes_out.fetch_add(sent as u64, Relaxed);
+        if self.limits.idle.is_some() && sent > 0 {
+            self.timer.on_output(self.limits, clock.now());
+        }
+        self.outbox.sent(sent, gather);
+        self.settled()
+    }
+
+    /// Done once nothing more is owed and nothing more will be read.
+    fn settled(&self) -> Status {
+        if self.outbox.is_empty() && (self.read_closed || self.closing) {
+            Status::Done
+        } else {
+            Status::Open
+        }
     }
 
     /// Handles writability: `sendmsg` until the outbox is empty or the socket

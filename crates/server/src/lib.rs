@@ -20,7 +20,7 @@ mod server;
 mod socket_io;
 mod stats;
 
-pub use config::{EngineKind, ServerConfig, DEFAULT_HEADER_TIMEOUT};
+pub use config::{EngineKind, ServerConfig, UringFeature, UringFeatures, DEFAULT_HEADER_TIMEOUT};
 pub use profile::TimingSummary;
 pub use server::{Server, ServerError};
 pub use stats::{RtSigStats, ServerStats, STATS_SCHEMA};

@@ -15,6 +15,42 @@ const RESPONSES_PER_SEND: usize = 16;
 /// Most iovecs in one `sendmsg` (well under IOV_MAX = 1024).
 const IOVECS_PER_SEND: usize = 64;
 
+/// One gathered `sendmsg`: the encoded heads of the front responses and
+/// iovecs pointing into them and into the shared payload. The iovecs point
+/// into the value itself: it must not move between [`Outbox::gather`] and
+/// the end of the send (the uring engine keeps in-flight ones boxed).
+pub(crate) struct Gather {
+    heads: [[u8; Response::MAX_HEADER_LEN]; RESPONSES_PER_SEND],
+    /// Full length of each gathered response.
+    totals: [u64; RESPONSES_PER_SEND],
+    iov: [libc::iovec; IOVECS_PER_SEND],
+    n_iov: usize,
+}
+
+impl Gather {
+    /// An empty gather.
+    pub(crate) fn new() -> Gather {
+        Gather {
+            heads: [[0u8; Response::MAX_HEADER_LEN]; RESPONSES_PER_SEND],
+            totals: [0u64; RESPONSES_PER_SEND],
+            iov: [libc::iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0,
+            }; IOVECS_PER_SEND],
+            n_iov: 0,
+        }
+    }
+
+    /// A `msghdr` over the gathered iovecs (valid while `self` stays put).
+    pub(crate) fn msghdr(&mut self) -> libc::msghdr {
+        // SAFETY: an all-zero msghdr is valid (no name, no control data).
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = self.iov.as_mut_ptr();
+        msg.msg_iovlen = self.n_iov;
+        msg
+    }
+}
+
 /// The queue of responses owed to the peer, in request order.
 #[derive(Default)]
 pub(crate) struct Outbox {
@@ -39,22 +75,46 @@ impl Outbox {
     /// One `sendmsg(MSG_NOSIGNAL)` of as much as is queued (up to the gather
     /// limits); returns the bytes the kernel took.
     pub(crate) fn send_once(&mut self, fd: RawFd, io: &impl SocketIo) -> io::Result<usize> {
-        let mut heads = [[0u8; Response::MAX_HEADER_LEN]; RESPONSES_PER_SEND];
-        let mut totals = [0u64; RESPONSES_PER_SEND];
-        let mut iov = [libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        }; IOVECS_PER_SEND];
-        let mut n_iov = 0;
+        let mut gather = Gather::new();
+        let offered = self.gather(&mut gather);
+        if offered == 0 {
+            return Ok(0);
+        }
+        let msg = gather.msghdr();
+        let sent = io.output(fd, offered, || {
+            // SAFETY: every iovec points into `gather` (alive until return) or the static
+            // PAYLOAD, with lengths inside those buffers; the kernel only reads them.
+            let sent = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
+            if sent < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(sent as usize)
+            }
+        })?;
+        self.sent(sent, &gather);
+        Ok(sent)
+    }
+
+    /// Fills `gather` with as much as is queued (up to the gather limits)
+    /// and returns the bytes it offers. The queue is unchanged until
+    /// [`Outbox::sent`]; responses pushed meanwhile go behind.
+    pub(crate) fn gather(&self, gather: &mut Gather) -> usize {
+        gather.n_iov = 0;
+        let Gather {
+            heads,
+            totals,
+            iov,
+            n_iov,
+        } = gather;
         let mut push = |base: *const u8, len: usize| -> bool {
-            if n_iov == IOVECS_PER_SEND {
+            if *n_iov == IOVECS_PER_SEND {
                 return false;
             }
-            iov[n_iov] = libc::iovec {
+            iov[*n_iov] = libc::iovec {
                 iov_base: base as *mut libc::c_void,
                 iov_len: len,
             };
-            n_iov += 1;
+            *n_iov += 1;
             true
         };
         'responses: for (i, (response, head)) in self.queue.iter().zip(heads.iter_mut()).enumerate()
@@ -80,26 +140,13 @@ impl Outbox {
                 rest -= len as u64;
             }
         }
-        if n_iov == 0 {
-            return Ok(0);
-        }
-        // SAFETY: an all-zero msghdr is valid (no name, no control data).
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = iov.as_mut_ptr();
-        msg.msg_iovlen = n_iov;
-        let offered: usize = iov[..n_iov].iter().map(|v| v.iov_len).sum();
-        let sent = io.output(fd, offered, || {
-            // SAFETY: every iovec points into `heads` (alive until return) or the static
-            // PAYLOAD, with lengths inside those buffers; the kernel only reads them.
-            let sent = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
-            if sent < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(sent as usize)
-            }
-        })?;
-        self.advance(sent as u64, &totals);
-        Ok(sent)
+        gather.iov[..gather.n_iov].iter().map(|v| v.iov_len).sum()
+    }
+
+    /// Drops the `sent` bytes the kernel took of what `gather` (filled by
+    /// [`Outbox::gather`] from this queue) offered.
+    pub(crate) fn sent(&mut self, sent: usize, gather: &Gather) {
+        self.advance(sent as u64, &gather.totals);
     }
 
     /// Drops what the kernel accepted from the front of the queue.

@@ -7,7 +7,7 @@ use clap::Args;
 use connlab_os::{CpuList, Shutdown};
 use connlab_proto::http1::FileSizes;
 use connlab_proto::Protocol;
-use connlab_server::{EngineKind, Server, ServerConfig, ServerStats};
+use connlab_server::{EngineKind, Server, ServerConfig, ServerStats, UringFeatures};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -23,8 +23,9 @@ Engines:
   select     one thread, select(2), beyond 1024 descriptors
   poll       one thread, poll(2)
   epoll      one thread, epoll(7); level-triggered, or --edge-triggered
-  uring      one thread, io_uring: multishot accept, multishot receive into provided
-             buffers, sendmsg for responses (Linux 6.0 or later)
+  uring      one thread, io_uring: multishot accept, multishot receive into a
+             provided-buffer ring, sendmsg entries submitted with the wait,
+             SINGLE_ISSUER + DEFER_TASKRUN (Linux 6.1; see --uring-features)
   rtsig      one thread, the poll loop over connlab-rtsig: a readiness table kept by
              real-time signals (F_SETSIG) and the results of non-blocking I/O
 
@@ -47,6 +48,18 @@ pub(crate) struct ServeArgs {
     /// Use edge-triggered epoll (only with --engine epoll).
     #[arg(long)]
     edge_triggered: bool,
+    /// io_uring features of --engine uring: a comma list of names is the
+    /// whole set; one starting with `-NAME`/`+NAME` changes the default (all
+    /// but sqpoll); `none`, `all`, `default` reset. Names: multishot-accept,
+    /// multishot-recv, buf-ring, ring-send, defer-taskrun, fixed-files,
+    /// sqpoll. Without the flag, $CONNLAB_URING_FEATURES if set.
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_parser = parse_uring_features,
+        allow_hyphen_values = true
+    )]
+    uring_features: Option<UringFeatures>,
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:7070")]
     listen: SocketAddr,
@@ -96,6 +109,26 @@ fn parse_timeout(s: &str) -> Result<Timeout, String> {
     Ok(Timeout((!d.is_zero()).then_some(d)))
 }
 
+fn parse_uring_features(s: &str) -> Result<UringFeatures, String> {
+    s.parse()
+}
+
+/// The environment variable `--uring-features` defaults to.
+const URING_FEATURES_ENV: &str = "CONNLAB_URING_FEATURES";
+
+/// `--uring-features`, else the environment's, else the default set.
+fn uring_features(args: &ServeArgs) -> Result<UringFeatures, Exit> {
+    if let Some(features) = args.uring_features {
+        return Ok(features);
+    }
+    match std::env::var(URING_FEATURES_ENV) {
+        Ok(list) => list
+            .parse()
+            .map_err(|e| Exit::usage(anyhow::anyhow!("${URING_FEATURES_ENV}: {e}"))),
+        Err(_) => Ok(UringFeatures::default()),
+    }
+}
+
 fn parse_engine(s: &str) -> Result<EngineKind, String> {
     s.parse()
 }
@@ -116,8 +149,17 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, Exit> {
             args.engine
         )));
     }
+    if args.uring_features.is_some() && args.engine != EngineKind::Uring {
+        return Err(Exit::usage(anyhow::anyhow!(
+            "--uring-features needs --engine uring (got --engine {})",
+            args.engine
+        )));
+    }
     let mut config = ServerConfig::new(args.engine, args.listen, args.protocol);
     config.edge_triggered = args.edge_triggered;
+    if args.engine == EngineKind::Uring {
+        config.uring_features = uring_features(&args)?;
+    }
     config.max_message = args.max_message;
     config.backlog = args.backlog;
     config.cpus = args.cpu;

@@ -44,7 +44,9 @@ pub(crate) fn build(config: &ServerConfig) -> Box<dyn Engine> {
         EngineKind::Epoll => Box::new(epoll::Epoll {
             edge_triggered: config.edge_triggered,
         }),
-        EngineKind::Uring => Box::new(uring::Uring),
+        EngineKind::Uring => Box::new(uring::Uring {
+            features: config.uring_features,
+        }),
         EngineKind::Rtsig => Box::new(rtsig::RtSigEngine),
     }
 }

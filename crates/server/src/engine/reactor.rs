@@ -8,6 +8,7 @@ use crate::connection::{Clock, Connection, SessionTemplate, Status, READ_CHUNK};
 use crate::counters::Counters;
 use crate::deadline::DeadlineQueue;
 use crate::listener::{Accepted, Listener};
+use crate::outbox::Gather;
 use crate::socket_io::{Direct, SocketIo};
 use std::io;
 use std::os::fd::{OwnedFd, RawFd};
@@ -180,14 +181,48 @@ impl<'a, I: SocketIo> Reactor<'a, I> {
         raw
     }
 
-    /// Feeds bytes received for `fd` by the engine (empty: EOF); closes the
-    /// connection when it is done and says so.
-    pub(super) fn received(&mut self, fd: RawFd, data: &[u8]) -> Interest {
+    /// Feeds bytes received for `fd` by the engine (empty: EOF) and, with
+    /// `flush`, sends what is owed with `sendmsg`; without, the engine sends
+    /// ([`Reactor::gather`]). Closes the connection when it is done and says so.
+    pub(super) fn received(&mut self, fd: RawFd, data: &[u8], flush: bool) -> Interest {
         let Some(conn) = self.conns.get_mut(fd as usize).and_then(Option::as_mut) else {
             return Interest::Closed;
         };
-        match conn.on_received(data, self.counters, Clock::At(self.now)) {
+        let clock = Clock::At(self.now);
+        let status = if flush {
+            conn.on_received(data, self.counters, clock)
+        } else {
+            conn.take_received(data, self.counters, clock)
+        };
+        self.settle(fd, status)
+    }
+
+    /// Fills `gather` with what `fd` owes for a send the engine makes;
+    /// returns the bytes offered (0: nothing, or no such connection).
+    pub(super) fn gather(&self, fd: RawFd, gather: &mut Gather) -> usize {
+        self.conns
+            .get(fd as usize)
+            .and_then(Option::as_ref)
+            .map_or(0, |conn| conn.gather(gather))
+    }
+
+    /// The engine's send of `gather` on `fd` took `sent` bytes. Closes the
+    /// connection when it is done and says so.
+    pub(super) fn sent(&mut self, fd: RawFd, sent: usize, gather: &Gather) -> Interest {
+        let Some(conn) = self.conns.get_mut(fd as usize).and_then(Option::as_mut) else {
+            return Interest::Closed;
+        };
+        let status = conn.on_sent(sent, gather, self.counters, Clock::At(self.now));
+        self.settle(fd, status)
+    }
+
+    /// The interest of an open connection after an event, or its close.
+    fn settle(&mut self, fd: RawFd, status: Status) -> Interest {
+        match status {
             Status::Open => {
+                let Some(conn) = self.conns.get(fd as usize).and_then(Option::as_ref) else {
+                    return Interest::Closed;
+                };
                 let interest = Interest::Wait {
                     read: conn.wants_read(),
                     write: conn.wants_write(),
