@@ -5,19 +5,23 @@
 //! run throughout. Reports crashes, peak memory, request accounting and
 //! p99 against the fault-free run; exits 1 when a check fails.
 
+mod component;
 mod hostile;
+mod load;
 mod procs;
 mod report;
+mod start;
 
 use crate::Exit;
 use anyhow::{anyhow, Context};
 use clap::Args;
-use connlab_loadgen::LoadResult;
+use component::{Component, Env};
 use connlab_measure::units::{parse_duration, parse_size};
 use connlab_measure::LatencyHistogram;
 use connlab_os::Shutdown;
 use hostile::{Hostile, HostileReport, Sizes};
-use procs::{describe, rss_kib, stats_path, Proc};
+use load::LoadChild;
+use procs::describe;
 use report::{
     ClassReport, ExitRecord, FaultRecord, PhaseTotals, ProcessReport, SegmentReport, SoakReport,
 };
@@ -25,7 +29,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
 
 /// Flags of `connlab soak`.
@@ -195,184 +199,6 @@ struct Class {
     response_size: &'static str,
 }
 
-/// A long-lived component: its arguments, its process and its history.
-struct Component {
-    name: String,
-    role: &'static str,
-    /// Arguments without `--stats`.
-    args: Vec<String>,
-    /// Prefix of its ready line.
-    ready: &'static str,
-    proc: Option<Proc>,
-    incarnation: u32,
-    /// SIGSTOPped and not continued yet.
-    stopped: bool,
-    peak_rss_kib: u64,
-    exits: Vec<ExitRecord>,
-    last_stats: Option<PathBuf>,
-}
-
-impl Component {
-    fn new(name: &str, role: &'static str, args: Vec<String>, ready: &'static str) -> Self {
-        Component {
-            name: name.to_string(),
-            role,
-            args,
-            ready,
-            proc: None,
-            incarnation: 0,
-            stopped: false,
-            peak_rss_kib: 0,
-            exits: Vec::new(),
-            last_stats: None,
-        }
-    }
-
-    /// Starts the next incarnation; returns its ready line.
-    fn start(&mut self, env: &Env) -> anyhow::Result<String> {
-        let stats = stats_path(&env.work, &self.name, self.incarnation + 1);
-        let mut args = self.args.clone();
-        args.push("--stats".into());
-        args.push(stats.display().to_string());
-        let log = env.work.join(format!("{}.log", self.name));
-        let (proc, line) = Proc::spawn(&env.exe, &args, &log, self.ready)?;
-        self.proc = Some(proc);
-        self.stopped = false;
-        self.incarnation += 1;
-        self.last_stats = Some(stats);
-        Ok(line)
-    }
-
-    /// A restart after a kill: a few tries, since a client socket may hold
-    /// the port for a moment (the failures are in the log).
-    fn restart(&mut self, env: &Env) -> anyhow::Result<()> {
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            match self.start(env) {
-                Ok(_) => return Ok(()),
-                Err(e) if tries >= RESTART_TRIES => return Err(e),
-                Err(_) => std::thread::sleep(Duration::from_millis(300)),
-            }
-        }
-    }
-
-    fn sample(&mut self) {
-        if let Some(p) = &self.proc {
-            if let Some((rss, hwm)) = rss_kib(p.pid()) {
-                self.peak_rss_kib = self.peak_rss_kib.max(rss).max(hwm);
-            }
-        }
-    }
-
-    /// Notices an exit the soak did not cause: a crash, unless Ctrl-C
-    /// (`interrupted`) reached the process too and it exited by itself.
-    fn check_alive(&mut self, at_s: f64, interrupted: bool) {
-        let Some(p) = &mut self.proc else { return };
-        if let Some(status) = p.try_wait() {
-            self.exits.push(exit_record(
-                self.incarnation,
-                at_s,
-                status,
-                interrupted,
-                "ended on its own during the run",
-            ));
-            self.proc = None;
-        }
-    }
-
-    /// The fault: SIGKILL and reap.
-    fn kill(&mut self, at_s: f64) -> Result<(), String> {
-        let Some(mut p) = self.proc.take() else {
-            return Err(format!("{} is not running", self.name));
-        };
-        self.sample();
-        let (status, _) = p.stop(libc::SIGKILL, STOP_GRACE);
-        let status = status
-            .map(|s| describe(&s))
-            .unwrap_or_else(|| "unknown".into());
-        let expected = status.contains("SIGKILL");
-        self.exits.push(ExitRecord {
-            incarnation: self.incarnation,
-            at_s,
-            status,
-            expected,
-            why: "killed by the soak (fault)".into(),
-        });
-        Ok(())
-    }
-
-    fn signal(&mut self, sig: libc::c_int) -> Result<(), String> {
-        match &self.proc {
-            Some(p) => {
-                p.signal(sig);
-                self.stopped = sig == libc::SIGSTOP;
-                Ok(())
-            }
-            None => Err(format!("{} is not running", self.name)),
-        }
-    }
-
-    /// The end: SIGTERM, and its exit must be clean.
-    fn finish(&mut self, at_s: f64, interrupted: bool) {
-        let Some(mut p) = self.proc.take() else {
-            return;
-        };
-        self.sample();
-        if let Some(status) = p.try_wait() {
-            self.exits.push(exit_record(
-                self.incarnation,
-                at_s,
-                status,
-                interrupted,
-                "ended before the soak stopped it",
-            ));
-            return;
-        }
-        let (status, in_time) = p.stop(libc::SIGTERM, STOP_GRACE);
-        let text = status
-            .map(|s| describe(&s))
-            .unwrap_or_else(|| "unknown".into());
-        let expected = in_time && status.is_some_and(|s| s.success());
-        self.exits.push(ExitRecord {
-            incarnation: self.incarnation,
-            at_s,
-            status: text,
-            expected,
-            why: if in_time {
-                "stopped by the soak (SIGTERM)".into()
-            } else {
-                format!("did not stop within {}s of SIGTERM", STOP_GRACE.as_secs())
-            },
-        });
-    }
-}
-
-/// Where things are.
-struct Env {
-    exe: PathBuf,
-    work: PathBuf,
-    started: Instant,
-}
-
-impl Env {
-    fn now_s(&self) -> f64 {
-        self.started.elapsed().as_secs_f64()
-    }
-}
-
-/// A running load child.
-struct LoadChild {
-    class: usize,
-    phase: &'static str,
-    index: usize,
-    faults: Vec<String>,
-    started_s: f64,
-    deadline: Instant,
-    json: PathBuf,
-    child: Child,
-}
-
 /// A fault action due at some instant.
 #[derive(Clone, Copy, Debug)]
 enum Action {
@@ -502,155 +328,6 @@ impl<'a> Soak<'a> {
             self.hostile_report = h.stop();
         }
         result
-    }
-
-    /// Starts every component; returns the HTTP front ends and the raw
-    /// (non-HTTP) ports for the hostile clients.
-    fn start_components(&mut self) -> anyhow::Result<(Targets, Targets)> {
-        let serve = |listen: &str| -> Vec<String> {
-            [
-                "serve",
-                "--protocol",
-                "http",
-                "--listen",
-                listen,
-                "--header-timeout",
-                "2s",
-                "--idle-timeout",
-                "5s",
-            ]
-            .map(String::from)
-            .to_vec()
-        };
-        let mut backends = Vec::new();
-        for name in ["gw-backend-1", "gw-backend-2", "si-backend"] {
-            let mut c = Component::new(name, "backend", serve("127.0.0.1:0"), "listening on ");
-            let line = c.start(self.env)?;
-            let addr = banner_addr(&line, "listening on ")?;
-            // Restarts come back on the same port.
-            c.args = serve(&addr.to_string());
-            backends.push(addr);
-            self.components.push(c);
-        }
-        let mut gw_args: Vec<String> = [
-            "gateway",
-            "--mode",
-            "proxy",
-            "--listen",
-            "127.0.0.1:0",
-            "--policy",
-            "round-robin",
-            "--health-interval",
-            "200ms",
-            "--health-timeout",
-            "200ms",
-            "--idle-timeout",
-            "5s",
-        ]
-        .map(String::from)
-        .to_vec();
-        for b in &backends[..2] {
-            gw_args.push("--backend".into());
-            gw_args.push(b.to_string());
-        }
-        let mut gw = Component::new("gateway", "gateway", gw_args, "gateway: ");
-        let line = gw.start(self.env)?;
-        // "gateway: proxy mode, ADDR -> 2 backends, ..."
-        let gw_addr = line
-            .split(", ")
-            .nth(1)
-            .and_then(|s| s.split(" -> ").next())
-            .and_then(|s| s.parse::<SocketAddr>().ok())
-            .ok_or_else(|| anyhow!("no address in the gateway's ready line {line:?}"))?;
-        self.components.push(gw);
-
-        let key = self.env.work.join("cluster.key");
-        let mut bytes = [0u8; 32];
-        File::open("/dev/urandom")
-            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
-            .context("reading /dev/urandom for the cluster key")?;
-        connlab_os::files::write_atomic(&key, bytes)
-            .with_context(|| format!("writing {}", key.display()))?;
-        let key_s = key.display().to_string();
-        let io_args: Vec<String> = [
-            "singleip",
-            "io-server",
-            "--listen",
-            "127.0.0.1:0",
-            "--nodes",
-            "127.0.0.1:0",
-            "--key",
-            &key_s,
-        ]
-        .map(String::from)
-        .to_vec();
-        let mut io = Component::new(
-            "io-server",
-            "io-server",
-            io_args,
-            "singleip: io-server ready",
-        );
-        let line = io.start(self.env)?;
-        let field = |name: &str| -> anyhow::Result<SocketAddr> {
-            line.split(name)
-                .nth(1)
-                .and_then(|s| s.split(',').next())
-                .and_then(|s| s.trim().parse().ok())
-                .ok_or_else(|| anyhow!("no {name}address in the io-server's ready line {line:?}"))
-        };
-        let (cluster, nodes) = (field("cluster ")?, field("nodes ")?);
-        self.components.push(io);
-        for id in 1..=2u32 {
-            let args: Vec<String> = vec![
-                "singleip".into(),
-                "app-node".into(),
-                "--io-server".into(),
-                nodes.to_string(),
-                "--key".into(),
-                key_s.clone(),
-                "--forward".into(),
-                backends[2].to_string(),
-                "--port".into(),
-                cluster.port().to_string(),
-                "--node-id".into(),
-                id.to_string(),
-            ];
-            let mut node = Component::new(
-                &format!("app-node-{id}"),
-                "app-node",
-                args,
-                "singleip: app-node ready",
-            );
-            node.start(self.env)?;
-            self.components.push(node);
-        }
-        self.classes = vec![
-            Class {
-                name: "gateway",
-                target: gw_addr,
-                path: "/bytes/1024",
-                response_size: "1024",
-            },
-            Class {
-                name: "singleip",
-                target: cluster,
-                path: "/bytes/16384",
-                response_size: "16384",
-            },
-        ];
-        for c in &self.classes {
-            let path = self.env.work.join(format!("load-{}.log", c.name));
-            self.load_logs
-                .push(File::create(&path).with_context(|| format!("creating {}", path.display()))?);
-        }
-        eprintln!(
-            "connlab soak: gateway {gw_addr} -> {} + {}; cluster {cluster} (nodes {nodes}) -> {}",
-            backends[0], backends[1], backends[2]
-        );
-        Ok((
-            vec![("gateway".into(), gw_addr), ("singleip".into(), cluster)],
-            vec![("singleip-nodes".into(), nodes)],
-        ))
     }
 
     /// The faults of segment `index` of the fault phase, as (offset, action,
@@ -814,107 +491,6 @@ impl<'a> Soak<'a> {
             };
             self.collect(l, status, hung);
         }
-    }
-
-    fn spawn_load(
-        &mut self,
-        class: usize,
-        phase: &'static str,
-        index: usize,
-        faults: Vec<String>,
-    ) -> anyhow::Result<()> {
-        let c = &self.classes[class];
-        let json = self
-            .env
-            .work
-            .join(format!("load-{}-{phase}-{index:04}.json", c.name));
-        let seg = self.plan.segment;
-        let mut cmd = Command::new(&self.env.exe);
-        cmd.args(["load", "--target"])
-            .arg(c.target.to_string())
-            .args(["--protocol", "http", "--connection-per-request", "-c"])
-            .arg(WORKERS.to_string())
-            .arg("--rate")
-            .arg(self.plan.rate.to_string())
-            .arg("-d")
-            .arg(format!("{}ms", seg.as_millis()))
-            .args(["--warmup", "0s", "--drain-timeout", "5s"])
-            .args(["--response-size", c.response_size])
-            .args(["--max-error-ratio", "1", "--seed"])
-            .arg((index + 1).to_string())
-            .arg("--json")
-            .arg(&json)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(self.load_logs[class].try_clone().context("load log")?);
-        procs::die_with_parent(&mut cmd);
-        let child = cmd.spawn().context("starting connlab load")?;
-        self.loads.push(LoadChild {
-            class,
-            phase,
-            index,
-            faults,
-            started_s: self.env.now_s(),
-            deadline: Instant::now() + seg + HANG_SLACK,
-            json,
-            child,
-        });
-        Ok(())
-    }
-
-    fn collect(&mut self, l: LoadChild, status: Option<std::process::ExitStatus>, hung: bool) {
-        let interrupted = self.shutdown.requested();
-        let exit = status
-            .map(|s| describe(&s))
-            .unwrap_or_else(|| "unknown".into());
-        let clean =
-            !hung && status.is_some_and(|s| s.success() || (interrupted && s.code() == Some(130)));
-        let parsed: Option<LoadResult> = std::fs::read_to_string(&l.json)
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok());
-        let mut seg = SegmentReport {
-            class: self.classes[l.class].name.to_string(),
-            phase: l.phase.to_string(),
-            index: l.index,
-            faults: l.faults,
-            started_s: l.started_s,
-            ended_s: self.env.now_s(),
-            exit,
-            clean_exit: clean,
-            hung,
-            result_read: parsed.is_some(),
-            sent: 0,
-            completed: 0,
-            errored: 0,
-            errors: BTreeMap::new(),
-            p99_us: None,
-        };
-        if let Some(r) = parsed {
-            let q = &r.requests;
-            seg.sent = q.total_sent();
-            seg.completed = q.total_completed();
-            for (k, v) in q.errors.iter().chain(q.warmup_errors.iter()) {
-                *seg.errors.entry(k.clone()).or_default() += v;
-            }
-            seg.errored = seg.errors.values().sum();
-            if r.service_latency_us.count > 0 {
-                seg.p99_us = Some(r.service_latency_us.p99);
-            }
-            if let Ok(h) = LatencyHistogram::from_base64(&r.histograms.service_latency) {
-                let mut buckets = vec![if l.phase == "baseline" {
-                    "baseline"
-                } else {
-                    "fault_all"
-                }];
-                if l.phase == "fault" && seg.faults.is_empty() {
-                    buckets.push("fault_healthy");
-                }
-                for b in buckets {
-                    self.histograms.entry((l.class, b)).or_default().merge(&h);
-                }
-            }
-        }
-        self.segments.push(seg);
     }
 
     /// Stops everything and builds the report.

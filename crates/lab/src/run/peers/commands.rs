@@ -1,0 +1,230 @@
+//! The command lines and configuration files of each role: connlab serve,
+//! nginx, the gateways (connlab, HAProxy) and the clients (wrk, connlab load).
+
+use super::PointCtx;
+use crate::{Process, ProcessKind};
+use anyhow::{bail, Context};
+use std::fs::File;
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+use std::process::Command;
+
+/// A loopback address with a port free right now.
+pub(super) fn free_addr() -> anyhow::Result<SocketAddr> {
+    let l = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
+    Ok(l.local_addr()?)
+}
+
+/// The server's command and the signal that stops it gracefully.
+pub(super) fn server_command(
+    ctx: &PointCtx,
+    p: &Process,
+    addr: SocketAddr,
+    body_bytes: u64,
+) -> anyhow::Result<(Command, libc::c_int)> {
+    match p.kind {
+        ProcessKind::ConnlabServe => {
+            let mut cmd = Command::new(ctx.exe);
+            cmd.args(["serve", "--protocol", "http", "--engine"])
+                .arg(p.engine.map_or("epoll", |e| e.name()))
+                .arg("--listen")
+                .arg(addr.to_string())
+                .arg("--stats")
+                .arg(ctx.logs.join("server-stats.json"));
+            if p.edge_triggered {
+                cmd.arg("--edge-triggered");
+            }
+            Ok((cmd, libc::SIGTERM))
+        }
+        ProcessKind::NginxReturn | ProcessKind::NginxStatic => {
+            let conf = ctx.logs.join("nginx.conf");
+            let text = nginx_conf(
+                ctx,
+                addr,
+                (p.kind == ProcessKind::NginxReturn).then_some(body_bytes),
+            );
+            std::fs::write(&conf, text).with_context(|| format!("writing {}", conf.display()))?;
+            let mut cmd = Command::new("nginx");
+            cmd.arg("-c")
+                .arg(&conf)
+                .arg("-p")
+                .arg(ctx.tmp)
+                .arg("-e")
+                .arg(ctx.logs.join("nginx-error.log"));
+            Ok((cmd, libc::SIGQUIT))
+        }
+        other => bail!("{} is not a server", other.name()),
+    }
+}
+
+/// One nginx worker, no access log, keep-alive without limit; with
+/// `return_body` the `/bytes/N` location answers from the configuration.
+fn nginx_conf(ctx: &PointCtx, addr: SocketAddr, return_body: Option<u64>) -> String {
+    let tmp = ctx.tmp.display().to_string();
+    let logs = ctx.logs.display();
+    let affinity = ctx.exp.placement.server_cpu.map_or(String::new(), |cpu| {
+        format!("worker_cpu_affinity {};\n", cpu_mask_bits(cpu))
+    });
+    let location = return_body.map_or(String::new(), |n| {
+        format!(
+            "    location = /bytes/{n} {{ return 200 \"{}\"; }}\n",
+            "x".repeat(usize::try_from(n).unwrap_or(0))
+        )
+    });
+    format!(
+        "worker_processes 1;\ndaemon off;\npid {tmp}/nginx-{port}.pid;\nerror_log {logs}/nginx-error.log;\n\
+         {affinity}events {{ worker_connections 4096; }}\n\
+         http {{\n  access_log off;\n  keepalive_requests 1000000;\n  keepalive_timeout 300s;\n\
+         \x20 sendfile on;\n  default_type application/octet-stream;\n\
+         \x20 open_file_cache max=1000 inactive=600s;\n  open_file_cache_valid 3600s;\n\
+         \x20 client_body_temp_path {tmp}/body;\n  proxy_temp_path {tmp}/proxy;\n\
+         \x20 fastcgi_temp_path {tmp}/fastcgi;\n  uwsgi_temp_path {tmp}/uwsgi;\n  scgi_temp_path {tmp}/scgi;\n\
+         \x20 server {{\n    listen {addr} backlog=4096;\n    root {tmp}/www;\n{location}  }}\n}}\n",
+        port = addr.port(),
+        tmp = tmp,
+    )
+}
+
+/// nginx's `worker_cpu_affinity` mask for one CPU: `1` at position `cpu`
+/// counted from the right.
+pub(super) fn cpu_mask_bits(cpu: usize) -> String {
+    let mut s = "1".to_string();
+    s.push_str(&"0".repeat(cpu));
+    s
+}
+
+/// The gateway's commands (the single-IP relay has two processes), each
+/// with the name of its log file and the address it must listen on before
+/// the next starts.
+pub(super) fn gateway_commands(
+    ctx: &PointCtx,
+    p: &Process,
+    listen: SocketAddr,
+    backend: SocketAddr,
+) -> anyhow::Result<Vec<(&'static str, Command, Option<SocketAddr>)>> {
+    if p.kind == ProcessKind::SingleipRelay {
+        let key = ctx.logs.join("relay.key");
+        let mut bytes = [0u8; 32];
+        File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut bytes))
+            .context("reading a key from /dev/urandom")?;
+        std::fs::write(&key, bytes).with_context(|| format!("writing {}", key.display()))?;
+        let nodes = free_addr()?;
+        let mut io = Command::new(ctx.exe);
+        io.args(["singleip", "io-server", "--listen"])
+            .arg(listen.to_string())
+            .arg("--nodes")
+            .arg(nodes.to_string())
+            .arg("--key")
+            .arg(&key)
+            .arg("--stats")
+            .arg(ctx.logs.join("io-server-stats.json"));
+        let mut node = Command::new(ctx.exe);
+        node.args(["singleip", "app-node", "--io-server"])
+            .arg(nodes.to_string())
+            .arg("--key")
+            .arg(&key)
+            .arg("--forward")
+            .arg(backend.to_string())
+            .arg("--port")
+            .arg(listen.port().to_string())
+            .arg("--stats")
+            .arg(ctx.logs.join("app-node-stats.json"));
+        return Ok(vec![("gateway", io, Some(nodes)), ("app-node", node, None)]);
+    }
+    gateway_command(ctx, p, listen, backend).map(|c| vec![("gateway", c, None)])
+}
+
+/// The command of a one-process gateway.
+fn gateway_command(
+    ctx: &PointCtx,
+    p: &Process,
+    listen: SocketAddr,
+    backend: SocketAddr,
+) -> anyhow::Result<Command> {
+    match p.kind {
+        ProcessKind::ConnlabGateway => {
+            let mut cmd = Command::new(ctx.exe);
+            cmd.args(["gateway", "--mode", "proxy", "--policy", "round-robin"])
+                .arg("--listen")
+                .arg(listen.to_string())
+                .arg("--backend")
+                .arg(backend.to_string())
+                .arg("--stats")
+                .arg(ctx.logs.join("gateway-stats.json"));
+            if p.splice {
+                cmd.arg("--splice");
+            }
+            Ok(cmd)
+        }
+        ProcessKind::Haproxy => {
+            let cfg = ctx.logs.join("haproxy.cfg");
+            let text = format!(
+                "global\n  maxconn 9000\n  nbthread {}\ndefaults\n  mode tcp\n  timeout connect 5s\n\
+                 \x20 timeout client 300s\n  timeout server 300s\nlisten gw\n  bind {listen}\n\
+                 \x20 balance roundrobin\n  server s0 {backend}\n",
+                p.thread_count()
+            );
+            std::fs::write(&cfg, text).with_context(|| format!("writing {}", cfg.display()))?;
+            let mut cmd = Command::new("haproxy");
+            cmd.arg("-db").arg("-f").arg(&cfg);
+            Ok(cmd)
+        }
+        other => bail!("{} is not a gateway", other.name()),
+    }
+}
+
+/// The client's command: closed loop for the experiment's duration.
+pub(super) fn client_command(
+    ctx: &PointCtx,
+    p: &Process,
+    target: SocketAddr,
+    body_bytes: u64,
+    json: &Path,
+) -> Command {
+    let w = &ctx.exp.workload;
+    match p.kind {
+        ProcessKind::Wrk => {
+            let mut cmd = Command::new("wrk");
+            cmd.arg(format!("-t{}", p.thread_count()))
+                .arg(format!("-c{}", w.connections))
+                // wrk takes whole seconds.
+                .arg(format!("-d{}s", ctx.duration.as_secs_f64().ceil().max(1.0)))
+                .arg(format!("http://{target}/bytes/{body_bytes}"));
+            cmd
+        }
+        _ => {
+            let mut cmd = Command::new(ctx.exe);
+            cmd.args([
+                "load",
+                // The sweep judges errors itself.
+                "--max-error-ratio",
+                "1",
+                "--protocol",
+                "http",
+                "--rate",
+                "max",
+                "--depth",
+                "1",
+            ])
+            .arg("--target")
+            .arg(target.to_string())
+            .arg("--path")
+            .arg(format!("/bytes/{body_bytes}"))
+            .arg("--response-size")
+            .arg(body_bytes.to_string())
+            .arg("-c")
+            .arg(w.connections.to_string())
+            .arg("-d")
+            .arg(format!("{}ms", ctx.duration.as_millis()))
+            .args(["--warmup", "0s"])
+            .arg("--json")
+            .arg(json);
+            if let Some(cpu) = ctx.exp.placement.client_cpu {
+                cmd.arg("--cpu").arg(cpu.to_string());
+            }
+            cmd
+        }
+    }
+}

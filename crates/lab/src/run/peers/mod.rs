@@ -1,0 +1,388 @@
+//! The peers kind (`kind = "peers"`): connlab's processes against nginx, HAProxy and wrk on
+//! loopback. For every point it starts the server, then the gateway if any,
+//! each pinned to its CPU (`sched_setaffinity` before exec), checks that one
+//! request gets a 200 through the whole chain, runs the client, and charges
+//! the CPU each role used during the client's run: the server's and the
+//! gateway's process trees from `/proc/PID/stat` (utime + stime, and the
+//! children they reaped), the client from its own rusage when reaped. One
+//! JSON file per point, written whole; every child is stopped on every exit
+//! path (a guard per process, and the kernel's parent-death signal).
+
+mod commands;
+mod output;
+mod procs;
+#[cfg(test)]
+mod tests;
+
+use crate::run::{stop_flag, unix_now, Progress, RunError, SweepOutcome, SweepRequest};
+use crate::{
+    PeerParams, PeerPoint, PeersDir, PeersExperiment, PeersInfo, PointSetup, ProcessKind, Role,
+    RoleCpu, PEERS_SWEEP_SCHEMA, PEER_POINT_SCHEMA,
+};
+use anyhow::{anyhow, bail, Context};
+use commands::{client_command, free_addr, gateway_commands, server_command};
+use connlab_os::{Environment, Shutdown};
+use output::{parse_load, parse_wrk};
+use procs::{wait_listening, wait_ready, Proc};
+use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+/// How long a process may take to answer its first request.
+const READY: Duration = Duration::from_secs(15);
+/// How long a stopped process may take to exit before it is killed.
+const GRACE: Duration = Duration::from_secs(5);
+/// How long past its duration a client may run before it is killed.
+const CLIENT_SLACK: Duration = Duration::from_secs(60);
+
+/// Runs a peers experiment.
+pub(super) fn sweep(
+    exp: &PeersExperiment,
+    req: &SweepRequest,
+    progress: &mut dyn Progress,
+    shutdown: &Shutdown,
+) -> Result<SweepOutcome, RunError> {
+    let (out, quick) = (&req.out, req.quick);
+    let plan = exp.plan(quick);
+    let duration = exp.duration(quick);
+    let peer_versions = check_programs(exp).map_err(|e| RunError::Input(format!("{e:#}")))?;
+    let earlier = prepare_dir(out, &req.text, quick, req.fresh)?;
+    let info = PeersInfo {
+        schema: PEERS_SWEEP_SCHEMA.into(),
+        experiment: exp.clone(),
+        quick,
+        environment: Environment::capture(),
+        peer_versions,
+        started_unix_s: earlier.unwrap_or_else(unix_now),
+        points_total: plan.len(),
+    };
+    PeersDir::write_json(&PeersDir::info_path(out), &info)
+        .with_context(|| format!("writing {}", PeersDir::info_path(out).display()))?;
+    become_subreaper();
+    let stop = stop_flag(shutdown);
+    let exe = req.connlab.clone();
+    let www = WwwDir::create(exp, quick)?;
+    let done_before = plan
+        .iter()
+        .filter(|p| PeersDir::point_path(out, &p.id()).exists())
+        .count();
+    let mut outcome = super::announce(
+        progress,
+        &exp.name,
+        "points",
+        plan.len(),
+        done_before,
+        quick,
+        out,
+    );
+    for p in &plan {
+        let id = p.id();
+        let path = PeersDir::point_path(out, &id);
+        if path.exists() {
+            continue;
+        }
+        if stop.load(Relaxed) {
+            break;
+        }
+        progress.start(&id, None);
+        let began = Instant::now();
+        let ctx = PointCtx {
+            exp,
+            exe: &exe,
+            tmp: &www.path,
+            logs: out.join("logs").join(&id),
+            duration,
+            stop: &stop,
+        };
+        match run_point(&ctx, p) {
+            Ok(Some(point)) => {
+                let what = format!(
+                    "{:.0} req/s, {:.0} requests per {} CPU s{}",
+                    point.requests_per_s,
+                    point.requests_per_cpu_s,
+                    point.measure.name(),
+                    if point.errors > 0 {
+                        format!(", {} ERRORS", point.errors)
+                    } else {
+                        String::new()
+                    }
+                );
+                progress.finish(&id, began.elapsed(), &what);
+                if point.errors > 0 {
+                    outcome.failed.push(id.clone());
+                }
+                PeersDir::write_json(&path, &point)
+                    .with_context(|| format!("writing {}", path.display()))?;
+                outcome.measured += 1;
+            }
+            Ok(None) => {
+                progress.finish(&id, began.elapsed(), "interrupted (not kept)");
+                break;
+            }
+            Err(e) => {
+                progress.finish(&id, began.elapsed(), &format!("FAILED: {e:#}"));
+                outcome.failed.push(id);
+            }
+        }
+    }
+    progress.end();
+    outcome.interrupted = stop.load(Relaxed);
+    Ok(outcome)
+}
+
+/// Makes this process the reaper of its orphaned descendants (an nginx
+/// worker whose master died), so [`Proc::stop`] finds and ends them.
+fn become_subreaper() {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER only sets a flag of this process.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) };
+}
+
+/// Checks the peer programs the experiment names and returns their versions.
+fn check_programs(exp: &PeersExperiment) -> anyhow::Result<Vec<(String, String)>> {
+    let mut kinds: BTreeSet<&str> = BTreeSet::new();
+    let fixed = [&exp.server, &exp.gateway, &exp.client];
+    for k in exp
+        .contender
+        .iter()
+        .map(|c| c.kind)
+        .chain(fixed.iter().filter_map(|p| p.as_ref().map(|p| p.kind)))
+    {
+        match k {
+            ProcessKind::NginxReturn | ProcessKind::NginxStatic => kinds.insert("nginx"),
+            ProcessKind::Haproxy => kinds.insert("haproxy"),
+            ProcessKind::Wrk => kinds.insert("wrk"),
+            _ => false,
+        };
+    }
+    let mut versions = Vec::new();
+    for program in kinds {
+        let output = Command::new(program).arg("-v").output().map_err(|e| {
+            anyhow!("{program} is needed by this experiment ({e}): apt-get install -y {program}")
+        })?;
+        let text = String::from_utf8_lossy(&output.stdout).to_string()
+            + &String::from_utf8_lossy(&output.stderr);
+        let line = text.lines().next().unwrap_or_default();
+        // wrk's banner goes on with a copyright notice.
+        let line = line
+            .split(" Copyright")
+            .next()
+            .unwrap_or(line)
+            .trim()
+            .to_string();
+        versions.push((program.to_string(), line));
+    }
+    Ok(versions)
+}
+
+/// Creates the results directory; returns when an earlier sweep there started.
+fn prepare_dir(out: &Path, text: &str, quick: bool, fresh: bool) -> Result<Option<f64>, RunError> {
+    let points = out.join("points");
+    if fresh {
+        for sub in ["points", "logs"] {
+            let dir = out.join(sub);
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir)
+                    .with_context(|| format!("removing {}", dir.display()))?;
+            }
+        }
+    }
+    let mut earlier = None;
+    let info = PeersDir::info_path(out);
+    if !fresh && info.exists() {
+        let text = std::fs::read_to_string(&info)
+            .with_context(|| format!("reading {}", info.display()))?;
+        let old: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        if old["quick"].as_bool() != Some(quick) {
+            return Err(RunError::Input(format!(
+                "{} holds a {} sweep: pass --fresh to start over, or another --out",
+                out.display(),
+                if quick { "full" } else { "--quick" }
+            )));
+        }
+        earlier = old["started_unix_s"].as_f64();
+    }
+    std::fs::create_dir_all(&points).with_context(|| format!("creating {}", points.display()))?;
+    connlab_os::files::write_atomic(out.join("experiment.toml"), text)
+        .with_context(|| format!("writing {}/experiment.toml", out.display()))?;
+    Ok(earlier)
+}
+
+/// The document root every nginx serves (`bytes/<N>` files), in /tmp with
+/// mode 0755 so nginx's unprivileged worker can read it; removed on drop.
+struct WwwDir {
+    path: PathBuf,
+}
+
+impl WwwDir {
+    fn create(exp: &PeersExperiment, quick: bool) -> anyhow::Result<WwwDir> {
+        let path = std::env::temp_dir().join(format!("connlab-peers-{}", std::process::id()));
+        let www = WwwDir { path };
+        let bytes = www.path.join("www").join("bytes");
+        std::fs::create_dir_all(&bytes).with_context(|| format!("creating {}", bytes.display()))?;
+        for dir in [&www.path, &www.path.join("www"), &bytes] {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
+                .with_context(|| format!("chmod {}", dir.display()))?;
+        }
+        let sizes: BTreeSet<u64> = exp.plan(quick).iter().map(|p| p.body_bytes).collect();
+        for n in sizes {
+            let file = bytes.join(n.to_string());
+            std::fs::write(&file, body(n))
+                .with_context(|| format!("writing {}", file.display()))?;
+        }
+        Ok(www)
+    }
+}
+
+impl Drop for WwwDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// The response body of `GET /bytes/N` from nginx (connlab serves its own).
+fn body(n: u64) -> Vec<u8> {
+    vec![b'x'; usize::try_from(n).unwrap_or(0)]
+}
+
+/// What every point of a sweep shares.
+struct PointCtx<'a> {
+    exp: &'a PeersExperiment,
+    exe: &'a Path,
+    /// The temporary directory: nginx's prefix, pid and temp files, `www/`.
+    tmp: &'a Path,
+    logs: PathBuf,
+    duration: Duration,
+    stop: &'a AtomicBool,
+}
+
+/// Runs one point; `None` when interrupted.
+fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<PeerPoint>> {
+    let exp = ctx.exp;
+    let contender = exp
+        .contender_named(&p.contender)
+        .ok_or_else(|| anyhow!("no contender {:?}", p.contender))?;
+    let setup: PointSetup = exp
+        .setup(contender)
+        .ok_or_else(|| anyhow!("{}: a role has no process", p.id()))?;
+    if ctx.logs.exists() {
+        std::fs::remove_dir_all(&ctx.logs)
+            .with_context(|| format!("clearing {}", ctx.logs.display()))?;
+    }
+    std::fs::create_dir_all(&ctx.logs)
+        .with_context(|| format!("creating {}", ctx.logs.display()))?;
+    let placement = &exp.placement;
+    let mut commands = Vec::new();
+
+    let server_addr = free_addr()?;
+    let (cmd, stop_sig) = server_command(ctx, &setup.server, server_addr, p.body_bytes)?;
+    commands.push((Role::Server, describe(&cmd)));
+    let mut server = Proc::spawn(cmd, "server", placement.server_cpu, &ctx.logs, stop_sig)?;
+
+    let mut gateway: Vec<Proc> = Vec::new();
+    let mut target = server_addr;
+    if let Some(g) = &setup.gateway {
+        let addr = free_addr()?;
+        wait_ready(&mut server, server_addr, p.body_bytes)?;
+        for (name, cmd, listens) in gateway_commands(ctx, g, addr, server_addr)? {
+            commands.push((Role::Gateway, describe(&cmd)));
+            let mut proc = Proc::spawn(cmd, name, placement.gateway_cpu, &ctx.logs, libc::SIGTERM)?;
+            if let Some(a) = listens {
+                wait_listening(&mut proc, a)?;
+            }
+            gateway.push(proc);
+        }
+        target = addr;
+    }
+    match gateway.first_mut() {
+        Some(g) => wait_ready(g, target, p.body_bytes)?,
+        None => wait_ready(&mut server, target, p.body_bytes)?,
+    }
+
+    let json = ctx.logs.join("client.json");
+    let cmd = client_command(ctx, &setup.client, target, p.body_bytes, &json);
+    commands.push((Role::Client, describe(&cmd)));
+    let server_before = server.tree_cpu_s();
+    let gateway_cpu_s = |g: &[Proc]| -> Option<f64> {
+        (!g.is_empty()).then(|| g.iter().map(Proc::tree_cpu_s).sum())
+    };
+    let gateway_before = gateway_cpu_s(&gateway);
+    let started = Instant::now();
+    let mut client = Proc::spawn(cmd, "client", placement.client_cpu, &ctx.logs, libc::SIGINT)?;
+    let Some(client_cpu) = client.wait_rusage(ctx.duration + CLIENT_SLACK, ctx.stop)? else {
+        return Ok(None);
+    };
+    let wall_s = started.elapsed().as_secs_f64();
+    let server_cpu = server.tree_cpu_s() - server_before;
+    let gateway_cpu = gateway_cpu_s(&gateway)
+        .zip(gateway_before)
+        .map(|(after, before)| after - before);
+    for g in gateway.iter_mut().rev() {
+        g.stop();
+    }
+    server.stop();
+    // A Ctrl-C from the terminal reaches the client too, which may end
+    // early and cleanly before the flag is seen: such a run is not kept.
+    std::thread::sleep(Duration::from_millis(150));
+    if ctx.stop.load(Relaxed) {
+        return Ok(None);
+    }
+    if wall_s < ctx.duration.as_secs_f64() * 0.9 {
+        bail!(
+            "the client ended after {wall_s:.1} s, before its {:.0} s",
+            ctx.duration.as_secs_f64()
+        );
+    }
+
+    let outcome = match setup.client.kind {
+        ProcessKind::Wrk => {
+            let text = std::fs::read_to_string(ctx.logs.join("client.log"))
+                .context("reading wrk's output")?;
+            parse_wrk(&text)?
+        }
+        _ => parse_load(&json)?,
+    };
+    if outcome.requests == 0 {
+        bail!(
+            "the client completed no request (see {})",
+            ctx.logs.display()
+        );
+    }
+    let cpu = RoleCpu {
+        server_s: Some(server_cpu),
+        gateway_s: gateway_cpu,
+        client_s: Some(client_cpu),
+    };
+    let measured = match exp.measure {
+        Role::Server => Some(server_cpu),
+        Role::Gateway => gateway_cpu,
+        Role::Client => Some(client_cpu),
+    }
+    .filter(|c| *c > 0.0)
+    .ok_or_else(|| anyhow!("no CPU time measured for the {}", exp.measure.name()))?;
+    Ok(Some(PeerPoint {
+        schema: PEER_POINT_SCHEMA.into(),
+        id: p.id(),
+        params: p.clone(),
+        measure: exp.measure,
+        requests: outcome.requests,
+        requests_per_s: outcome.requests_per_s,
+        errors: outcome.errors,
+        cpu,
+        measured_cpu_s: measured,
+        requests_per_cpu_s: outcome.requests as f64 / measured,
+        wall_s,
+        commands,
+        finished_unix_s: unix_now(),
+    }))
+}
+
+/// A command line for the point file.
+fn describe(cmd: &Command) -> Vec<String> {
+    std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
