@@ -462,10 +462,10 @@ fn verdict(c: &Comparison) -> Vec<String> {
                 )
             });
             format!(
-                "{} at {} {}'s{ci}",
+                "{} at {} {}{ci}",
                 r.label,
                 r.ratio_to_best.map_or("-".into(), ratio_text),
-                best.label
+                possessive(&best.label)
             )
         })
         .collect();
@@ -524,8 +524,17 @@ fn verdict(c: &Comparison) -> Vec<String> {
             ));
         }
     }
-    // The best may itself cost more than a row it ties with.
-    for r in c.rows.iter().filter(|r| r.standing == Standing::TiesBest) {
+    // The best may itself cost more than a row it ties with: name the
+    // cheapest tie (least server CPU per request).
+    let cheapest = c
+        .rows
+        .iter()
+        .filter(|r| r.standing == Standing::TiesBest)
+        .min_by(|a, b| {
+            let cpu = |r: &RowComparison| r.cpu_us_per_request.map_or(f64::INFINITY, |f| f.median);
+            cpu(a).total_cmp(&cpu(b))
+        });
+    if let Some(r) = cheapest {
         let parts: Vec<String> = causes(best, r)
             .iter()
             .filter(|k| !matches!(k, Cause::NotServerWork))
@@ -543,15 +552,25 @@ fn verdict(c: &Comparison) -> Vec<String> {
     out
 }
 
+/// `label's`, or `label'` for a label ending in s (`threads'`).
+fn possessive(label: &str) -> String {
+    if label.ends_with('s') {
+        format!("{label}'")
+    } else {
+        format!("{label}'s")
+    }
+}
+
 /// One cause in words, `reference` naming the row it is measured against.
 fn cause_text(cause: &Cause, reference: &str) -> String {
+    let reference = possessive(reference);
     match cause {
         Cause::ScanCost {
             cpu_ratio,
             us_per_wakeup,
             best_us_per_wakeup,
         } => format!(
-            "scan cost: {} {reference}'s server CPU per request with no more wake-ups, so {us_per_wakeup:.1} us of CPU per wake-up against {best_us_per_wakeup:.1} us",
+            "scan cost: {} {reference} server CPU per request with no more wake-ups, so {us_per_wakeup:.1} us of CPU per wake-up against {best_us_per_wakeup:.1} us",
             ratio_text(*cpu_ratio)
         ),
         Cause::WakeUps {
@@ -559,9 +578,9 @@ fn cause_text(cause: &Cause, reference: &str) -> String {
             best_per_request,
             cpu_ratio,
         } => {
-            let cpu = if cpu_ratio.is_finite() {
+            let cpu = if cpu_ratio.is_finite() && *cpu_ratio >= 1.0 {
                 format!(
-                    ", and {} {reference}'s server CPU per request",
+                    ", and {} {reference} server CPU per request",
                     ratio_text(*cpu_ratio)
                 )
             } else {
@@ -575,7 +594,7 @@ fn cause_text(cause: &Cause, reference: &str) -> String {
             bytes_text(*best_bytes)
         ),
         Cause::NotServerWork => format!(
-            "no server work: its CPU per request, wake-ups and memory per connection are close to {reference}'s, so the cause lies elsewhere (scheduling, the client, the network path)"
+            "no server work: its CPU per request, wake-ups and memory per connection are close to {reference}, so the cause lies elsewhere (scheduling, the client, the network path)"
         ),
     }
 }
