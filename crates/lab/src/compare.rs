@@ -462,10 +462,10 @@ fn verdict(c: &Comparison) -> Vec<String> {
                 )
             });
             format!(
-                "{} at {} {}'s{ci}",
+                "{} at {} {}{ci}",
                 r.label,
                 r.ratio_to_best.map_or("-".into(), ratio_text),
-                best.label
+                possessive(&best.label)
             )
         })
         .collect();
@@ -500,43 +500,11 @@ fn verdict(c: &Comparison) -> Vec<String> {
         if r.standing != Standing::Differs && r.standing != Standing::TiesBest {
             continue;
         }
-        let mut parts = Vec::new();
-        for cause in &r.causes {
-            parts.push(match cause {
-                Cause::ScanCost {
-                    cpu_ratio,
-                    us_per_wakeup,
-                    best_us_per_wakeup,
-                } => format!(
-                    "scan cost: {} {}'s server CPU per request with no more wake-ups, so {us_per_wakeup:.1} us of CPU per wake-up against {best_us_per_wakeup:.1} us",
-                    ratio_text(*cpu_ratio),
-                    best.label
-                ),
-                Cause::WakeUps {
-                    per_request,
-                    best_per_request,
-                    cpu_ratio,
-                } => {
-                    let cpu = if cpu_ratio.is_finite() {
-                        format!(", and {} {}'s server CPU per request", ratio_text(*cpu_ratio), best.label)
-                    } else {
-                        String::new()
-                    };
-                    format!(
-                        "wake-ups: {per_request:.2} per request against {best_per_request:.2}{cpu}"
-                    )
-                }
-                Cause::Memory { bytes, best_bytes } => format!(
-                    "memory per connection: {} against {}",
-                    bytes_text(*bytes),
-                    bytes_text(*best_bytes)
-                ),
-                Cause::NotServerWork => format!(
-                    "no server work: its CPU per request, wake-ups and memory per connection are close to {}'s, so the cause lies elsewhere (scheduling, the client, the network path)",
-                    best.label
-                ),
-            });
-        }
+        let mut parts: Vec<String> = r
+            .causes
+            .iter()
+            .map(|k| cause_text(k, &best.label))
+            .collect();
         if r.standing == Standing::TiesBest {
             // A tie needs no explanation unless it costs more to reach.
             parts.retain(|p| !p.starts_with("no server work"));
@@ -556,7 +524,79 @@ fn verdict(c: &Comparison) -> Vec<String> {
             ));
         }
     }
+    // The best may itself cost more than a row it ties with: name the
+    // cheapest tie (least server CPU per request).
+    let cheapest = c
+        .rows
+        .iter()
+        .filter(|r| r.standing == Standing::TiesBest)
+        .min_by(|a, b| {
+            let cpu = |r: &RowComparison| r.cpu_us_per_request.map_or(f64::INFINITY, |f| f.median);
+            cpu(a).total_cmp(&cpu(b))
+        });
+    if let Some(r) = cheapest {
+        let parts: Vec<String> = causes(best, r)
+            .iter()
+            .filter(|k| !matches!(k, Cause::NotServerWork))
+            .map(|k| cause_text(k, &r.label))
+            .collect();
+        if !parts.is_empty() {
+            out.push(format!(
+                "{} is best, but at a cost against {}: {}",
+                best.label,
+                r.label,
+                parts.join("; ")
+            ));
+        }
+    }
     out
+}
+
+/// `label's`, or `label'` for a label ending in s (`threads'`).
+fn possessive(label: &str) -> String {
+    if label.ends_with('s') {
+        format!("{label}'")
+    } else {
+        format!("{label}'s")
+    }
+}
+
+/// One cause in words, `reference` naming the row it is measured against.
+fn cause_text(cause: &Cause, reference: &str) -> String {
+    let reference = possessive(reference);
+    match cause {
+        Cause::ScanCost {
+            cpu_ratio,
+            us_per_wakeup,
+            best_us_per_wakeup,
+        } => format!(
+            "scan cost: {} {reference} server CPU per request with no more wake-ups, so {us_per_wakeup:.1} us of CPU per wake-up against {best_us_per_wakeup:.1} us",
+            ratio_text(*cpu_ratio)
+        ),
+        Cause::WakeUps {
+            per_request,
+            best_per_request,
+            cpu_ratio,
+        } => {
+            let cpu = if cpu_ratio.is_finite() && *cpu_ratio >= 1.0 {
+                format!(
+                    ", and {} {reference} server CPU per request",
+                    ratio_text(*cpu_ratio)
+                )
+            } else {
+                String::new()
+            };
+            format!("wake-ups: {per_request:.2} per request against {best_per_request:.2}{cpu}")
+        }
+        Cause::Memory { bytes, best_bytes } => format!(
+            "memory per connection: {} against {}",
+            bytes_text(*bytes),
+            bytes_text(*best_bytes)
+        ),
+        Cause::NotServerWork => format!(
+            "no server work: its CPU per request, wake-ups and memory per connection are close to {reference}, so the cause lies elsewhere (scheduling, the client, the network path)"
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -683,6 +723,24 @@ mod tests {
         assert!(
             line.contains("wake-ups") && line.contains("memory per connection"),
             "{line}"
+        );
+    }
+
+    #[test]
+    fn a_best_that_ties_names_its_extra_cost() {
+        let rows = [
+            row("threads", &[50.0, 52.0, 51.0], 20.0, 1.2, 26_000.0),
+            row("epoll", &[52.0, 55.0, 53.0], 10.0, 0.4, 300.0),
+        ];
+        let c = compare("m", Better::Lower, &rows, Bootstrap::default());
+        assert_eq!(by_label(&c, "epoll").standing, Standing::TiesBest);
+        assert!(
+            c.verdict.iter().any(
+                |l| l.starts_with("threads is best, but at a cost against epoll")
+                    && l.contains("memory per connection: 25.4 KiB against 0.3 KiB")
+            ),
+            "{:?}",
+            c.verdict
         );
     }
 
