@@ -23,8 +23,7 @@
 //! possible run; the verdict therefore rests on the spreads, and the
 //! interval says how large a difference is.
 
-use rand_xoshiro::rand_core::{RngCore, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus;
+use connlab_measure::SeededRng;
 use serde::{Deserialize, Serialize};
 
 /// Which direction of the primary figure is better.
@@ -318,13 +317,13 @@ fn ratio_interval(
         return None;
     }
     let at = |v: &[Option<f64>], k: usize| v.get(k).copied().flatten();
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(boot.seed);
+    let mut rng = SeededRng::new(boot.seed);
     let mut ratios = Vec::with_capacity(boot.resamples);
     let mut draw = vec![0usize; rounds];
     for _ in 0..boot.resamples {
         for d in draw.iter_mut() {
             // The modulo bias is below 2^-50 for any round count here.
-            *d = (rng.next_u64() % rounds as u64) as usize;
+            *d = rng.below(rounds as u64) as usize;
         }
         let r = median(draw.iter().filter_map(|&k| at(row, k)));
         let b = median(draw.iter().filter_map(|&k| at(best, k)));
