@@ -90,7 +90,7 @@ pub struct ServerFigures {
 /// One finished point of a loadgen sweep (`DIR/points/<id>.json`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LoadgenPoint {
-    /// [`LOADGEN_POINT_SCHEMA`].
+    /// [`LOADGEN_POINT_SCHEMA`](super::LOADGEN_POINT_SCHEMA).
     pub schema: String,
     /// [`LoadgenParams::id`].
     pub id: String,
@@ -111,7 +111,7 @@ pub struct LoadgenPoint {
 /// `DIR/loadgen.json`: the sweep as a whole.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LoadgenInfo {
-    /// [`LOADGEN_SWEEP_SCHEMA`].
+    /// [`LOADGEN_SWEEP_SCHEMA`](super::LOADGEN_SWEEP_SCHEMA).
     pub schema: String,
     /// The experiment as run.
     pub experiment: LoadgenExperiment,

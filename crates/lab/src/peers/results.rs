@@ -21,7 +21,7 @@ pub struct RoleCpu {
 /// One finished point of a peers sweep (`DIR/points/<id>.json`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PeerPoint {
-    /// [`PEER_POINT_SCHEMA`].
+    /// [`PEER_POINT_SCHEMA`](super::PEER_POINT_SCHEMA).
     pub schema: String,
     /// [`PeerParams::id`].
     pub id: String,
@@ -52,7 +52,7 @@ pub struct PeerPoint {
 /// `DIR/peers.json`: the sweep as a whole.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PeersInfo {
-    /// [`PEERS_SWEEP_SCHEMA`].
+    /// [`PEERS_SWEEP_SCHEMA`](super::PEERS_SWEEP_SCHEMA).
     pub schema: String,
     /// The experiment as run.
     pub experiment: PeersExperiment,

@@ -1,6 +1,6 @@
 //! The I/O server: one mio (edge-triggered epoll) loop holds the cluster
 //! address's listeners, the node listener, every node connection
-//! ([`XferSession::server`]) and every client socket.
+//! ([`XferSession::server`](connlab_proto::xfer::XferSession::server)) and every client socket.
 //!
 //! - A client connection on a served port goes to the next node serving that
 //!   port (round robin) as an ACCEPT stream; a CONNECT from a node becomes a
