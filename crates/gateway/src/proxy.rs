@@ -140,11 +140,23 @@ impl Buf {
         self.end == self.data.len() && self.start == 0
     }
     /// One read from `src` into the free space; returns (bytes read, saw
-    /// EOF). Clears `readable` only on `EAGAIN`. Not on a short read: with
-    /// several connections relaying in bulk, a read shorter than the space
-    /// sometimes left data that no new edge announced, and the connection
-    /// stalled (found by `tests/proxy_relay.rs`; kernel 6.18).
-    fn fill(&mut self, src: &mut TcpStream, readable: &mut bool) -> io::Result<(usize, bool)> {
+    /// EOF). Clears `readable` on `EAGAIN`, and on a read shorter than the
+    /// space unless the peer's end was already reported (`hup`).
+    ///
+    /// A short TCP read emptied the receive queue, and anything arriving
+    /// after it raises a new edge, so the `EAGAIN` read that would prove it
+    /// is one system call per message saved (HAProxy does the same). The
+    /// exception is the end: a read stops short before a queued FIN and
+    /// returns it on the next call, and that FIN's edge has already been
+    /// reported. So once the peer's end was reported, reads go on until
+    /// they return 0 (an earlier version cleared nothing on a short read at
+    /// all after bulk relays stalled at the end; that stall was this case).
+    fn fill(
+        &mut self,
+        src: &mut TcpStream,
+        readable: &mut bool,
+        hup: bool,
+    ) -> io::Result<(usize, bool)> {
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
@@ -163,6 +175,9 @@ impl Buf {
                 Ok(0) => return Ok((0, true)),
                 Ok(n) => {
                     self.end += n;
+                    if n < space && !hup {
+                        *readable = false;
+                    }
                     return Ok((n, false));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -211,6 +226,12 @@ struct PipeRelay {
     stalled: bool,
 }
 
+/// Pipes are made at least this large (16 page slots, Linux's default)
+/// whatever the byte bound: every piece of a socket buffer spliced in takes
+/// a slot of its own, and a pipe sized down to a 16 KiB bound (4 slots) ran
+/// out of slots long before bytes, so a reply took several short splices.
+const MIN_PIPE_BYTES: usize = 64 * 1024;
+
 const SPLICE_FLAGS: libc::c_uint = libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK;
 
 impl PipeRelay {
@@ -222,15 +243,18 @@ impl PipeRelay {
         }
         // SAFETY: pipe2 succeeded: both descriptors are open and ours alone.
         let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        let want = libc::c_int::try_from(cap).unwrap_or(libc::c_int::MAX);
+        let want = libc::c_int::try_from(cap.max(MIN_PIPE_BYTES)).unwrap_or(libc::c_int::MAX);
         // SAFETY: F_SETPIPE_SZ on an open pipe; returns the new capacity.
         let got = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, want) };
-        let cap = if got > 0 {
+        let size = if got > 0 {
             got as usize
         } else {
             // SAFETY: F_GETPIPE_SZ on an open pipe.
             (unsafe { libc::fcntl(write.as_raw_fd(), libc::F_GETPIPE_SZ) }).max(4096) as usize
         };
+        // The byte bound stays the one asked for; the pipe's slots do not
+        // shrink with it.
+        let cap = cap.clamp(1, size);
         Ok(PipeRelay {
             read,
             write,
@@ -338,9 +362,14 @@ impl Relay {
             Relay::Splice(p) => p.len >= p.cap || p.stalled,
         }
     }
-    fn fill(&mut self, src: &mut TcpStream, readable: &mut bool) -> io::Result<(usize, bool)> {
+    fn fill(
+        &mut self,
+        src: &mut TcpStream,
+        readable: &mut bool,
+        hup: bool,
+    ) -> io::Result<(usize, bool)> {
         match self {
-            Relay::Copy(b) => b.fill(src, readable),
+            Relay::Copy(b) => b.fill(src, readable, hup),
             Relay::Splice(p) => p.fill(src, readable),
         }
     }
@@ -368,6 +397,9 @@ struct Pair {
     /// Edge-triggered readiness as last reported and not yet used up:
     /// client readable/writable, backend readable/writable.
     ready: [bool; 4],
+    /// The client's / backend's end (or an error) was reported by an event:
+    /// reads of that socket go on until they return 0.
+    hup: [bool; 2],
     /// When bytes last moved (or the connection was accepted).
     last_active: Instant,
     /// Its turn ended at the budget: it is in the loop's backlog.
@@ -480,6 +512,7 @@ pub fn run(
                     let side = (t - FIRST) % 2 * 2;
                     if let Some(p) = pairs.get_mut(slot).and_then(Option::as_mut) {
                         let gone = event.is_error() || event.is_read_closed();
+                        p.hup[side / 2] |= gone;
                         p.ready[side] |= event.is_readable() || gone;
                         p.ready[side + 1] |= event.is_writable() || gone || event.is_write_closed();
                     }
@@ -598,6 +631,7 @@ fn accept_all(
             up_shut: false,
             down_shut: false,
             ready: [true; 4],
+            hup: [false; 2],
             last_active: Instant::now(),
             in_backlog: false,
         };
@@ -701,7 +735,7 @@ fn pump(
             }
             let mut moved = false;
             if *cr && !p.client_eof && !p.up.is_full() {
-                let (n, eof) = p.up.fill(&mut p.client, cr)?;
+                let (n, eof) = p.up.fill(&mut p.client, cr, p.hup[0])?;
                 p.client_eof = eof;
                 moved |= n > 0 || eof;
             }
@@ -712,7 +746,7 @@ fn pump(
                 moved |= n > 0;
             }
             if *br && !p.backend_eof && !p.down.is_full() {
-                let (n, eof) = p.down.fill(&mut p.backend, br)?;
+                let (n, eof) = p.down.fill(&mut p.backend, br, p.hup[1])?;
                 p.backend_eof = eof;
                 moved |= n > 0 || eof;
             }
@@ -784,6 +818,7 @@ fn retry(
             p.backend_idx = idx;
             p.ready[2] = true;
             p.ready[3] = true;
+            p.hup[1] = false;
             return true;
         }
     }
