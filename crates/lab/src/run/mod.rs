@@ -143,11 +143,20 @@ pub fn sweep(
             locality::sweep(e, req, progress, shutdown)
         }
         AnyExperiment::Pipeline(e) => pipeline::sweep(e, req, progress, shutdown),
-        AnyExperiment::Peers(e) => peers::sweep(e, req, progress, shutdown),
+        AnyExperiment::Peers(e) => peers::sweep(e, &with_absolute_out(req)?, progress, shutdown),
         AnyExperiment::Singleip(e) => singleip::sweep(e, req, progress, shutdown),
         AnyExperiment::Loadgen(e) => loadgen::sweep(e, req, progress, shutdown),
         AnyExperiment::Suite(_) => Err(RunError::NotHere(ExperimentKind::Suite)),
     }
+}
+
+/// `req` with its results directory made absolute: the peers' servers
+/// (nginx above all) run with their own prefix directory and would resolve a
+/// relative configuration path against it.
+fn with_absolute_out(req: &SweepRequest) -> Result<SweepRequest, RunError> {
+    let out = std::path::absolute(&req.out)
+        .map_err(|e| RunError::Input(format!("resolving {}: {e}", req.out.display())))?;
+    Ok(SweepRequest { out, ..req.clone() })
 }
 
 /// Seconds since the Unix epoch, now.
@@ -372,6 +381,20 @@ links = ["memory:unlimited"]
         .unwrap_err();
         assert!(matches!(err, RunError::Input(_)), "{err}");
         let _ = std::fs::remove_dir_all(&out);
+    }
+
+    #[test]
+    fn a_relative_results_directory_is_made_absolute() {
+        let req = SweepRequest {
+            text: String::new(),
+            out: PathBuf::from("results/peers"),
+            quick: false,
+            fresh: false,
+            connlab: PathBuf::from("connlab"),
+        };
+        let abs = with_absolute_out(&req).unwrap();
+        assert!(abs.out.is_absolute(), "{}", abs.out.display());
+        assert!(abs.out.ends_with("results/peers"));
     }
 
     #[test]
