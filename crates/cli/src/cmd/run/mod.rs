@@ -52,7 +52,11 @@ Examples:
   connlab run --protocol http --against nginx=127.0.0.1:8080 --against-pid $(cat nginx.pid)")]
 pub(crate) struct RunArgs {
     /// Engines to compare: one name, a comma list, or `all`.
-    #[arg(long, visible_alias = "engine", default_value = "epoll,poll,select,threads", value_parser = parse_engines)]
+    #[arg(
+        long,
+        visible_alias = "engine",
+        default_value = "epoll,poll,select,threads"
+    )]
     engines: EngineList,
     /// Edge-triggered epoll for the epoll engine.
     #[arg(long)]
@@ -69,7 +73,7 @@ pub(crate) struct RunArgs {
     quick: bool,
     /// A server already running to measure as a row, as ADDR or LABEL=ADDR
     /// (e.g. nginx=127.0.0.1:8080); repeatable. It must speak --protocol.
-    #[arg(long, value_name = "[LABEL=]ADDR", value_parser = parse_against)]
+    #[arg(long, value_name = "[LABEL=]ADDR")]
     against: Vec<Against>,
     /// The process id of the n-th --against server (its master process):
     /// its process tree is pinned to --server-cpu for each run (the old
@@ -94,14 +98,19 @@ pub(crate) struct RunArgs {
 #[derive(Clone, Debug)]
 pub(crate) struct EngineList(Vec<EngineKind>);
 
-fn parse_engines(s: &str) -> Result<EngineList, String> {
-    if s == "all" {
-        return Ok(EngineList(EngineKind::ALL.to_vec()));
+impl std::str::FromStr for EngineList {
+    type Err = String;
+
+    /// `all`, or engine names separated by commas.
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "all" {
+            return Ok(EngineList(EngineKind::ALL.to_vec()));
+        }
+        s.split(',')
+            .map(|e| e.trim().parse())
+            .collect::<Result<Vec<_>, _>>()
+            .map(EngineList)
     }
-    s.split(',')
-        .map(|e| e.trim().parse())
-        .collect::<Result<Vec<_>, _>>()
-        .map(EngineList)
 }
 
 /// `--against` value: a label and an address.
@@ -111,30 +120,35 @@ pub(crate) struct Against {
     addr: SocketAddr,
 }
 
-fn parse_against(s: &str) -> Result<Against, String> {
-    let (label, addr) = match s.split_once('=') {
-        Some((l, a)) => (Some(l.trim()), a.trim()),
-        None => (None, s.trim()),
-    };
-    if let Some(l) = label {
-        let ok = !l.is_empty()
-            && l.chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-        if !ok {
-            return Err(format!(
-                "label {l:?}: use letters, digits, '-', '_' or '.' (it names files)"
-            ));
+impl std::str::FromStr for Against {
+    type Err = String;
+
+    /// `[LABEL=]ADDR`: the label names files, the address is resolved now.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (label, addr) = match s.split_once('=') {
+            Some((l, a)) => (Some(l.trim()), a.trim()),
+            None => (None, s.trim()),
+        };
+        if let Some(l) = label {
+            let ok = !l.is_empty()
+                && l.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            if !ok {
+                return Err(format!(
+                    "label {l:?}: use letters, digits, '-', '_' or '.' (it names files)"
+                ));
+            }
         }
+        let addr = addr
+            .to_socket_addrs()
+            .map_err(|e| format!("{addr:?}: {e}"))?
+            .next()
+            .ok_or_else(|| format!("{addr:?} resolves to no address"))?;
+        Ok(Against {
+            label: label.map(str::to_string),
+            addr,
+        })
     }
-    let addr = addr
-        .to_socket_addrs()
-        .map_err(|e| format!("{addr:?}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{addr:?} resolves to no address"))?;
-    Ok(Against {
-        label: label.map(str::to_string),
-        addr,
-    })
 }
 
 /// Gives `run` the defaults of the locality paper's cell where they differ
