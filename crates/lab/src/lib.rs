@@ -47,8 +47,8 @@ pub use peers::{
 pub use pipeline::{
     capacity, projected_capacity, size_text, ClaimResult, ClaimStatistic, LinkSpec, MessageCounts,
     OursCell, PipelineClaim, PipelineExperiment, PipelineMatrix, PipelinePaper, PipelinePaperCell,
-    PipelinePaperLine, PipelineQuick, PipelineRunParams, PipelineRunRecord, PipelineSweep, Spread,
-    MAX_PROJECTED_EFFICIENCY, PIPELINE_MODES, PIPELINE_SWEEP_SCHEMA,
+    PipelinePaperLine, PipelineQuick, PipelineRunParams, PipelineRunRecord, PipelineRunRow,
+    PipelineSweep, Spread, MAX_PROJECTED_EFFICIENCY, PIPELINE_MODES, PIPELINE_SWEEP_SCHEMA,
 };
 pub use results::{
     PointResult, ResultsError, SweepDir, SweepInfo, TopologyInfo, POINT_SCHEMA, SWEEP_SCHEMA,

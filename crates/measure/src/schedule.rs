@@ -17,6 +17,19 @@ pub enum Arrival {
     Poisson,
 }
 
+impl std::str::FromStr for Arrival {
+    type Err = String;
+
+    /// `fixed` or `poisson`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fixed" => Ok(Arrival::Fixed),
+            "poisson" => Ok(Arrival::Poisson),
+            _ => Err(format!("unknown arrival {s:?}; expected fixed or poisson")),
+        }
+    }
+}
+
 /// Why a schedule cannot be made.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ScheduleError {

@@ -54,6 +54,18 @@ impl Protocol {
     }
 }
 
+impl std::str::FromStr for Protocol {
+    type Err = String;
+
+    /// `clb1` or `http`, as [`Protocol::name`] gives them.
+    fn from_str(s: &str) -> Result<Self, String> {
+        Protocol::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| format!("unknown protocol {s:?}; expected clb1 or http"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -63,5 +75,14 @@ mod tests {
         assert_eq!(Protocol::Clb1.name(), "clb1");
         assert_eq!(Protocol::Http.name(), "http");
         assert_eq!(Protocol::ALL, [Protocol::Clb1, Protocol::Http]);
+    }
+
+    #[test]
+    fn parses_the_names_it_gives() {
+        for p in Protocol::ALL {
+            assert_eq!(p.name().parse::<Protocol>(), Ok(p));
+        }
+        let err = "HTTP".parse::<Protocol>().unwrap_err();
+        assert!(err.contains("expected clb1 or http"), "{err}");
     }
 }

@@ -1,7 +1,6 @@
 //! `connlab load`: the locality load generator.
 
 use crate::cmd::output::{print_summary, with_progress, write_outputs, OutputArgs};
-use crate::cmd::serve::parse_protocol;
 use crate::units::{parse_duration, parse_size_u32};
 use crate::Exit;
 use anyhow::{anyhow, Context};
@@ -21,7 +20,7 @@ pub(crate) struct WorkloadArgs {
     #[arg(short = 'c', long, default_value_t = 100)]
     pub(crate) connections: usize,
     /// Share of connections carrying traffic (communication locality): 0.0625 or 1/16.
-    #[arg(long, default_value = "1", value_parser = parse_ratio)]
+    #[arg(long, default_value = "1")]
     pub(crate) active_ratio: ActiveRatio,
     /// Request size, header included (CLB1), e.g. 128 or 1KiB.
     #[arg(long, visible_alias = "req-size", default_value = "128", value_parser = parse_size_u32)]
@@ -30,13 +29,13 @@ pub(crate) struct WorkloadArgs {
     #[arg(long, visible_alias = "resp-size", default_value = "10KiB", value_parser = parse_size_u32)]
     pub(crate) response_size: u32,
     /// Requests per second in total (open loop), or `max` for closed loop with --depth.
-    #[arg(long, default_value = "1000", value_parser = parse_rate)]
+    #[arg(long, default_value = "1000")]
     pub(crate) rate: RateArg,
     /// Closed loop (--rate max): requests outstanding per active connection.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) depth: u32,
     /// Open-loop arrivals: fixed intervals or poisson.
-    #[arg(long, default_value = "fixed", value_parser = parse_arrival)]
+    #[arg(long, default_value = "fixed")]
     pub(crate) arrival: Arrival,
     /// Measured time, e.g. 10s, 2m.
     #[arg(short = 'd', long, default_value = "10s", value_parser = parse_duration)]
@@ -45,7 +44,7 @@ pub(crate) struct WorkloadArgs {
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub(crate) warmup: Duration,
     /// Wire format: clb1 or http.
-    #[arg(long, value_parser = parse_protocol, default_value = "clb1")]
+    #[arg(long, default_value = "clb1")]
     pub(crate) protocol: Protocol,
     /// HTTP request target [default: /bytes/{response-size}].
     #[arg(long)]
@@ -66,7 +65,7 @@ pub(crate) struct WorkloadArgs {
     #[arg(long)]
     pub(crate) connection_per_request: bool,
     /// Local addresses to spread connections over: 127.0.0.2-127.0.0.9 or a comma list.
-    #[arg(long, value_parser = parse_addrs)]
+    #[arg(long)]
     pub(crate) source_addrs: Option<AddrList>,
     /// Seed of the active-set choice and of Poisson arrivals.
     #[arg(long, default_value_t = 1)]
@@ -79,7 +78,7 @@ pub(crate) struct WorkloadArgs {
     /// locality paper) or `rotating` (closed loop only: the ratio caps how many
     /// connections have a request outstanding; each next request goes to a
     /// random idle connection, the polling paper).
-    #[arg(long, default_value = "fixed", value_parser = parse_policy)]
+    #[arg(long, default_value = "fixed")]
     pub(crate) active_policy: ActivePolicy,
     /// Run the writer thread under SCHED_FIFO at this priority (1-99), so it
     /// preempts the reader and other client processes on its CPU (needs root).
@@ -131,7 +130,7 @@ pub(crate) struct LoadArgs {
     cpu: Option<CpuList>,
     /// Run the i-th of N slices of the workload (its connections, active set
     /// and rate), e.g. 2/5; every shard takes the whole run's flags.
-    #[arg(long, value_name = "i/N", value_parser = parse_shard)]
+    #[arg(long, value_name = "i/N")]
     shard: Option<Shard>,
     /// Start measuring (warm-up first) at this wall-clock instant: Unix
     /// seconds (e.g. 1763900000.5) or +DURATION from now; aligns shards.
@@ -158,14 +157,6 @@ fn parse_error_ratio(s: &str) -> Result<f64, String> {
     }
 }
 
-fn parse_policy(s: &str) -> Result<ActivePolicy, String> {
-    s.parse()
-}
-
-fn parse_shard(s: &str) -> Result<Shard, String> {
-    s.parse().map_err(|e| format!("{e}"))
-}
-
 /// `--start-at`: Unix seconds, or `+DURATION` from now.
 pub(crate) fn parse_start_at(s: &str) -> Result<SystemTime, String> {
     if let Some(rel) = s.strip_prefix('+') {
@@ -181,56 +172,54 @@ pub(crate) fn parse_start_at(s: &str) -> Result<SystemTime, String> {
     }
 }
 
-fn parse_ratio(s: &str) -> Result<ActiveRatio, String> {
-    s.parse().map_err(|e| format!("{e}"))
-}
+impl std::str::FromStr for RateArg {
+    type Err = String;
 
-fn parse_rate(s: &str) -> Result<RateArg, String> {
-    if s.eq_ignore_ascii_case("max") {
-        return Ok(RateArg::Max);
-    }
-    match s.parse::<f64>() {
-        Ok(r) if r > 0.0 && r.is_finite() => Ok(RateArg::PerSecond(r)),
-        _ => Err(format!(
-            "{s:?} is not a rate: give requests per second (e.g. 2000) or `max`"
-        )),
-    }
-}
-
-fn parse_arrival(s: &str) -> Result<Arrival, String> {
-    match s {
-        "fixed" => Ok(Arrival::Fixed),
-        "poisson" => Ok(Arrival::Poisson),
-        _ => Err(format!("unknown arrival {s:?}; expected fixed or poisson")),
-    }
-}
-
-fn parse_addrs(s: &str) -> Result<AddrList, String> {
-    let mut out = Vec::new();
-    for item in s.split(',') {
-        let item = item.trim();
-        if let Some((a, b)) = item.split_once('-') {
-            let a: Ipv4Addr = a
-                .trim()
-                .parse()
-                .map_err(|_| format!("bad address {a:?} in {s:?}"))?;
-            let b: Ipv4Addr = b
-                .trim()
-                .parse()
-                .map_err(|_| format!("bad address {b:?} in {s:?}"))?;
-            let (lo, hi) = (u32::from(a), u32::from(b));
-            if lo > hi || hi - lo > 65_535 {
-                return Err(format!("bad address range {item:?}: the first must not exceed the last, at most 65536 addresses"));
-            }
-            out.extend((lo..=hi).map(|x| IpAddr::V4(Ipv4Addr::from(x))));
-        } else {
-            out.push(
-                item.parse()
-                    .map_err(|_| format!("bad address {item:?} in {s:?}"))?,
-            );
+    /// Requests per second, or `max`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.eq_ignore_ascii_case("max") {
+            return Ok(RateArg::Max);
+        }
+        match s.parse::<f64>() {
+            Ok(r) if r > 0.0 && r.is_finite() => Ok(RateArg::PerSecond(r)),
+            _ => Err(format!(
+                "{s:?} is not a rate: give requests per second (e.g. 2000) or `max`"
+            )),
         }
     }
-    Ok(AddrList(out))
+}
+
+impl std::str::FromStr for AddrList {
+    type Err = String;
+
+    /// Addresses and `A-B` ranges of IPv4 addresses, separated by commas.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut out = Vec::new();
+        for item in s.split(',') {
+            let item = item.trim();
+            if let Some((a, b)) = item.split_once('-') {
+                let a: Ipv4Addr = a
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("bad address {a:?} in {s:?}"))?;
+                let b: Ipv4Addr = b
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("bad address {b:?} in {s:?}"))?;
+                let (lo, hi) = (u32::from(a), u32::from(b));
+                if lo > hi || hi - lo > 65_535 {
+                    return Err(format!("bad address range {item:?}: the first must not exceed the last, at most 65536 addresses"));
+                }
+                out.extend((lo..=hi).map(|x| IpAddr::V4(Ipv4Addr::from(x))));
+            } else {
+                out.push(
+                    item.parse()
+                        .map_err(|_| format!("bad address {item:?} in {s:?}"))?,
+                );
+            }
+        }
+        Ok(AddrList(out))
+    }
 }
 
 impl WorkloadArgs {

@@ -64,7 +64,7 @@ pub(crate) struct PipelineArgs {
     #[arg(long, value_enum, default_value = "memory")]
     link: LinkArg,
     /// memory: line rate, e.g. 800mbit (the paper's HIPPI), 10gbit, or unlimited.
-    #[arg(long, default_value = "800mbit", value_parser = parse_bandwidth)]
+    #[arg(long, default_value = "800mbit")]
     bandwidth: Bandwidth,
     /// memory: one-way latency added after transmission, e.g. 50us.
     #[arg(long, default_value = "0s", value_parser = crate::units::parse_duration)]
@@ -137,8 +137,12 @@ enum PoolArg {
 #[derive(Clone, Copy, Debug)]
 struct Bandwidth(Option<u64>);
 
-fn parse_bandwidth(s: &str) -> Result<Bandwidth, String> {
-    connlab_lab::parse_link_rate(s).map(Bandwidth)
+impl std::str::FromStr for Bandwidth {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        connlab_lab::parse_link_rate(s).map(Bandwidth)
+    }
 }
 
 fn parse_probability(s: &str) -> Result<f64, String> {

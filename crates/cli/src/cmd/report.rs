@@ -31,12 +31,8 @@ pub(crate) struct ReportArgs {
     #[arg(short = 'o', long, value_name = "FILE")]
     output: Option<PathBuf>,
     /// html, markdown or csv.
-    #[arg(long, default_value = "html", value_parser = parse_format)]
+    #[arg(long, default_value = "html")]
     format: Format,
-}
-
-fn parse_format(s: &str) -> Result<Format, String> {
-    s.parse()
 }
 
 /// Renders the report.

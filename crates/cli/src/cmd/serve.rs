@@ -43,7 +43,7 @@ Prints `listening on IP:PORT` on stdout when ready. SIGINT/SIGTERM stop it;
 it then writes --stats (JSON) and a summary table on stderr, and exits 0.")]
 pub(crate) struct ServeArgs {
     /// I/O model: processes, threads, select, poll, epoll, uring, rtsig.
-    #[arg(long, value_parser = parse_engine, default_value = "epoll")]
+    #[arg(long, default_value = "epoll")]
     engine: EngineKind,
     /// Use edge-triggered epoll (only with --engine epoll).
     #[arg(long)]
@@ -53,18 +53,13 @@ pub(crate) struct ServeArgs {
     /// but sqpoll); `none`, `all`, `default` reset. Names: multishot-accept,
     /// multishot-recv, buf-ring, ring-send, defer-taskrun, fixed-files,
     /// sqpoll. Without the flag, $CONNLAB_URING_FEATURES if set.
-    #[arg(
-        long,
-        value_name = "LIST",
-        value_parser = parse_uring_features,
-        allow_hyphen_values = true
-    )]
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     uring_features: Option<UringFeatures>,
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:7070")]
     listen: SocketAddr,
     /// Wire format: clb1 or http (see shared/protocol.md).
-    #[arg(long, value_parser = parse_protocol, default_value = "clb1")]
+    #[arg(long, default_value = "clb1")]
     protocol: Protocol,
     /// Largest request/response (CLB1 req_len, resp_len; HTTP /bytes/N), e.g. 16MiB.
     #[arg(long, value_parser = parse_size_u32, default_value = "16MiB")]
@@ -81,11 +76,11 @@ pub(crate) struct ServeArgs {
     profile_poll: bool,
     /// Close a connection whose request head is not complete this long after
     /// its first byte (like nginx's client_header_timeout); `off` for none.
-    #[arg(long, value_name = "DUR", value_parser = parse_timeout, default_value = "60s")]
+    #[arg(long, value_name = "DUR", default_value = "60s")]
     header_timeout: Timeout,
     /// Close a connection after this long with no byte moved either way;
     /// off by default, as the locality experiments keep idle connections open.
-    #[arg(long, value_name = "DUR", value_parser = parse_timeout, default_value = "off")]
+    #[arg(long, value_name = "DUR", default_value = "off")]
     idle_timeout: Timeout,
     /// Write statistics as JSON to FILE at shutdown.
     #[arg(long, value_name = "FILE")]
@@ -101,16 +96,16 @@ pub(crate) struct ServeArgs {
 #[derive(Clone, Copy, Debug)]
 struct Timeout(Option<Duration>);
 
-fn parse_timeout(s: &str) -> Result<Timeout, String> {
-    if s.trim() == "off" {
-        return Ok(Timeout(None));
-    }
-    let d = parse_duration(s).map_err(|e| format!("{e} (or `off`)"))?;
-    Ok(Timeout((!d.is_zero()).then_some(d)))
-}
+impl std::str::FromStr for Timeout {
+    type Err = String;
 
-fn parse_uring_features(s: &str) -> Result<UringFeatures, String> {
-    s.parse()
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.trim() == "off" {
+            return Ok(Timeout(None));
+        }
+        let d = parse_duration(s).map_err(|e| format!("{e} (or `off`)"))?;
+        Ok(Timeout((!d.is_zero()).then_some(d)))
+    }
 }
 
 /// The environment variable `--uring-features` defaults to.
@@ -126,18 +121,6 @@ fn uring_features(args: &ServeArgs) -> Result<UringFeatures, Exit> {
             .parse()
             .map_err(|e| Exit::usage(anyhow::anyhow!("${URING_FEATURES_ENV}: {e}"))),
         Err(_) => Ok(UringFeatures::default()),
-    }
-}
-
-fn parse_engine(s: &str) -> Result<EngineKind, String> {
-    s.parse()
-}
-
-pub(crate) fn parse_protocol(s: &str) -> Result<Protocol, String> {
-    match s {
-        "clb1" => Ok(Protocol::Clb1),
-        "http" => Ok(Protocol::Http),
-        _ => Err(format!("unknown protocol {s:?}; expected clb1 or http")),
     }
 }
 

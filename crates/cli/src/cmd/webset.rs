@@ -45,7 +45,7 @@ pub(crate) struct GenerateArgs {
     /// Directory to write (created if missing).
     dir: PathBuf,
     /// File-set model: paper, specweb96 or surge.
-    #[arg(long, default_value = "paper", value_parser = parse_model)]
+    #[arg(long, default_value = "paper")]
     model: Model,
     /// Seed of every random choice.
     #[arg(long, default_value_t = 1)]
@@ -72,10 +72,6 @@ pub(crate) struct GenerateArgs {
 pub(crate) struct StatsArgs {
     /// A manifest.csv (or the directory holding it).
     manifest: PathBuf,
-}
-
-fn parse_model(s: &str) -> Result<Model, String> {
-    s.parse()
 }
 
 /// Runs a `webset` subcommand.

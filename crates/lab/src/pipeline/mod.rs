@@ -13,6 +13,7 @@
 
 mod experiment;
 mod paper;
+mod rows;
 mod sweep;
 #[cfg(test)]
 mod tests;
@@ -24,6 +25,7 @@ pub use experiment::{
 pub use paper::{
     ClaimStatistic, PipelineClaim, PipelinePaper, PipelinePaperCell, PipelinePaperLine,
 };
+pub use rows::PipelineRunRow;
 pub use sweep::{
     capacity, projected_capacity, size_text, ClaimResult, OursCell, PipelineRunRecord,
     PipelineSweep, Spread, MAX_PROJECTED_EFFICIENCY,

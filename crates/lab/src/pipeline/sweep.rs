@@ -246,63 +246,11 @@ impl PipelineSweep {
         })?;
         connlab_os::files::write_atomic(&path, json + "\n").map_err(io(&path))?;
         let csv = dir.join("runs.csv");
-        connlab_os::files::write_atomic(&csv, self.csv()).map_err(io(&csv))
-    }
-
-    /// One row per run, for pandas. `projected_*` is the bounded
-    /// projection (empty when there is none, `no_projection` says why);
-    /// `layers_only_mbit_s` the layer stages alone.
-    pub fn csv(&self) -> String {
-        let mut out = String::from(
-            "id,mode,link,message_size,layers,repetition,messages,messages_delivered,verified,\
-             throughput_mbit_s,messages_per_s,relative_capacity,efficiency,\
-             projected_mbit_s,projected_relative_capacity,projected_efficiency,\
-             projected_bound,no_projection,layers_only_mbit_s,retransmissions,elapsed_s\n",
-        );
-        let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
-        let text = |t: &str| format!("\"{}\"", t.replace('"', "'"));
-        for r in &self.runs {
-            let x = &r.result;
-            let base = self.run(&r.params.baseline()).map(|b| &b.result);
-            let (rc, eff) = capacity(
-                x.throughput_mbit_s,
-                r.params.layers,
-                base.map(|b| b.throughput_mbit_s),
-            );
-            let (prc, peff, why) = match projected_capacity(x, r.params.layers, base) {
-                Ok((rc, eff)) => (Some(rc), Some(eff), String::new()),
-                Err(e) => (None, None, e),
-            };
-            let why = match x.projection.value() {
-                Err(e) => e.to_string(),
-                Ok(_) => why,
-            };
-            out += &format!(
-                "{},{},{},{},{},{},{},{},{},{:.3},{:.1},{},{},{},{},{},{},{},{},{},{:.4}\n",
-                r.id,
-                r.params.mode,
-                r.params.link.label(),
-                r.params.message_size,
-                r.params.layers,
-                r.params.repetition,
-                r.params.messages,
-                x.messages_delivered,
-                x.verified,
-                x.throughput_mbit_s,
-                x.messages_per_s,
-                opt(rc),
-                opt(eff),
-                opt(x.projection.mbit_s),
-                opt(prc),
-                opt(peff),
-                text(&x.projection.bound),
-                text(&why),
-                opt(x.projection.layers_only_mbit_s),
-                x.retransmissions,
-                x.elapsed_s
-            );
-        }
-        out
+        let text = self.csv().map_err(|e| crate::ResultsError::Format {
+            path: csv.display().to_string(),
+            message: e.to_string(),
+        })?;
+        connlab_os::files::write_atomic(&csv, text).map_err(io(&csv))
     }
 
     /// The paper's conditions as this sweep labels them: line and messages

@@ -366,3 +366,17 @@ fn line_share_uses_the_measured_line_alone() {
     // The line alone has no relative capacity.
     assert_eq!(capacity(105.0, 0, Some(100.0)), (None, None));
 }
+
+#[test]
+fn runs_csv_reads_back_into_its_rows() {
+    // A reason with a comma and a quote must stay one field, unaltered.
+    let mut s = sweep([90.0, 80.0], [Some(690.0), None]);
+    s.runs[3].result.projection.unsupported = Some("few \"busy\" samples, 2 of 3".into());
+    let text = s.csv().unwrap();
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let back: Vec<super::PipelineRunRow> = reader.deserialize().map(Result::unwrap).collect();
+    assert_eq!(back, s.rows());
+    assert_eq!(back.len(), 4);
+    assert!(back[3].no_projection.contains("\"busy\" samples, 2 of 3"));
+    assert_eq!(back[1].efficiency, Some(0.9));
+}

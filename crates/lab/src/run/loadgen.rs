@@ -77,43 +77,34 @@ fn run_points(
     outcome: &mut SweepOutcome,
 ) -> Result<(), RunError> {
     let out = &req.out;
-    for p in plan {
-        if point_done(out, p) {
-            continue;
-        }
-        if shutdown.requested() {
-            break;
-        }
-        let id = p.id();
-        progress.start(&id, None);
-        let began = Instant::now();
-        let ctx = PointCtx {
-            exp,
-            exe: &req.connlab,
-            logs: LoadgenDir::log_dir(out, &id),
-            quick: req.quick,
-            shutdown,
-        };
-        match run_point(&ctx, p) {
-            Ok(Some(point)) => {
-                progress.finish(&id, began.elapsed(), &describe(&point));
-                LoadgenDir::write_json(&LoadgenDir::point_path(out, &id), &point)
-                    .with_context(|| format!("writing the point {id}"))?;
-                outcome.measured += 1;
-            }
-            Ok(None) => {
-                progress.finish(&id, began.elapsed(), "interrupted (not kept)");
-                break;
-            }
-            Err(e) => {
-                progress.finish(&id, began.elapsed(), &format!("FAILED: {e:#}"));
+    super::each_point(
+        plan,
+        progress,
+        outcome,
+        |p| (!point_done(out, p)).then(|| p.id()),
+        || shutdown.requested(),
+        |p, id| {
+            let ctx = PointCtx {
+                exp,
+                exe: &req.connlab,
+                logs: LoadgenDir::log_dir(out, id),
+                quick: req.quick,
+                shutdown,
+            };
+            run_point(&ctx, p).inspect_err(|e| {
                 let _ =
                     connlab_os::files::write_atomic(ctx.logs.join("error.txt"), format!("{e:#}\n"));
-                outcome.failed.push(id);
-            }
-        }
-    }
-    Ok(())
+            })
+        },
+        |id, point| {
+            LoadgenDir::write_json(&LoadgenDir::point_path(out, id), &point)
+                .with_context(|| format!("writing the point {id}"))?;
+            Ok(super::Kept {
+                summary: describe(&point),
+                failed: false,
+            })
+        },
+    )
 }
 
 /// How long a point's set-up may take: a second per 2,000 connections,

@@ -27,7 +27,7 @@ use connlab_os::Shutdown;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// What a sweep is asked to do.
 #[derive(Clone, Debug)]
@@ -224,6 +224,59 @@ pub(crate) fn announce(
         kept,
         ..SweepOutcome::default()
     }
+}
+
+/// A measured point as [`each_point`] records it.
+pub(crate) struct Kept {
+    /// What the point's progress line says.
+    pub summary: String,
+    /// The point is kept but counts as failed (its results did not verify).
+    pub failed: bool,
+}
+
+/// The loop of a point-by-point sweep: the points of `plan` that `pending`
+/// names (those not kept from before), in order, until the plan ends or
+/// `stopped` says so. `measure` runs one point (`Ok(None)`: interrupted, not
+/// kept, the sweep stops; `Err`: the point failed, the sweep goes on);
+/// `keep` writes a measured point and sums it up (its error ends the sweep).
+pub(crate) fn each_point<P, T>(
+    plan: &[P],
+    progress: &mut dyn Progress,
+    outcome: &mut SweepOutcome,
+    pending: impl Fn(&P) -> Option<String>,
+    stopped: impl Fn() -> bool,
+    mut measure: impl FnMut(&P, &str) -> anyhow::Result<Option<T>>,
+    mut keep: impl FnMut(&str, T) -> Result<Kept, RunError>,
+) -> Result<(), RunError> {
+    for p in plan {
+        let Some(id) = pending(p) else {
+            continue;
+        };
+        if stopped() {
+            break;
+        }
+        progress.start(&id, None);
+        let began = Instant::now();
+        match measure(p, &id) {
+            Ok(Some(result)) => {
+                let kept = keep(&id, result)?;
+                progress.finish(&id, began.elapsed(), &kept.summary);
+                if kept.failed {
+                    outcome.failed.push(id);
+                }
+                outcome.measured += 1;
+            }
+            Ok(None) => {
+                progress.finish(&id, began.elapsed(), "interrupted (not kept)");
+                break;
+            }
+            Err(e) => {
+                progress.finish(&id, began.elapsed(), &format!("FAILED: {e:#}"));
+                outcome.failed.push(id);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Writes the experiment text into `DIR/experiment.toml`.

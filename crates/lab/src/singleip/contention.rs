@@ -4,7 +4,7 @@
 use super::records::{
     jain, median, percentile, ContentionResult, ProbeTransfer, StreamResult, TimelinePacket,
 };
-use std::collections::BTreeMap;
+use serde::Deserialize;
 use std::io::BufRead;
 
 // ------------------------------------------------------------------ contention analysis
@@ -115,6 +115,22 @@ pub fn analyse_contention(
     Ok(out)
 }
 
+/// The columns of linkem's log (`connlab_linkem::log::LogRow`) this
+/// analysis reads; the others are skipped.
+#[derive(Deserialize)]
+struct LogLine {
+    direction: String,
+    arrival_ns: u64,
+    departure_ns: Option<u64>,
+    fate: String,
+    src: Option<String>,
+    dst: Option<String>,
+    protocol: Option<u8>,
+    seq: Option<u64>,
+    flags: Option<String>,
+    payload_len: u64,
+}
+
 /// Reads linkem's log: queueing delay toward the clients, drops, and the
 /// time/sequence timeline. linkem's clock (ns since it started) is put on
 /// the clients' by matching background 1's first SYN to its connect start.
@@ -126,33 +142,8 @@ fn read_packet_log(
     log: &mut dyn BufRead,
     out: &mut ContentionResult,
 ) -> Result<(), String> {
-    let mut header = String::new();
-    log.read_line(&mut header).map_err(|e| e.to_string())?;
-    let cols: BTreeMap<&str, usize> = header
-        .trim_end()
-        .split(',')
-        .enumerate()
-        .map(|(i, h)| (h, i))
-        .collect();
-    let col = |name: &str| {
-        cols.get(name)
-            .copied()
-            .ok_or_else(|| format!("the packet log has no column {name:?}"))
-    };
-    let (c_dir, c_arr, c_dep, c_fate) = (
-        col("direction")?,
-        col("arrival_ns")?,
-        col("departure_ns")?,
-        col("fate")?,
-    );
-    let (c_src, c_dst, c_proto, c_seq, c_flags, c_len) = (
-        col("src")?,
-        col("dst")?,
-        col("protocol")?,
-        col("seq")?,
-        col("flags")?,
-        col("payload_len")?,
-    );
+    let mut reader = csv::ReaderBuilder::new().flexible(true).from_reader(log);
+    let headers = reader.headers().map_err(|e| e.to_string())?.clone();
     let mut syn_ns: Option<u64> = None;
     let mut first_seq: [Option<u64>; 3] = [None; 3];
     let mut counts = [0u64; 3];
@@ -160,28 +151,42 @@ fn read_packet_log(
     let mut raw: Vec<(u64, u8, u64, bool)> = Vec::new();
     let small_fg = fg_size < setup.background;
     let every = u64::from(setup.timeline_every.max(1));
-    for line in log.lines() {
-        let line = line.map_err(|e| e.to_string())?;
-        let c: Vec<&str> = line.split(',').collect();
-        if c.len() < cols.len() || c[c_proto] != "6" {
+    let mut record = csv::StringRecord::new();
+    while reader.read_record(&mut record).map_err(|e| e.to_string())? {
+        // A short line is one the emulator did not finish writing.
+        if record.len() < headers.len() {
             continue;
         }
-        let arrival: u64 = c[c_arr].parse().unwrap_or(0);
-        if c[c_dir] != "rl" {
-            if syn_ns.is_none() && c[c_src] == setup.client_addrs[1] && c[c_flags].contains('S') {
+        let p: LogLine = record
+            .deserialize(Some(&headers))
+            .map_err(|e| e.to_string())?;
+        if p.protocol != Some(6) {
+            continue;
+        }
+        let arrival = p.arrival_ns;
+        let flags = p.flags.as_deref().unwrap_or("");
+        if p.direction != "rl" {
+            if syn_ns.is_none()
+                && p.src.as_deref() == Some(&setup.client_addrs[1])
+                && flags.contains('S')
+            {
                 syn_ns = Some(arrival);
             }
             continue;
         }
-        let Some(s) = setup.client_addrs.iter().position(|a| a == c[c_dst]) else {
+        let Some(s) = setup
+            .client_addrs
+            .iter()
+            .position(|a| Some(a.as_str()) == p.dst.as_deref())
+        else {
             continue;
         };
-        let plen: u64 = c[c_len].parse().unwrap_or(0);
-        let seq: u64 = c[c_seq].parse().unwrap_or(0);
+        let plen = p.payload_len;
+        let seq = p.seq.unwrap_or(0);
         // The stream starts at its SYN-ACK: earlier packets to the same
         // client belong to other connections (a readiness probe's FIN).
         if first_seq[s].is_none() {
-            if !c[c_flags].contains('S') {
+            if !flags.contains('S') {
                 continue;
             }
             first_seq[s] = Some(seq);
@@ -192,11 +197,11 @@ fn read_packet_log(
             // Before the stream's start: another connection.
             continue;
         }
-        let dropped = c[c_fate] != "sent";
+        let dropped = p.fate != "sent";
         if dropped {
             out.drops += 1;
         } else if plen > 0 {
-            if let Ok(dep) = c[c_dep].parse::<u64>() {
+            if let Some(dep) = p.departure_ns {
                 let q = dep.saturating_sub(arrival) as f64 / 1e6 - setup.delay_ms;
                 q_all.push(q);
                 if s == 0 {

@@ -18,7 +18,7 @@ mod error;
 mod frame;
 mod session;
 #[cfg(test)]
-mod session_tests;
+mod tests;
 
 pub use auth::AuthKey;
 pub use error::{LocalError, XferError};

@@ -10,7 +10,6 @@ use crate::{iso, Format, ReportError};
 use connlab_lab::{size_text, ClaimResult, OursCell, PipelineSweep, Spread, Verdict};
 use std::fmt::Write as _;
 
-mod csv;
 mod html;
 #[cfg(test)]
 mod tests;
@@ -26,7 +25,7 @@ struct Pipeline<'a> {
 }
 
 impl Report for Pipeline<'_> {
-    type Row = csv::RunRow;
+    type Row = connlab_lab::PipelineRunRow;
 
     fn page(&self, format: Format) -> Result<Page, ReportError> {
         match format {
@@ -41,8 +40,8 @@ impl Report for Pipeline<'_> {
         }
     }
 
-    fn rows(&self) -> Result<Vec<csv::RunRow>, ReportError> {
-        Ok(csv::rows(self.sweep))
+    fn rows(&self) -> Result<Vec<connlab_lab::PipelineRunRow>, ReportError> {
+        Ok(self.sweep.rows())
     }
 }
 

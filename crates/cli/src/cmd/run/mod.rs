@@ -7,6 +7,7 @@
 //! (`connlab_lab::compare`) and, with `--out`, writes every run's JSON and
 //! an HTML page (`connlab_report::render_run`).
 
+mod output;
 mod procfs;
 
 use crate::cmd::child::{server_cpu_s, ServerChild};
@@ -15,11 +16,11 @@ use crate::cmd::output::with_progress;
 use crate::Exit;
 use anyhow::{anyhow, Context};
 use clap::Args;
-use connlab_lab::compare::{compare, Better, Bootstrap, Comparison, RowSamples, Standing};
+use connlab_lab::compare::{compare, Better, Bootstrap, Comparison, RowSamples};
 use connlab_loadgen::{LoadOutcome, LoadResult, Progress, Workload};
-use connlab_os::files::write_atomic;
 use connlab_os::{CpuList, Shutdown};
 use connlab_server::EngineKind;
+use output::{print_run_line, print_table, write_page, write_run};
 use serde::Serialize;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -51,7 +52,11 @@ Examples:
   connlab run --protocol http --against nginx=127.0.0.1:8080 --against-pid $(cat nginx.pid)")]
 pub(crate) struct RunArgs {
     /// Engines to compare: one name, a comma list, or `all`.
-    #[arg(long, visible_alias = "engine", default_value = "epoll,poll,select,threads", value_parser = parse_engines)]
+    #[arg(
+        long,
+        visible_alias = "engine",
+        default_value = "epoll,poll,select,threads"
+    )]
     engines: EngineList,
     /// Edge-triggered epoll for the epoll engine.
     #[arg(long)]
@@ -68,7 +73,7 @@ pub(crate) struct RunArgs {
     quick: bool,
     /// A server already running to measure as a row, as ADDR or LABEL=ADDR
     /// (e.g. nginx=127.0.0.1:8080); repeatable. It must speak --protocol.
-    #[arg(long, value_name = "[LABEL=]ADDR", value_parser = parse_against)]
+    #[arg(long, value_name = "[LABEL=]ADDR")]
     against: Vec<Against>,
     /// The process id of the n-th --against server (its master process):
     /// its process tree is pinned to --server-cpu for each run (the old
@@ -93,14 +98,19 @@ pub(crate) struct RunArgs {
 #[derive(Clone, Debug)]
 pub(crate) struct EngineList(Vec<EngineKind>);
 
-fn parse_engines(s: &str) -> Result<EngineList, String> {
-    if s == "all" {
-        return Ok(EngineList(EngineKind::ALL.to_vec()));
+impl std::str::FromStr for EngineList {
+    type Err = String;
+
+    /// `all`, or engine names separated by commas.
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "all" {
+            return Ok(EngineList(EngineKind::ALL.to_vec()));
+        }
+        s.split(',')
+            .map(|e| e.trim().parse())
+            .collect::<Result<Vec<_>, _>>()
+            .map(EngineList)
     }
-    s.split(',')
-        .map(|e| e.trim().parse())
-        .collect::<Result<Vec<_>, _>>()
-        .map(EngineList)
 }
 
 /// `--against` value: a label and an address.
@@ -110,30 +120,35 @@ pub(crate) struct Against {
     addr: SocketAddr,
 }
 
-fn parse_against(s: &str) -> Result<Against, String> {
-    let (label, addr) = match s.split_once('=') {
-        Some((l, a)) => (Some(l.trim()), a.trim()),
-        None => (None, s.trim()),
-    };
-    if let Some(l) = label {
-        let ok = !l.is_empty()
-            && l.chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-        if !ok {
-            return Err(format!(
-                "label {l:?}: use letters, digits, '-', '_' or '.' (it names files)"
-            ));
+impl std::str::FromStr for Against {
+    type Err = String;
+
+    /// `[LABEL=]ADDR`: the label names files, the address is resolved now.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (label, addr) = match s.split_once('=') {
+            Some((l, a)) => (Some(l.trim()), a.trim()),
+            None => (None, s.trim()),
+        };
+        if let Some(l) = label {
+            let ok = !l.is_empty()
+                && l.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            if !ok {
+                return Err(format!(
+                    "label {l:?}: use letters, digits, '-', '_' or '.' (it names files)"
+                ));
+            }
         }
+        let addr = addr
+            .to_socket_addrs()
+            .map_err(|e| format!("{addr:?}: {e}"))?
+            .next()
+            .ok_or_else(|| format!("{addr:?} resolves to no address"))?;
+        Ok(Against {
+            label: label.map(str::to_string),
+            addr,
+        })
     }
-    let addr = addr
-        .to_socket_addrs()
-        .map_err(|e| format!("{addr:?}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{addr:?} resolves to no address"))?;
-    Ok(Against {
-        label: label.map(str::to_string),
-        addr,
-    })
 }
 
 /// Gives `run` the defaults of the locality paper's cell where they differ
@@ -598,53 +613,6 @@ fn primary(r: &LoadResult, closed_loop: bool) -> f64 {
     }
 }
 
-fn print_run_line(r: &LoadResult, s: &ServerFigures) {
-    let q = &r.requests;
-    let opt = |v: Option<f64>, digits: usize| v.map_or("-".into(), |v| format!("{v:.digits$}"));
-    eprintln!(
-        "  p50 {:.1} us, p99 {:.1} us, {:.1} req/s, {} errors; server {} us cpu/request, {} wake-ups/request, {} B/connection",
-        r.service_latency_us.p50,
-        r.service_latency_us.p99,
-        r.achieved_rate_per_s,
-        q.measured_errors(),
-        opt(s.cpu_us_per_request, 1),
-        opt(s.wakeups_per_request, 2),
-        opt(s.memory_per_connection_bytes, 0),
-    );
-    for w in &r.warnings {
-        eprintln!("  warning: {w}");
-    }
-}
-
-fn write_run(
-    dir: &Path,
-    row: &Row,
-    round: u32,
-    position: usize,
-    placement: &RunPlacement,
-    server: &ServerFigures,
-    load: &LoadResult,
-) -> Result<String, Exit> {
-    let name = format!("runs/r{round}-{}.json", row.label());
-    let record = RunRecord {
-        schema: RUN_SCHEMA,
-        label: row.label(),
-        kind: match row {
-            Row::Engine { .. } => "engine",
-            Row::Against { .. } => "against",
-        },
-        round,
-        position,
-        placement,
-        server,
-        load,
-    };
-    let path = dir.join(&name);
-    let text = serde_json::to_string_pretty(&record).context("encoding a run")?;
-    write_atomic(&path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
-    Ok(name)
-}
-
 /// The samples of every row, one slot per round, and their comparison.
 fn comparison(rows: &[Row], done: &[Done], rounds: u32, closed_loop: bool) -> Comparison {
     let samples: Vec<RowSamples> = rows
@@ -678,224 +646,4 @@ fn comparison(rows: &[Row], done: &[Done], rounds: u32, closed_loop: bool) -> Co
         ("median service latency", Better::Lower)
     };
     compare(metric, better, &samples, Bootstrap::default())
-}
-
-/// Median over a row's runs of `f`.
-fn row_median(done: &[Done], row: usize, f: impl Fn(&Done) -> Option<f64>) -> Option<f64> {
-    let v: Vec<Option<f64>> = done.iter().filter(|d| d.row == row).map(f).collect();
-    connlab_lab::compare::Figure::of(&v).map(|f| f.median)
-}
-
-fn print_table(rows: &[Row], done: &[Done], c: &Comparison, placement: &RunPlacement, rounds: u32) {
-    let Some(first) = done.first() else {
-        eprintln!("\nno run finished: nothing to compare");
-        return;
-    };
-    let r0 = &first.result.config;
-    let closed = c.better == Better::Higher;
-    let mut t = format!(
-        "\n{} by engine ({} connections, ratio {}, {}, {} B / {} B, {}; {rounds} repetitions; {}):\n",
-        if closed { "achieved rate" } else { "service latency" },
-        r0.connections,
-        r0.active_ratio,
-        r0.rate_per_s
-            .map_or(format!("closed loop depth {}", r0.depth.unwrap_or(1)), |r| format!("{r} req/s")),
-        r0.request_size_bytes,
-        r0.response_size_bytes,
-        r0.protocol,
-        placement.text()
-    );
-    let head = if closed { "req/s" } else { "p50 us" };
-    t.push_str(&format!(
-        "  {:<10} {:>22} {:>26} {:>9} {:>11} {:>11} {:>13} {:>13} {:>7}\n",
-        "engine",
-        format!("{head} median (spread)"),
-        "ratio to best (95% CI)",
-        "p99 us",
-        "achieved/s",
-        "cpu us/req",
-        "wake-ups/req",
-        "mem/conn KiB",
-        "errors"
-    ));
-    let opt = |v: Option<f64>, digits: usize| v.map_or("-".into(), |v| format!("{v:.digits$}"));
-    for (i, row) in rows.iter().enumerate() {
-        let rc = &c.rows[i];
-        let primary = rc.primary.map_or("-".into(), |f| {
-            if closed {
-                format!("{:.0} ({:.0}-{:.0})", f.median, f.min, f.max)
-            } else {
-                format!("{:.1} ({:.1}-{:.1})", f.median, f.min, f.max)
-            }
-        });
-        let ratio = match (rc.standing, rc.ratio_to_best, rc.ratio_ci) {
-            (Standing::Best, _, _) => "best".to_string(),
-            (_, Some(r), Some((lo, hi))) => format!("{r:.2} ({lo:.2}-{hi:.2})"),
-            (_, Some(r), None) => format!("{r:.2}"),
-            _ => "-".into(),
-        };
-        let errors: u64 = done
-            .iter()
-            .filter(|d| d.row == i)
-            .map(|d| d.result.requests.measured_errors())
-            .sum();
-        t.push_str(&format!(
-            "  {:<10} {primary:>22} {ratio:>26} {:>9} {:>11} {:>11} {:>13} {:>13} {errors:>7}\n",
-            row.label(),
-            opt(
-                row_median(done, i, |d| Some(d.result.service_latency_us.p99)),
-                1
-            ),
-            opt(
-                row_median(done, i, |d| Some(d.result.achieved_rate_per_s)),
-                1
-            ),
-            opt(rc.cpu_us_per_request.map(|f| f.median), 1),
-            opt(rc.wakeups_per_request.map(|f| f.median), 2),
-            opt(rc.memory_per_connection_bytes.map(|f| f.median / 1024.0), 2),
-        ));
-    }
-    let mut lines = c.verdict.iter();
-    if let Some(l) = lines.next() {
-        t.push_str(&format!("verdict: {l}\n"));
-    }
-    for l in lines {
-        t.push_str(&format!("  {l}\n"));
-    }
-    eprint!("{t}");
-}
-
-/// Writes `DIR/comparison.json` and `DIR/index.html`.
-fn write_page(
-    dir: &Path,
-    rows: &[Row],
-    done: &[Done],
-    c: &Comparison,
-    placement: &RunPlacement,
-) -> Result<(), Exit> {
-    #[derive(Serialize)]
-    struct ComparisonFile<'a> {
-        schema: &'static str,
-        placement: &'a RunPlacement,
-        comparison: &'a Comparison,
-        runs: Vec<&'a str>,
-    }
-    let file = ComparisonFile {
-        schema: "connlab.run.comparison/1",
-        placement,
-        comparison: c,
-        runs: done.iter().filter_map(|d| d.file.as_deref()).collect(),
-    };
-    let path = dir.join("comparison.json");
-    let text = serde_json::to_string_pretty(&file).context("encoding the comparison")?;
-    write_atomic(&path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
-
-    let closed = c.better == Better::Higher;
-    let page_rows = rows
-        .iter()
-        .enumerate()
-        .map(|(i, row)| {
-            // The CDF of the run nearest the row's median.
-            let median = c.rows[i].primary.map(|f| f.median);
-            let runs: Vec<&Done> = done.iter().filter(|d| d.row == i).collect();
-            let typical = median.and_then(|m| {
-                runs.iter()
-                    .min_by(|a, b| {
-                        let da = (primary(&a.result, closed) - m).abs();
-                        let db = (primary(&b.result, closed) - m).abs();
-                        da.total_cmp(&db)
-                    })
-                    .copied()
-            });
-            connlab_report::run::RunPageRow {
-                label: row.label().to_string(),
-                kind: match row {
-                    Row::Engine { .. } => "connlab serve engine".into(),
-                    Row::Against { addr, pid, .. } => match pid {
-                        Some(p) => format!("server under test at {addr} (pid {p})"),
-                        None => format!("server under test at {addr} (no pid: no server figures)"),
-                    },
-                },
-                cdf_round: typical.map(|d| d.round),
-                cdf: typical
-                    .map(|d| {
-                        d.result
-                            .service_latency_cdf
-                            .iter()
-                            .map(|p| (p.value_us, p.fraction))
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                runs: runs
-                    .iter()
-                    .map(|d| connlab_report::run::RunPageRun {
-                        round: d.round,
-                        file: d.file.clone(),
-                        p50_us: d.result.service_latency_us.p50,
-                        p99_us: d.result.service_latency_us.p99,
-                        achieved_per_s: d.result.achieved_rate_per_s,
-                        errors: d.result.requests.measured_errors(),
-                        cpu_us_per_request: d.server.cpu_us_per_request,
-                        wakeups_per_request: d.server.wakeups_per_request,
-                        memory_per_connection_bytes: d.server.memory_per_connection_bytes,
-                        warnings: d.result.warnings.clone(),
-                    })
-                    .collect(),
-            }
-        })
-        .collect();
-    let (workload, environment) = match done.first() {
-        Some(d) => (workload_text(&d.result), environment(&d.result)),
-        None => (String::new(), Vec::new()),
-    };
-    let page = connlab_report::run::RunPage {
-        title: "connlab run".into(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
-        workload,
-        placement: format!("{} ({})", placement.text(), placement.note),
-        environment,
-        comparison: c.clone(),
-        rows: page_rows,
-    };
-    let html = connlab_report::run::render_run(&page).context("rendering the page")?;
-    let path = dir.join("index.html");
-    write_atomic(&path, html).with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
-}
-
-fn workload_text(r: &LoadResult) -> String {
-    let c = &r.config;
-    format!(
-        "{} connections, active ratio {}, {} B requests, {} B responses, {}, {} {}, {} s measured after {} s warm-up",
-        c.connections,
-        c.active_ratio,
-        c.request_size_bytes,
-        c.response_size_bytes,
-        c.rate_per_s.map_or(format!("closed loop depth {}", c.depth.unwrap_or(1)), |x| format!("{x} req/s {}", c.arrival)),
-        c.protocol,
-        c.path.as_deref().unwrap_or(""),
-        c.duration_s,
-        c.warmup_s
-    )
-}
-
-fn environment(r: &LoadResult) -> Vec<(String, String)> {
-    let e = &r.environment;
-    vec![
-        ("kernel".into(), e.kernel.clone()),
-        ("cpus".into(), e.cpu_count.to_string()),
-        ("clock source".into(), e.clock_source.clone()),
-        (
-            "open-files limit".into(),
-            format!("{} (hard {})", e.nofile_soft, e.nofile_hard),
-        ),
-        (
-            "client threads ran on".into(),
-            format!(
-                "writer cpu {}, reader cpu {}",
-                r.placement.writer_cpu.map_or("-".into(), |c| c.to_string()),
-                r.placement.reader_cpu.map_or("-".into(), |c| c.to_string())
-            ),
-        ),
-    ]
 }

@@ -78,28 +78,32 @@ pub(super) fn sweep(
         quick,
         out,
     );
-    for p in &plan {
-        let id = p.id();
-        let path = PeersDir::point_path(out, &id);
-        if path.exists() {
-            continue;
-        }
-        if stop.load(Relaxed) {
-            break;
-        }
-        progress.start(&id, None);
-        let began = Instant::now();
-        let ctx = PointCtx {
-            exp,
-            exe: &exe,
-            tmp: &www.path,
-            logs: out.join("logs").join(&id),
-            duration,
-            stop: &stop,
-        };
-        match run_point(&ctx, p) {
-            Ok(Some(point)) => {
-                let what = format!(
+    let result = super::each_point(
+        &plan,
+        progress,
+        &mut outcome,
+        |p| {
+            let id = p.id();
+            (!PeersDir::point_path(out, &id).exists()).then_some(id)
+        },
+        || stop.load(Relaxed),
+        |p, id| {
+            let ctx = PointCtx {
+                exp,
+                exe: &exe,
+                tmp: &www.path,
+                logs: out.join("logs").join(id),
+                duration,
+                stop: &stop,
+            };
+            run_point(&ctx, p)
+        },
+        |id, point| {
+            let path = PeersDir::point_path(out, id);
+            PeersDir::write_json(&path, &point)
+                .with_context(|| format!("writing {}", path.display()))?;
+            Ok(super::Kept {
+                summary: format!(
                     "{:.0} req/s, {:.0} requests per {} CPU s{}",
                     point.requests_per_s,
                     point.requests_per_cpu_s,
@@ -109,26 +113,13 @@ pub(super) fn sweep(
                     } else {
                         String::new()
                     }
-                );
-                progress.finish(&id, began.elapsed(), &what);
-                if point.errors > 0 {
-                    outcome.failed.push(id.clone());
-                }
-                PeersDir::write_json(&path, &point)
-                    .with_context(|| format!("writing {}", path.display()))?;
-                outcome.measured += 1;
-            }
-            Ok(None) => {
-                progress.finish(&id, began.elapsed(), "interrupted (not kept)");
-                break;
-            }
-            Err(e) => {
-                progress.finish(&id, began.elapsed(), &format!("FAILED: {e:#}"));
-                outcome.failed.push(id);
-            }
-        }
-    }
+                ),
+                failed: point.errors > 0,
+            })
+        },
+    );
     progress.end();
+    result?;
     outcome.interrupted = stop.load(Relaxed);
     Ok(outcome)
 }

@@ -1,0 +1,207 @@
+use super::*;
+
+fn row(label: &str, primary: &[f64], cpu: f64, wake: f64, mem: f64) -> RowSamples {
+    let n = primary.len();
+    RowSamples {
+        label: label.into(),
+        primary: primary.iter().map(|v| Some(*v)).collect(),
+        cpu_us_per_request: vec![Some(cpu); n],
+        wakeups_per_request: vec![Some(wake); n],
+        memory_per_connection_bytes: vec![Some(mem); n],
+    }
+}
+
+fn by_label<'c>(c: &'c Comparison, label: &str) -> &'c RowComparison {
+    c.rows
+        .iter()
+        .find(|r| r.label == label)
+        .expect("row exists")
+}
+
+#[test]
+fn figure_takes_median_and_range_skipping_missing_rounds() {
+    let f = Figure::of(&[Some(3.0), None, Some(1.0), Some(2.0), Some(10.0)]).expect("values");
+    assert_eq!((f.median, f.min, f.max, f.n), (2.5, 1.0, 10.0, 4));
+    assert!(Figure::of(&[None, Some(f64::NAN)]).is_none());
+}
+
+#[test]
+fn overlapping_spreads_are_a_tie() {
+    let rows = [
+        row("epoll", &[50.0, 54.0, 52.0], 10.0, 0.5, 500.0),
+        row("poll", &[53.0, 57.0, 55.0], 10.5, 0.5, 500.0),
+    ];
+    let c = compare(
+        "median service latency (us)",
+        Better::Lower,
+        &rows,
+        Bootstrap::default(),
+    );
+    assert_eq!(c.best, Some(0));
+    assert_eq!(by_label(&c, "epoll").standing, Standing::Best);
+    assert_eq!(by_label(&c, "poll").standing, Standing::TiesBest);
+    assert!(
+        c.verdict[0].starts_with("epoll and poll tie for the lowest"),
+        "{:?}",
+        c.verdict
+    );
+    assert!(
+        !c.verdict.iter().any(|l| l.contains("differ")),
+        "{:?}",
+        c.verdict
+    );
+}
+
+#[test]
+fn separated_spreads_differ_and_the_interval_excludes_one() {
+    let rows = [
+        row("select", &[104.0, 108.0, 100.0], 40.0, 0.5, 500.0),
+        row("epoll", &[50.0, 54.0, 52.0], 10.0, 0.5, 500.0),
+    ];
+    let c = compare(
+        "median service latency (us)",
+        Better::Lower,
+        &rows,
+        Bootstrap::default(),
+    );
+    assert_eq!(c.best, Some(1));
+    let s = by_label(&c, "select");
+    assert_eq!(s.standing, Standing::Differs);
+    let ratio = s.ratio_to_best.expect("ratio");
+    assert!((ratio - 2.0).abs() < 1e-9, "{ratio}");
+    let (lo, hi) = s.ratio_ci.expect("interval");
+    assert!(lo > 1.0 && lo <= ratio && ratio <= hi, "{lo} {hi}");
+    assert!(
+        c.verdict.iter().any(
+            |l| l.contains("differ beyond the spread") && l.contains("select at 2.00x epoll's")
+        ),
+        "{:?}",
+        c.verdict
+    );
+    // Four times the CPU at the same wake-ups: the scan.
+    assert!(
+        matches!(s.causes[..], [Cause::ScanCost { .. }]),
+        "{:?}",
+        s.causes
+    );
+    assert!(
+        c.verdict
+            .iter()
+            .any(|l| l.starts_with("what dominates for select: scan cost")),
+        "{:?}",
+        c.verdict
+    );
+}
+
+#[test]
+fn names_wakeups_and_memory_when_they_dominate() {
+    let rows = [
+        row("epoll", &[50.0, 51.0, 52.0], 10.0, 0.4, 600.0),
+        row("threads", &[80.0, 82.0, 81.0], 25.0, 1.2, 20_000.0),
+    ];
+    let c = compare(
+        "median service latency (us)",
+        Better::Lower,
+        &rows,
+        Bootstrap::default(),
+    );
+    let t = by_label(&c, "threads");
+    assert!(
+        matches!(t.causes[..], [Cause::WakeUps { .. }, Cause::Memory { .. }]),
+        "{:?}",
+        t.causes
+    );
+    let line = c
+        .verdict
+        .iter()
+        .find(|l| l.starts_with("what dominates for threads"))
+        .expect("cause line");
+    assert!(
+        line.contains("wake-ups") && line.contains("memory per connection"),
+        "{line}"
+    );
+}
+
+#[test]
+fn a_best_that_ties_names_its_extra_cost() {
+    let rows = [
+        row("threads", &[50.0, 52.0, 51.0], 20.0, 1.2, 26_000.0),
+        row("epoll", &[52.0, 55.0, 53.0], 10.0, 0.4, 300.0),
+    ];
+    let c = compare("m", Better::Lower, &rows, Bootstrap::default());
+    assert_eq!(by_label(&c, "epoll").standing, Standing::TiesBest);
+    assert!(
+        c.verdict.iter().any(
+            |l| l.starts_with("threads is best, but at a cost against epoll")
+                && l.contains("memory per connection: 25.4 KiB against 0.3 KiB")
+        ),
+        "{:?}",
+        c.verdict
+    );
+}
+
+#[test]
+fn higher_is_better_for_throughput() {
+    let rows = [
+        row("a", &[900.0, 950.0], 10.0, 0.5, 0.0),
+        row("b", &[2000.0, 2100.0], 10.0, 0.5, 0.0),
+    ];
+    let c = compare(
+        "achieved rate (req/s)",
+        Better::Higher,
+        &rows,
+        Bootstrap::default(),
+    );
+    assert_eq!(c.best, Some(1));
+    let a = by_label(&c, "a");
+    assert_eq!(a.standing, Standing::Differs);
+    assert!(a.ratio_to_best.expect("ratio") < 1.0);
+    assert_eq!(a.causes, vec![Cause::NotServerWork]);
+}
+
+#[test]
+fn one_repetition_is_not_judged_and_missing_rows_are_named() {
+    let mut gone = row("gone", &[], 0.0, 0.0, 0.0);
+    gone.primary = vec![None];
+    let rows = [
+        row("a", &[10.0], 1.0, 1.0, 0.0),
+        row("b", &[20.0], 1.0, 1.0, 0.0),
+        gone,
+    ];
+    let c = compare(
+        "median service latency (us)",
+        Better::Lower,
+        &rows,
+        Bootstrap::default(),
+    );
+    assert_eq!(by_label(&c, "b").standing, Standing::Unjudged);
+    assert_eq!(by_label(&c, "gone").standing, Standing::NotMeasured);
+    assert!(
+        c.verdict.iter().any(|l| l.contains("b cannot be judged")),
+        "{:?}",
+        c.verdict
+    );
+    assert!(
+        c.verdict.iter().any(|l| l == "gone gave no result"),
+        "{:?}",
+        c.verdict
+    );
+}
+
+#[test]
+fn the_interval_is_the_same_for_the_same_samples() {
+    let rows = [
+        row("x", &[10.0, 12.0, 11.0, 13.0], 1.0, 1.0, 0.0),
+        row("y", &[20.0, 22.0, 26.0, 21.0], 1.0, 1.0, 0.0),
+    ];
+    let a = compare("m", Better::Lower, &rows, Bootstrap::default());
+    let b = compare("m", Better::Lower, &rows, Bootstrap::default());
+    assert_eq!(a, b);
+}
+
+#[test]
+fn nothing_measured_says_so() {
+    let c = compare("m", Better::Lower, &[], Bootstrap::default());
+    assert_eq!(c.best, None);
+    assert_eq!(c.verdict.len(), 1);
+}
