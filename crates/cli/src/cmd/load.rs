@@ -6,7 +6,7 @@ use crate::units::{parse_duration, parse_size_u32};
 use crate::Exit;
 use anyhow::{anyhow, Context};
 use clap::Args;
-use connlab_loadgen::{ActivePolicy, LoadError, Progress, Rate, Workload};
+use connlab_loadgen::{ActivePolicy, IoPath, LoadError, Progress, Rate, Workload};
 use connlab_measure::{ActiveRatio, Arrival, Shard};
 use connlab_os::{CpuList, Shutdown};
 use connlab_proto::Protocol;
@@ -142,6 +142,11 @@ pub(crate) struct LoadArgs {
     /// no answer, ...); 1 accepts any.
     #[arg(long, value_name = "RATIO", default_value_t = DEFAULT_MAX_ERROR_RATIO, value_parser = parse_error_ratio)]
     max_error_ratio: f64,
+    /// How the reader waits for responses: epoll, or uring (multishot
+    /// receives into a provided-buffer ring; fails if io_uring is unavailable).
+    /// The writer's pacing is the same for both.
+    #[arg(long, value_name = "PATH", default_value = "epoll", value_parser = parse_io)]
+    io: IoPath,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -156,6 +161,10 @@ fn parse_error_ratio(s: &str) -> Result<f64, String> {
             "{s:?} is not a ratio: give a share of requests from 0 to 1, e.g. 0.01"
         )),
     }
+}
+
+fn parse_io(s: &str) -> Result<IoPath, String> {
+    s.parse()
 }
 
 fn parse_policy(s: &str) -> Result<ActivePolicy, String> {
@@ -306,6 +315,7 @@ impl WorkloadArgs {
             start_at: None,
             writer_priority: self.writer_priority,
             active_policy: self.active_policy,
+            io: IoPath::Epoll,
         })
     }
 }
@@ -316,6 +326,7 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode, Exit> {
     let mut workload = args.workload.workload(target, args.cpu.clone())?;
     workload.shard = args.shard.unwrap_or(Shard::WHOLE);
     workload.start_at = args.start_at;
+    workload.io = args.io;
     raise_limit();
     if let (true, Rate::PerSecond(rate)) = (workload.connection_per_request, workload.rate) {
         let share = rate / f64::from(workload.shard.count.max(1));
