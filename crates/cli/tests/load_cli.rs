@@ -43,14 +43,25 @@ fn assert_schema_valid(v: &Value) {
     assert_matches_schema(v, "crates/loadgen/schema/load-result.schema.json");
 }
 
+/// The `--io` flag for `io` (none for the default, epoll).
+fn io_flag(io: &str) -> Vec<&str> {
+    if io == "epoll" {
+        Vec::new()
+    } else {
+        vec!["--io", io]
+    }
+}
+
 /// 20 connections, half active, 400 req/s for 1 s: exactly 400 measured
-/// requests are scheduled, and every one must complete without error.
-fn open_loop_case(engine: Variant, protocol: Protocol) {
+/// requests are scheduled, and every one must complete without error, with
+/// the client's reader on `io`.
+fn open_loop_case(engine: Variant, protocol: Protocol, io: &str) {
     let server = Server::start(engine, protocol, &[]);
     let json = out_path("open.json");
     let records = out_path("records.csv");
     let target = server.addr.to_string();
-    let out = load(&[
+    let mut args = io_flag(io);
+    args.extend_from_slice(&[
         "--target",
         &target,
         "-c",
@@ -72,6 +83,7 @@ fn open_loop_case(engine: Variant, protocol: Protocol) {
         "--records",
         records.to_str().unwrap(),
     ]);
+    let out = load(&args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         out.status.code(),
@@ -80,6 +92,7 @@ fn open_loop_case(engine: Variant, protocol: Protocol) {
     );
     let v = read_json(&json);
     assert_schema_valid(&v);
+    assert_eq!(v["config"]["io"], io, "[{engine}]");
     assert_eq!(u(&v, "/connections/established"), 20, "[{engine}] {v}");
     assert_eq!(u(&v, "/connections/active"), 10, "[{engine}] {v}");
     assert_eq!(u(&v, "/requests/sent"), 400, "[{engine}] {v}");
@@ -146,18 +159,37 @@ fn profile_poll_times_every_event_loop_call(engine: Variant) {
 }
 
 fn open_loop_clb1_completes_every_request(engine: Variant) {
-    open_loop_case(engine, Protocol::Clb1);
+    open_loop_case(engine, Protocol::Clb1, "epoll");
 }
 
 fn open_loop_http_completes_every_request(engine: Variant) {
-    open_loop_case(engine, Protocol::Http);
+    open_loop_case(engine, Protocol::Http, "epoll");
+}
+
+/// `--io uring`: the same open-loop runs complete every scheduled request.
+#[test]
+fn io_uring_open_loop_completes_every_request() {
+    open_loop_case(Variant::Epoll, Protocol::Clb1, "uring");
+    open_loop_case(Variant::Epoll, Protocol::Http, "uring");
 }
 
 fn closed_loop_completes_requests_without_errors(engine: Variant) {
+    closed_loop_case(engine, "epoll");
+}
+
+/// `--io uring`: closed loop completes requests without errors.
+#[test]
+fn io_uring_closed_loop_completes_requests_without_errors() {
+    closed_loop_case(Variant::Epoll, "uring");
+}
+
+/// 8 connections, 4 outstanding each, for 500 ms, the reader on `io`.
+fn closed_loop_case(engine: Variant, io: &str) {
     let server = Server::start(engine, Protocol::Clb1, &[]);
     let json = out_path("closed.json");
     let target = server.addr.to_string();
-    let out = load(&[
+    let mut args = io_flag(io);
+    args.extend_from_slice(&[
         "--target",
         &target,
         "-c",
@@ -173,10 +205,12 @@ fn closed_loop_completes_requests_without_errors(engine: Variant) {
         "--json",
         json.to_str().unwrap(),
     ]);
+    let out = load(&args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "[{engine}] stderr:\n{stderr}");
     let v = read_json(&json);
     assert_schema_valid(&v);
+    assert_eq!(v["config"]["io"], io, "[{engine}]");
     assert!(u(&v, "/requests/completed") > 0, "[{engine}] {v}");
     assert_eq!(
         u(&v, "/requests/warmup_sent"),
@@ -255,6 +289,17 @@ fn ctrl_c_writes_results_and_exits_130() {
 
 #[test]
 fn server_death_is_counted_and_exits_1() {
+    server_death_case("epoll");
+}
+
+/// `--io uring`: a server that dies is counted as failed connections.
+#[test]
+fn io_uring_server_death_is_counted_and_exits_1() {
+    server_death_case("uring");
+}
+
+/// Kills the server under a 60 s run whose reader is on `io`.
+fn server_death_case(io: &str) {
     let server = Server::start(Variant::Epoll, Protocol::Clb1, &[]);
     let json = out_path("died.json");
     let target = server.addr.to_string();
@@ -263,6 +308,7 @@ fn server_death_is_counted_and_exits_1() {
             .args([
                 "load", "--target", &target, "-c", "10", "--rate", "200", "-d", "60s",
             ])
+            .args(["--io", io])
             .args(["--warmup", "0s", "--json", json.to_str().unwrap()]),
     );
     std::thread::sleep(Duration::from_millis(1500));
@@ -273,12 +319,51 @@ fn server_death_is_counted_and_exits_1() {
     assert_eq!(out.status.code(), Some(1), "stderr:\n{stderr}");
     let v = read_json(&json);
     assert_schema_valid(&v);
+    assert_eq!(v["config"]["io"], io);
     assert_eq!(v["peer_failed"], true);
     let errors = v["requests"]["errors"].as_object().unwrap();
     assert!(
         errors.contains_key("closed_by_peer") || errors.contains_key("reset"),
         "errors by kind: {errors:?}"
     );
+}
+
+/// Idle connections the server closes are counted apart, not as errors,
+/// with either reader.
+#[test]
+fn idle_connections_closed_by_the_server_are_counted() {
+    for io in ["epoll", "uring"] {
+        let server = Server::start(Variant::Epoll, Protocol::Clb1, &["--idle-timeout", "300ms"]);
+        let json = out_path("idle-closed.json");
+        let target = server.addr.to_string();
+        // Each active connection carries a request every 50 ms: only the idle half times out.
+        let out = load(&[
+            "--target",
+            &target,
+            "--io",
+            io,
+            "-c",
+            "20",
+            "--active-ratio",
+            "1/2",
+            "--rate",
+            "200",
+            "-d",
+            "1500ms",
+            "--warmup",
+            "0s",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "[{io}] stderr:\n{stderr}");
+        let v = read_json(&json);
+        assert_eq!(u(&v, "/connections/idle_closed_by_peer"), 10, "[{io}] {v}");
+        assert!(
+            v["requests"]["errors"].as_object().unwrap().is_empty(),
+            "[{io}] {v}"
+        );
+    }
 }
 
 #[test]
@@ -449,11 +534,24 @@ fn connection_per_request_opens_one_connection_per_request() {
 /// requests spread over (nearly) all of them.
 #[test]
 fn rotating_policy_spreads_requests_over_every_connection() {
+    rotating_case("epoll");
+}
+
+/// `--io uring`: the rotating policy's requests spread the same way, and
+/// every one has its per-request record.
+#[test]
+fn io_uring_rotating_policy_spreads_requests_over_every_connection() {
+    rotating_case("uring");
+}
+
+/// The rotating run with the reader on `io`.
+fn rotating_case(io: &str) {
     let server = Server::start(Variant::Epoll, Protocol::Clb1, &[]);
     let target = server.addr.to_string();
     let json = out_path("rotating.json");
     let records = out_path("rotating.csv");
-    let out = load(&[
+    let mut args = io_flag(io);
+    args.extend_from_slice(&[
         "--target",
         &target,
         "-c",
@@ -473,6 +571,7 @@ fn rotating_policy_spreads_requests_over_every_connection() {
         "--records",
         records.to_str().unwrap(),
     ]);
+    let out = load(&args);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -495,6 +594,11 @@ fn rotating_policy_spreads_requests_over_every_connection() {
         .unwrap();
     let conns: std::collections::HashSet<u32> = rows.iter().map(|r| r.conn).collect();
     let requests = rows.len();
+    assert_eq!(
+        requests as u64,
+        u(&v, "/requests/completed"),
+        "one record each"
+    );
     assert!(requests >= 1000, "{requests} requests");
     assert!(
         conns.len() >= 150,
@@ -521,6 +625,17 @@ fn bad_flags_exit_2_naming_the_flag() {
         (
             vec!["--active-policy", "rotating", "--rate", "100"],
             "--active-policy",
+        ),
+        (vec!["--io", "kqueue"], "--io"),
+        (
+            vec![
+                "--io",
+                "uring",
+                "--connection-per-request",
+                "--protocol",
+                "http",
+            ],
+            "--io",
         ),
     ] {
         let mut all = vec!["--target", "127.0.0.1:9"];

@@ -121,6 +121,28 @@ fn r17_all_errors_warns_exits_1_and_counts_one_window() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--max-error-ratio"));
 }
 
+/// `--io uring`: error statuses are counted per window as with epoll, and
+/// the run fails the same way.
+#[test]
+fn io_uring_counts_error_statuses_and_exits_1() {
+    let server = Server::start(Variant::Epoll, Protocol::Http, &[]);
+    let target = server.addr.to_string();
+    let json = out_path("all-404-uring.json");
+    let out = web_load(&target, &web_manifest(), &json, &["--io", "uring"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr:\n{stderr}");
+    let v = read_json(&json);
+    assert_eq!(v["config"]["io"], "uring");
+    let measured_sent = u(&v, "/requests/sent");
+    assert!(measured_sent > 0, "{v}");
+    assert_eq!(u(&v, "/requests/errors/http_status"), measured_sent, "{v}");
+    assert_eq!(
+        u(&v, "/requests/warmup_errors/http_status"),
+        u(&v, "/requests/warmup_sent"),
+        "{v}"
+    );
+}
+
 /// Issue 17 part 3: `serve --protocol http --manifest DIR` answers the file
 /// set's paths with the manifest's sizes, so the web workload runs against
 /// the reference server without errors.

@@ -11,7 +11,7 @@ use crate::result::{
     ShardInfo, HISTOGRAM_ENCODING, LOAD_SCHEMA,
 };
 use crate::sender::Sender;
-use crate::workload::{ActivePolicy, Progress, Rate, RecordSink, Workload};
+use crate::workload::{ActivePolicy, IoPath, Progress, Rate, RecordSink, Workload};
 use crate::writer::{run_writer, WriterOutcome, WriterPlan};
 use connlab_measure::{
     choose_active, Arrival, DeviationSummary, LatencyHistogram, Schedule, ShardSlice, Summary,
@@ -47,6 +47,9 @@ pub enum LoadError {
         /// The first error seen.
         first_error: String,
     },
+    /// The I/O path asked for (`--io uring`) is not available on this machine.
+    #[error("{0}")]
+    Unavailable(String),
     /// An OS facility failed.
     #[error("{what}: {source}")]
     Io {
@@ -106,6 +109,9 @@ pub fn run(
     let slice = ShardSlice::of(w.connections, w.active_ratio, w.seed, w.shard)
         .map_err(|e| LoadError::Workload(e.to_string()))?;
     let to_open = slice.global.len();
+    if w.io == IoPath::Uring {
+        crate::uring_reader::probe().map_err(LoadError::Unavailable)?;
+    }
     check_capacity(to_open, &w.source_addrs, Capacity::current()).map_err(LoadError::Capacity)?;
     let opened =
         open_all(w.target, to_open, &w.source_addrs, progress, shutdown).map_err(|source| {
@@ -265,9 +271,13 @@ pub fn run(
             records,
             files: template.files(),
         };
+        let io = w.io;
         let reader = s.spawn(move || {
             pin(1);
-            run_reader(plan)
+            match io {
+                IoPath::Epoll => run_reader(plan),
+                IoPath::Uring => crate::uring_reader::run_reader(plan),
+            }
         });
         let reader_out = reader.join().map_err(|_| LoadError::Io {
             what: "reader thread",
@@ -418,6 +428,13 @@ fn validate(w: &Workload) -> Result<(), LoadError> {
     if w.connection_per_request && w.protocol != Protocol::Http {
         return bad("--connection-per-request needs --protocol http".into());
     }
+    if w.connection_per_request && w.io != IoPath::Epoll {
+        return bad(
+            "--io uring applies to held connections; --connection-per-request uses blocking \
+             workers (use --io epoll)"
+                .into(),
+        );
+    }
     if w.connection_per_request && w.active_policy == ActivePolicy::Rotating {
         return bad("--connection-per-request has no connection set to rotate over".into());
     }
@@ -522,6 +539,7 @@ fn assemble(
             active_ratio: w.active_ratio.get(),
             active_policy: w.active_policy.name().to_string(),
             connection_per_request: w.connection_per_request,
+            io: w.io.name().to_string(),
             manifest: w.files.as_ref().map(|f| f.source.clone()),
             manifest_files: w.files.as_ref().map(|f| f.mix.len() as u64),
             popularity: w.files.as_ref().map(|f| f.popularity.clone()),

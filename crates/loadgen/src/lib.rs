@@ -20,6 +20,7 @@ mod reader;
 mod request;
 mod result;
 mod sender;
+mod uring_reader;
 mod workload;
 mod writer;
 
@@ -31,4 +32,4 @@ pub use result::{
     ConnectionCounts, CpuSeconds, Histograms, LoadResult, MergeInfo, Placement, RequestCounts,
     RequestRecord, RunConfig, ShardInfo, HISTOGRAM_ENCODING, LOAD_SCHEMA, LOAD_SCHEMA_V1,
 };
-pub use workload::{ActivePolicy, FileSet, Progress, Rate, RecordSink, Workload};
+pub use workload::{ActivePolicy, FileSet, IoPath, Progress, Rate, RecordSink, Workload};

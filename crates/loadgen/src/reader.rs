@@ -115,13 +115,342 @@ struct InFlight {
     send_ns: u64,
 }
 
-pub(crate) fn run_reader(mut plan: ReaderPlan<'_, '_>) -> io::Result<ReaderOutcome> {
-    let cpu_before = CpuTimes::thread();
-    let mut out = ReaderOutcome::default();
-    if plan.files.is_some() {
-        out.classes = crate::request::class_histograms();
+/// The reader's state and bookkeeping, apart from how it waits: the epoll
+/// loop below and the io_uring loop (`uring_reader.rs`) both feed it the
+/// bytes each connection received, so they parse, match, time and count the
+/// same way.
+pub(crate) struct Core<'a, 'r> {
+    pub(crate) plan: ReaderPlan<'a, 'r>,
+    pub(crate) out: ReaderOutcome,
+    sessions: Vec<Option<ClientSession>>,
+    in_flight: Vec<VecDeque<InFlight>>,
+    outstanding: u64,
+    closed: Vec<bool>,
+    alive_active: usize,
+    warmup_ns: u64,
+    total_ns: u64,
+    interval_hist: LatencyHistogram,
+    interval_start: Duration,
+    seq: u32,
+    drain_since: Option<Instant>,
+    cpu_before: CpuTimes,
+}
+
+impl<'a, 'r> Core<'a, 'r> {
+    /// The state for `plan`; in closed loop, every active connection is
+    /// filled to its depth here.
+    pub(crate) fn new(plan: ReaderPlan<'a, 'r>) -> Self {
+        let cpu_before = CpuTimes::thread();
+        let mut out = ReaderOutcome::default();
+        if plan.files.is_some() {
+            out.classes = crate::request::class_histograms();
+        }
+        let n = plan.fds.len();
+        let sessions: Vec<Option<ClientSession>> = plan
+            .is_active
+            .iter()
+            .map(|&a| a.then(|| ClientSession::new(plan.protocol, plan.max_message)))
+            .collect();
+        let rotating = plan
+            .closed_loop
+            .as_ref()
+            .is_some_and(|cl| cl.rotate.is_some());
+        // Rotating: every connection carries requests, so every one counts.
+        let alive_active = if rotating { n } else { plan.active.len() };
+        let mut core = Core {
+            warmup_ns: plan.warmup.as_nanos() as u64,
+            total_ns: plan.total.as_nanos() as u64,
+            interval_start: plan.warmup,
+            plan,
+            out,
+            sessions,
+            in_flight: (0..n).map(|_| VecDeque::new()).collect(),
+            outstanding: 0,
+            closed: vec![false; n],
+            alive_active,
+            interval_hist: LatencyHistogram::new(),
+            seq: 0,
+            drain_since: None,
+            cpu_before,
+        };
+        // Closed loop: fill every active connection to its depth.
+        if let Some(cl) = core.plan.closed_loop.as_mut() {
+            for &c in core.plan.active {
+                for _ in 0..cl.depth {
+                    let now = core.plan.start.elapsed().as_nanos() as u64;
+                    core.in_flight[c].push_back(InFlight {
+                        seq: core.seq,
+                        scheduled_ns: now,
+                        send_ns: now,
+                    });
+                    core.outstanding += 1;
+                    if cl.sender.send(c, core.plan.fds[c], core.seq).is_err() {
+                        core.plan.dead[c].store(true, Relaxed);
+                    }
+                    core.seq = core.seq.wrapping_add(1);
+                    core.out.closed_loop_sent += 1;
+                    core.plan.progress.sent.fetch_add(1, Relaxed);
+                }
+            }
+        }
+        core
     }
-    let n = plan.fds.len();
+
+    /// True once connection `c` is given up (closed by the peer or failed).
+    pub(crate) fn is_closed(&self, c: usize) -> bool {
+        self.closed[c]
+    }
+
+    /// True when connection `c` carries requests (it has a session).
+    pub(crate) fn is_active(&self, c: usize) -> bool {
+        self.sessions[c].is_some()
+    }
+
+    /// Moves the writer's send events into the per-connection FIFOs.
+    pub(crate) fn drain_sends(&mut self) {
+        drain_sends(
+            self.plan.events.as_mut(),
+            &mut self.in_flight,
+            &mut self.outstanding,
+        );
+    }
+
+    /// True (and the outcome marked) when a stop was requested.
+    pub(crate) fn stop_requested(&mut self) -> bool {
+        if self.plan.shutdown.requested() {
+            self.out.interrupted = true;
+            return true;
+        }
+        false
+    }
+
+    /// Feeds bytes active connection `c` received, timestamped now: each
+    /// completed response is matched to its request and recorded. Returns
+    /// the responses completed, or the error kind that ends the connection.
+    pub(crate) fn on_bytes(&mut self, c: usize, bytes: &[u8]) -> Result<u32, &'static str> {
+        // The writer pushes a send's event before sending it, so every
+        // request answered in these bytes is in the ring by now.
+        self.drain_sends();
+        let Core {
+            plan,
+            out,
+            sessions,
+            in_flight,
+            interval_hist,
+            warmup_ns,
+            total_ns,
+            ..
+        } = self;
+        let (warmup_ns, total_ns) = (*warmup_ns, *total_ns);
+        let Some(session) = sessions[c].as_mut() else {
+            return Ok(0);
+        };
+        out.bytes_received += bytes.len() as u64;
+        let now = plan.start.elapsed().as_nanos() as u64;
+        let queue = &mut in_flight[c];
+        let mut mismatch = false;
+        let (mut bad_status, mut bad_status_warmup) = (0u64, 0u64);
+        let mut done_here = 0u64;
+        let result = session.feed(bytes, &mut |done| {
+            let Some(req) = queue.pop_front() else {
+                mismatch = true;
+                return;
+            };
+            if done.seq.is_some_and(|s| s != req.seq) {
+                mismatch = true;
+            }
+            if done.status.is_some_and(|s| s != 200) {
+                if req.scheduled_ns < warmup_ns {
+                    bad_status_warmup += 1;
+                } else {
+                    bad_status += 1;
+                }
+            }
+            done_here += 1;
+            if req.scheduled_ns >= warmup_ns && req.scheduled_ns < total_ns {
+                let service = now.saturating_sub(req.send_ns);
+                let corrected = now.saturating_sub(req.scheduled_ns);
+                out.service.record(service);
+                out.corrected.record(corrected);
+                if let Some((files, salt)) = plan.files {
+                    let class = crate::request::size_class(files.size(files.entry(req.seq, salt)));
+                    out.classes[class].record(service);
+                }
+                interval_hist.record(service);
+                out.measured_completed += 1;
+                if let Some(sink) = plan.records.as_deref_mut() {
+                    sink.record(&RequestRecord {
+                        conn: c as u32,
+                        seq: req.seq,
+                        scheduled_us: (req.scheduled_ns - warmup_ns) as f64 / 1e3,
+                        send_us: req.send_ns.saturating_sub(warmup_ns) as f64 / 1e3,
+                        complete_us: now.saturating_sub(warmup_ns) as f64 / 1e3,
+                        service_us: service as f64 / 1e3,
+                        corrected_us: corrected as f64 / 1e3,
+                        send_lag_us: req.send_ns.saturating_sub(req.scheduled_ns) as f64 / 1e3,
+                    });
+                }
+            }
+        });
+        self.outstanding -= done_here;
+        self.out.completed += done_here;
+        self.plan.progress.completed.fetch_add(done_here, Relaxed);
+        self.out.count_error("http_status", bad_status, false);
+        self.out.count_error("http_status", bad_status_warmup, true);
+        self.plan
+            .progress
+            .errors
+            .fetch_add(bad_status + bad_status_warmup, Relaxed);
+        if result.is_err() {
+            return Err("protocol");
+        }
+        if mismatch {
+            return Err("unexpected_response");
+        }
+        Ok(done_here as u32)
+    }
+
+    /// The error kind of active connection `c` reaching end of stream.
+    pub(crate) fn on_eof(&mut self, c: usize) -> &'static str {
+        match self.sessions[c].as_mut().map(|s| s.finish()) {
+            Some(Err(_)) => "truncated_response",
+            _ => "closed_by_peer",
+        }
+    }
+
+    /// Gives up active connection `c` after an error of `kind`: its
+    /// outstanding requests count as unanswered.
+    pub(crate) fn fail(&mut self, c: usize, kind: &'static str) {
+        let now = self.plan.start.elapsed().as_nanos() as u64;
+        self.out.count_error(kind, 1, now < self.warmup_ns);
+        self.plan.progress.errors.fetch_add(1, Relaxed);
+        self.outstanding -= self.in_flight[c].len() as u64;
+        let warmup_ns = self.warmup_ns;
+        let lost: Vec<InFlight> = self.in_flight[c].drain(..).collect();
+        self.out.count_unanswered(lost.into_iter(), warmup_ns);
+        self.plan.dead[c].store(true, Relaxed);
+        self.closed[c] = true;
+        self.alive_active -= 1;
+        self.out.peer_failed = true;
+    }
+
+    /// Idle connection `c` was closed by the server.
+    pub(crate) fn idle_closed(&mut self, c: usize) {
+        self.out.idle_closed_by_peer += 1;
+        self.closed[c] = true;
+    }
+
+    /// Closed loop: sends `count` next requests after responses completed on
+    /// connection `c` (to `c`, or to random idle connections when rotating).
+    pub(crate) fn send_next(&mut self, c: usize, count: u32) {
+        let Core {
+            plan,
+            out,
+            in_flight,
+            closed,
+            outstanding,
+            seq,
+            total_ns,
+            ..
+        } = self;
+        let Some(cl) = plan.closed_loop.as_mut() else {
+            return;
+        };
+        let now = plan.start.elapsed().as_nanos() as u64;
+        if now >= *total_ns {
+            return;
+        }
+        for _ in 0..count {
+            let target = match cl.rotate.as_mut() {
+                None => c,
+                Some(rng) => match pick_idle(rng, in_flight, closed, plan.dead) {
+                    Some(t) => t,
+                    None => break,
+                },
+            };
+            in_flight[target].push_back(InFlight {
+                seq: *seq,
+                scheduled_ns: now,
+                send_ns: now,
+            });
+            *outstanding += 1;
+            if cl.sender.send(target, plan.fds[target], *seq).is_err() {
+                plan.dead[target].store(true, Relaxed);
+            }
+            *seq = seq.wrapping_add(1);
+            out.closed_loop_sent += 1;
+            plan.progress.sent.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// The end of a loop turn: retries closed-loop backlogs, logs the
+    /// interval histogram, and decides whether the run is over (true: stop).
+    pub(crate) fn end_turn(&mut self) -> bool {
+        if let Some(cl) = self.plan.closed_loop.as_mut() {
+            if cl.sender.has_backlog() {
+                let dead = self.plan.dead;
+                cl.sender
+                    .flush_backlog(self.plan.fds, |c| dead[c].store(true, Relaxed));
+            }
+        }
+        // One interval-log entry per second of measured time.
+        let elapsed = self.plan.start.elapsed();
+        if elapsed >= self.interval_start + LOG_INTERVAL && elapsed > self.plan.warmup {
+            self.out.intervals.push((
+                self.interval_start - self.plan.warmup,
+                elapsed - self.interval_start,
+                self.interval_hist.hdr().clone(),
+            ));
+            self.interval_hist.reset();
+            self.interval_start = elapsed;
+        }
+        if self.alive_active == 0 {
+            return true;
+        }
+        let sending_over = match self.plan.closed_loop {
+            Some(_) => elapsed >= self.plan.total,
+            None => self.plan.writer_done.load(Relaxed),
+        };
+        if sending_over {
+            let ring_empty = self.plan.events.as_ref().is_none_or(|r| r.is_empty());
+            if self.outstanding == 0 && ring_empty {
+                return true;
+            }
+            let since = *self.drain_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= self.plan.drain_timeout {
+                let warmup_ns = self.warmup_ns;
+                for q in &mut self.in_flight {
+                    let lost: Vec<InFlight> = q.drain(..).collect();
+                    self.out.count_unanswered(lost.into_iter(), warmup_ns);
+                }
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The outcome, with the last interval and the thread's CPU time.
+    pub(crate) fn finish(mut self) -> ReaderOutcome {
+        if !self.interval_hist.is_empty() {
+            let elapsed = self.plan.start.elapsed();
+            self.out.intervals.push((
+                self.interval_start.saturating_sub(self.plan.warmup),
+                elapsed.saturating_sub(self.interval_start),
+                self.interval_hist.hdr().clone(),
+            ));
+        }
+        if let Some(cl) = self.plan.closed_loop.as_ref() {
+            self.out.closed_loop_bytes_sent = cl.sender.bytes_sent;
+        }
+        self.out.cpu = CpuTimes::thread().since(&self.cpu_before);
+        self.out.cpu_seen = connlab_os::current_cpu();
+        self.out
+    }
+}
+
+/// The epoll reader: waits for readiness on every connection and reads each
+/// ready one until it would block.
+pub(crate) fn run_reader(plan: ReaderPlan<'_, '_>) -> io::Result<ReaderOutcome> {
     // SAFETY: plain syscall; the result is checked.
     let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
     if ep < 0 {
@@ -133,50 +462,10 @@ pub(crate) fn run_reader(mut plan: ReaderPlan<'_, '_>) -> io::Result<ReaderOutco
     }
     let wake = u64::MAX;
     ep.add(plan.shutdown.wake_fd(), wake)?;
-    let mut sessions: Vec<Option<ClientSession>> = plan
-        .is_active
-        .iter()
-        .map(|&a| a.then(|| ClientSession::new(plan.protocol, plan.max_message)))
-        .collect();
-    let mut in_flight: Vec<VecDeque<InFlight>> = (0..n).map(|_| VecDeque::new()).collect();
-    let mut outstanding: u64 = 0;
-    let mut closed = vec![false; n];
-    let rotating = plan
-        .closed_loop
-        .as_ref()
-        .is_some_and(|cl| cl.rotate.is_some());
-    // Rotating: every connection carries requests, so every one counts.
-    let mut alive_active = if rotating { n } else { plan.active.len() };
+    let fds = plan.fds;
+    let mut core = Core::new(plan);
     let mut buf = vec![0u8; READ_CHUNK];
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 1024];
-    let warmup_ns = plan.warmup.as_nanos() as u64;
-    let total_ns = plan.total.as_nanos() as u64;
-    let mut interval_hist = LatencyHistogram::new();
-    let mut interval_start = plan.warmup;
-    let mut seq: u32 = 0;
-    let mut drain_since: Option<Instant> = None;
-
-    // Closed loop: fill every active connection to its depth.
-    if let Some(cl) = plan.closed_loop.as_mut() {
-        for &c in plan.active {
-            for _ in 0..cl.depth {
-                let now = plan.start.elapsed().as_nanos() as u64;
-                in_flight[c].push_back(InFlight {
-                    seq,
-                    scheduled_ns: now,
-                    send_ns: now,
-                });
-                outstanding += 1;
-                if cl.sender.send(c, plan.fds[c], seq).is_err() {
-                    plan.dead[c].store(true, Relaxed);
-                }
-                seq = seq.wrapping_add(1);
-                out.closed_loop_sent += 1;
-                plan.progress.sent.fetch_add(1, Relaxed);
-            }
-        }
-    }
-
     loop {
         // SAFETY: `events` has room for its length.
         let k = unsafe {
@@ -193,9 +482,8 @@ pub(crate) fn run_reader(mut plan: ReaderPlan<'_, '_>) -> io::Result<ReaderOutco
                 return Err(e);
             }
         }
-        drain_sends(plan.events.as_mut(), &mut in_flight, &mut outstanding);
-        if plan.shutdown.requested() {
-            out.interrupted = true;
+        core.drain_sends();
+        if core.stop_requested() {
             break;
         }
         for ev in &events[..k.max(0) as usize] {
@@ -203,36 +491,32 @@ pub(crate) fn run_reader(mut plan: ReaderPlan<'_, '_>) -> io::Result<ReaderOutco
                 continue;
             }
             let c = ev.u64 as usize;
-            if closed[c] {
+            if core.is_closed(c) {
                 continue;
             }
-            let Some(session) = sessions[c].as_mut() else {
+            if !core.is_active(c) {
                 // An idle connection is readable only when the server closed it
                 // (or sent something it should not have).
-                if drain_idle(plan.fds[c], &mut buf) {
-                    out.idle_closed_by_peer += 1;
-                    closed[c] = true;
-                    ep.del(plan.fds[c]);
+                if drain_idle(fds[c], &mut buf) {
+                    core.idle_closed(c);
+                    ep.del(fds[c]);
                 }
                 continue;
-            };
+            }
             let mut to_send = 0u32;
             let mut fatal: Option<&'static str> = None;
             loop {
                 // SAFETY: `buf` is valid for writes of its length.
                 let r = unsafe {
                     libc::recv(
-                        plan.fds[c],
+                        fds[c],
                         buf.as_mut_ptr().cast(),
                         buf.len(),
                         libc::MSG_DONTWAIT,
                     )
                 };
                 if r == 0 {
-                    fatal = Some(match session.finish() {
-                        Err(_) => "truncated_response",
-                        Ok(()) => "closed_by_peer",
-                    });
+                    fatal = Some(core.on_eof(c));
                     break;
                 }
                 if r < 0 {
@@ -245,173 +529,29 @@ pub(crate) fn run_reader(mut plan: ReaderPlan<'_, '_>) -> io::Result<ReaderOutco
                     }
                     break;
                 }
-                // The writer pushes a send's event before sending it, so every
-                // request answered in these bytes is in the ring by now.
-                drain_sends(plan.events.as_mut(), &mut in_flight, &mut outstanding);
-                let bytes = &buf[..r as usize];
-                out.bytes_received += r as u64;
-                let now = plan.start.elapsed().as_nanos() as u64;
-                let queue = &mut in_flight[c];
-                let mut mismatch = false;
-                let (mut bad_status, mut bad_status_warmup) = (0u64, 0u64);
-                let mut done_here = 0u64;
-                let result = session.feed(bytes, &mut |done| {
-                    let Some(req) = queue.pop_front() else {
-                        mismatch = true;
-                        return;
-                    };
-                    if done.seq.is_some_and(|s| s != req.seq) {
-                        mismatch = true;
+                match core.on_bytes(c, &buf[..r as usize]) {
+                    Ok(done) => to_send += done,
+                    Err(kind) => {
+                        fatal = Some(kind);
+                        break;
                     }
-                    if done.status.is_some_and(|s| s != 200) {
-                        if req.scheduled_ns < warmup_ns {
-                            bad_status_warmup += 1;
-                        } else {
-                            bad_status += 1;
-                        }
-                    }
-                    done_here += 1;
-                    to_send += 1;
-                    if req.scheduled_ns >= warmup_ns && req.scheduled_ns < total_ns {
-                        let service = now.saturating_sub(req.send_ns);
-                        let corrected = now.saturating_sub(req.scheduled_ns);
-                        out.service.record(service);
-                        out.corrected.record(corrected);
-                        if let Some((files, salt)) = plan.files {
-                            let class =
-                                crate::request::size_class(files.size(files.entry(req.seq, salt)));
-                            out.classes[class].record(service);
-                        }
-                        interval_hist.record(service);
-                        out.measured_completed += 1;
-                        if let Some(sink) = plan.records.as_deref_mut() {
-                            sink.record(&RequestRecord {
-                                conn: c as u32,
-                                seq: req.seq,
-                                scheduled_us: (req.scheduled_ns - warmup_ns) as f64 / 1e3,
-                                send_us: req.send_ns.saturating_sub(warmup_ns) as f64 / 1e3,
-                                complete_us: now.saturating_sub(warmup_ns) as f64 / 1e3,
-                                service_us: service as f64 / 1e3,
-                                corrected_us: corrected as f64 / 1e3,
-                                send_lag_us: req.send_ns.saturating_sub(req.scheduled_ns) as f64
-                                    / 1e3,
-                            });
-                        }
-                    }
-                });
-                outstanding -= done_here;
-                out.completed += done_here;
-                plan.progress.completed.fetch_add(done_here, Relaxed);
-                out.count_error("http_status", bad_status, false);
-                out.count_error("http_status", bad_status_warmup, true);
-                plan.progress
-                    .errors
-                    .fetch_add(bad_status + bad_status_warmup, Relaxed);
-                if result.is_err() {
-                    fatal = Some("protocol");
-                    break;
-                }
-                if mismatch {
-                    fatal = Some("unexpected_response");
-                    break;
                 }
                 if (r as usize) < buf.len() {
                     break;
                 }
             }
             if let Some(kind) = fatal {
-                let now = plan.start.elapsed().as_nanos() as u64;
-                out.count_error(kind, 1, now < warmup_ns);
-                plan.progress.errors.fetch_add(1, Relaxed);
-                outstanding -= in_flight[c].len() as u64;
-                out.count_unanswered(in_flight[c].drain(..), warmup_ns);
-                plan.dead[c].store(true, Relaxed);
-                closed[c] = true;
-                ep.del(plan.fds[c]);
-                alive_active -= 1;
-                out.peer_failed = true;
+                core.fail(c, kind);
+                ep.del(fds[c]);
                 continue;
             }
-            if let Some(cl) = plan.closed_loop.as_mut() {
-                let now = plan.start.elapsed().as_nanos() as u64;
-                if now < total_ns {
-                    for _ in 0..to_send {
-                        let target = match cl.rotate.as_mut() {
-                            None => c,
-                            Some(rng) => match pick_idle(rng, &in_flight, &closed, plan.dead) {
-                                Some(t) => t,
-                                None => break,
-                            },
-                        };
-                        in_flight[target].push_back(InFlight {
-                            seq,
-                            scheduled_ns: now,
-                            send_ns: now,
-                        });
-                        outstanding += 1;
-                        if cl.sender.send(target, plan.fds[target], seq).is_err() {
-                            plan.dead[target].store(true, Relaxed);
-                        }
-                        seq = seq.wrapping_add(1);
-                        out.closed_loop_sent += 1;
-                        plan.progress.sent.fetch_add(1, Relaxed);
-                    }
-                }
-            }
+            core.send_next(c, to_send);
         }
-        if let Some(cl) = plan.closed_loop.as_mut() {
-            if cl.sender.has_backlog() {
-                let dead = plan.dead;
-                cl.sender
-                    .flush_backlog(plan.fds, |c| dead[c].store(true, Relaxed));
-            }
-        }
-        // One interval-log entry per second of measured time.
-        let elapsed = plan.start.elapsed();
-        if elapsed >= interval_start + LOG_INTERVAL && elapsed > plan.warmup {
-            out.intervals.push((
-                interval_start - plan.warmup,
-                elapsed - interval_start,
-                interval_hist.hdr().clone(),
-            ));
-            interval_hist.reset();
-            interval_start = elapsed;
-        }
-        if alive_active == 0 {
+        if core.end_turn() {
             break;
         }
-        let sending_over = match plan.closed_loop {
-            Some(_) => elapsed >= plan.total,
-            None => plan.writer_done.load(Relaxed),
-        };
-        if sending_over {
-            let ring_empty = plan.events.as_ref().is_none_or(|r| r.is_empty());
-            if outstanding == 0 && ring_empty {
-                break;
-            }
-            let since = *drain_since.get_or_insert_with(Instant::now);
-            if since.elapsed() >= plan.drain_timeout {
-                for q in &mut in_flight {
-                    out.count_unanswered(q.drain(..), warmup_ns);
-                }
-                break;
-            }
-        }
     }
-    if !interval_hist.is_empty() {
-        let elapsed = plan.start.elapsed();
-        out.intervals.push((
-            interval_start.saturating_sub(plan.warmup),
-            elapsed.saturating_sub(interval_start),
-            interval_hist.hdr().clone(),
-        ));
-    }
-    if let Some(cl) = plan.closed_loop.as_ref() {
-        out.closed_loop_bytes_sent = cl.sender.bytes_sent;
-    }
-    out.cpu = CpuTimes::thread().since(&cpu_before);
-    out.cpu_seen = connlab_os::current_cpu();
-    Ok(out)
+    Ok(core.finish())
 }
 
 impl ReaderOutcome {

@@ -193,6 +193,9 @@ pub struct RunConfig {
     /// HTTP without keep-alive: a new connection per request.
     #[serde(default)]
     pub connection_per_request: bool,
+    /// How the reader waited for responses: `epoll` or `uring` (`--io`).
+    #[serde(default = "epoll_io")]
+    pub io: String,
     /// `--manifest`: the file set requests were drawn from (its path).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manifest: Option<String>,
@@ -222,6 +225,11 @@ pub struct RunConfig {
     pub source_addrs: Vec<String>,
     /// Seed of the active set and Poisson arrivals.
     pub seed: u64,
+}
+
+/// Results written before `--io` existed read as epoll runs.
+fn epoll_io() -> String {
+    "epoll".into()
 }
 
 /// Everything a load run measured.
@@ -474,6 +482,9 @@ mod tests {
         assert_eq!((r.requests.sent, r.requests.completed), (300, 300));
         assert_eq!(r.requests.warmup_sent, 90);
         assert_eq!(r.requests.warmup_completed, 90);
+        // Written before `--io`: the reader was epoll.
+        assert!(!text.contains("\"io\""));
+        assert_eq!(r.config.io, "epoll");
     }
 
     #[test]

@@ -42,6 +42,39 @@ impl std::str::FromStr for ActivePolicy {
     }
 }
 
+/// How the client waits for responses (`--io`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IoPath {
+    /// The reader waits for readiness with `epoll_wait` and reads with `recv`.
+    #[default]
+    Epoll,
+    /// The reader keeps a multishot receive armed on every connection,
+    /// filling a registered provided-buffer ring, and takes completions
+    /// with one `io_uring_enter` per loop turn.
+    Uring,
+}
+
+impl IoPath {
+    /// `epoll` or `uring`.
+    pub fn name(self) -> &'static str {
+        match self {
+            IoPath::Epoll => "epoll",
+            IoPath::Uring => "uring",
+        }
+    }
+}
+
+impl std::str::FromStr for IoPath {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "epoll" => Ok(IoPath::Epoll),
+            "uring" => Ok(IoPath::Uring),
+            _ => Err(format!("unknown I/O path {s:?}; expected epoll or uring")),
+        }
+    }
+}
+
 /// How requests are paced.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Rate {
@@ -105,6 +138,8 @@ pub struct Workload {
     /// HTTP without keep-alive: every request on a new connection
     /// (`Connection: close`), `connections` workers at once.
     pub connection_per_request: bool,
+    /// How the reader waits for responses.
+    pub io: IoPath,
 }
 
 /// A file set the requests are drawn from (`--manifest`).

@@ -5,7 +5,7 @@ use crate::units::{parse_duration, parse_size_u32};
 use crate::Exit;
 use anyhow::{anyhow, Context};
 use clap::Args;
-use connlab_loadgen::{ActivePolicy, LoadError, Progress, Rate, Workload};
+use connlab_loadgen::{ActivePolicy, IoPath, LoadError, Progress, Rate, Workload};
 use connlab_measure::{ActiveRatio, Arrival, Shard};
 use connlab_os::{CpuList, Shutdown};
 use connlab_proto::Protocol;
@@ -141,6 +141,11 @@ pub(crate) struct LoadArgs {
     /// no answer, ...); 1 accepts any.
     #[arg(long, value_name = "RATIO", default_value_t = DEFAULT_MAX_ERROR_RATIO, value_parser = parse_error_ratio)]
     max_error_ratio: f64,
+    /// How the reader waits for responses: epoll, or uring (multishot
+    /// receives into a provided-buffer ring; fails if io_uring is unavailable).
+    /// The writer's pacing is the same for both.
+    #[arg(long, value_name = "PATH", default_value = "epoll")]
+    io: IoPath,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -295,6 +300,7 @@ impl WorkloadArgs {
             start_at: None,
             writer_priority: self.writer_priority,
             active_policy: self.active_policy,
+            io: IoPath::Epoll,
         })
     }
 }
@@ -305,6 +311,7 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode, Exit> {
     let mut workload = args.workload.workload(target, args.cpu.clone())?;
     workload.shard = args.shard.unwrap_or(Shard::WHOLE);
     workload.start_at = args.start_at;
+    workload.io = args.io;
     raise_limit();
     if let (true, Rate::PerSecond(rate)) = (workload.connection_per_request, workload.rate) {
         let share = rate / f64::from(workload.shard.count.max(1));
