@@ -1,0 +1,270 @@
+//! The two ways a proxied connection moves bytes (the research part, written
+//! by hand): bounded user-space buffers (`Buf`) or a pair of pipes driven by
+//! `splice(2)` (`PipeRelay`), behind one `Relay`.
+
+use mio::net::TcpStream;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// A bounded byte buffer between one reader and one writer.
+pub(super) struct Buf {
+    data: Box<[u8]>,
+    start: usize,
+    end: usize,
+}
+
+impl Buf {
+    fn new(n: usize) -> Buf {
+        Buf {
+            data: vec![0; n].into_boxed_slice(),
+            start: 0,
+            end: 0,
+        }
+    }
+    fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+    fn is_full(&self) -> bool {
+        self.end == self.data.len() && self.start == 0
+    }
+    /// One read from `src` into the free space; returns (bytes read, saw
+    /// EOF). Clears `readable` on `EAGAIN`, and on a read shorter than the
+    /// space unless the peer's end was already reported (`hup`).
+    ///
+    /// A short TCP read emptied the receive queue, and anything arriving
+    /// after it raises a new edge, so the `EAGAIN` read that would prove it
+    /// is one system call per message saved (HAProxy does the same). The
+    /// exception is the end: a read stops short before a queued FIN and
+    /// returns it on the next call, and that FIN's edge has already been
+    /// reported. So once the peer's end was reported, reads go on until
+    /// they return 0 (an earlier version cleared nothing on a short read at
+    /// all after bulk relays stalled at the end; that stall was this case).
+    fn fill(
+        &mut self,
+        src: &mut TcpStream,
+        readable: &mut bool,
+        hup: bool,
+    ) -> io::Result<(usize, bool)> {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if self.end == self.data.len() {
+            // Room only at the front: move the unsent bytes down.
+            self.data.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        let space = self.data.len() - self.end;
+        if space == 0 {
+            return Ok((0, false));
+        }
+        loop {
+            match src.read(&mut self.data[self.end..]) {
+                Ok(0) => return Ok((0, true)),
+                Ok(n) => {
+                    self.end += n;
+                    if n < space && !hup {
+                        *readable = false;
+                    }
+                    return Ok((n, false));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    *readable = false;
+                    return Ok((0, false));
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    /// One write of the buffered bytes to `dst`; returns bytes written.
+    /// Clears `writable` on a short write or `EAGAIN`.
+    fn drain(&mut self, dst: &mut TcpStream, writable: &mut bool) -> io::Result<usize> {
+        let len = self.end - self.start;
+        loop {
+            match dst.write(&self.data[self.start..self.end]) {
+                Ok(n) => {
+                    self.start += n;
+                    if n < len {
+                        *writable = false;
+                    }
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    *writable = false;
+                    return Ok(0);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// A pipe that carries one direction of a connection with `splice(2)`.
+pub(super) struct PipeRelay {
+    read: OwnedFd,
+    write: OwnedFd,
+    /// Bytes in the pipe.
+    len: usize,
+    /// The pipe's capacity (`F_SETPIPE_SZ` rounds up to whole pages).
+    cap: usize,
+    /// A splice into the pipe found no room although `len < cap` (a pipe
+    /// holds a bounded number of page slots, not bytes): full until drained.
+    stalled: bool,
+}
+
+/// Pipes are made at least this large (16 page slots, Linux's default)
+/// whatever the byte bound: every piece of a socket buffer spliced in takes
+/// a slot of its own, and a pipe sized down to a 16 KiB bound (4 slots) ran
+/// out of slots long before bytes, so a reply took several short splices.
+const MIN_PIPE_BYTES: usize = 64 * 1024;
+
+const SPLICE_FLAGS: libc::c_uint = libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK;
+
+impl PipeRelay {
+    fn new(cap: usize) -> io::Result<PipeRelay> {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: pipe2 succeeded: both descriptors are open and ours alone.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let want = libc::c_int::try_from(cap.max(MIN_PIPE_BYTES)).unwrap_or(libc::c_int::MAX);
+        // SAFETY: F_SETPIPE_SZ on an open pipe; returns the new capacity.
+        let got = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, want) };
+        let size = if got > 0 {
+            got as usize
+        } else {
+            // SAFETY: F_GETPIPE_SZ on an open pipe.
+            (unsafe { libc::fcntl(write.as_raw_fd(), libc::F_GETPIPE_SZ) }).max(4096) as usize
+        };
+        // The byte bound stays the one asked for; the pipe's slots do not
+        // shrink with it.
+        let cap = cap.clamp(1, size);
+        Ok(PipeRelay {
+            read,
+            write,
+            len: 0,
+            cap,
+            stalled: false,
+        })
+    }
+
+    fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
+        loop {
+            // SAFETY: both descriptors are open; null offsets (sockets and
+            // pipes have none).
+            let n = unsafe {
+                libc::splice(
+                    from,
+                    std::ptr::null_mut(),
+                    to,
+                    std::ptr::null_mut(),
+                    len,
+                    SPLICE_FLAGS,
+                )
+            };
+            if n >= 0 {
+                return Ok(n as usize);
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+
+    /// Socket -> pipe. A short splice does not prove the socket drained (the
+    /// pipe may be out of slots), so `readable` is cleared only by `EAGAIN`
+    /// into an empty pipe.
+    fn fill(&mut self, src: &TcpStream, readable: &mut bool) -> io::Result<(usize, bool)> {
+        let space = self.cap.saturating_sub(self.len);
+        if space == 0 || self.stalled {
+            return Ok((0, false));
+        }
+        match PipeRelay::splice(src.as_raw_fd(), self.write.as_raw_fd(), space) {
+            Ok(0) => Ok((0, true)),
+            Ok(n) => {
+                self.len += n;
+                Ok((n, false))
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if self.len == 0 {
+                    *readable = false;
+                } else {
+                    self.stalled = true;
+                }
+                Ok((0, false))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Pipe -> socket; clears `writable` on a short splice or `EAGAIN`.
+    fn drain(&mut self, dst: &TcpStream, writable: &mut bool) -> io::Result<usize> {
+        match PipeRelay::splice(self.read.as_raw_fd(), dst.as_raw_fd(), self.len) {
+            Ok(n) => {
+                if n < self.len {
+                    *writable = false;
+                }
+                self.len -= n;
+                if n > 0 {
+                    self.stalled = false;
+                }
+                Ok(n)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                *writable = false;
+                Ok(0)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// One direction of a relayed connection: a user-space buffer or a pipe.
+pub(super) enum Relay {
+    Copy(Buf),
+    Splice(PipeRelay),
+}
+
+impl Relay {
+    pub(super) fn new(bytes: usize, splice: bool) -> io::Result<Relay> {
+        Ok(if splice {
+            Relay::Splice(PipeRelay::new(bytes)?)
+        } else {
+            Relay::Copy(Buf::new(bytes))
+        })
+    }
+    pub(super) fn is_empty(&self) -> bool {
+        match self {
+            Relay::Copy(b) => b.is_empty(),
+            Relay::Splice(p) => p.len == 0,
+        }
+    }
+    pub(super) fn is_full(&self) -> bool {
+        match self {
+            Relay::Copy(b) => b.is_full(),
+            Relay::Splice(p) => p.len >= p.cap || p.stalled,
+        }
+    }
+    pub(super) fn fill(
+        &mut self,
+        src: &mut TcpStream,
+        readable: &mut bool,
+        hup: bool,
+    ) -> io::Result<(usize, bool)> {
+        match self {
+            Relay::Copy(b) => b.fill(src, readable, hup),
+            Relay::Splice(p) => p.fill(src, readable),
+        }
+    }
+    pub(super) fn drain(&mut self, dst: &mut TcpStream, writable: &mut bool) -> io::Result<usize> {
+        match self {
+            Relay::Copy(b) => b.drain(dst, writable),
+            Relay::Splice(p) => p.drain(dst, writable),
+        }
+    }
+}
