@@ -28,17 +28,19 @@ fn generates_the_paper_set_and_prints_its_statistics() {
     }
     assert!(text.contains("median"), "{text}");
     // Real files of the listed sizes.
-    let manifest = std::fs::read_to_string(dir.path().join("manifest.csv")).unwrap();
-    let mut lines = manifest.lines();
-    assert_eq!(lines.next(), Some("path,size_bytes,weight"));
+    let mut manifest = csv::Reader::from_path(dir.path().join("manifest.csv")).unwrap();
+    assert_eq!(
+        manifest.headers().unwrap(),
+        vec!["path", "size_bytes", "weight"]
+    );
     let mut total = 0u64;
-    for line in lines {
-        let f: Vec<&str> = line.split(',').collect();
-        let size: u64 = f[1].parse().unwrap();
+    for row in manifest.records() {
+        let row = row.unwrap();
+        let size: u64 = row[1].parse().unwrap();
         assert_eq!(
-            std::fs::metadata(dir.path().join(f[0])).unwrap().len(),
+            std::fs::metadata(dir.path().join(&row[0])).unwrap().len(),
             size,
-            "{line}"
+            "{row:?}"
         );
         total += size;
     }
