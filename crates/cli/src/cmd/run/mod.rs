@@ -192,6 +192,10 @@ enum Row {
         label: String,
         addr: SocketAddr,
         pid: Option<u32>,
+        /// The server's memory before the first round (KiB), the baseline of
+        /// every round's memory per connection: read once, because a server
+        /// that keeps buffers between rounds would otherwise hide them.
+        idle_kib: Option<u64>,
     },
 }
 
@@ -371,10 +375,12 @@ fn rows(args: &RunArgs) -> Result<Vec<Row>, Exit> {
             .label
             .clone()
             .unwrap_or_else(|| format!("against{}", n + 1));
+        let pid = args.against_pid.get(n).copied();
         out.push(Row::Against {
             label,
             addr: a.addr,
-            pid: args.against_pid.get(n).copied(),
+            pid,
+            idle_kib: pid.and_then(|p| procfs::memory_kib(&procfs::tree(p as i32))),
         });
     }
     for (i, r) in out.iter().enumerate() {
@@ -479,7 +485,12 @@ fn measure(
             let figures = derive(figures, &outcome.result);
             Ok((outcome, figures))
         }
-        Row::Against { label, addr, pid } => {
+        Row::Against {
+            label,
+            addr,
+            pid,
+            idle_kib,
+        } => {
             let workload = args.workload.workload(*addr, client_cpus)?;
             let tree = pid.map(|p| procfs::tree(p as i32)).unwrap_or_default();
             let pinned = match (&server_cpus, pid) {
@@ -489,7 +500,6 @@ fn measure(
                 ),
                 _ => None,
             };
-            let idle = pid.and_then(|_| procfs::memory_kib(&tree));
             let cpu_before = pid.map(|_| procfs::cpu_s(&tree));
             let switches_before = pid.map(|_| procfs::voluntary_switches(&tree));
             let (outcome, loaded) = drive(&workload, shutdown, *pid);
@@ -511,7 +521,7 @@ fn measure(
                 cpu_source: pid
                     .map(|p| format!("/proc/PID/stat of {p} and its descendants, over the run")),
                 voluntary_switches: switches,
-                memory_idle_kib: idle,
+                memory_idle_kib: *idle_kib,
                 memory_loaded_kib: loaded,
                 ..ServerFigures::default()
             };
