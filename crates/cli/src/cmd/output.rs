@@ -123,9 +123,10 @@ pub(crate) fn print_summary(r: &LoadResult) {
         |x| format!("{x} req/s {}", c.arrival),
     );
     let mut t = format!(
-        "\nconnlab load -> {} ({}): {} connections, {} active, {} B requests, {} B responses, {}, {:.1} s\n",
+        "\nconnlab load -> {} ({}, {} I/O): {} connections, {} active, {} B requests, {} B responses, {}, {:.1} s\n",
         c.target,
         c.protocol,
+        c.io,
         r.connections.established,
         r.connections.active,
         c.request_size_bytes,
