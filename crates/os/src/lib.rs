@@ -9,6 +9,7 @@ mod environment;
 pub mod files;
 mod limits;
 pub mod netns;
+pub mod process;
 mod rusage;
 mod shared;
 mod shutdown;

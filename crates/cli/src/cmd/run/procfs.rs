@@ -5,62 +5,11 @@
 
 use connlab_os::CpuList;
 
-/// The fields of `/proc/PID/stat` after the command name (the third field
-/// of the man page is index 0).
-fn stat_fields(pid: i32) -> Option<Vec<String>> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &text[text.rfind(')')? + 1..];
-    Some(rest.split_whitespace().map(str::to_string).collect())
-}
-
-fn ppid(pid: i32) -> Option<i32> {
-    stat_fields(pid)?.get(1)?.parse().ok()
-}
-
 /// `pid` and every process descending from it now.
-pub(super) fn tree(pid: i32) -> Vec<i32> {
-    let mut parents: Vec<(i32, i32)> = Vec::new();
-    if let Ok(dir) = std::fs::read_dir("/proc") {
-        for entry in dir.flatten() {
-            if let Some(p) = entry.file_name().to_str().and_then(|s| s.parse().ok()) {
-                if let Some(pp) = ppid(p) {
-                    parents.push((p, pp));
-                }
-            }
-        }
-    }
-    let mut out = vec![pid];
-    let mut k = 0;
-    while k < out.len() {
-        let parent = out[k];
-        out.extend(
-            parents
-                .iter()
-                .filter(|(_, pp)| *pp == parent)
-                .map(|(p, _)| *p),
-        );
-        k += 1;
-    }
-    out
-}
+pub(super) use connlab_os::process::process_tree as tree;
 
-/// CPU seconds of the processes (utime + stime + cutime + cstime each, so
-/// children they reaped count too); processes that vanished count 0.
-pub(super) fn cpu_s(pids: &[i32]) -> f64 {
-    // SAFETY: sysconf only reads a configuration value.
-    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    pids.iter()
-        .filter_map(|&p| {
-            let f = stat_fields(p)?;
-            let sum: u64 = f
-                .get(11..15)?
-                .iter()
-                .filter_map(|v| v.parse::<u64>().ok())
-                .sum();
-            Some(sum as f64 / tick)
-        })
-        .sum()
-}
+/// CPU seconds of the processes (children they reaped count too).
+pub(super) use connlab_os::process::processes_cpu_s as cpu_s;
 
 /// Voluntary context switches of every live thread of the processes.
 pub(super) fn voluntary_switches(pids: &[i32]) -> u64 {

@@ -4,7 +4,7 @@
 use super::{GRACE, READY};
 use crate::run::child::die_with_parent;
 use anyhow::{bail, Context};
-use std::collections::HashMap;
+use connlab_os::process::{parent_pid, process_tree, processes_cpu_s};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -128,7 +128,7 @@ impl Proc {
     /// including what each has reaped from its own children.
     pub(super) fn tree_cpu_s(&self) -> f64 {
         let pid = self.child.id() as i32;
-        tree(pid).iter().filter_map(|p| proc_cpu_s(*p)).sum()
+        processes_cpu_s(&process_tree(pid))
     }
 
     /// Waits for the process to end by itself and returns its CPU seconds
@@ -189,7 +189,7 @@ impl Proc {
             return;
         }
         let pid = self.child.id() as i32;
-        let family = tree(pid);
+        let family = process_tree(pid);
         // SAFETY: our own unreaped child, so its pid is not reused.
         unsafe { libc::kill(pid, self.stop_signal) };
         let deadline = Instant::now() + GRACE;
@@ -207,7 +207,9 @@ impl Proc {
         // (`become_subreaper`), or to init: kill and reap those.
         let me = std::process::id() as i32;
         for p in family.into_iter().filter(|p| *p != pid) {
-            let Some(parent) = proc_ppid(p) else { continue };
+            let Some(parent) = parent_pid(p) else {
+                continue;
+            };
             if parent == me || parent == 1 || parent == pid {
                 // SAFETY: kill(2) on a pid read from /proc just now.
                 unsafe { libc::kill(p, libc::SIGKILL) };
@@ -224,53 +226,4 @@ impl Drop for Proc {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-/// The fields of `/proc/PID/stat` after the command name.
-fn stat_fields(pid: i32) -> Option<Vec<String>> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = text.rsplit_once(')')?.1;
-    Some(rest.split_whitespace().map(str::to_string).collect())
-}
-
-fn proc_ppid(pid: i32) -> Option<i32> {
-    stat_fields(pid)?.get(1)?.parse().ok()
-}
-
-/// utime + stime + cutime + cstime of one process, in seconds.
-fn proc_cpu_s(pid: i32) -> Option<f64> {
-    let f = stat_fields(pid)?;
-    // SAFETY: sysconf has no preconditions.
-    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    let ticks: f64 = (11..=14)
-        .map(|i| f.get(i).and_then(|v| v.parse::<f64>().ok()))
-        .sum::<Option<f64>>()?;
-    Some(ticks / tick)
-}
-
-/// `pid` and every process descending from it now.
-fn tree(pid: i32) -> Vec<i32> {
-    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
-    if let Ok(dir) = std::fs::read_dir("/proc") {
-        for entry in dir.flatten() {
-            if let Some(p) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<i32>().ok())
-            {
-                if let Some(pp) = proc_ppid(p) {
-                    children.entry(pp).or_default().push(p);
-                }
-            }
-        }
-    }
-    let mut out = vec![pid];
-    let mut i = 0;
-    while i < out.len() {
-        if let Some(c) = children.get(&out[i]) {
-            out.extend(c);
-        }
-        i += 1;
-    }
-    out
 }
