@@ -48,7 +48,7 @@ impl Environment {
         unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
         Environment {
             kernel,
-            cpu_count: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cpu_count: online_cpus(),
             clock_source,
             nofile_soft: lim.rlim_cur,
             nofile_hard: lim.rlim_max,
@@ -57,5 +57,42 @@ impl Environment {
                 .unwrap_or_default(),
             cpu_now: crate::current_cpu(),
         }
+    }
+}
+
+/// The machine's online CPUs: not `available_parallelism`, which counts only
+/// the CPUs this process may run on, so a pinned client would record a
+/// one-CPU machine (the affinity has its own field).
+fn online_cpus() -> usize {
+    // SAFETY: sysconf only reads a configuration value.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if n > 0 {
+        n as usize
+    } else {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pinned_thread_still_records_every_online_cpu() {
+        let online = online_cpus();
+        // Pin a fresh thread to one CPU: the record must still name the machine.
+        let count = std::thread::spawn(|| {
+            // SAFETY: a zeroed cpu_set_t is an empty set.
+            let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            // SAFETY: CPU 0 lies inside the set's bounds.
+            unsafe { libc::CPU_SET(0, &mut set) };
+            // SAFETY: sets this thread's own affinity from a valid set.
+            unsafe { libc::sched_setaffinity(0, size_of_val(&set), &set) };
+            Environment::capture().cpu_count
+        })
+        .join()
+        .unwrap();
+        assert_eq!(count, online);
+        assert!(online >= 1);
     }
 }
