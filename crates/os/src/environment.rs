@@ -60,6 +60,21 @@ impl Environment {
     }
 }
 
+/// The running kernel's (major, minor) version, `None` if unreadable: what
+/// io_uring feature probes compare against.
+pub fn kernel_version() -> Option<(u32, u32)> {
+    let uts = nix::sys::utsname::uname().ok()?;
+    parse_kernel_version(&uts.release().to_string_lossy())
+}
+
+/// `6.18.44-fc` -> (6, 18).
+pub fn parse_kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
 /// The machine's online CPUs: not `available_parallelism`, which counts only
 /// the CPUs this process may run on, so a pinned client would record a
 /// one-CPU machine (the affinity has its own field).

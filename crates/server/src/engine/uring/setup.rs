@@ -29,30 +29,7 @@ pub(super) fn note(feature: UringFeature, why: &str, instead: &str) {
     );
 }
 
-/// The running kernel's (major, minor) version, `None` if unreadable.
-fn kernel_version() -> Option<(u32, u32)> {
-    // SAFETY: an all-zero utsname is a valid buffer for uname(2) to fill.
-    let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: `uts` is a valid, writable utsname.
-    if unsafe { libc::uname(&mut uts) } != 0 {
-        return None;
-    }
-    let release: Vec<u8> = uts
-        .release
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
-    parse_version(&String::from_utf8_lossy(&release))
-}
-
-/// `6.18.44-fc` -> (6, 18).
-fn parse_version(release: &str) -> Option<(u32, u32)> {
-    let mut parts = release.split(|c: char| !c.is_ascii_digit());
-    let major = parts.next()?.parse().ok()?;
-    let minor = parts.next()?.parse().ok()?;
-    Some((major, minor))
-}
+use connlab_os::kernel_version;
 
 /// Setup flags to try, most wanted first, each with the feature it brings
 /// and the message if it is refused.
@@ -219,7 +196,7 @@ pub(super) fn build(wanted: UringFeatures) -> io::Result<Setup> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use connlab_os::parse_kernel_version as parse_version;
 
     #[test]
     fn kernel_release_parses_to_major_and_minor() {
