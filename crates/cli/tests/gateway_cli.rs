@@ -358,6 +358,33 @@ fn bad_flags_are_refused_with_exit_2() {
             ],
             "--idle-timeout",
         ),
+        (
+            vec![
+                "--backend",
+                "198.18.0.2:80",
+                "--mode",
+                "proxy",
+                "--io",
+                "uring",
+                "--splice",
+            ],
+            "conflicts with --io uring",
+        ),
+        (
+            vec![
+                "--backend",
+                "198.18.0.2:80",
+                "--mode",
+                "proxy",
+                "--io",
+                "epoll",
+            ],
+            "unknown proxy I/O mode",
+        ),
+        (
+            vec!["--backend", "198.18.0.2:80", "--io", "uring"],
+            "--io applies to --mode proxy only",
+        ),
     ] {
         let out = Command::new(connlab_bin())
             .args(["gateway", "--listen", VIP])

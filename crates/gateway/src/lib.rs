@@ -16,4 +16,4 @@ pub mod proxy;
 
 pub use nat::{BackendCounters, NatError, NatRules};
 pub use policy::{Backend, Balancer, BalancerError, PolicyKind};
-pub use proxy::{ProxyBackendStats, ProxyConfig, ProxyStats};
+pub use proxy::{ProxyBackendStats, ProxyConfig, ProxyIo, ProxyStats};

@@ -1,12 +1,13 @@
 //! The proxy relays every byte both ways, in order, and passes half-closes
-//! on, with user-space buffers and with `--splice` pipes, on loopback; an
+//! on, with user-space buffers, with `--splice` pipes and on io_uring, on
+//! loopback; an
 //! idle connection is reset after the idle timeout, and a connection that
 //! streams in bulk does not hold up another's small request. Each relay
 //! mode passes on a message and its end arriving together, keeps many
 //! small round trips going on one connection, and holds a backend's bulk
 //! reply while the client does not read (back-pressure) without losing any.
 
-use connlab_gateway::{proxy, Backend, Balancer, PolicyKind, ProxyConfig};
+use connlab_gateway::{proxy, Backend, Balancer, PolicyKind, ProxyConfig, ProxyIo};
 use connlab_testkit::net::{bulk_server, loopback_listener, serve_each};
 use connlab_testkit::{echo_server as echo_backend, pattern};
 use std::io::{Read, Write};
@@ -15,7 +16,7 @@ use std::os::fd::AsRawFd;
 use std::sync::mpsc;
 use std::time::Duration;
 
-fn relay_both_ways(splice: bool) {
+fn relay_both_ways(io: ProxyIo) {
     let backend = echo_backend();
     let balancer = Balancer::new(
         PolicyKind::RoundRobin,
@@ -28,7 +29,7 @@ fn relay_both_ways(splice: bool) {
     let config = ProxyConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         buffer: 16 * 1024,
-        splice,
+        io,
         ..ProxyConfig::default()
     };
     let (stop_r, stop_w) = std::io::pipe().unwrap();
@@ -81,12 +82,17 @@ fn relay_both_ways(splice: bool) {
 
 #[test]
 fn relays_every_byte_through_user_buffers() {
-    relay_both_ways(false);
+    relay_both_ways(ProxyIo::Copy);
 }
 
 #[test]
 fn relays_every_byte_through_splice_pipes() {
-    relay_both_ways(true);
+    relay_both_ways(ProxyIo::Splice);
+}
+
+#[test]
+fn relays_every_byte_through_io_uring() {
+    relay_both_ways(ProxyIo::Uring);
 }
 
 /// A proxy in a thread: its address, and a stop that returns its stats.
@@ -96,12 +102,17 @@ struct Running {
 }
 
 fn start_proxy(backend: SocketAddr, adjust: impl FnOnce(&mut ProxyConfig)) -> Running {
+    start_proxy_on(&[backend], adjust)
+}
+
+/// A proxy in a thread in front of `backends`, round robin.
+fn start_proxy_on(backends: &[SocketAddr], adjust: impl FnOnce(&mut ProxyConfig)) -> Running {
     let balancer = Balancer::new(
         PolicyKind::RoundRobin,
-        vec![Backend {
-            addr: backend,
-            weight: 1,
-        }],
+        backends
+            .iter()
+            .map(|&addr| Backend { addr, weight: 1 })
+            .collect(),
     )
     .unwrap();
     let mut config = ProxyConfig {
@@ -133,12 +144,12 @@ fn start_proxy(backend: SocketAddr, adjust: impl FnOnce(&mut ProxyConfig)) -> Ru
     }
 }
 
-#[test]
-fn an_idle_connection_is_reset_after_the_idle_timeout() {
+fn idle_reset(io: ProxyIo) {
     // Issue 17: the proxy had no idle timeout; a silent client held its
     // connection (and the backend's) forever.
     let proxy = start_proxy(echo_backend(), |c| {
-        c.idle_timeout = Duration::from_millis(300)
+        c.idle_timeout = Duration::from_millis(300);
+        c.io = io;
     });
     let mut idle = TcpStream::connect(proxy.vip).unwrap();
     idle.set_read_timeout(Some(Duration::from_secs(30)))
@@ -159,6 +170,16 @@ fn an_idle_connection_is_reset_after_the_idle_timeout() {
     assert_eq!(&back, b"ping");
     let stats = (proxy.stop)();
     assert!(stats.idle_closed >= 1, "{stats:?}");
+}
+
+#[test]
+fn an_idle_connection_is_reset_after_the_idle_timeout() {
+    idle_reset(ProxyIo::Copy);
+}
+
+#[test]
+fn an_idle_connection_is_reset_after_the_idle_timeout_on_io_uring() {
+    idle_reset(ProxyIo::Uring);
 }
 
 /// A backend: a connection whose first byte is `S` gets an endless stream
@@ -184,11 +205,13 @@ fn stream_or_echo_backend() -> SocketAddr {
     addr
 }
 
-#[test]
-fn a_streaming_pair_does_not_starve_another_pairs_small_request() {
+fn streaming_and_small(io: ProxyIo) {
     // Issue 17: `pump` moved bytes for one pair until nothing could move,
     // so a pair whose backend and client keep up never gave up its turn.
-    let proxy = start_proxy(stream_or_echo_backend(), |c| c.turn_budget = 4 * 1024);
+    let proxy = start_proxy(stream_or_echo_backend(), |c| {
+        c.turn_budget = 4 * 1024;
+        c.io = io;
+    });
     let mut bulk = TcpStream::connect(proxy.vip).unwrap();
     bulk.set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
@@ -230,7 +253,20 @@ fn a_streaming_pair_does_not_starve_another_pairs_small_request() {
     let stats = (proxy.stop)();
     assert_eq!(back, b"Ehello");
     assert!(streamed > 4 << 20);
-    assert!(stats.turn_budget_hits > 0, "{stats:?}");
+    if io != ProxyIo::Uring {
+        // io_uring has no turns: a pair is bounded by its bytes in flight.
+        assert!(stats.turn_budget_hits > 0, "{stats:?}");
+    }
+}
+
+#[test]
+fn a_streaming_pair_does_not_starve_another_pairs_small_request() {
+    streaming_and_small(ProxyIo::Copy);
+}
+
+#[test]
+fn a_streaming_pair_does_not_starve_another_pairs_small_request_on_io_uring() {
+    streaming_and_small(ProxyIo::Uring);
 }
 
 /// A backend that reads a request to its end, then answers `got N` and
@@ -247,11 +283,11 @@ fn count_then_close_backend() -> SocketAddr {
     addr
 }
 
-fn message_and_end_together(splice: bool) {
+fn message_and_end_together(io: ProxyIo) {
     // A short read is taken to mean "drained"; a FIN queued behind the
     // data is read only by the next call, so the relay must not stop
     // reading there (it would never see that end and the pair would hang).
-    let proxy = start_proxy(count_then_close_backend(), |c| c.splice = splice);
+    let proxy = start_proxy(count_then_close_backend(), |c| c.io = io);
     for i in 0..100usize {
         let mut c = TcpStream::connect(proxy.vip).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -272,16 +308,21 @@ fn message_and_end_together(splice: bool) {
 
 #[test]
 fn a_message_and_its_end_arriving_together_pass_through_user_buffers() {
-    message_and_end_together(false);
+    message_and_end_together(ProxyIo::Copy);
 }
 
 #[test]
 fn a_message_and_its_end_arriving_together_pass_through_splice_pipes() {
-    message_and_end_together(true);
+    message_and_end_together(ProxyIo::Splice);
 }
 
-fn many_round_trips(splice: bool) {
-    let proxy = start_proxy(echo_backend(), |c| c.splice = splice);
+#[test]
+fn a_message_and_its_end_arriving_together_pass_through_io_uring() {
+    message_and_end_together(ProxyIo::Uring);
+}
+
+fn many_round_trips(io: ProxyIo) {
+    let proxy = start_proxy(echo_backend(), |c| c.io = io);
     let mut c = TcpStream::connect(proxy.vip).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     c.set_nodelay(true).unwrap();
@@ -301,19 +342,24 @@ fn many_round_trips(splice: bool) {
 
 #[test]
 fn many_small_round_trips_through_user_buffers() {
-    many_round_trips(false);
+    many_round_trips(ProxyIo::Copy);
 }
 
 #[test]
 fn many_small_round_trips_through_splice_pipes() {
-    many_round_trips(true);
+    many_round_trips(ProxyIo::Splice);
 }
 
-fn held_reply(splice: bool) {
+#[test]
+fn many_small_round_trips_through_io_uring() {
+    many_round_trips(ProxyIo::Uring);
+}
+
+fn held_reply(io: ProxyIo) {
     // The backend sends 8 MiB and half-closes at once; the client reads
     // nothing for a while, so the proxy's buffer and both sockets fill up.
     let n = 8 << 20;
-    let proxy = start_proxy(bulk_server(n, 7), |c| c.splice = splice);
+    let proxy = start_proxy(bulk_server(n, 7), |c| c.io = io);
     let mut c = TcpStream::connect(proxy.vip).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     std::thread::sleep(Duration::from_millis(300));
@@ -327,10 +373,179 @@ fn held_reply(splice: bool) {
 
 #[test]
 fn a_held_bulk_reply_arrives_whole_through_user_buffers() {
-    held_reply(false);
+    held_reply(ProxyIo::Copy);
 }
 
 #[test]
 fn a_held_bulk_reply_arrives_whole_through_splice_pipes() {
-    held_reply(true);
+    held_reply(ProxyIo::Splice);
+}
+
+#[test]
+fn a_held_bulk_reply_arrives_whole_through_io_uring() {
+    held_reply(ProxyIo::Uring);
+}
+
+/// An address nothing listens on: connects to it are refused.
+fn refusing_address() -> SocketAddr {
+    let l = loopback_listener();
+    let addr = l.local_addr().unwrap();
+    drop(l);
+    addr
+}
+
+fn refused_backend(io: ProxyIo) {
+    // One of two backends refuses: every connection still gets its echo
+    // (a refused connect is retried on the other one).
+    let dead = refusing_address();
+    let proxy = start_proxy_on(&[dead, echo_backend()], |c| {
+        c.io = io;
+        // No health check takes the dead one out first: every second
+        // connection meets the refusal itself.
+        c.health_interval = Duration::from_secs(3600);
+        c.health_fails = 100;
+    });
+    for i in 0..10u8 {
+        let mut c = TcpStream::connect(proxy.vip).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let msg = pattern(1000, i);
+        c.write_all(&msg).unwrap();
+        c.shutdown(Shutdown::Write).unwrap();
+        let mut back = Vec::new();
+        c.read_to_end(&mut back).unwrap();
+        assert!(back == msg, "connection {i}: {} bytes back", back.len());
+    }
+    let stats = (proxy.stop)();
+    assert_eq!(stats.accepted, 10);
+    assert!(stats.backends[0].connect_errors >= 1, "{stats:?}");
+    assert_eq!(stats.backends[1].connections, 10, "{stats:?}");
+}
+
+#[test]
+fn a_refused_connect_is_retried_on_the_next_backend_through_user_buffers() {
+    refused_backend(ProxyIo::Copy);
+}
+
+#[test]
+fn a_refused_connect_is_retried_on_the_next_backend_on_io_uring() {
+    refused_backend(ProxyIo::Uring);
+}
+
+fn only_backend_refuses(io: ProxyIo) {
+    // The only backend refuses: the client's connection is ended (reset),
+    // and the proxy goes on serving.
+    let proxy = start_proxy_on(&[refusing_address()], |c| {
+        c.io = io;
+        c.health_interval = Duration::from_secs(3600);
+        c.health_fails = 100;
+    });
+    for _ in 0..3 {
+        let mut c = TcpStream::connect(proxy.vip).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut buf = [0u8; 16];
+        let outcome = c.read(&mut buf).map_err(|e| e.kind());
+        assert!(
+            matches!(outcome, Ok(0) | Err(std::io::ErrorKind::ConnectionReset)),
+            "{outcome:?}"
+        );
+    }
+    let stats = (proxy.stop)();
+    assert_eq!(stats.accepted, 3);
+    assert_eq!(stats.backends[0].connect_errors, 3, "{stats:?}");
+}
+
+#[test]
+fn a_client_is_reset_when_its_only_backend_refuses_through_user_buffers() {
+    only_backend_refuses(ProxyIo::Copy);
+}
+
+#[test]
+fn a_client_is_reset_when_its_only_backend_refuses_on_io_uring() {
+    only_backend_refuses(ProxyIo::Uring);
+}
+
+fn many_connections(io: ProxyIo) {
+    // 300 connections open at once, each with a few round trips, then a
+    // half-close answered by the backend's end.
+    let proxy = start_proxy(echo_backend(), |c| c.io = io);
+    let vip = proxy.vip;
+    let mut conns: Vec<TcpStream> = (0..300)
+        .map(|_| {
+            let c = TcpStream::connect(vip).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            c
+        })
+        .collect();
+    for round in 0..3usize {
+        for (i, c) in conns.iter_mut().enumerate() {
+            c.write_all(&pattern(100 + i, (i + round) as u8)).unwrap();
+        }
+        for (i, c) in conns.iter_mut().enumerate() {
+            let mut back = vec![0u8; 100 + i];
+            c.read_exact(&mut back).unwrap();
+            assert!(back == pattern(100 + i, (i + round) as u8), "conn {i}");
+        }
+    }
+    for c in &conns {
+        c.shutdown(Shutdown::Write).unwrap();
+    }
+    for (i, c) in conns.iter_mut().enumerate() {
+        let mut rest = Vec::new();
+        c.read_to_end(&mut rest).unwrap();
+        assert!(rest.is_empty(), "conn {i}");
+    }
+    let stats = (proxy.stop)();
+    assert_eq!(stats.accepted, 300);
+    let each: u64 = (0..300u64).map(|i| 3 * (100 + i)).sum();
+    assert_eq!(stats.backends[0].bytes_to, each);
+    assert_eq!(stats.backends[0].bytes_from, each);
+}
+
+#[test]
+fn many_connections_at_once_through_user_buffers() {
+    many_connections(ProxyIo::Copy);
+}
+
+#[test]
+fn many_connections_at_once_on_io_uring() {
+    many_connections(ProxyIo::Uring);
+}
+
+/// A backend that reads one byte and then closes with a reset.
+fn resetting_backend() -> SocketAddr {
+    let listener = loopback_listener();
+    let addr = listener.local_addr().unwrap();
+    serve_each(listener, |mut conn| {
+        let mut one = [0u8; 1];
+        let _ = conn.read_exact(&mut one);
+        let _ = socket2::SockRef::from(&conn).set_linger(Some(Duration::ZERO));
+    });
+    addr
+}
+
+fn backend_reset(io: ProxyIo) {
+    // The backend resets: the client sees its connection end (as a reset,
+    // or an end when the reset comes while nothing is pending), never a hang.
+    let proxy = start_proxy(resetting_backend(), |c| c.io = io);
+    let mut c = TcpStream::connect(proxy.vip).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    c.write_all(b"x").unwrap();
+    let mut buf = [0u8; 16];
+    let outcome = c.read(&mut buf).map_err(|e| e.kind());
+    assert!(
+        matches!(outcome, Ok(0) | Err(std::io::ErrorKind::ConnectionReset)),
+        "{outcome:?}"
+    );
+    // The proxy still serves others.
+    (proxy.stop)();
+}
+
+#[test]
+fn a_backend_reset_ends_the_client_connection_through_user_buffers() {
+    backend_reset(ProxyIo::Copy);
+}
+
+#[test]
+fn a_backend_reset_ends_the_client_connection_on_io_uring() {
+    backend_reset(ProxyIo::Uring);
 }

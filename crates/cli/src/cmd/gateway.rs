@@ -4,7 +4,7 @@ use crate::Exit;
 use anyhow::{anyhow, Context};
 use clap::{Args, ValueEnum};
 use connlab_gateway::forward::{process_alive, Forwarding};
-use connlab_gateway::{nat, Backend, Balancer, NatRules, PolicyKind, ProxyConfig};
+use connlab_gateway::{nat, Backend, Balancer, NatRules, PolicyKind, ProxyConfig, ProxyIo};
 use connlab_os::Shutdown;
 use serde::Serialize;
 use std::net::SocketAddr;
@@ -34,7 +34,9 @@ Policies:
                      (proxy mode only)
 
 proxy mode relays in user space (one event loop, --buffer bytes per direction per
-connection, or a pipe of that size with --splice), health-checks every backend each
+connection, or a pipe of that size with --splice; with --io uring an io_uring loop
+sends each received buffer on as it is and stops receiving on a direction holding
+--buffer bytes not yet sent), health-checks every backend each
 --health-interval (a TCP connect), takes a failing backend out of rotation and resets
 its connections, and puts it back when a check succeeds; a refused connect is retried
 on the next healthy backend. Limits (counted in --stats): a connection with no bytes
@@ -92,6 +94,11 @@ pub(crate) struct GatewayArgs {
     /// enter user space (costs four more descriptors per connection).
     #[arg(long)]
     splice: bool,
+    /// proxy: how bytes move: copy (epoll, user-space buffers), splice (epoll, pipes;
+    /// same as --splice), uring (io_uring: multishot receives into a provided-buffer
+    /// ring, each buffer sent on as it is) [default: copy].
+    #[arg(long, value_name = "MODE", value_parser = parse_io)]
+    io: Option<ProxyIo>,
     /// proxy: reset a connection with no bytes moving either way for this long.
     #[arg(long, default_value = "300s", value_parser = crate::units::parse_duration,
           value_name = "DURATION")]
@@ -105,6 +112,24 @@ pub(crate) struct GatewayArgs {
 
 fn parse_policy(s: &str) -> Result<PolicyKind, String> {
     s.parse()
+}
+
+fn parse_io(s: &str) -> Result<ProxyIo, String> {
+    s.parse()
+}
+
+/// The proxy I/O mode `--io` and `--splice` ask for together.
+fn proxy_io(io: Option<ProxyIo>, splice: bool) -> Result<ProxyIo, String> {
+    match (io, splice) {
+        (None, false) => Ok(ProxyIo::Copy),
+        (None, true) => Ok(ProxyIo::Splice),
+        (Some(m), false) => Ok(m),
+        (Some(ProxyIo::Splice), true) => Ok(ProxyIo::Splice),
+        (Some(m), true) => Err(format!(
+            "--splice is --io splice: it conflicts with --io {}",
+            m.name()
+        )),
+    }
 }
 
 /// One backend's line of the statistics (nat: packet counters; proxy:
@@ -148,6 +173,9 @@ struct GatewayStats {
     no_relay: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     splice: Option<bool>,
+    /// proxy: copy, splice or uring.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    io: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     idle_closed: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -172,6 +200,12 @@ pub(crate) fn run(args: GatewayArgs) -> Result<ExitCode, Exit> {
             "--splice applies to --mode proxy only (nat forwards in the kernel)"
         )));
     }
+    if args.io.is_some() && args.mode != Mode::Proxy {
+        return Err(Exit::usage(anyhow!(
+            "--io applies to --mode proxy only (nat forwards in the kernel)"
+        )));
+    }
+    proxy_io(args.io, args.splice).map_err(|e| Exit::usage(anyhow!(e)))?;
     if args.mode == Mode::Proxy {
         check_backends(&balancer)?;
         return run_proxy(&args, balancer);
@@ -232,6 +266,7 @@ pub(crate) fn run(args: GatewayArgs) -> Result<ExitCode, Exit> {
         no_backend: None,
         no_relay: None,
         splice: None,
+        io: None,
         idle_closed: None,
         turn_budget_hits: None,
         wall_s: started.elapsed().as_secs_f64(),
@@ -287,6 +322,7 @@ fn finish(args: &GatewayArgs, stats: &GatewayStats) -> Result<ExitCode, Exit> {
 
 /// `--mode proxy`: runs the user-space proxy until SIGINT/SIGTERM.
 fn run_proxy(args: &GatewayArgs, balancer: Balancer) -> Result<ExitCode, Exit> {
+    let io = proxy_io(args.io, args.splice).map_err(|e| Exit::usage(anyhow!(e)))?;
     let buffer = usize::try_from(args.buffer)
         .ok()
         .filter(|b| (512..=(64 << 20)).contains(b))
@@ -314,7 +350,7 @@ fn run_proxy(args: &GatewayArgs, balancer: Balancer) -> Result<ExitCode, Exit> {
         health_interval: args.health_interval,
         health_timeout: args.health_timeout,
         health_fails: args.health_fails,
-        splice: args.splice,
+        io,
         idle_timeout: args.idle_timeout,
         turn_budget,
     };
@@ -335,7 +371,11 @@ fn run_proxy(args: &GatewayArgs, balancer: Balancer) -> Result<ExitCode, Exit> {
         |addr| {
             println!(
                 "gateway: proxy mode{}, {addr} -> {} backends, policy {}; Ctrl-C stops",
-                if config.splice { " (splice)" } else { "" },
+                match config.io {
+                    ProxyIo::Copy => "",
+                    ProxyIo::Splice => " (splice)",
+                    ProxyIo::Uring => " (io_uring)",
+                },
                 backends.len(),
                 policy.name()
             );
@@ -355,7 +395,8 @@ fn run_proxy(args: &GatewayArgs, balancer: Balancer) -> Result<ExitCode, Exit> {
         accepted: Some(result.accepted),
         no_backend: Some(result.no_backend),
         no_relay: Some(result.no_relay),
-        splice: Some(args.splice),
+        splice: Some(io == ProxyIo::Splice),
+        io: Some(io.name()),
         idle_closed: Some(result.idle_closed),
         turn_budget_hits: Some(result.turn_budget_hits),
         wall_s: started.elapsed().as_secs_f64(),
@@ -400,4 +441,20 @@ fn check_backends(balancer: &Balancer) -> Result<(), Exit> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splice_flag_and_io_mode_combine() {
+        assert_eq!(proxy_io(None, false), Ok(ProxyIo::Copy));
+        assert_eq!(proxy_io(None, true), Ok(ProxyIo::Splice));
+        assert_eq!(proxy_io(Some(ProxyIo::Uring), false), Ok(ProxyIo::Uring));
+        assert_eq!(proxy_io(Some(ProxyIo::Splice), true), Ok(ProxyIo::Splice));
+        assert!(proxy_io(Some(ProxyIo::Uring), true).is_err());
+        assert_eq!(parse_io("uring"), Ok(ProxyIo::Uring));
+        assert!(parse_io("epoll").is_err());
+    }
 }

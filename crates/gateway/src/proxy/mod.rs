@@ -19,8 +19,13 @@
 //! space (zero copy where the kernel can share pages; on loopback it still
 //! copies once into the pipe). It costs two pipes (four descriptors) per
 //! connection. Whether it helps is measured, not assumed (BENCHMARKS.md).
+//!
+//! With [`ProxyIo::Uring`] the relay runs on io_uring instead of epoll (see
+//! [`uring`]'s documentation): no readiness events, and a received buffer is
+//! sent on as it is.
 
 mod relay;
+pub mod uring;
 
 use crate::policy::Balancer;
 use mio::net::{TcpListener, TcpStream};
@@ -53,8 +58,9 @@ pub struct ProxyConfig {
     pub health_timeout: Duration,
     /// Consecutive failed checks that take a backend out.
     pub health_fails: u32,
-    /// Relay through pipes with `splice(2)` instead of user-space buffers.
-    pub splice: bool,
+    /// How bytes move: epoll with user-space buffers, epoll with
+    /// `splice(2)` pipes, or io_uring.
+    pub io: ProxyIo,
     /// A connection with no bytes moving either way this long is reset.
     pub idle_timeout: Duration,
     /// Bytes one connection may move (both directions together) per
@@ -77,10 +83,49 @@ impl Default for ProxyConfig {
             health_interval: Duration::from_secs(1),
             health_timeout: Duration::from_millis(500),
             health_fails: 1,
-            splice: false,
+            io: ProxyIo::Copy,
             idle_timeout: ProxyConfig::DEFAULT_IDLE_TIMEOUT,
             turn_budget: ProxyConfig::DEFAULT_TURN_BUDGET,
         }
+    }
+}
+
+/// How the proxy moves bytes between a client and its backend.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ProxyIo {
+    /// Edge-triggered epoll; `read`/`write` through a bounded user-space
+    /// buffer per direction.
+    #[default]
+    Copy,
+    /// Edge-triggered epoll; `splice(2)` through a pipe per direction.
+    Splice,
+    /// io_uring: multishot receives into a provided-buffer ring, each
+    /// buffer sent on as it is ([`uring`]).
+    Uring,
+}
+
+impl ProxyIo {
+    /// Every mode, in the order the names list them.
+    pub const ALL: [ProxyIo; 3] = [ProxyIo::Copy, ProxyIo::Splice, ProxyIo::Uring];
+
+    /// The name the command line and the experiment files use.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProxyIo::Copy => "copy",
+            ProxyIo::Splice => "splice",
+            ProxyIo::Uring => "uring",
+        }
+    }
+}
+
+impl std::str::FromStr for ProxyIo {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<ProxyIo, String> {
+        ProxyIo::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| format!("unknown proxy I/O mode {s:?} (copy, splice, uring)"))
     }
 }
 
@@ -110,12 +155,13 @@ pub struct ProxyStats {
     pub accepted: u64,
     /// Client connections closed at once because no backend was healthy.
     pub no_backend: u64,
-    /// Client connections reset because their relay pipes could not be made
-    /// (`--splice` out of descriptors).
+    /// Client connections reset because their relay could not be set up
+    /// (`--splice` out of descriptors for the pipes; io_uring out of slots).
     pub no_relay: u64,
     /// Connections reset after `idle_timeout` with no bytes moving.
     pub idle_closed: u64,
-    /// Times a connection's turn ended at `turn_budget` with more to move.
+    /// Times a connection's turn ended at `turn_budget` with more to move
+    /// (epoll modes; io_uring bounds each pair by its bytes in flight).
     pub turn_budget_hits: u64,
     /// Per backend, in the order given.
     pub backends: Vec<ProxyBackendStats>,
@@ -155,6 +201,10 @@ pub fn run(
     stop: impl Fn() -> bool,
     ready: impl FnOnce(SocketAddr),
 ) -> io::Result<ProxyStats> {
+    if config.io == ProxyIo::Uring {
+        return uring::run(config, balancer, stop_fd, stop, ready);
+    }
+    let splice = config.io == ProxyIo::Splice;
     let mut poll = Poll::new()?;
     let std_listener = std::net::TcpListener::bind(config.listen)
         .map_err(|e| io::Error::new(e.kind(), format!("bind {}: {e}", config.listen)))?;
@@ -174,7 +224,7 @@ pub fn run(
         let c = config.clone();
         std::thread::Builder::new()
             .name("gateway-health".into())
-            .spawn(move || health_loop(&addrs, &healthy, &done, &waker, &c))?
+            .spawn(move || health_loop(&addrs, &healthy, &done, &|| drop(waker.wake()), &c))?
     };
     ready(listener.local_addr()?);
     let mut stats = ProxyStats {
@@ -217,6 +267,7 @@ pub fn run(
                     &mut free,
                     &mut stats,
                     config,
+                    splice,
                 ),
                 WAKER => {
                     // Health changed: sync the balancer, reset connections
@@ -319,6 +370,7 @@ fn accept_all(
     free: &mut Vec<usize>,
     stats: &mut ProxyStats,
     config: &ProxyConfig,
+    splice: bool,
 ) {
     loop {
         let (client, client_addr) = match listener.accept() {
@@ -343,8 +395,8 @@ fn accept_all(
                 continue;
             }
         };
-        let (up, down) = match Relay::new(config.buffer, config.splice)
-            .and_then(|up| Ok((up, Relay::new(config.buffer, config.splice)?)))
+        let (up, down) = match Relay::new(config.buffer, splice)
+            .and_then(|up| Ok((up, Relay::new(config.buffer, splice)?)))
         {
             Ok(relays) => relays,
             Err(_) => {
@@ -565,11 +617,13 @@ fn retry(
     false
 }
 
+/// Checks every backend each interval until `done`, storing the verdicts
+/// in `healthy` and calling `wake` when one changed.
 fn health_loop(
     addrs: &[SocketAddr],
     healthy: &[AtomicBool],
     done: &AtomicBool,
-    waker: &Waker,
+    wake: &dyn Fn(),
     c: &ProxyConfig,
 ) {
     let mut fails = vec![0u32; addrs.len()];
@@ -584,7 +638,7 @@ fn health_loop(
             }
         }
         if changed {
-            let _ = waker.wake();
+            wake();
         }
         let mut slept = Duration::ZERO;
         while slept < c.health_interval && !done.load(Relaxed) {

@@ -1,0 +1,1281 @@
+//! The proxy's io_uring relay (`--io uring`): one ring on the proxy's
+//! thread, no readiness events and no copies in user space.
+//!
+//! The listener has a multishot accept. Each accepted client gets a backend
+//! socket and an `IORING_OP_CONNECT`; once connected, both sockets of the
+//! pair get a multishot receive that the kernel fills into buffers of one
+//! registered provided-buffer ring. A received buffer is sent as it is to
+//! the other socket (`IORING_OP_SEND` with `MSG_WAITALL`, one send in flight
+//! per direction so the bytes stay in order) and goes back to the buffer
+//! ring only when that send completed. Every entry a turn queues goes to the
+//! kernel with the turn's wait, in one `io_uring_enter`. The ring is
+//! `SINGLE_ISSUER` + `DEFER_TASKRUN` (completions are posted only while the
+//! loop waits), else `COOP_TASKRUN`, else plain task work.
+//!
+//! Back-pressure: a direction with `buffer` bytes (or [`MAX_HELD_CHUNKS`]
+//! buffers) received and not yet sent has its receive cancelled, and
+//! re-armed when its sends catch up, so a client that does not read holds
+//! at most that much of the proxy's memory. A receive that finds the buffer
+//! ring empty ends (`ENOBUFS`) and is re-armed once buffers come back.
+//!
+//! Ends: a receive that returns 0 (the peer's FIN) shuts down the other
+//! socket's write side once everything before it was sent; with both
+//! directions shut the pair closes. A receive or send error (a reset) closes
+//! the pair with a reset on both sockets (linger 0), so each peer sees an
+//! error, not an end. A failing connection costs only its pair.
+//!
+//! Every operation's user data carries its kind, the pair's slot and the
+//! slot's generation (`Tag`). A closing pair first cancels its operations
+//! in flight; its descriptors are closed only after those entries went to
+//! the kernel, and its slot is reused only once every operation of it has
+//! completed, so no completion can be taken for another pair's.
+//!
+//! Features are probed at start; what the kernel lacks is dropped with a
+//! message on stderr naming the fallback (one-shot accept, one-shot
+//! receive, `COOP_TASKRUN`). Without io_uring, or without buffer rings
+//! (Linux 5.19), the proxy stops with an error that says so.
+
+use super::{health_loop, ProxyBackendStats, ProxyConfig, ProxyStats};
+use crate::policy::Balancer;
+use io_uring::types::BufRingEntry;
+use io_uring::{cqueue, opcode, squeue, types, IoUring, Probe};
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Submission queue entries (the completion queue has four times as many).
+const ENTRIES: u32 = 1024;
+/// Bytes per receive buffer.
+pub const CHUNK: usize = 16 * 1024;
+/// Buffers in the ring (a power of two, as a buffer ring needs).
+pub const BUFFERS: u16 = 1024;
+/// The buffer group id.
+const GROUP: u16 = 0;
+/// A direction holding this many received buffers not yet sent stops
+/// receiving (small segments would otherwise drain the ring under the byte
+/// bound).
+pub const MAX_HELD_CHUNKS: usize = 16;
+
+/// Kinds of operation, in the top bits of the user data.
+const ACCEPT: u8 = 1;
+const HEALTH: u8 = 2;
+const STOP: u8 = 3;
+const CONNECT: u8 = 4;
+const RECV: u8 = 5;
+const SEND: u8 = 6;
+const CANCEL: u8 = 7;
+
+/// Bits of the slot index in a tag: slots are never more than this.
+const SLOT_BITS: u32 = 24;
+const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
+
+/// What an operation's user data says: the operation, the direction it
+/// serves (0: client to backend, 1: backend to client), the buffer a send
+/// carries, and the pair's slot in its generation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Tag {
+    kind: u8,
+    dir: usize,
+    bid: u16,
+    generation: u16,
+    slot: usize,
+}
+
+impl Tag {
+    /// Kind in bits 60..64, direction in bit 56, buffer in 40..56,
+    /// generation in 24..40, slot in 0..24.
+    fn encode(self) -> u64 {
+        u64::from(self.kind & 0xf) << 60
+            | (self.dir as u64 & 1) << 56
+            | u64::from(self.bid) << 40
+            | u64::from(self.generation) << 24
+            | (self.slot as u64 & SLOT_MASK)
+    }
+
+    fn decode(data: u64) -> Tag {
+        Tag {
+            kind: (data >> 60) as u8,
+            dir: (data >> 56) as usize & 1,
+            bid: (data >> 40) as u16,
+            generation: (data >> 24) as u16,
+            slot: (data & SLOT_MASK) as usize,
+        }
+    }
+}
+
+fn tag(kind: u8, dir: usize, bid: u16, generation: u16, slot: usize) -> u64 {
+    Tag {
+        kind,
+        dir,
+        bid,
+        generation,
+        slot,
+    }
+    .encode()
+}
+
+/// What the kernel turned out to have.
+#[derive(Clone, Copy, Debug)]
+struct Features {
+    defer_taskrun: bool,
+    coop_taskrun: bool,
+    multishot_accept: bool,
+    multishot_recv: bool,
+}
+
+fn note(what: &str, instead: &str) {
+    eprintln!("connlab gateway: io_uring: {what}; {instead}");
+}
+
+fn unavailable(e: &io::Error) -> io::Error {
+    io::Error::new(
+        e.kind(),
+        format!(
+            "--io uring: io_uring_setup failed ({e}): this kernel has no usable io_uring \
+             (too old, or disabled by the kernel.io_uring_disabled sysctl); use --io copy"
+        ),
+    )
+}
+
+/// Builds the ring with SINGLE_ISSUER + DEFER_TASKRUN, else COOP_TASKRUN,
+/// else neither, and probes the opcodes and multishot flags.
+fn build() -> io::Result<(IoUring, Features)> {
+    let attempt = |defer: bool, coop: bool| {
+        let mut b = IoUring::builder();
+        b.setup_cqsize(ENTRIES * 4);
+        if defer {
+            b.setup_single_issuer().setup_defer_taskrun();
+        }
+        if coop {
+            b.setup_coop_taskrun().setup_taskrun_flag();
+        }
+        b.build(ENTRIES)
+    };
+    let mut features = Features {
+        defer_taskrun: true,
+        coop_taskrun: false,
+        multishot_accept: true,
+        multishot_recv: true,
+    };
+    let ring = match attempt(true, false) {
+        Ok(r) => r,
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            note(
+                "SINGLE_ISSUER + DEFER_TASKRUN refused (Linux 6.1 and later)",
+                "trying COOP_TASKRUN",
+            );
+            features.defer_taskrun = false;
+            match attempt(false, true) {
+                Ok(r) => {
+                    features.coop_taskrun = true;
+                    r
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    note(
+                        "COOP_TASKRUN refused (Linux 5.19 and later)",
+                        "completions interrupt the loop as task work",
+                    );
+                    attempt(false, false).map_err(|e| unavailable(&e))?
+                }
+                Err(e) => return Err(unavailable(&e)),
+            }
+        }
+        Err(e) => return Err(unavailable(&e)),
+    };
+    let mut probe = Probe::new();
+    ring.submitter().register_probe(&mut probe).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("--io uring: io_uring probe failed ({e}): the relay needs Linux 5.19 or later"),
+        )
+    })?;
+    for (code, name) in [
+        (opcode::Accept::CODE, "ACCEPT"),
+        (opcode::Connect::CODE, "CONNECT"),
+        (opcode::Recv::CODE, "RECV"),
+        (opcode::Send::CODE, "SEND"),
+        (opcode::AsyncCancel::CODE, "ASYNC_CANCEL"),
+        (opcode::PollAdd::CODE, "POLL_ADD"),
+    ] {
+        if !probe.is_supported(code) {
+            return Err(io::Error::other(format!(
+                "--io uring: this kernel's io_uring has no IORING_OP_{name}; use --io copy"
+            )));
+        }
+    }
+    let version = connlab_os::kernel_version();
+    let at_least = |want: (u32, u32)| version.is_some_and(|v| v >= want);
+    if !at_least((5, 19)) {
+        features.multishot_accept = false;
+        note(
+            "multishot accept needs Linux 5.19",
+            "one accept per completion",
+        );
+    }
+    if !at_least((6, 0)) {
+        features.multishot_recv = false;
+        note(
+            "multishot receive needs Linux 6.0",
+            "one receive per completion",
+        );
+    }
+    Ok((ring, features))
+}
+
+/// The receive buffers ([`BUFFERS`] of [`CHUNK`] bytes, one anonymous
+/// mapping) and the provided-buffer ring that hands them to the kernel
+/// (another mapping, registered as group [`GROUP`]).
+///
+/// The kernel writes into the buffers while the loop runs, so the loop
+/// holds raw pointers only, and reads nothing from a buffer: it passes a
+/// buffer the kernel filled straight to a send.
+struct Buffers {
+    region: NonNull<u8>,
+    entries: NonNull<BufRingEntry>,
+    /// The tail as the loop counts it (published by [`Buffers::publish`]).
+    tail: u16,
+    /// Buffers given back since the last publish.
+    returned: usize,
+}
+
+impl Buffers {
+    const REGION: usize = BUFFERS as usize * CHUNK;
+    const RING: usize = BUFFERS as usize * size_of::<BufRingEntry>();
+    const MASK: u16 = BUFFERS - 1;
+
+    fn map(len: usize) -> io::Result<NonNull<u8>> {
+        // SAFETY: a fresh private anonymous mapping; the result is checked.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if at == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        NonNull::new(at.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))
+    }
+
+    /// Maps both, registers the ring and provides every buffer.
+    fn register(ring: &IoUring) -> io::Result<Buffers> {
+        let region = Buffers::map(Buffers::REGION)?;
+        let entries = match Buffers::map(Buffers::RING) {
+            Ok(e) => e.cast::<BufRingEntry>(),
+            Err(e) => {
+                // SAFETY: the mapping made above, not shared with anyone.
+                unsafe { libc::munmap(region.as_ptr().cast(), Buffers::REGION) };
+                return Err(e);
+            }
+        };
+        let mut b = Buffers {
+            region,
+            entries,
+            tail: 0,
+            returned: 0,
+        };
+        // SAFETY: the mapping is page-aligned and BUFFERS entries long; it
+        // is unmapped only after the ring is gone ([`Buffers::release`]).
+        let registered = unsafe {
+            ring.submitter().register_buf_ring_with_flags(
+                entries.as_ptr() as u64,
+                BUFFERS,
+                GROUP,
+                0,
+            )
+        };
+        if let Err(e) = registered {
+            // SAFETY: neither mapping was handed to the kernel.
+            unsafe { b.unmap() };
+            return Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "--io uring: registering a provided-buffer ring failed ({e}): \
+                     the relay needs Linux 5.19 or later; use --io copy"
+                ),
+            ));
+        }
+        for bid in 0..BUFFERS {
+            b.give_back(bid);
+        }
+        b.publish();
+        b.returned = 0;
+        Ok(b)
+    }
+
+    /// Where buffer `bid` starts.
+    fn at(&self, bid: u16) -> *const u8 {
+        let i = usize::from(bid & Buffers::MASK);
+        // SAFETY: `i < BUFFERS`, so the offset stays inside the region.
+        unsafe { self.region.as_ptr().add(i * CHUNK) }
+    }
+
+    /// Puts buffer `bid` at the tail (the kernel sees it after
+    /// [`Buffers::publish`]).
+    fn give_back(&mut self, bid: u16) {
+        let addr = self.at(bid) as u64;
+        let slot = usize::from(self.tail & Buffers::MASK);
+        // SAFETY: `slot < BUFFERS`, inside the mapping; the kernel reads
+        // only entries between its head and the published tail, and this
+        // one is past the published tail.
+        let entry = unsafe { &mut *self.entries.as_ptr().add(slot) };
+        entry.set_addr(addr);
+        entry.set_len(CHUNK as u32);
+        entry.set_bid(bid & Buffers::MASK);
+        self.tail = self.tail.wrapping_add(1);
+        self.returned += 1;
+    }
+
+    /// Makes the buffers given back so far visible to the kernel.
+    fn publish(&self) {
+        // SAFETY: the tail field lies in the first entry of the live
+        // mapping; the kernel reads it as an atomic u16.
+        let tail = unsafe { &*BufRingEntry::tail(self.entries.as_ptr()).cast::<AtomicU16>() };
+        tail.store(self.tail, Ordering::Release);
+    }
+
+    /// # Safety
+    ///
+    /// No kernel operation may use either mapping any more.
+    unsafe fn unmap(&mut self) {
+        // SAFETY: the caller's promise; both are our own mappings.
+        unsafe {
+            libc::munmap(self.region.as_ptr().cast(), Buffers::REGION);
+            libc::munmap(self.entries.as_ptr().cast(), Buffers::RING);
+        }
+    }
+}
+
+/// Bytes received into one buffer and not yet sent on.
+#[derive(Clone, Copy, Debug)]
+struct Chunk {
+    bid: u16,
+    start: usize,
+    end: usize,
+}
+
+/// The state of a direction's receive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Recv {
+    /// None in flight.
+    Idle,
+    /// In flight (multishot: until a completion without `MORE`).
+    Armed,
+    /// A cancel is on its way; completions still come until the last one.
+    Cancelling,
+}
+
+/// One direction of a pair: received from socket `dir`, sent to `1 - dir`.
+#[derive(Debug)]
+struct Dir {
+    recv: Recv,
+    /// The source's end was received.
+    eof: bool,
+    /// The destination's write side was shut down (after `eof` and the
+    /// last send).
+    shut: bool,
+    /// The receive ended for want of buffers: re-armed when some come back.
+    starved: bool,
+    /// Received, not yet sent, in order; the front is in flight when
+    /// `sending`.
+    queue: VecDeque<Chunk>,
+    sending: bool,
+    /// Bytes in `queue`.
+    held: usize,
+}
+
+impl Dir {
+    fn new() -> Dir {
+        Dir {
+            recv: Recv::Idle,
+            eof: false,
+            shut: false,
+            starved: false,
+            queue: VecDeque::new(),
+            sending: false,
+            held: 0,
+        }
+    }
+}
+
+/// One relayed connection: the client and its backend.
+struct Pair {
+    generation: u16,
+    /// Client and backend; taken when the pair closes.
+    fds: [Option<OwnedFd>; 2],
+    /// The same descriptors' numbers, for entries.
+    raw: [RawFd; 2],
+    /// Where the backend connect goes; boxed so its address stays put
+    /// while the connect is in flight.
+    addr: Box<socket2::SockAddr>,
+    backend_idx: usize,
+    tries: usize,
+    connecting: bool,
+    dirs: [Dir; 2],
+    /// Operations in flight (a multishot receive counts once, until its
+    /// last completion); the slot is reused only when none is left.
+    ops: u32,
+    /// Cancelled and its descriptors released; waiting for `ops` to reach 0.
+    closed: bool,
+    last_active: Instant,
+}
+
+/// The loop's state.
+struct Relay<'c> {
+    ring: IoUring,
+    features: Features,
+    buffers: Buffers,
+    pairs: Vec<Option<Pair>>,
+    /// Per slot, the generation its next pair gets.
+    generations: Vec<u16>,
+    free: Vec<usize>,
+    balancer: Balancer,
+    stats: ProxyStats,
+    /// Descriptors of closed pairs: closed once the entries queued for them
+    /// (their cancels) went to the kernel.
+    closing: Vec<OwnedFd>,
+    listen_fd: RawFd,
+    accept_armed: bool,
+    /// Accept stopped on EMFILE/ENFILE: re-armed when a pair is freed.
+    accept_paused: bool,
+    /// Receives that ended for want of buffers (slot, generation,
+    /// direction): re-armed once buffers come back.
+    starved: Vec<(usize, u16, usize)>,
+    /// Bytes one direction may hold before its receive is cancelled.
+    limit: usize,
+    config: &'c ProxyConfig,
+}
+
+/// Runs the relay; see [`super::run`].
+pub(super) fn run(
+    config: &ProxyConfig,
+    balancer: Balancer,
+    stop_fd: RawFd,
+    stop: impl Fn() -> bool,
+    ready: impl FnOnce(SocketAddr),
+) -> io::Result<ProxyStats> {
+    let (ring, features) = build()?;
+    let buffers = Buffers::register(&ring)?;
+    let listener = std::net::TcpListener::bind(config.listen)
+        .map_err(|e| io::Error::new(e.kind(), format!("bind {}: {e}", config.listen)))?;
+    listener.set_nonblocking(true)?;
+    // The health thread's wake-up: an eventfd the ring polls.
+    // SAFETY: eventfd has no memory preconditions; the result is checked.
+    let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if efd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor that is ours alone.
+    let health_fd = Arc::new(unsafe { OwnedFd::from_raw_fd(efd) });
+    let n = balancer.backends().len();
+    let healthy: Arc<Vec<AtomicBool>> = Arc::new((0..n).map(|_| AtomicBool::new(true)).collect());
+    let done = Arc::new(AtomicBool::new(false));
+    let checker = {
+        let (healthy, done, efd) = (healthy.clone(), done.clone(), health_fd.clone());
+        let addrs: Vec<SocketAddr> = balancer.backends().iter().map(|b| b.addr).collect();
+        let c = config.clone();
+        std::thread::Builder::new()
+            .name("gateway-health".into())
+            .spawn(move || {
+                let wake = || {
+                    let one = 1u64;
+                    // SAFETY: writes 8 bytes from `one` to the live eventfd.
+                    unsafe { libc::write(efd.as_raw_fd(), (&raw const one).cast(), 8) };
+                };
+                health_loop(&addrs, &healthy, &done, &wake, &c)
+            })?
+    };
+    eprintln!(
+        "connlab gateway: io_uring relay: {}, {} accept, {} receive, {} buffers of {} KiB",
+        if features.defer_taskrun {
+            "SINGLE_ISSUER + DEFER_TASKRUN"
+        } else if features.coop_taskrun {
+            "COOP_TASKRUN"
+        } else {
+            "task work"
+        },
+        if features.multishot_accept {
+            "multishot"
+        } else {
+            "one-shot"
+        },
+        if features.multishot_recv {
+            "multishot"
+        } else {
+            "one-shot"
+        },
+        BUFFERS,
+        CHUNK / 1024
+    );
+    let mut relay = Relay {
+        ring,
+        features,
+        buffers,
+        pairs: Vec::new(),
+        generations: Vec::new(),
+        free: Vec::new(),
+        balancer,
+        stats: ProxyStats {
+            backends: vec![
+                ProxyBackendStats {
+                    healthy: true,
+                    ..Default::default()
+                };
+                n
+            ],
+            ..Default::default()
+        },
+        closing: Vec::new(),
+        listen_fd: listener.as_raw_fd(),
+        accept_armed: false,
+        accept_paused: false,
+        starved: Vec::new(),
+        limit: config.buffer.max(1),
+        config,
+    };
+    relay.arm_accept()?;
+    relay.poll_in(health_fd.as_raw_fd(), HEALTH)?;
+    relay.poll_in(stop_fd, STOP)?;
+    ready(listener.local_addr()?);
+    let result = relay.serve(&stop, &healthy, health_fd.as_raw_fd());
+    done.store(true, Relaxed);
+    let _ = checker.join();
+    // Close what is left and wait (briefly) for the cancelled operations,
+    // so the buffers can be unmapped; otherwise they are leaked.
+    for slot in 0..relay.pairs.len() {
+        relay.close(slot, false);
+    }
+    let drained = relay.drain(Instant::now() + Duration::from_secs(2));
+    let Relay {
+        ring,
+        mut buffers,
+        stats,
+        ..
+    } = relay;
+    drop(ring);
+    drop(listener);
+    if drained.unwrap_or(false) {
+        // SAFETY: every receive and send completed and the ring is gone,
+        // so no operation uses the buffers.
+        unsafe { buffers.unmap() };
+    }
+    result.map(|()| stats)
+}
+
+impl Relay<'_> {
+    /// Queues an entry, submitting first when the queue is full.
+    ///
+    /// Entries point only at the buffers (unmapped only after every
+    /// operation completed, else leaked) and at a pair's connect address
+    /// (kept until its connect completed).
+    fn push(&mut self, entry: &squeue::Entry) -> io::Result<()> {
+        loop {
+            // SAFETY: see above.
+            if unsafe { self.ring.submission().push(entry) }.is_ok() {
+                return Ok(());
+            }
+            self.ring.submit()?;
+        }
+    }
+
+    fn poll_in(&mut self, fd: RawFd, kind: u8) -> io::Result<()> {
+        let entry = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32)
+            .build()
+            .user_data(tag(kind, 0, 0, 0, 0));
+        self.push(&entry)
+    }
+
+    fn arm_accept(&mut self) -> io::Result<()> {
+        let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+        let fd = types::Fd(self.listen_fd);
+        let entry = if self.features.multishot_accept {
+            opcode::AcceptMulti::new(fd).flags(flags).build()
+        } else {
+            opcode::Accept::new(fd, std::ptr::null_mut(), std::ptr::null_mut())
+                .flags(flags)
+                .build()
+        };
+        self.accept_armed = true;
+        self.push(&entry.user_data(tag(ACCEPT, 0, 0, 0, 0)))
+    }
+
+    /// The loop: one `io_uring_enter` per turn, submitting the turn's
+    /// entries and waiting for completions (at most until the next idle
+    /// sweep).
+    fn serve(
+        &mut self,
+        stop: &dyn Fn() -> bool,
+        healthy: &[AtomicBool],
+        health_fd: RawFd,
+    ) -> io::Result<()> {
+        let tick = Duration::from_secs(1)
+            .min(self.config.idle_timeout / 4)
+            .max(Duration::from_millis(10));
+        let mut next_sweep = Instant::now() + tick;
+        let mut done: Vec<cqueue::Entry> = Vec::with_capacity(ENTRIES as usize * 4);
+        while !stop() {
+            let wait = next_sweep.saturating_duration_since(Instant::now());
+            self.wait(Some(wait))?;
+            done.clear();
+            done.extend(self.ring.completion());
+            for cqe in &done {
+                let t = Tag::decode(cqe.user_data());
+                match t.kind {
+                    HEALTH => {
+                        let mut count = 0u64;
+                        // SAFETY: reads 8 bytes into `count` from the eventfd.
+                        unsafe { libc::read(health_fd, (&raw mut count).cast(), 8) };
+                        self.sync_health(healthy);
+                        self.poll_in(health_fd, HEALTH)?;
+                    }
+                    // The loop checks `stop` next; not re-armed (the
+                    // descriptor stays readable).
+                    STOP => {}
+                    _ => self.complete(t, cqe.result(), cqe.flags())?,
+                }
+            }
+            let now = Instant::now();
+            if now >= next_sweep {
+                next_sweep = now + tick;
+                for slot in 0..self.pairs.len() {
+                    let idle = self.pairs[slot].as_ref().is_some_and(|p| {
+                        !p.closed
+                            && now.saturating_duration_since(p.last_active)
+                                >= self.config.idle_timeout
+                    });
+                    if idle {
+                        self.stats.idle_closed += 1;
+                        self.close(slot, true);
+                    }
+                }
+                if self.accept_paused {
+                    self.accept_paused = false;
+                    self.arm_accept()?;
+                }
+            }
+            self.end_turn()?;
+        }
+        Ok(())
+    }
+
+    /// Submits what is queued and waits for one completion or `timeout`.
+    fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        let waited = match timeout {
+            None => self.ring.submit_and_wait(1),
+            Some(t) => {
+                let ts = types::Timespec::from(t);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(1, &args)
+            }
+        };
+        match waited {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.kind() == io::ErrorKind::Interrupted
+                    || matches!(e.raw_os_error(), Some(libc::ETIME | libc::EBUSY)) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// After a turn's completions: buffers given back go to the kernel,
+    /// starved receives are re-armed, and released descriptors are closed
+    /// once the entries queued for them (their cancels) were submitted.
+    fn end_turn(&mut self) -> io::Result<()> {
+        if self.buffers.returned > 0 {
+            self.buffers.publish();
+            self.buffers.returned = 0;
+            for (slot, generation, dir) in std::mem::take(&mut self.starved) {
+                let starved = self.pairs[slot]
+                    .as_mut()
+                    .filter(|p| p.generation == generation)
+                    .is_some_and(|p| std::mem::take(&mut p.dirs[dir].starved));
+                if starved {
+                    self.arm_recv(slot, dir)?;
+                }
+            }
+        }
+        if !self.closing.is_empty() {
+            self.ring.submit()?;
+            self.closing.clear();
+        }
+        Ok(())
+    }
+
+    /// Waits until every pair's operations completed or `deadline`;
+    /// true when they all did.
+    fn drain(&mut self, deadline: Instant) -> io::Result<bool> {
+        loop {
+            self.end_turn()?;
+            if self.pairs.iter().all(Option::is_none) {
+                return Ok(true);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(false);
+            }
+            self.wait(Some((deadline - now).min(Duration::from_millis(100))))?;
+            let done: Vec<cqueue::Entry> = self.ring.completion().collect();
+            for cqe in &done {
+                let t = Tag::decode(cqe.user_data());
+                if matches!(t.kind, CONNECT | RECV | SEND) {
+                    self.complete(t, cqe.result(), cqe.flags())?;
+                } else if t.kind == ACCEPT && cqe.result() >= 0 {
+                    // Accepted while stopping: closed at once.
+                    // SAFETY: the kernel installed this descriptor for us alone.
+                    drop(unsafe { OwnedFd::from_raw_fd(cqe.result()) });
+                }
+            }
+        }
+    }
+
+    /// Health changed: syncs the balancer and resets the connections to
+    /// backends that went down.
+    fn sync_health(&mut self, healthy: &[AtomicBool]) {
+        for (i, flag) in healthy.iter().enumerate() {
+            let h = flag.load(Relaxed);
+            if h == self.balancer.is_healthy(i) {
+                continue;
+            }
+            self.balancer.set_healthy(i, h);
+            self.stats.backends[i].healthy = h;
+            if !h {
+                self.stats.backends[i].went_down += 1;
+                for slot in 0..self.pairs.len() {
+                    let on_it = self.pairs[slot]
+                        .as_ref()
+                        .is_some_and(|p| !p.closed && p.backend_idx == i);
+                    if on_it {
+                        self.stats.backends[i].reset_unhealthy += 1;
+                        self.close(slot, true);
+                    }
+                }
+            }
+        }
+    }
+
+    /// One completion of an accept, connect, receive or send.
+    fn complete(&mut self, t: Tag, res: i32, flags: u32) -> io::Result<()> {
+        match t.kind {
+            ACCEPT => self.accepted(res, flags),
+            CONNECT => self.connected(t, res),
+            RECV => self.received(t, res, flags),
+            SEND => self.sent(t, res),
+            // CANCEL, or anything unknown: nothing to do.
+            _ => Ok(()),
+        }
+    }
+
+    fn accepted(&mut self, res: i32, flags: u32) -> io::Result<()> {
+        if !cqueue::more(flags) {
+            self.accept_armed = false;
+        }
+        if res >= 0 {
+            // SAFETY: the kernel installed this descriptor for us alone.
+            let client = unsafe { OwnedFd::from_raw_fd(res) };
+            self.adopt(client)?;
+        } else if res == -libc::EMFILE || res == -libc::ENFILE {
+            // Out of descriptors: wait until a pair is freed (or the next
+            // sweep) instead of spinning on the same error.
+            if !self.accept_armed {
+                self.accept_paused = true;
+            }
+            return Ok(());
+        } else if res == -libc::EINVAL && self.features.multishot_accept {
+            return Err(io::Error::other(
+                "--io uring: this kernel's io_uring refused a multishot accept (Linux 5.19)",
+            ));
+        }
+        if !self.accept_armed && !self.accept_paused {
+            self.arm_accept()?;
+        }
+        Ok(())
+    }
+
+    /// A new client: pick a backend, make the pair, start the connect.
+    fn adopt(&mut self, client: OwnedFd) -> io::Result<()> {
+        self.stats.accepted += 1;
+        let sock = socket2::SockRef::from(&client);
+        let _ = sock.set_nodelay(true);
+        let peer = sock.peer_addr().ok().and_then(|a| a.as_socket());
+        let Some(peer) = peer else {
+            // Gone before we looked: nothing to relay.
+            return Ok(());
+        };
+        let Some(idx) = self.balancer.pick(peer.ip()) else {
+            self.stats.no_backend += 1;
+            reset(&client);
+            return Ok(());
+        };
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None if (self.pairs.len() as u64) < SLOT_MASK => {
+                self.pairs.push(None);
+                self.generations.push(0);
+                self.pairs.len() - 1
+            }
+            None => {
+                self.stats.no_relay += 1;
+                reset(&client);
+                return Ok(());
+            }
+        };
+        let generation = self.generations[slot];
+        self.generations[slot] = generation.wrapping_add(1);
+        let raw = client.as_raw_fd();
+        self.pairs[slot] = Some(Pair {
+            generation,
+            fds: [Some(client), None],
+            raw: [raw, -1],
+            addr: Box::new(socket2::SockAddr::from(self.balancer.backends()[idx].addr)),
+            backend_idx: idx,
+            tries: 1,
+            connecting: false,
+            dirs: [Dir::new(), Dir::new()],
+            ops: 0,
+            closed: false,
+            last_active: Instant::now(),
+        });
+        self.balancer.opened(idx);
+        self.stats.backends[idx].connections += 1;
+        if self.connect(slot, idx).is_err() {
+            self.stats.backends[idx].connect_errors += 1;
+            self.retry(slot)?;
+        }
+        Ok(())
+    }
+
+    /// Makes the pair's backend socket for backend `idx` and queues its
+    /// connect. An error leaves the pair without a backend socket.
+    fn connect(&mut self, slot: usize, idx: usize) -> io::Result<()> {
+        let addr = self.balancer.backends()[idx].addr;
+        let s = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )?;
+        s.set_nonblocking(true)?;
+        let _ = s.set_nodelay(true);
+        let fd = OwnedFd::from(s);
+        let Some(p) = self.pairs[slot].as_mut() else {
+            return Ok(());
+        };
+        p.raw[1] = fd.as_raw_fd();
+        p.fds[1] = Some(fd);
+        *p.addr = socket2::SockAddr::from(addr);
+        p.backend_idx = idx;
+        p.connecting = true;
+        p.ops += 1;
+        let entry = opcode::Connect::new(types::Fd(p.raw[1]), p.addr.as_ptr(), p.addr.len())
+            .build()
+            .user_data(tag(CONNECT, 1, 0, p.generation, slot));
+        self.push(&entry)
+    }
+
+    /// The current pair of a completion, or `None` when the tag is stale.
+    fn pair(&mut self, t: Tag) -> Option<&mut Pair> {
+        self.pairs
+            .get_mut(t.slot)
+            .and_then(Option::as_mut)
+            .filter(|p| p.generation == t.generation)
+    }
+
+    /// One operation of the pair ended: frees the slot if it was the last
+    /// of a closed pair.
+    fn op_done(&mut self, slot: usize) {
+        let Some(p) = self.pairs[slot].as_mut() else {
+            return;
+        };
+        p.ops = p.ops.saturating_sub(1);
+        if p.closed && p.ops == 0 {
+            self.pairs[slot] = None;
+            self.free.push(slot);
+            if self.accept_paused {
+                self.accept_paused = false;
+                // Failing to queue it here means the ring itself is
+                // broken: the next wait reports that.
+                let _ = self.arm_accept();
+            }
+        }
+    }
+
+    fn connected(&mut self, t: Tag, res: i32) -> io::Result<()> {
+        let Some(p) = self.pair(t) else {
+            return Ok(());
+        };
+        p.connecting = false;
+        let closed = p.closed;
+        let idx = p.backend_idx;
+        self.op_done(t.slot);
+        if closed {
+            return Ok(());
+        }
+        if res == 0 || res == -libc::EISCONN {
+            if let Some(p) = self.pairs[t.slot].as_mut() {
+                p.last_active = Instant::now();
+            }
+            self.arm_recv(t.slot, 0)?;
+            self.arm_recv(t.slot, 1)
+        } else {
+            self.stats.backends[idx].connect_errors += 1;
+            self.retry(t.slot)
+        }
+    }
+
+    /// The backend connect failed: move the pair to the next healthy
+    /// backend (each tried at most once), or reset the client when none is
+    /// left.
+    fn retry(&mut self, slot: usize) -> io::Result<()> {
+        let n = self.balancer.backends().len();
+        let Some(p) = self.pairs[slot].as_mut() else {
+            return Ok(());
+        };
+        let old = p.backend_idx;
+        // No entry names the failed socket any more: close it now.
+        p.fds[1] = None;
+        p.raw[1] = -1;
+        self.stats.backends[old].connections -= 1;
+        loop {
+            let Some(p) = self.pairs[slot].as_mut() else {
+                return Ok(());
+            };
+            if p.tries >= n {
+                break;
+            }
+            let idx = (old + p.tries) % n;
+            p.tries += 1;
+            if !self.balancer.is_healthy(idx) {
+                continue;
+            }
+            if self.connect(slot, idx).is_ok() {
+                self.balancer.closed(old);
+                self.balancer.opened(idx);
+                self.stats.backends[idx].connections += 1;
+                return Ok(());
+            }
+            self.stats.backends[idx].connect_errors += 1;
+        }
+        // Counted as closed on `old`, where the balancer still has it.
+        self.close(slot, true);
+        Ok(())
+    }
+
+    /// Queues the receive of direction `dir` unless one is in flight, the
+    /// source ended, or the direction holds its limit.
+    fn arm_recv(&mut self, slot: usize, dir: usize) -> io::Result<()> {
+        let limit = self.limit;
+        let multishot = self.features.multishot_recv;
+        let Some(p) = self.pairs[slot].as_mut() else {
+            return Ok(());
+        };
+        let d = &p.dirs[dir];
+        if p.closed
+            || p.connecting
+            || d.recv != Recv::Idle
+            || d.eof
+            || d.starved
+            || d.held >= limit
+            || d.queue.len() >= MAX_HELD_CHUNKS
+        {
+            return Ok(());
+        }
+        p.dirs[dir].recv = Recv::Armed;
+        p.ops += 1;
+        let fd = types::Fd(p.raw[dir]);
+        let entry = if multishot {
+            opcode::RecvMulti::new(fd, GROUP).build()
+        } else {
+            opcode::Recv::new(fd, std::ptr::null_mut(), CHUNK as u32)
+                .buf_group(GROUP)
+                .build()
+                .flags(squeue::Flags::BUFFER_SELECT)
+        };
+        let entry = entry.user_data(tag(RECV, dir, 0, p.generation, slot));
+        self.push(&entry)
+    }
+
+    fn cancel(&mut self, data: u64) -> io::Result<()> {
+        let entry = opcode::AsyncCancel::new(data)
+            .build()
+            .user_data(tag(CANCEL, 0, 0, 0, 0));
+        self.push(&entry)
+    }
+
+    fn received(&mut self, t: Tag, res: i32, flags: u32) -> io::Result<()> {
+        let bid = cqueue::buffer_select(flags);
+        let last = !cqueue::more(flags);
+        let limit = self.limit;
+        let Some(p) = self.pair(t) else {
+            if let Some(bid) = bid {
+                self.buffers.give_back(bid);
+            }
+            return Ok(());
+        };
+        let generation = p.generation;
+        if last {
+            p.dirs[t.dir].recv = Recv::Idle;
+        }
+        if p.closed {
+            if let Some(bid) = bid {
+                self.buffers.give_back(bid);
+            }
+            if last {
+                self.op_done(t.slot);
+            }
+            return Ok(());
+        }
+        let mut fail = false;
+        let mut pause = false;
+        match (res, bid) {
+            (n, Some(bid)) if n > 0 => {
+                let d = &mut p.dirs[t.dir];
+                d.queue.push_back(Chunk {
+                    bid,
+                    start: 0,
+                    end: (n as usize).min(CHUNK),
+                });
+                d.held += n as usize;
+                pause =
+                    d.recv == Recv::Armed && (d.held >= limit || d.queue.len() >= MAX_HELD_CHUNKS);
+                if pause {
+                    d.recv = Recv::Cancelling;
+                }
+                p.last_active = Instant::now();
+            }
+            (0, None) => {
+                p.dirs[t.dir].eof = true;
+                p.last_active = Instant::now();
+            }
+            (n, bid) if n >= 0 => {
+                // Bytes without a buffer, or a buffer without bytes:
+                // nothing to send; the buffer goes back.
+                if let Some(bid) = bid {
+                    self.buffers.give_back(bid);
+                }
+            }
+            (e, _) if e == -libc::ENOBUFS => {
+                if !std::mem::replace(&mut p.dirs[t.dir].starved, true) {
+                    self.starved.push((t.slot, generation, t.dir));
+                }
+            }
+            (e, _) if e == -libc::ECANCELED => {}
+            (e, _) if e == -libc::EINVAL && self.features.multishot_recv => {
+                return Err(io::Error::other(
+                    "--io uring: this kernel's io_uring refused a multishot receive (Linux 6.0)",
+                ));
+            }
+            // A reset or another error on this socket: this pair only.
+            _ => fail = true,
+        }
+        if pause {
+            self.cancel(tag(RECV, t.dir, 0, generation, t.slot))?;
+        }
+        if last {
+            self.op_done(t.slot);
+        }
+        if fail {
+            self.close(t.slot, true);
+            return Ok(());
+        }
+        self.send(t.slot, t.dir)?;
+        self.maybe_shut(t.slot, t.dir);
+        self.arm_recv(t.slot, t.dir)
+    }
+
+    /// Queues the send of direction `dir`'s first chunk unless one is in
+    /// flight.
+    fn send(&mut self, slot: usize, dir: usize) -> io::Result<()> {
+        let Some(p) = self.pairs[slot].as_mut() else {
+            return Ok(());
+        };
+        let d = &mut p.dirs[dir];
+        if p.closed || d.sending {
+            return Ok(());
+        }
+        let Some(c) = d.queue.front().copied() else {
+            return Ok(());
+        };
+        d.sending = true;
+        p.ops += 1;
+        // SAFETY: `start < end <= CHUNK` keeps the pointer inside the buffer.
+        let at = unsafe { self.buffers.at(c.bid).add(c.start) };
+        let entry = opcode::Send::new(types::Fd(p.raw[1 - dir]), at, (c.end - c.start) as u32)
+            .flags(libc::MSG_WAITALL | libc::MSG_NOSIGNAL)
+            .build()
+            .user_data(tag(SEND, dir, c.bid, p.generation, slot));
+        self.push(&entry)
+    }
+
+    fn sent(&mut self, t: Tag, res: i32) -> io::Result<()> {
+        let Some(p) = self.pair(t) else {
+            self.buffers.give_back(t.bid);
+            return Ok(());
+        };
+        p.dirs[t.dir].sending = false;
+        if p.closed {
+            // `close` gave back every chunk but this one.
+            self.buffers.give_back(t.bid);
+            self.op_done(t.slot);
+            return Ok(());
+        }
+        let idx = p.backend_idx;
+        let d = &mut p.dirs[t.dir];
+        let mut finished = None;
+        let mut moved = 0;
+        let ok = res >= 0 && d.queue.front().is_some_and(|c| c.bid == t.bid);
+        if ok {
+            if let Some(c) = d.queue.front_mut() {
+                moved = (res as usize).min(c.end - c.start);
+                c.start += moved;
+                d.held -= moved;
+                if c.start == c.end {
+                    finished = d.queue.pop_front().map(|c| c.bid);
+                }
+            }
+            p.last_active = Instant::now();
+        }
+        let s = &mut self.stats.backends[idx];
+        if t.dir == 0 {
+            s.bytes_to += moved as u64;
+        } else {
+            s.bytes_from += moved as u64;
+        }
+        if let Some(bid) = finished {
+            self.buffers.give_back(bid);
+        }
+        self.op_done(t.slot);
+        if !ok {
+            // The destination reset or went away: this pair only.
+            self.close(t.slot, true);
+            return Ok(());
+        }
+        self.send(t.slot, t.dir)?;
+        self.maybe_shut(t.slot, t.dir);
+        self.arm_recv(t.slot, t.dir)
+    }
+
+    /// Passes direction `dir`'s end on once everything before it was sent;
+    /// closes the pair when both directions are done.
+    fn maybe_shut(&mut self, slot: usize, dir: usize) {
+        let Some(p) = self.pairs[slot].as_mut() else {
+            return;
+        };
+        let d = &mut p.dirs[dir];
+        if p.closed || !d.eof || d.shut || d.sending || !d.queue.is_empty() {
+            return;
+        }
+        d.shut = true;
+        // SAFETY: shutdown(2) on the pair's open socket.
+        unsafe { libc::shutdown(p.raw[1 - dir], libc::SHUT_WR) };
+        if p.dirs[0].shut && p.dirs[1].shut {
+            self.close(slot, false);
+        }
+    }
+
+    /// Closes a pair (with a reset on both sockets when `reset`): cancels
+    /// its operations in flight, gives back the buffers it holds, and
+    /// releases its descriptors to be closed after the cancels are
+    /// submitted. The slot is freed when the last operation completed.
+    fn close(&mut self, slot: usize, reset_both: bool) {
+        let Some(p) = self.pairs.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        if p.closed {
+            return;
+        }
+        p.closed = true;
+        let generation = p.generation;
+        let mut cancels = Vec::new();
+        if p.connecting {
+            cancels.push(tag(CONNECT, 1, 0, generation, slot));
+        }
+        for dir in 0..2 {
+            let d = &mut p.dirs[dir];
+            if d.recv == Recv::Armed {
+                d.recv = Recv::Cancelling;
+                cancels.push(tag(RECV, dir, 0, generation, slot));
+            }
+            let in_flight = if d.sending { d.queue.pop_front() } else { None };
+            if let Some(c) = in_flight {
+                cancels.push(tag(SEND, dir, c.bid, generation, slot));
+            }
+            for c in d.queue.drain(..) {
+                self.buffers.give_back(c.bid);
+            }
+            d.held = 0;
+        }
+        for fd in p.fds.iter_mut().filter_map(Option::take) {
+            if reset_both {
+                reset(&fd);
+            }
+            self.closing.push(fd);
+        }
+        self.balancer.closed(p.backend_idx);
+        let ops = p.ops;
+        for data in cancels {
+            // A full queue that cannot be submitted means the ring is
+            // broken; the loop's next wait reports it.
+            let _ = self.cancel(data);
+        }
+        if ops == 0 {
+            self.pairs[slot] = None;
+            self.free.push(slot);
+        }
+    }
+}
+
+/// Makes the close of `fd` a reset (linger 0): the peer sees an error, not
+/// an end.
+fn reset(fd: &OwnedFd) {
+    let _ = socket2::SockRef::from(fd).set_linger(Some(Duration::ZERO));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tag_round_trips() {
+        for t in [
+            Tag {
+                kind: RECV,
+                dir: 1,
+                bid: 0,
+                generation: 0,
+                slot: 0,
+            },
+            Tag {
+                kind: SEND,
+                dir: 0,
+                bid: BUFFERS - 1,
+                generation: u16::MAX,
+                slot: SLOT_MASK as usize,
+            },
+            Tag {
+                kind: CANCEL,
+                dir: 1,
+                bid: 77,
+                generation: 4321,
+                slot: 123_456,
+            },
+        ] {
+            assert_eq!(Tag::decode(t.encode()), t);
+        }
+    }
+
+    #[test]
+    fn buffers_are_a_power_of_two_as_a_ring_needs() {
+        assert!(BUFFERS.is_power_of_two());
+    }
+}
