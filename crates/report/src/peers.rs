@@ -58,6 +58,9 @@ fn what(dir: &PeersDir, contender: &str) -> String {
         if c.splice {
             s.push_str(" --splice");
         }
+        if let Some(io) = c.io.filter(|_| !c.splice) {
+            let _ = write!(s, " --io {}", io.name());
+        }
         if matches!(c.kind, ProcessKind::Wrk | ProcessKind::Haproxy) {
             let _ = write!(s, " ({} thread)", c.threads.unwrap_or(1));
         }

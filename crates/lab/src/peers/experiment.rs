@@ -106,6 +106,29 @@ pub enum ServeEngine {
     Rtsig,
 }
 
+/// How `connlab gateway --mode proxy` moves bytes (its `--io`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GatewayIo {
+    /// epoll, user-space buffers (the default).
+    Copy,
+    /// epoll, splice(2) through pipes (as `splice = true`).
+    Splice,
+    /// io_uring, received buffers sent on as they are.
+    Uring,
+}
+
+impl GatewayIo {
+    /// The `--io` value.
+    pub fn name(self) -> &'static str {
+        match self {
+            GatewayIo::Copy => "copy",
+            GatewayIo::Splice => "splice",
+            GatewayIo::Uring => "uring",
+        }
+    }
+}
+
 impl ServeEngine {
     /// The `--engine` value.
     pub fn name(self) -> &'static str {
@@ -137,6 +160,10 @@ pub struct Process {
     /// `connlab-gateway`: relay with splice(2).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub splice: bool,
+    /// `connlab-gateway`: the proxy's `--io` [default: copy, or splice with
+    /// `splice = true`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io: Option<GatewayIo>,
     /// `wrk` (`-t`) and `haproxy` (`nbthread`): threads [default: 1].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<u32>,
@@ -184,6 +211,21 @@ impl Process {
                 format!("only for kind \"connlab-gateway\", not {:?}", kind.name()),
             ));
         }
+        match self.io {
+            Some(_) if kind != ProcessKind::ConnlabGateway => {
+                return Err((
+                    field("io"),
+                    format!("only for kind \"connlab-gateway\", not {:?}", kind.name()),
+                ))
+            }
+            Some(io) if self.splice && io != GatewayIo::Splice => {
+                return Err((
+                    field("io"),
+                    format!("{:?} conflicts with splice = true", io.name()),
+                ))
+            }
+            _ => {}
+        }
         match self.threads {
             Some(_) if !matches!(kind, ProcessKind::Wrk | ProcessKind::Haproxy) => Err((
                 field("threads"),
@@ -215,6 +257,9 @@ pub struct Contender {
     /// See [`Process::splice`].
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub splice: bool,
+    /// See [`Process::io`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io: Option<GatewayIo>,
     /// See [`Process::threads`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<u32>,
@@ -232,6 +277,7 @@ impl Contender {
             engine: self.engine,
             edge_triggered: self.edge_triggered,
             splice: self.splice,
+            io: self.io,
             threads: self.threads,
         }
     }

@@ -26,8 +26,8 @@ mod results;
 mod tests;
 
 pub use experiment::{
-    Baseline, Contender, PeerParams, PeersExperiment, PeersQuick, PeersTag, Placement, PointSetup,
-    Process, ProcessKind, Role, ServeEngine, Workload,
+    Baseline, Contender, GatewayIo, PeerParams, PeersExperiment, PeersQuick, PeersTag, Placement,
+    PointSetup, Process, ProcessKind, Role, ServeEngine, Workload,
 };
 pub use results::{PeerPoint, PeersDir, PeersInfo, RoleCpu};
 

@@ -108,6 +108,8 @@ fn errors_name_the_file_and_field() {
     assert!(e.starts_with("t.toml: client: missing"), "{e}");
     let e = error(&FILE.replace("engine = \"poll\"", "engine = \"poll\"\nsplice = true"));
     assert!(e.starts_with("t.toml: contender[0].splice:"), "{e}");
+    let e = error(&FILE.replace("engine = \"poll\"", "engine = \"poll\"\nio = \"uring\""));
+    assert!(e.starts_with("t.toml: contender[0].io:"), "{e}");
     let e = error(&FILE.replace("kind = \"peers\"", "kind = \"sweep\""));
     assert!(e.starts_with("t.toml: kind:"), "{e}");
 }

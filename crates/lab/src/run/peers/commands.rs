@@ -2,7 +2,7 @@
 //! nginx, the gateways (connlab, HAProxy) and the clients (wrk, connlab load).
 
 use super::PointCtx;
-use crate::{Process, ProcessKind};
+use crate::{GatewayIo, Process, ProcessKind};
 use anyhow::{bail, Context};
 use std::fs::File;
 use std::io::Read;
@@ -155,6 +155,9 @@ fn gateway_command(
                 .arg(ctx.logs.join("gateway-stats.json"));
             if p.splice {
                 cmd.arg("--splice");
+            }
+            if let Some(io) = p.io.filter(|&io| !(p.splice && io == GatewayIo::Splice)) {
+                cmd.args(["--io", io.name()]);
             }
             Ok(cmd)
         }
