@@ -452,6 +452,9 @@ struct Relay<'c> {
     starved: Vec<(usize, u16, usize)>,
     /// Bytes one direction may hold before its receive is cancelled.
     limit: usize,
+    /// The clock, read once per turn (after the wait): activity times are
+    /// this turn's, not each completion's.
+    now: Instant,
     config: &'c ProxyConfig,
 }
 
@@ -540,6 +543,7 @@ pub(super) fn run(
         accept_paused: false,
         starved: Vec::new(),
         limit: config.buffer.max(1),
+        now: Instant::now(),
         config,
     };
     relay.arm_accept()?;
@@ -620,11 +624,12 @@ impl Relay<'_> {
         let tick = Duration::from_secs(1)
             .min(self.config.idle_timeout / 4)
             .max(Duration::from_millis(10));
-        let mut next_sweep = Instant::now() + tick;
+        let mut next_sweep = self.now + tick;
         let mut done: Vec<cqueue::Entry> = Vec::with_capacity(ENTRIES as usize * 4);
         while !stop() {
-            let wait = next_sweep.saturating_duration_since(Instant::now());
+            let wait = next_sweep.saturating_duration_since(self.now);
             self.wait(Some(wait))?;
+            self.now = Instant::now();
             done.clear();
             done.extend(self.ring.completion());
             for cqe in &done {
@@ -643,7 +648,7 @@ impl Relay<'_> {
                     _ => self.complete(t, cqe.result(), cqe.flags())?,
                 }
             }
-            let now = Instant::now();
+            let now = self.now;
             if now >= next_sweep {
                 next_sweep = now + tick;
                 for slot in 0..self.pairs.len() {
@@ -726,6 +731,7 @@ impl Relay<'_> {
                 return Ok(false);
             }
             self.wait(Some((deadline - now).min(Duration::from_millis(100))))?;
+            self.now = Instant::now();
             let done: Vec<cqueue::Entry> = self.ring.completion().collect();
             for cqe in &done {
                 let t = Tag::decode(cqe.user_data());
@@ -845,7 +851,7 @@ impl Relay<'_> {
             dirs: [Dir::new(), Dir::new()],
             ops: 0,
             closed: false,
-            last_active: Instant::now(),
+            last_active: self.now,
         });
         self.balancer.opened(idx);
         self.stats.backends[idx].connections += 1;
@@ -922,8 +928,9 @@ impl Relay<'_> {
             return Ok(());
         }
         if res == 0 || res == -libc::EISCONN {
+            let now = self.now;
             if let Some(p) = self.pairs[t.slot].as_mut() {
-                p.last_active = Instant::now();
+                p.last_active = now;
             }
             self.arm_recv(t.slot, 0)?;
             self.arm_recv(t.slot, 1)
@@ -1016,6 +1023,7 @@ impl Relay<'_> {
         let bid = cqueue::buffer_select(flags);
         let last = !cqueue::more(flags);
         let limit = self.limit;
+        let now = self.now;
         let Some(p) = self.pair(t) else {
             if let Some(bid) = bid {
                 self.buffers.give_back(bid);
@@ -1051,11 +1059,11 @@ impl Relay<'_> {
                 if pause {
                     d.recv = Recv::Cancelling;
                 }
-                p.last_active = Instant::now();
+                p.last_active = now;
             }
             (0, None) => {
                 p.dirs[t.dir].eof = true;
-                p.last_active = Instant::now();
+                p.last_active = now;
             }
             (n, bid) if n >= 0 => {
                 // Bytes without a buffer, or a buffer without bytes:
@@ -1118,6 +1126,7 @@ impl Relay<'_> {
     }
 
     fn sent(&mut self, t: Tag, res: i32) -> io::Result<()> {
+        let now = self.now;
         let Some(p) = self.pair(t) else {
             self.buffers.give_back(t.bid);
             return Ok(());
@@ -1143,7 +1152,7 @@ impl Relay<'_> {
                     finished = d.queue.pop_front().map(|c| c.bid);
                 }
             }
-            p.last_active = Instant::now();
+            p.last_active = now;
         }
         let s = &mut self.stats.backends[idx];
         if t.dir == 0 {
