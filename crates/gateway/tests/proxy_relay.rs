@@ -322,7 +322,14 @@ fn a_message_and_its_end_arriving_together_pass_through_io_uring() {
 }
 
 fn many_round_trips(io: ProxyIo) {
-    let proxy = start_proxy(echo_backend(), |c| c.io = io);
+    many_round_trips_with(io, Duration::ZERO);
+}
+
+fn many_round_trips_with(io: ProxyIo, uring_min_wait: Duration) {
+    let proxy = start_proxy(echo_backend(), |c| {
+        c.io = io;
+        c.uring_min_wait = uring_min_wait;
+    });
     let mut c = TcpStream::connect(proxy.vip).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     c.set_nodelay(true).unwrap();
@@ -353,6 +360,13 @@ fn many_small_round_trips_through_splice_pipes() {
 #[test]
 fn many_small_round_trips_through_io_uring() {
     many_round_trips(ProxyIo::Uring);
+}
+
+#[test]
+fn many_small_round_trips_through_io_uring_with_a_batch_wait() {
+    // One request at a time never fills a batch: each turn ends at the
+    // minimum wait, and every round trip still completes.
+    many_round_trips_with(ProxyIo::Uring, Duration::from_micros(50));
 }
 
 fn held_reply(io: ProxyIo) {

@@ -99,6 +99,11 @@ pub(crate) struct GatewayArgs {
     /// ring, each buffer sent on as it is) [default: copy].
     #[arg(long, value_name = "MODE", value_parser = parse_io)]
     io: Option<ProxyIo>,
+    /// proxy --io uring: once a completion is in, wait up to this long for more before
+    /// handling them (fewer wake-ups; each byte waits at most this long; Linux 6.12).
+    #[arg(long, default_value = "0s", value_parser = crate::units::parse_duration,
+          value_name = "DURATION")]
+    uring_min_wait: std::time::Duration,
     /// proxy: reset a connection with no bytes moving either way for this long.
     #[arg(long, default_value = "300s", value_parser = crate::units::parse_duration,
           value_name = "DURATION")]
@@ -351,6 +356,7 @@ fn run_proxy(args: &GatewayArgs, balancer: Balancer) -> Result<ExitCode, Exit> {
         health_timeout: args.health_timeout,
         health_fails: args.health_fails,
         io,
+        uring_min_wait: args.uring_min_wait,
         idle_timeout: args.idle_timeout,
         turn_budget,
     };

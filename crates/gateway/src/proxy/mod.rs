@@ -66,6 +66,10 @@ pub struct ProxyConfig {
     /// Bytes one connection may move (both directions together) per
     /// event-loop turn before the other connections get their turn.
     pub turn_budget: usize,
+    /// io_uring only: once a completion is in, wait up to this long for
+    /// more (up to [`uring::BATCH`]) before handling them, so the loop
+    /// wakes less often; zero handles completions as soon as one is in.
+    pub uring_min_wait: Duration,
 }
 
 impl ProxyConfig {
@@ -86,6 +90,7 @@ impl Default for ProxyConfig {
             io: ProxyIo::Copy,
             idle_timeout: ProxyConfig::DEFAULT_IDLE_TIMEOUT,
             turn_budget: ProxyConfig::DEFAULT_TURN_BUDGET,
+            uring_min_wait: Duration::ZERO,
         }
     }
 }

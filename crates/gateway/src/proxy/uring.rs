@@ -54,6 +54,8 @@ const ENTRIES: u32 = 1024;
 pub const CHUNK: usize = 16 * 1024;
 /// Buffers in the ring (a power of two, as a buffer ring needs).
 pub const BUFFERS: u16 = 1024;
+/// Completions a batched wait ([`ProxyConfig::uring_min_wait`]) waits for.
+pub const BATCH: usize = 32;
 /// The buffer group id.
 const GROUP: u16 = 0;
 /// A direction holding this many received buffers not yet sent stops
@@ -126,6 +128,8 @@ struct Features {
     coop_taskrun: bool,
     multishot_accept: bool,
     multishot_recv: bool,
+    /// IORING_ENTER's minimum wait (Linux 6.12).
+    min_timeout: bool,
 }
 
 fn note(what: &str, instead: &str) {
@@ -161,6 +165,7 @@ fn build() -> io::Result<(IoUring, Features)> {
         coop_taskrun: false,
         multishot_accept: true,
         multishot_recv: true,
+        min_timeout: false,
     };
     let ring = match attempt(true, false) {
         Ok(r) => r,
@@ -187,6 +192,7 @@ fn build() -> io::Result<(IoUring, Features)> {
         }
         Err(e) => return Err(unavailable(&e)),
     };
+    features.min_timeout = ring.params().is_feature_min_timeout();
     let mut probe = Probe::new();
     ring.submitter().register_probe(&mut probe).map_err(|e| {
         io::Error::new(
@@ -452,6 +458,8 @@ struct Relay<'c> {
     starved: Vec<(usize, u16, usize)>,
     /// Bytes one direction may hold before its receive is cancelled.
     limit: usize,
+    /// The batch wait in microseconds (0: none).
+    min_wait_us: u32,
     /// The clock, read once per turn (after the wait): activity times are
     /// this turn's, not each completion's.
     now: Instant,
@@ -468,6 +476,14 @@ pub(super) fn run(
 ) -> io::Result<ProxyStats> {
     let (ring, features) = build()?;
     let buffers = Buffers::register(&ring)?;
+    let mut min_wait_us = u32::try_from(config.uring_min_wait.as_micros()).unwrap_or(u32::MAX);
+    if min_wait_us > 0 && !features.min_timeout {
+        note(
+            "no minimum wait in io_uring_enter (Linux 6.12 and later)",
+            "each turn handles what is in at its first completion",
+        );
+        min_wait_us = 0;
+    }
     let listener = std::net::TcpListener::bind(config.listen)
         .map_err(|e| io::Error::new(e.kind(), format!("bind {}: {e}", config.listen)))?;
     listener.set_nonblocking(true)?;
@@ -498,7 +514,8 @@ pub(super) fn run(
             })?
     };
     eprintln!(
-        "connlab gateway: io_uring relay: {}, {} accept, {} receive, {} buffers of {} KiB",
+        "connlab gateway: io_uring relay: {}, {} accept, {} receive, {} buffers of {} KiB, \
+         batch wait {} us",
         if features.defer_taskrun {
             "SINGLE_ISSUER + DEFER_TASKRUN"
         } else if features.coop_taskrun {
@@ -517,7 +534,8 @@ pub(super) fn run(
             "one-shot"
         },
         BUFFERS,
-        CHUNK / 1024
+        CHUNK / 1024,
+        min_wait_us
     );
     let mut relay = Relay {
         ring,
@@ -543,6 +561,7 @@ pub(super) fn run(
         accept_paused: false,
         starved: Vec::new(),
         limit: config.buffer.max(1),
+        min_wait_us,
         now: Instant::now(),
         config,
     };
@@ -628,7 +647,7 @@ impl Relay<'_> {
         let mut done: Vec<cqueue::Entry> = Vec::with_capacity(ENTRIES as usize * 4);
         while !stop() {
             let wait = next_sweep.saturating_duration_since(self.now);
-            self.wait(Some(wait))?;
+            self.wait(wait)?;
             self.now = Instant::now();
             done.clear();
             done.extend(self.ring.completion());
@@ -673,14 +692,19 @@ impl Relay<'_> {
     }
 
     /// Submits what is queued and waits for one completion or `timeout`.
-    fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        let waited = match timeout {
-            None => self.ring.submit_and_wait(1),
-            Some(t) => {
-                let ts = types::Timespec::from(t);
-                let args = types::SubmitArgs::new().timespec(&ts);
-                self.ring.submitter().submit_with_args(1, &args)
-            }
+    ///
+    /// With a batch wait ([`ProxyConfig::uring_min_wait`]) it waits for
+    /// [`BATCH`] completions, but no longer than the minimum wait once one
+    /// is in: fewer, fuller turns, each completion waiting at most that long.
+    fn wait(&mut self, timeout: Duration) -> io::Result<()> {
+        let ts = types::Timespec::from(timeout);
+        let args = types::SubmitArgs::new().timespec(&ts);
+        let waited = match self.min_wait_us {
+            0 => self.ring.submitter().submit_with_args(1, &args),
+            us => self
+                .ring
+                .submitter()
+                .submit_with_args(BATCH, &args.min_wait_usec(us)),
         };
         match waited {
             Ok(_) => Ok(()),
@@ -730,7 +754,7 @@ impl Relay<'_> {
             if now >= deadline {
                 return Ok(false);
             }
-            self.wait(Some((deadline - now).min(Duration::from_millis(100))))?;
+            self.wait((deadline - now).min(Duration::from_millis(100)))?;
             self.now = Instant::now();
             let done: Vec<cqueue::Entry> = self.ring.completion().collect();
             for cqe in &done {
