@@ -200,6 +200,15 @@ fn clients_land_where_the_policy_says_and_the_table_goes_away() {
 
 #[test]
 fn proxy_takes_a_dead_backend_out_and_resets_its_connections() {
+    dead_backend_out("copy");
+}
+
+#[test]
+fn proxy_on_io_uring_takes_a_dead_backend_out_and_resets_its_connections() {
+    dead_backend_out("uring");
+}
+
+fn dead_backend_out(io: &str) {
     need_root_and_nft!();
     let topo = Topology::build(&TopologySpec::bridge(&["gw", "b1", "b2", "c1"])).unwrap();
     backend(&topo, "b1", 8080, true);
@@ -215,6 +224,8 @@ fn proxy_takes_a_dead_backend_out_and_resets_its_connections() {
         "200ms",
         "--health-timeout",
         "200ms",
+        "--io",
+        io,
     ];
     let gw = start_gateway_with(&topo, &flags, &stats);
     let conns = open_from(&topo, "c1", 4);
@@ -286,6 +297,7 @@ fn proxy_takes_a_dead_backend_out_and_resets_its_connections() {
     let s = read_json(&stats);
     eprintln!("proxy stats: {s}");
     assert_eq!(s["mode"], "proxy");
+    assert_eq!(s["io"], io);
     let b2 = &s["backends"][1];
     assert!(b2["went_down"].as_u64().unwrap() >= 1, "{s}");
     assert_eq!(b2["reset_unhealthy"], 2, "{s}");
