@@ -15,8 +15,10 @@
 //! Back-pressure: a direction with `buffer` bytes (or [`MAX_HELD_CHUNKS`]
 //! buffers) received and not yet sent has its receive cancelled, and
 //! re-armed when its sends catch up, so a client that does not read holds
-//! at most that much of the proxy's memory. A receive that finds the buffer
-//! ring empty ends (`ENOBUFS`) and is re-armed once buffers come back.
+//! at most that much of the proxy's memory. The ring starts with
+//! [`BUFFER_STEP`] buffers (a working set that stays in cache); a receive
+//! that finds it empty ends (`ENOBUFS`), the ring gets [`BUFFER_STEP`] more
+//! (up to [`BUFFERS`]), and the receive is re-armed.
 //!
 //! Ends: a receive that returns 0 (the peer's FIN) shuts down the other
 //! socket's write side once everything before it was sent; with both
@@ -52,8 +54,14 @@ use std::time::{Duration, Instant};
 const ENTRIES: u32 = 1024;
 /// Bytes per receive buffer.
 pub const CHUNK: usize = 16 * 1024;
-/// Buffers in the ring (a power of two, as a buffer ring needs).
+/// Buffers in the ring at most (a power of two, as a buffer ring needs).
 pub const BUFFERS: u16 = 1024;
+/// Buffers provided at start, and added each time a receive finds none.
+///
+/// The kernel takes buffers from the ring's head and they come back at its
+/// tail, so the loop cycles through every buffer provided: 64 of them
+/// (1 MiB) stay in the CPU's cache where all 1024 (16 MiB) would not.
+pub const BUFFER_STEP: u16 = 64;
 /// Completions a batched wait ([`ProxyConfig::uring_min_wait`]) waits for.
 pub const BATCH: usize = 32;
 /// The buffer group id.
@@ -247,6 +255,8 @@ struct Buffers {
     tail: u16,
     /// Buffers given back since the last publish.
     returned: usize,
+    /// Buffers handed to the kernel so far (`0..provided`).
+    provided: u16,
 }
 
 impl Buffers {
@@ -288,6 +298,7 @@ impl Buffers {
             entries,
             tail: 0,
             returned: 0,
+            provided: 0,
         };
         // SAFETY: the mapping is page-aligned and BUFFERS entries long; it
         // is unmapped only after the ring is gone ([`Buffers::release`]).
@@ -310,12 +321,20 @@ impl Buffers {
                 ),
             ));
         }
-        for bid in 0..BUFFERS {
-            b.give_back(bid);
-        }
+        b.grow();
         b.publish();
         b.returned = 0;
         Ok(b)
+    }
+
+    /// Provides [`BUFFER_STEP`] more buffers (seen after [`Buffers::publish`]),
+    /// unless all [`BUFFERS`] are out already.
+    fn grow(&mut self) {
+        let to = self.provided.saturating_add(BUFFER_STEP).min(BUFFERS);
+        for bid in self.provided..to {
+            self.give_back(bid);
+        }
+        self.provided = to;
     }
 
     /// Where buffer `bid` starts.
@@ -456,6 +475,8 @@ struct Relay<'c> {
     /// Receives that ended for want of buffers (slot, generation,
     /// direction): re-armed once buffers come back.
     starved: Vec<(usize, u16, usize)>,
+    /// A receive found no buffer this turn: the ring grows (once) at its end.
+    grow: bool,
     /// Bytes one direction may hold before its receive is cancelled.
     limit: usize,
     /// The batch wait in microseconds (0: none).
@@ -514,8 +535,8 @@ pub(super) fn run(
             })?
     };
     eprintln!(
-        "connlab gateway: io_uring relay: {}, {} accept, {} receive, {} buffers of {} KiB, \
-         batch wait {} us",
+        "connlab gateway: io_uring relay: {}, {} accept, {} receive, up to {} buffers of {} KiB \
+         ({} at first), batch wait {} us",
         if features.defer_taskrun {
             "SINGLE_ISSUER + DEFER_TASKRUN"
         } else if features.coop_taskrun {
@@ -535,6 +556,7 @@ pub(super) fn run(
         },
         BUFFERS,
         CHUNK / 1024,
+        BUFFER_STEP,
         min_wait_us
     );
     let mut relay = Relay {
@@ -560,6 +582,7 @@ pub(super) fn run(
         accept_armed: false,
         accept_paused: false,
         starved: Vec::new(),
+        grow: false,
         limit: config.buffer.max(1),
         min_wait_us,
         now: Instant::now(),
@@ -722,6 +745,9 @@ impl Relay<'_> {
     /// starved receives are re-armed, and released descriptors are closed
     /// once the entries queued for them (their cancels) were submitted.
     fn end_turn(&mut self) -> io::Result<()> {
+        if std::mem::take(&mut self.grow) {
+            self.buffers.grow();
+        }
         if self.buffers.returned > 0 {
             self.buffers.publish();
             self.buffers.returned = 0;
@@ -1069,6 +1095,7 @@ impl Relay<'_> {
         }
         let mut fail = false;
         let mut pause = false;
+        let mut grow = false;
         match (res, bid) {
             (n, Some(bid)) if n > 0 => {
                 let d = &mut p.dirs[t.dir];
@@ -1100,6 +1127,7 @@ impl Relay<'_> {
                 if !std::mem::replace(&mut p.dirs[t.dir].starved, true) {
                     self.starved.push((t.slot, generation, t.dir));
                 }
+                grow = true;
             }
             (e, _) if e == -libc::ECANCELED => {}
             (e, _) if e == -libc::EINVAL && self.features.multishot_recv => {
@@ -1113,6 +1141,7 @@ impl Relay<'_> {
         if pause {
             self.cancel(tag(RECV, t.dir, 0, generation, t.slot))?;
         }
+        self.grow |= grow;
         if last {
             self.op_done(t.slot);
         }
@@ -1309,6 +1338,7 @@ mod tests {
 
     #[test]
     fn buffers_are_a_power_of_two_as_a_ring_needs() {
-        assert!(BUFFERS.is_power_of_two());
+        const { assert!(BUFFERS.is_power_of_two()) };
+        const { assert!(BUFFER_STEP > 0 && BUFFER_STEP <= BUFFERS) };
     }
 }
