@@ -50,7 +50,9 @@ const FIRST: usize = 3;
 pub struct ProxyConfig {
     /// Where clients connect.
     pub listen: SocketAddr,
-    /// Bytes buffered per direction per connection.
+    /// Bytes buffered per direction per connection (io_uring: bytes a
+    /// direction may hold received and not yet sent before its receive
+    /// pauses).
     pub buffer: usize,
     /// Time between health checks of each backend.
     pub health_interval: Duration,
