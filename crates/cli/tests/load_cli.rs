@@ -302,19 +302,30 @@ fn closed_loop_bytes_case(io: &str, protocol: Protocol, request_size: u64, depth
 }
 
 /// The JSON's top-level `requests.completed` is the "completed" the summary
-/// prints (the measured window's), with the warm-up's under its own name.
+/// prints (the measured window's), with the warm-up's under its own name,
+/// open and closed loop, on both I/O paths.
 #[test]
 fn json_completed_is_the_printed_completed() {
+    for io in ["epoll", "uring"] {
+        for rate in ["200", "max"] {
+            printed_case(io, rate);
+        }
+    }
+}
+
+fn printed_case(io: &str, rate: &str) {
     let server = Server::start(Variant::Epoll, Protocol::Clb1, &[]);
-    let json = out_path("printed.json");
+    let json = out_path(&format!("printed-{io}-{rate}.json"));
     let target = server.addr.to_string();
     let out = load(&[
+        "--io",
+        io,
         "--target",
         &target,
         "-c",
         "4",
         "--rate",
-        "200",
+        rate,
         "-d",
         "500ms",
         "--warmup",
@@ -341,49 +352,68 @@ fn json_completed_is_the_printed_completed() {
     assert!(u(&v, "/requests/warmup_completed") > 0, "{v}");
 }
 
+/// Ctrl-C ends a run with its results written, open and closed loop, on
+/// both I/O paths (closed loop on uring has sends in its ring then).
 #[test]
 fn ctrl_c_writes_results_and_exits_130() {
+    for io in ["epoll", "uring"] {
+        for rate in ["200", "max"] {
+            ctrl_c_case(io, rate);
+        }
+    }
+}
+
+fn ctrl_c_case(io: &str, rate: &str) {
     let server = Server::start(Variant::Epoll, Protocol::Clb1, &[]);
-    let json = out_path("interrupted.json");
+    let json = out_path(&format!("interrupted-{io}-{rate}.json"));
     let target = server.addr.to_string();
     let child = ChildGuard::spawn_piped(
         Command::new(connlab_bin())
             .args([
-                "load", "--target", &target, "-c", "10", "--rate", "200", "-d", "60s",
+                "load", "--target", &target, "-c", "10", "--rate", rate, "-d", "60s",
             ])
+            .args(["--io", io])
             .args(["--warmup", "0s", "--json", json.to_str().unwrap()]),
     );
     std::thread::sleep(Duration::from_millis(1500));
     child.signal(libc::SIGINT);
     let out = child.output_within(Duration::from_secs(30));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "stderr:\n{stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "[{io} {rate}] stderr:\n{stderr}"
+    );
     let v = read_json(&json);
     assert_schema_valid(&v);
+    assert_eq!(v["config"]["io"], io);
     assert_eq!(v["interrupted"], true);
     assert!(u(&v, "/requests/completed") > 0, "{v}");
 }
 
 #[test]
 fn server_death_is_counted_and_exits_1() {
-    server_death_case("epoll");
+    server_death_case("epoll", "200");
+    server_death_case("epoll", "max");
 }
 
-/// `--io uring`: a server that dies is counted as failed connections.
+/// `--io uring`: a server that dies is counted as failed connections, open
+/// and closed loop (whose sends then fail in the ring).
 #[test]
 fn io_uring_server_death_is_counted_and_exits_1() {
-    server_death_case("uring");
+    server_death_case("uring", "200");
+    server_death_case("uring", "max");
 }
 
-/// Kills the server under a 60 s run whose reader is on `io`.
-fn server_death_case(io: &str) {
+/// Kills the server under a 60 s run at `rate` whose reader is on `io`.
+fn server_death_case(io: &str, rate: &str) {
     let server = Server::start(Variant::Epoll, Protocol::Clb1, &[]);
-    let json = out_path("died.json");
+    let json = out_path(&format!("died-{io}-{rate}.json"));
     let target = server.addr.to_string();
     let child = ChildGuard::spawn_piped(
         Command::new(connlab_bin())
             .args([
-                "load", "--target", &target, "-c", "10", "--rate", "200", "-d", "60s",
+                "load", "--target", &target, "-c", "10", "--rate", rate, "-d", "60s",
             ])
             .args(["--io", io])
             .args(["--warmup", "0s", "--json", json.to_str().unwrap()]),
@@ -469,16 +499,28 @@ fn refuses_unreachable_target_with_exit_1() {
 /// class, and every class's count adding up to the measured requests.
 #[test]
 fn manifest_requests_follow_the_file_set_and_report_size_classes() {
-    let server = Server::start(Variant::Epoll, Protocol::Http, &[]);
-    let target = server.addr.to_string();
     let manifest = out_path("manifest.csv");
     std::fs::write(
         &manifest,
         "path,size_bytes,weight\nbytes/100,100,1\nbytes/5000,5000,1\nbytes/50000,50000,2\n",
     )
     .unwrap();
-    let json = out_path("manifest.json");
+    // Open loop on both I/O paths, and closed loop on uring (each request's
+    // GET then goes out through the ring).
+    for (io, rate) in [("epoll", "1000"), ("uring", "1000"), ("uring", "max")] {
+        manifest_case(&manifest, io, rate);
+    }
+}
+
+/// A `--manifest` run at `rate` with the reader on `io`: every request
+/// answered, filed under its size class in the manifest's proportions.
+fn manifest_case(manifest: &std::path::Path, io: &str, rate: &str) {
+    let server = Server::start(Variant::Epoll, Protocol::Http, &[]);
+    let target = server.addr.to_string();
+    let json = out_path(&format!("manifest-{io}-{rate}.json"));
     let out = load(&[
+        "--io",
+        io,
         "--target",
         &target,
         "--protocol",
@@ -488,7 +530,7 @@ fn manifest_requests_follow_the_file_set_and_report_size_classes() {
         "-c",
         "10",
         "--rate",
-        "1000",
+        rate,
         "-d",
         "1s",
         "--warmup",
@@ -496,15 +538,16 @@ fn manifest_requests_follow_the_file_set_and_report_size_classes() {
         "--json",
         json.to_str().unwrap(),
     ]);
+    let case = format!("[{io} {rate}]");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(stderr.contains("by size"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{case} {stderr}");
+    assert!(stderr.contains("by size"), "{case} {stderr}");
     server.stop();
     let v = read_json(&json);
     assert_schema_valid(&v);
     assert!(
         v["requests"]["errors"].as_object().unwrap().is_empty(),
-        "{v}"
+        "{case} {v}"
     );
     assert_eq!(v["config"]["manifest_files"], 3);
     let classes = v["size_classes"].as_array().unwrap();
@@ -512,7 +555,7 @@ fn manifest_requests_follow_the_file_set_and_report_size_classes() {
         .iter()
         .map(|c| c["class"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["<1KB", "1-10KB", "10-100KB"]);
+    assert_eq!(names, ["<1KB", "1-10KB", "10-100KB"], "{case}");
     let counts: Vec<u64> = classes
         .iter()
         .map(|c| c["requests"].as_u64().unwrap())
@@ -520,8 +563,14 @@ fn manifest_requests_follow_the_file_set_and_report_size_classes() {
     assert_eq!(counts.iter().sum::<u64>(), u(&v, "/requests/completed"));
     // Weights 1:1:2, so about half of the requests are the 50 KB file.
     let half = counts[2] as f64 / counts.iter().sum::<u64>() as f64;
-    assert!((0.4..0.6).contains(&half), "{counts:?}");
-    // Bad combinations are refused.
+    assert!((0.4..0.6).contains(&half), "{case} {counts:?}");
+}
+
+/// Bad combinations of `--manifest` flags are refused.
+#[test]
+fn manifest_flags_are_checked() {
+    let manifest = out_path("manifest-flags.csv");
+    std::fs::write(&manifest, "path,size_bytes,weight\nbytes/100,100,1\n").unwrap();
     for (args, says) in [
         (
             vec!["--manifest", manifest.to_str().unwrap()],
