@@ -691,3 +691,91 @@ impl Drop for Epoll {
         unsafe { libc::close(self.0) };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::RequestTemplate;
+    use connlab_proto::Header;
+
+    /// A CLB1 response of 16 bytes (header only) to request `seq`.
+    fn response(seq: u32) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        Header {
+            req_len: 64,
+            resp_len: 16,
+            seq,
+        }
+        .emit(&mut b);
+        b
+    }
+
+    #[test]
+    fn ring_requests_are_queued_in_order_and_stamped_when_handed_over() {
+        let template = RequestTemplate::new(Protocol::Clb1, 64, 16, "/");
+        let fds = [-1, -1, -1];
+        let is_active = [true, false, true];
+        let active = [0usize, 2];
+        let dead: Vec<AtomicBool> = (0..3).map(|_| AtomicBool::new(false)).collect();
+        let shutdown = Shutdown::new().expect("an eventfd");
+        let progress = Progress::default();
+        let writer_done = AtomicBool::new(false);
+        let plan = ReaderPlan {
+            fds: &fds,
+            is_active: &is_active,
+            active: &active,
+            dead: &dead,
+            protocol: Protocol::Clb1,
+            max_message: 1024,
+            start: Instant::now(),
+            warmup: Duration::ZERO,
+            total: Duration::from_secs(3600),
+            drain_timeout: Duration::from_secs(1),
+            writer_done: &writer_done,
+            shutdown: &shutdown,
+            progress: &progress,
+            events: None,
+            closed_loop: Some(ClosedLoop {
+                sender: Sender::new(&template, fds.len()),
+                depth: 2,
+                rotate: None,
+                via_ring: true,
+            }),
+            records: None,
+            files: None,
+        };
+        let mut core = Core::new(plan);
+        // The fill is queued for the ring, nothing written, nothing stamped.
+        let mut queued = Vec::new();
+        core.take_queued(&mut queued);
+        assert_eq!(queued, [(0, 0), (0, 1), (2, 2), (2, 3)]);
+        assert!(core
+            .in_flight
+            .iter()
+            .flatten()
+            .all(|r| r.send_ns == UNSTAMPED));
+        assert_eq!(core.out.closed_loop_sent, 4);
+        core.stamp_sends();
+        let first = core.in_flight[0][0].send_ns;
+        assert_ne!(first, UNSTAMPED);
+        for r in core.in_flight.iter().flatten() {
+            assert_eq!((r.send_ns, r.scheduled_ns), (first, first));
+        }
+        // The answer to request 0 queues request 4 on the same connection;
+        // only it awaits a stamp, the one still in flight keeps its own.
+        assert_eq!(core.on_bytes(0, &response(0)), Ok(1));
+        core.send_next(0, 1);
+        queued.clear();
+        core.take_queued(&mut queued);
+        assert_eq!(queued, [(0, 4)]);
+        let seqs: Vec<u32> = core.in_flight[0].iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, [1, 4]);
+        assert_eq!(core.in_flight[0][0].send_ns, first);
+        assert_eq!(core.in_flight[0][1].send_ns, UNSTAMPED);
+        core.stamp_sends();
+        assert!(core.in_flight[0][1].send_ns >= first);
+        assert_ne!(core.in_flight[0][1].send_ns, UNSTAMPED);
+        assert_eq!(core.out.measured_completed, 1);
+        assert!(dead.iter().all(|d| !d.load(Relaxed)), "nothing was written");
+    }
+}
