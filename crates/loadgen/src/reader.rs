@@ -235,6 +235,9 @@ impl<'a, 'r> Core<'a, 'r> {
     /// reader calls this immediately before the `io_uring_enter` that submits
     /// their SEND entries, the point where they are handed to the kernel,
     /// as the epoll path stamps a request immediately before its `sendmsg`.
+    /// A request that waits behind its connection's earlier entry (the
+    /// socket was full) keeps this stamp, as one in the epoll path's backlog
+    /// keeps the stamp of its first `sendmsg`.
     pub(crate) fn stamp_sends(&mut self) {
         if self.unstamped.is_empty() {
             return;

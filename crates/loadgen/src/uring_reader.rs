@@ -45,7 +45,9 @@ const CANCEL: u64 = u64::MAX - 1;
 /// Tag of a send's user data (with the connection's index below it).
 const SEND: u64 = 1 << 62;
 /// Iovecs per SENDMSG entry (a longer request goes out in several).
-const SEND_IOVECS: usize = 8;
+const SEND_IOVECS: usize = 16;
+/// Most requests one SENDMSG entry carries (a CLB1 header each).
+const SEND_BATCH: usize = 8;
 /// How long the end of the run waits for cancelled sends to complete.
 const CANCEL_WAIT: Duration = Duration::from_secs(1);
 
@@ -286,7 +288,7 @@ fn recv(fd: i32, c: usize) -> squeue::Entry {
 struct SendSlot {
     msg: libc::msghdr,
     iov: [libc::iovec; SEND_IOVECS],
-    head: [u8; 16],
+    heads: [[u8; 16]; SEND_BATCH],
 }
 
 /// A request not yet wholly handed to the kernel: its bytes from `offset` on.
@@ -308,10 +310,12 @@ struct ConnSends {
 }
 
 /// Closed-loop sends through the ring. A connection has at most one SENDMSG
-/// in flight (two could be reordered when the first waits for socket space),
-/// for the front of its queue; the others wait in the queue, as the epoll
+/// in flight (two could be reordered when the first waits for socket space);
+/// it carries the front of the connection's queue, every request queued
+/// since the last entry as far as [`SEND_BATCH`] and [`SEND_IOVECS`] allow.
+/// Requests queued while an entry is in flight wait for it, as the epoll
 /// path's [`Sender`](crate::sender::Sender) keeps a backlog. Entries ask for
-/// `MSG_WAITALL`, so the kernel finishes a request before it completes the
+/// `MSG_WAITALL`, so the kernel finishes their bytes before it completes the
 /// entry; a short result (after an error) is retried from where it stopped.
 struct RingSends<'t> {
     template: &'t RequestTemplate,
@@ -347,8 +351,8 @@ impl<'t> RingSends<'t> {
         }
     }
 
-    /// Pushes an entry for the front of every ready connection's queue;
-    /// returns how many.
+    /// Pushes an entry for every ready connection (its queue's requests from
+    /// the front); returns how many.
     fn issue(&mut self, ring: &mut IoUring, fds: &[i32], core: &mut Core) -> io::Result<usize> {
         let mut issued = 0;
         for i in 0..self.ready.len() {
@@ -357,9 +361,9 @@ impl<'t> RingSends<'t> {
             if conn.busy {
                 continue;
             }
-            let Some(front) = conn.queue.front_mut() else {
+            if conn.queue.is_empty() {
                 continue;
-            };
+            }
             let slot = conn.slot.get_or_insert_with(|| {
                 Box::new(SendSlot {
                     // SAFETY: an all-zero msghdr is valid (no name, no control data).
@@ -368,13 +372,26 @@ impl<'t> RingSends<'t> {
                         iov_base: std::ptr::null_mut(),
                         iov_len: 0,
                     }; SEND_IOVECS],
-                    head: [0; 16],
+                    heads: [[0; 16]; SEND_BATCH],
                 })
             });
-            let (n, len) =
-                self.template
-                    .iovecs(front.seq, front.offset, &mut slot.head, &mut slot.iov);
-            front.len = len;
+            // The queue's requests, oldest first, until the iovecs or the
+            // headers run out or a request does not fit whole.
+            let mut n = 0;
+            for (r, head) in conn.queue.iter_mut().zip(slot.heads.iter_mut()) {
+                if n == SEND_IOVECS {
+                    break;
+                }
+                let (k, len) = self
+                    .template
+                    .iovecs(r.seq, r.offset, head, &mut slot.iov[n..]);
+                r.len = len;
+                let taken: u64 = slot.iov[n..n + k].iter().map(|v| v.iov_len as u64).sum();
+                n += k;
+                if taken < len - r.offset {
+                    break;
+                }
+            }
             slot.msg.msg_iov = slot.iov.as_mut_ptr();
             slot.msg.msg_iovlen = n;
             let entry = opcode::SendMsg::new(Fd(fds[c]), &slot.msg)
@@ -383,7 +400,7 @@ impl<'t> RingSends<'t> {
                 .user_data(SEND | c as u64);
             // SAFETY: the entry points at `slot` (boxed, kept until the entry
             // completes or the run ends, see `quiesce`), whose iovecs point into
-            // `slot.head` or at bytes the template owns for the whole run.
+            // `slot.heads` or at bytes the template owns for the whole run.
             while unsafe { ring.submission().push(&entry) }.is_err() {
                 // The queue is full: these requests are handed over now.
                 core.stamp_sends();
@@ -408,11 +425,19 @@ impl<'t> RingSends<'t> {
         self.in_flight -= 1;
         if res >= 0 {
             self.bytes_sent += res as u64;
-            if let Some(front) = conn.queue.front_mut() {
-                front.offset += res as u64;
-                if front.offset >= front.len {
-                    conn.queue.pop_front();
+            // The entry's requests, oldest first: those it finished leave the queue.
+            let mut left = res as u64;
+            while left > 0 {
+                let Some(front) = conn.queue.front_mut() else {
+                    break;
+                };
+                let rest = front.len - front.offset;
+                if left < rest {
+                    front.offset += left;
+                    break;
                 }
+                left -= rest;
+                conn.queue.pop_front();
             }
         } else if !matches!(-res, libc::EINTR | libc::EAGAIN) {
             // Reset, closed, or cancelled at the end: the receive side
