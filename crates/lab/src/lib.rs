@@ -34,9 +34,9 @@ pub use experiment::{
 };
 pub use kind::{same_measurement, AnyExperiment, ExperimentKind, KINDS};
 pub use loadgen::{
-    ClientFigures, LoadgenDir, LoadgenError, LoadgenExperiment, LoadgenInfo, LoadgenParams,
-    LoadgenPlacement, LoadgenPoint, LoadgenQuick, LoadgenServer, LoadgenTable, LoadgenTag,
-    LoadgenWorkload, Rate, Ratio, ServerFigures, WireProtocol, LOADGEN_POINT_SCHEMA,
+    ClientFigures, ClientIo, LoadgenDir, LoadgenError, LoadgenExperiment, LoadgenInfo,
+    LoadgenParams, LoadgenPlacement, LoadgenPoint, LoadgenQuick, LoadgenServer, LoadgenTable,
+    LoadgenTag, LoadgenWorkload, Rate, Ratio, ServerFigures, WireProtocol, LOADGEN_POINT_SCHEMA,
     LOADGEN_SWEEP_SCHEMA,
 };
 pub use peers::{

@@ -3,7 +3,7 @@
 
 use super::PeersError;
 use crate::sweep_file::{read_text, Bytes, Span, SweepFileError};
-use crate::ExperimentError;
+use crate::{ClientIo, ExperimentError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -28,7 +28,8 @@ pub enum ProcessKind {
     /// `connlab singleip app-node` forwarding to the server (gateway; the
     /// CPU of both counts).
     SingleipRelay,
-    /// `connlab load --protocol http --rate max --depth 1` (client).
+    /// `connlab load --protocol http --rate max --depth 1`, its `--io` as
+    /// the process says (client).
     ConnlabLoad,
     /// `wrk -t1` (client).
     Wrk,
@@ -140,6 +141,9 @@ pub struct Process {
     /// `wrk` (`-t`) and `haproxy` (`nbthread`): threads [default: 1].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<u32>,
+    /// `connlab-load`: its `--io` [default: epoll].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io: Option<ClientIo>,
 }
 
 impl Process {
@@ -177,6 +181,12 @@ impl Process {
                     format!("only for kind \"connlab-serve\", not {:?}", kind.name()),
                 ));
             }
+        }
+        if self.io.is_some() && kind != ProcessKind::ConnlabLoad {
+            return Err((
+                field("io"),
+                format!("only for kind \"connlab-load\", not {:?}", kind.name()),
+            ));
         }
         if self.splice && kind != ProcessKind::ConnlabGateway {
             return Err((
@@ -218,6 +228,9 @@ pub struct Contender {
     /// See [`Process::threads`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<u32>,
+    /// See [`Process::io`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io: Option<ClientIo>,
     /// Only these of the workload's body sizes (e.g. nginx `return` holds at
     /// most a few KiB in one configuration token) [default: all].
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -233,6 +246,7 @@ impl Contender {
             edge_triggered: self.edge_triggered,
             splice: self.splice,
             threads: self.threads,
+            io: self.io,
         }
     }
 }

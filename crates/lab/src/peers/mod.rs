@@ -69,4 +69,24 @@ mod shipped {
         }
         assert!(n >= 3);
     }
+
+    #[test]
+    fn loadgen_vs_wrk_runs_connlab_load_on_both_io_paths() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../experiments/peers-loadgen-vs-wrk.toml");
+        let e = PeersExperiment::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+        let io: Vec<(&str, Option<&str>)> = e
+            .contender
+            .iter()
+            .map(|c| (c.name.as_str(), c.io.map(|i| i.name())))
+            .collect();
+        assert_eq!(
+            io,
+            [
+                ("wrk", None),
+                ("connlab-load", None),
+                ("connlab-load-uring", Some("uring"))
+            ]
+        );
+    }
 }

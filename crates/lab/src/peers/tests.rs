@@ -111,3 +111,22 @@ fn errors_name_the_file_and_field() {
     let e = error(&FILE.replace("kind = \"peers\"", "kind = \"sweep\""));
     assert!(e.starts_with("t.toml: kind:"), "{e}");
 }
+
+#[test]
+fn a_connlab_load_process_takes_an_io_path() {
+    use crate::ClientIo;
+    let e = parse(&FILE.replace(
+        "[client]\nkind = \"connlab-load\"",
+        "[client]\nkind = \"connlab-load\"\nio = \"uring\"",
+    ))
+    .unwrap();
+    assert_eq!(e.client.as_ref().unwrap().io, Some(ClientIo::Uring));
+    assert_eq!(parse(FILE).unwrap().client.unwrap().io, None);
+    let e = error(&FILE.replace("engine = \"poll\"", "engine = \"poll\"\nio = \"uring\""));
+    assert!(e.starts_with("t.toml: contender[0].io:"), "{e}");
+    let e = error(&FILE.replace(
+        "[client]\nkind = \"connlab-load\"",
+        "[client]\nkind = \"connlab-load\"\nio = \"urin\"",
+    ));
+    assert!(e.starts_with("t.toml: client.io:"), "{e}");
+}

@@ -224,6 +224,9 @@ pub(super) fn client_command(
             if let Some(cpu) = ctx.exp.placement.client_cpu {
                 cmd.arg("--cpu").arg(cpu.to_string());
             }
+            if let Some(io) = p.io {
+                cmd.args(["--io", io.name()]);
+            }
             cmd
         }
     }
