@@ -224,20 +224,108 @@ fn closed_loop_case(engine: Variant, io: &str) {
     assert_eq!(v["config"]["arrival"], "closed");
 }
 
+/// Closed loop on both I/O paths (on uring its requests go out through the
+/// ring): every request sent is answered, in order, and byte-exact, for
+/// small and large CLB1 requests (a 600 kB one takes several send entries or
+/// system calls) and for HTTP; each record's send precedes its completion and
+/// a closed-loop send is never late.
+#[test]
+fn closed_loop_sends_every_request_whole_on_both_io_paths() {
+    for io in ["epoll", "uring"] {
+        for (protocol, request_size, depth) in [
+            (Protocol::Clb1, 128u64, "1"),
+            (Protocol::Clb1, 600_000, "2"),
+            (Protocol::Http, 0, "3"),
+        ] {
+            closed_loop_bytes_case(io, protocol, request_size, depth);
+        }
+    }
+}
+
+fn closed_loop_bytes_case(io: &str, protocol: Protocol, request_size: u64, depth: &str) {
+    let server = Server::start(Variant::Epoll, protocol, &[]);
+    let target = server.addr.to_string();
+    let json = out_path(&format!("closed-bytes-{io}-{request_size}.json"));
+    let records = out_path(&format!("closed-bytes-{io}-{request_size}.csv"));
+    let size = request_size.to_string();
+    let mut args = vec!["--io", io, "--target", &target, "-c", "6"];
+    args.extend_from_slice(&["--rate", "max", "--depth", depth]);
+    args.extend_from_slice(&["-d", "300ms", "--warmup", "100ms"]);
+    args.extend_from_slice(&["--response-size", "64"]);
+    if protocol == Protocol::Http {
+        args.extend_from_slice(&["--protocol", "http"]);
+    } else {
+        args.extend_from_slice(&["--request-size", &size]);
+    }
+    args.extend_from_slice(&["--json", json.to_str().unwrap()]);
+    args.extend_from_slice(&["--records", records.to_str().unwrap()]);
+    let out = load(&args);
+    let case = format!("[{io} {protocol:?} {request_size} B depth {depth}]");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{case} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    server.stop();
+    let v = read_json(&json);
+    assert_schema_valid(&v);
+    assert_eq!(v["config"]["io"], io, "{case}");
+    assert!(
+        v["requests"]["errors"].as_object().unwrap().is_empty(),
+        "{case} {v}"
+    );
+    let sent = u(&v, "/requests/sent") + u(&v, "/requests/warmup_sent");
+    let completed = u(&v, "/requests/completed") + u(&v, "/requests/warmup_completed");
+    assert!(completed > 0, "{case} {v}");
+    assert_eq!(sent, completed, "{case} every request answered");
+    if protocol == Protocol::Clb1 {
+        assert_eq!(
+            u(&v, "/bytes_sent"),
+            sent * request_size,
+            "{case} every request whole"
+        );
+    } else {
+        assert_eq!(u(&v, "/bytes_sent") % sent, 0, "{case} {v}");
+    }
+    let rows: Vec<connlab_loadgen::RequestRecord> = csv::Reader::from_path(&records)
+        .unwrap()
+        .deserialize()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(rows.len() as u64, u(&v, "/requests/completed"), "{case}");
+    for r in &rows {
+        assert!(r.send_us <= r.complete_us, "{case} {r:?}");
+        assert_eq!(r.send_lag_us, 0.0, "{case} {r:?}");
+        assert_eq!(r.scheduled_us, r.send_us, "{case} {r:?}");
+    }
+}
+
 /// The JSON's top-level `requests.completed` is the "completed" the summary
-/// prints (the measured window's), with the warm-up's under its own name.
+/// prints (the measured window's), with the warm-up's under its own name,
+/// open and closed loop, on both I/O paths.
 #[test]
 fn json_completed_is_the_printed_completed() {
+    for io in ["epoll", "uring"] {
+        for rate in ["200", "max"] {
+            printed_case(io, rate);
+        }
+    }
+}
+
+fn printed_case(io: &str, rate: &str) {
     let server = Server::start(Variant::Epoll, Protocol::Clb1, &[]);
-    let json = out_path("printed.json");
+    let json = out_path(&format!("printed-{io}-{rate}.json"));
     let target = server.addr.to_string();
     let out = load(&[
+        "--io",
+        io,
         "--target",
         &target,
         "-c",
         "4",
         "--rate",
-        "200",
+        rate,
         "-d",
         "500ms",
         "--warmup",
@@ -264,49 +352,68 @@ fn json_completed_is_the_printed_completed() {
     assert!(u(&v, "/requests/warmup_completed") > 0, "{v}");
 }
 
+/// Ctrl-C ends a run with its results written, open and closed loop, on
+/// both I/O paths (closed loop on uring has sends in its ring then).
 #[test]
 fn ctrl_c_writes_results_and_exits_130() {
+    for io in ["epoll", "uring"] {
+        for rate in ["200", "max"] {
+            ctrl_c_case(io, rate);
+        }
+    }
+}
+
+fn ctrl_c_case(io: &str, rate: &str) {
     let server = Server::start(Variant::Epoll, Protocol::Clb1, &[]);
-    let json = out_path("interrupted.json");
+    let json = out_path(&format!("interrupted-{io}-{rate}.json"));
     let target = server.addr.to_string();
     let child = ChildGuard::spawn_piped(
         Command::new(connlab_bin())
             .args([
-                "load", "--target", &target, "-c", "10", "--rate", "200", "-d", "60s",
+                "load", "--target", &target, "-c", "10", "--rate", rate, "-d", "60s",
             ])
+            .args(["--io", io])
             .args(["--warmup", "0s", "--json", json.to_str().unwrap()]),
     );
     std::thread::sleep(Duration::from_millis(1500));
     child.signal(libc::SIGINT);
     let out = child.output_within(Duration::from_secs(30));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "stderr:\n{stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "[{io} {rate}] stderr:\n{stderr}"
+    );
     let v = read_json(&json);
     assert_schema_valid(&v);
+    assert_eq!(v["config"]["io"], io);
     assert_eq!(v["interrupted"], true);
     assert!(u(&v, "/requests/completed") > 0, "{v}");
 }
 
 #[test]
 fn server_death_is_counted_and_exits_1() {
-    server_death_case("epoll");
+    server_death_case("epoll", "200");
+    server_death_case("epoll", "max");
 }
 
-/// `--io uring`: a server that dies is counted as failed connections.
+/// `--io uring`: a server that dies is counted as failed connections, open
+/// and closed loop (whose sends then fail in the ring).
 #[test]
 fn io_uring_server_death_is_counted_and_exits_1() {
-    server_death_case("uring");
+    server_death_case("uring", "200");
+    server_death_case("uring", "max");
 }
 
-/// Kills the server under a 60 s run whose reader is on `io`.
-fn server_death_case(io: &str) {
+/// Kills the server under a 60 s run at `rate` whose reader is on `io`.
+fn server_death_case(io: &str, rate: &str) {
     let server = Server::start(Variant::Epoll, Protocol::Clb1, &[]);
-    let json = out_path("died.json");
+    let json = out_path(&format!("died-{io}-{rate}.json"));
     let target = server.addr.to_string();
     let child = ChildGuard::spawn_piped(
         Command::new(connlab_bin())
             .args([
-                "load", "--target", &target, "-c", "10", "--rate", "200", "-d", "60s",
+                "load", "--target", &target, "-c", "10", "--rate", rate, "-d", "60s",
             ])
             .args(["--io", io])
             .args(["--warmup", "0s", "--json", json.to_str().unwrap()]),
@@ -392,16 +499,28 @@ fn refuses_unreachable_target_with_exit_1() {
 /// class, and every class's count adding up to the measured requests.
 #[test]
 fn manifest_requests_follow_the_file_set_and_report_size_classes() {
-    let server = Server::start(Variant::Epoll, Protocol::Http, &[]);
-    let target = server.addr.to_string();
     let manifest = out_path("manifest.csv");
     std::fs::write(
         &manifest,
         "path,size_bytes,weight\nbytes/100,100,1\nbytes/5000,5000,1\nbytes/50000,50000,2\n",
     )
     .unwrap();
-    let json = out_path("manifest.json");
+    // Open loop on both I/O paths, and closed loop on uring (each request's
+    // GET then goes out through the ring).
+    for (io, rate) in [("epoll", "1000"), ("uring", "1000"), ("uring", "max")] {
+        manifest_case(&manifest, io, rate);
+    }
+}
+
+/// A `--manifest` run at `rate` with the reader on `io`: every request
+/// answered, filed under its size class in the manifest's proportions.
+fn manifest_case(manifest: &std::path::Path, io: &str, rate: &str) {
+    let server = Server::start(Variant::Epoll, Protocol::Http, &[]);
+    let target = server.addr.to_string();
+    let json = out_path(&format!("manifest-{io}-{rate}.json"));
     let out = load(&[
+        "--io",
+        io,
         "--target",
         &target,
         "--protocol",
@@ -411,7 +530,7 @@ fn manifest_requests_follow_the_file_set_and_report_size_classes() {
         "-c",
         "10",
         "--rate",
-        "1000",
+        rate,
         "-d",
         "1s",
         "--warmup",
@@ -419,15 +538,16 @@ fn manifest_requests_follow_the_file_set_and_report_size_classes() {
         "--json",
         json.to_str().unwrap(),
     ]);
+    let case = format!("[{io} {rate}]");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(stderr.contains("by size"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{case} {stderr}");
+    assert!(stderr.contains("by size"), "{case} {stderr}");
     server.stop();
     let v = read_json(&json);
     assert_schema_valid(&v);
     assert!(
         v["requests"]["errors"].as_object().unwrap().is_empty(),
-        "{v}"
+        "{case} {v}"
     );
     assert_eq!(v["config"]["manifest_files"], 3);
     let classes = v["size_classes"].as_array().unwrap();
@@ -435,7 +555,7 @@ fn manifest_requests_follow_the_file_set_and_report_size_classes() {
         .iter()
         .map(|c| c["class"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["<1KB", "1-10KB", "10-100KB"]);
+    assert_eq!(names, ["<1KB", "1-10KB", "10-100KB"], "{case}");
     let counts: Vec<u64> = classes
         .iter()
         .map(|c| c["requests"].as_u64().unwrap())
@@ -443,8 +563,14 @@ fn manifest_requests_follow_the_file_set_and_report_size_classes() {
     assert_eq!(counts.iter().sum::<u64>(), u(&v, "/requests/completed"));
     // Weights 1:1:2, so about half of the requests are the 50 KB file.
     let half = counts[2] as f64 / counts.iter().sum::<u64>() as f64;
-    assert!((0.4..0.6).contains(&half), "{counts:?}");
-    // Bad combinations are refused.
+    assert!((0.4..0.6).contains(&half), "{case} {counts:?}");
+}
+
+/// Bad combinations of `--manifest` flags are refused.
+#[test]
+fn manifest_flags_are_checked() {
+    let manifest = out_path("manifest-flags.csv");
+    std::fs::write(&manifest, "path,size_bytes,weight\nbytes/100,100,1\n").unwrap();
     for (args, says) in [
         (
             vec!["--manifest", manifest.to_str().unwrap()],

@@ -45,6 +45,12 @@ fn a_tiny_loadgen_sweep_runs_resumes_and_reports() {
         .stderr(contains("epoll-4c-1of2-200rps-1sh-rep1"));
     let (one, point) = read_point(&out, "epoll-8c-1of2-200rps-2sh-rep1");
     assert_eq!(point["params"]["shards"], 2);
+    assert_eq!(
+        point["params"]["io"], "epoll",
+        "the default client I/O path"
+    );
+    let client = point["commands"][1].as_array().unwrap();
+    assert!(client.windows(2).any(|a| a[0] == "--io" && a[1] == "epoll"));
     assert_eq!(point["client"]["established"], 8);
     assert!(point["client"]["measured_completed"].as_u64().unwrap() > 0);
     assert!(
@@ -97,7 +103,7 @@ fn a_tiny_loadgen_sweep_runs_resumes_and_reports() {
         .clone();
     let csv = String::from_utf8(csv).unwrap();
     assert!(csv.starts_with(
-        "table,engine,connections,active_ratio,rate,source_addrs,shards,metric,unit,repetitions,median,min,max\n"
+        "table,engine,connections,active_ratio,rate,source_addrs,shards,io,metric,unit,repetitions,median,min,max\n"
     ));
     for metric in [
         "send_lag_p50_us",

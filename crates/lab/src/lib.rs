@@ -34,15 +34,15 @@ pub use experiment::{
 };
 pub use kind::{same_measurement, AnyExperiment, ExperimentKind, KINDS};
 pub use loadgen::{
-    ClientFigures, LoadgenDir, LoadgenError, LoadgenExperiment, LoadgenInfo, LoadgenParams,
-    LoadgenPlacement, LoadgenPoint, LoadgenQuick, LoadgenServer, LoadgenTable, LoadgenTag,
-    LoadgenWorkload, Rate, Ratio, ServerFigures, WireProtocol, LOADGEN_POINT_SCHEMA,
+    ClientFigures, ClientIo, LoadgenDir, LoadgenError, LoadgenExperiment, LoadgenInfo,
+    LoadgenParams, LoadgenPlacement, LoadgenPoint, LoadgenQuick, LoadgenServer, LoadgenTable,
+    LoadgenTag, LoadgenWorkload, Rate, Ratio, ServerFigures, WireProtocol, LOADGEN_POINT_SCHEMA,
     LOADGEN_SWEEP_SCHEMA,
 };
 pub use peers::{
-    Baseline, Bytes, Contender, GatewayIo, PeerParams, PeerPoint, PeersDir, PeersError,
-    PeersExperiment, PeersInfo, PeersQuick, PeersTag, Placement, PointSetup, Process, ProcessKind,
-    Role, RoleCpu, ServeEngine, Span, Workload, PEERS_SWEEP_SCHEMA, PEER_POINT_SCHEMA,
+    Baseline, Bytes, Contender, PeerParams, PeerPoint, PeersDir, PeersError, PeersExperiment,
+    PeersInfo, PeersQuick, PeersTag, Placement, PointSetup, Process, ProcessKind, Role, RoleCpu,
+    ServeEngine, Span, Workload, PEERS_SWEEP_SCHEMA, PEER_POINT_SCHEMA,
 };
 pub use pipeline::{
     capacity, projected_capacity, size_text, ClaimResult, ClaimStatistic, LinkSpec, MessageCounts,

@@ -249,6 +249,7 @@ pub fn run(
                 rotate: rotating.then(|| {
                     connlab_measure::SeededRng::new(w.seed ^ (u64::from(w.shard.index) << 32))
                 }),
+                via_ring: w.io == IoPath::Uring,
             }),
             Rate::PerSecond(_) => None,
         };

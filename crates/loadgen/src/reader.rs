@@ -39,7 +39,15 @@ pub(crate) struct ClosedLoop<'a> {
     /// `--active-policy rotating`: each completion sends the next request to
     /// an idle connection drawn at random from all of them.
     pub(crate) rotate: Option<connlab_measure::SeededRng>,
+    /// `--io uring`: requests are not written here but queued for the
+    /// io_uring reader, which sends them from its ring (`sender` then only
+    /// lends its request template).
+    pub(crate) via_ring: bool,
 }
+
+/// The send time of a request queued for the ring and not yet handed to
+/// the kernel (see [`Core::stamp_sends`]).
+const UNSTAMPED: u64 = u64::MAX;
 
 /// A random connection with nothing in flight, alive: a few random draws,
 /// then the first such connection after a random start (so a nearly busy
@@ -134,6 +142,10 @@ pub(crate) struct Core<'a, 'r> {
     seq: u32,
     drain_since: Option<Instant>,
     cpu_before: CpuTimes,
+    /// Ring sends: requests (connection, seq) for the io_uring reader to send.
+    queued: Vec<(usize, u32)>,
+    /// Ring sends: connections whose newest requests are [`UNSTAMPED`].
+    unstamped: Vec<usize>,
 }
 
 impl<'a, 'r> Core<'a, 'r> {
@@ -172,28 +184,75 @@ impl<'a, 'r> Core<'a, 'r> {
             seq: 0,
             drain_since: None,
             cpu_before,
+            queued: Vec::new(),
+            unstamped: Vec::new(),
         };
         // Closed loop: fill every active connection to its depth.
-        if let Some(cl) = core.plan.closed_loop.as_mut() {
-            for &c in core.plan.active {
-                for _ in 0..cl.depth {
-                    let now = core.plan.start.elapsed().as_nanos() as u64;
-                    core.in_flight[c].push_back(InFlight {
-                        seq: core.seq,
-                        scheduled_ns: now,
-                        send_ns: now,
-                    });
-                    core.outstanding += 1;
-                    if cl.sender.send(c, core.plan.fds[c], core.seq).is_err() {
-                        core.plan.dead[c].store(true, Relaxed);
-                    }
-                    core.seq = core.seq.wrapping_add(1);
-                    core.out.closed_loop_sent += 1;
-                    core.plan.progress.sent.fetch_add(1, Relaxed);
-                }
+        let active = core.plan.active;
+        for &c in active {
+            let depth = core.plan.closed_loop.as_ref().map_or(0, |cl| cl.depth);
+            for _ in 0..depth {
+                let now = core.plan.start.elapsed().as_nanos() as u64;
+                core.start_request(c, now);
             }
         }
         core
+    }
+
+    /// Closed loop: puts the next request on connection `target` in flight,
+    /// decided at `now`: written at once (epoll), or queued for the ring
+    /// with its send time left to [`Core::stamp_sends`] (uring).
+    fn start_request(&mut self, target: usize, now: u64) {
+        let Some(cl) = self.plan.closed_loop.as_mut() else {
+            return;
+        };
+        let seq = self.seq;
+        self.in_flight[target].push_back(InFlight {
+            seq,
+            scheduled_ns: now,
+            send_ns: if cl.via_ring { UNSTAMPED } else { now },
+        });
+        self.outstanding += 1;
+        if cl.via_ring {
+            self.queued.push((target, seq));
+            self.unstamped.push(target);
+        } else if cl.sender.send(target, self.plan.fds[target], seq).is_err() {
+            self.plan.dead[target].store(true, Relaxed);
+        }
+        self.seq = seq.wrapping_add(1);
+        self.out.closed_loop_sent += 1;
+        self.plan.progress.sent.fetch_add(1, Relaxed);
+    }
+
+    /// Ring sends: moves the requests queued since the last call into `into`
+    /// as (connection, seq), oldest first.
+    pub(crate) fn take_queued(&mut self, into: &mut Vec<(usize, u32)>) {
+        into.append(&mut self.queued);
+    }
+
+    /// Ring sends: gives every request queued and not yet stamped its send
+    /// time (and, closed loop, its scheduled time), taken now. The uring
+    /// reader calls this immediately before the `io_uring_enter` that submits
+    /// their SEND entries, the point where they are handed to the kernel,
+    /// as the epoll path stamps a request immediately before its `sendmsg`.
+    /// A request that waits behind its connection's earlier entry (the
+    /// socket was full) keeps this stamp, as one in the epoll path's backlog
+    /// keeps the stamp of its first `sendmsg`.
+    pub(crate) fn stamp_sends(&mut self) {
+        if self.unstamped.is_empty() {
+            return;
+        }
+        let now = self.plan.start.elapsed().as_nanos() as u64;
+        for &c in &self.unstamped {
+            for r in self.in_flight[c].iter_mut().rev() {
+                if r.send_ns != UNSTAMPED {
+                    break;
+                }
+                r.send_ns = now;
+                r.scheduled_ns = now;
+            }
+        }
+        self.unstamped.clear();
     }
 
     /// True once connection `c` is given up (closed by the peer or failed).
@@ -343,43 +402,29 @@ impl<'a, 'r> Core<'a, 'r> {
     /// Closed loop: sends `count` next requests after responses completed on
     /// connection `c` (to `c`, or to random idle connections when rotating).
     pub(crate) fn send_next(&mut self, c: usize, count: u32) {
-        let Core {
-            plan,
-            out,
-            in_flight,
-            closed,
-            outstanding,
-            seq,
-            total_ns,
-            ..
-        } = self;
-        let Some(cl) = plan.closed_loop.as_mut() else {
+        if self.plan.closed_loop.is_none() {
             return;
-        };
-        let now = plan.start.elapsed().as_nanos() as u64;
-        if now >= *total_ns {
+        }
+        let now = self.plan.start.elapsed().as_nanos() as u64;
+        if now >= self.total_ns {
             return;
         }
         for _ in 0..count {
-            let target = match cl.rotate.as_mut() {
+            let Core {
+                plan,
+                in_flight,
+                closed,
+                ..
+            } = self;
+            let rotate = plan.closed_loop.as_mut().and_then(|cl| cl.rotate.as_mut());
+            let target = match rotate {
                 None => c,
                 Some(rng) => match pick_idle(rng, in_flight, closed, plan.dead) {
                     Some(t) => t,
                     None => break,
                 },
             };
-            in_flight[target].push_back(InFlight {
-                seq: *seq,
-                scheduled_ns: now,
-                send_ns: now,
-            });
-            *outstanding += 1;
-            if cl.sender.send(target, plan.fds[target], *seq).is_err() {
-                plan.dead[target].store(true, Relaxed);
-            }
-            *seq = seq.wrapping_add(1);
-            out.closed_loop_sent += 1;
-            plan.progress.sent.fetch_add(1, Relaxed);
+            self.start_request(target, now);
         }
     }
 
@@ -647,5 +692,93 @@ impl Drop for Epoll {
     fn drop(&mut self) {
         // SAFETY: we own this descriptor and close it once.
         unsafe { libc::close(self.0) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::RequestTemplate;
+    use connlab_proto::Header;
+
+    /// A CLB1 response of 16 bytes (header only) to request `seq`.
+    fn response(seq: u32) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        Header {
+            req_len: 64,
+            resp_len: 16,
+            seq,
+        }
+        .emit(&mut b);
+        b
+    }
+
+    #[test]
+    fn ring_requests_are_queued_in_order_and_stamped_when_handed_over() {
+        let template = RequestTemplate::new(Protocol::Clb1, 64, 16, "/");
+        let fds = [-1, -1, -1];
+        let is_active = [true, false, true];
+        let active = [0usize, 2];
+        let dead: Vec<AtomicBool> = (0..3).map(|_| AtomicBool::new(false)).collect();
+        let shutdown = Shutdown::new().expect("an eventfd");
+        let progress = Progress::default();
+        let writer_done = AtomicBool::new(false);
+        let plan = ReaderPlan {
+            fds: &fds,
+            is_active: &is_active,
+            active: &active,
+            dead: &dead,
+            protocol: Protocol::Clb1,
+            max_message: 1024,
+            start: Instant::now(),
+            warmup: Duration::ZERO,
+            total: Duration::from_secs(3600),
+            drain_timeout: Duration::from_secs(1),
+            writer_done: &writer_done,
+            shutdown: &shutdown,
+            progress: &progress,
+            events: None,
+            closed_loop: Some(ClosedLoop {
+                sender: Sender::new(&template, fds.len()),
+                depth: 2,
+                rotate: None,
+                via_ring: true,
+            }),
+            records: None,
+            files: None,
+        };
+        let mut core = Core::new(plan);
+        // The fill is queued for the ring, nothing written, nothing stamped.
+        let mut queued = Vec::new();
+        core.take_queued(&mut queued);
+        assert_eq!(queued, [(0, 0), (0, 1), (2, 2), (2, 3)]);
+        assert!(core
+            .in_flight
+            .iter()
+            .flatten()
+            .all(|r| r.send_ns == UNSTAMPED));
+        assert_eq!(core.out.closed_loop_sent, 4);
+        core.stamp_sends();
+        let first = core.in_flight[0][0].send_ns;
+        assert_ne!(first, UNSTAMPED);
+        for r in core.in_flight.iter().flatten() {
+            assert_eq!((r.send_ns, r.scheduled_ns), (first, first));
+        }
+        // The answer to request 0 queues request 4 on the same connection;
+        // only it awaits a stamp, the one still in flight keeps its own.
+        assert_eq!(core.on_bytes(0, &response(0)), Ok(1));
+        core.send_next(0, 1);
+        queued.clear();
+        core.take_queued(&mut queued);
+        assert_eq!(queued, [(0, 4)]);
+        let seqs: Vec<u32> = core.in_flight[0].iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, [1, 4]);
+        assert_eq!(core.in_flight[0][0].send_ns, first);
+        assert_eq!(core.in_flight[0][1].send_ns, UNSTAMPED);
+        core.stamp_sends();
+        assert!(core.in_flight[0][1].send_ns >= first);
+        assert_ne!(core.in_flight[0][1].send_ns, UNSTAMPED);
+        assert_eq!(core.out.measured_completed, 1);
+        assert!(dead.iter().all(|d| !d.load(Relaxed)), "nothing was written");
     }
 }

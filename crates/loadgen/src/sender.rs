@@ -40,6 +40,11 @@ impl<'a> Sender<'a> {
         }
     }
 
+    /// The requests' template (the ring sender builds its entries from it).
+    pub(crate) fn template(&self) -> &'a RequestTemplate {
+        self.template
+    }
+
     /// Sends request `seq` on connection `conn`, or queues it behind earlier
     /// unsent bytes of that connection.
     pub(crate) fn send(&mut self, conn: usize, fd: RawFd, seq: u32) -> Result<(), SendFailure> {

@@ -50,7 +50,8 @@ pub enum IoPath {
     Epoll,
     /// The reader keeps a multishot receive armed on every connection,
     /// filling a registered provided-buffer ring, and takes completions
-    /// with one `io_uring_enter` per loop turn.
+    /// with one `io_uring_enter` per loop turn; in closed loop that call
+    /// also submits the turn's next requests as SENDMSG entries.
     Uring,
 }
 

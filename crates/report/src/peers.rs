@@ -58,7 +58,7 @@ fn what(dir: &PeersDir, contender: &str) -> String {
         if c.splice {
             s.push_str(" --splice");
         }
-        if let Some(io) = c.io.filter(|_| !c.splice) {
+        if let Some(io) = c.io {
             let _ = write!(s, " --io {}", io.name());
         }
         if matches!(c.kind, ProcessKind::Wrk | ProcessKind::Haproxy) {
@@ -545,5 +545,29 @@ mod tests {
         assert_eq!(axis_number(500.0), "500");
         assert_eq!(size_text(10240), "10 KiB");
         assert_eq!(size_text(128), "128 B");
+    }
+
+    #[test]
+    fn a_connlab_load_contender_names_its_io_path() {
+        let text = "kind = \"peers\"\nname = \"t\"\ntitle = \"t\"\nmeasure = \"client\"\n\
+                    baseline = \"a\"\n[workload]\nconnections = 10\nbody_sizes = [128]\n\
+                    duration = \"1s\"\n[server]\nkind = \"nginx-return\"\n\
+                    [[contender]]\nname = \"a\"\nkind = \"connlab-load\"\n\
+                    [[contender]]\nname = \"b\"\nkind = \"connlab-load\"\nio = \"uring\"\n";
+        let experiment = connlab_lab::PeersExperiment::from_toml(text, "t.toml").unwrap();
+        let dir = PeersDir {
+            info: connlab_lab::PeersInfo {
+                schema: connlab_lab::PEERS_SWEEP_SCHEMA.into(),
+                experiment,
+                quick: false,
+                environment: connlab_os::Environment::capture(),
+                peer_versions: Vec::new(),
+                started_unix_s: 0.0,
+                points_total: 2,
+            },
+            points: Vec::new(),
+        };
+        assert_eq!(what(&dir, "a"), "connlab-load");
+        assert_eq!(what(&dir, "b"), "connlab-load --io uring");
     }
 }

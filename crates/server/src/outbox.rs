@@ -41,6 +41,11 @@ impl Gather {
         }
     }
 
+    /// The gathered iovecs.
+    pub(crate) fn iovecs(&self) -> &[libc::iovec] {
+        &self.iov[..self.n_iov]
+    }
+
     /// A `msghdr` over the gathered iovecs (valid while `self` stays put).
     pub(crate) fn msghdr(&mut self) -> libc::msghdr {
         // SAFETY: an all-zero msghdr is valid (no name, no control data).

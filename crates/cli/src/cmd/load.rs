@@ -142,8 +142,9 @@ pub(crate) struct LoadArgs {
     #[arg(long, value_name = "RATIO", default_value_t = DEFAULT_MAX_ERROR_RATIO, value_parser = parse_error_ratio)]
     max_error_ratio: f64,
     /// How the reader waits for responses: epoll, or uring (multishot
-    /// receives into a provided-buffer ring; fails if io_uring is unavailable).
-    /// The writer's pacing is the same for both.
+    /// receives into a provided-buffer ring, and in closed loop each next
+    /// request sent from the same ring; fails if io_uring is unavailable).
+    /// The open-loop writer's pacing is the same for both.
     #[arg(long, value_name = "PATH", default_value = "epoll")]
     io: IoPath,
     #[command(flatten)]

@@ -1,7 +1,7 @@
 //! The loadgen experiment file: server, workload, placement, quick
 //! settings, and the points of its sweep.
 
-use super::values::{LoadgenTable, Rate, Ratio, WireProtocol};
+use super::values::{ClientIo, LoadgenTable, Rate, Ratio, WireProtocol};
 use super::LoadgenError;
 use crate::peers::ServeEngine;
 use crate::sweep_file::{read_text, Bytes, Span, SweepFileError};
@@ -52,6 +52,10 @@ pub struct LoadgenWorkload {
     /// with one `--start-at` and merges the results (default: `[1]`).
     #[serde(default = "default_shards")]
     pub shards: Vec<u32>,
+    /// The client's I/O paths (`connlab load --io`), one point each
+    /// (default: `["epoll"]`).
+    #[serde(default = "default_io")]
+    pub io: Vec<ClientIo>,
 }
 
 fn default_request() -> Bytes {
@@ -65,6 +69,9 @@ fn default_warmup() -> Span {
 }
 fn default_shards() -> Vec<u32> {
     vec![1]
+}
+fn default_io() -> Vec<ClientIo> {
+    vec![ClientIo::Epoll]
 }
 fn three() -> u32 {
     3
@@ -169,13 +176,18 @@ pub struct LoadgenParams {
     pub source_addrs: Option<String>,
     /// Client processes.
     pub shards: u32,
+    /// The client's I/O path (points written before the axis existed: epoll).
+    #[serde(default)]
+    pub io: ClientIo,
     /// Repetition, from 1.
     pub repetition: u32,
 }
 
 impl LoadgenParams {
     /// The point's file name, stable across runs:
-    /// `<engine>-<N>c-<ratio>-<rate>rps[-src<addrs>]-<K>sh-rep<k>`.
+    /// `<engine>-<N>c-<ratio>-<rate>rps[-src<addrs>]-<K>sh[-uring]-rep<k>`
+    /// (the client's I/O path is named when it is not epoll, so an epoll
+    /// point keeps the id it had before the axis existed).
     pub fn id(&self) -> String {
         let rate = match self.rate {
             Rate::PerSecond(n) => format!("{n}rps"),
@@ -185,8 +197,12 @@ impl LoadgenParams {
             .source_addrs
             .as_deref()
             .map_or(String::new(), |s| format!("-src{}", s.replace(',', "+")));
+        let io = match self.io {
+            ClientIo::Epoll => String::new(),
+            other => format!("-{}", other.name()),
+        };
         format!(
-            "{}-{}c-{}-{rate}{src}-{}sh-rep{}",
+            "{}-{}c-{}-{rate}{src}-{}sh{io}-rep{}",
             self.engine.name(),
             self.connections,
             self.active_ratio.id_part(),
@@ -272,6 +288,12 @@ impl LoadgenExperiment {
         if let Some(i) = w.shards.iter().position(|s| *s == 0) {
             return bad(&format!("workload.shards[{i}]"), "must be at least 1");
         }
+        if w.io.is_empty() {
+            return bad(
+                "workload.io",
+                "give at least one I/O path (\"epoll\" or \"uring\")",
+            );
+        }
         if let Some(i) = w.source_addrs.iter().position(|s| {
             s.is_empty()
                 || !s
@@ -341,8 +363,9 @@ impl LoadgenExperiment {
     }
 
     /// Every point: repetitions outermost, then connections, ratios, rates,
-    /// source addresses, shards, and engines innermost, so engines (and
-    /// shard counts) alternate within a repetition.
+    /// source addresses, shards, the client's I/O paths, and engines
+    /// innermost, so engines (and I/O paths, and shard counts) alternate
+    /// within a repetition.
     pub fn plan(&self, quick: bool) -> Vec<LoadgenParams> {
         let reps = self
             .quick_field(quick, |q| q.repetitions)
@@ -366,16 +389,19 @@ impl LoadgenExperiment {
                     for &rate in &w.rates {
                         for src in &sources {
                             for &shards in &w.shards {
-                                for &engine in &engines {
-                                    plan.push(LoadgenParams {
-                                        engine,
-                                        connections,
-                                        active_ratio: ratio.clone(),
-                                        rate,
-                                        source_addrs: src.clone(),
-                                        shards,
-                                        repetition,
-                                    });
+                                for &io in &w.io {
+                                    for &engine in &engines {
+                                        plan.push(LoadgenParams {
+                                            engine,
+                                            connections,
+                                            active_ratio: ratio.clone(),
+                                            rate,
+                                            source_addrs: src.clone(),
+                                            shards,
+                                            io,
+                                            repetition,
+                                        });
+                                    }
                                 }
                             }
                         }

@@ -14,7 +14,8 @@
 //! ```
 //!
 //! Point ids name every axis (`epoll-1000c-1of4-20000rps-1sh-rep1`, with
-//! `-src<addrs>` when the file lists source addresses), so a second run of
+//! `-src<addrs>` when the file lists source addresses and `-uring` for a
+//! client on io_uring), so a second run of
 //! the same sweep skips the points already written.
 
 mod experiment;
@@ -28,7 +29,7 @@ pub use experiment::{
     LoadgenWorkload,
 };
 pub use results::{ClientFigures, LoadgenDir, LoadgenInfo, LoadgenPoint, ServerFigures};
-pub use values::{LoadgenTable, Rate, Ratio, WireProtocol};
+pub use values::{ClientIo, LoadgenTable, Rate, Ratio, WireProtocol};
 
 use crate::sweep_file::SweepFileError;
 
@@ -89,6 +90,8 @@ mod shipped {
         let e = parses("loadgen-pacing.toml");
         assert_eq!(e.placement.client_cpu_list().as_deref(), Some("0,1"));
         assert_eq!(e.plan(false)[0].connections, 1000);
+        let io: Vec<&str> = e.plan(true).iter().map(|p| p.io.name()).collect();
+        assert_eq!(io[..2], ["epoll", "uring"]);
     }
 
     #[test]

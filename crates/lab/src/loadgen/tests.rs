@@ -138,3 +138,52 @@ fn errors_name_the_file_and_field() {
         assert!(e.starts_with(&format!("t.toml: {field}")), "{to}: {e}");
     }
 }
+
+#[test]
+fn io_is_an_axis_of_the_client_defaulting_to_epoll() {
+    use super::values::ClientIo;
+    let e = parse(FILE).unwrap();
+    assert_eq!(e.workload.io, [ClientIo::Epoll]);
+    assert!(e.plan(false).iter().all(|p| p.io == ClientIo::Epoll));
+    let both = parse(&FILE.replace(
+        "shards = [1, 2]",
+        "shards = [1, 2]\nio = [\"epoll\", \"uring\"]",
+    ))
+    .unwrap();
+    let plan = both.plan(false);
+    assert_eq!(plan.len(), 2 * e.plan(false).len());
+    // Alternating with the engines, inside a repetition; an epoll point
+    // keeps the id it had before the axis existed.
+    let ids: Vec<String> = plan.iter().take(4).map(LoadgenParams::id).collect();
+    assert_eq!(
+        ids,
+        [
+            "poll-100c-1of4-2000rps-1sh-rep1",
+            "epoll-100c-1of4-2000rps-1sh-rep1",
+            "poll-100c-1of4-2000rps-1sh-uring-rep1",
+            "epoll-100c-1of4-2000rps-1sh-uring-rep1",
+        ]
+    );
+    assert_eq!(plan[2].io, ClientIo::Uring);
+    assert_eq!(plan[2].io.name(), "uring");
+    // Parameters without the field (points written before it) read as epoll.
+    let mut json = serde_json::to_value(&plan[1]).unwrap();
+    json.as_object_mut().unwrap().remove("io");
+    let old: LoadgenParams = serde_json::from_value(json).unwrap();
+    assert_eq!(old, plan[1]);
+    assert!(!both.same_measurement(&e));
+}
+
+#[test]
+fn bad_io_values_name_the_file_and_key() {
+    for (io, field) in [
+        ("io = [\"epoll\", \"urin\"]", "workload.io[1]:"),
+        ("io = []", "workload.io:"),
+        ("io = \"uring\"", "workload.io:"),
+    ] {
+        let e = error(&FILE.replace("shards = [1, 2]", &format!("shards = [1, 2]\n{io}")));
+        assert!(e.starts_with(&format!("t.toml: {field}")), "{io}: {e}");
+    }
+    let e = error(&FILE.replace("shards = [1, 2]", "shards = [1, 2]\nio = [\"urin\"]"));
+    assert!(e.contains("epoll") && e.contains("uring"), "{e}");
+}

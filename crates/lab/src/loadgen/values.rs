@@ -122,6 +122,28 @@ impl WireProtocol {
     }
 }
 
+/// How `connlab load` waits for responses and sends closed-loop requests
+/// (its `--io`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientIo {
+    /// `epoll_wait` and plain `recv`/`sendmsg` calls.
+    #[default]
+    Epoll,
+    /// io_uring: multishot receives, and closed-loop sends in the same ring.
+    Uring,
+}
+
+impl ClientIo {
+    /// The `--io` value.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClientIo::Epoll => "epoll",
+            ClientIo::Uring => "uring",
+        }
+    }
+}
+
 /// A table of the report: which figures it shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

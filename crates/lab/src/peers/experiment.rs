@@ -3,7 +3,7 @@
 
 use super::PeersError;
 use crate::sweep_file::{read_text, Bytes, Span, SweepFileError};
-use crate::ExperimentError;
+use crate::{ClientIo, ExperimentError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -28,7 +28,8 @@ pub enum ProcessKind {
     /// `connlab singleip app-node` forwarding to the server (gateway; the
     /// CPU of both counts).
     SingleipRelay,
-    /// `connlab load --protocol http --rate max --depth 1` (client).
+    /// `connlab load --protocol http --rate max --depth 1`, its `--io` as
+    /// the process says (client).
     ConnlabLoad,
     /// `wrk -t1` (client).
     Wrk,
@@ -106,29 +107,6 @@ pub enum ServeEngine {
     Rtsig,
 }
 
-/// How `connlab gateway --mode proxy` moves bytes (its `--io`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum GatewayIo {
-    /// epoll, user-space buffers (the default).
-    Copy,
-    /// epoll, splice(2) through pipes (as `splice = true`).
-    Splice,
-    /// io_uring, received buffers sent on as they are.
-    Uring,
-}
-
-impl GatewayIo {
-    /// The `--io` value.
-    pub fn name(self) -> &'static str {
-        match self {
-            GatewayIo::Copy => "copy",
-            GatewayIo::Splice => "splice",
-            GatewayIo::Uring => "uring",
-        }
-    }
-}
-
 impl ServeEngine {
     /// The `--engine` value.
     pub fn name(self) -> &'static str {
@@ -160,13 +138,14 @@ pub struct Process {
     /// `connlab-gateway`: relay with splice(2).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub splice: bool,
-    /// `connlab-gateway`: the proxy's `--io` [default: copy, or splice with
-    /// `splice = true`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub io: Option<GatewayIo>,
     /// `wrk` (`-t`) and `haproxy` (`nbthread`): threads [default: 1].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<u32>,
+    /// `connlab-load`: its `--io` [default: epoll]. `connlab-gateway`:
+    /// `uring` runs the proxy with `--io uring`; `epoll` is its default
+    /// epoll relay (user-space buffers, or pipes with `splice`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io: Option<ClientIo>,
 }
 
 impl Process {
@@ -205,26 +184,28 @@ impl Process {
                 ));
             }
         }
+        if self.io.is_some()
+            && !matches!(kind, ProcessKind::ConnlabLoad | ProcessKind::ConnlabGateway)
+        {
+            return Err((
+                field("io"),
+                format!(
+                    "only for kinds \"connlab-load\" and \"connlab-gateway\", not {:?}",
+                    kind.name()
+                ),
+            ));
+        }
+        if self.splice && self.io == Some(ClientIo::Uring) {
+            return Err((
+                field("io"),
+                "\"uring\" conflicts with splice = true (splice is an epoll relay)".into(),
+            ));
+        }
         if self.splice && kind != ProcessKind::ConnlabGateway {
             return Err((
                 field("splice"),
                 format!("only for kind \"connlab-gateway\", not {:?}", kind.name()),
             ));
-        }
-        match self.io {
-            Some(_) if kind != ProcessKind::ConnlabGateway => {
-                return Err((
-                    field("io"),
-                    format!("only for kind \"connlab-gateway\", not {:?}", kind.name()),
-                ))
-            }
-            Some(io) if self.splice && io != GatewayIo::Splice => {
-                return Err((
-                    field("io"),
-                    format!("{:?} conflicts with splice = true", io.name()),
-                ))
-            }
-            _ => {}
         }
         match self.threads {
             Some(_) if !matches!(kind, ProcessKind::Wrk | ProcessKind::Haproxy) => Err((
@@ -257,12 +238,12 @@ pub struct Contender {
     /// See [`Process::splice`].
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub splice: bool,
-    /// See [`Process::io`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub io: Option<GatewayIo>,
     /// See [`Process::threads`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<u32>,
+    /// See [`Process::io`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io: Option<ClientIo>,
     /// Only these of the workload's body sizes (e.g. nginx `return` holds at
     /// most a few KiB in one configuration token) [default: all].
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -277,8 +258,8 @@ impl Contender {
             engine: self.engine,
             edge_triggered: self.edge_triggered,
             splice: self.splice,
-            io: self.io,
             threads: self.threads,
+            io: self.io,
         }
     }
 }

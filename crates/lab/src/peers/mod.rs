@@ -26,8 +26,8 @@ mod results;
 mod tests;
 
 pub use experiment::{
-    Baseline, Contender, GatewayIo, PeerParams, PeersExperiment, PeersQuick, PeersTag, Placement,
-    PointSetup, Process, ProcessKind, Role, ServeEngine, Workload,
+    Baseline, Contender, PeerParams, PeersExperiment, PeersQuick, PeersTag, Placement, PointSetup,
+    Process, ProcessKind, Role, ServeEngine, Workload,
 };
 pub use results::{PeerPoint, PeersDir, PeersInfo, RoleCpu};
 
@@ -68,5 +68,25 @@ mod shipped {
             }
         }
         assert!(n >= 3);
+    }
+
+    #[test]
+    fn loadgen_vs_wrk_runs_connlab_load_on_both_io_paths() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../experiments/peers-loadgen-vs-wrk.toml");
+        let e = PeersExperiment::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+        let io: Vec<(&str, Option<&str>)> = e
+            .contender
+            .iter()
+            .map(|c| (c.name.as_str(), c.io.map(|i| i.name())))
+            .collect();
+        assert_eq!(
+            io,
+            [
+                ("wrk", None),
+                ("connlab-load", None),
+                ("connlab-load-uring", Some("uring"))
+            ]
+        );
     }
 }

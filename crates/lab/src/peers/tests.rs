@@ -108,8 +108,38 @@ fn errors_name_the_file_and_field() {
     assert!(e.starts_with("t.toml: client: missing"), "{e}");
     let e = error(&FILE.replace("engine = \"poll\"", "engine = \"poll\"\nsplice = true"));
     assert!(e.starts_with("t.toml: contender[0].splice:"), "{e}");
-    let e = error(&FILE.replace("engine = \"poll\"", "engine = \"poll\"\nio = \"uring\""));
-    assert!(e.starts_with("t.toml: contender[0].io:"), "{e}");
     let e = error(&FILE.replace("kind = \"peers\"", "kind = \"sweep\""));
     assert!(e.starts_with("t.toml: kind:"), "{e}");
+}
+
+#[test]
+fn a_connlab_load_process_takes_an_io_path() {
+    use crate::ClientIo;
+    let e = parse(&FILE.replace(
+        "[client]\nkind = \"connlab-load\"",
+        "[client]\nkind = \"connlab-load\"\nio = \"uring\"",
+    ))
+    .unwrap();
+    assert_eq!(e.client.as_ref().unwrap().io, Some(ClientIo::Uring));
+    assert_eq!(parse(FILE).unwrap().client.unwrap().io, None);
+    let e = error(&FILE.replace("engine = \"poll\"", "engine = \"poll\"\nio = \"uring\""));
+    assert!(e.starts_with("t.toml: contender[0].io:"), "{e}");
+    let e = error(&FILE.replace(
+        "[client]\nkind = \"connlab-load\"",
+        "[client]\nkind = \"connlab-load\"\nio = \"urin\"",
+    ));
+    assert!(e.starts_with("t.toml: client.io:"), "{e}");
+}
+
+#[test]
+fn a_gateway_contender_takes_the_uring_relay() {
+    use crate::ClientIo;
+    let text = include_str!("../../../../experiments/peers-gateway-vs-haproxy.toml");
+    let e = parse(text).unwrap();
+    let uring = e.contender_named("proxy-uring").unwrap();
+    assert_eq!(uring.process().io, Some(ClientIo::Uring));
+    assert_eq!(e.contender_named("proxy").unwrap().io, None);
+    // The splice relay runs on epoll: it cannot also be the uring relay.
+    let e = error(&text.replace("io = \"uring\"", "io = \"uring\"\nsplice = true"));
+    assert!(e.starts_with("t.toml: contender[3].io:"), "{e}");
 }

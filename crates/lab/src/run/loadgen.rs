@@ -222,34 +222,8 @@ fn run_point(ctx: &PointCtx, p: &LoadgenParams) -> anyhow::Result<Option<Loadgen
                 ctx.logs.join(format!("shard-{i}.log")),
             )
         };
-        let mut cmd = Command::new(ctx.exe);
-        // The sweep judges errors itself (a point past saturation is data).
-        cmd.arg("load")
-            .args(["--max-error-ratio", "1"])
-            .args(["--target", &addr.to_string()])
-            .args(["--protocol", exp.server.protocol.name()])
-            .args(["-c", &p.connections.to_string()])
-            .args(["--active-ratio", &p.active_ratio.label])
-            .args(["--rate", &p.rate.label()])
-            .args(["--request-size", &w.request_size.0.to_string()])
-            .args(["--response-size", &w.response_size.0.to_string()])
-            .args(["-d", &format!("{}ms", duration.as_millis())])
-            .args(["--warmup", &format!("{}ms", w.warmup.0.as_millis())])
-            .args(["--drain-timeout", &format!("{}ms", DRAIN.as_millis())]);
-        if let (Rate::Max, Some(depth)) = (p.rate, w.depth) {
-            cmd.args(["--depth", &depth.to_string()]);
-        }
-        if let Some(src) = &p.source_addrs {
-            cmd.args(["--source-addrs", src]);
-        }
-        if let Some(cpus) = exp.placement.client_cpu_list() {
-            cmd.args(["--cpu", &cpus]);
-        }
-        if let Some(at) = start_at {
-            cmd.args(["--shard", &format!("{i}/{k}")])
-                .args(["--start-at", &format!("{at:.3}")]);
-        }
-        cmd.arg("--json").arg(&json);
+        let shard = start_at.map(|at| (i, k, at));
+        let cmd = client_command(ctx.exe, exp, p, addr, duration, shard, &json);
         commands.push(describe_cmd(&cmd));
         clients.push(Proc::spawn(cmd, &log)?);
         files.push(json);
@@ -302,6 +276,50 @@ fn run_point(ctx: &PointCtx, p: &LoadgenParams) -> anyhow::Result<Option<Loadgen
         wall_s,
         finished_unix_s: unix_now(),
     }))
+}
+
+/// The `connlab load` of point `p` against `addr`, as shard `(i, k,
+/// start-at)` when there are several, writing its result to `json`.
+fn client_command(
+    exe: &Path,
+    exp: &LoadgenExperiment,
+    p: &LoadgenParams,
+    addr: SocketAddr,
+    duration: Duration,
+    shard: Option<(u32, u32, f64)>,
+    json: &Path,
+) -> Command {
+    let w = &exp.workload;
+    let mut cmd = Command::new(exe);
+    // The sweep judges errors itself (a point past saturation is data).
+    cmd.arg("load")
+        .args(["--max-error-ratio", "1"])
+        .args(["--target", &addr.to_string()])
+        .args(["--protocol", exp.server.protocol.name()])
+        .args(["-c", &p.connections.to_string()])
+        .args(["--active-ratio", &p.active_ratio.label])
+        .args(["--rate", &p.rate.label()])
+        .args(["--request-size", &w.request_size.0.to_string()])
+        .args(["--response-size", &w.response_size.0.to_string()])
+        .args(["-d", &format!("{}ms", duration.as_millis())])
+        .args(["--warmup", &format!("{}ms", w.warmup.0.as_millis())])
+        .args(["--drain-timeout", &format!("{}ms", DRAIN.as_millis())])
+        .args(["--io", p.io.name()]);
+    if let (Rate::Max, Some(depth)) = (p.rate, w.depth) {
+        cmd.args(["--depth", &depth.to_string()]);
+    }
+    if let Some(src) = &p.source_addrs {
+        cmd.args(["--source-addrs", src]);
+    }
+    if let Some(cpus) = exp.placement.client_cpu_list() {
+        cmd.args(["--cpu", &cpus]);
+    }
+    if let Some((i, k, at)) = shard {
+        cmd.args(["--shard", &format!("{i}/{k}")])
+            .args(["--start-at", &format!("{at:.3}")]);
+    }
+    cmd.arg("--json").arg(json);
+    cmd
 }
 
 fn read_result(path: &Path) -> anyhow::Result<LoadResult> {
@@ -488,5 +506,38 @@ mod tests {
     fn setup_allowance_grows_with_connections() {
         assert_eq!(setup_allowance(0), Duration::from_secs(2));
         assert_eq!(setup_allowance(20000), Duration::from_secs(12));
+    }
+
+    #[test]
+    fn the_client_gets_the_points_io_path() {
+        let text = "kind = \"loadgen\"\nname = \"t\"\ntitle = \"t\"\ntables = [\"pacing\"]\n\
+                    [server]\nengines = [\"epoll\"]\n[workload]\nconnections = [10]\n\
+                    active_ratios = [1]\nrates = [100]\nduration = \"1s\"\n\
+                    io = [\"epoll\", \"uring\"]\n";
+        let exp = LoadgenExperiment::from_toml(text, "t.toml").unwrap();
+        let plan = exp.plan(false);
+        let addr = SocketAddr::from(([127, 0, 0, 1], 9));
+        let args = |p: &LoadgenParams| {
+            let cmd = client_command(
+                Path::new("connlab"),
+                &exp,
+                p,
+                addr,
+                Duration::from_secs(1),
+                None,
+                Path::new("c.json"),
+            );
+            describe_cmd(&cmd).join(" ")
+        };
+        assert!(
+            args(&plan[0]).contains(" --io epoll "),
+            "{}",
+            args(&plan[0])
+        );
+        assert!(
+            args(&plan[1]).contains(" --io uring "),
+            "{}",
+            args(&plan[1])
+        );
     }
 }

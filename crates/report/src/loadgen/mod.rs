@@ -22,17 +22,21 @@ pub fn render_loadgen(dir: &LoadgenDir, format: Format) -> Result<String, Report
 }
 
 /// The axes of a setting, as (CSV column, heading).
-const AXES: [(&str, &str); 6] = [
+const AXES: [(&str, &str); AXIS_COUNT] = [
     ("engine", "engine"),
     ("connections", "connections"),
     ("active_ratio", "active"),
     ("rate", "rate (req/s)"),
     ("source_addrs", "source addresses"),
     ("shards", "client processes"),
+    ("io", "client I/O"),
 ];
 
+/// How many axes a setting has.
+const AXIS_COUNT: usize = 7;
+
 /// A setting's value on every axis, numbers as `number` writes them.
-fn axis_text(p: &LoadgenParams, number: fn(f64) -> String) -> [String; 6] {
+fn axis_text(p: &LoadgenParams, number: fn(f64) -> String) -> [String; AXIS_COUNT] {
     [
         p.engine.name().to_string(),
         number(p.connections as f64),
@@ -43,16 +47,17 @@ fn axis_text(p: &LoadgenParams, number: fn(f64) -> String) -> [String; 6] {
         },
         p.source_addrs.clone().unwrap_or_else(|| "any".into()),
         p.shards.to_string(),
+        p.io.name().to_string(),
     ]
 }
 
 /// A setting's value on every axis, as the tables show it (1,100).
-fn axis_values(p: &LoadgenParams) -> [String; 6] {
+fn axis_values(p: &LoadgenParams) -> [String; AXIS_COUNT] {
     axis_text(p, whole)
 }
 
 /// A setting's value on every axis, as the CSV holds it (1100).
-fn axis_plain(p: &LoadgenParams) -> [String; 6] {
+fn axis_plain(p: &LoadgenParams) -> [String; AXIS_COUNT] {
     axis_text(p, |v| format!("{}", v.round() as i64))
 }
 
@@ -71,9 +76,9 @@ struct Table {
 /// One row: a setting (or a pair of settings), repetitions and figures.
 struct Row {
     /// Every axis's value as shown, in the table or not.
-    axes: [String; 6],
+    axes: [String; AXIS_COUNT],
     /// Every axis's value for CSV: numbers without separators.
-    plain: [String; 6],
+    plain: [String; AXIS_COUNT],
     repetitions: usize,
     values: Vec<Option<Spread>>,
 }
@@ -97,7 +102,7 @@ fn settings(dir: &LoadgenDir) -> Vec<(LoadgenParams, Vec<&LoadgenPoint>)> {
 /// Axes that take more than one value in the plan.
 fn varying_axes(dir: &LoadgenDir) -> Vec<usize> {
     let plan = dir.info.experiment.plan(dir.info.quick);
-    let values: Vec<[String; 6]> = plan.iter().map(axis_values).collect();
+    let values: Vec<[String; AXIS_COUNT]> = plan.iter().map(axis_values).collect();
     let mut axes: Vec<usize> = (0..AXES.len())
         .filter(|i| values.iter().any(|v| v[*i] != values[0][*i]))
         .collect();
@@ -148,8 +153,8 @@ type ByAxis<'a> = BTreeMap<u64, BTreeMap<u32, &'a LoadgenPoint>>;
 /// Groups settings by everything but one axis (`skip`: 1 connections, 5
 /// shards) and returns, per group, the points by that axis's value and
 /// repetition.
-fn groups_without(dir: &LoadgenDir, skip: usize) -> Vec<([String; 6], ByAxis<'_>)> {
-    let mut out: Vec<([String; 6], ByAxis)> = Vec::new();
+fn groups_without(dir: &LoadgenDir, skip: usize) -> Vec<([String; AXIS_COUNT], ByAxis<'_>)> {
+    let mut out: Vec<([String; AXIS_COUNT], ByAxis)> = Vec::new();
     for p in &dir.points {
         let mut key = axis_values(&p.params);
         key[skip] = String::new();
@@ -507,6 +512,7 @@ pub(crate) struct CsvRow {
     rate: String,
     source_addrs: String,
     shards: String,
+    io: String,
     metric: String,
     unit: String,
     repetitions: usize,
@@ -567,7 +573,7 @@ impl Report for Loadgen<'_> {
         for t in tables(self.dir) {
             for r in &t.rows {
                 for (v, (key, _, unit)) in r.values.iter().zip(&t.columns) {
-                    let [engine, connections, active_ratio, rate, source_addrs, shards] =
+                    let [engine, connections, active_ratio, rate, source_addrs, shards, io] =
                         r.plain.clone();
                     let v = v.map(Spread::rounded);
                     out.push(CsvRow {
@@ -578,6 +584,7 @@ impl Report for Loadgen<'_> {
                         rate,
                         source_addrs,
                         shards,
+                        io,
                         metric: key.clone(),
                         unit: if unit == "×" {
                             "ratio".into()

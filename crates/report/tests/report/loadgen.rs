@@ -44,6 +44,7 @@ fn csv_is_long_form_with_every_column() {
             "rate",
             "source_addrs",
             "shards",
+            "io",
             "metric",
             "unit",
             "repetitions",
@@ -55,12 +56,13 @@ fn csv_is_long_form_with_every_column() {
     let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
     let slope = rows
         .iter()
-        .find(|r| &r[7] == "server_bytes_per_connection" && &r[6] == "1")
+        .find(|r| &r[8] == "server_bytes_per_connection" && &r[6] == "1")
         .unwrap();
-    assert_eq!(slope[10].parse::<f64>().unwrap(), 1024.0);
+    assert_eq!(slope[11].parse::<f64>().unwrap(), 1024.0);
+    assert!(rows.iter().all(|r| &r[7] == "epoll"));
     assert!(rows
         .iter()
-        .any(|r| &r[7] == "service_p50_us_ratio" && r[10].parse::<f64>().unwrap() == 2.0));
+        .any(|r| &r[8] == "service_p50_us_ratio" && r[11].parse::<f64>().unwrap() == 2.0));
 }
 
 #[test]
@@ -83,4 +85,18 @@ fn csv_axes_are_plain_numbers() {
     assert!(rows
         .iter()
         .all(|r| !r[2].contains(',') && !r[4].contains(',')));
+}
+
+#[test]
+fn the_clients_io_path_is_a_column_when_it_varies() {
+    let one = render_loadgen(&loadgen(), Format::Markdown).unwrap();
+    assert!(one.contains("client I/O epoll"), "{one}");
+    let md = render_loadgen(&crate::support::loadgen_with_io(), Format::Markdown).unwrap();
+    assert!(md.contains("| client I/O |"), "{md}");
+    assert!(md.contains("| uring |"), "{md}");
+    let text = render_loadgen(&crate::support::loadgen_with_io(), Format::Csv).unwrap();
+    let mut r = csv::Reader::from_reader(text.as_bytes());
+    let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+    assert!(rows.iter().any(|r| &r[7] == "uring"));
+    assert!(rows.iter().any(|r| &r[7] == "epoll"));
 }

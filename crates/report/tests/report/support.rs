@@ -301,7 +301,19 @@ fn loadgen_point(p: &LoadgenParams) -> LoadgenPoint {
 
 /// A loadgen sweep whose last point is missing.
 pub(crate) fn loadgen() -> LoadgenDir {
-    let experiment = LoadgenExperiment::from_toml(LOADGEN, "fixture.toml").unwrap();
+    loadgen_of(LOADGEN)
+}
+
+/// The same sweep with the client on epoll and on io_uring.
+pub(crate) fn loadgen_with_io() -> LoadgenDir {
+    loadgen_of(&LOADGEN.replace(
+        "duration = \"1s\"",
+        "duration = \"1s\"\nio = [\"epoll\", \"uring\"]",
+    ))
+}
+
+fn loadgen_of(text: &str) -> LoadgenDir {
+    let experiment = LoadgenExperiment::from_toml(text, "fixture.toml").unwrap();
     let plan = experiment.plan(false);
     let points = plan[..plan.len() - 1].iter().map(loadgen_point).collect();
     LoadgenDir {

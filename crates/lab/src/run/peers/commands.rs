@@ -2,7 +2,7 @@
 //! nginx, the gateways (connlab, HAProxy) and the clients (wrk, connlab load).
 
 use super::PointCtx;
-use crate::{GatewayIo, Process, ProcessKind};
+use crate::{ClientIo, Process, ProcessKind};
 use anyhow::{bail, Context};
 use std::fs::File;
 use std::io::Read;
@@ -156,8 +156,8 @@ fn gateway_command(
             if p.splice {
                 cmd.arg("--splice");
             }
-            if let Some(io) = p.io.filter(|&io| !(p.splice && io == GatewayIo::Splice)) {
-                cmd.args(["--io", io.name()]);
+            if p.io == Some(ClientIo::Uring) {
+                cmd.args(["--io", "uring"]);
             }
             Ok(cmd)
         }
@@ -226,6 +226,9 @@ pub(super) fn client_command(
             .arg(json);
             if let Some(cpu) = ctx.exp.placement.client_cpu {
                 cmd.arg("--cpu").arg(cpu.to_string());
+            }
+            if let Some(io) = p.io {
+                cmd.args(["--io", io.name()]);
             }
             cmd
         }

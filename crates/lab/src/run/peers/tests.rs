@@ -19,3 +19,35 @@ fn nginx_masks_count_from_the_right() {
     assert_eq!(cpu_mask_bits(0), "1");
     assert_eq!(cpu_mask_bits(1), "10");
 }
+
+#[test]
+fn a_connlab_load_client_gets_its_io_path() {
+    use crate::{PeersExperiment, Process, ProcessKind};
+    let text = "kind = \"peers\"\nname = \"t\"\ntitle = \"t\"\nmeasure = \"client\"\n\
+                baseline = \"a\"\n[workload]\nconnections = 10\nbody_sizes = [128]\n\
+                duration = \"1s\"\n[server]\nkind = \"nginx-return\"\n\
+                [[contender]]\nname = \"a\"\nkind = \"connlab-load\"\n\
+                [[contender]]\nname = \"b\"\nkind = \"connlab-load\"\nio = \"uring\"\n";
+    let exp = PeersExperiment::from_toml(text, "t.toml").unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let ctx = super::PointCtx {
+        exp: &exp,
+        exe: std::path::Path::new("connlab"),
+        tmp: std::path::Path::new("/tmp"),
+        logs: "/tmp/logs".into(),
+        duration: std::time::Duration::from_secs(1),
+        stop: &stop,
+    };
+    let args = |p: &Process| {
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 9));
+        let cmd = super::commands::client_command(&ctx, p, addr, 128, "c.json".as_ref());
+        cmd.get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let (a, b) = (exp.contender[0].process(), exp.contender[1].process());
+    assert_eq!(b.kind, ProcessKind::ConnlabLoad);
+    assert!(!args(&a).contains("--io"), "{}", args(&a));
+    assert!(args(&b).contains("--io uring"), "{}", args(&b));
+}
