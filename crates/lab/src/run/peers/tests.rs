@@ -51,3 +51,41 @@ fn a_connlab_load_client_gets_its_io_path() {
     assert!(!args(&a).contains("--io"), "{}", args(&a));
     assert!(args(&b).contains("--io uring"), "{}", args(&b));
 }
+
+#[test]
+fn a_connlab_gateway_contender_gets_its_relay() {
+    use crate::PeersExperiment;
+    let text = include_str!("../../../../../experiments/peers-gateway-vs-haproxy.toml");
+    let exp = PeersExperiment::from_toml(text, "t.toml").unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let ctx = super::PointCtx {
+        exp: &exp,
+        exe: std::path::Path::new("connlab"),
+        tmp: std::path::Path::new("/tmp"),
+        logs: "/tmp/logs".into(),
+        duration: std::time::Duration::from_secs(1),
+        stop: &stop,
+    };
+    let args = |name: &str| {
+        let p = exp.contender_named(name).unwrap().process();
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 9));
+        let cmds = super::commands::gateway_commands(&ctx, &p, addr, addr).unwrap();
+        cmds[0]
+            .1
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert!(!args("proxy").contains("--io"), "{}", args("proxy"));
+    assert!(
+        args("proxy-splice").ends_with("--splice"),
+        "{}",
+        args("proxy-splice")
+    );
+    assert!(
+        args("proxy-uring").ends_with("--io uring"),
+        "{}",
+        args("proxy-uring")
+    );
+}
