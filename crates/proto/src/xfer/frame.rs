@@ -509,14 +509,21 @@ impl Frame {
                 stream,
             });
         }
-        let mut header = [0u8; HEADER_LEN];
-        header[LEN_AT..LEN_AT + 4].copy_from_slice(&(bytes.len() as u32).to_be_bytes());
-        header[TYPE_AT] = FrameKind::Data as u8;
-        header[STREAM_AT..STREAM_AT + 4].copy_from_slice(&stream.0.to_be_bytes());
+        let header = Frame::data_header(stream, bytes.len() as u32);
         dst.reserve(HEADER_LEN + bytes.len());
         dst.extend_from_slice(&header);
         dst.extend_from_slice(bytes);
         Ok(HEADER_LEN + bytes.len())
+    }
+
+    /// The header of a DATA frame of `len` payload bytes on `stream`,
+    /// unchecked (callers check the stream and `len <= MAX_PAYLOAD`).
+    pub(crate) fn data_header(stream: StreamId, len: u32) -> [u8; HEADER_LEN] {
+        let mut header = [0u8; HEADER_LEN];
+        header[LEN_AT..LEN_AT + 4].copy_from_slice(&len.to_be_bytes());
+        header[TYPE_AT] = FrameKind::Data as u8;
+        header[STREAM_AT..STREAM_AT + 4].copy_from_slice(&stream.0.to_be_bytes());
+        header
     }
 
     /// The limits [`Frame::encode`] enforces.
