@@ -13,10 +13,11 @@
 use connlab_proto::xfer::{StreamId, XferSession};
 use mio::net::TcpStream;
 use std::collections::VecDeque;
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, IoSlice, Write};
 use std::net::Shutdown;
 use std::time::{Duration, Instant};
 
+use crate::outbuf::{OutBuf, ReadData};
 use crate::stats::ConnStats;
 
 /// Payloads written in one `writev`: with 16 KiB DATA payloads, up to 256 KiB
@@ -117,12 +118,13 @@ impl Relay {
         self.queue.len()
     }
 
-    /// Reads from the socket into the session as far as the stream's credit
-    /// allows. Returns the bytes moved; on end of input queues FIN.
+    /// Reads from the socket into DATA frames in `out` (built in place, see
+    /// [`OutBuf::read_data`]) as far as the stream's credit allows. Returns
+    /// the bytes moved; on end of input queues FIN.
     pub(crate) fn pump_in(
         &mut self,
         session: &mut XferSession,
-        scratch: &mut [u8],
+        out: &mut OutBuf,
     ) -> Result<usize, Failed> {
         let mut moved = 0;
         while self.readable && !self.read_eof && !self.connecting {
@@ -130,25 +132,20 @@ impl Relay {
             if credit == 0 {
                 break;
             }
-            let want = credit.min(scratch.len());
-            match self.sock.read(&mut scratch[..want]) {
-                Ok(0) => {
+            match out.read_data(session, self.stream, &mut self.sock, credit) {
+                Ok(ReadData::Eof) => {
                     self.read_eof = true;
                     // The stream may already be gone (reset crossing); then
                     // there is nobody to tell.
                     let _ = session.finish(self.stream);
                 }
-                Ok(n) => {
-                    // Within the credit read above, so all of it is taken;
-                    // an error means the stream is gone (reset crossing).
-                    if session.send_data(self.stream, &scratch[..n]).is_err() {
-                        return Err(Failed);
-                    }
+                Ok(ReadData::Bytes(n)) => {
                     self.stats.bytes_from_client += n as u64;
                     moved += n;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // A socket error, or the stream is gone (reset crossing).
                 Err(_) => return Err(Failed),
             }
         }
@@ -251,6 +248,7 @@ impl Relay {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Read;
 
     fn relay() -> (Relay, std::net::TcpStream) {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -154,7 +154,7 @@ impl Server<'_> {
         let Some(node) = self.nodes.get_mut(c.node).and_then(Option::as_mut) else {
             return;
         };
-        match c.relay.pump_in(&mut node.session, &mut self.scratch) {
+        match c.relay.pump_in(&mut node.session, &mut node.out) {
             Ok(_) if c.relay.done() => self.drop_client(slot, "closed", None, false),
             Ok(_) => {}
             Err(_) => self.drop_client(

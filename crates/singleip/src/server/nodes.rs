@@ -2,8 +2,9 @@
 //! connections, acting on their frames (LISTEN, CONNECT, DATA, ...), writing
 //! their output, their timers, and ending them.
 
-use super::{token, Listener, Server, KIND_LISTENER, KIND_NODE, READ_CHUNK};
+use super::{token, Listener, Server, KIND_LISTENER, KIND_NODE};
 use crate::os_nonce;
+use crate::outbuf::OutBuf;
 use crate::stats::{NodeStats, ServerStats};
 use connlab_proto::xfer::{
     ErrorCode, Event, SockOpt, StreamId, XferConfig, XferError, XferSession,
@@ -39,8 +40,8 @@ fn is_own_address(ip: std::net::IpAddr) -> bool {
 pub(super) struct Node {
     pub(super) sock: TcpStream,
     pub(super) session: XferSession,
-    pub(super) out: Vec<u8>,
-    pub(super) out_pos: usize,
+    /// Frames waiting for the node's socket, DATA built in place.
+    pub(super) out: OutBuf,
     pub(super) readable: bool,
     pub(super) writable: bool,
     /// Stream id -> client slot.
@@ -120,8 +121,7 @@ impl Server<'_> {
             self.nodes[idx] = Some(Node {
                 sock,
                 session,
-                out: Vec::new(),
-                out_pos: 0,
+                out: OutBuf::new(),
                 readable: true,
                 writable: true,
                 streams: HashMap::new(),
@@ -489,12 +489,12 @@ impl Server<'_> {
         let Some(node) = self.nodes.get_mut(n).and_then(Option::as_mut) else {
             return;
         };
-        node.session.drain_output(&mut node.out);
-        while node.writable && node.out_pos < node.out.len() {
-            match node.sock.write(&node.out[node.out_pos..]) {
+        node.out.take_session_output(&mut node.session);
+        while node.writable && !node.out.is_empty() {
+            match node.sock.write(node.out.pending()) {
                 Ok(k) => {
-                    node.out_pos += k;
-                    if node.out_pos < node.out.len() {
+                    node.out.consume(k);
+                    if !node.out.is_empty() {
                         node.writable = false;
                     }
                 }
@@ -506,14 +506,7 @@ impl Server<'_> {
                 }
             }
         }
-        if node.out_pos == node.out.len() {
-            node.out.clear();
-            node.out_pos = 0;
-        } else if node.out_pos > READ_CHUNK {
-            node.out.drain(..node.out_pos);
-            node.out_pos = 0;
-        }
-        if node.out.len() - node.out_pos > self.config.max_node_queue {
+        if node.out.len() > self.config.max_node_queue {
             // A node that does not read its replies (PONG, RESET, DATA)
             // would make them queue without bound.
             self.stats.nodes_dropped_queue += 1;
