@@ -186,6 +186,8 @@ fn node_loop(
     // Frames toward the I/O server, DATA built in place.
     let mut out = OutBuf::new();
     let (mut readable, mut writable) = (true, true);
+    // An event reported the connection's read side closed: read on until 0.
+    let mut hup = false;
     let mut scratch = vec![0u8; 64 * 1024];
     let mut evs = Vec::new();
     let mut events = Events::with_capacity(1024);
@@ -249,12 +251,14 @@ fn node_loop(
                 SERVER => {
                     readable |= r;
                     writable |= w;
+                    hup |= gone;
                 }
                 Token(t) if t < first => accept_ready.push(t - FIRST),
                 Token(t) => {
                     if let Some(relay) = relays.get_mut(t - first).and_then(Option::as_mut) {
                         relay.readable |= r;
                         relay.writable |= w;
+                        relay.hup |= gone;
                         touched.push(t - first);
                     }
                 }
@@ -272,6 +276,10 @@ fn node_loop(
                 }
                 Ok(k) => {
                     last_input = Instant::now();
+                    if k < scratch.len() && !hup {
+                        // Drained (a short read): no EAGAIN read to prove it.
+                        readable = false;
+                    }
                     k
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {

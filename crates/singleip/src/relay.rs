@@ -6,9 +6,13 @@
 //! far as the peer's credit allows, so a stalled reader stops its own stream
 //! and nothing else.
 //!
-//! Readiness is edge-triggered (mio): `readable` is cleared only by `EAGAIN`
-//! (a short read does not prove the socket drained; the gateway's relays
-//! stalled on that), `writable` by a short write or `EAGAIN`.
+//! Readiness is edge-triggered (mio): `readable` is cleared by `EAGAIN`, and
+//! by a read shorter than asked for unless an event already reported the
+//! peer's end (`hup`): a short TCP read emptied the receive queue and
+//! anything arriving later raises a new edge, but a read stops before a
+//! queued FIN whose edge was already reported, so after that reads go on
+//! until they return 0 (the gateway's relays stalled on that case).
+//! `writable` is cleared by a short write or `EAGAIN`.
 
 use connlab_proto::xfer::{StreamId, XferSession};
 use mio::net::TcpStream;
@@ -17,7 +21,7 @@ use std::io::{self, IoSlice, Write};
 use std::net::Shutdown;
 use std::time::{Duration, Instant};
 
-use crate::outbuf::{OutBuf, ReadData};
+use crate::outbuf::{OutBuf, ReadData, MAX_READ};
 use crate::stats::ConnStats;
 
 /// Payloads written in one `writev`: with 16 KiB DATA payloads, up to 256 KiB
@@ -37,6 +41,9 @@ pub(crate) struct Relay {
     pub(crate) stream: StreamId,
     pub(crate) readable: bool,
     pub(crate) writable: bool,
+    /// An event reported the socket's read side closed (or an error): a
+    /// short read no longer proves it drained.
+    pub(crate) hup: bool,
     /// Connecting (CONNECT on the server, the local connect on the node):
     /// nothing is read or written until it completes.
     pub(crate) connecting: bool,
@@ -63,6 +70,7 @@ impl Relay {
             stream,
             readable: true,
             writable: true,
+            hup: false,
             connecting,
             queue: VecDeque::new(),
             queued: 0,
@@ -132,7 +140,8 @@ impl Relay {
             if credit == 0 {
                 break;
             }
-            match out.read_data(session, self.stream, &mut self.sock, credit) {
+            let want = credit.min(MAX_READ);
+            match out.read_data(session, self.stream, &mut self.sock, want) {
                 Ok(ReadData::Eof) => {
                     self.read_eof = true;
                     // The stream may already be gone (reset crossing); then
@@ -140,6 +149,10 @@ impl Relay {
                     let _ = session.finish(self.stream);
                 }
                 Ok(ReadData::Bytes(n)) => {
+                    if n < want && !self.hup {
+                        // Drained: no EAGAIN read to prove it.
+                        self.readable = false;
+                    }
                     self.stats.bytes_from_client += n as u64;
                     moved += n;
                 }

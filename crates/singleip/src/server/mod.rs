@@ -120,6 +120,7 @@ pub fn run_server(
                     if let Some(node) = server.nodes.get_mut(idx).and_then(Option::as_mut) {
                         node.readable |= readable;
                         node.writable |= writable;
+                        node.hup |= gone;
                         server.on_node(idx);
                     }
                 }
@@ -127,6 +128,7 @@ pub fn run_server(
                     if let Some(c) = server.clients.get_mut(idx).and_then(Option::as_mut) {
                         c.relay.readable |= readable;
                         c.relay.writable |= writable;
+                        c.relay.hup |= gone;
                         server.on_client(idx);
                     }
                 }

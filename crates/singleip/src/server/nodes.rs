@@ -44,6 +44,9 @@ pub(super) struct Node {
     pub(super) out: OutBuf,
     pub(super) readable: bool,
     pub(super) writable: bool,
+    /// An event reported the read side closed: read on until 0 (see
+    /// [`crate::relay`] on short reads).
+    pub(super) hup: bool,
     /// Stream id -> client slot.
     pub(super) streams: HashMap<u32, usize>,
     pub(super) ports: BTreeSet<u16>,
@@ -124,6 +127,7 @@ impl Server<'_> {
                 out: OutBuf::new(),
                 readable: true,
                 writable: true,
+                hup: false,
                 streams: HashMap::new(),
                 ports: BTreeSet::new(),
                 stats: node_stats,
@@ -184,6 +188,10 @@ impl Server<'_> {
                     // `dead_after` however busy it was).
                     node.last_input = Instant::now();
                     budget -= k;
+                    if k < want && !node.hup {
+                        // Drained (a short read): no EAGAIN read to prove it.
+                        node.readable = false;
+                    }
                     k
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
