@@ -62,7 +62,7 @@ impl Server<'_> {
                     let _ = node.session.reset(stream, ErrorCode::INTERNAL);
                 }
             }
-            self.flush_node(n);
+            self.flush_later(n);
         }
     }
 
@@ -143,7 +143,7 @@ impl Server<'_> {
                 self.fq.activate(slot);
             }
         }
-        self.flush_node(n);
+        self.flush_later(n);
     }
 
     /// Client socket -> node, as far as the node's credit allows.
@@ -215,12 +215,7 @@ impl Server<'_> {
                 ),
             }
         }
-        touched.sort_unstable();
-        touched.dedup();
-        for &n in &touched {
-            self.flush_node(n);
-        }
-        touched.clear();
+        self.flush_due.append(&mut touched);
         self.touched_nodes = touched;
     }
 

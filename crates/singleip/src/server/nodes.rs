@@ -224,7 +224,7 @@ impl Server<'_> {
                 }
             }
         }
-        self.flush_node(n);
+        self.flush_later(n);
     }
 
     /// Reads on from nodes whose last read stopped at the budget.
@@ -490,6 +490,28 @@ impl Server<'_> {
         } else {
             self.stats.nodes_not_listed += 1;
         }
+    }
+
+    /// Writes node `n`'s output at the end of this loop turn
+    /// ([`Server::flush_due_nodes`]), with whatever else the turn queues for
+    /// it: one `send` per node per turn rather than one per client event.
+    pub(super) fn flush_later(&mut self, n: usize) {
+        self.flush_due.push(n);
+    }
+
+    /// Writes the output of every node [`Server::flush_later`] named.
+    pub(super) fn flush_due_nodes(&mut self) {
+        if self.flush_due.is_empty() {
+            return;
+        }
+        let mut due = std::mem::take(&mut self.flush_due);
+        due.sort_unstable();
+        due.dedup();
+        for &n in &due {
+            self.flush_node(n);
+        }
+        due.clear();
+        self.flush_due = due;
     }
 
     /// Writes the node's queued output; a write error ends the node.
