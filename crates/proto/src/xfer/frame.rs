@@ -600,14 +600,21 @@ pub struct FrameDecoder {
     /// Offset of the frame being assembled (or just returned).
     frame_start: u64,
     failed: Option<XferError>,
+    /// Buffers of consumed DATA payloads given back
+    /// ([`FrameDecoder::recycle`]), each of capacity at most [`MAX_PAYLOAD`].
+    spare: Vec<Vec<u8>>,
 }
+
+/// Payload buffers a decoder keeps for reuse at most (1 MiB of 16 KiB ones).
+const MAX_SPARE: usize = 64;
 
 #[derive(Clone, Debug)]
 struct Body {
     kind: FrameKind,
     stream: u32,
     len: usize,
-    /// Payload bytes so far; capacity at most `len` (checked <= MAX_PAYLOAD).
+    /// Payload bytes so far; capacity at most `len` (checked <= MAX_PAYLOAD),
+    /// or a recycled DATA buffer's (at most MAX_PAYLOAD).
     buf: Vec<u8>,
 }
 
@@ -630,6 +637,17 @@ impl FrameDecoder {
             self.failed = Some(error.clone());
         }
         result
+    }
+
+    /// Takes back the buffer of a DATA payload this decoder returned, once
+    /// its bytes are consumed: a later DATA payload is copied into it instead
+    /// of a new allocation. Buffers over [`MAX_PAYLOAD`] of capacity (merged
+    /// payloads) and more than a few dozen are dropped.
+    pub fn recycle(&mut self, mut buf: Vec<u8>) {
+        if self.spare.len() < MAX_SPARE && buf.capacity() <= MAX_PAYLOAD && buf.capacity() > 0 {
+            buf.clear();
+            self.spare.push(buf);
+        }
     }
 
     /// Offset in the connection of the header of the frame last returned (or
@@ -689,9 +707,23 @@ impl FrameDecoder {
             self.consumed += n as u64;
             let (kind, stream) = (body.kind, body.stream);
             self.body = None;
+            if kind == FrameKind::Data {
+                // Copied into a recycled buffer when there is one.
+                let mut bytes = self.spare.pop().unwrap_or_default();
+                bytes.extend_from_slice(payload);
+                return Ok(Some(Frame::Data {
+                    stream: StreamId(stream),
+                    bytes,
+                }));
+            }
             return parse_payload(kind, stream, payload, self.frame_start).map(Some);
         }
         if body.buf.capacity() == 0 {
+            if body.kind == FrameKind::Data {
+                if let Some(spare) = self.spare.pop() {
+                    body.buf = spare;
+                }
+            }
             body.buf.reserve_exact(body.len);
         }
         body.buf.extend_from_slice(&input[..n]);
@@ -1273,6 +1305,41 @@ pub(crate) mod tests {
             decode_all(&listen),
             Err(XferError::BadField { field: "port", .. })
         ));
+    }
+
+    #[test]
+    fn data_payloads_reuse_recycled_buffers_whole_or_split() {
+        let mut wire = Vec::new();
+        Frame::encode_data(StreamId(1), &[1; 100], &mut wire).unwrap();
+        Frame::encode_data(StreamId(3), &[2; 3000], &mut wire).unwrap();
+        let mut d = FrameDecoder::new();
+        let spare = Vec::with_capacity(MAX_PAYLOAD);
+        let at = spare.as_ptr();
+        d.recycle(spare);
+        // Whole in the input: copied into the recycled buffer.
+        let mut input = &wire[..HEADER_LEN + 100 + HEADER_LEN + 1000];
+        let Some(Frame::Data { stream, bytes }) = d.decode(&mut input).unwrap() else {
+            panic!("DATA expected");
+        };
+        assert_eq!((stream, &bytes[..]), (StreamId(1), &[1u8; 100][..]));
+        assert_eq!(bytes.as_ptr(), at);
+        d.recycle(bytes);
+        // Split across two inputs: assembled in it too.
+        assert_eq!(d.decode(&mut input).unwrap(), None);
+        let mut rest = &wire[HEADER_LEN + 100 + HEADER_LEN + 1000..];
+        let Some(Frame::Data { stream, bytes }) = d.decode(&mut rest).unwrap() else {
+            panic!("DATA expected");
+        };
+        assert_eq!((stream, &bytes[..]), (StreamId(3), &[2u8; 3000][..]));
+        assert_eq!(bytes.as_ptr(), at);
+        assert!(rest.is_empty());
+        // Without a spare buffer decoding allocates as before.
+        let mut again = &wire[..HEADER_LEN + 100];
+        let Some(Frame::Data { bytes: fresh, .. }) = d.decode(&mut again).unwrap() else {
+            panic!("DATA expected");
+        };
+        assert_eq!(fresh, [1; 100]);
+        assert_ne!(fresh.as_ptr(), at);
     }
 
     #[test]

@@ -395,6 +395,14 @@ impl XferSession {
         }
     }
 
+    /// Gives back the buffer of an [`Event::Data`] payload once its bytes
+    /// are consumed, so a later payload reuses the allocation
+    /// ([`FrameDecoder::recycle`]). Optional; credit is returned by
+    /// [`XferSession::release`] as before.
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        self.decoder.recycle(buf);
+    }
+
     /// Whether output is queued.
     pub fn has_output(&self) -> bool {
         !self.out.is_empty()
