@@ -202,7 +202,7 @@ impl Relay {
                         self.writable = false;
                         self.blocked += 1;
                     }
-                    self.advance(n, now);
+                    self.advance(n, now, session);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.writable = false;
@@ -227,8 +227,9 @@ impl Relay {
     }
 
     /// Drops `n` written bytes from the front of the queue, recording the
-    /// queueing time of every payload fully written.
-    fn advance(&mut self, mut n: usize, now: Instant) {
+    /// queueing time of every payload fully written and giving its buffer
+    /// back to the session for the next payload.
+    fn advance(&mut self, mut n: usize, now: Instant, session: &mut XferSession) {
         while n > 0 {
             let Some(chunk) = self.queue.front_mut() else {
                 return;
@@ -240,7 +241,9 @@ impl Relay {
             }
             n -= left;
             let wait = now.saturating_duration_since(chunk.arrived);
-            self.queue.pop_front();
+            if let Some(done) = self.queue.pop_front() {
+                session.recycle(done.bytes);
+            }
             self.record_wait(wait);
         }
     }
@@ -302,5 +305,49 @@ mod tests {
         peer.read_exact(&mut got).unwrap();
         let want: Vec<u8> = (0..10u8).flat_map(|i| [i; 3]).collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_full_client_socket_holds_the_queue_and_it_drains_in_order() {
+        let (mut r, mut peer) = relay();
+        // Small buffers both ends, so 2 MiB cannot fit in them.
+        socket2::SockRef::from(&r.sock)
+            .set_send_buffer_size(16 * 1024)
+            .unwrap();
+        socket2::SockRef::from(&peer)
+            .set_recv_buffer_size(16 * 1024)
+            .unwrap();
+        let now = Instant::now();
+        let chunks = 128usize;
+        for i in 0..chunks {
+            r.push(vec![i as u8; 16 * 1024], now, 1024);
+        }
+        let total = chunks * 16 * 1024;
+        let key = connlab_proto::xfer::AuthKey::new(&[1; 16]).unwrap();
+        let config = connlab_proto::xfer::XferConfig::new(key, [0; 32]);
+        let mut session = XferSession::server(config).unwrap();
+        // Nobody reads: the socket fills, the rest waits in the queue.
+        let mut sent = 0;
+        while r.writable && r.queued() > 0 {
+            sent += r.pump_out(&mut session, u64::MAX, now).ok().unwrap();
+        }
+        assert!(r.blocked > 0);
+        assert!(sent < total, "2 MiB fitted in 16 KiB socket buffers");
+        assert_eq!(r.queued(), total - sent);
+        let reader = std::thread::spawn(move || {
+            let mut got = vec![0u8; total];
+            peer.read_exact(&mut got).unwrap();
+            got
+        });
+        while r.queued() > 0 {
+            // What an edge would report once the reader made room.
+            r.writable = true;
+            r.pump_out(&mut session, u64::MAX, now).ok().unwrap();
+            std::thread::yield_now();
+        }
+        let got = reader.join().unwrap();
+        let want: Vec<u8> = (0..chunks).flat_map(|i| vec![i as u8; 16 * 1024]).collect();
+        assert!(got == want, "bytes out of order");
+        assert_eq!(r.chunks(), 0);
     }
 }
