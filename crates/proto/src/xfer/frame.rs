@@ -614,7 +614,7 @@ struct Body {
     stream: u32,
     len: usize,
     /// Payload bytes so far; capacity at most `len` (checked <= MAX_PAYLOAD),
-    /// or a recycled DATA buffer's (at most MAX_PAYLOAD).
+    /// or for DATA at most MAX_PAYLOAD (see `FrameDecoder::data_buffer`).
     buf: Vec<u8>,
 }
 
@@ -641,12 +641,26 @@ impl FrameDecoder {
 
     /// Takes back the buffer of a DATA payload this decoder returned, once
     /// its bytes are consumed: a later DATA payload is copied into it instead
-    /// of a new allocation. Buffers over [`MAX_PAYLOAD`] of capacity (merged
-    /// payloads) and more than a few dozen are dropped.
+    /// of a new allocation. Buffers under half or over [`MAX_PAYLOAD`] of
+    /// capacity (small or merged payloads) and more than a few dozen are
+    /// dropped.
     pub fn recycle(&mut self, mut buf: Vec<u8>) {
-        if self.spare.len() < MAX_SPARE && buf.capacity() <= MAX_PAYLOAD && buf.capacity() > 0 {
+        let cap = buf.capacity();
+        if self.spare.len() < MAX_SPARE && (MAX_PAYLOAD / 2..=MAX_PAYLOAD).contains(&cap) {
             buf.clear();
             self.spare.push(buf);
+        }
+    }
+
+    /// A buffer for a DATA payload of `len` bytes: a recycled one if any,
+    /// else a new one, of [`MAX_PAYLOAD`] capacity when `len` is at least
+    /// half that (so it can be recycled for any later payload; at most
+    /// twice the bytes it holds), else of `len`.
+    fn data_buffer(&mut self, len: usize) -> Vec<u8> {
+        match self.spare.pop() {
+            Some(buf) => buf,
+            None if len >= MAX_PAYLOAD / 2 => Vec::with_capacity(MAX_PAYLOAD),
+            None => Vec::with_capacity(len),
         }
     }
 
@@ -709,7 +723,11 @@ impl FrameDecoder {
             self.body = None;
             if kind == FrameKind::Data {
                 // Copied into a recycled buffer when there is one.
-                let mut bytes = self.spare.pop().unwrap_or_default();
+                let mut bytes = if n == 0 {
+                    Vec::new()
+                } else {
+                    self.data_buffer(n)
+                };
                 bytes.extend_from_slice(payload);
                 return Ok(Some(Frame::Data {
                     stream: StreamId(stream),
@@ -719,13 +737,21 @@ impl FrameDecoder {
             return parse_payload(kind, stream, payload, self.frame_start).map(Some);
         }
         if body.buf.capacity() == 0 {
-            if body.kind == FrameKind::Data {
-                if let Some(spare) = self.spare.pop() {
-                    body.buf = spare;
-                }
-            }
-            body.buf.reserve_exact(body.len);
+            let (kind, len) = (body.kind, body.len);
+            let mut buf = if kind == FrameKind::Data {
+                self.data_buffer(len)
+            } else {
+                Vec::new()
+            };
+            buf.reserve_exact(len);
+            let Some(body) = &mut self.body else {
+                return Ok(None);
+            };
+            body.buf = buf;
         }
+        let Some(body) = &mut self.body else {
+            return Ok(None);
+        };
         body.buf.extend_from_slice(&input[..n]);
         *input = &input[n..];
         self.consumed += n as u64;
@@ -1340,6 +1366,14 @@ pub(crate) mod tests {
         };
         assert_eq!(fresh, [1; 100]);
         assert_ne!(fresh.as_ptr(), at);
+        assert_eq!(fresh.capacity(), 100);
+        // A large payload gets a full-size buffer, fit for any later one.
+        let mut big = Vec::new();
+        Frame::encode_data(StreamId(1), &[3; 9000], &mut big).unwrap();
+        let Some(Frame::Data { bytes, .. }) = d.decode(&mut &big[..]).unwrap() else {
+            panic!("DATA expected");
+        };
+        assert_eq!(bytes.capacity(), MAX_PAYLOAD);
     }
 
     #[test]
