@@ -17,6 +17,7 @@ pub mod access;
 pub mod api;
 pub mod drr;
 pub mod node;
+mod outbuf;
 mod relay;
 pub mod server;
 pub mod sizing;

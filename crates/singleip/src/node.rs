@@ -10,6 +10,7 @@
 //! until the I/O server reports it CONNECTED, and a CONNECT_FAILED resets the
 //! local connection.
 
+use crate::outbuf::OutBuf;
 use crate::relay::Relay;
 use crate::stats::NodeRunStats;
 use crate::{os_nonce, Error};
@@ -182,8 +183,11 @@ fn node_loop(
     let mut granted = 0usize;
     let mut relays: Vec<Option<Relay>> = Vec::new();
     let mut by_stream: HashMap<u32, usize> = HashMap::new();
-    let mut out: Vec<u8> = Vec::new();
+    // Frames toward the I/O server, DATA built in place.
+    let mut out = OutBuf::new();
     let (mut readable, mut writable) = (true, true);
+    // An event reported the connection's read side closed: read on until 0.
+    let mut hup = false;
     let mut scratch = vec![0u8; 64 * 1024];
     let mut evs = Vec::new();
     let mut events = Events::with_capacity(1024);
@@ -194,11 +198,11 @@ fn node_loop(
     let (mut last_input, mut last_ping) = (Instant::now(), Instant::now());
     let result: Result<(), Error> = 'run: loop {
         // Output first: the HELLO is queued from the start.
-        session.drain_output(&mut out);
+        out.take_session_output(&mut session);
         while writable && !out.is_empty() {
-            match sock.write(&out) {
+            match sock.write(out.pending()) {
                 Ok(k) => {
-                    out.drain(..k);
+                    out.consume(k);
                     if !out.is_empty() {
                         writable = false;
                     }
@@ -247,12 +251,14 @@ fn node_loop(
                 SERVER => {
                     readable |= r;
                     writable |= w;
+                    hup |= gone;
                 }
                 Token(t) if t < first => accept_ready.push(t - FIRST),
                 Token(t) => {
                     if let Some(relay) = relays.get_mut(t - first).and_then(Option::as_mut) {
                         relay.readable |= r;
                         relay.writable |= w;
+                        relay.hup |= gone;
                         touched.push(t - first);
                     }
                 }
@@ -270,6 +276,10 @@ fn node_loop(
                 }
                 Ok(k) => {
                     last_input = Instant::now();
+                    if k < scratch.len() && !hup {
+                        // Drained (a short read): no EAGAIN read to prove it.
+                        readable = false;
+                    }
                     k
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -396,8 +406,8 @@ fn node_loop(
             }
             if let Err(e) = fed {
                 // Send the GOAWAY the session queued, then give up.
-                session.drain_output(&mut out);
-                let _ = sock.write(&out);
+                out.take_session_output(&mut session);
+                let _ = sock.write(out.pending());
                 break 'run Err(session_error(e.to_string()));
             }
         }
@@ -472,7 +482,7 @@ fn node_loop(
                 stats.bytes_to_local += relay.stats.bytes_to_client - before;
             }
             if !failed {
-                let n = relay.pump_in(&mut session, &mut scratch);
+                let n = relay.pump_in(&mut session, &mut out);
                 failed |= n.is_err();
                 stats.bytes_from_local += n.unwrap_or(0) as u64;
             }
@@ -490,8 +500,8 @@ fn node_loop(
         }
     };
     let _ = session.close(ErrorCode::NO_ERROR, "the node is stopping");
-    session.drain_output(&mut out);
-    let _ = sock.write(&out);
+    out.take_session_output(&mut session);
+    let _ = sock.write(out.pending());
     for relay in relays.iter_mut().flatten() {
         relay.abort();
     }

@@ -6,17 +6,22 @@
 //! far as the peer's credit allows, so a stalled reader stops its own stream
 //! and nothing else.
 //!
-//! Readiness is edge-triggered (mio): `readable` is cleared only by `EAGAIN`
-//! (a short read does not prove the socket drained; the gateway's relays
-//! stalled on that), `writable` by a short write or `EAGAIN`.
+//! Readiness is edge-triggered (mio): `readable` is cleared by `EAGAIN`, and
+//! by a read shorter than asked for unless an event already reported the
+//! peer's end (`hup`): a short TCP read emptied the receive queue and
+//! anything arriving later raises a new edge, but a read stops before a
+//! queued FIN whose edge was already reported, so after that reads go on
+//! until they return 0 (the gateway's relays stalled on that case).
+//! `writable` is cleared by a short write or `EAGAIN`.
 
 use connlab_proto::xfer::{StreamId, XferSession};
 use mio::net::TcpStream;
 use std::collections::VecDeque;
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, IoSlice, Write};
 use std::net::Shutdown;
 use std::time::{Duration, Instant};
 
+use crate::outbuf::{OutBuf, ReadData, MAX_READ};
 use crate::stats::ConnStats;
 
 /// Payloads written in one `writev`: with 16 KiB DATA payloads, up to 256 KiB
@@ -36,6 +41,9 @@ pub(crate) struct Relay {
     pub(crate) stream: StreamId,
     pub(crate) readable: bool,
     pub(crate) writable: bool,
+    /// An event reported the socket's read side closed (or an error): a
+    /// short read no longer proves it drained.
+    pub(crate) hup: bool,
     /// Connecting (CONNECT on the server, the local connect on the node):
     /// nothing is read or written until it completes.
     pub(crate) connecting: bool,
@@ -62,6 +70,7 @@ impl Relay {
             stream,
             readable: true,
             writable: true,
+            hup: false,
             connecting,
             queue: VecDeque::new(),
             queued: 0,
@@ -117,12 +126,13 @@ impl Relay {
         self.queue.len()
     }
 
-    /// Reads from the socket into the session as far as the stream's credit
-    /// allows. Returns the bytes moved; on end of input queues FIN.
+    /// Reads from the socket into DATA frames in `out` (built in place, see
+    /// [`OutBuf::read_data`]) as far as the stream's credit allows. Returns
+    /// the bytes moved; on end of input queues FIN.
     pub(crate) fn pump_in(
         &mut self,
         session: &mut XferSession,
-        scratch: &mut [u8],
+        out: &mut OutBuf,
     ) -> Result<usize, Failed> {
         let mut moved = 0;
         while self.readable && !self.read_eof && !self.connecting {
@@ -130,25 +140,25 @@ impl Relay {
             if credit == 0 {
                 break;
             }
-            let want = credit.min(scratch.len());
-            match self.sock.read(&mut scratch[..want]) {
-                Ok(0) => {
+            let want = credit.min(MAX_READ);
+            match out.read_data(session, self.stream, &mut self.sock, want) {
+                Ok(ReadData::Eof) => {
                     self.read_eof = true;
                     // The stream may already be gone (reset crossing); then
                     // there is nobody to tell.
                     let _ = session.finish(self.stream);
                 }
-                Ok(n) => {
-                    // Within the credit read above, so all of it is taken;
-                    // an error means the stream is gone (reset crossing).
-                    if session.send_data(self.stream, &scratch[..n]).is_err() {
-                        return Err(Failed);
+                Ok(ReadData::Bytes(n)) => {
+                    if n < want && !self.hup {
+                        // Drained: no EAGAIN read to prove it.
+                        self.readable = false;
                     }
                     self.stats.bytes_from_client += n as u64;
                     moved += n;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // A socket error, or the stream is gone (reset crossing).
                 Err(_) => return Err(Failed),
             }
         }
@@ -192,7 +202,7 @@ impl Relay {
                         self.writable = false;
                         self.blocked += 1;
                     }
-                    self.advance(n, now);
+                    self.advance(n, now, session);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.writable = false;
@@ -217,8 +227,9 @@ impl Relay {
     }
 
     /// Drops `n` written bytes from the front of the queue, recording the
-    /// queueing time of every payload fully written.
-    fn advance(&mut self, mut n: usize, now: Instant) {
+    /// queueing time of every payload fully written and giving its buffer
+    /// back to the session for the next payload.
+    fn advance(&mut self, mut n: usize, now: Instant, session: &mut XferSession) {
         while n > 0 {
             let Some(chunk) = self.queue.front_mut() else {
                 return;
@@ -230,7 +241,9 @@ impl Relay {
             }
             n -= left;
             let wait = now.saturating_duration_since(chunk.arrived);
-            self.queue.pop_front();
+            if let Some(done) = self.queue.pop_front() {
+                session.recycle(done.bytes);
+            }
             self.record_wait(wait);
         }
     }
@@ -251,6 +264,7 @@ impl Relay {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Read;
 
     fn relay() -> (Relay, std::net::TcpStream) {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -291,5 +305,49 @@ mod tests {
         peer.read_exact(&mut got).unwrap();
         let want: Vec<u8> = (0..10u8).flat_map(|i| [i; 3]).collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_full_client_socket_holds_the_queue_and_it_drains_in_order() {
+        let (mut r, mut peer) = relay();
+        // Small buffers both ends, so 2 MiB cannot fit in them.
+        socket2::SockRef::from(&r.sock)
+            .set_send_buffer_size(16 * 1024)
+            .unwrap();
+        socket2::SockRef::from(&peer)
+            .set_recv_buffer_size(16 * 1024)
+            .unwrap();
+        let now = Instant::now();
+        let chunks = 128usize;
+        for i in 0..chunks {
+            r.push(vec![i as u8; 16 * 1024], now, 1024);
+        }
+        let total = chunks * 16 * 1024;
+        let key = connlab_proto::xfer::AuthKey::new(&[1; 16]).unwrap();
+        let config = connlab_proto::xfer::XferConfig::new(key, [0; 32]);
+        let mut session = XferSession::server(config).unwrap();
+        // Nobody reads: the socket fills, the rest waits in the queue.
+        let mut sent = 0;
+        while r.writable && r.queued() > 0 {
+            sent += r.pump_out(&mut session, u64::MAX, now).ok().unwrap();
+        }
+        assert!(r.blocked > 0);
+        assert!(sent < total, "2 MiB fitted in 16 KiB socket buffers");
+        assert_eq!(r.queued(), total - sent);
+        let reader = std::thread::spawn(move || {
+            let mut got = vec![0u8; total];
+            peer.read_exact(&mut got).unwrap();
+            got
+        });
+        while r.queued() > 0 {
+            // What an edge would report once the reader made room.
+            r.writable = true;
+            r.pump_out(&mut session, u64::MAX, now).ok().unwrap();
+            std::thread::yield_now();
+        }
+        let got = reader.join().unwrap();
+        let want: Vec<u8> = (0..chunks).flat_map(|i| vec![i as u8; 16 * 1024]).collect();
+        assert!(got == want, "bytes out of order");
+        assert_eq!(r.chunks(), 0);
     }
 }

@@ -725,3 +725,50 @@ fn listen_outside_the_allowed_ports_and_on_the_node_port_is_refused() {
     let stats = server.stop();
     assert_eq!(stats.listens_denied, 2);
 }
+
+/// A local server that reads to the end, answers with the count and closes:
+/// its answer and its FIN reach the node together.
+fn count_then_close_server() -> SocketAddr {
+    let listener = connlab_testkit::net::loopback_listener();
+    let addr = listener.local_addr().unwrap();
+    connlab_testkit::net::serve_each(listener, |mut conn| {
+        let mut got = Vec::new();
+        if conn.read_to_end(&mut got).is_ok() {
+            let _ = conn.write_all(format!("got {}", got.len()).as_bytes());
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_message_and_its_end_arriving_together_pass_both_relays() {
+    // A short read is taken to mean "drained"; a FIN queued behind the data
+    // is returned only by the next read, so a relay whose event reported
+    // the end must read on (else the stream would hang, on the I/O server
+    // with the client's message and on the node with the server's answer).
+    let server = start_server(Some(SendLimit::from_bytes(16 * 1024)));
+    let node = Node::start(NodeConfig::new(
+        server.nodes,
+        key(),
+        vec![server.listen.port()],
+        count_then_close_server(),
+    ));
+    for i in 0..100usize {
+        let mut c = TcpStream::connect(server.listen).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let msg = pattern(1 + i * 997, i as u8);
+        c.write_all(&msg).unwrap();
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut back = Vec::new();
+        c.read_to_end(&mut back).unwrap();
+        assert_eq!(
+            back,
+            format!("got {}", msg.len()).as_bytes(),
+            "connection {i}"
+        );
+    }
+    let node_stats = node.stop().unwrap();
+    assert_eq!(node_stats.streams, 100);
+    let stats = server.stop();
+    assert_eq!(stats.clients_accepted, 100);
+}

@@ -509,14 +509,21 @@ impl Frame {
                 stream,
             });
         }
-        let mut header = [0u8; HEADER_LEN];
-        header[LEN_AT..LEN_AT + 4].copy_from_slice(&(bytes.len() as u32).to_be_bytes());
-        header[TYPE_AT] = FrameKind::Data as u8;
-        header[STREAM_AT..STREAM_AT + 4].copy_from_slice(&stream.0.to_be_bytes());
+        let header = Frame::data_header(stream, bytes.len() as u32);
         dst.reserve(HEADER_LEN + bytes.len());
         dst.extend_from_slice(&header);
         dst.extend_from_slice(bytes);
         Ok(HEADER_LEN + bytes.len())
+    }
+
+    /// The header of a DATA frame of `len` payload bytes on `stream`,
+    /// unchecked (callers check the stream and `len <= MAX_PAYLOAD`).
+    pub(crate) fn data_header(stream: StreamId, len: u32) -> [u8; HEADER_LEN] {
+        let mut header = [0u8; HEADER_LEN];
+        header[LEN_AT..LEN_AT + 4].copy_from_slice(&len.to_be_bytes());
+        header[TYPE_AT] = FrameKind::Data as u8;
+        header[STREAM_AT..STREAM_AT + 4].copy_from_slice(&stream.0.to_be_bytes());
+        header
     }
 
     /// The limits [`Frame::encode`] enforces.
@@ -593,14 +600,21 @@ pub struct FrameDecoder {
     /// Offset of the frame being assembled (or just returned).
     frame_start: u64,
     failed: Option<XferError>,
+    /// Buffers of consumed DATA payloads given back
+    /// ([`FrameDecoder::recycle`]), each of capacity at most [`MAX_PAYLOAD`].
+    spare: Vec<Vec<u8>>,
 }
+
+/// Payload buffers a decoder keeps for reuse at most (1 MiB of 16 KiB ones).
+const MAX_SPARE: usize = 64;
 
 #[derive(Clone, Debug)]
 struct Body {
     kind: FrameKind,
     stream: u32,
     len: usize,
-    /// Payload bytes so far; capacity at most `len` (checked <= MAX_PAYLOAD).
+    /// Payload bytes so far; capacity at most `len` (checked <= MAX_PAYLOAD),
+    /// or for DATA at most MAX_PAYLOAD (see `FrameDecoder::data_buffer`).
     buf: Vec<u8>,
 }
 
@@ -623,6 +637,31 @@ impl FrameDecoder {
             self.failed = Some(error.clone());
         }
         result
+    }
+
+    /// Takes back the buffer of a DATA payload this decoder returned, once
+    /// its bytes are consumed: a later DATA payload is copied into it instead
+    /// of a new allocation. Buffers under half or over [`MAX_PAYLOAD`] of
+    /// capacity (small or merged payloads) and more than a few dozen are
+    /// dropped.
+    pub fn recycle(&mut self, mut buf: Vec<u8>) {
+        let cap = buf.capacity();
+        if self.spare.len() < MAX_SPARE && (MAX_PAYLOAD / 2..=MAX_PAYLOAD).contains(&cap) {
+            buf.clear();
+            self.spare.push(buf);
+        }
+    }
+
+    /// A buffer for a DATA payload of `len` bytes: a recycled one if any,
+    /// else a new one, of [`MAX_PAYLOAD`] capacity when `len` is at least
+    /// half that (so it can be recycled for any later payload; at most
+    /// twice the bytes it holds), else of `len`.
+    fn data_buffer(&mut self, len: usize) -> Vec<u8> {
+        match self.spare.pop() {
+            Some(buf) => buf,
+            None if len >= MAX_PAYLOAD / 2 => Vec::with_capacity(MAX_PAYLOAD),
+            None => Vec::with_capacity(len),
+        }
     }
 
     /// Offset in the connection of the header of the frame last returned (or
@@ -682,11 +721,37 @@ impl FrameDecoder {
             self.consumed += n as u64;
             let (kind, stream) = (body.kind, body.stream);
             self.body = None;
+            if kind == FrameKind::Data {
+                // Copied into a recycled buffer when there is one.
+                let mut bytes = if n == 0 {
+                    Vec::new()
+                } else {
+                    self.data_buffer(n)
+                };
+                bytes.extend_from_slice(payload);
+                return Ok(Some(Frame::Data {
+                    stream: StreamId(stream),
+                    bytes,
+                }));
+            }
             return parse_payload(kind, stream, payload, self.frame_start).map(Some);
         }
         if body.buf.capacity() == 0 {
-            body.buf.reserve_exact(body.len);
+            let (kind, len) = (body.kind, body.len);
+            let mut buf = if kind == FrameKind::Data {
+                self.data_buffer(len)
+            } else {
+                Vec::new()
+            };
+            buf.reserve_exact(len);
+            let Some(body) = &mut self.body else {
+                return Ok(None);
+            };
+            body.buf = buf;
         }
+        let Some(body) = &mut self.body else {
+            return Ok(None);
+        };
         body.buf.extend_from_slice(&input[..n]);
         *input = &input[n..];
         self.consumed += n as u64;
@@ -1266,6 +1331,49 @@ pub(crate) mod tests {
             decode_all(&listen),
             Err(XferError::BadField { field: "port", .. })
         ));
+    }
+
+    #[test]
+    fn data_payloads_reuse_recycled_buffers_whole_or_split() {
+        let mut wire = Vec::new();
+        Frame::encode_data(StreamId(1), &[1; 100], &mut wire).unwrap();
+        Frame::encode_data(StreamId(3), &[2; 3000], &mut wire).unwrap();
+        let mut d = FrameDecoder::new();
+        let spare = Vec::with_capacity(MAX_PAYLOAD);
+        let at = spare.as_ptr();
+        d.recycle(spare);
+        // Whole in the input: copied into the recycled buffer.
+        let mut input = &wire[..HEADER_LEN + 100 + HEADER_LEN + 1000];
+        let Some(Frame::Data { stream, bytes }) = d.decode(&mut input).unwrap() else {
+            panic!("DATA expected");
+        };
+        assert_eq!((stream, &bytes[..]), (StreamId(1), &[1u8; 100][..]));
+        assert_eq!(bytes.as_ptr(), at);
+        d.recycle(bytes);
+        // Split across two inputs: assembled in it too.
+        assert_eq!(d.decode(&mut input).unwrap(), None);
+        let mut rest = &wire[HEADER_LEN + 100 + HEADER_LEN + 1000..];
+        let Some(Frame::Data { stream, bytes }) = d.decode(&mut rest).unwrap() else {
+            panic!("DATA expected");
+        };
+        assert_eq!((stream, &bytes[..]), (StreamId(3), &[2u8; 3000][..]));
+        assert_eq!(bytes.as_ptr(), at);
+        assert!(rest.is_empty());
+        // Without a spare buffer decoding allocates as before.
+        let mut again = &wire[..HEADER_LEN + 100];
+        let Some(Frame::Data { bytes: fresh, .. }) = d.decode(&mut again).unwrap() else {
+            panic!("DATA expected");
+        };
+        assert_eq!(fresh, [1; 100]);
+        assert_ne!(fresh.as_ptr(), at);
+        assert_eq!(fresh.capacity(), 100);
+        // A large payload gets a full-size buffer, fit for any later one.
+        let mut big = Vec::new();
+        Frame::encode_data(StreamId(1), &[3; 9000], &mut big).unwrap();
+        let Some(Frame::Data { bytes, .. }) = d.decode(&mut &big[..]).unwrap() else {
+            panic!("DATA expected");
+        };
+        assert_eq!(bytes.capacity(), MAX_PAYLOAD);
     }
 
     #[test]

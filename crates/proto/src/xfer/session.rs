@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use super::auth::{NODE_LABEL, SERVER_LABEL};
 use super::{
     AuthKey, Challenge, ErrorCode, Frame, FrameDecoder, FrameKind, Hello, LocalError, Role,
-    SockOpt, StreamId, XferError, MAX_STREAMS_LIMIT, MAX_TEXT, MAX_VERSION, MAX_WINDOW,
+    SockOpt, StreamId, XferError, HEADER_LEN, MAX_STREAMS_LIMIT, MAX_TEXT, MAX_VERSION, MAX_WINDOW,
     MIN_VERSION,
 };
 use crate::Flow;
@@ -395,6 +395,14 @@ impl XferSession {
         }
     }
 
+    /// Gives back the buffer of an [`Event::Data`] payload once its bytes
+    /// are consumed, so a later payload reuses the allocation
+    /// ([`FrameDecoder::recycle`]). Optional; credit is returned by
+    /// [`XferSession::release`] as before.
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        self.decoder.recycle(buf);
+    }
+
     /// Whether output is queued.
     pub fn has_output(&self) -> bool {
         !self.out.is_empty()
@@ -580,6 +588,45 @@ impl XferSession {
         }
         self.stats.data_bytes_sent += n as u64;
         Ok(n)
+    }
+
+    /// [`XferSession::send_data`] for a payload the caller sends itself: takes
+    /// `len` bytes of `stream`'s credit for one DATA frame and returns the
+    /// frame's header. The caller sends the header and then exactly `len`
+    /// payload bytes, after everything [`XferSession::drain_output`] handed
+    /// out before this call and before anything it hands out after (drain
+    /// first). A relay reads its socket straight into place behind the
+    /// header, so the payload is never copied into the session's output.
+    /// Refuses a `len` of 0 or over [`MAX_PAYLOAD`](super::MAX_PAYLOAD)
+    /// ([`LocalError::TooLarge`]) or over the credit ([`LocalError::NoCredit`]).
+    pub fn send_data_header(
+        &mut self,
+        stream: StreamId,
+        len: usize,
+    ) -> Result<[u8; HEADER_LEN], LocalError> {
+        self.established("send_data")?;
+        let s = self.get("send_data", stream)?;
+        if !matches!(s.state, StreamState::Open | StreamState::HalfClosedRemote) {
+            return Err(LocalError::WrongState {
+                op: "send_data",
+                stream,
+                state: s.state,
+            });
+        }
+        if len == 0 || len > super::MAX_PAYLOAD {
+            return Err(LocalError::TooLarge {
+                what: "DATA payload (1..=MAX_PAYLOAD)",
+                len: len as u64,
+                max: super::MAX_PAYLOAD as u64,
+            });
+        }
+        if len > s.send_credit as usize {
+            return Err(LocalError::NoCredit { stream });
+        }
+        s.send_credit -= len as u32;
+        self.stats.frames_sent += 1;
+        self.stats.data_bytes_sent += len as u64;
+        Ok(Frame::data_header(stream, len as u32))
     }
 
     /// Half-closes `stream`: queues FIN; this end sends no more DATA on it.

@@ -62,7 +62,7 @@ impl Server<'_> {
                     let _ = node.session.reset(stream, ErrorCode::INTERNAL);
                 }
             }
-            self.flush_node(n);
+            self.flush_later(n);
         }
     }
 
@@ -143,7 +143,7 @@ impl Server<'_> {
                 self.fq.activate(slot);
             }
         }
-        self.flush_node(n);
+        self.flush_later(n);
     }
 
     /// Client socket -> node, as far as the node's credit allows.
@@ -154,7 +154,7 @@ impl Server<'_> {
         let Some(node) = self.nodes.get_mut(c.node).and_then(Option::as_mut) else {
             return;
         };
-        match c.relay.pump_in(&mut node.session, &mut self.scratch) {
+        match c.relay.pump_in(&mut node.session, &mut node.out) {
             Ok(_) if c.relay.done() => self.drop_client(slot, "closed", None, false),
             Ok(_) => {}
             Err(_) => self.drop_client(
@@ -215,12 +215,7 @@ impl Server<'_> {
                 ),
             }
         }
-        touched.sort_unstable();
-        touched.dedup();
-        for &n in &touched {
-            self.flush_node(n);
-        }
-        touched.clear();
+        self.flush_due.append(&mut touched);
         self.touched_nodes = touched;
     }
 

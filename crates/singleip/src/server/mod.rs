@@ -120,6 +120,7 @@ pub fn run_server(
                     if let Some(node) = server.nodes.get_mut(idx).and_then(Option::as_mut) {
                         node.readable |= readable;
                         node.writable |= writable;
+                        node.hup |= gone;
                         server.on_node(idx);
                     }
                 }
@@ -127,6 +128,7 @@ pub fn run_server(
                     if let Some(c) = server.clients.get_mut(idx).and_then(Option::as_mut) {
                         c.relay.readable |= readable;
                         c.relay.writable |= writable;
+                        c.relay.hup |= gone;
                         server.on_client(idx);
                     }
                 }
@@ -137,6 +139,8 @@ pub fn run_server(
         // One clock reading serves the writer, the sizing and the timers.
         let now = Instant::now();
         server.serve_clients(now);
+        // Node output of the whole turn (requests, CREDITs) in one write each.
+        server.flush_due_nodes();
         server.resize_send_buffers(now);
         server.check_timers(now);
     }
@@ -172,6 +176,8 @@ struct Server<'c> {
     /// with output), kept to avoid an allocation per loop turn.
     node_events: Vec<Event>,
     touched_nodes: Vec<usize>,
+    /// Nodes with output to write at the end of the loop turn.
+    flush_due: Vec<usize>,
     scratch: Vec<u8>,
     /// Nodes whose read stopped at `node_read_budget` with input left.
     backlog: Vec<usize>,
@@ -241,6 +247,7 @@ impl<'c> Server<'c> {
             sizer: Sizer::for_limit(config.send_limit),
             node_events: Vec::new(),
             touched_nodes: Vec::new(),
+            flush_due: Vec::new(),
             scratch: vec![0; READ_CHUNK],
             backlog: Vec::new(),
             pending: 0,

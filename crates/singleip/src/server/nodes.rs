@@ -2,8 +2,9 @@
 //! connections, acting on their frames (LISTEN, CONNECT, DATA, ...), writing
 //! their output, their timers, and ending them.
 
-use super::{token, Listener, Server, KIND_LISTENER, KIND_NODE, READ_CHUNK};
+use super::{token, Listener, Server, KIND_LISTENER, KIND_NODE};
 use crate::os_nonce;
+use crate::outbuf::OutBuf;
 use crate::stats::{NodeStats, ServerStats};
 use connlab_proto::xfer::{
     ErrorCode, Event, SockOpt, StreamId, XferConfig, XferError, XferSession,
@@ -39,10 +40,13 @@ fn is_own_address(ip: std::net::IpAddr) -> bool {
 pub(super) struct Node {
     pub(super) sock: TcpStream,
     pub(super) session: XferSession,
-    pub(super) out: Vec<u8>,
-    pub(super) out_pos: usize,
+    /// Frames waiting for the node's socket, DATA built in place.
+    pub(super) out: OutBuf,
     pub(super) readable: bool,
     pub(super) writable: bool,
+    /// An event reported the read side closed: read on until 0 (see
+    /// [`crate::relay`] on short reads).
+    pub(super) hup: bool,
     /// Stream id -> client slot.
     pub(super) streams: HashMap<u32, usize>,
     pub(super) ports: BTreeSet<u16>,
@@ -120,10 +124,10 @@ impl Server<'_> {
             self.nodes[idx] = Some(Node {
                 sock,
                 session,
-                out: Vec::new(),
-                out_pos: 0,
+                out: OutBuf::new(),
                 readable: true,
                 writable: true,
+                hup: false,
                 streams: HashMap::new(),
                 ports: BTreeSet::new(),
                 stats: node_stats,
@@ -184,6 +188,10 @@ impl Server<'_> {
                     // `dead_after` however busy it was).
                     node.last_input = Instant::now();
                     budget -= k;
+                    if k < want && !node.hup {
+                        // Drained (a short read): no EAGAIN read to prove it.
+                        node.readable = false;
+                    }
                     k
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -216,7 +224,7 @@ impl Server<'_> {
                 }
             }
         }
-        self.flush_node(n);
+        self.flush_later(n);
     }
 
     /// Reads on from nodes whose last read stopped at the budget.
@@ -484,17 +492,39 @@ impl Server<'_> {
         }
     }
 
+    /// Writes node `n`'s output at the end of this loop turn
+    /// ([`Server::flush_due_nodes`]), with whatever else the turn queues for
+    /// it: one `send` per node per turn rather than one per client event.
+    pub(super) fn flush_later(&mut self, n: usize) {
+        self.flush_due.push(n);
+    }
+
+    /// Writes the output of every node [`Server::flush_later`] named.
+    pub(super) fn flush_due_nodes(&mut self) {
+        if self.flush_due.is_empty() {
+            return;
+        }
+        let mut due = std::mem::take(&mut self.flush_due);
+        due.sort_unstable();
+        due.dedup();
+        for &n in &due {
+            self.flush_node(n);
+        }
+        due.clear();
+        self.flush_due = due;
+    }
+
     /// Writes the node's queued output; a write error ends the node.
     pub(super) fn flush_node(&mut self, n: usize) {
         let Some(node) = self.nodes.get_mut(n).and_then(Option::as_mut) else {
             return;
         };
-        node.session.drain_output(&mut node.out);
-        while node.writable && node.out_pos < node.out.len() {
-            match node.sock.write(&node.out[node.out_pos..]) {
+        node.out.take_session_output(&mut node.session);
+        while node.writable && !node.out.is_empty() {
+            match node.sock.write(node.out.pending()) {
                 Ok(k) => {
-                    node.out_pos += k;
-                    if node.out_pos < node.out.len() {
+                    node.out.consume(k);
+                    if !node.out.is_empty() {
                         node.writable = false;
                     }
                 }
@@ -506,14 +536,7 @@ impl Server<'_> {
                 }
             }
         }
-        if node.out_pos == node.out.len() {
-            node.out.clear();
-            node.out_pos = 0;
-        } else if node.out_pos > READ_CHUNK {
-            node.out.drain(..node.out_pos);
-            node.out_pos = 0;
-        }
-        if node.out.len() - node.out_pos > self.config.max_node_queue {
+        if node.out.len() > self.config.max_node_queue {
             // A node that does not read its replies (PONG, RESET, DATA)
             // would make them queue without bound.
             self.stats.nodes_dropped_queue += 1;

@@ -303,3 +303,58 @@ fn unknown_stream_ids_cost_only_that_stream() {
     assert!(!pair.node.has_output());
     assert_eq!(pair.node.stream_state(s), StreamState::Open);
 }
+
+#[test]
+fn a_data_header_takes_credit_like_send_data_and_frames_the_callers_payload() {
+    let mut node = config(KEY, 1);
+    node.initial_window = 100;
+    let (mut pair, s) = with_stream(node, config(KEY, 2));
+    // What send_data would queue, the caller lays out itself.
+    let header = pair.server.send_data_header(s, 60).unwrap();
+    let mut expected = Vec::new();
+    Frame::encode_data(s, &[5; 60], &mut expected).unwrap();
+    assert_eq!(header[..], expected[..HEADER_LEN]);
+    assert_eq!(pair.server.send_credit(s), Some(40));
+    assert!(!pair.server.has_output());
+    assert_eq!(
+        pair.server.send_data_header(s, 41),
+        Err(LocalError::NoCredit { stream: s })
+    );
+    assert!(matches!(
+        pair.server.send_data_header(s, 0),
+        Err(LocalError::TooLarge { .. })
+    ));
+    assert!(matches!(
+        pair.server.send_data_header(s, MAX_PAYLOAD + 1),
+        Err(LocalError::TooLarge { .. })
+    ));
+    assert_eq!(pair.server.send_credit(s), Some(40));
+    assert!(matches!(
+        pair.server.send_data_header(StreamId(4), 1),
+        Err(LocalError::UnknownStream { .. })
+    ));
+    // The peer takes header plus payload as an ordinary DATA frame, and
+    // FIN queued afterwards follows it.
+    let mut bytes = header.to_vec();
+    bytes.extend_from_slice(&[5; 60]);
+    pair.server.finish(s).unwrap();
+    pair.server.drain_output(&mut bytes);
+    let events = &mut pair.node_events;
+    pair.node.feed(&bytes, &mut |e| events.push(e)).unwrap();
+    assert_eq!(
+        Pair::take(&mut pair.node_events),
+        [
+            Event::Data {
+                stream: s,
+                bytes: vec![5; 60]
+            },
+            Event::Fin { stream: s }
+        ]
+    );
+    assert_eq!(pair.server.stats().data_bytes_sent, 60);
+    // After FIN this end may send no more.
+    assert!(matches!(
+        pair.server.send_data_header(s, 1),
+        Err(LocalError::WrongState { .. })
+    ));
+}
