@@ -236,29 +236,14 @@ struct BufRing {
 impl BufRing {
     fn map(count: u16) -> io::Result<BufRing> {
         let len = usize::from(count) * size_of::<BufRingEntry>();
-        // SAFETY: a fresh private anonymous mapping; the result is checked.
-        let at = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if at == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let entries = NonNull::new(at.cast::<BufRingEntry>())
-            .ok_or_else(|| io::Error::other("mmap returned null"))?;
+        let entries = connlab_os::memory::map_anonymous(len)?.cast::<BufRingEntry>();
         Ok(BufRing { entries, len })
     }
 
     /// Unmaps a ring the kernel no longer holds.
     fn unmap(self) {
         // SAFETY: the mapping made by `map`, no longer registered.
-        unsafe { libc::munmap(self.entries.as_ptr().cast(), self.len) };
+        unsafe { connlab_os::memory::unmap_anonymous(self.entries.cast(), self.len) };
     }
 }
 

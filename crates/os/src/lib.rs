@@ -8,6 +8,7 @@ mod cpu;
 mod environment;
 pub mod files;
 mod limits;
+pub mod memory;
 pub mod netns;
 pub mod process;
 mod rusage;

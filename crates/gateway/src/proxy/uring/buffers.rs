@@ -2,6 +2,7 @@
 //! that lends them to the kernel.
 
 use super::{BUFFERS, BUFFER_STEP, CHUNK, GROUP};
+use connlab_os::memory::{map_anonymous, unmap_anonymous};
 use io_uring::types::BufRingEntry;
 use io_uring::IoUring;
 use std::io;
@@ -31,32 +32,14 @@ impl Buffers {
     const RING: usize = BUFFERS as usize * size_of::<BufRingEntry>();
     const MASK: u16 = BUFFERS - 1;
 
-    pub(super) fn map(len: usize) -> io::Result<NonNull<u8>> {
-        // SAFETY: a fresh private anonymous mapping; the result is checked.
-        let at = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if at == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        NonNull::new(at.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))
-    }
-
     /// Maps both, registers the ring and provides every buffer.
     pub(super) fn register(ring: &IoUring) -> io::Result<Buffers> {
-        let region = Buffers::map(Buffers::REGION)?;
-        let entries = match Buffers::map(Buffers::RING) {
+        let region = map_anonymous(Buffers::REGION)?;
+        let entries = match map_anonymous(Buffers::RING) {
             Ok(e) => e.cast::<BufRingEntry>(),
             Err(e) => {
                 // SAFETY: the mapping made above, not shared with anyone.
-                unsafe { libc::munmap(region.as_ptr().cast(), Buffers::REGION) };
+                unsafe { unmap_anonymous(region, Buffers::REGION) };
                 return Err(e);
             }
         };
@@ -141,8 +124,8 @@ impl Buffers {
     pub(super) unsafe fn unmap(&mut self) {
         // SAFETY: the caller's promise; both are our own mappings.
         unsafe {
-            libc::munmap(self.region.as_ptr().cast(), Buffers::REGION);
-            libc::munmap(self.entries.as_ptr().cast(), Buffers::RING);
+            unmap_anonymous(self.region, Buffers::REGION);
+            unmap_anonymous(self.entries.cast(), Buffers::RING);
         }
     }
 }

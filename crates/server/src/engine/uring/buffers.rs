@@ -92,32 +92,17 @@ impl BufRing {
     /// Maps and registers the ring; the caller falls back on an error.
     pub(super) fn register(ring: &IoUring) -> io::Result<BufRing> {
         let len = usize::from(BUFFERS) * size_of::<BufRingEntry>();
-        // SAFETY: a fresh private anonymous mapping; the result is checked.
-        let at = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if at == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let entries = NonNull::new(at.cast::<BufRingEntry>()).ok_or_else(|| {
-            io::Error::other("--engine uring: mmap of the buffer ring returned null")
-        })?;
+        let at = connlab_os::memory::map_anonymous(len)?;
+        let entries = at.cast::<BufRingEntry>();
         // SAFETY: the mapping is page-aligned, `BUFFERS` entries long, and
         // never unmapped, so it outlives the registration.
         let registered = unsafe {
             ring.submitter()
-                .register_buf_ring_with_flags(at as u64, BUFFERS, GROUP, 0)
+                .register_buf_ring_with_flags(at.as_ptr() as u64, BUFFERS, GROUP, 0)
         };
         if let Err(e) = registered {
             // SAFETY: the mapping made above, not shared with the kernel.
-            unsafe { libc::munmap(at, len) };
+            unsafe { connlab_os::memory::unmap_anonymous(at, len) };
             return Err(e);
         }
         Ok(BufRing { entries, tail: 0 })
