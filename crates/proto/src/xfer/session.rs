@@ -563,15 +563,7 @@ impl XferSession {
     /// many bytes were taken (like a non-blocking write). With no credit at
     /// all it refuses with [`LocalError::NoCredit`]: wait for [`Event::Credit`].
     pub fn send_data(&mut self, stream: StreamId, data: &[u8]) -> Result<usize, LocalError> {
-        self.established("send_data")?;
-        let s = self.get("send_data", stream)?;
-        if !matches!(s.state, StreamState::Open | StreamState::HalfClosedRemote) {
-            return Err(LocalError::WrongState {
-                op: "send_data",
-                stream,
-                state: s.state,
-            });
-        }
+        let s = self.data_stream(stream)?;
         if data.is_empty() {
             return Ok(0);
         }
@@ -604,15 +596,7 @@ impl XferSession {
         stream: StreamId,
         len: usize,
     ) -> Result<[u8; HEADER_LEN], LocalError> {
-        self.established("send_data")?;
-        let s = self.get("send_data", stream)?;
-        if !matches!(s.state, StreamState::Open | StreamState::HalfClosedRemote) {
-            return Err(LocalError::WrongState {
-                op: "send_data",
-                stream,
-                state: s.state,
-            });
-        }
+        let s = self.data_stream(stream)?;
         if len == 0 || len > super::MAX_PAYLOAD {
             return Err(LocalError::TooLarge {
                 what: "DATA payload (1..=MAX_PAYLOAD)",
@@ -1313,6 +1297,21 @@ impl XferSession {
             return Err(LocalError::WrongRole { op, role });
         }
         self.established(op)
+    }
+
+    /// The stream DATA may be sent on: the connection is established and
+    /// the stream open or half-closed by the peer (shared by both sends).
+    fn data_stream(&mut self, stream: StreamId) -> Result<&mut Stream, LocalError> {
+        self.established("send_data")?;
+        let s = self.get("send_data", stream)?;
+        if !matches!(s.state, StreamState::Open | StreamState::HalfClosedRemote) {
+            return Err(LocalError::WrongState {
+                op: "send_data",
+                stream,
+                state: s.state,
+            });
+        }
+        Ok(s)
     }
 
     fn get(&mut self, op: &'static str, stream: StreamId) -> Result<&mut Stream, LocalError> {
