@@ -4,7 +4,8 @@
 //! bound, every request is accounted for (completed + errored = sent) and
 //! no load child hung, every scheduled fault fired; the healthy p99 factor
 //! is printed, not asserted. Also: Ctrl-C writes what was measured and exits
-//! 130; bad flags exit 2. Every wait has a deadline.
+//! 130; bad flags exit 2; the same soak passes with the gateway on
+//! io_uring. Every wait has a deadline.
 
 use connlab_testkit::{connlab_bin, read_json, ChildGuard, Lines};
 use serde_json::Value;
@@ -195,6 +196,51 @@ fn interrupt(group: bool, after: &str, delay: Duration) -> Value {
     r
 }
 
+/// The same faults and hostile clients against the proxy's io_uring relay
+/// (`--gateway-io uring`): nothing crashes, leaks or hangs, and every
+/// request is accounted for.
+#[test]
+fn quick_soak_passes_with_the_io_uring_gateway() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("soak");
+    let (code, err) = run_bounded(
+        &[
+            "soak",
+            "--quick",
+            "--gateway-io",
+            "uring",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(180),
+    );
+    eprintln!("{err}");
+    let r = read_json(&out.join("soak.json"));
+    assert_eq!(r["config"]["gateway_io"], "uring");
+    for check in [
+        "no_crash",
+        "memory_bounded",
+        "all_accounted",
+        "no_hang",
+        "faults_fired",
+    ] {
+        assert_eq!(r["checks"][check], true, "{check}: {:#}", r["failures"]);
+    }
+    assert_eq!(r["passed"], true, "{:#}", r["failures"]);
+    assert_eq!(code, 0, "{err}");
+    let gateway = r["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "gateway")
+        .cloned()
+        .unwrap();
+    assert!(
+        gateway["fault"]["completed"].as_u64().unwrap() > 0,
+        "{gateway}"
+    );
+}
+
 #[test]
 fn bad_flags_exit_2() {
     for args in [
@@ -203,6 +249,7 @@ fn bad_flags_exit_2() {
         &["soak", "--rate", "0"],
         &["soak", "--p99-factor", "0.5"],
         &["soak", "--duration", "5s", "--segment", "10s"],
+        &["soak", "--gateway-io", "epoll"],
     ] {
         let (code, err) = run_bounded(args, Duration::from_secs(30));
         assert_eq!(code, 2, "{args:?}: {err}");

@@ -16,6 +16,7 @@ use crate::Exit;
 use anyhow::{anyhow, Context};
 use clap::Args;
 use component::{Component, Env};
+use connlab_gateway::ProxyIo;
 use connlab_measure::units::{parse_duration, parse_size};
 use connlab_measure::LatencyHistogram;
 use connlab_os::Shutdown;
@@ -109,6 +110,13 @@ pub(crate) struct SoakArgs {
     /// How long a never-reading client holds its connection [default: 20s, --quick 5s].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     never_read_hold: Option<Duration>,
+    /// The proxy gateway's I/O mode under the faults: copy, splice or uring (its `--io`).
+    #[arg(long, value_name = "MODE", default_value = "copy", value_parser = parse_gateway_io)]
+    gateway_io: ProxyIo,
+}
+
+fn parse_gateway_io(s: &str) -> Result<ProxyIo, String> {
+    s.parse()
 }
 
 /// The resolved plan of a soak run.
@@ -126,6 +134,8 @@ pub(super) struct Plan {
     restart_after: Duration,
     /// How long a stopped process stays stopped.
     stop_for: Duration,
+    /// The proxy gateway's `--io`.
+    gateway_io: ProxyIo,
 }
 
 impl Plan {
@@ -176,6 +186,7 @@ impl Plan {
             }),
             restart_after: (segment / 4).min(Duration::from_secs(2)),
             stop_for: Duration::from_secs(2),
+            gateway_io: a.gateway_io,
         })
     }
 }

@@ -174,6 +174,8 @@ pub(super) struct ConfigReport {
     pub(super) restart_after_s: f64,
     pub(super) stop_for_s: f64,
     pub(super) never_read_hold_s: f64,
+    /// The proxy gateway's `--io` (copy, splice, uring).
+    pub(super) gateway_io: &'static str,
 }
 
 /// The verdicts.
@@ -349,6 +351,7 @@ pub(super) fn build(
             restart_after_s: plan.restart_after.as_secs_f64(),
             stop_for_s: plan.stop_for.as_secs_f64(),
             never_read_hold_s: plan.never_read_hold.as_secs_f64(),
+            gateway_io: plan.gateway_io.name(),
         },
         started_unix_s,
         wall_s,
@@ -377,12 +380,13 @@ pub(super) fn markdown(r: &SoakReport) -> String {
     let c = &r.config;
     let _ = writeln!(
         s,
-        "# Fault soak\n\n{} fault-free and {} fault segments of {} s, {} req/s per class; \
-         wall {:.0} s{}.\n",
+        "# Fault soak\n\n{} fault-free and {} fault segments of {} s, {} req/s per class, \
+         gateway `--io {}`; wall {:.0} s{}.\n",
         c.baseline_segments,
         c.fault_segments,
         c.segment_s,
         c.rate_per_s_per_class,
+        c.gateway_io,
         r.wall_s,
         if r.interrupted { ", interrupted" } else { "" }
     );
@@ -486,6 +490,7 @@ mod tests {
             never_read_hold: Duration::from_secs(5),
             restart_after: Duration::from_secs(1),
             stop_for: Duration::from_secs(2),
+            gateway_io: connlab_gateway::ProxyIo::Copy,
         }
     }
 

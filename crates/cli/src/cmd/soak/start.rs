@@ -48,6 +48,8 @@ impl Soak<'_> {
             "200ms",
             "--idle-timeout",
             "5s",
+            "--io",
+            self.plan.gateway_io.name(),
         ]
         .map(String::from)
         .to_vec();
