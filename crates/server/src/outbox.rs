@@ -1,7 +1,11 @@
-//! Responses waiting to be sent on one connection, written with one `sendmsg`
-//! gather call per flush: each response's head is encoded into a stack buffer
-//! and its payload points into the shared [`PAYLOAD`] buffer, so nothing is
-//! copied or allocated per request.
+//! Responses waiting to be sent on one connection, written with one send per
+//! flush: each response's head is encoded into a stack buffer and its payload
+//! points into the shared [`PAYLOAD`] buffer, so nothing is allocated per
+//! request. A gather of one piece, or of several totalling at most
+//! [`COALESCE_BYTES`] (a small response's head and body), goes out as one
+//! plain `send` of a single buffer; larger ones as a `sendmsg` of the iovecs.
+//! Every engine sends through [`Gather::contiguous`], so all of them do the
+//! same copy and the same kind of call for the same response.
 
 use crate::payload::{PAYLOAD, PAYLOAD_CHUNK};
 use crate::socket_io::SocketIo;
@@ -14,6 +18,10 @@ use std::os::fd::RawFd;
 const RESPONSES_PER_SEND: usize = 16;
 /// Most iovecs in one `sendmsg` (well under IOV_MAX = 1024).
 const IOVECS_PER_SEND: usize = 64;
+/// Gathers of at most this many bytes in more than one piece are copied into
+/// one buffer and sent with a plain `send`: for a small response the copy
+/// costs less than the kernel's import of a `msghdr` and its iovec array.
+pub(crate) const COALESCE_BYTES: usize = 4096;
 
 /// One gathered `sendmsg`: the encoded heads of the front responses and
 /// iovecs pointing into them and into the shared payload. The iovecs point
@@ -25,6 +33,9 @@ pub(crate) struct Gather {
     totals: [u64; RESPONSES_PER_SEND],
     iov: [libc::iovec; IOVECS_PER_SEND],
     n_iov: usize,
+    /// A small gather copied into one piece ([`Gather::contiguous`]); never
+    /// read before that copy writes it.
+    flat: [std::mem::MaybeUninit<u8>; COALESCE_BYTES],
 }
 
 impl Gather {
@@ -38,12 +49,42 @@ impl Gather {
                 iov_len: 0,
             }; IOVECS_PER_SEND],
             n_iov: 0,
+            flat: [std::mem::MaybeUninit::uninit(); COALESCE_BYTES],
         }
     }
 
-    /// The gathered iovecs.
-    pub(crate) fn iovecs(&self) -> &[libc::iovec] {
-        &self.iov[..self.n_iov]
+    /// The gathered bytes as one buffer (start, length) when that costs at
+    /// most a small copy: the single iovec itself, or several pieces of at
+    /// most [`COALESCE_BYTES`] in total copied into the gather's own buffer.
+    /// `None`: send the iovecs. Valid while `self` stays put.
+    pub(crate) fn contiguous(&mut self) -> Option<(*const u8, usize)> {
+        let pieces = &self.iov[..self.n_iov];
+        match pieces {
+            [] => None,
+            [one] => Some((one.iov_base as *const u8, one.iov_len)),
+            _ => {
+                let total: usize = pieces.iter().map(|v| v.iov_len).sum();
+                if total > COALESCE_BYTES {
+                    return None;
+                }
+                let mut at = 0;
+                for piece in pieces {
+                    // SAFETY: each iovec points at `iov_len` readable bytes (the
+                    // gather's heads or the static payload, never `flat`), and
+                    // `at + iov_len <= total <= COALESCE_BYTES` keeps the write
+                    // inside `flat`.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            piece.iov_base as *const u8,
+                            self.flat.as_mut_ptr().add(at).cast::<u8>(),
+                            piece.iov_len,
+                        );
+                    }
+                    at += piece.iov_len;
+                }
+                Some((self.flat.as_ptr().cast::<u8>(), total))
+            }
+        }
     }
 
     /// A `msghdr` over the gathered iovecs (valid while `self` stays put).
@@ -77,19 +118,26 @@ impl Outbox {
         self.queue.is_empty()
     }
 
-    /// One `sendmsg(MSG_NOSIGNAL)` of as much as is queued (up to the gather
-    /// limits); returns the bytes the kernel took.
+    /// One `send` or `sendmsg` (`MSG_NOSIGNAL`, see [`Gather::contiguous`]) of
+    /// as much as is queued (up to the gather limits); returns the bytes the
+    /// kernel took.
     pub(crate) fn send_once(&mut self, fd: RawFd, io: &impl SocketIo) -> io::Result<usize> {
         let mut gather = Gather::new();
         let offered = self.gather(&mut gather);
         if offered == 0 {
             return Ok(0);
         }
+        let one = gather.contiguous();
         let msg = gather.msghdr();
         let sent = io.output(fd, offered, || {
-            // SAFETY: every iovec points into `gather` (alive until return) or the static
-            // PAYLOAD, with lengths inside those buffers; the kernel only reads them.
-            let sent = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
+            let sent = match one {
+                // SAFETY: `at` points at `len` bytes inside `gather` (alive until
+                // return) or the static PAYLOAD; the kernel only reads them.
+                Some((at, len)) => unsafe { libc::send(fd, at.cast(), len, libc::MSG_NOSIGNAL) },
+                // SAFETY: every iovec points into `gather` (alive until return) or
+                // the static PAYLOAD, with lengths inside those buffers.
+                None => unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) },
+            };
             if sent < 0 {
                 Err(io::Error::last_os_error())
             } else {
@@ -110,6 +158,7 @@ impl Outbox {
             totals,
             iov,
             n_iov,
+            ..
         } = gather;
         let mut push = |base: *const u8, len: usize| -> bool {
             if *n_iov == IOVECS_PER_SEND {
@@ -171,5 +220,65 @@ impl Outbox {
                 sent = 0;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use connlab_proto::HttpStatus;
+
+    fn http(content_length: u64) -> Response {
+        Response::Http {
+            status: HttpStatus::Ok,
+            content_length,
+            close: false,
+        }
+    }
+
+    /// The bytes the gather offers, read through its iovecs.
+    fn offered(gather: &Gather) -> Vec<u8> {
+        gather.iov[..gather.n_iov]
+            .iter()
+            // SAFETY: each iovec points at `iov_len` readable bytes (heads or PAYLOAD).
+            .flat_map(|v| unsafe {
+                std::slice::from_raw_parts(v.iov_base as *const u8, v.iov_len).to_vec()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_small_gather_becomes_one_buffer_holding_the_same_bytes() {
+        let mut outbox = Outbox::default();
+        outbox.push(http(128));
+        outbox.push(http(300));
+        let mut gather = Gather::new();
+        let total = outbox.gather(&mut gather);
+        assert!(gather.n_iov > 1);
+        let want = offered(&gather);
+        let (at, len) = gather.contiguous().expect("small gathers are coalesced");
+        assert_eq!(len, total);
+        // SAFETY: `contiguous` returned `len` bytes inside `gather`.
+        assert_eq!(unsafe { std::slice::from_raw_parts(at, len) }, &want[..]);
+    }
+
+    #[test]
+    fn one_piece_is_sent_in_place_and_a_large_gather_stays_iovecs() {
+        let mut outbox = Outbox::default();
+        outbox.push(http(128));
+        let mut gather = Gather::new();
+        outbox.gather(&mut gather);
+        // The head alone is sent: drop it, leaving the payload as one piece.
+        let head = gather.iov[0].iov_len;
+        outbox.sent(head, &gather);
+        outbox.gather(&mut gather);
+        assert_eq!(gather.n_iov, 1);
+        let (at, len) = gather.contiguous().unwrap();
+        assert_eq!((at, len), (gather.iov[0].iov_base as *const u8, 128));
+
+        let mut big = Outbox::default();
+        big.push(http(COALESCE_BYTES as u64));
+        big.gather(&mut gather);
+        assert!(gather.contiguous().is_none());
     }
 }

@@ -122,20 +122,12 @@ impl Slot {
     }
 }
 
-/// Gathers of at most this many bytes in more than one piece are copied
-/// into one buffer and sent with `IORING_OP_SEND`: for a small response
-/// (head plus body) the copy costs less than the kernel's import of a
-/// `msghdr` and its iovec array for `IORING_OP_SENDMSG`.
-const COALESCE_BYTES: usize = 4096;
-
 /// One send in flight: its gathered iovecs and header (or the bytes copied
-/// from them), boxed so they stay put until the kernel completes the entry
-/// that points at them.
+/// from them, [`Gather::contiguous`]), boxed so they stay put until the
+/// kernel completes the entry that points at them.
 struct SendStage {
     gather: Gather,
     msg: libc::msghdr,
-    /// A small gather copied into one piece (see [`COALESCE_BYTES`]).
-    flat: Vec<u8>,
     /// The connection it was made for.
     fd: RawFd,
     generation: u32,
@@ -159,7 +151,6 @@ impl Stages {
                     gather: Gather::new(),
                     // SAFETY: an all-zero msghdr is valid (no name, no control data).
                     msg: unsafe { std::mem::zeroed() },
-                    flat: Vec::with_capacity(COALESCE_BYTES),
                     fd: -1,
                     generation: 0,
                 }));
@@ -356,26 +347,11 @@ impl Ring {
         // MSG_WAITALL: the kernel continues a short send on a stream socket
         // itself, so a completion is all of `offered` or an error.
         let flags = (libc::MSG_NOSIGNAL | libc::MSG_WAITALL) as u32;
-        let entry = match stage.gather.iovecs() {
-            [one] => {
-                opcode::Send::new(types::Fd(fd), one.iov_base as *const u8, one.iov_len as u32)
-                    .flags(flags as i32)
-                    .build()
-            }
-            pieces if offered <= COALESCE_BYTES => {
-                stage.flat.clear();
-                for piece in pieces {
-                    // SAFETY: the gather's iovecs point into its own heads and
-                    // the static payload, valid while `stage` is untouched.
-                    stage.flat.extend_from_slice(unsafe {
-                        std::slice::from_raw_parts(piece.iov_base as *const u8, piece.iov_len)
-                    });
-                }
-                opcode::Send::new(types::Fd(fd), stage.flat.as_ptr(), stage.flat.len() as u32)
-                    .flags(flags as i32)
-                    .build()
-            }
-            _ => {
+        let entry = match stage.gather.contiguous() {
+            Some((at, len)) => opcode::Send::new(types::Fd(fd), at, len as u32)
+                .flags(flags as i32)
+                .build(),
+            None => {
                 stage.msg = stage.gather.msghdr();
                 opcode::SendMsg::new(types::Fd(fd), &stage.msg)
                     .flags(flags)
