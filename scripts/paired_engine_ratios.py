@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""Paired io_uring-over-epoll ratios of a locality sweep (analysis only).
+
+`connlab report` gives every peers experiment its ratios to the baselines
+(columns ratio_median, ratio_min, ratio_max of `--format csv`); a locality
+sweep such as experiments/uring-polling.toml reports each engine on its own.
+This reads that sweep's point files and prints, per connection count, the
+ratio of two engines' throughput and requests per server CPU second in each
+repetition (measured back to back): median, lowest and highest.
+
+  connlab sweep experiments/uring-polling.toml --out results/uring-polling
+  scripts/paired_engine_ratios.py results/uring-polling [uring epoll]
+"""
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+
+def main() -> None:
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    root = sys.argv[1]
+    num, den = (sys.argv[2], sys.argv[3]) if len(sys.argv) >= 4 else ("uring", "epoll")
+    points = {}
+    for path in glob.glob(os.path.join(root, "points", "*.json")):
+        m = re.match(r"(\w+)-c(\d+)-.*-rep(\d+)\.json$", os.path.basename(path))
+        if not m:
+            continue
+        d = json.load(open(path))
+        points[(m[1], int(m[2]), int(m[3]))] = (
+            d["load"]["achieved_rate_per_s"], d["server"]["requests_per_cpu_s"])
+    print("measure,numerator,denominator,connections,repetitions,median,min,max")
+    for conns in sorted({k[1] for k in points}):
+        reps = sorted(k[2] for k in points if k[0] == num and k[1] == conns
+                      and (den, conns, k[2]) in points)
+        for measure, i in (("throughput", 0), ("requests_per_server_cpu_s", 1)):
+            r = [points[(num, conns, n)][i] / points[(den, conns, n)][i] for n in reps]
+            if r:
+                print(f"{measure},{num},{den},{conns},{len(r)},"
+                      f"{statistics.median(r):.3f},{min(r):.3f},{max(r):.3f}")
+
+
+if __name__ == "__main__":
+    main()
