@@ -213,19 +213,26 @@ impl Relay<'_> {
         }
         p.closed = true;
         let generation = p.generation;
-        let mut cancels = Vec::new();
+        // At most a connect and a receive and a send per direction: kept on
+        // the stack, since a pair closes once per connection.
+        let mut cancels = [0u64; 5];
+        let mut n = 0;
+        let mut cancel = |data: u64| {
+            cancels[n] = data;
+            n += 1;
+        };
         if p.connecting {
-            cancels.push(tag(CONNECT, 1, 0, generation, slot));
+            cancel(tag(CONNECT, 1, 0, generation, slot));
         }
         for dir in 0..2 {
             let d = &mut p.dirs[dir];
             if d.recv == Recv::Armed {
                 d.recv = Recv::Cancelling;
-                cancels.push(tag(RECV, dir, 0, generation, slot));
+                cancel(tag(RECV, dir, 0, generation, slot));
             }
             let in_flight = if d.sending { d.queue.pop_front() } else { None };
             if let Some(c) = in_flight {
-                cancels.push(tag(SEND, dir, c.bid, generation, slot));
+                cancel(tag(SEND, dir, c.bid, generation, slot));
             }
             for c in d.queue.drain(..) {
                 self.buffers.give_back(c.bid);
@@ -240,7 +247,7 @@ impl Relay<'_> {
         }
         self.balancer.closed(p.backend_idx);
         let ops = p.ops;
-        for data in cancels {
+        for &data in &cancels[..n] {
             // A full queue that cannot be submitted means the ring is
             // broken; the loop's next wait reports it.
             let _ = self.cancel(data);
