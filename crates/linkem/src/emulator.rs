@@ -59,6 +59,10 @@ pub struct DirStats {
     pub write_errors: u64,
     /// Packets still held when the emulator stopped (not sent).
     pub unsent_at_stop: u64,
+    /// Packets the kernel dropped at the TUN device before the emulator read
+    /// them (its queue was full because the emulator was late); `None` when
+    /// the counter could not be read. Loss outside the model.
+    pub dropped_at_tun: Option<u64>,
     /// How late packets left compared with their scheduled time.
     pub lateness: Lateness,
 }
@@ -103,6 +107,7 @@ pub fn run(
     }
     let log = options.log.as_deref().map(LogWriter::create).transpose()?;
     let epoch = Instant::now();
+    let tun_drops_before = tuns.each_ref().map(Tun::tx_dropped);
     let results: Vec<Result<DirStats, LinkemError>> = std::thread::scope(|s| {
         let handles: Vec<_> = tuns
             .iter()
@@ -139,9 +144,19 @@ pub fn run(
     let (Some(lr), Some(rl)) = (it.next(), it.next()) else {
         unreachable!("two directions")
     };
+    let (mut lr, mut rl) = (lr?, rl?);
+    for ((stats, tun), before) in [&mut lr, &mut rl]
+        .into_iter()
+        .zip(tuns)
+        .zip(tun_drops_before)
+    {
+        stats.dropped_at_tun = before
+            .zip(tun.tx_dropped())
+            .map(|(b, a)| a.saturating_sub(b));
+    }
     Ok(Report {
-        left_to_right: lr?,
-        right_to_left: rl?,
+        left_to_right: lr,
+        right_to_left: rl,
         elapsed_s,
         log_lines,
     })

@@ -140,6 +140,57 @@ pub struct LossRun {
     pub reordered: u64,
     /// `1 - received / sent`.
     pub loss: f64,
+    /// Datagrams the receiving socket dropped because its buffer was full
+    /// (the receiver was late; loss outside the link model); `None` when the
+    /// kernel does not report it.
+    pub dropped_at_receiver: Option<u64>,
+}
+
+/// The receive buffer asked for the loss run's receiver: about 10,000
+/// datagrams, so a receiving thread that waits tens of milliseconds for a CPU
+/// loses nothing.
+const LOSS_RCVBUF_BYTES: libc::c_int = 8 << 20;
+
+/// Raises `sock`'s receive buffer to `bytes`, past `rmem_max` when allowed
+/// (root); best effort: a smaller buffer only risks drops the run reports.
+fn raise_receive_buffer(sock: &UdpSocket, bytes: libc::c_int) {
+    use std::os::fd::AsRawFd;
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: a valid socket descriptor and a pointer to a c_int of the
+        // length given.
+        let rc = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&bytes as *const libc::c_int).cast(),
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            return;
+        }
+    }
+}
+
+/// Packets `sock` dropped so far (the kernel's `sk_drops`, from `SO_MEMINFO`).
+fn socket_drops(sock: &UdpSocket) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    let mut info = [0u32; libc::SK_MEMINFO_DROPS as usize + 1];
+    let mut len = size_of_val(&info) as libc::socklen_t;
+    // SAFETY: a valid socket descriptor; the kernel writes at most `len`
+    // bytes into `info` and stores the length written in `len`.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MEMINFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    let needed = (libc::SK_MEMINFO_DROPS as usize + 1) * size_of::<u32>();
+    (rc == 0 && len as usize >= needed).then(|| info[libc::SK_MEMINFO_DROPS as usize] as u64)
 }
 
 /// Sends `count` numbered datagrams from `tx` to `rx` (bound where `to`
@@ -152,6 +203,8 @@ pub fn udp_loss(
     per_ms: u64,
 ) -> Result<LossRun, LinkemError> {
     let done = AtomicBool::new(false);
+    raise_receive_buffer(rx, LOSS_RCVBUF_BYTES);
+    let drops_before = socket_drops(rx);
     let (received, reordered) = std::thread::scope(|s| {
         let receiver = s.spawn(|| -> Result<(u64, u64), LinkemError> {
             rx.set_read_timeout(Some(Duration::from_millis(50)))
@@ -217,6 +270,9 @@ pub fn udp_loss(
         received,
         reordered,
         loss: 1.0 - received as f64 / count.max(1) as f64,
+        dropped_at_receiver: drops_before
+            .zip(socket_drops(rx))
+            .map(|(b, a)| a.saturating_sub(b)),
     })
 }
 

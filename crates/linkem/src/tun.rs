@@ -33,6 +33,9 @@ pub struct Tun {
     file: File,
     name: String,
     offload: bool,
+    /// The network namespace the device lives in (`None` if it could not be
+    /// opened), to read its counters from any thread.
+    netns: Option<File>,
 }
 
 impl Tun {
@@ -86,6 +89,7 @@ impl Tun {
             file,
             name: name.to_string(),
             offload,
+            netns: File::open("/proc/thread-self/ns/net").ok(),
         })
     }
 
@@ -97,6 +101,20 @@ impl Tun {
     /// Whether packets carry the virtio-net header.
     pub fn offload(&self) -> bool {
         self.offload
+    }
+
+    /// Packets the kernel dropped so far because the device's queue toward
+    /// this reader was full (the transmit `drop` counter of
+    /// `/proc/net/dev`, read in the device's namespace); `None` when the
+    /// counter cannot be read.
+    pub fn tx_dropped(&self) -> Option<u64> {
+        let netns = self.netns.as_ref()?;
+        let text = connlab_os::netns::run_in_namespace_of(netns, &self.name, || {
+            std::fs::read_to_string("/proc/thread-self/net/dev")
+        })
+        .ok()?
+        .ok()?;
+        parse_tx_dropped(&text, &self.name)
     }
 
     /// Reads one packet; `Ok(None)` when none is waiting.
@@ -125,8 +143,79 @@ impl Tun {
     }
 }
 
+/// The transmit `drop` column of interface `name` in the text of
+/// `/proc/net/dev`.
+fn parse_tx_dropped(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let (iface, counters) = line.split_once(':')?;
+        if iface.trim() != name {
+            return None;
+        }
+        // Eight receive columns, then transmit: bytes, packets, errs, drop.
+        counters.split_whitespace().nth(11)?.parse().ok()
+    })
+}
+
 impl AsRawFd for Tun {
     fn as_raw_fd(&self) -> RawFd {
         self.file.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_tx_dropped, Tun};
+    use std::net::UdpSocket;
+    use std::process::Command;
+
+    const NET_DEV: &str = "\
+Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:    1200      12    0    0    0     0          0         0     1200      12    0    0    0     0       0          0
+lk-lr0: 9000 90 1 2 0 0 0 0 8000 80 3 17 0 0 0 0
+";
+
+    #[test]
+    fn reads_the_transmit_drop_column_of_the_named_interface() {
+        assert_eq!(parse_tx_dropped(NET_DEV, "lk-lr0"), Some(17));
+        assert_eq!(parse_tx_dropped(NET_DEV, "lo"), Some(0));
+    }
+
+    #[test]
+    fn an_unknown_interface_or_a_short_line_reads_as_none() {
+        assert_eq!(parse_tx_dropped(NET_DEV, "eth9"), None);
+        assert_eq!(parse_tx_dropped("short: 1 2 3\n", "short"), None);
+        assert_eq!(parse_tx_dropped("", "lo"), None);
+    }
+
+    /// Packets nobody reads overflow the device's queue (500 by default)
+    /// and show up in `tx_dropped`. Runs in a private network namespace.
+    #[test]
+    fn counts_the_packets_it_drops_when_nobody_reads() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 || !std::path::Path::new("/dev/net/tun").exists() {
+            eprintln!("skipped: needs root and /dev/net/tun");
+            return;
+        }
+        std::thread::spawn(|| {
+            // SAFETY: moves only this thread into a new network namespace.
+            assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWNET) }, 0);
+            let tun = Tun::open("lkdrop0", false).unwrap();
+            for args in [
+                &["link", "set", "lkdrop0", "txqueuelen", "100", "up"][..],
+                &["addr", "add", "10.9.9.1/24", "dev", "lkdrop0"][..],
+            ] {
+                assert!(Command::new("ip").args(args).status().unwrap().success());
+            }
+            assert_eq!(tun.tx_dropped(), Some(0));
+            let sock = UdpSocket::bind("10.9.9.1:0").unwrap();
+            for _ in 0..300 {
+                sock.send_to(b"nobody reads this", "10.9.9.2:9").unwrap();
+            }
+            let dropped = tun.tx_dropped().unwrap();
+            assert!((150..=300).contains(&dropped), "{dropped}");
+        })
+        .join()
+        .unwrap();
     }
 }

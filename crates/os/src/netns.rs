@@ -384,12 +384,23 @@ pub fn run_in_namespace<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> Resu
         what: format!("opening {path}"),
         source,
     })?;
+    run_in_namespace_of(&handle, ns, f)
+}
+
+/// Runs `f` on a new thread that entered the network namespace `handle`
+/// refers to (an open `/proc/.../ns/net` or `/run/netns` file; `what` names
+/// it in errors). The calling thread is unaffected.
+pub fn run_in_namespace_of<T: Send>(
+    handle: &File,
+    what: &str,
+    f: impl FnOnce() -> T + Send,
+) -> Result<T, NetnsError> {
     std::thread::scope(|s| {
         s.spawn(move || {
             // SAFETY: a valid namespace descriptor; only this thread moves.
             if unsafe { libc::setns(handle.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
                 return Err(NetnsError::Io {
-                    what: format!("setns(CLONE_NEWNET) into {ns}"),
+                    what: format!("setns(CLONE_NEWNET) into {what}"),
                     source: std::io::Error::last_os_error(),
                 });
             }

@@ -266,7 +266,7 @@ fn report_text(r: &Report) -> String {
         ("right->left", &r.right_to_left),
     ] {
         s += &format!(
-            "  {name}: {} packets in, {} forwarded ({} segments, {} bytes), dropped: {} loss, {} queue, {} overflow; {} write errors; late p50 {} us p99 {} us\n",
+            "  {name}: {} packets in, {} forwarded ({} segments, {} bytes), dropped: {} loss, {} queue, {} overflow, {} at the TUN; {} write errors; late p50 {} us p99 {} us\n",
             d.model.offered_packets,
             d.forwarded_packets,
             d.forwarded_segments,
@@ -274,6 +274,8 @@ fn report_text(r: &Report) -> String {
             d.model.dropped_loss,
             d.model.dropped_queue,
             d.dropped_overflow,
+            d.dropped_at_tun
+                .map_or_else(|| "?".to_string(), |n| n.to_string()),
             d.write_errors,
             d.lateness.p50_us,
             d.lateness.p99_us,
@@ -356,6 +358,14 @@ fn lab_text(v: &Validation) -> String {
             d.offered_packets,
             l.result.reordered
         );
+        let at_tun = l.emulator.left_to_right.dropped_at_tun.unwrap_or(0);
+        let at_receiver = l.result.dropped_at_receiver.unwrap_or(0);
+        if at_tun + at_receiver > 0 {
+            s += &format!(
+                "  warning: {} packets lost outside the link model ({at_tun} at the TUN queue, {at_receiver} at the receiving socket): the host was too busy, so the measured loss overstates the model's\n",
+                at_tun + at_receiver
+            );
+        }
     }
     if let Some(b) = &v.bulk {
         s += &format!(
