@@ -11,19 +11,25 @@ repetition (measured back to back): median, lowest and highest.
   connlab sweep experiments/uring-polling.toml --out results/uring-polling
   scripts/paired_engine_ratios.py results/uring-polling [uring epoll]
 """
+import argparse
 import glob
 import json
 import os
 import re
 import statistics
-import sys
 
 
 def main() -> None:
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
-    root = sys.argv[1]
-    num, den = (sys.argv[2], sys.argv[3]) if len(sys.argv) >= 4 else ("uring", "epoll")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results", help="the sweep's --out directory")
+    parser.add_argument("numerator", nargs="?", default="uring", help="engine (default uring)")
+    parser.add_argument("denominator", nargs="?", default="epoll",
+                        help="engine (default epoll)")
+    args = parser.parse_args()
+    root, num, den = args.results, args.numerator, args.denominator
+    if not os.path.isdir(os.path.join(root, "points")):
+        parser.error(f"{root}: no points/ directory (not a sweep's --out directory)")
     points = {}
     for path in glob.glob(os.path.join(root, "points", "*.json")):
         m = re.match(r"(\w+)-c(\d+)-.*-rep(\d+)\.json$", os.path.basename(path))

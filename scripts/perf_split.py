@@ -21,9 +21,10 @@ change of I/O model can reach.
   perf record -e cpu-clock -F 4000 -g -p PID -o server.data -- sleep 4
   scripts/perf_split.py server.data [more.data ...]
 """
+import argparse
+import os
 
 import subprocess
-import sys
 
 FLOOR = {
     "tcp-send": ["tcp_sendmsg"],
@@ -69,11 +70,17 @@ def split(data: str) -> dict[str, float]:
 
 
 def main() -> None:
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("profiles", nargs="+", metavar="PROFILE.data",
+                        help="perf record -g output files")
+    args = parser.parse_args()
+    for data in args.profiles:
+        if not os.path.isfile(data):
+            parser.error(f"{data}: no such profile")
     names = ["tcp-send", "tcp-recv", "splice", "sleep", "user", "rest"]
     print("profile," + ",".join(names) + ",overhead_over_floor")
-    for data in sys.argv[1:]:
+    for data in args.profiles:
         row = split(data)
         floor = row["tcp-send"] + row["tcp-recv"] + row["splice"]
         over = (100.0 - floor) / floor if floor else float("nan")
