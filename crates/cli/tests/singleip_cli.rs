@@ -116,20 +116,36 @@ fn io_server(key: &Path, extra: &[&str], stats: &Path) -> (Proc, SocketAddr, Soc
 }
 
 fn app_node(nodes: SocketAddr, key: &Path, forward: SocketAddr, port: u16, id: &str) -> Proc {
-    Proc::start(&[
+    app_node_with(nodes, key, forward, port, id, &[])
+}
+
+/// [`app_node`] with more flags.
+fn app_node_with(
+    nodes: SocketAddr,
+    key: &Path,
+    forward: SocketAddr,
+    port: u16,
+    id: &str,
+    extra: &[&str],
+) -> Proc {
+    let (nodes, port) = (nodes.to_string(), port.to_string());
+    let forward = forward.to_string();
+    let mut args = vec![
         "singleip",
         "app-node",
         "--io-server",
-        &nodes.to_string(),
+        &nodes,
         "--key",
         key.to_str().unwrap(),
         "--forward",
-        &forward.to_string(),
+        &forward,
         "--port",
-        &port.to_string(),
+        &port,
         "--node-id",
         id,
-    ])
+    ];
+    args.extend_from_slice(extra);
+    Proc::start(&args)
 }
 
 /// Stops the io-server (SIGINT), checks it exited 0, and reads its `--stats`.
@@ -178,28 +194,27 @@ fn check_streams_after_killing_a(conns: &mut [(TcpStream, u8)], size: usize, see
 
 #[test]
 fn client_reaches_an_unmodified_server_through_the_cluster_address() {
+    client_reaches_an_unmodified_server(false);
+}
+
+#[test]
+fn client_reaches_an_unmodified_server_with_a_splicing_node() {
+    client_reaches_an_unmodified_server(true);
+}
+
+fn client_reaches_an_unmodified_server(splice: bool) {
     let dir = temp_dir();
     let key = key_file(dir.path(), "key", b"a shared key of 32 bytes, ok....");
     let stats = dir.path().join("io.json");
     let node_stats = dir.path().join("node.json");
     let (server, cluster, nodes) = io_server(&key, &[], &stats);
     let echo = echo_server();
-    let node = Proc::start(&[
-        "singleip",
-        "app-node",
-        "--io-server",
-        &nodes.to_string(),
-        "--key",
-        key.to_str().unwrap(),
-        "--forward",
-        &echo.to_string(),
-        "--port",
-        &cluster.port().to_string(),
-        "--node-id",
-        "3",
-        "--stats",
-        node_stats.to_str().unwrap(),
-    ]);
+    let mut extra = vec!["--stats", node_stats.to_str().unwrap()];
+    if splice {
+        extra.push("--splice");
+    }
+    let node = app_node_with(nodes, &key, echo, cluster.port(), "3", &extra);
+    assert_eq!(node.banner.contains(", splice"), splice, "{}", node.banner);
     let clients: Vec<_> = (0..6u8)
         .map(|i| {
             std::thread::spawn(move || {
@@ -229,6 +244,7 @@ fn client_reaches_an_unmodified_server_through_the_cluster_address() {
     let n = read_json(&node_stats);
     assert_matches_schema(&n, "app-node-stats.schema.json");
     assert_eq!(n["streams"], 6);
+    assert_eq!(n["splice"], splice);
     assert_eq!(n["bytes_to_local"], total);
     assert_eq!(n["bytes_from_local"], total);
 }
@@ -238,13 +254,14 @@ fn a_client_that_stops_reading_does_not_stop_the_other_streams() {
     // More than the kernel can hold for one stalled client, even with
     // --send-limit off (tcp_wmem max 4 MiB here plus the receive buffer).
     const N: usize = 10_000_000;
-    for limit in ["16KiB", "off"] {
+    for (limit, splice) in [("16KiB", false), ("off", false), ("16KiB", true)] {
         let dir = temp_dir();
         let key = key_file(dir.path(), "key", b"0123456789abcdef0123456789abcdef");
         let stats = dir.path().join("io.json");
         let (server, cluster, nodes) = io_server(&key, &["--send-limit", limit], &stats);
         let bulk = bulk_server(N, 5);
-        let _node = app_node(nodes, &key, bulk, cluster.port(), "1");
+        let flags: &[&str] = if splice { &["--splice"] } else { &[] };
+        let _node = app_node_with(nodes, &key, bulk, cluster.port(), "1", flags);
         // The stalled client connects first and never reads a byte.
         let stalled = connect(cluster);
         let readers: Vec<_> = (0..5)
@@ -260,7 +277,7 @@ fn a_client_that_stops_reading_does_not_stop_the_other_streams() {
         for (i, r) in readers.into_iter().enumerate() {
             assert!(
                 r.join().unwrap(),
-                "--send-limit {limit}: reader {i} got wrong bytes"
+                "--send-limit {limit} splice {splice}: reader {i} got wrong bytes"
             );
         }
         drop(stalled);
@@ -271,7 +288,7 @@ fn a_client_that_stops_reading_does_not_stop_the_other_streams() {
             .iter()
             .filter(|c| c["bytes_to_client"] == N as u64)
             .count();
-        assert!(full >= 5, "--send-limit {limit}: {s}");
+        assert!(full >= 5, "--send-limit {limit} splice {splice}: {s}");
         // The stalled stream really stalled: the kernel buffers did not
         // absorb all its bytes, so credit had to stop its node.
         let stalled = s["connections"]
@@ -280,7 +297,7 @@ fn a_client_that_stops_reading_does_not_stop_the_other_streams() {
             .iter()
             .filter(|c| c["bytes_to_client"].as_u64().unwrap() < N as u64)
             .count();
-        assert_eq!(stalled, 1, "--send-limit {limit}: {s}");
+        assert_eq!(stalled, 1, "--send-limit {limit} splice {splice}: {s}");
     }
 }
 
@@ -421,6 +438,15 @@ fn help_shows_examples_and_bad_flags_exit_2() {
     assert!(
         help.contains("Example:") && help.contains("--send-limit"),
         "{help}"
+    );
+    let out = Command::new(connlab_bin())
+        .args(["singleip", "app-node", "--help"])
+        .output()
+        .unwrap();
+    let node_help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        node_help.contains("--splice") && node_help.contains("descriptors"),
+        "{node_help}"
     );
     // Issue 17: --help of every server-side command lists its limits.
     for flag in [

@@ -21,6 +21,7 @@ mod outbuf;
 mod relay;
 pub mod server;
 pub mod sizing;
+mod splice;
 pub mod stats;
 
 pub use access::{Access, ConnectRule, PortRange};

@@ -11,7 +11,8 @@
 //! local connection.
 
 use crate::outbuf::OutBuf;
-use crate::relay::Relay;
+use crate::relay::{Relay, SpliceFailed, SpliceIn};
+use crate::splice::{SpliceOut, Wire};
 use crate::stats::NodeRunStats;
 use crate::{os_nonce, Error};
 use connlab_proto::xfer::{AuthKey, ErrorCode, Event, XferConfig, XferSession};
@@ -20,7 +21,7 @@ use mio::net::TcpStream;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use std::collections::{HashMap, HashSet};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
@@ -49,6 +50,9 @@ pub struct NodeConfig {
     pub dead_after: Duration,
     /// Local listeners whose connections the I/O server opens outward.
     pub outbound: Vec<Outbound>,
+    /// Move the local servers' bytes to the I/O server with splice(2)
+    /// through a pipe (one per node connection), not through user space.
+    pub splice: bool,
 }
 
 /// A local listener of the node: each connection to `listen` becomes a
@@ -80,6 +84,7 @@ impl NodeConfig {
             ping_interval: Duration::from_secs(5),
             dead_after: Duration::from_secs(20),
             outbound: Vec::new(),
+            splice: false,
         }
     }
 }
@@ -116,6 +121,7 @@ pub fn run_node_with_stats(
         io_server: config.io_server.to_string(),
         forward: config.forward.to_string(),
         ports: config.ports.clone(),
+        splice: config.splice,
         end: "open".into(),
         ..NodeRunStats::default()
     };
@@ -145,7 +151,18 @@ fn node_loop(
         .set_nonblocking(true)
         .map_err(|e| Error::io("setting non-blocking mode on the connection to", addr, e))?;
     let _ = std_sock.set_nodelay(true);
-    let mut sock = TcpStream::from_std(std_sock);
+    let splice = if config.splice {
+        Some(SpliceOut::new().map_err(|e| Error::io("creating a pipe (splice) for", addr, e))?)
+    } else {
+        None
+    };
+    // Frames toward the I/O server: DATA built in place, or spliced.
+    let mut wire = Wire {
+        sock: TcpStream::from_std(std_sock),
+        out: OutBuf::new(),
+        splice,
+        writable: true,
+    };
     let nonce = os_nonce().map_err(|e| Error::io("reading a nonce (getrandom) for", addr, e))?;
     let mut xc = XferConfig::new(config.key.clone(), nonce);
     xc.node_id = config.node_id;
@@ -157,7 +174,11 @@ fn node_loop(
         .register(&mut SourceFd(&stop_fd), STOP, Interest::READABLE)
         .map_err(|e| Error::io("registering the stop descriptor", stop_fd, e))?;
     poll.registry()
-        .register(&mut sock, SERVER, Interest::READABLE | Interest::WRITABLE)
+        .register(
+            &mut wire.sock,
+            SERVER,
+            Interest::READABLE | Interest::WRITABLE,
+        )
         .map_err(|e| Error::io("registering the connection to", addr, e))?;
     let mut outbound = Vec::new();
     for (i, o) in config.outbound.iter().enumerate() {
@@ -183,9 +204,9 @@ fn node_loop(
     let mut granted = 0usize;
     let mut relays: Vec<Option<Relay>> = Vec::new();
     let mut by_stream: HashMap<u32, usize> = HashMap::new();
-    // Frames toward the I/O server, DATA built in place.
-    let mut out = OutBuf::new();
-    let (mut readable, mut writable) = (true, true);
+    // Relays that stopped for a full node connection (splice).
+    let mut wire_wait: Vec<usize> = Vec::new();
+    let mut readable = true;
     // An event reported the connection's read side closed: read on until 0.
     let mut hup = false;
     let mut scratch = vec![0u8; 64 * 1024];
@@ -198,19 +219,9 @@ fn node_loop(
     let (mut last_input, mut last_ping) = (Instant::now(), Instant::now());
     let result: Result<(), Error> = 'run: loop {
         // Output first: the HELLO is queued from the start.
-        out.take_session_output(&mut session);
-        while writable && !out.is_empty() {
-            match sock.write(out.pending()) {
-                Ok(k) => {
-                    out.consume(k);
-                    if !out.is_empty() {
-                        writable = false;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => writable = false,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => break 'run Err(session_error(format!("writing: {e}"))),
-            }
+        wire.out.take_session_output(&mut session);
+        if let Err(e) = wire.flush() {
+            break 'run Err(session_error(format!("writing: {e}")));
         }
         if stop() {
             break Ok(());
@@ -231,7 +242,14 @@ fn node_loop(
             let _ = session.ping(0);
             continue;
         }
-        if let Err(e) = poll.poll(&mut events, Some(tick)) {
+        // Relays waiting for an idle connection that is idle already go on
+        // at once.
+        let timeout = if !wire_wait.is_empty() && wire.idle() {
+            Duration::ZERO
+        } else {
+            tick
+        };
+        if let Err(e) = poll.poll(&mut events, Some(timeout)) {
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
@@ -250,7 +268,7 @@ fn node_loop(
                 STOP => {}
                 SERVER => {
                     readable |= r;
-                    writable |= w;
+                    wire.writable |= w;
                     hup |= gone;
                 }
                 Token(t) if t < first => accept_ready.push(t - FIRST),
@@ -266,7 +284,7 @@ fn node_loop(
         }
         // The interconnect: read until EAGAIN, act on every event.
         while readable {
-            let got = match sock.read(&mut scratch) {
+            let got = match wire.sock.read(&mut scratch) {
                 Ok(0) => {
                     let why = match session.finish_input() {
                         Err(e) => format!("the I/O server closed the connection: {e}"),
@@ -406,8 +424,7 @@ fn node_loop(
             }
             if let Err(e) = fed {
                 // Send the GOAWAY the session queued, then give up.
-                out.take_session_output(&mut session);
-                let _ = sock.write(out.pending());
+                wire.flush_once(&mut session);
                 break 'run Err(session_error(e.to_string()));
             }
         }
@@ -455,6 +472,15 @@ fn node_loop(
                 }
             }
         }
+        // Relays that waited for the node connection go on once it is idle.
+        if !wire_wait.is_empty() {
+            if let Err(e) = wire.flush() {
+                break 'run Err(session_error(format!("writing: {e}")));
+            }
+            if wire.idle() {
+                touched.append(&mut wire_wait);
+            }
+        }
         // The local connections that something happened to.
         touched.retain(|slot| !waiting.contains(slot));
         touched.sort_unstable();
@@ -481,8 +507,21 @@ fn node_loop(
                 failed |= relay.pump_out(&mut session, u64::MAX, now).is_err();
                 stats.bytes_to_local += relay.stats.bytes_to_client - before;
             }
-            if !failed {
-                let n = relay.pump_in(&mut session, &mut out);
+            if !failed && wire.splice.is_some() {
+                match relay.pump_in_splice(&mut session, &mut wire) {
+                    Ok(SpliceIn { moved, waiting }) => {
+                        stats.bytes_from_local += moved as u64;
+                        if waiting {
+                            wire_wait.push(slot);
+                        }
+                    }
+                    Err(SpliceFailed::Local) => failed = true,
+                    Err(SpliceFailed::Wire(e)) => {
+                        break 'run Err(session_error(format!("writing: {e}")))
+                    }
+                }
+            } else if !failed {
+                let n = relay.pump_in(&mut session, &mut wire.out);
                 failed |= n.is_err();
                 stats.bytes_from_local += n.unwrap_or(0) as u64;
             }
@@ -500,8 +539,7 @@ fn node_loop(
         }
     };
     let _ = session.close(ErrorCode::NO_ERROR, "the node is stopping");
-    out.take_session_output(&mut session);
-    let _ = sock.write(out.pending());
+    wire.flush_once(&mut session);
     for relay in relays.iter_mut().flatten() {
         relay.abort();
     }

@@ -22,7 +22,9 @@ use std::net::Shutdown;
 use std::time::{Duration, Instant};
 
 use crate::outbuf::{OutBuf, ReadData, MAX_READ};
+use crate::splice::Wire;
 use crate::stats::ConnStats;
+use std::os::fd::AsRawFd;
 
 /// Payloads written in one `writev`: with 16 KiB DATA payloads, up to 256 KiB
 /// per system call.
@@ -62,6 +64,22 @@ pub(crate) struct Relay {
 
 /// A socket error on a relay: the stream is reset.
 pub(crate) struct Failed;
+
+/// What [`Relay::pump_in_splice`] did.
+pub(crate) struct SpliceIn {
+    /// Bytes moved to the node connection.
+    pub(crate) moved: usize,
+    /// Stopped because the node connection is full: pump again once idle.
+    pub(crate) waiting: bool,
+}
+
+/// Why [`Relay::pump_in_splice`] failed.
+pub(crate) enum SpliceFailed {
+    /// The relay's socket (or its stream): the stream is reset.
+    Local,
+    /// The node connection: the session is lost.
+    Wire(io::Error),
+}
 
 impl Relay {
     pub(crate) fn new(sock: TcpStream, stream: StreamId, connecting: bool) -> Relay {
@@ -163,6 +181,58 @@ impl Relay {
             }
         }
         Ok(moved)
+    }
+
+    /// [`Relay::pump_in`] with splice: the socket's bytes go through the
+    /// wire's pipe to the node connection ([`SpliceOut`]) as far as the
+    /// stream's credit allows, each fill only once nothing else waits for
+    /// the connection. Returns the bytes moved and whether the relay stopped
+    /// for the connection (readable, credit left, the connection full): it
+    /// must be pumped again once the wire is idle. Readiness is cleared only
+    /// by `EAGAIN` (a short splice may just have filled the pipe's slots).
+    pub(crate) fn pump_in_splice(
+        &mut self,
+        session: &mut XferSession,
+        wire: &mut Wire,
+    ) -> Result<SpliceIn, SpliceFailed> {
+        let mut moved = 0;
+        while self.readable && !self.read_eof && !self.connecting {
+            let credit = session.send_credit(self.stream).unwrap_or(0) as usize;
+            if credit == 0 {
+                break;
+            }
+            wire.out.take_session_output(session);
+            if !wire.idle() {
+                wire.flush().map_err(SpliceFailed::Wire)?;
+                if !wire.idle() {
+                    return Ok(SpliceIn {
+                        moved,
+                        waiting: true,
+                    });
+                }
+            }
+            let Some(sp) = wire.splice.as_mut() else {
+                break;
+            };
+            match sp.fill(session, self.stream, self.sock.as_raw_fd(), credit) {
+                Ok(ReadData::Eof) => {
+                    self.read_eof = true;
+                    let _ = session.finish(self.stream);
+                }
+                Ok(ReadData::Bytes(n)) => {
+                    self.stats.bytes_from_client += n as u64;
+                    moved += n;
+                    wire.flush().map_err(SpliceFailed::Wire)?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Err(SpliceFailed::Local),
+            }
+        }
+        Ok(SpliceIn {
+            moved,
+            waiting: false,
+        })
     }
 
     /// Writes at most `limit` queued bytes to the socket and releases them on

@@ -180,6 +180,9 @@ pub struct NodeRunStats {
     pub forward: String,
     /// Ports served.
     pub ports: Vec<u16>,
+    /// Whether the local servers' bytes went to the I/O server by
+    /// splice(2) (`--splice`) rather than through user-space buffers.
+    pub splice: bool,
     /// Streams accepted.
     pub streams: u64,
     /// Streams whose local connection failed (reset toward the I/O server).

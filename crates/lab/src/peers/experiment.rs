@@ -135,7 +135,8 @@ pub struct Process {
     /// `connlab-serve` with engine epoll: edge-triggered.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub edge_triggered: bool,
-    /// `connlab-gateway`: relay with splice(2).
+    /// `connlab-gateway`: relay with splice(2). `singleip-relay`: the app
+    /// node splices the server's bytes to the I/O server (`--splice`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub splice: bool,
     /// `wrk` (`-t`) and `haproxy` (`nbthread`): threads [default: 1].
@@ -201,10 +202,18 @@ impl Process {
                 "\"uring\" conflicts with splice = true (splice is an epoll relay)".into(),
             ));
         }
-        if self.splice && kind != ProcessKind::ConnlabGateway {
+        if self.splice
+            && !matches!(
+                kind,
+                ProcessKind::ConnlabGateway | ProcessKind::SingleipRelay
+            )
+        {
             return Err((
                 field("splice"),
-                format!("only for kind \"connlab-gateway\", not {:?}", kind.name()),
+                format!(
+                    "only for kinds \"connlab-gateway\" and \"singleip-relay\", not {:?}",
+                    kind.name()
+                ),
             ));
         }
         match self.threads {

@@ -143,3 +143,16 @@ fn a_gateway_contender_takes_the_uring_relay() {
     let e = error(&text.replace("io = \"uring\"", "io = \"uring\"\nsplice = true"));
     assert!(e.starts_with("t.toml: contender[3].io:"), "{e}");
 }
+
+#[test]
+fn a_singleip_relay_contender_may_splice_and_other_kinds_may_not() {
+    let text = include_str!("../../../../experiments/peers-relay-vs-haproxy.toml");
+    let e = parse(text).unwrap();
+    let spliced = e.contender_named("relay-splice").unwrap();
+    assert_eq!(spliced.kind, ProcessKind::SingleipRelay);
+    assert!(spliced.process().splice);
+    assert!(!e.contender_named("relay").unwrap().process().splice);
+    let e = error(&text.replace("threads = 1", "threads = 1\nsplice = true"));
+    assert!(e.starts_with("t.toml: contender[0].splice:"), "{e}");
+    assert!(e.contains("singleip-relay"), "{e}");
+}

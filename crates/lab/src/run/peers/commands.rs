@@ -131,6 +131,11 @@ pub(super) fn gateway_commands(
             .arg(listen.port().to_string())
             .arg("--stats")
             .arg(ctx.logs.join("app-node-stats.json"));
+        // The response path (server -> node -> I/O server) is the node's
+        // to splice; the I/O server still copies toward clients.
+        if p.splice {
+            node.arg("--splice");
+        }
         return Ok(vec![("gateway", io, Some(nodes)), ("app-node", node, None)]);
     }
     gateway_command(ctx, p, listen, backend).map(|c| vec![("gateway", c, None)])
@@ -232,5 +237,52 @@ pub(super) fn client_command(
             }
             cmd
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::PeersExperiment;
+
+    #[test]
+    fn a_splicing_singleip_relay_passes_splice_to_its_node_only() {
+        let text = include_str!("../../../../../experiments/peers-relay-vs-haproxy.toml");
+        let exp = PeersExperiment::from_toml(text, "t.toml").unwrap();
+        let logs = std::env::temp_dir().join(format!("connlab-relay-cmds-{}", std::process::id()));
+        std::fs::create_dir_all(&logs).unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let ctx = super::PointCtx {
+            exp: &exp,
+            exe: std::path::Path::new("connlab"),
+            tmp: std::path::Path::new("/tmp"),
+            logs: logs.clone(),
+            duration: std::time::Duration::from_secs(1),
+            stop: &stop,
+        };
+        let args = |name: &str| {
+            let p = exp.contender_named(name).unwrap().process();
+            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 9));
+            super::gateway_commands(&ctx, &p, addr, addr)
+                .unwrap()
+                .iter()
+                .map(|(what, cmd, _)| {
+                    let args: Vec<String> = cmd
+                        .get_args()
+                        .map(|a| a.to_string_lossy().into_owned())
+                        .collect();
+                    (*what, args.join(" "))
+                })
+                .collect::<Vec<_>>()
+        };
+        let plain = args("relay");
+        let spliced = args("relay-splice");
+        let _ = std::fs::remove_dir_all(&logs);
+        assert!(
+            plain.iter().all(|(_, a)| !a.contains("--splice")),
+            "{plain:?}"
+        );
+        assert_eq!(spliced[1].0, "app-node");
+        assert!(spliced[1].1.ends_with("--splice"), "{spliced:?}");
+        assert!(!spliced[0].1.contains("--splice"), "{spliced:?}");
     }
 }
