@@ -137,6 +137,7 @@ pub struct Process {
     pub edge_triggered: bool,
     /// `connlab-gateway`: relay with splice(2). `singleip-relay`: the app
     /// node splices the server's bytes to the I/O server (`--splice`).
+    /// `haproxy`: `option splice-request` and `option splice-response`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub splice: bool,
     /// `wrk` (`-t`) and `haproxy` (`nbthread`): threads [default: 1].
@@ -205,13 +206,13 @@ impl Process {
         if self.splice
             && !matches!(
                 kind,
-                ProcessKind::ConnlabGateway | ProcessKind::SingleipRelay
+                ProcessKind::ConnlabGateway | ProcessKind::SingleipRelay | ProcessKind::Haproxy
             )
         {
             return Err((
                 field("splice"),
                 format!(
-                    "only for kinds \"connlab-gateway\" and \"singleip-relay\", not {:?}",
+                    "only for kinds \"connlab-gateway\", \"singleip-relay\" and \"haproxy\", not {:?}",
                     kind.name()
                 ),
             ));

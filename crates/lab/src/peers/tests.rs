@@ -141,7 +141,7 @@ fn a_gateway_contender_takes_the_uring_relay() {
     assert_eq!(e.contender_named("proxy").unwrap().io, None);
     // The splice relay runs on epoll: it cannot also be the uring relay.
     let e = error(&text.replace("io = \"uring\"", "io = \"uring\"\nsplice = true"));
-    assert!(e.starts_with("t.toml: contender[3].io:"), "{e}");
+    assert!(e.starts_with("t.toml: contender[4].io:"), "{e}");
 }
 
 #[test]
@@ -152,7 +152,14 @@ fn a_singleip_relay_contender_may_splice_and_other_kinds_may_not() {
     assert_eq!(spliced.kind, ProcessKind::SingleipRelay);
     assert!(spliced.process().splice);
     assert!(!e.contender_named("relay").unwrap().process().splice);
-    let e = error(&text.replace("threads = 1", "threads = 1\nsplice = true"));
-    assert!(e.starts_with("t.toml: contender[0].splice:"), "{e}");
+    // HAProxy may splice too (its peer when connlab splices).
+    let spliced = e.contender_named("haproxy-splice").unwrap();
+    assert_eq!(spliced.kind, ProcessKind::Haproxy);
+    assert!(spliced.process().splice);
+    // A client may not.
+    let client = "[client]\nkind = \"connlab-load\"";
+    assert!(text.contains(client));
+    let e = error(&text.replace(client, &format!("{client}\nsplice = true")));
+    assert!(e.contains("splice"), "{e}");
     assert!(e.contains("singleip-relay"), "{e}");
 }

@@ -168,12 +168,7 @@ fn gateway_command(
         }
         ProcessKind::Haproxy => {
             let cfg = ctx.logs.join("haproxy.cfg");
-            let text = format!(
-                "global\n  maxconn 9000\n  nbthread {}\ndefaults\n  mode tcp\n  timeout connect 5s\n\
-                 \x20 timeout client 300s\n  timeout server 300s\nlisten gw\n  bind {listen}\n\
-                 \x20 balance roundrobin\n  server s0 {backend}\n",
-                p.thread_count()
-            );
+            let text = haproxy_config(p, listen, backend);
             std::fs::write(&cfg, text).with_context(|| format!("writing {}", cfg.display()))?;
             let mut cmd = Command::new("haproxy");
             cmd.arg("-db").arg("-f").arg(&cfg);
@@ -181,6 +176,24 @@ fn gateway_command(
         }
         other => bail!("{} is not a gateway", other.name()),
     }
+}
+
+/// HAProxy's configuration: mode tcp, one `listen` section relaying to
+/// `backend`; with `splice = true` HAProxy moves both directions with
+/// splice(2) (`option splice-request`, `option splice-response`), the peer of
+/// a connlab contender that splices.
+pub(super) fn haproxy_config(p: &Process, listen: SocketAddr, backend: SocketAddr) -> String {
+    let splice = if p.splice {
+        "  option splice-request\n  option splice-response\n"
+    } else {
+        ""
+    };
+    format!(
+        "global\n  maxconn 9000\n  nbthread {}\ndefaults\n  mode tcp\n  timeout connect 5s\n\
+         \x20 timeout client 300s\n  timeout server 300s\nlisten gw\n  bind {listen}\n\
+         \x20 balance roundrobin\n{splice}  server s0 {backend}\n",
+        p.thread_count()
+    )
 }
 
 /// The client's command: closed loop for the experiment's duration.

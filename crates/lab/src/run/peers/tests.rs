@@ -89,3 +89,24 @@ fn a_connlab_gateway_contender_gets_its_relay() {
         args("proxy-uring")
     );
 }
+
+#[test]
+fn a_splicing_haproxy_contender_splices_both_directions() {
+    use crate::PeersExperiment;
+    let text = include_str!("../../../../../experiments/peers-relay-vs-haproxy.toml");
+    let exp = PeersExperiment::from_toml(text, "t.toml").unwrap();
+    let config = |name: &str| {
+        let p = exp.contender_named(name).unwrap().process();
+        let listen = std::net::SocketAddr::from(([127, 0, 0, 1], 8080));
+        let backend = std::net::SocketAddr::from(([127, 0, 0, 1], 9090));
+        super::commands::haproxy_config(&p, listen, backend)
+    };
+    let plain = config("haproxy");
+    assert!(!plain.contains("splice"), "{plain}");
+    assert!(plain.contains("bind 127.0.0.1:8080"), "{plain}");
+    assert!(plain.contains("server s0 127.0.0.1:9090"), "{plain}");
+    let spliced = config("haproxy-splice");
+    for line in ["option splice-request", "option splice-response"] {
+        assert!(spliced.lines().any(|l| l.trim() == line), "{spliced}");
+    }
+}
