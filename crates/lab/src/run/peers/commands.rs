@@ -183,13 +183,19 @@ fn gateway_command(
 /// splice(2) (`option splice-request`, `option splice-response`), the peer of
 /// a connlab contender that splices.
 pub(super) fn haproxy_config(p: &Process, listen: SocketAddr, backend: SocketAddr) -> String {
-    let splice = if p.splice {
-        "  option splice-request\n  option splice-response\n"
+    // Pipes count against the open-files limit (20,000 here, which HAProxy
+    // cannot raise): 9,000 connections take 18,000 descriptors, so at most
+    // 500 pipes of two.
+    let (pipes, splice) = if p.splice {
+        (
+            "  maxpipes 500\n",
+            "  option splice-request\n  option splice-response\n",
+        )
     } else {
-        ""
+        ("", "")
     };
     format!(
-        "global\n  maxconn 9000\n  nbthread {}\ndefaults\n  mode tcp\n  timeout connect 5s\n\
+        "global\n  maxconn 9000\n{pipes}  nbthread {}\ndefaults\n  mode tcp\n  timeout connect 5s\n\
          \x20 timeout client 300s\n  timeout server 300s\nlisten gw\n  bind {listen}\n\
          \x20 balance roundrobin\n{splice}  server s0 {backend}\n",
         p.thread_count()
