@@ -478,6 +478,11 @@ fn node_loop(
                 break 'run Err(session_error(format!("writing: {e}")));
             }
             if wire.idle() {
+                for &slot in &wire_wait {
+                    if let Some(relay) = relays.get_mut(slot).and_then(Option::as_mut) {
+                        relay.wire_waiting = false;
+                    }
+                }
                 touched.append(&mut wire_wait);
             }
         }
@@ -511,7 +516,10 @@ fn node_loop(
                 match relay.pump_in_splice(&mut session, &mut wire) {
                     Ok(SpliceIn { moved, waiting }) => {
                         stats.bytes_from_local += moved as u64;
-                        if waiting {
+                        // Once per relay: a relay touched again while the
+                        // connection stays full is not queued twice.
+                        if waiting && !relay.wire_waiting {
+                            relay.wire_waiting = true;
                             wire_wait.push(slot);
                         }
                     }

@@ -59,6 +59,8 @@ pub(crate) struct Relay {
     /// Times a write found the socket full (short write or `EAGAIN`): a
     /// socket held by its send buffer, which rate-share sizing attends to.
     pub(crate) blocked: u64,
+    /// Queued to be pumped once the node connection is idle (splice).
+    pub(crate) wire_waiting: bool,
     pub(crate) stats: ConnStats,
 }
 
@@ -96,6 +98,7 @@ impl Relay {
             fin_in: false,
             write_shut: false,
             blocked: 0,
+            wire_waiting: false,
             stats: ConnStats {
                 stream: stream.0,
                 end: "open".into(),
