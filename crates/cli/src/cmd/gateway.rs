@@ -34,7 +34,7 @@ Policies:
                      (proxy mode only)
 
 proxy mode relays in user space (one event loop, --buffer bytes per direction per
-connection, or a pipe of that size with --splice; with --io uring an io_uring loop
+connection, or a pipe of at least 64 KiB with --splice; with --io uring an io_uring loop
 sends each received buffer on as it is and stops receiving on a direction holding
 --buffer bytes not yet sent), health-checks every backend each
 --health-interval (a TCP connect), takes a failing backend out of rotation and resets
@@ -87,7 +87,8 @@ pub(crate) struct GatewayArgs {
     /// proxy: consecutive failed checks that take a backend out of rotation.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     health_fails: u32,
-    /// proxy: bytes buffered per direction per connection (bounds memory).
+    /// proxy: bytes buffered per direction per connection (bounds memory; with
+    /// --splice the pipe's size, at least 64 KiB of page references).
     #[arg(long, default_value = "16KiB", value_parser = crate::units::parse_size)]
     buffer: u64,
     /// proxy: relay through a pipe per direction with splice(2), so the bytes never

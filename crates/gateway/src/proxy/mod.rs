@@ -18,7 +18,9 @@
 //! bytes move socket -> pipe -> socket by `splice(2)` and never enter user
 //! space (zero copy where the kernel can share pages; on loopback it still
 //! copies once into the pipe). It costs two pipes (four descriptors) per
-//! connection. Whether it helps is measured, not assumed (BENCHMARKS.md).
+//! connection, each holding up to its capacity (`buffer` rounded up to
+//! whole pages, at least 64 KiB) of page references. Whether it helps is
+//! measured, not assumed (BENCHMARKS.md).
 //!
 //! With [`ProxyIo::Uring`] the relay runs on io_uring instead of epoll (see
 //! [`uring`]'s documentation): no readiness events, and a received buffer is
@@ -50,9 +52,9 @@ const FIRST: usize = 3;
 pub struct ProxyConfig {
     /// Where clients connect.
     pub listen: SocketAddr,
-    /// Bytes buffered per direction per connection (io_uring: bytes a
-    /// direction may hold received and not yet sent before its receive
-    /// pauses).
+    /// Bytes buffered per direction per connection (splice: the pipe's
+    /// size, at least 64 KiB; io_uring: bytes a direction may hold received
+    /// and not yet sent before its receive pauses).
     pub buffer: usize,
     /// Time between health checks of each backend.
     pub health_interval: Duration,

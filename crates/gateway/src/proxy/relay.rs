@@ -123,6 +123,7 @@ const MIN_PIPE_BYTES: usize = 64 * 1024;
 const SPLICE_FLAGS: libc::c_uint = libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK;
 
 impl PipeRelay {
+    /// A pipe of at least `cap` bytes (and at least [`MIN_PIPE_BYTES`]).
     fn new(cap: usize) -> io::Result<PipeRelay> {
         let mut fds = [0; 2];
         // SAFETY: `fds` has room for the two descriptors pipe2 writes.
@@ -140,9 +141,12 @@ impl PipeRelay {
             // SAFETY: F_GETPIPE_SZ on an open pipe.
             (unsafe { libc::fcntl(write.as_raw_fd(), libc::F_GETPIPE_SZ) }).max(4096) as usize
         };
-        // The byte bound stays the one asked for; the pipe's slots do not
-        // shrink with it.
-        let cap = cap.clamp(1, size);
+        // The pipe's whole capacity is the bound: it holds references to
+        // the socket buffers' pages, not copies, and bounding it at the
+        // 16 KiB a user-space buffer uses cut a 100 KiB reply into seven
+        // fill-and-drain rounds, which cost 1.8x the CPU per byte of
+        // bounding it at 64 KiB (BENCHMARKS.md, 2026-11-27).
+        let cap = size;
         Ok(PipeRelay {
             read,
             write,
@@ -266,5 +270,35 @@ impl Relay {
             Relay::Copy(b) => b.drain(dst, writable),
             Relay::Splice(p) => p.drain(dst, writable),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// A 16 KiB `--buffer` bounded the pipe at 16 KiB, so a 100 KiB reply
+    /// took seven fill-and-drain rounds; the pipe's capacity is the bound.
+    #[test]
+    fn a_splice_pipe_takes_its_whole_capacity_whatever_the_buffer() {
+        let mut relay = Relay::new(16 * 1024, true).unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut tx = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (rx, _) = listener.accept().unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let mut rx = TcpStream::from_std(rx);
+        // One send of 48 KiB: few socket buffer pieces, so pipe slots are
+        // not what stops the splice.
+        tx.write_all(&[7u8; 48 * 1024]).unwrap();
+        let (mut readable, mut moved) = (true, 0);
+        for _ in 0..64 {
+            if moved == 48 * 1024 || !readable {
+                break;
+            }
+            moved += relay.fill(&mut rx, &mut readable, false).unwrap().0;
+        }
+        assert_eq!(moved, 48 * 1024);
+        assert!(!relay.is_full());
     }
 }
