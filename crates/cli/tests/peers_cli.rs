@@ -1,7 +1,8 @@
 //! End to end: `connlab sweep` on a tiny peers experiment (two connlab serve
 //! engines driven by `connlab load` on loopback, so no nginx or wrk is
 //! needed), resuming without measuring again, refusing a bad field by name,
-//! and `connlab report` showing the ratio to the baseline. Checks structure,
+//! and `connlab report` showing the ratio to the baseline (the file's, or one
+//! named with `--baseline`). Checks structure,
 //! never times.
 
 use connlab_testkit::scratch;
@@ -79,6 +80,20 @@ fn a_tiny_peers_sweep_runs_resumes_and_reports_the_ratio() {
     let page = report_page(&out, LIMIT);
     assert!(page.contains("<svg"), "the report has a plot");
     assert!(page.contains("ratio to poll"));
+
+    // Another contender as the baseline, without measuring again.
+    report(&out, "markdown", LIMIT)
+        .args(["--baseline", "epoll"])
+        .assert()
+        .success()
+        .stdout(contains("ratio to epoll"))
+        .stdout(contains("| 128 B | poll |"));
+    report(&out, "csv", LIMIT)
+        .args(["--baseline", "nope"])
+        .assert()
+        .code(2)
+        .stderr(contains("--baseline \"nope\": no such contender"))
+        .stderr(contains("poll, epoll"));
 }
 
 #[test]

@@ -33,6 +33,10 @@ pub(crate) struct ReportArgs {
     /// html, markdown or csv.
     #[arg(long, default_value = "html")]
     format: Format,
+    /// Peers experiments: divide by these contenders instead of the file's
+    /// `baseline` (comma-separated, in order of preference).
+    #[arg(long, value_delimiter = ',', value_name = "NAME")]
+    baseline: Vec<String>,
 }
 
 /// Renders the report.
@@ -42,6 +46,12 @@ pub(crate) fn run(args: ReportArgs) -> Result<ExitCode, Exit> {
     }
     if connlab_lab::PeersDir::info_path(&args.dir).exists() {
         return peers_report(&args);
+    }
+    if !args.baseline.is_empty() {
+        return Err(Exit::usage(anyhow!(
+            "--baseline: only for the results of a peers experiment (kind = \"peers\"); {} is not one",
+            args.dir.display()
+        )));
     }
     if connlab_lab::LoadgenDir::info_path(&args.dir).exists() {
         let dir = connlab_lab::LoadgenDir::open(&args.dir).map_err(|e| Exit::usage(e.into()))?;
@@ -146,7 +156,23 @@ fn write_output(path: Option<PathBuf>, text: &str) -> Result<(), Exit> {
 
 /// The report of a peers sweep (`DIR/peers.json`).
 fn peers_report(args: &ReportArgs) -> Result<ExitCode, Exit> {
-    let dir = connlab_lab::PeersDir::open(&args.dir).map_err(|e| Exit::usage(e.into()))?;
+    let mut dir = connlab_lab::PeersDir::open(&args.dir).map_err(|e| Exit::usage(e.into()))?;
+    if !args.baseline.is_empty() {
+        let exp = &dir.info.experiment;
+        if let Some(unknown) = args
+            .baseline
+            .iter()
+            .find(|b| exp.contender_named(b).is_none())
+        {
+            let names: Vec<&str> = exp.contender.iter().map(|c| c.name.as_str()).collect();
+            return Err(Exit::usage(anyhow!(
+                "--baseline {unknown:?}: no such contender in {} (contenders: {})",
+                args.dir.display(),
+                names.join(", ")
+            )));
+        }
+        dir.info.experiment.baseline = connlab_lab::Baseline::Many(args.baseline.clone());
+    }
     let text = connlab_report::render_peers(&dir, args.format).map_err(|e| anyhow!(e))?;
     let output = args
         .output
