@@ -55,7 +55,9 @@ fn what(dir: &PeersDir, contender: &str) -> String {
         if c.edge_triggered {
             s.push_str(" (edge-triggered)");
         }
-        if c.splice {
+        if c.splice && c.kind == ProcessKind::Haproxy {
+            s.push_str(" splice-request/-response");
+        } else if c.splice {
             s.push_str(" --splice");
         }
         if let Some(io) = c.io {
@@ -569,5 +571,29 @@ mod tests {
         };
         assert_eq!(what(&dir, "a"), "connlab-load");
         assert_eq!(what(&dir, "b"), "connlab-load --io uring");
+    }
+
+    /// HAProxy has no `--splice` flag: its contender names the options.
+    #[test]
+    fn a_splicing_haproxy_names_its_options() {
+        let text = include_str!("../../../experiments/peers-gateway-vs-haproxy.toml");
+        let experiment = connlab_lab::PeersExperiment::from_toml(text, "t.toml").unwrap();
+        let dir = PeersDir {
+            info: connlab_lab::PeersInfo {
+                schema: connlab_lab::PEERS_SWEEP_SCHEMA.into(),
+                experiment,
+                quick: false,
+                environment: connlab_os::Environment::capture(),
+                peer_versions: Vec::new(),
+                started_unix_s: 0.0,
+                points_total: 0,
+            },
+            points: Vec::new(),
+        };
+        assert_eq!(
+            what(&dir, "haproxy-splice"),
+            "haproxy splice-request/-response (1 thread)"
+        );
+        assert_eq!(what(&dir, "proxy-splice"), "connlab-gateway --splice");
     }
 }
