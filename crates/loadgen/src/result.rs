@@ -207,7 +207,8 @@ pub struct RunConfig {
     pub popularity: Option<String>,
     /// Request bytes.
     pub request_size_bytes: u64,
-    /// Response bytes asked for.
+    /// Response bytes asked for (CLB1; over HTTP only through the default
+    /// path `/bytes/N`: with `--path` or `--manifest` the server decides).
     pub response_size_bytes: u64,
     /// Requests per second (open loop), `null` for `--rate max`.
     pub rate_per_s: Option<f64>,

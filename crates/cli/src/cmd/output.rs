@@ -122,15 +122,23 @@ pub(crate) fn print_summary(r: &LoadResult) {
         || format!("closed loop, depth {}", c.depth.unwrap_or(1)),
         |x| format!("{x} req/s {}", c.arrival),
     );
+    // HTTP asks for a path (the response is whatever the server sends for
+    // it); CLB1 asks for sizes.
+    let asks = match (&c.path, &c.manifest) {
+        (_, Some(_)) => "paths from the manifest".to_string(),
+        (Some(path), None) => format!("GET {path}"),
+        (None, None) => format!(
+            "{} B requests, {} B responses",
+            c.request_size_bytes, c.response_size_bytes
+        ),
+    };
     let mut t = format!(
-        "\nconnlab load -> {} ({}, {} I/O): {} connections, {} active, {} B requests, {} B responses, {}, {:.1} s\n",
+        "\nconnlab load -> {} ({}, {} I/O): {} connections, {} active, {asks}, {}, {:.1} s\n",
         c.target,
         c.protocol,
         c.io,
         r.connections.established,
         r.connections.active,
-        c.request_size_bytes,
-        c.response_size_bytes,
         rate,
         c.duration_s
     );
