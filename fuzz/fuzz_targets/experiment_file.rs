@@ -8,8 +8,8 @@
 #![no_main]
 
 use connlab_lab::{
-    experiment_kind, Experiment, LoadgenExperiment, PeersExperiment, PipelineExperiment,
-    SingleIpExperiment, Suite,
+    AnyExperiment, Experiment, ExperimentKind, LoadgenExperiment, PeersExperiment,
+    PipelineExperiment, SingleIpExperiment, Suite,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -27,8 +27,13 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let _ = experiment_kind(text);
-    let _ = PipelineExperiment::is_pipeline(text);
+    // The dispatch every command does first: by `kind`, then the whole file.
+    if let Err(error) = ExperimentKind::of_text(text, ORIGIN) {
+        names_origin(error);
+    }
+    if let Err(error) = AnyExperiment::from_text(text, ORIGIN) {
+        names_origin(error);
+    }
     match Experiment::from_toml(text, ORIGIN) {
         Ok(e) => {
             let _ = (e.reproduces(), e.backend_hosts(), e.client_hosts());
