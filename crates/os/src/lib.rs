@@ -1,5 +1,5 @@
 //! OS helpers shared by every connlab system: open-file limits, CPU placement,
-//! shutdown signals, process-shared memory, CPU accounting and a description of
+//! shutdown signals, process-shared memory, splice pipes, CPU accounting and a description of
 //! the machine a result was measured on, and output files written whole or not at all. Thin wrappers over `libc`/`nix`; nothing
 //! here knows about protocols or the command line.
 
@@ -10,6 +10,7 @@ pub mod files;
 mod limits;
 pub mod memory;
 pub mod netns;
+pub mod pipe;
 pub mod process;
 mod rusage;
 mod shared;

@@ -549,36 +549,10 @@ mod tests {
         assert_eq!(size_text(128), "128 B");
     }
 
-    #[test]
-    fn a_connlab_load_contender_names_its_io_path() {
-        let text = "kind = \"peers\"\nname = \"t\"\ntitle = \"t\"\nmeasure = \"client\"\n\
-                    baseline = \"a\"\n[workload]\nconnections = 10\nbody_sizes = [128]\n\
-                    duration = \"1s\"\n[server]\nkind = \"nginx-return\"\n\
-                    [[contender]]\nname = \"a\"\nkind = \"connlab-load\"\n\
-                    [[contender]]\nname = \"b\"\nkind = \"connlab-load\"\nio = \"uring\"\n";
+    /// The results directory of experiment `text` before any point.
+    fn dir_without_points(text: &str) -> PeersDir {
         let experiment = connlab_lab::PeersExperiment::from_toml(text, "t.toml").unwrap();
-        let dir = PeersDir {
-            info: connlab_lab::PeersInfo {
-                schema: connlab_lab::PEERS_SWEEP_SCHEMA.into(),
-                experiment,
-                quick: false,
-                environment: connlab_os::Environment::capture(),
-                peer_versions: Vec::new(),
-                started_unix_s: 0.0,
-                points_total: 2,
-            },
-            points: Vec::new(),
-        };
-        assert_eq!(what(&dir, "a"), "connlab-load");
-        assert_eq!(what(&dir, "b"), "connlab-load --io uring");
-    }
-
-    /// HAProxy has no `--splice` flag: its contender names the options.
-    #[test]
-    fn a_splicing_haproxy_names_its_options() {
-        let text = include_str!("../../../experiments/peers-gateway-vs-haproxy.toml");
-        let experiment = connlab_lab::PeersExperiment::from_toml(text, "t.toml").unwrap();
-        let dir = PeersDir {
+        PeersDir {
             info: connlab_lab::PeersInfo {
                 schema: connlab_lab::PEERS_SWEEP_SCHEMA.into(),
                 experiment,
@@ -589,7 +563,26 @@ mod tests {
                 points_total: 0,
             },
             points: Vec::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn a_connlab_load_contender_names_its_io_path() {
+        let text = "kind = \"peers\"\nname = \"t\"\ntitle = \"t\"\nmeasure = \"client\"\n\
+                    baseline = \"a\"\n[workload]\nconnections = 10\nbody_sizes = [128]\n\
+                    duration = \"1s\"\n[server]\nkind = \"nginx-return\"\n\
+                    [[contender]]\nname = \"a\"\nkind = \"connlab-load\"\n\
+                    [[contender]]\nname = \"b\"\nkind = \"connlab-load\"\nio = \"uring\"\n";
+        let dir = dir_without_points(text);
+        assert_eq!(what(&dir, "a"), "connlab-load");
+        assert_eq!(what(&dir, "b"), "connlab-load --io uring");
+    }
+
+    /// HAProxy has no `--splice` flag: its contender names the options.
+    #[test]
+    fn a_splicing_haproxy_names_its_options() {
+        let text = include_str!("../../../experiments/peers-gateway-vs-haproxy.toml");
+        let dir = dir_without_points(text);
         assert_eq!(
             what(&dir, "haproxy-splice"),
             "haproxy splice-request/-response (1 thread)"

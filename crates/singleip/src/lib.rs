@@ -23,6 +23,8 @@ pub mod server;
 pub mod sizing;
 mod splice;
 pub mod stats;
+#[cfg(test)]
+mod test_sessions;
 
 pub use access::{Access, ConnectRule, PortRange};
 pub use api::{ClusterListener, ClusterStream};

@@ -165,39 +165,13 @@ impl OutBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use connlab_proto::xfer::{AuthKey, Event, XferConfig};
+    use connlab_proto::xfer::Event;
 
     /// A node and an I/O server session with stream `s` accepted, wired
     /// back to back in memory.
     fn pair(window: u32) -> (XferSession, XferSession, StreamId) {
-        let key = AuthKey::new(&[7; 32]).unwrap();
-        let mut nc = XferConfig::new(key.clone(), [1; 32]);
-        nc.initial_window = window;
-        let mut node = XferSession::node(nc).unwrap();
-        let mut sc = XferConfig::new(key, [2; 32]);
-        sc.initial_window = window;
-        let mut server = XferSession::server(sc).unwrap();
-        let mut events = Vec::new();
-        for _ in 0..4 {
-            let mut bytes = Vec::new();
-            node.drain_output(&mut bytes);
-            server.feed(&bytes, &mut |e| events.push(e)).unwrap();
-            let mut bytes = Vec::new();
-            server.drain_output(&mut bytes);
-            node.feed(&bytes, &mut |e| events.push(e)).unwrap();
-        }
-        node.listen(80).unwrap();
-        let mut bytes = Vec::new();
-        node.drain_output(&mut bytes);
-        server.feed(&bytes, &mut |e| events.push(e)).unwrap();
-        server.listen_result(80, 0).unwrap();
-        let s = server
-            .accept(80, "192.0.2.1:1000".parse().unwrap())
-            .unwrap();
-        let mut bytes = Vec::new();
-        server.drain_output(&mut bytes);
-        node.feed(&bytes, &mut |e| events.push(e)).unwrap();
-        (node, server, s)
+        let (node, server, s) = crate::test_sessions::pair(window, 1);
+        (node, server, s[0])
     }
 
     /// The DATA payloads `to` decodes from `bytes`, concatenated, and the

@@ -14,75 +14,17 @@
 //! connection: two descriptors per node connection, none per stream.
 
 use crate::outbuf::{OutBuf, ReadData, MAX_FRAMES_PER_READ, MAX_READ};
+use connlab_os::pipe::{splice, Pipe};
 use connlab_proto::xfer::{StreamId, XferSession, HEADER_LEN, MAX_PAYLOAD};
 use mio::net::TcpStream;
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 
 /// The pipe size asked for with `F_SETPIPE_SZ`. A TCP splice takes one pipe
 /// slot per socket buffer fragment, so a pipe of 16 slots (the default
 /// 64 KiB) may take far less than 64 KiB of small segments; 256 KiB (64
 /// slots) lets one splice take a full read of [`MAX_READ`] bytes.
 pub(crate) const PIPE_SIZE: usize = 256 * 1024;
-
-/// A non-blocking pipe.
-struct Pipe {
-    read: OwnedFd,
-    write: OwnedFd,
-}
-
-impl Pipe {
-    fn new() -> io::Result<Pipe> {
-        let mut fds = [0 as libc::c_int; 2];
-        // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
-        let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: pipe2 succeeded: both descriptors are open and ours alone.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        // A smaller pipe (the limit in /proc/sys/fs/pipe-max-size, or the
-        // user's pipe pages used up) still works, with shorter splices.
-        // SAFETY: fcntl on a descriptor we own.
-        let _ = unsafe {
-            libc::fcntl(
-                write.as_raw_fd(),
-                libc::F_SETPIPE_SZ,
-                PIPE_SIZE as libc::c_int,
-            )
-        };
-        Ok(Pipe { read, write })
-    }
-}
-
-/// `splice(2)` between two descriptors, non-blocking, `EINTR` retried.
-fn splice(from: RawFd, to: RawFd, len: usize, more: bool) -> io::Result<usize> {
-    let mut flags = libc::SPLICE_F_NONBLOCK | libc::SPLICE_F_MOVE;
-    if more {
-        flags |= libc::SPLICE_F_MORE;
-    }
-    loop {
-        // SAFETY: no offsets (both ends are a pipe or a socket), descriptors
-        // owned by the caller for the duration of the call.
-        let n = unsafe {
-            libc::splice(
-                from,
-                std::ptr::null_mut(),
-                to,
-                std::ptr::null_mut(),
-                len,
-                flags,
-            )
-        };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-}
 
 /// `send(2)` with `MSG_MORE` (a payload follows), `EINTR` retried.
 fn send_more(fd: RawFd, bytes: &[u8]) -> io::Result<usize> {
@@ -129,7 +71,7 @@ impl SpliceOut {
     /// A pipe for one node connection.
     pub(crate) fn new() -> io::Result<SpliceOut> {
         Ok(SpliceOut {
-            pipe: Pipe::new()?,
+            pipe: Pipe::with_size(PIPE_SIZE)?,
             frames: [Frame {
                 header: [0; HEADER_LEN],
                 header_sent: 0,
@@ -311,42 +253,13 @@ impl Wire {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use connlab_proto::xfer::{AuthKey, Event, XferConfig};
+    use connlab_proto::xfer::Event;
     use std::io::Read;
 
-    /// A node and an I/O server session with stream `s` accepted.
+    /// A node and an I/O server session with two streams accepted.
     fn pair(window: u32) -> (XferSession, XferSession, StreamId, StreamId) {
-        let key = AuthKey::new(&[7; 32]).unwrap();
-        let mut nc = XferConfig::new(key.clone(), [1; 32]);
-        nc.initial_window = window;
-        let mut node = XferSession::node(nc).unwrap();
-        let mut sc = XferConfig::new(key, [2; 32]);
-        sc.initial_window = window;
-        let mut server = XferSession::server(sc).unwrap();
-        let mut sink = |_e: Event| {};
-        for _ in 0..4 {
-            let mut bytes = Vec::new();
-            node.drain_output(&mut bytes);
-            server.feed(&bytes, &mut sink).unwrap();
-            let mut bytes = Vec::new();
-            server.drain_output(&mut bytes);
-            node.feed(&bytes, &mut sink).unwrap();
-        }
-        node.listen(80).unwrap();
-        let mut bytes = Vec::new();
-        node.drain_output(&mut bytes);
-        server.feed(&bytes, &mut sink).unwrap();
-        server.listen_result(80, 0).unwrap();
-        let a = server
-            .accept(80, "192.0.2.1:1000".parse().unwrap())
-            .unwrap();
-        let b = server
-            .accept(80, "192.0.2.1:1001".parse().unwrap())
-            .unwrap();
-        let mut bytes = Vec::new();
-        server.drain_output(&mut bytes);
-        node.feed(&bytes, &mut sink).unwrap();
-        (node, server, a, b)
+        let (node, server, s) = crate::test_sessions::pair(window, 2);
+        (node, server, s[0], s[1])
     }
 
     fn tcp_pair() -> (std::net::TcpStream, std::net::TcpStream) {

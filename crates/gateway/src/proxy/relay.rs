@@ -2,9 +2,10 @@
 //! by hand): bounded user-space buffers (`Buf`) or a pair of pipes driven by
 //! `splice(2)` (`PipeRelay`), behind one `Relay`.
 
+use connlab_os::pipe::{splice, Pipe};
 use mio::net::TcpStream;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::AsRawFd;
 
 /// A bounded byte buffer between one reader and one writer.
 pub(super) struct Buf {
@@ -103,8 +104,7 @@ impl Buf {
 
 /// A pipe that carries one direction of a connection with `splice(2)`.
 pub(super) struct PipeRelay {
-    read: OwnedFd,
-    write: OwnedFd,
+    pipe: Pipe,
     /// Bytes in the pipe.
     len: usize,
     /// The pipe's capacity (`F_SETPIPE_SZ` rounds up to whole pages).
@@ -120,64 +120,22 @@ pub(super) struct PipeRelay {
 /// out of slots long before bytes, so a reply took several short splices.
 const MIN_PIPE_BYTES: usize = 64 * 1024;
 
-const SPLICE_FLAGS: libc::c_uint = libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK;
-
 impl PipeRelay {
     /// A pipe of at least `cap` bytes (and at least [`MIN_PIPE_BYTES`]).
     fn new(cap: usize) -> io::Result<PipeRelay> {
-        let mut fds = [0; 2];
-        // SAFETY: `fds` has room for the two descriptors pipe2 writes.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: pipe2 succeeded: both descriptors are open and ours alone.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        let want = libc::c_int::try_from(cap.max(MIN_PIPE_BYTES)).unwrap_or(libc::c_int::MAX);
-        // SAFETY: F_SETPIPE_SZ on an open pipe; returns the new capacity.
-        let got = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, want) };
-        let size = if got > 0 {
-            got as usize
-        } else {
-            // SAFETY: F_GETPIPE_SZ on an open pipe.
-            (unsafe { libc::fcntl(write.as_raw_fd(), libc::F_GETPIPE_SZ) }).max(4096) as usize
-        };
+        let pipe = Pipe::with_size(cap.max(MIN_PIPE_BYTES))?;
         // The pipe's whole capacity is the bound: it holds references to
         // the socket buffers' pages, not copies, and bounding it at the
         // 16 KiB a user-space buffer uses cut a 100 KiB reply into seven
         // fill-and-drain rounds, which cost 1.8x the CPU per byte of
         // bounding it at 64 KiB (BENCHMARKS.md, 2026-11-27).
-        let cap = size;
+        let cap = pipe.capacity();
         Ok(PipeRelay {
-            read,
-            write,
+            pipe,
             len: 0,
             cap,
             stalled: false,
         })
-    }
-
-    fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
-        loop {
-            // SAFETY: both descriptors are open; null offsets (sockets and
-            // pipes have none).
-            let n = unsafe {
-                libc::splice(
-                    from,
-                    std::ptr::null_mut(),
-                    to,
-                    std::ptr::null_mut(),
-                    len,
-                    SPLICE_FLAGS,
-                )
-            };
-            if n >= 0 {
-                return Ok(n as usize);
-            }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-        }
     }
 
     /// Socket -> pipe. A short splice does not prove the socket drained (the
@@ -188,7 +146,7 @@ impl PipeRelay {
         if space == 0 || self.stalled {
             return Ok((0, false));
         }
-        match PipeRelay::splice(src.as_raw_fd(), self.write.as_raw_fd(), space) {
+        match splice(src.as_raw_fd(), self.pipe.write.as_raw_fd(), space, false) {
             Ok(0) => Ok((0, true)),
             Ok(n) => {
                 self.len += n;
@@ -208,7 +166,7 @@ impl PipeRelay {
 
     /// Pipe -> socket; clears `writable` on a short splice or `EAGAIN`.
     fn drain(&mut self, dst: &TcpStream, writable: &mut bool) -> io::Result<usize> {
-        match PipeRelay::splice(self.read.as_raw_fd(), dst.as_raw_fd(), self.len) {
+        match splice(self.pipe.read.as_raw_fd(), dst.as_raw_fd(), self.len, false) {
             Ok(n) => {
                 if n < self.len {
                     *writable = false;
