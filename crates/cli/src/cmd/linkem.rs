@@ -266,7 +266,7 @@ fn report_text(r: &Report) -> String {
         ("right->left", &r.right_to_left),
     ] {
         s += &format!(
-            "  {name}: {} packets in, {} forwarded ({} segments, {} bytes), dropped: {} loss, {} queue, {} overflow, {} at the TUN; {} write errors; late p50 {} us p99 {} us\n",
+            "  {name}: {} packets in, {} forwarded ({} segments, {} bytes), dropped: {} loss, {} queue, {} overflow, {}; {} write errors; late p50 {} us p99 {} us\n",
             d.model.offered_packets,
             d.forwarded_packets,
             d.forwarded_segments,
@@ -274,8 +274,10 @@ fn report_text(r: &Report) -> String {
             d.model.dropped_loss,
             d.model.dropped_queue,
             d.dropped_overflow,
-            d.dropped_at_tun
-                .map_or_else(|| "?".to_string(), |n| n.to_string()),
+            d.dropped_at_tun.map_or_else(
+                || "TUN drops not readable".to_string(),
+                |n| format!("{n} at the TUN")
+            ),
             d.write_errors,
             d.lateness.p50_us,
             d.lateness.p99_us,
