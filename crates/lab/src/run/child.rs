@@ -109,3 +109,54 @@ fn read_banner(child: &mut Child) -> anyhow::Result<SocketAddr> {
         }
     }
 }
+
+/// The line of log file `path` that says why its program stopped (see
+/// [`telling_line`]); `None` when the log is missing or says nothing.
+pub(crate) fn log_line(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| telling_line(&text))
+}
+
+/// [`log_line`] for an error message, or where to look when it says nothing.
+pub(crate) fn log_reason(path: &Path) -> String {
+    log_line(path).unwrap_or_else(|| format!("(see {})", path.display()))
+}
+
+/// The line of a log that says why a program stopped: the first that reads
+/// as an error (HAProxy's `[ALERT]`, nginx's `[emerg]`, an `error:`), else
+/// the last non-empty one; trimmed and cut to 300 characters.
+pub(crate) fn telling_line(text: &str) -> Option<String> {
+    let lines = || text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let is_error = |l: &&str| {
+        let l = l.to_ascii_lowercase();
+        l.contains("[alert]") || l.contains("[emerg]") || l.contains("error")
+    };
+    let line = lines().find(is_error).or_else(|| lines().next_back())?;
+    Some(line.chars().take(300).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::telling_line;
+
+    #[test]
+    fn the_first_error_line_explains_an_early_exit() {
+        let haproxy = "[NOTICE] haproxy version is 2.6.12\n\
+            [ALERT] parsing [h.cfg:3] : 'nbthread' value must be between 1 and 64 (was 200)\n\
+            [ALERT] Fatal errors found in configuration.\n\n";
+        assert_eq!(
+            telling_line(haproxy).as_deref(),
+            Some("[ALERT] parsing [h.cfg:3] : 'nbthread' value must be between 1 and 64 (was 200)")
+        );
+        let nginx = "nginx: [emerg] bind() to 127.0.0.1:80 failed (98: Address in use)\n";
+        assert!(telling_line(nginx).unwrap().contains("bind()"));
+        // Nothing reads as an error: the last thing said.
+        assert_eq!(
+            telling_line("starting\n  stopped \n").as_deref(),
+            Some("stopped")
+        );
+        assert_eq!(telling_line("\n  \n"), None);
+        assert_eq!(telling_line(&"x".repeat(1000)).map(|l| l.len()), Some(300));
+    }
+}

@@ -5,7 +5,7 @@
 //! writes one JSON file per point, whole. Every child is stopped on every
 //! exit path (a guard per process, and the kernel's parent-death signal).
 
-use super::child::die_with_parent;
+use super::child::{die_with_parent, log_reason};
 use super::{unix_now, Progress, RunError, SweepOutcome, SweepRequest};
 use crate::{
     ClientFigures, LoadgenDir, LoadgenExperiment, LoadgenInfo, LoadgenParams, LoadgenPoint, Rate,
@@ -245,7 +245,7 @@ fn run_point(ctx: &PointCtx, p: &LoadgenParams) -> anyhow::Result<Option<Loadgen
             format!(
                 "the client {} left no result ({})",
                 c.log.display(),
-                last_line(&c.log)
+                log_reason(&c.log)
             )
         })?;
         if result.interrupted {
@@ -369,19 +369,6 @@ fn describe_cmd(cmd: &Command) -> Vec<String> {
         .collect()
 }
 
-/// The last non-empty line of a log, for error messages.
-fn last_line(path: &Path) -> String {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| format!("see {}", path.display()))
-}
-
 /// A child process, stopped (then killed) on drop.
 struct Proc {
     child: Child,
@@ -434,7 +421,7 @@ impl Proc {
             proc.stop(libc::SIGKILL);
             bail!(
                 "connlab serve did not start (first line {line:?}; {})",
-                last_line(log)
+                log_reason(log)
             );
         }
         Ok(proc)

@@ -7,7 +7,7 @@
 //! are skipped when the same sweep is run again, so an interrupted sweep
 //! resumes.
 
-use super::child::{die_with_parent, signal, ServerChild};
+use super::child::{die_with_parent, log_reason, signal, ServerChild};
 use super::{unix_now, Progress, RunError, SweepOutcome, SweepRequest};
 use crate::{Experiment, PointParams, PointResult, SweepDir, SweepInfo, TopologyInfo};
 use crate::{POINT_SCHEMA, SWEEP_SCHEMA};
@@ -337,12 +337,12 @@ impl PointContext<'_> {
                 Some(code) => warnings.push(format!(
                     "shard {} exited with status {code}: {}",
                     i + 1,
-                    last_line(&log)
+                    log_reason(&log)
                 )),
                 None => warnings.push(format!(
                     "shard {} was killed after the point's deadline: {}",
                     i + 1,
-                    last_line(&log)
+                    log_reason(&log)
                 )),
             }
             if file.exists() {
@@ -433,19 +433,6 @@ fn stop_all(children: &mut [Child]) {
 
 fn log_file(path: &Path) -> anyhow::Result<File> {
     File::create(path).with_context(|| format!("creating {}", path.display()))
-}
-
-/// The last non-empty line of a log, for error messages.
-fn last_line(path: &Path) -> String {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| format!("(see {})", path.display()))
 }
 
 /// True when the point's file exists, reads, and has these parameters.

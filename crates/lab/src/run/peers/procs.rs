@@ -2,7 +2,7 @@
 //! their CPU time read from `/proc`, stopped on drop.
 
 use super::{GRACE, READY};
-use crate::run::child::die_with_parent;
+use crate::run::child::{die_with_parent, log_line};
 use anyhow::{bail, Context};
 use connlab_os::process::{parent_pid, process_tree, processes_cpu_s};
 use std::fs::File;
@@ -49,9 +49,7 @@ pub(super) fn wait_ready(proc: &mut Proc, addr: SocketAddr, body_bytes: u64) -> 
 /// The error of a process that exited before it served: its status, the
 /// last line it logged (usually why) and where the whole log is.
 fn exited_at_start(proc: &Proc, status: std::process::ExitStatus) -> anyhow::Error {
-    let said = std::fs::read_to_string(&proc.log)
-        .ok()
-        .and_then(|text| telling_line(&text))
+    let said = log_line(&proc.log)
         .map(|line| format!(": {line}"))
         .unwrap_or_default();
     anyhow::anyhow!(
@@ -59,19 +57,6 @@ fn exited_at_start(proc: &Proc, status: std::process::ExitStatus) -> anyhow::Err
         proc.name,
         proc.log.display()
     )
-}
-
-/// The line of a log that says why a program stopped: the first that reads
-/// as an error (HAProxy's `[ALERT]`, nginx's `[emerg]`, an `error:`), else
-/// the last non-empty one; trimmed and cut to 300 characters.
-fn telling_line(text: &str) -> Option<String> {
-    let lines = || text.lines().map(str::trim).filter(|l| !l.is_empty());
-    let is_error = |l: &&str| {
-        let l = l.to_ascii_lowercase();
-        l.contains("[alert]") || l.contains("[emerg]") || l.contains("error")
-    };
-    let line = lines().find(is_error).or_else(|| lines().next_back())?;
-    Some(line.chars().take(300).collect())
 }
 
 /// Waits until `addr` accepts a TCP connection, or fails once `proc` has
@@ -245,30 +230,5 @@ impl Proc {
 impl Drop for Proc {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::telling_line;
-
-    #[test]
-    fn the_first_error_line_explains_an_early_exit() {
-        let haproxy = "[NOTICE] haproxy version is 2.6.12\n\
-            [ALERT] parsing [h.cfg:3] : 'nbthread' value must be between 1 and 64 (was 200)\n\
-            [ALERT] Fatal errors found in configuration.\n\n";
-        assert_eq!(
-            telling_line(haproxy).as_deref(),
-            Some("[ALERT] parsing [h.cfg:3] : 'nbthread' value must be between 1 and 64 (was 200)")
-        );
-        let nginx = "nginx: [emerg] bind() to 127.0.0.1:80 failed (98: Address in use)\n";
-        assert!(telling_line(nginx).unwrap().contains("bind()"));
-        // Nothing reads as an error: the last thing said.
-        assert_eq!(
-            telling_line("starting\n  stopped \n").as_deref(),
-            Some("stopped")
-        );
-        assert_eq!(telling_line("\n  \n"), None);
-        assert_eq!(telling_line(&"x".repeat(1000)).map(|l| l.len()), Some(300));
     }
 }

@@ -1,12 +1,13 @@
 //! The processes of a run: started in a namespace, guarded, stopped on drop.
 
+use crate::run::child::log_reason;
 use anyhow::{bail, Context};
 use connlab_os::Shutdown;
 use std::ffi::OsStr;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
@@ -44,7 +45,7 @@ impl Proc {
                 if s.success() {
                     return Ok(());
                 }
-                bail!("{} exited with {s}: {}", self.name, last_line(&self.log));
+                bail!("{} exited with {s}: {}", self.name, log_reason(&self.log));
             }
             if shutdown.requested() {
                 self.stop(Duration::from_secs(2));
@@ -55,7 +56,7 @@ impl Proc {
                 bail!(
                     "{} did not finish in time: {}",
                     self.name,
-                    last_line(&self.log)
+                    log_reason(&self.log)
                 );
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -67,18 +68,6 @@ impl Drop for Proc {
     fn drop(&mut self) {
         self.stop(Duration::from_secs(10));
     }
-}
-
-pub(super) fn last_line(path: &Path) -> String {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| format!("(see {})", path.display()))
 }
 
 /// A command that enters network namespace `ns`, pins itself to `cpu` and

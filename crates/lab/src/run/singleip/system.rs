@@ -1,8 +1,9 @@
 //! Starting the processes of a point: linkem, the system under test (I/O
 //! server, NAT or HAProxy) and its nodes, and waiting until they answer.
 
-use super::procs::{last_line, ns_command, Proc};
+use super::procs::{ns_command, Proc};
 use super::{node_addr, Ctx, LinkSpecArgs, FRONT_NODE_SIDE, NODE_PORT, PORT, SERVER_PORT, VIP};
+use crate::run::child::log_reason;
 use crate::System;
 use anyhow::{bail, Context};
 use connlab_os::netns::run_in_namespace;
@@ -50,10 +51,10 @@ impl Ctx<'_> {
                     break;
                 }
                 if let Some(s) = p.child.try_wait()? {
-                    bail!("{} exited ({s}) at start: {}", p.name, last_line(log));
+                    bail!("{} exited ({s}) at start: {}", p.name, log_reason(log));
                 }
                 if Instant::now() > deadline || self.shutdown.requested() {
-                    bail!("{}: no {ready:?} within 20 s: {}", p.name, last_line(log));
+                    bail!("{}: no {ready:?} within 20 s: {}", p.name, log_reason(log));
                 }
                 std::thread::sleep(Duration::from_millis(25));
             }
@@ -234,7 +235,7 @@ impl Ctx<'_> {
             }
             for p in procs.iter_mut() {
                 if let Some(s) = p.child.try_wait()? {
-                    bail!("{} exited ({s}): {}", p.name, last_line(&p.log));
+                    bail!("{} exited ({s}): {}", p.name, log_reason(&p.log));
                 }
             }
             if Instant::now() > deadline || self.shutdown.requested() {
