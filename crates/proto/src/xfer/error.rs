@@ -365,8 +365,9 @@ pub enum LocalError {
         /// The refused call.
         op: &'static str,
     },
-    /// A frame field is too large to encode (DATA over [`MAX_PAYLOAD`](super::MAX_PAYLOAD),
-    /// text over [`MAX_TEXT`](super::MAX_TEXT), a window over 2^31 - 1).
+    /// A frame field is too large to encode (DATA over the version's limit,
+    /// [`max_data_payload`](super::max_data_payload), text over
+    /// [`MAX_TEXT`](super::MAX_TEXT), a window over 2^31 - 1).
     #[error("{what} of {len} is over the limit of {max}")]
     TooLarge {
         /// The field.

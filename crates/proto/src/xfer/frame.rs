@@ -1,14 +1,18 @@
 //! The frame codec: [`Frame::encode`] and the incremental [`FrameDecoder`],
 //! the one checked way in from untrusted bytes. The decoder keeps at most one
 //! 12-byte header and, once the header is validated against its type's
-//! payload range, at most [`MAX_PAYLOAD`] payload bytes.
+//! payload range in the negotiated version, at most one payload: up to
+//! [`MAX_PAYLOAD`] bytes in version 1 and before the version is known, up
+//! to [`MAX_DATA_PAYLOAD_V2`] for DATA in version 2.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+#[cfg(doc)]
+use super::MAX_DATA_PAYLOAD_V2;
 use super::{
-    ErrorCode, LocalError, Role, SockOpt, StreamId, XferError, FLAGS_AT, HEADER_LEN, LEN_AT, MAGIC,
-    MAX_PAYLOAD, MAX_TEXT, RESERVED_AT, STREAM_AT, TYPE_AT,
+    max_data_payload, ErrorCode, LocalError, Role, SockOpt, StreamId, XferError, FLAGS_AT,
+    HEADER_LEN, LEN_AT, MAGIC, MAX_PAYLOAD, MAX_TEXT, RESERVED_AT, STREAM_AT, TYPE_AT,
 };
 
 /// A frame's type, the byte at header offset 4.
@@ -109,7 +113,8 @@ impl FrameKind {
         }
     }
 
-    /// The valid payload lengths of the type.
+    /// The valid payload lengths of the type in version 1 (and before a
+    /// version is negotiated).
     pub fn payload_range(self) -> (u32, u32) {
         let text = 4 + MAX_TEXT as u32;
         match self {
@@ -126,6 +131,16 @@ impl FrameKind {
             FrameKind::Data => (0, MAX_PAYLOAD as u32),
             FrameKind::Fin => (0, 0),
             FrameKind::SetOpt => (8, 8),
+        }
+    }
+
+    /// The valid payload lengths of the type in protocol `version`: as in
+    /// version 1 ([`FrameKind::payload_range`]) but for DATA, which takes up
+    /// to [`max_data_payload`]`(version)` bytes.
+    pub fn payload_range_in(self, version: u16) -> (u32, u32) {
+        match self {
+            FrameKind::Data => (0, max_data_payload(version) as u32),
+            kind => kind.payload_range(),
         }
     }
 
@@ -345,7 +360,8 @@ pub enum Frame {
     Data {
         /// The stream.
         stream: StreamId,
-        /// The bytes, at most [`MAX_PAYLOAD`].
+        /// The bytes, at most [`MAX_PAYLOAD`] in version 1 and
+        /// [`MAX_DATA_PAYLOAD_V2`] in version 2.
         bytes: Vec<u8>,
     },
     /// The sender will send no more DATA on `stream`.
@@ -421,13 +437,20 @@ impl Frame {
         }
     }
 
-    /// Appends the frame, header and payload, to `dst` and returns its length.
+    /// Appends the frame, header and payload, to `dst` and returns its length,
+    /// within the limits of version 1 (as before any version is negotiated).
     /// Refuses, appending nothing, frames the decoder would reject: DATA over
     /// [`MAX_PAYLOAD`], text over [`MAX_TEXT`], a stream frame on stream 0 or
     /// a connection frame on another stream, port 0 in LISTEN and UNLISTEN,
     /// a CREDIT of 0 or over 2^31 - 1.
     pub fn encode(&self, dst: &mut Vec<u8>) -> Result<usize, LocalError> {
-        self.check()?;
+        self.encode_for(1, dst)
+    }
+
+    /// [`Frame::encode`] within the limits of protocol `version`: the same
+    /// but for DATA, which may carry [`max_data_payload`]`(version)` bytes.
+    pub fn encode_for(&self, version: u16, dst: &mut Vec<u8>) -> Result<usize, LocalError> {
+        self.check(max_data_payload(version))?;
         let start = dst.len();
         dst.extend_from_slice(&[0; HEADER_LEN]);
         dst[start + TYPE_AT] = self.kind() as u8;
@@ -482,7 +505,8 @@ impl Frame {
             }
         }
         let len = dst.len() - start - HEADER_LEN;
-        // `check` bounded every payload by MAX_PAYLOAD, so the length fits.
+        // `check` bounded every payload by MAX_DATA_PAYLOAD_V2 at most, so
+        // the length fits.
         dst[start + LEN_AT..start + LEN_AT + 4].copy_from_slice(&(len as u32).to_be_bytes());
         Ok(dst.len() - start)
     }
@@ -490,17 +514,29 @@ impl Frame {
     /// Appends a DATA frame carrying `bytes` on `stream` to `dst`, as
     /// [`Frame::encode`] of a `Frame::Data` would, without first copying the
     /// payload into a frame (the relay's hot path). Refuses, appending
-    /// nothing, stream 0 and payloads over [`MAX_PAYLOAD`].
+    /// nothing, stream 0 and payloads over [`MAX_PAYLOAD`] (version 1).
     pub fn encode_data(
         stream: StreamId,
         bytes: &[u8],
         dst: &mut Vec<u8>,
     ) -> Result<usize, LocalError> {
-        if bytes.len() > MAX_PAYLOAD {
+        Frame::encode_data_for(1, stream, bytes, dst)
+    }
+
+    /// [`Frame::encode_data`] within the limits of protocol `version`:
+    /// payloads up to [`max_data_payload`]`(version)` bytes.
+    pub fn encode_data_for(
+        version: u16,
+        stream: StreamId,
+        bytes: &[u8],
+        dst: &mut Vec<u8>,
+    ) -> Result<usize, LocalError> {
+        let max = max_data_payload(version);
+        if bytes.len() > max {
             return Err(LocalError::TooLarge {
                 what: "DATA payload",
                 len: bytes.len() as u64,
-                max: MAX_PAYLOAD as u64,
+                max: max as u64,
             });
         }
         if stream == StreamId::CONNECTION {
@@ -517,7 +553,8 @@ impl Frame {
     }
 
     /// The header of a DATA frame of `len` payload bytes on `stream`,
-    /// unchecked (callers check the stream and `len <= MAX_PAYLOAD`).
+    /// unchecked (callers check the stream and `len` against the negotiated
+    /// version's limit).
     pub(crate) fn data_header(stream: StreamId, len: u32) -> [u8; HEADER_LEN] {
         let mut header = [0u8; HEADER_LEN];
         header[LEN_AT..LEN_AT + 4].copy_from_slice(&len.to_be_bytes());
@@ -526,8 +563,8 @@ impl Frame {
         header
     }
 
-    /// The limits [`Frame::encode`] enforces.
-    fn check(&self) -> Result<(), LocalError> {
+    /// The limits [`Frame::encode_for`] enforces, DATA payloads up to `max_data`.
+    fn check(&self, max_data: usize) -> Result<(), LocalError> {
         let too_large = |what, len: usize, max: usize| {
             Err(LocalError::TooLarge {
                 what,
@@ -536,8 +573,8 @@ impl Frame {
             })
         };
         match self {
-            Frame::Data { bytes, .. } if bytes.len() > MAX_PAYLOAD => {
-                return too_large("DATA payload", bytes.len(), MAX_PAYLOAD)
+            Frame::Data { bytes, .. } if bytes.len() > max_data => {
+                return too_large("DATA payload", bytes.len(), max_data)
             }
             Frame::GoAway { reason: text, .. } | Frame::Error { message: text, .. }
                 if text.len() > MAX_TEXT =>
@@ -588,7 +625,12 @@ fn put_ip(dst: &mut Vec<u8>, ip: IpAddr) {
 
 /// Splits a byte stream into checked [`Frame`]s. Bytes may arrive in any
 /// chunking; after an error every later call returns the same error.
-#[derive(Clone, Debug, Default)]
+///
+/// A new decoder checks lengths against version 1's limits, which hold for
+/// the handshake frames whatever the version; once the version is
+/// negotiated, [`FrameDecoder::set_version`] switches to its limits (DATA up
+/// to [`MAX_DATA_PAYLOAD_V2`] in version 2).
+#[derive(Clone, Debug)]
 pub struct FrameDecoder {
     header: [u8; HEADER_LEN],
     /// Header bytes of the current frame received so far.
@@ -600,28 +642,76 @@ pub struct FrameDecoder {
     /// Offset of the frame being assembled (or just returned).
     frame_start: u64,
     failed: Option<XferError>,
+    /// The protocol version whose limits apply (1 until negotiated).
+    version: u16,
     /// Buffers of consumed DATA payloads given back
-    /// ([`FrameDecoder::recycle`]), each of capacity at most [`MAX_PAYLOAD`].
+    /// ([`FrameDecoder::recycle`]), each of capacity at most the version's
+    /// DATA limit.
     spare: Vec<Vec<u8>>,
+    /// The capacity of the buffers in `spare`, in bytes.
+    spare_bytes: usize,
 }
 
-/// Payload buffers a decoder keeps for reuse at most (1 MiB of 16 KiB ones).
-const MAX_SPARE: usize = 64;
+/// Bytes of payload buffers a decoder keeps for reuse at most: 1 MiB, 64
+/// buffers of 16 KiB or 4 of 256 KiB.
+const MAX_SPARE_BYTES: usize = 64 * MAX_PAYLOAD;
+
+impl Default for FrameDecoder {
+    fn default() -> FrameDecoder {
+        FrameDecoder {
+            header: [0; HEADER_LEN],
+            filled: 0,
+            body: None,
+            consumed: 0,
+            frame_start: 0,
+            failed: None,
+            version: 1,
+            spare: Vec::new(),
+            spare_bytes: 0,
+        }
+    }
+}
 
 #[derive(Clone, Debug)]
 struct Body {
     kind: FrameKind,
     stream: u32,
     len: usize,
-    /// Payload bytes so far; capacity at most `len` (checked <= MAX_PAYLOAD),
-    /// or for DATA at most MAX_PAYLOAD (see `FrameDecoder::data_buffer`).
+    /// Payload bytes so far; capacity at most `len` (checked against the
+    /// version's limit), or for DATA at most the larger of `len` and the
+    /// capacity of a recycled buffer (see `FrameDecoder::data_buffer`).
     buf: Vec<u8>,
 }
 
 impl FrameDecoder {
-    /// A decoder at the start of a connection.
+    /// A decoder at the start of a connection, with version 1's limits.
     pub fn new() -> FrameDecoder {
         FrameDecoder::default()
+    }
+
+    /// A decoder at the start of a connection whose version is already
+    /// known (tests, tools reading one direction of a captured connection).
+    pub fn with_version(version: u16) -> FrameDecoder {
+        let mut decoder = FrameDecoder::new();
+        decoder.set_version(version);
+        decoder
+    }
+
+    /// Applies the limits of protocol `version` to the frames from now on
+    /// (a session calls it once the handshake has chosen the version; 0 or
+    /// 1 mean version 1's limits).
+    pub fn set_version(&mut self, version: u16) {
+        self.version = version.max(1);
+    }
+
+    /// The protocol version whose limits the decoder applies.
+    pub fn version(&self) -> u16 {
+        self.version
+    }
+
+    /// The largest DATA payload the decoder accepts now.
+    pub fn max_data_payload(&self) -> usize {
+        max_data_payload(self.version)
     }
 
     /// Consumes bytes from the front of `input` up to the end of the next
@@ -641,25 +731,32 @@ impl FrameDecoder {
 
     /// Takes back the buffer of a DATA payload this decoder returned, once
     /// its bytes are consumed: a later DATA payload is copied into it instead
-    /// of a new allocation. Buffers under half or over [`MAX_PAYLOAD`] of
-    /// capacity (small or merged payloads) and more than a few dozen are
-    /// dropped.
+    /// of a new allocation. Buffers under half of [`MAX_PAYLOAD`] or over the
+    /// version's DATA limit of capacity (small or merged payloads), and
+    /// buffers beyond 1 MiB kept in all, are dropped.
     pub fn recycle(&mut self, mut buf: Vec<u8>) {
         let cap = buf.capacity();
-        if self.spare.len() < MAX_SPARE && (MAX_PAYLOAD / 2..=MAX_PAYLOAD).contains(&cap) {
+        if self.spare_bytes + cap <= MAX_SPARE_BYTES
+            && (MAX_PAYLOAD / 2..=self.max_data_payload()).contains(&cap)
+        {
             buf.clear();
+            self.spare_bytes += cap;
             self.spare.push(buf);
         }
     }
 
-    /// A buffer for a DATA payload of `len` bytes: a recycled one if any,
-    /// else a new one, of [`MAX_PAYLOAD`] capacity when `len` is at least
-    /// half that (so it can be recycled for any later payload; at most
+    /// A buffer for a DATA payload of `len` bytes: a recycled one if any
+    /// (grown by the caller if `len` exceeds it), else a new one, of
+    /// [`MAX_PAYLOAD`] capacity when `len` is at least half that and at most
+    /// that (so it can be recycled for any later version 1 payload; at most
     /// twice the bytes it holds), else of `len`.
     fn data_buffer(&mut self, len: usize) -> Vec<u8> {
         match self.spare.pop() {
-            Some(buf) => buf,
-            None if len >= MAX_PAYLOAD / 2 => Vec::with_capacity(MAX_PAYLOAD),
+            Some(buf) => {
+                self.spare_bytes -= buf.capacity();
+                buf
+            }
+            None if len >= MAX_PAYLOAD / 2 => Vec::with_capacity(len.max(MAX_PAYLOAD)),
             None => Vec::with_capacity(len),
         }
     }
@@ -701,7 +798,7 @@ impl FrameDecoder {
                 return Ok(None);
             }
             self.filled = 0;
-            let (kind, stream, len) = check_header(&self.header, self.frame_start)?;
+            let (kind, stream, len) = check_header(&self.header, self.frame_start, self.version)?;
             self.body = Some(Body {
                 kind,
                 stream,
@@ -771,8 +868,13 @@ impl FrameDecoder {
     }
 }
 
-/// Checks a frame header; returns the type, stream id and payload length.
-fn check_header(h: &[u8; HEADER_LEN], offset: u64) -> Result<(FrameKind, u32, usize), XferError> {
+/// Checks a frame header against the limits of `version`; returns the type,
+/// stream id and payload length.
+fn check_header(
+    h: &[u8; HEADER_LEN],
+    offset: u64,
+    version: u16,
+) -> Result<(FrameKind, u32, usize), XferError> {
     let frame_type = h[TYPE_AT];
     let kind = FrameKind::from_byte(frame_type)
         .ok_or(XferError::UnknownFrameType { offset, frame_type })?;
@@ -796,7 +898,7 @@ fn check_header(h: &[u8; HEADER_LEN], offset: u64) -> Result<(FrameKind, u32, us
         });
     }
     let len = be_u32(h, LEN_AT);
-    let (min, max) = kind.payload_range();
+    let (min, max) = kind.payload_range_in(version);
     if !(min..=max).contains(&len) {
         return Err(XferError::BadLength {
             offset,
@@ -1003,6 +1105,7 @@ fn received_text(bytes: &[u8]) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::xfer::MAX_DATA_PAYLOAD_V2;
     use proptest::prelude::*;
 
     /// CREDIT of 4096 bytes on stream 3 (`docs/transfer-protocol.md` example).
@@ -1376,6 +1479,182 @@ pub(crate) mod tests {
         assert_eq!(bytes.capacity(), MAX_PAYLOAD);
     }
 
+    /// A DATA frame of `len` bytes on stream 1, as version 2 encodes it.
+    fn data_v2(len: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        Frame::encode_data_for(2, StreamId(1), &vec![0x5a; len], &mut out).unwrap();
+        out
+    }
+
+    /// Decodes whole frames with a decoder at `version`.
+    fn decode_all_in(version: u16, mut bytes: &[u8]) -> Result<Vec<Frame>, XferError> {
+        let mut decoder = FrameDecoder::with_version(version);
+        let mut frames = Vec::new();
+        while let Some(frame) = decoder.decode(&mut bytes)? {
+            frames.push(frame);
+        }
+        decoder.finish()?;
+        Ok(frames)
+    }
+
+    #[test]
+    fn data_limits_follow_the_version() {
+        assert_eq!(FrameKind::Data.payload_range(), (0, 16_384));
+        assert_eq!(FrameKind::Data.payload_range_in(1), (0, 16_384));
+        assert_eq!(FrameKind::Data.payload_range_in(2), (0, 262_144));
+        for kind in FrameKind::ALL {
+            if kind != FrameKind::Data {
+                assert_eq!(kind.payload_range_in(2), kind.payload_range(), "{kind}");
+            }
+        }
+        assert_eq!(FrameDecoder::new().version(), 1);
+        assert_eq!(FrameDecoder::new().max_data_payload(), MAX_PAYLOAD);
+        assert_eq!(FrameDecoder::with_version(2).max_data_payload(), 262_144);
+    }
+
+    #[test]
+    fn a_version_1_decoder_refuses_a_data_payload_of_16385_bytes() {
+        let bytes = data_v2(MAX_PAYLOAD + 1);
+        for version in [0, 1] {
+            let err = decode_all_in(version, &bytes).unwrap_err();
+            assert_eq!(
+                err,
+                XferError::BadLength {
+                    offset: 0,
+                    kind: FrameKind::Data,
+                    len: 16_385,
+                    min: 0,
+                    max: 16_384
+                }
+            );
+            assert_eq!(err.code(), ErrorCode::FRAME_SIZE);
+        }
+        // And before any version is set, as for the handshake frames.
+        assert!(decode_all(&bytes).is_err());
+    }
+
+    #[test]
+    fn a_version_2_decoder_takes_64_kib_and_256_kib_data_payloads() {
+        for len in [MAX_PAYLOAD + 1, 64 * 1024, MAX_DATA_PAYLOAD_V2] {
+            let frames = decode_all_in(2, &data_v2(len)).unwrap();
+            assert_eq!(
+                frames,
+                [Frame::Data {
+                    stream: StreamId(1),
+                    bytes: vec![0x5a; len]
+                }]
+            );
+        }
+    }
+
+    #[test]
+    fn a_version_2_decoder_refuses_a_data_payload_over_262144_bytes() {
+        let mut bytes = data_v2(MAX_DATA_PAYLOAD_V2);
+        bytes[LEN_AT..LEN_AT + 4].copy_from_slice(&(262_145u32).to_be_bytes());
+        bytes.push(0);
+        let err = decode_all_in(2, &bytes).unwrap_err();
+        assert_eq!(
+            err,
+            XferError::BadLength {
+                offset: 0,
+                kind: FrameKind::Data,
+                len: 262_145,
+                min: 0,
+                max: 262_144
+            }
+        );
+        assert_eq!(err.code(), ErrorCode::FRAME_SIZE);
+    }
+
+    #[test]
+    fn version_2_keeps_every_other_frames_limits() {
+        // A GOAWAY one byte over its version 1 range is refused at version 2 too.
+        let mut bytes = encode(&Frame::GoAway {
+            code: ErrorCode::NO_ERROR,
+            reason: "a".repeat(MAX_TEXT),
+        });
+        let len = (4 + MAX_TEXT + 1) as u32;
+        bytes[LEN_AT..LEN_AT + 4].copy_from_slice(&len.to_be_bytes());
+        bytes.push(b'a');
+        assert!(matches!(
+            decode_all_in(2, &bytes),
+            Err(XferError::BadLength {
+                kind: FrameKind::GoAway,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn set_version_applies_to_the_frames_after_it() {
+        let big = data_v2(20_000);
+        let mut bytes = encode(&Frame::Ping { data: 9 });
+        bytes.extend_from_slice(&big);
+        let mut d = FrameDecoder::new();
+        let mut input = &bytes[..];
+        assert_eq!(d.decode(&mut input), Ok(Some(Frame::Ping { data: 9 })));
+        d.set_version(2);
+        assert!(matches!(d.decode(&mut input), Ok(Some(Frame::Data { .. }))));
+        assert!(input.is_empty());
+    }
+
+    #[test]
+    fn encode_for_checks_the_versions_data_limit() {
+        let mut out = Vec::new();
+        let frame = |len| Frame::Data {
+            stream: StreamId(1),
+            bytes: vec![1; len],
+        };
+        assert!(frame(MAX_PAYLOAD + 1).encode(&mut out).is_err());
+        assert!(frame(MAX_PAYLOAD + 1).encode_for(1, &mut out).is_err());
+        assert!(frame(MAX_DATA_PAYLOAD_V2 + 1)
+            .encode_for(2, &mut out)
+            .is_err());
+        assert!(Frame::encode_data(StreamId(1), &[0; MAX_PAYLOAD + 1], &mut out).is_err());
+        assert!(
+            Frame::encode_data_for(2, StreamId(1), &[0; MAX_DATA_PAYLOAD_V2 + 1], &mut out)
+                .is_err()
+        );
+        assert!(out.is_empty(), "nothing appended on refusal");
+        let n = frame(MAX_DATA_PAYLOAD_V2).encode_for(2, &mut out).unwrap();
+        assert_eq!(n, HEADER_LEN + MAX_DATA_PAYLOAD_V2);
+        assert_eq!(out[..4], (262_144u32).to_be_bytes());
+        let mut direct = Vec::new();
+        Frame::encode_data_for(2, StreamId(1), &[1; MAX_DATA_PAYLOAD_V2], &mut direct).unwrap();
+        assert_eq!(out, direct);
+    }
+
+    #[test]
+    fn large_version_2_payloads_reuse_recycled_buffers_within_a_byte_budget() {
+        let mut d = FrameDecoder::with_version(2);
+        let payload = |d: &mut FrameDecoder, len: usize| {
+            let bytes = data_v2(len);
+            let Some(Frame::Data { bytes, .. }) = d.decode(&mut &bytes[..]).unwrap() else {
+                panic!("DATA expected");
+            };
+            bytes
+        };
+        let first = payload(&mut d, 64 * 1024);
+        assert!(first.capacity() >= 64 * 1024);
+        let at = first.as_ptr();
+        d.recycle(first);
+        let second = payload(&mut d, 64 * 1024);
+        assert_eq!(second.as_ptr(), at, "the recycled buffer is reused");
+        // At most 1 MiB is kept: four 256 KiB buffers, not five.
+        let held: Vec<Vec<u8>> = (0..5)
+            .map(|_| payload(&mut d, MAX_DATA_PAYLOAD_V2))
+            .collect();
+        for buf in held {
+            d.recycle(buf);
+        }
+        assert_eq!(d.spare.len(), 4);
+        assert_eq!(d.spare_bytes, 4 * MAX_DATA_PAYLOAD_V2);
+        // A version 1 decoder drops buffers over its limit.
+        let mut v1 = FrameDecoder::new();
+        v1.recycle(Vec::with_capacity(64 * 1024));
+        assert!(v1.spare.is_empty());
+    }
+
     #[test]
     fn reports_a_truncated_frame_at_eof() {
         let bytes = encode(&examples()[0]);
@@ -1519,7 +1798,78 @@ pub(crate) mod tests {
         ]
     }
 
+    /// A frame as version 2 may send it: any frame, or DATA of any length
+    /// up to [`MAX_DATA_PAYLOAD_V2`] (one fill byte, so large ones are cheap).
+    pub(crate) fn frame_v2() -> impl Strategy<Value = Frame> {
+        prop_oneof![
+            3 => frame(),
+            1 => (
+                1..=u32::MAX,
+                prop_oneof![
+                    Just(0usize),
+                    Just(MAX_PAYLOAD),
+                    Just(MAX_PAYLOAD + 1),
+                    Just(MAX_DATA_PAYLOAD_V2),
+                    0..=MAX_DATA_PAYLOAD_V2
+                ],
+                any::<u8>()
+            )
+                .prop_map(|(s, len, fill)| Frame::Data {
+                    stream: StreamId(s),
+                    bytes: vec![fill; len],
+                }),
+        ]
+    }
+
     proptest! {
+        #[test]
+        fn decode_inverts_encode_at_version_2(frame in frame_v2()) {
+            let mut bytes = Vec::new();
+            frame.encode_for(2, &mut bytes).unwrap();
+            prop_assert_eq!(decode_all_in(2, &bytes), Ok(vec![frame]));
+        }
+
+        #[test]
+        fn any_chunking_decodes_the_same_frames_at_version_2(
+            frames in proptest::collection::vec(frame_v2(), 1..6),
+            cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..20),
+        ) {
+            let mut bytes = Vec::new();
+            for frame in &frames {
+                frame.encode_for(2, &mut bytes).unwrap();
+            }
+            let mut points: Vec<usize> = cuts.iter().map(|c| c.index(bytes.len() + 1)).collect();
+            points.push(0);
+            points.push(bytes.len());
+            points.sort_unstable();
+            let mut decoder = FrameDecoder::with_version(2);
+            let mut decoded = Vec::new();
+            for pair in points.windows(2) {
+                let mut chunk = &bytes[pair[0]..pair[1]];
+                while let Some(frame) = decoder.decode(&mut chunk).unwrap() {
+                    if let Frame::Data { bytes, .. } = &frame {
+                        decoder.recycle(bytes.clone());
+                    }
+                    decoded.push(frame);
+                }
+                prop_assert!(chunk.is_empty());
+            }
+            prop_assert_eq!(decoder.finish(), Ok(()));
+            prop_assert_eq!(decoded, frames);
+        }
+
+        #[test]
+        fn a_data_payload_over_the_versions_limit_is_frame_size(
+            version in 1u16..=2,
+            over in 1usize..=1024,
+        ) {
+            let len = max_data_payload(version) + over;
+            let mut bytes = Frame::data_header(StreamId(1), len as u32).to_vec();
+            bytes.resize(HEADER_LEN + len, 0);
+            let err = decode_all_in(version, &bytes).unwrap_err();
+            prop_assert_eq!(err.code(), ErrorCode::FRAME_SIZE);
+        }
+
         #[test]
         fn encode_data_is_encode_of_a_data_frame(
             stream in 1u32..=u32::MAX,

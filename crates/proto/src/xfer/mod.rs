@@ -6,7 +6,9 @@
 //!
 //! - [`Frame`] is one frame; [`Frame::encode`] writes it and [`FrameDecoder`]
 //!   is the one checked way in from untrusted bytes, in any chunking, never
-//!   allocating more than [`MAX_PAYLOAD`] bytes before a frame is validated.
+//!   allocating more than one payload of the negotiated version's limit
+//!   ([`MAX_PAYLOAD`] in version 1, [`MAX_DATA_PAYLOAD_V2`] for DATA in
+//!   version 2) before a frame is validated.
 //! - [`XferSession`] is one end of a node connection, the node's or the I/O
 //!   server's ([`Role`]): bytes in, [`Event`]s out, frames to send in an output
 //!   buffer, and calls such as [`XferSession::accept`] or
@@ -41,8 +43,13 @@ pub const RESERVED_AT: usize = 6;
 /// Offset of the big-endian `u32` stream id in the frame header.
 pub const STREAM_AT: usize = 8;
 
-/// Largest payload of any frame, and so of one DATA frame, in bytes.
+/// Largest DATA payload in version 1, in bytes, and the limit before a
+/// version is negotiated. No other frame's payload comes near it in any
+/// version.
 pub const MAX_PAYLOAD: usize = 16 * 1024;
+/// Largest DATA payload in version 2, in bytes: 256 KiB. Every other frame
+/// keeps its version 1 range.
+pub const MAX_DATA_PAYLOAD_V2: usize = 256 * 1024;
 /// Largest text (UTF-8 reason or message) in GOAWAY and ERROR frames, in bytes.
 pub const MAX_TEXT: usize = 512;
 /// Largest per-stream credit a receiver may grant: 2^31 - 1 bytes.
@@ -54,7 +61,17 @@ pub const MAGIC: [u8; 4] = *b"CLXF";
 /// The lowest protocol version this implementation speaks.
 pub const MIN_VERSION: u16 = 1;
 /// The highest protocol version this implementation speaks.
-pub const MAX_VERSION: u16 = 1;
+pub const MAX_VERSION: u16 = 2;
+
+/// Largest DATA payload in protocol `version`: [`MAX_DATA_PAYLOAD_V2`] in
+/// version 2, else (version 1, or 0 for "not negotiated yet")
+/// [`MAX_PAYLOAD`].
+pub const fn max_data_payload(version: u16) -> usize {
+    match version {
+        2 => MAX_DATA_PAYLOAD_V2,
+        _ => MAX_PAYLOAD,
+    }
+}
 
 /// Which end of a node connection a session is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

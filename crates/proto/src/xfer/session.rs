@@ -8,9 +8,9 @@ use std::net::SocketAddr;
 
 use super::auth::{NODE_LABEL, SERVER_LABEL};
 use super::{
-    AuthKey, Challenge, ErrorCode, Frame, FrameDecoder, FrameKind, Hello, LocalError, Role,
-    SockOpt, StreamId, XferError, HEADER_LEN, MAX_STREAMS_LIMIT, MAX_TEXT, MAX_VERSION, MAX_WINDOW,
-    MIN_VERSION,
+    max_data_payload, AuthKey, Challenge, ErrorCode, Frame, FrameDecoder, FrameKind, Hello,
+    LocalError, Role, SockOpt, StreamId, XferError, HEADER_LEN, MAX_STREAMS_LIMIT, MAX_TEXT,
+    MAX_VERSION, MAX_WINDOW, MIN_VERSION,
 };
 use crate::Flow;
 
@@ -35,6 +35,10 @@ pub struct XferConfig {
     /// [`Event::Data`] (the application then buffers without bound); when
     /// false, the application calls [`XferSession::release`] as it consumes.
     pub auto_credit: bool,
+    /// The highest protocol version this end offers (node) or picks
+    /// (server), [`MIN_VERSION`]..=[`MAX_VERSION`]; 1 forces version 1
+    /// (16 KiB DATA payloads) for measurement and interoperability.
+    pub max_version: u16,
 }
 
 impl XferConfig {
@@ -52,6 +56,7 @@ impl XferConfig {
             initial_window: XferConfig::DEFAULT_WINDOW,
             max_streams: XferConfig::DEFAULT_MAX_STREAMS,
             auto_credit: false,
+            max_version: MAX_VERSION,
         }
     }
 }
@@ -297,7 +302,7 @@ impl XferSession {
         let mut session = XferSession::new(Role::Node, config)?;
         let hello = Hello {
             min_version: MIN_VERSION,
-            max_version: MAX_VERSION,
+            max_version: session.config.max_version,
             node_id: session.config.node_id,
             initial_window: session.config.initial_window,
             max_streams: session.config.max_streams,
@@ -318,6 +323,12 @@ impl XferSession {
             .map_err(|(value, min, max)| bad_config("initial_window", value, min, max))?;
         check_range(config.max_streams, 0, MAX_STREAMS_LIMIT)
             .map_err(|(value, min, max)| bad_config("max_streams", value, min, max))?;
+        check_range(
+            u32::from(config.max_version),
+            u32::from(MIN_VERSION),
+            u32::from(MAX_VERSION),
+        )
+        .map_err(|(value, min, max)| bad_config("max_version", value, min, max))?;
         Ok(XferSession {
             role,
             node_id: config.node_id,
@@ -423,9 +434,18 @@ impl XferSession {
         matches!(self.phase, Phase::Closed)
     }
 
-    /// The negotiated version, once established.
+    /// The negotiated version, once chosen (server: on HELLO; node: on
+    /// CHALLENGE).
     pub fn version(&self) -> Option<u16> {
         (self.version != 0).then_some(self.version)
+    }
+
+    /// The largest DATA payload of the negotiated version (version 1's
+    /// [`MAX_PAYLOAD`](super::MAX_PAYLOAD) until a version is chosen): what
+    /// [`XferSession::send_data`] cuts at and [`XferSession::send_data_header`]
+    /// takes at most.
+    pub fn max_data_payload(&self) -> usize {
+        max_data_payload(self.version)
     }
 
     /// The node's id (the server learns it from HELLO).
@@ -559,7 +579,7 @@ impl XferSession {
     }
 
     /// Queues as much of `data` as the stream's credit allows, in DATA frames
-    /// of at most [`MAX_PAYLOAD`](super::MAX_PAYLOAD) bytes, and returns how
+    /// of at most [`XferSession::max_data_payload`] bytes, and returns how
     /// many bytes were taken (like a non-blocking write). With no credit at
     /// all it refuses with [`LocalError::NoCredit`]: wait for [`Event::Credit`].
     pub fn send_data(&mut self, stream: StreamId, data: &[u8]) -> Result<usize, LocalError> {
@@ -572,9 +592,10 @@ impl XferSession {
         }
         let n = data.len().min(s.send_credit as usize);
         s.send_credit -= n as u32;
-        for chunk in data[..n].chunks(super::MAX_PAYLOAD) {
+        let version = self.version;
+        for chunk in data[..n].chunks(max_data_payload(version)) {
             // Straight into the output: one copy of the payload, not two.
-            let encoded = Frame::encode_data(stream, chunk, &mut self.out);
+            let encoded = Frame::encode_data_for(version, stream, chunk, &mut self.out);
             debug_assert!(encoded.is_ok(), "session built a bad frame: {encoded:?}");
             self.stats.frames_sent += 1;
         }
@@ -589,19 +610,20 @@ impl XferSession {
     /// out before this call and before anything it hands out after (drain
     /// first). A relay reads its socket straight into place behind the
     /// header, so the payload is never copied into the session's output.
-    /// Refuses a `len` of 0 or over [`MAX_PAYLOAD`](super::MAX_PAYLOAD)
+    /// Refuses a `len` of 0 or over [`XferSession::max_data_payload`]
     /// ([`LocalError::TooLarge`]) or over the credit ([`LocalError::NoCredit`]).
     pub fn send_data_header(
         &mut self,
         stream: StreamId,
         len: usize,
     ) -> Result<[u8; HEADER_LEN], LocalError> {
+        let max = self.max_data_payload();
         let s = self.data_stream(stream)?;
-        if len == 0 || len > super::MAX_PAYLOAD {
+        if len == 0 || len > max {
             return Err(LocalError::TooLarge {
-                what: "DATA payload (1..=MAX_PAYLOAD)",
+                what: "DATA payload (1..=the negotiated version's limit)",
                 len: len as u64,
-                max: super::MAX_PAYLOAD as u64,
+                max: max as u64,
             });
         }
         if len > s.send_credit as usize {
@@ -770,16 +792,18 @@ impl XferSession {
         }
     }
 
-    /// Server: checks HELLO, chooses the version, queues CHALLENGE.
+    /// Server: checks HELLO, chooses the version (the highest both speak),
+    /// queues CHALLENGE.
     fn on_hello(&mut self, hello: Hello, offset: u64) -> Result<(), XferError> {
-        let version = hello.max_version.min(MAX_VERSION);
+        let supported_max = self.config.max_version;
+        let version = hello.max_version.min(supported_max);
         if hello.min_version > hello.max_version || version < hello.min_version.max(MIN_VERSION) {
             return Err(XferError::VersionMismatch {
                 offset,
                 min: hello.min_version,
                 max: hello.max_version,
                 supported_min: MIN_VERSION,
-                supported_max: MAX_VERSION,
+                supported_max,
             });
         }
         check_limits(
@@ -799,6 +823,8 @@ impl XferSession {
         };
         challenge.proof = self.config.key.proof(SERVER_LABEL, &hello, &challenge);
         self.version = version;
+        // The node's frames after its AUTH may use the version's limits.
+        self.decoder.set_version(version);
         self.node_id = hello.node_id;
         self.peer_window = hello.initial_window;
         self.peer_max_streams = hello.max_streams;
@@ -842,6 +868,7 @@ impl XferSession {
         let proof = key.proof(NODE_LABEL, &hello, &challenge);
         self.push(Frame::Auth { proof });
         self.version = challenge.version;
+        self.decoder.set_version(challenge.version);
         self.peer_window = challenge.initial_window;
         self.peer_max_streams = challenge.max_streams;
         self.phase = Phase::Established;
@@ -1004,7 +1031,7 @@ impl XferSession {
                         ))
                     }
                 }
-                // The decoder bounds a payload by MAX_PAYLOAD.
+                // The decoder bounds a payload by the version's limit.
                 let len = bytes.len() as u32;
                 if len > s.recv_window {
                     return Err(XferError::FlowControl {

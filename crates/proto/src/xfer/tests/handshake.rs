@@ -8,7 +8,7 @@ fn handshake_authenticates_both_sides_and_negotiates_the_version() {
     let pair = established();
     for session in [&pair.node, &pair.server] {
         assert!(session.is_established());
-        assert_eq!(session.version(), Some(1));
+        assert_eq!(session.version(), Some(2));
         assert_eq!(session.node_id(), 42);
         assert_eq!(session.stats().auth_failures, 0);
     }
@@ -164,7 +164,7 @@ fn frames_before_authentication_are_refused() {
 fn no_common_version_ends_the_connection() {
     let mut server = XferSession::server(config(KEY, 2)).unwrap();
     let hello = Hello {
-        min_version: 2,
+        min_version: 3,
         max_version: 7,
         node_id: 1,
         initial_window: 1000,
@@ -176,7 +176,7 @@ fn no_common_version_ends_the_connection() {
     assert_eq!(err.code(), ErrorCode::VERSION);
     assert_eq!(
         err.to_string(),
-        "frame at byte 0: no common protocol version: offered 2..=7, supported 1..=1"
+        "frame at byte 0: no common protocol version: offered 3..=7, supported 1..=2"
     );
 }
 

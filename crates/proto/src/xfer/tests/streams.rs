@@ -325,7 +325,8 @@ fn a_data_header_takes_credit_like_send_data_and_frames_the_callers_payload() {
         Err(LocalError::TooLarge { .. })
     ));
     assert!(matches!(
-        pair.server.send_data_header(s, MAX_PAYLOAD + 1),
+        pair.server
+            .send_data_header(s, pair.server.max_data_payload() + 1),
         Err(LocalError::TooLarge { .. })
     ));
     assert_eq!(pair.server.send_credit(s), Some(40));
