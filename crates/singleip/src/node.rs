@@ -15,7 +15,7 @@ use crate::relay::{Relay, SpliceFailed, SpliceIn};
 use crate::splice::{SpliceOut, Wire};
 use crate::stats::NodeRunStats;
 use crate::{os_nonce, Error};
-use connlab_proto::xfer::{AuthKey, ErrorCode, Event, XferConfig, XferSession};
+use connlab_proto::xfer::{AuthKey, ErrorCode, Event, XferConfig, XferSession, MAX_VERSION};
 use mio::net::TcpListener;
 use mio::net::TcpStream;
 use mio::unix::SourceFd;
@@ -43,6 +43,9 @@ pub struct NodeConfig {
     pub initial_window: u32,
     /// Streams the I/O server may have open on this node at once.
     pub max_streams: u32,
+    /// The highest CLXF version offered to the I/O server (1..=2, default
+    /// 2): 1 keeps DATA payloads at 16 KiB (measurement, interoperability).
+    pub max_version: u16,
     /// Silence from the I/O server after which the node sends a PING.
     pub ping_interval: Duration,
     /// Silence after which the I/O server is given up (its answers to PINGs
@@ -81,6 +84,7 @@ impl NodeConfig {
             forward,
             initial_window: XferConfig::DEFAULT_WINDOW,
             max_streams: XferConfig::DEFAULT_MAX_STREAMS,
+            max_version: MAX_VERSION,
             ping_interval: Duration::from_secs(5),
             dead_after: Duration::from_secs(20),
             outbound: Vec::new(),
@@ -168,6 +172,7 @@ fn node_loop(
     xc.node_id = config.node_id;
     xc.initial_window = config.initial_window;
     xc.max_streams = config.max_streams;
+    xc.max_version = config.max_version;
     let mut session = XferSession::node(xc).map_err(|e| Error::Config(e.to_string()))?;
     let mut poll = Poll::new().map_err(|e| Error::io("creating", "an epoll instance", e))?;
     poll.registry()
@@ -311,7 +316,8 @@ fn node_loop(
             let now = Instant::now();
             for event in evs.drain(..) {
                 match event {
-                    Event::Established { .. } => {
+                    Event::Established { version, .. } => {
+                        stats.version = version;
                         for &port in &config.ports {
                             if let Err(e) = session.listen(port) {
                                 break 'run Err(session_error(format!("LISTEN {port}: {e}")));

@@ -2,19 +2,23 @@
 //! toward a node, the node's toward the I/O server), laid out as they go on
 //! the wire. DATA frames are built in place: a relay reads its socket
 //! straight into the payload slots behind reserved frame headers (one
-//! `readv` of up to four 16 KiB payloads) and the headers are filled in
+//! `readv` of up to 64 KiB: four 16 KiB payloads at version 1, one payload
+//! at version 2, whose DATA may carry 256 KiB) and the headers are filled in
 //! afterwards, so a relayed byte is never copied in user space on its way
 //! to the node connection; the session's own frames (CREDIT, FIN, ACCEPT,
 //! ...) are appended in order before each DATA frame.
 
+#[cfg(doc)]
+use connlab_proto::xfer::MAX_DATA_PAYLOAD_V2;
 use connlab_proto::xfer::{StreamId, XferSession, HEADER_LEN, MAX_PAYLOAD};
 use std::io::{self, IoSliceMut, Read};
 
-/// Payload slots one read fills at most: 4 x 16 KiB, the 64 KiB a read
-/// took before.
+/// Payload slots one read fills at most: 4 x 16 KiB at version 1 (at
+/// version 2 one slot takes a whole read).
 pub(crate) const MAX_FRAMES_PER_READ: usize = 4;
 
-/// Bytes a read asks for at most.
+/// Bytes a read asks for at most: 64 KiB whatever the version, so a buffer
+/// never grows to a version 2 payload's [`MAX_DATA_PAYLOAD_V2`] for a read.
 pub(crate) const MAX_READ: usize = MAX_FRAMES_PER_READ * MAX_PAYLOAD;
 
 /// Output toward a node connection: `buf[head..tail]` waits to be written.
@@ -107,8 +111,9 @@ impl OutBuf {
 
     /// Reads at most `max` bytes (at most [`MAX_READ`]) from `src` straight
     /// into DATA frames of `stream`, after the session's queued output: one
-    /// `readv` into payload slots of [`MAX_PAYLOAD`] bytes with a header's
-    /// room before each, the headers written once the length is known (the
+    /// `readv` into payload slots of the negotiated version's DATA limit
+    /// ([`XferSession::max_data_payload`]) with a header's room before
+    /// each, the headers written once the length is known (the
     /// payloads end up back to back with their headers, as on the wire).
     /// The caller passes `max` within the stream's credit.
     pub(crate) fn read_data(
@@ -123,7 +128,8 @@ impl OutBuf {
             return Ok(ReadData::Bytes(0));
         }
         self.take_session_output(session);
-        let frames = want.div_ceil(MAX_PAYLOAD);
+        let slot = session.max_data_payload();
+        let frames = want.div_ceil(slot);
         let at = self.reserve(want + frames * HEADER_LEN);
         let n = {
             let mut slices: [IoSliceMut<'_>; MAX_FRAMES_PER_READ] =
@@ -132,7 +138,7 @@ impl OutBuf {
             let mut left = want;
             let mut used = 0;
             while left > 0 {
-                let len = left.min(MAX_PAYLOAD);
+                let len = left.min(slot);
                 let (_header, after) = rest.split_at_mut(HEADER_LEN);
                 let (payload, after) = after.split_at_mut(len);
                 slices[used] = IoSliceMut::new(payload);
@@ -149,7 +155,7 @@ impl OutBuf {
         let mut pos = at;
         let mut left = n.min(want);
         while left > 0 {
-            let len = left.min(MAX_PAYLOAD);
+            let len = left.min(slot);
             let header = session
                 .send_data_header(stream, len)
                 .map_err(|e| io::Error::other(e.to_string()))?;
@@ -196,7 +202,10 @@ mod tests {
 
     #[test]
     fn a_read_becomes_back_to_back_frames_the_peer_decodes() {
-        let (mut node, mut server, s) = pair(1 << 20);
+        let (mut node, mut server, s) = {
+            let (node, server, s) = crate::test_sessions::pair_at(1 << 20, 1, 1);
+            (node, server, s[0])
+        };
         let body: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
         let mut out = OutBuf::new();
         let mut src = &body[..];
@@ -204,7 +213,7 @@ mod tests {
             out.read_data(&mut node, s, &mut src, 1 << 20).unwrap(),
             ReadData::Bytes(40_000)
         );
-        // 16 KiB + 16 KiB + the rest: three headers, nothing else.
+        // Version 1: 16 KiB + 16 KiB + the rest: three headers, nothing else.
         assert_eq!(out.len(), 40_000 + 3 * HEADER_LEN);
         assert_eq!(node.send_credit(s), Some((1 << 20) - 40_000));
         let (data, frames, _) = payloads(&mut server, out.pending());
@@ -214,6 +223,29 @@ mod tests {
             out.read_data(&mut node, s, &mut src, 100).unwrap(),
             ReadData::Eof
         );
+    }
+
+    #[test]
+    fn at_version_2_a_read_of_64_kib_is_one_frame() {
+        let (mut node, mut server, s) = pair(1 << 20);
+        assert_eq!(node.max_data_payload(), 256 * 1024);
+        let body: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        let mut out = OutBuf::new();
+        let mut src = &body[..];
+        // A read takes at most MAX_READ (64 KiB): one frame, then the rest.
+        assert_eq!(
+            out.read_data(&mut node, s, &mut src, 1 << 20).unwrap(),
+            ReadData::Bytes(MAX_READ)
+        );
+        assert_eq!(out.len(), MAX_READ + HEADER_LEN);
+        assert_eq!(
+            out.read_data(&mut node, s, &mut src, 1 << 20).unwrap(),
+            ReadData::Bytes(100_000 - MAX_READ)
+        );
+        assert_eq!(out.len(), 100_000 + 2 * HEADER_LEN);
+        let (data, frames, _) = payloads(&mut server, out.pending());
+        assert_eq!(frames, 2);
+        assert_eq!(data, body);
     }
 
     #[test]

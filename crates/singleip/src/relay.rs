@@ -26,8 +26,8 @@ use crate::splice::Wire;
 use crate::stats::ConnStats;
 use std::os::fd::AsRawFd;
 
-/// Payloads written in one `writev`: with 16 KiB DATA payloads, up to 256 KiB
-/// per system call.
+/// Payloads written in one `writev`: with 16 KiB DATA payloads (version 1),
+/// up to 256 KiB per system call; with version 2's larger payloads, more.
 const MAX_IOV: usize = 16;
 
 /// A DATA payload waiting for the socket.

@@ -14,6 +14,8 @@ pub struct NodeStats {
     pub addr: String,
     /// Whether it authenticated.
     pub authenticated: bool,
+    /// The CLXF version negotiated with it (0 until chosen).
+    pub version: u16,
     /// Frames received from it.
     pub frames_received: u64,
     /// Frames sent to it.
@@ -183,6 +185,9 @@ pub struct NodeRunStats {
     /// Whether the local servers' bytes went to the I/O server by
     /// splice(2) (`--splice`) rather than through user-space buffers.
     pub splice: bool,
+    /// The CLXF version negotiated with the I/O server (0 if the handshake
+    /// did not complete).
+    pub version: u16,
     /// Streams accepted.
     pub streams: u64,
     /// Streams whose local connection failed (reset toward the I/O server).

@@ -8,6 +8,7 @@ use anyhow::{anyhow, Context};
 use clap::{Args, Subcommand};
 use connlab_measure::units::{parse_duration, parse_size};
 use connlab_os::Shutdown;
+use connlab_proto::xfer::{MAX_VERSION, MIN_VERSION};
 use connlab_singleip::{
     load_key, run_node_with_stats, run_server, Access, ConnectRule, Error as SingleIpError,
     NodeConfig, Outbound, PortRange, SendBuffer, SendLimit, ServerConfig, ShareSizing,
@@ -89,6 +90,11 @@ header is sent, then the pipe is spliced to the node connection (zero copies in 
 node instead of two; more system calls per byte). Bytes toward the local server are
 copied as without it. Off by default until measured; --stats records it (splice).
 
+Both ends speak CLXF version 2 by default, whose DATA frames carry up to 256 KiB (a
+read of up to 64 KiB goes in one frame, spliced or copied); --max-version 1 keeps them
+at 16 KiB, as version 1 peers expect. --stats and the exit summary show the version
+negotiated (version).
+
 Prints 'singleip: app-node ready ...' on stdout once every port is granted.
 SIGINT/SIGTERM stop it and write --stats. A refused key or port, or a lost I/O
 server, ends it with exit 1.
@@ -163,6 +169,11 @@ struct IoServerArgs {
     #[arg(long, value_name = "PORTS", value_delimiter = ',',
           value_parser = |t: &str| t.parse::<PortRange>())]
     allow_listen: Vec<PortRange>,
+    /// The highest CLXF protocol version picked for a node: 2 lets DATA frames carry up
+    /// to 256 KiB, 1 keeps them at 16 KiB (for measurement and older nodes).
+    #[arg(long, default_value_t = MAX_VERSION, value_name = "1|2",
+          value_parser = clap::value_parser!(u16).range(i64::from(MIN_VERSION)..=i64::from(MAX_VERSION)))]
+    max_version: u16,
     /// Write the statistics as JSON to FILE on exit.
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
@@ -202,6 +213,11 @@ struct AppNodeArgs {
     /// descriptors, for the node connection; none per stream).
     #[arg(long)]
     splice: bool,
+    /// The highest CLXF protocol version offered to the I/O server: 2 lets DATA frames
+    /// carry up to 256 KiB, 1 keeps them at 16 KiB (for measurement and older servers).
+    #[arg(long, default_value_t = MAX_VERSION, value_name = "1|2",
+          value_parser = clap::value_parser!(u16).range(i64::from(MIN_VERSION)..=i64::from(MAX_VERSION)))]
+    max_version: u16,
     /// Write the statistics as JSON to FILE on exit.
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
@@ -402,6 +418,7 @@ fn io_server(args: IoServerArgs) -> Result<ExitCode, Exit> {
     // At least a window's worth of DATA plus room for control frames.
     config.max_node_queue = bounded("--max-node-queue", args.max_node_queue, 64 * 1024, 1 << 40)?;
     config.max_frames_per_window = args.max_frames_per_window as usize;
+    config.max_version = args.max_version;
     config.access = Access {
         connect: args.allow_connect.clone(),
         listen: args.allow_listen.clone(),
@@ -467,9 +484,10 @@ fn io_server(args: IoServerArgs) -> Result<ExitCode, Exit> {
     );
     for n in &stats.nodes {
         eprintln!(
-            "  node {} {}: {} streams, {} B to node, {} B from node, {} resets in, {} out: {}",
+            "  node {} {}: CLXF version {}, {} streams, {} B to node, {} B from node, {} resets in, {} out: {}",
             n.node_id,
             n.addr,
+            n.version,
             n.streams,
             n.bytes_to_node,
             n.bytes_from_node,
@@ -495,6 +513,7 @@ fn app_node(args: AppNodeArgs) -> Result<ExitCode, Exit> {
     config.initial_window = window("--window", args.window)?;
     config.outbound = args.outbound.clone();
     config.splice = args.splice;
+    config.max_version = args.max_version;
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let started = Instant::now();
     let (stats, result) = run_node_with_stats(
@@ -521,7 +540,8 @@ fn app_node(args: AppNodeArgs) -> Result<ExitCode, Exit> {
         return Err(port_hint(e, args.ports.is_empty()));
     }
     eprintln!(
-        "singleip app-node: {} streams ({} local connects failed), {} outbound ({} failed), {} B to local, {} B from local, {} resets in, {} out",
+        "singleip app-node: CLXF version {}, {} streams ({} local connects failed), {} outbound ({} failed), {} B to local, {} B from local, {} resets in, {} out",
+        stats.version,
         stats.streams,
         stats.forward_failures,
         stats.outbound_streams,

@@ -3,7 +3,7 @@
 
 use crate::access::Access;
 use crate::sizing::ShareSizing;
-use connlab_proto::xfer::{AuthKey, XferConfig};
+use connlab_proto::xfer::{AuthKey, XferConfig, MAX_VERSION};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -70,6 +70,9 @@ pub struct ServerConfig {
     pub initial_window: u32,
     /// Streams a node may open (CONNECT) at once.
     pub max_streams: u32,
+    /// The highest CLXF version picked for a node (1..=2, default 2): 1
+    /// keeps DATA payloads at 16 KiB (measurement, interoperability).
+    pub max_version: u16,
     /// A node connection that has not authenticated after this long is
     /// closed and counted as refused (so silent peers cannot hold slots).
     pub handshake_timeout: Duration,
@@ -120,6 +123,7 @@ impl ServerConfig {
             quantum: ServerConfig::DEFAULT_QUANTUM,
             initial_window: XferConfig::DEFAULT_WINDOW,
             max_streams: XferConfig::DEFAULT_MAX_STREAMS,
+            max_version: MAX_VERSION,
             handshake_timeout: Duration::from_secs(10),
             ping_interval: Duration::from_secs(5),
             dead_after: Duration::from_secs(20),

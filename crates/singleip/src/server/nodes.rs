@@ -89,6 +89,7 @@ impl Server<'_> {
                 let mut c = XferConfig::new(self.config.key.clone(), nonce);
                 c.initial_window = self.config.initial_window;
                 c.max_streams = self.config.max_streams;
+                c.max_version = self.config.max_version;
                 XferSession::server(c).map_err(|e| e.to_string())
             });
             let session = match session {
@@ -264,7 +265,7 @@ impl Server<'_> {
         };
         let slot_of = |node: &Node, s: StreamId| node.streams.get(&s.0).copied();
         match event {
-            Event::Established { node_id, .. } => {
+            Event::Established { node_id, version } => {
                 self.stats.nodes_authenticated += 1;
                 if node.pending {
                     node.pending = false;
@@ -273,6 +274,7 @@ impl Server<'_> {
                 let st = &mut node.stats;
                 st.authenticated = true;
                 st.node_id = node_id;
+                st.version = version;
             }
             Event::Listen { port } => {
                 let errno = if self.config.access.may_listen(port, self.node_addr.port()) {
