@@ -233,6 +233,7 @@ fn client_reaches_an_unmodified_server(splice: bool) {
     assert_eq!(s["clients_accepted"], 6);
     assert_eq!(s["nodes_authenticated"], 1);
     assert_eq!(s["nodes"][0]["node_id"], 3);
+    assert_eq!(s["nodes"][0]["version"], 2);
     assert_eq!(s["nodes"][0]["bytes_to_node"], total);
     assert_eq!(s["nodes"][0]["bytes_from_node"], total);
     let conns = s["connections"].as_array().unwrap();
@@ -245,8 +246,81 @@ fn client_reaches_an_unmodified_server(splice: bool) {
     assert_matches_schema(&n, "app-node-stats.schema.json");
     assert_eq!(n["streams"], 6);
     assert_eq!(n["splice"], splice);
+    assert_eq!(n["version"], 2);
     assert_eq!(n["bytes_to_local"], total);
     assert_eq!(n["bytes_from_local"], total);
+}
+
+/// A local server that reads a 4-byte request and answers with `len`
+/// pattern bytes (seed: the request's last byte), then closes.
+fn response_server(len: usize) -> SocketAddr {
+    let l = loopback_listener();
+    let addr = l.local_addr().unwrap();
+    connlab_testkit::net::serve_each(l, move |mut s| {
+        let mut request = [0u8; 4];
+        if s.read_exact(&mut request).is_ok() {
+            let _ = s.write_all(&pattern(len, request[3]));
+        }
+    });
+    addr
+}
+
+#[test]
+fn max_version_1_on_either_side_relays_100_kib_responses_at_version_1() {
+    const LEN: usize = 100 * 1024;
+    let local = response_server(LEN);
+    // (io-server flags, app-node flags, negotiated version)
+    let cases: [(&[&str], &[&str], u64); 4] = [
+        (&[], &[], 2),
+        (&[], &["--max-version", "1"], 1),
+        (&["--max-version", "1"], &[], 1),
+        (&["--max-version", "2"], &["--max-version", "2"], 2),
+    ];
+    for (server_flags, node_flags, version) in cases {
+        for splice in [false, true] {
+            let case =
+                format!("io-server {server_flags:?}, app-node {node_flags:?}, splice {splice}");
+            let dir = temp_dir();
+            let key = key_file(dir.path(), "key", b"a shared key of 32 bytes, ok....");
+            let stats = dir.path().join("io.json");
+            let node_stats = dir.path().join("node.json");
+            let (server, cluster, nodes) = io_server(&key, server_flags, &stats);
+            let mut extra = vec!["--stats", node_stats.to_str().unwrap()];
+            extra.extend_from_slice(node_flags);
+            if splice {
+                extra.push("--splice");
+            }
+            let node = app_node_with(nodes, &key, local, cluster.port(), "5", &extra);
+            for seed in 0..2u8 {
+                let mut s = connect(cluster);
+                s.write_all(&[b'G', b'E', b'T', seed]).unwrap();
+                let mut got = Vec::new();
+                s.read_to_end(&mut got).unwrap();
+                assert_eq!(got.len(), LEN, "{case}");
+                assert!(got == pattern(LEN, seed), "{case}: bytes differ");
+            }
+            let (code, err) = node.stop();
+            assert_eq!(code, 0, "{case}: app-node: {err}");
+            assert!(
+                err.contains(&format!("CLXF version {version}")),
+                "{case}: {err}"
+            );
+            let (code, err) = server.stop();
+            assert_eq!(code, 0, "{case}: io-server: {err}");
+            assert!(
+                err.contains(&format!("CLXF version {version}")),
+                "{case}: {err}"
+            );
+            let s = read_json(&stats);
+            assert_matches_schema(&s, "io-server-stats.schema.json");
+            assert_eq!(s["nodes"][0]["version"], version, "{case}");
+            assert_eq!(s["nodes"][0]["bytes_from_node"], 2 * LEN as u64, "{case}");
+            let n = read_json(&node_stats);
+            assert_matches_schema(&n, "app-node-stats.schema.json");
+            assert_eq!(n["version"], version, "{case}");
+            assert_eq!(n["splice"], splice, "{case}");
+        }
+    }
 }
 
 #[test]
@@ -445,7 +519,9 @@ fn help_shows_examples_and_bad_flags_exit_2() {
         .unwrap();
     let node_help = String::from_utf8_lossy(&out.stdout);
     assert!(
-        node_help.contains("--splice") && node_help.contains("descriptors"),
+        node_help.contains("--splice")
+            && node_help.contains("descriptors")
+            && node_help.contains("--max-version"),
         "{node_help}"
     );
     // Issue 17: --help of every server-side command lists its limits.
@@ -457,6 +533,7 @@ fn help_shows_examples_and_bad_flags_exit_2() {
         "--max-frames-per-window",
         "--allow-connect",
         "--allow-listen",
+        "--max-version",
         "64 KiB",
     ] {
         assert!(help.contains(flag), "{flag} missing from --help: {help}");
@@ -507,6 +584,10 @@ fn help_shows_examples_and_bad_flags_exit_2() {
         (io(&["--max-node-queue", "1KiB"], good), "--max-node-queue"),
         (node(&["--port", "0"]), "--port"),
         (node(&["--connect", "127.0.0.1:9000"]), "LOCAL=DEST"),
+        (io(&["--max-version", "3"], good), "--max-version"),
+        (io(&["--max-version", "0"], good), "1..=2"),
+        (node(&["--max-version", "3"]), "1..=2"),
+        (node(&["--max-version", "two"]), "--max-version"),
     ];
     for (args, needle) in cases {
         let out = Command::new(connlab_bin()).args(&args).output().unwrap();

@@ -15,7 +15,7 @@
 
 use crate::outbuf::{OutBuf, ReadData, MAX_FRAMES_PER_READ, MAX_READ};
 use connlab_os::pipe::{splice, Pipe};
-use connlab_proto::xfer::{StreamId, XferSession, HEADER_LEN, MAX_PAYLOAD};
+use connlab_proto::xfer::{StreamId, XferSession, HEADER_LEN};
 use mio::net::TcpStream;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, RawFd};
@@ -89,8 +89,10 @@ impl SpliceOut {
     }
 
     /// Splices at most `max` bytes (at most [`MAX_READ`]) from `src` into
-    /// the pipe and counts DATA headers of `stream` for exactly those bytes
-    /// (credit consumed as by [`OutBuf::read_data`]). Only when not
+    /// the pipe and counts DATA headers of `stream` for exactly those bytes,
+    /// cut at the negotiated version's DATA limit (one frame per fill at
+    /// version 2, up to four at version 1), credit consumed as by
+    /// [`OutBuf::read_data`]. Only when not
     /// [`busy`](SpliceOut::busy). `WouldBlock` means `src` is drained; a
     /// short splice proves nothing (the pipe may have run out of slots).
     pub(crate) fn fill(
@@ -109,9 +111,10 @@ impl SpliceOut {
         if n == 0 {
             return Ok(ReadData::Eof);
         }
+        let slot = session.max_data_payload();
         let (mut left, mut count) = (n, 0);
         while left > 0 {
-            let len = left.min(MAX_PAYLOAD);
+            let len = left.min(slot);
             match session.send_data_header(stream, len) {
                 Ok(header) => {
                     self.frames[count] = Frame {
@@ -360,6 +363,50 @@ mod tests {
             .unwrap();
         assert!(da == body_a, "stream a corrupted ({} bytes)", da.len());
         assert!(db == body_b, "stream b corrupted ({} bytes)", db.len());
+    }
+
+    /// Fills `sp` from a pipe holding 60,000 bytes on stream `s` of `node`,
+    /// flushes it to a connection and returns the DATA payload lengths the
+    /// server decodes.
+    fn fill_from_a_pipe(
+        node: &mut XferSession,
+        server: &mut XferSession,
+        s: StreamId,
+    ) -> Vec<usize> {
+        let src = Pipe::with_size(PIPE_SIZE).unwrap();
+        let body: Vec<u8> = (0..60_000u32).map(|i| (i % 239) as u8).collect();
+        let mut w = std::fs::File::from(src.write.try_clone().unwrap());
+        w.write_all(&body).unwrap();
+        let mut sp = SpliceOut::new().unwrap();
+        let got = sp.fill(node, s, src.read.as_raw_fd(), 1 << 20).unwrap();
+        assert_eq!(got, ReadData::Bytes(60_000));
+        let (mut peer, conn) = tcp_pair();
+        assert!(sp.flush(conn.as_raw_fd()).unwrap());
+        drop(conn);
+        let mut bytes = Vec::new();
+        peer.read_to_end(&mut bytes).unwrap();
+        let (mut lens, mut data) = (Vec::new(), Vec::new());
+        server
+            .feed(&bytes, &mut |e| {
+                if let Event::Data { bytes, .. } = e {
+                    lens.push(bytes.len());
+                    data.extend_from_slice(&bytes);
+                }
+            })
+            .unwrap();
+        assert!(data == body, "corrupted ({} bytes)", data.len());
+        lens
+    }
+
+    #[test]
+    fn a_fill_is_one_frame_at_version_2_and_16_kib_frames_at_version_1() {
+        let (mut node, mut server, s) = crate::test_sessions::pair_at(1 << 20, 1, 2);
+        assert_eq!(fill_from_a_pipe(&mut node, &mut server, s[0]), [60_000]);
+        let (mut node, mut server, s) = crate::test_sessions::pair_at(1 << 20, 1, 1);
+        assert_eq!(
+            fill_from_a_pipe(&mut node, &mut server, s[0]),
+            [16_384, 16_384, 16_384, 10_848]
+        );
     }
 
     #[test]

@@ -948,3 +948,62 @@ fn a_slow_reader_and_a_fast_one_both_complete_through_a_splicing_node() {
     let stats = server.stop();
     assert_eq!(stats.bad_frames, 0);
 }
+
+/// A local server that reads a 4-byte request, answers it with `len`
+/// pattern bytes and closes.
+fn response_server(len: usize) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    connlab_testkit::net::serve_each(l, move |mut s| {
+        let mut request = [0u8; 4];
+        if s.read_exact(&mut request).is_ok() {
+            let _ = s.write_all(&pattern(len, request[3]));
+        }
+    });
+    addr
+}
+
+/// Asks the cluster address for a response (seed in the request's last
+/// byte) and returns it.
+fn fetch(addr: SocketAddr, seed: u8) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(&[b'G', b'E', b'T', seed]).unwrap();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).unwrap();
+    got
+}
+
+#[test]
+fn a_100_kib_response_is_relayed_byte_exact_at_either_protocol_version() {
+    const LEN: usize = 100 * 1024;
+    let local = response_server(LEN);
+    // (node's max version, server's max version, negotiated), copied and spliced.
+    for (node_max, server_max, version) in [(2, 2, 2), (1, 2, 1), (2, 1, 1)] {
+        for splice in [false, true] {
+            let case = format!("node max {node_max}, server max {server_max}, splice {splice}");
+            let server = start_server_with(move |c| c.max_version = server_max);
+            let mut config = node_config(&server, local, splice);
+            config.max_version = node_max;
+            let node = Node::start(config);
+            for seed in 0..3u8 {
+                let got = fetch(server.listen, seed);
+                assert_eq!(got.len(), LEN, "{case}");
+                assert!(got == pattern(LEN, seed), "{case}: bytes differ");
+            }
+            let node_stats = node.stop().unwrap();
+            assert_eq!(node_stats.version, version, "{case}");
+            assert_eq!(node_stats.splice, splice, "{case}");
+            assert_eq!(node_stats.bytes_from_local, 3 * LEN as u64, "{case}");
+            let stats = server.stop();
+            assert_eq!(stats.nodes.len(), 1, "{case}");
+            assert_eq!(stats.nodes[0].version, version, "{case}");
+            assert_eq!(stats.nodes[0].bytes_from_node, 3 * LEN as u64, "{case}");
+            if version == 1 {
+                // At version 1 no DATA frame carries more than 16 KiB, so a
+                // response takes at least seven.
+                assert!(stats.nodes[0].frames_received >= 3 * 7, "{case}");
+            }
+        }
+    }
+}
