@@ -698,8 +698,8 @@ impl FrameDecoder {
     }
 
     /// Applies the limits of protocol `version` to the frames from now on
-    /// (a session calls it once the handshake has chosen the version; 0 or
-    /// 1 mean version 1's limits).
+    /// (a session calls it once the handshake has chosen the version and
+    /// the peer has proved the key; 0 or 1 mean version 1's limits).
     pub fn set_version(&mut self, version: u16) {
         self.version = version.max(1);
     }

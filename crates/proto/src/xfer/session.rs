@@ -780,6 +780,8 @@ impl XferSession {
                     });
                 }
                 self.phase = Phase::Established;
+                // The node's frames after its AUTH may use the version's limits.
+                self.decoder.set_version(self.version);
                 events(Event::Established {
                     version: self.version,
                     node_id: self.node_id,
@@ -822,9 +824,9 @@ impl XferSession {
             proof: [0; 32],
         };
         challenge.proof = self.config.key.proof(SERVER_LABEL, &hello, &challenge);
+        // The decoder keeps version 1's limits until AUTH proves the node,
+        // so an unauthenticated peer cannot make it buffer a larger payload.
         self.version = version;
-        // The node's frames after its AUTH may use the version's limits.
-        self.decoder.set_version(version);
         self.node_id = hello.node_id;
         self.peer_window = hello.initial_window;
         self.peer_max_streams = hello.max_streams;
@@ -868,6 +870,8 @@ impl XferSession {
         let proof = key.proof(NODE_LABEL, &hello, &challenge);
         self.push(Frame::Auth { proof });
         self.version = challenge.version;
+        // The server is proven: its frames after CHALLENGE may use the
+        // version's limits.
         self.decoder.set_version(challenge.version);
         self.peer_window = challenge.initial_window;
         self.peer_max_streams = challenge.max_streams;

@@ -101,7 +101,7 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    /// The default DRR quantum: one full DATA payload, 16 KiB.
+    /// The default DRR quantum: 16 KiB, one full version 1 DATA payload.
     pub const DEFAULT_QUANTUM: u64 = 16 * 1024;
     /// Default [`ServerConfig::max_pending_nodes`].
     pub const DEFAULT_MAX_PENDING_NODES: usize = 16;

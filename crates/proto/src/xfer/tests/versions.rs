@@ -220,6 +220,38 @@ fn before_the_version_is_chosen_version_1_limits_apply() {
 }
 
 #[test]
+fn an_unauthenticated_node_is_held_to_version_1_limits() {
+    // The server picks version 2 on HELLO but applies its limits only once
+    // AUTH proves the node: before that a peer cannot make it buffer more
+    // than a version 1 payload.
+    let mut server = XferSession::server(config(KEY, 2)).unwrap();
+    let hello = Hello {
+        min_version: 1,
+        max_version: 2,
+        node_id: 42,
+        initial_window: 1000,
+        max_streams: 10,
+        nonce: [9; 32],
+    };
+    let (result, _) = inject(&mut server, Frame::Hello(hello));
+    assert_eq!(result, Ok(Flow::Continue));
+    assert_eq!(server.version(), Some(2));
+    assert_eq!(server.max_data_payload(), MAX_DATA_PAYLOAD_V2);
+    let err = server
+        .feed(&raw_data(StreamId(1), MAX_PAYLOAD + 1), &mut |_| {})
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::FRAME_SIZE);
+    assert!(matches!(
+        err,
+        XferError::BadLength {
+            len: 16_385,
+            max: 16_384,
+            ..
+        }
+    ));
+}
+
+#[test]
 fn max_version_outside_the_supported_range_is_refused() {
     for bad in [0, 3] {
         let config = config_at(KEY, 1, bad);
