@@ -374,6 +374,11 @@ pub struct PeersExperiment {
     /// Replacements for `--quick`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quick: Option<PeersQuick>,
+    /// Record a CPU profile of the measured role (`perf record -g`) per
+    /// contender and body size, in one extra unmeasured run after the
+    /// measured repetitions [default: false].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub profile: bool,
 }
 
 fn no_placement() -> Placement {
