@@ -54,6 +54,10 @@ pub(crate) struct SweepArgs {
     /// List the points and the estimated time; run nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Peers experiments: also record CPU profiles of the measured role, as
+    /// `profile = true` in the file does (needs perf).
+    #[arg(long)]
+    profile: bool,
 }
 
 /// Runs the sweep.
@@ -83,6 +87,12 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
 fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
     let exp = AnyExperiment::from_text(&text, &args.file.display().to_string())
         .map_err(|e| Exit::usage(e.into()))?;
+    if args.profile && exp.kind() != ExperimentKind::Peers {
+        return Err(Exit::usage(anyhow!(
+            "--profile: only for peers experiments (kind = \"peers\"); {} is not one",
+            args.file.display()
+        )));
+    }
     let out = args.out.clone().unwrap_or_else(|| {
         let suffix = if args.quick { "-quick" } else { "" };
         PathBuf::from("results").join(format!("{}{suffix}", exp.name()))
@@ -124,6 +134,7 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
         out,
         quick: args.quick,
         fresh: args.fresh,
+        profile: args.profile,
         connlab: std::env::current_exe().context("locating the connlab binary")?,
     };
     let started = Instant::now();
