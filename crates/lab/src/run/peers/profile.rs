@@ -272,8 +272,38 @@ pub(super) fn record_profile(
 
 #[cfg(test)]
 mod tests {
-    use super::window;
-    use std::time::Duration;
+    use super::{record, window};
+    use std::sync::atomic::AtomicBool;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_failed_perf_record_says_why_in_perfs_words() {
+        let runs = std::process::Command::new("perf")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !runs {
+            eprintln!("skipped: needs perf");
+            return;
+        }
+        // A process that has exited: perf cannot attach to it.
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let pid = gone.id() as i32;
+        gone.wait().unwrap();
+        let data = std::env::temp_dir().join(format!("connlab-perf-gone-{pid}.data"));
+        let e = record(
+            &[pid],
+            &data,
+            Duration::from_millis(50),
+            Instant::now() + Duration::from_secs(30),
+            &AtomicBool::new(false),
+        )
+        .unwrap_err()
+        .to_string();
+        let _ = std::fs::remove_file(&data);
+        assert!(e.starts_with("perf record failed"), "{e}");
+        assert!(!e.contains("it said nothing"), "{e}");
+    }
 
     #[test]
     fn the_window_sits_in_the_middle_of_the_load() {
