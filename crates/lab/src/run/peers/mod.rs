@@ -6,7 +6,8 @@
 //! gateway's process trees from `/proc/PID/stat` (utime + stime, and the
 //! children they reaped), the client from its own rusage when reaped. One
 //! JSON file per point, written whole; every child is stopped on every exit
-//! path (a guard per process, and the kernel's parent-death signal).
+//! path (a guard per process, and the kernel's parent-death signal). With
+//! `profile = true`, perf profiles follow the points ([`profile`]).
 
 mod commands;
 mod output;
@@ -166,7 +167,7 @@ fn record_profiles<'a>(
     }
     let (_, window) = profile::window(exp.duration(quick));
     progress.note(&format!(
-        "profiles: {} of {} to record, one unmeasured run each with perf on the {} for {:.1} s",
+        "profiles: {} of {} to record, one unmeasured run each with perf on the {} for up to {:.1} s",
         left.len(),
         targets.len(),
         exp.measure.name(),
