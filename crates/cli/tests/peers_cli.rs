@@ -124,7 +124,16 @@ fn dry_run_lists_the_point_ids() {
     )
     .success()
     .stdout(contains("poll-128B-rep1"))
-    .stdout(contains("epoll-128B-rep2"));
+    .stdout(contains("epoll-128B-rep2"))
+    .stdout(contains("profile").not());
+    // With profiles: one unmeasured run per contender and body size, last.
+    let file = write_file(&dir, "dry.toml", TINY);
+    connlab_testkit::sweep::dry_run(&file, LIMIT)
+        .arg("--profile")
+        .assert()
+        .success()
+        .stdout(contains("2 points and 2 unmeasured profile runs"))
+        .stdout(contains("  profile epoll-128B\n"));
 }
 
 /// Whether perf can record other processes here (root, or a permissive

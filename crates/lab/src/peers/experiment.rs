@@ -447,6 +447,12 @@ impl PeerParams {
             self.contender, self.body_bytes, self.repetition
         )
     }
+
+    /// `<contender>-<body>B`: the file name of the profile of this
+    /// contender at this body size ([`PeersExperiment::profile_plan`]).
+    pub fn profile_id(&self) -> String {
+        format!("{}-{}B", self.contender, self.body_bytes)
+    }
 }
 
 impl PeersExperiment {
@@ -646,6 +652,15 @@ impl PeersExperiment {
             }
         }
         plan
+    }
+
+    /// The profile runs of `profile = true`: one per contender and body
+    /// size, in plan order (the points of the first repetition).
+    pub fn profile_plan(&self, quick: bool) -> Vec<PeerParams> {
+        self.plan(quick)
+            .into_iter()
+            .filter(|p| p.repetition == 1)
+            .collect()
     }
 
     /// The baselines at a body size: those of [`PeersExperiment::baseline`]

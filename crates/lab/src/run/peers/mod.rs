@@ -157,10 +157,10 @@ fn record_profiles<'a>(
     progress: &mut dyn Progress,
     outcome: &mut SweepOutcome,
 ) {
-    let targets = profile::targets(exp, quick);
+    let targets = exp.profile_plan(quick);
     let left: Vec<&PeerParams> = targets
         .iter()
-        .filter(|p| !profile::report_path(out, &profile::id(p)).exists())
+        .filter(|p| !profile::report_path(out, &p.profile_id()).exists())
         .collect();
     if left.is_empty() {
         return;
@@ -174,7 +174,7 @@ fn record_profiles<'a>(
         window.as_secs_f64()
     ));
     for p in left {
-        let id = profile::id(p);
+        let id = p.profile_id();
         let ctx = ctx(out.join("logs").join("profiles").join(&id));
         if ctx.stop.load(Relaxed) {
             return;

@@ -22,7 +22,7 @@
 
 use super::{start_roles, PointCtx, CLIENT_SLACK};
 use crate::run::child::telling_line;
-use crate::{PeerParams, PeersExperiment, Role};
+use crate::{PeerParams, Role};
 use anyhow::{anyhow, bail, Context};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -37,20 +37,6 @@ const WINDOW_MAX: Duration = Duration::from_secs(10);
 /// What perf samples, how often, with call graphs (the command of the
 /// hand-made profiles in BENCHMARKS.md).
 const RECORD: [&str; 6] = ["-e", "cpu-clock", "-F", "4000", "-g", "--no-buildid-cache"];
-
-/// One profile per contender and body size of the plan, in plan order (the
-/// points of the first repetition, whose id loses its `-rep1`).
-pub(super) fn targets(exp: &PeersExperiment, quick: bool) -> Vec<PeerParams> {
-    exp.plan(quick)
-        .into_iter()
-        .filter(|p| p.repetition == 1)
-        .collect()
-}
-
-/// `<contender>-<body>B`: the profile's file name.
-pub(super) fn id(p: &PeerParams) -> String {
-    format!("{}-{}B", p.contender, p.body_bytes)
-}
 
 /// `DIR/profiles/<id>.report.txt`.
 pub(super) fn report_path(out: &Path, id: &str) -> PathBuf {
@@ -189,7 +175,7 @@ pub(super) fn record_profile(
     p: &PeerParams,
     out: &Path,
 ) -> anyhow::Result<Option<String>> {
-    let id = id(p);
+    let id = p.profile_id();
     let dir = out.join("profiles");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let data = data_path(out, &id);
