@@ -374,6 +374,11 @@ pub struct PeersExperiment {
     /// Replacements for `--quick`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quick: Option<PeersQuick>,
+    /// Record a CPU profile of the measured role (`perf record -g`) per
+    /// contender and body size, in one extra unmeasured run after the
+    /// measured repetitions [default: false].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub profile: bool,
 }
 
 fn no_placement() -> Placement {
@@ -441,6 +446,12 @@ impl PeerParams {
             "{}-{}B-rep{}",
             self.contender, self.body_bytes, self.repetition
         )
+    }
+
+    /// `<contender>-<body>B`: the file name of the profile of this
+    /// contender at this body size ([`PeersExperiment::profile_plan`]).
+    pub fn profile_id(&self) -> String {
+        format!("{}-{}B", self.contender, self.body_bytes)
     }
 }
 
@@ -641,6 +652,15 @@ impl PeersExperiment {
             }
         }
         plan
+    }
+
+    /// The profile runs of `profile = true`: one per contender and body
+    /// size, in plan order (the points of the first repetition).
+    pub fn profile_plan(&self, quick: bool) -> Vec<PeerParams> {
+        self.plan(quick)
+            .into_iter()
+            .filter(|p| p.repetition == 1)
+            .collect()
     }
 
     /// The baselines at a body size: those of [`PeersExperiment::baseline`]

@@ -163,3 +163,24 @@ fn a_singleip_relay_contender_may_splice_and_other_kinds_may_not() {
     assert!(e.contains("splice"), "{e}");
     assert!(e.contains("singleip-relay"), "{e}");
 }
+
+#[test]
+fn profile_is_off_unless_the_file_turns_it_on() {
+    assert!(!parse(FILE).unwrap().profile);
+    let on = parse(&FILE.replace("repetitions = 2", "repetitions = 2\nprofile = true")).unwrap();
+    assert!(on.profile);
+    // Turning it on changes no point of the plan; the profiles come one per
+    // contender and body size.
+    assert_eq!(on.plan(false), parse(FILE).unwrap().plan(false));
+    let ids: Vec<String> = on
+        .profile_plan(false)
+        .iter()
+        .map(PeerParams::profile_id)
+        .collect();
+    assert_eq!(ids, ["poll-128B", "epoll-128B", "poll-10240B"]);
+    let json = serde_json::to_string(&on).unwrap();
+    assert_eq!(serde_json::from_str::<PeersExperiment>(&json).unwrap(), on);
+    let e = error(&FILE.replace("repetitions = 2", "repetitions = 2\nprofile = \"yes\""));
+    assert!(e.starts_with("t.toml: profile:"), "{e}");
+    assert!(e.contains("bool"), "{e}");
+}
