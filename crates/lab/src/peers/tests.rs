@@ -184,3 +184,32 @@ fn profile_is_off_unless_the_file_turns_it_on() {
     assert!(e.starts_with("t.toml: profile:"), "{e}");
     assert!(e.contains("bool"), "{e}");
 }
+
+#[test]
+fn extra_arguments_go_to_connlab_programs_and_the_relay_node_only() {
+    let e = parse(&FILE.replace(
+        "engine = \"poll\"",
+        "engine = \"poll\"\nargs = [\"--max-connections\", \"500\"]",
+    ))
+    .unwrap();
+    let poll = e.contender_named("poll").unwrap().process();
+    assert_eq!(poll.args, ["--max-connections", "500"]);
+    assert!(poll.node_args.is_empty());
+    // node_args belong to the single-IP relay's app node alone.
+    let e = error(&FILE.replace(
+        "engine = \"poll\"",
+        "engine = \"poll\"\nnode_args = [\"-v\"]",
+    ));
+    assert!(e.starts_with("t.toml: contender[0].node_args:"), "{e}");
+    // Programs connlab does not own take their settings elsewhere.
+    let relay = include_str!("../../../../experiments/peers-relay-vs-haproxy.toml");
+    let haproxy = "name = \"haproxy\"\nkind = \"haproxy\"";
+    assert!(relay.contains(haproxy));
+    let e = error(&relay.replace(haproxy, &format!("{haproxy}\nargs = [\"-V\"]")));
+    assert!(e.contains("].args: only for connlab's own programs"), "{e}");
+    let e = error(&FILE.replace("engine = \"poll\"", "engine = \"poll\"\nargs = [\"\"]"));
+    assert!(
+        e.starts_with("t.toml: contender[0].args[0]: an empty argument"),
+        "{e}"
+    );
+}
