@@ -23,6 +23,7 @@ mod buffers;
 mod clients;
 mod config;
 mod nodes;
+mod splice_out;
 
 use crate::drr::FairQueue;
 use crate::stats::ServerStats;
@@ -230,6 +231,7 @@ impl<'c> Server<'c> {
                 Some(SendBuffer::Share(_)) => "share",
             },
             quantum_bytes: limited.then_some(config.quantum),
+            splice: config.splice,
             ..ServerStats::default()
         };
         Ok(Server {
