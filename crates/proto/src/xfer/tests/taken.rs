@@ -3,6 +3,7 @@
 //! copying path, decided before any payload byte is read.
 
 use super::*;
+use proptest::prelude::*;
 
 /// Encodes `frames` as the node would send them.
 fn wire(frames: &[Frame]) -> Vec<u8> {
@@ -278,4 +279,77 @@ fn a_header_alone_allocates_nothing_and_small_frames_finish_at_once() {
     );
     assert_eq!(decoder.pending_data(), None);
     assert_eq!(decoder.until_next_payload(), HEADER_LEN);
+}
+
+/// Events with DATA payloads reduced to their stream and length, taken
+/// payloads included where they were taken.
+fn feed_normalized(
+    session: &mut XferSession,
+    mut bytes: &[u8],
+    threshold: usize,
+) -> (Vec<String>, Result<Flow, XferError>) {
+    let mut events = Vec::new();
+    let mut log = Vec::new();
+    let flush = |events: &mut Vec<Event>, log: &mut Vec<String>| {
+        for e in events.drain(..) {
+            log.push(match e {
+                Event::Data { stream, bytes } => format!("data {stream} {}", bytes.len()),
+                other => format!("{other:?}"),
+            });
+        }
+    };
+    while !bytes.is_empty() {
+        if let Some((_, len)) = session.pending_data() {
+            if len >= threshold {
+                let taken = session.take_pending_data(&mut |e| events.push(e));
+                flush(&mut events, &mut log);
+                match taken {
+                    Ok(Some((stream, len))) => {
+                        log.push(format!("data {stream} {len}"));
+                        let n = session.consume_taken(bytes.len());
+                        bytes = &bytes[n..];
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(e) => return (log, Err(e)),
+                }
+            }
+        }
+        let n = session.until_next_payload().min(bytes.len());
+        let result = session.feed(&bytes[..n], &mut |e| events.push(e));
+        flush(&mut events, &mut log);
+        bytes = &bytes[n..];
+        if result != Ok(Flow::Continue) {
+            return (log, result);
+        }
+    }
+    (log, Ok(Flow::Continue))
+}
+
+proptest! {
+    #[test]
+    fn taking_payloads_changes_nothing_but_where_they_go(
+        frames in proptest::collection::vec(
+            prop_oneof![
+                frame::tests::frame(),
+                (0usize..20_000).prop_map(|n| Frame::Data { stream: StreamId(2), bytes: vec![1; n] }),
+                Just(Frame::Fin { stream: StreamId(2) }),
+            ],
+            0..24,
+        ),
+        threshold in 1usize..8192,
+    ) {
+        let (mut copy, mut take, s) = established_twins();
+        prop_assert_eq!(s, StreamId(2));
+        let bytes = wire(&frames);
+        let (copied, r1) = feed_normalized(&mut copy, &bytes, usize::MAX);
+        let (taken, r2) = feed_normalized(&mut take, &bytes, threshold);
+        prop_assert_eq!(copied, taken);
+        prop_assert_eq!(r1, r2);
+        prop_assert_eq!(copy.stats(), take.stats());
+        prop_assert_eq!(copy.recv_window(s), take.recv_window(s));
+        prop_assert_eq!(copy.stream_state(s), take.stream_state(s));
+        prop_assert_eq!(output(&mut copy), output(&mut take));
+        prop_assert_eq!(copy.finish_input(), take.finish_input());
+    }
 }
