@@ -1162,3 +1162,87 @@ fn io_server_splice_a_client_reset_mid_response_costs_only_its_stream() {
         assert_eq!(ends.len(), 4, "{case}: {ends:?}");
     }
 }
+
+/// Reads from a raw node's socket until the session reports what `want`
+/// picks out.
+fn raw_node_await<T>(
+    sock: &mut TcpStream,
+    session: &mut XferSession,
+    mut want: impl FnMut(&Event) -> Option<T>,
+) -> T {
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = sock.read(&mut buf).unwrap();
+        assert!(n > 0, "the I/O server closed the node connection");
+        let mut events = Vec::new();
+        session.feed(&buf[..n], &mut |e| events.push(e)).unwrap();
+        if let Some(found) = events.iter().find_map(&mut want) {
+            return found;
+        }
+    }
+}
+
+#[test]
+fn io_server_splice_refuses_bad_data_before_splicing_and_goes_on() {
+    use connlab_proto::xfer::{ErrorCode, Frame, StreamId};
+    let server = start_splicing_server(2, |_| {});
+    let (mut sock, mut session) = raw_node(server.nodes, Some(server.listen.port()));
+    let accepted = |e: &Event| match e {
+        Event::Accepted { stream, .. } => Some(*stream),
+        _ => None,
+    };
+    let mut first = TcpStream::connect(server.listen).unwrap();
+    first
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let s1 = raw_node_await(&mut sock, &mut session, accepted);
+    let mut second = TcpStream::connect(server.listen).unwrap();
+    second
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let s2 = raw_node_await(&mut sock, &mut session, accepted);
+    // Beyond the 64 KiB credit on the first stream, then 8 KiB on a stream
+    // never opened, then a good 8 KiB and FIN on the second.
+    let mut bytes = Vec::new();
+    let frames = [
+        Frame::Data {
+            stream: s1,
+            bytes: pattern(64 * 1024 + 1, 1),
+        },
+        Frame::Data {
+            stream: StreamId(s2.0 + 100),
+            bytes: pattern(8192, 2),
+        },
+        Frame::Data {
+            stream: s2,
+            bytes: pattern(8192, 3),
+        },
+        Frame::Fin { stream: s2 },
+    ];
+    for f in &frames {
+        f.encode_for(2, &mut bytes).unwrap();
+    }
+    sock.write_all(&bytes).unwrap();
+    let mut got = Vec::new();
+    second.read_to_end(&mut got).unwrap();
+    assert!(
+        got == pattern(8192, 3),
+        "second stream: {} bytes",
+        got.len()
+    );
+    // Not one byte of the refused payload reached the first client.
+    let mut first_got = Vec::new();
+    let _ = first.read_to_end(&mut first_got);
+    assert!(first_got.is_empty(), "{} bytes leaked", first_got.len());
+    // The server reset the first stream with FLOW_CONTROL.
+    let code = raw_node_await(&mut sock, &mut session, |e| match e {
+        Event::Reset { stream, code } if *stream == s1 => Some(*code),
+        _ => None,
+    });
+    assert_eq!(code, ErrorCode::FLOW_CONTROL);
+    let stats = server.stop();
+    assert_eq!(stats.bad_frames, 0, "{stats:?}");
+    assert_eq!(stats.nodes[0].stream_errors, 2, "{stats:?}");
+    assert!(stats.spliced_payloads >= 1, "{stats:?}");
+    assert_eq!(stats.spliced_bytes + stats.splice_spilled_bytes, 8192);
+}
