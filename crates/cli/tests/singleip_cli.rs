@@ -351,7 +351,10 @@ fn io_server_splice_relays_responses_byte_exact_and_says_so() {
         }
         let (code, err) = node.stop();
         assert_eq!(code, 0, "{case}: app-node: {err}");
-        let s = stop_io_server(server, &stats);
+        let (code, err) = server.stop();
+        assert_eq!(code, 0, "{case}: io-server: {err}");
+        assert!(err.contains("B spliced to clients"), "{case}: {err}");
+        let s = read_json(&stats);
         assert_matches_schema(&s, "io-server-stats.schema.json");
         assert_eq!(s["splice"], true, "{case}");
         assert!(s["spliced_bytes"].as_u64().unwrap() > 0, "{case}: {s}");

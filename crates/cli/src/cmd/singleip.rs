@@ -498,6 +498,12 @@ fn io_server(args: IoServerArgs) -> Result<ExitCode, Exit> {
         stats.auth_failures,
         stats.bad_frames
     );
+    if stats.splice {
+        eprintln!(
+            "singleip io-server: splice: {} payloads taken, {} B spliced to clients, {} B spilled to queues",
+            stats.spliced_payloads, stats.spliced_bytes, stats.splice_spilled_bytes
+        );
+    }
     for n in &stats.nodes {
         eprintln!(
             "  node {} {}: CLXF version {}, {} streams, {} B to node, {} B from node, {} resets in, {} out: {}",
