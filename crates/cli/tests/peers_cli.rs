@@ -2,7 +2,8 @@
 //! engines driven by `connlab load` on loopback, so no nginx or wrk is
 //! needed), resuming without measuring again, refusing a bad field by name,
 //! and `connlab report` showing the ratio to the baseline (the file's, or one
-//! named with `--baseline`). Checks structure,
+//! named with `--baseline`); with `profile = true`, a perf profile of the
+//! measured role per contender and body size. Checks structure,
 //! never times.
 
 use connlab_testkit::scratch;
@@ -123,5 +124,78 @@ fn dry_run_lists_the_point_ids() {
     )
     .success()
     .stdout(contains("poll-128B-rep1"))
-    .stdout(contains("epoll-128B-rep2"));
+    .stdout(contains("epoll-128B-rep2"))
+    .stdout(contains("profile").not());
+    // With profiles: one unmeasured run per contender and body size, last.
+    let file = write_file(&dir, "dry.toml", TINY);
+    connlab_testkit::sweep::dry_run(&file, LIMIT)
+        .arg("--profile")
+        .assert()
+        .success()
+        .stdout(contains("2 points and 2 unmeasured profile runs"))
+        .stdout(contains("  profile epoll-128B\n"));
+}
+
+/// Whether perf can record other processes here (root, or a permissive
+/// `kernel.perf_event_paranoid`); `.ci/run` installs it (linux-perf).
+fn perf_records() -> bool {
+    let runs = std::process::Command::new("perf")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok());
+    runs && (connlab_testkit::is_root() || paranoid.is_some_and(|p| p <= 1))
+}
+
+#[test]
+fn profile_true_records_a_kernel_profile_per_contender_and_size() {
+    connlab_testkit::skip_unless!(perf_records(), "needs perf allowed to record (linux-perf)");
+    let dir = scratch!("peers", "profile");
+    let text = TINY.replace("repetitions = 1", "repetitions = 1\nprofile = true")
+        + "\n[quick]\nduration = \"2s\"\n";
+    let file = write_file(&dir, "profile.toml", &text);
+    let out = dir.join("results");
+    sweep(&file, &out, LIMIT)
+        .arg("--quick")
+        .assert()
+        .success()
+        .stderr(contains("profile poll-128B:"));
+    for id in ["poll-128B", "epoll-128B"] {
+        assert!(out.join(format!("points/{id}-rep1.json")).is_file());
+        assert!(out.join(format!("profiles/{id}.perf.data")).is_file());
+        let report = out.join(format!("profiles/{id}.report.txt"));
+        let text = std::fs::read_to_string(&report)
+            .unwrap_or_else(|e| panic!("{}: {e}", report.display()));
+        // `  12.34%  0.10%  [k] tcp_sendmsg`: a kernel symbol by name.
+        let kernel = text.lines().any(|l| {
+            let mut parts = l.split_whitespace().skip_while(|p| *p != "[k]").skip(1);
+            parts.next().is_some_and(|sym| !sym.starts_with("0x"))
+        });
+        assert!(
+            kernel,
+            "{} names no kernel symbol:\n{text}",
+            report.display()
+        );
+    }
+
+    // Again: the points and the profiles are kept, nothing runs.
+    sweep(&file, &out, LIMIT)
+        .arg("--quick")
+        .assert()
+        .success()
+        .stderr(contains("2 kept from before"))
+        .stderr(contains("profile poll-128B").not());
+}
+
+#[test]
+fn the_profile_flag_is_only_for_peers() {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../experiments/pipeline-tables.toml");
+    connlab_testkit::sweep::dry_run(&file, LIMIT)
+        .arg("--profile")
+        .assert()
+        .code(2)
+        .stderr(contains("--profile: only for peers experiments"));
 }

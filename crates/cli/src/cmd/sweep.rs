@@ -54,6 +54,10 @@ pub(crate) struct SweepArgs {
     /// List the points and the estimated time; run nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Peers experiments: also record CPU profiles of the measured role, as
+    /// `profile = true` in the file does (needs perf).
+    #[arg(long)]
+    profile: bool,
 }
 
 /// Runs the sweep.
@@ -83,6 +87,12 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
 fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
     let exp = AnyExperiment::from_text(&text, &args.file.display().to_string())
         .map_err(|e| Exit::usage(e.into()))?;
+    if args.profile && exp.kind() != ExperimentKind::Peers {
+        return Err(Exit::usage(anyhow!(
+            "--profile: only for peers experiments (kind = \"peers\"); {} is not one",
+            args.file.display()
+        )));
+    }
     let out = args.out.clone().unwrap_or_else(|| {
         let suffix = if args.quick { "-quick" } else { "" };
         PathBuf::from("results").join(format!("{}{suffix}", exp.name()))
@@ -105,11 +115,11 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
         match points {
             Some(e) => print_plan(e, &e.plan(args.quick), &out)?,
             None if matches!(exp.kind(), ExperimentKind::Peers | ExperimentKind::Loadgen) => {
-                print_runs(&exp, args.quick, &out);
+                print_runs(&exp, args.quick, args.profile, &out);
             }
             None => {
                 lab_run::check(&exp, args.quick).map_err(|e| Exit::usage(anyhow!(e)))?;
-                print_runs(&exp, args.quick, &out);
+                print_runs(&exp, args.quick, args.profile, &out);
             }
         }
         return Ok(ExitCode::SUCCESS);
@@ -124,6 +134,7 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
         out,
         quick: args.quick,
         fresh: args.fresh,
+        profile: args.profile,
         connlab: std::env::current_exe().context("locating the connlab binary")?,
     };
     let started = Instant::now();
@@ -215,10 +226,11 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
 }
 
 /// Lists a pipeline, single-IP, peers or loadgen plan on stdout; a closed
-/// pipe (`| head`) ends it quietly.
-fn print_runs(exp: &AnyExperiment, quick: bool, out: &Path) {
+/// pipe (`| head`) ends it quietly. A peers plan ends with its profile runs
+/// when the file or `--profile` asks for them.
+fn print_runs(exp: &AnyExperiment, quick: bool, profile: bool, out: &Path) {
     use std::io::Write as _;
-    let ids = lab_run::plan(exp, quick);
+    let mut ids = lab_run::plan(exp, quick);
     let mut stdout = std::io::stdout().lock();
     let _ = match exp {
         AnyExperiment::Singleip(e) => writeln!(
@@ -230,12 +242,26 @@ fn print_runs(exp: &AnyExperiment, quick: bool, out: &Path) {
         ),
         AnyExperiment::Peers(e) => {
             let duration = e.duration(quick).as_secs_f64();
+            let points = ids.len();
+            let profiles: Vec<String> = if e.profile || profile {
+                e.profile_plan(quick)
+                    .iter()
+                    .map(|p| format!("profile {}", p.profile_id()))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let and_profiles = match profiles.len() {
+                0 => String::new(),
+                n => format!(" and {n} unmeasured profile runs"),
+            };
+            let runs = points + profiles.len();
+            ids.extend(profiles);
             writeln!(
                 stdout,
-                "{}: {} points of {duration:.0} s each, about {:.0} s in all (results in {})",
+                "{}: {points} points{and_profiles} of {duration:.0} s each, about {:.0} s in all (results in {})",
                 e.name,
-                ids.len(),
-                ids.len() as f64 * (duration + 1.5),
+                runs as f64 * (duration + 1.5),
                 out.display()
             )
         }

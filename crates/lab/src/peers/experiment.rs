@@ -148,6 +148,14 @@ pub struct Process {
     /// epoll relay (user-space buffers, or pipes with `splice`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io: Option<ClientIo>,
+    /// Extra command-line arguments appended to a connlab program's command
+    /// (`connlab-serve`, `connlab-load`, `connlab-gateway`, and the I/O server
+    /// of `singleip-relay`), e.g. `["--max-version", "1"]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// `singleip-relay`: extra arguments of its application node.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_args: Vec<String>,
 }
 
 impl Process {
@@ -217,6 +225,34 @@ impl Process {
                 ),
             ));
         }
+        if !self.args.is_empty()
+            && !matches!(
+                kind,
+                ProcessKind::ConnlabServe
+                    | ProcessKind::ConnlabLoad
+                    | ProcessKind::ConnlabGateway
+                    | ProcessKind::SingleipRelay
+            )
+        {
+            return Err((
+                field("args"),
+                format!("only for connlab's own programs, not {:?}", kind.name()),
+            ));
+        }
+        if !self.node_args.is_empty() && kind != ProcessKind::SingleipRelay {
+            return Err((
+                field("node_args"),
+                format!("only for kind \"singleip-relay\", not {:?}", kind.name()),
+            ));
+        }
+        for (key, list) in [("args", &self.args), ("node_args", &self.node_args)] {
+            if let Some(i) = list.iter().position(|a| a.trim().is_empty()) {
+                return Err((
+                    format!("{at}.{key}[{i}]"),
+                    "an empty argument (write each argument as one string)".into(),
+                ));
+            }
+        }
         match self.threads {
             Some(_) if !matches!(kind, ProcessKind::Wrk | ProcessKind::Haproxy) => Err((
                 field("threads"),
@@ -254,6 +290,12 @@ pub struct Contender {
     /// See [`Process::io`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io: Option<ClientIo>,
+    /// See [`Process::args`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// See [`Process::node_args`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_args: Vec<String>,
     /// Only these of the workload's body sizes (e.g. nginx `return` holds at
     /// most a few KiB in one configuration token) [default: all].
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -270,6 +312,8 @@ impl Contender {
             splice: self.splice,
             threads: self.threads,
             io: self.io,
+            args: self.args.clone(),
+            node_args: self.node_args.clone(),
         }
     }
 }
@@ -374,6 +418,11 @@ pub struct PeersExperiment {
     /// Replacements for `--quick`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quick: Option<PeersQuick>,
+    /// Record a CPU profile of the measured role (`perf record -g`) per
+    /// contender and body size, in one extra unmeasured run after the
+    /// measured repetitions [default: false].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub profile: bool,
 }
 
 fn no_placement() -> Placement {
@@ -441,6 +490,12 @@ impl PeerParams {
             "{}-{}B-rep{}",
             self.contender, self.body_bytes, self.repetition
         )
+    }
+
+    /// `<contender>-<body>B`: the file name of the profile of this
+    /// contender at this body size ([`PeersExperiment::profile_plan`]).
+    pub fn profile_id(&self) -> String {
+        format!("{}-{}B", self.contender, self.body_bytes)
     }
 }
 
@@ -641,6 +696,15 @@ impl PeersExperiment {
             }
         }
         plan
+    }
+
+    /// The profile runs of `profile = true`: one per contender and body
+    /// size, in plan order (the points of the first repetition).
+    pub fn profile_plan(&self, quick: bool) -> Vec<PeerParams> {
+        self.plan(quick)
+            .into_iter()
+            .filter(|p| p.repetition == 1)
+            .collect()
     }
 
     /// The baselines at a body size: those of [`PeersExperiment::baseline`]

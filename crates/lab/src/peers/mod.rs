@@ -15,6 +15,9 @@
 //! DIR/peers.json          PeersInfo: environment, plan size, whether --quick
 //! DIR/points/<id>.json    one PeerPoint per finished point (temporary name, then rename)
 //! DIR/logs/<id>/          configuration files and output of that point's processes
+//! DIR/profiles/<c>-<n>B.perf.data, .report.txt
+//!                         with `profile = true`: perf profiles of the measured role,
+//!                         one unmeasured run per contender and body size
 //! ```
 //!
 //! Point ids are `<contender>-<body>B-rep<k>`, so a second run of the same

@@ -163,3 +163,53 @@ fn a_singleip_relay_contender_may_splice_and_other_kinds_may_not() {
     assert!(e.contains("splice"), "{e}");
     assert!(e.contains("singleip-relay"), "{e}");
 }
+
+#[test]
+fn profile_is_off_unless_the_file_turns_it_on() {
+    assert!(!parse(FILE).unwrap().profile);
+    let on = parse(&FILE.replace("repetitions = 2", "repetitions = 2\nprofile = true")).unwrap();
+    assert!(on.profile);
+    // Turning it on changes no point of the plan; the profiles come one per
+    // contender and body size.
+    assert_eq!(on.plan(false), parse(FILE).unwrap().plan(false));
+    let ids: Vec<String> = on
+        .profile_plan(false)
+        .iter()
+        .map(PeerParams::profile_id)
+        .collect();
+    assert_eq!(ids, ["poll-128B", "epoll-128B", "poll-10240B"]);
+    let json = serde_json::to_string(&on).unwrap();
+    assert_eq!(serde_json::from_str::<PeersExperiment>(&json).unwrap(), on);
+    let e = error(&FILE.replace("repetitions = 2", "repetitions = 2\nprofile = \"yes\""));
+    assert!(e.starts_with("t.toml: profile:"), "{e}");
+    assert!(e.contains("bool"), "{e}");
+}
+
+#[test]
+fn extra_arguments_go_to_connlab_programs_and_the_relay_node_only() {
+    let e = parse(&FILE.replace(
+        "engine = \"poll\"",
+        "engine = \"poll\"\nargs = [\"--max-connections\", \"500\"]",
+    ))
+    .unwrap();
+    let poll = e.contender_named("poll").unwrap().process();
+    assert_eq!(poll.args, ["--max-connections", "500"]);
+    assert!(poll.node_args.is_empty());
+    // node_args belong to the single-IP relay's app node alone.
+    let e = error(&FILE.replace(
+        "engine = \"poll\"",
+        "engine = \"poll\"\nnode_args = [\"-v\"]",
+    ));
+    assert!(e.starts_with("t.toml: contender[0].node_args:"), "{e}");
+    // Programs connlab does not own take their settings elsewhere.
+    let relay = include_str!("../../../../experiments/peers-relay-vs-haproxy.toml");
+    let haproxy = "name = \"haproxy\"\nkind = \"haproxy\"";
+    assert!(relay.contains(haproxy));
+    let e = error(&relay.replace(haproxy, &format!("{haproxy}\nargs = [\"-V\"]")));
+    assert!(e.contains("].args: only for connlab's own programs"), "{e}");
+    let e = error(&FILE.replace("engine = \"poll\"", "engine = \"poll\"\nargs = [\"\"]"));
+    assert!(
+        e.starts_with("t.toml: contender[0].args[0]: an empty argument"),
+        "{e}"
+    );
+}

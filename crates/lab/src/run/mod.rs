@@ -41,6 +41,9 @@ pub struct SweepRequest {
     pub quick: bool,
     /// Discard earlier results first.
     pub fresh: bool,
+    /// Peers only: record CPU profiles as `profile = true` does, whatever
+    /// the file says (`connlab sweep --profile`).
+    pub profile: bool,
     /// The `connlab` binary the runners start as children (`serve`, `load`,
     /// `gateway`, `cap`).
     pub connlab: PathBuf,
@@ -374,6 +377,7 @@ links = ["memory:unlimited"]
             out: out.clone(),
             quick: false,
             fresh: false,
+            profile: false,
             connlab: PathBuf::from("connlab"),
         };
         let ids = plan(&exp, false);
@@ -443,6 +447,7 @@ links = ["memory:unlimited"]
             out: PathBuf::from("results/peers"),
             quick: false,
             fresh: false,
+            profile: false,
             connlab: PathBuf::from("connlab"),
         };
         let abs = with_absolute_out(&req).unwrap();
@@ -459,6 +464,7 @@ links = ["memory:unlimited"]
             out: scratch("suite"),
             quick: false,
             fresh: false,
+            profile: false,
             connlab: PathBuf::from("connlab"),
         };
         let err = sweep(

@@ -35,6 +35,7 @@ pub(super) fn server_command(
             if p.edge_triggered {
                 cmd.arg("--edge-triggered");
             }
+            cmd.args(&p.args);
             Ok((cmd, libc::SIGTERM))
         }
         ProcessKind::NginxReturn | ProcessKind::NginxStatic => {
@@ -136,6 +137,8 @@ pub(super) fn gateway_commands(
         if p.splice {
             node.arg("--splice");
         }
+        io.args(&p.args);
+        node.args(&p.node_args);
         return Ok(vec![("gateway", io, Some(nodes)), ("app-node", node, None)]);
     }
     gateway_command(ctx, p, listen, backend).map(|c| vec![("gateway", c, None)])
@@ -164,6 +167,7 @@ fn gateway_command(
             if p.io == Some(ClientIo::Uring) {
                 cmd.args(["--io", "uring"]);
             }
+            cmd.args(&p.args);
             Ok(cmd)
         }
         ProcessKind::Haproxy => {
@@ -254,6 +258,7 @@ pub(super) fn client_command(
             if let Some(io) = p.io {
                 cmd.args(["--io", io.name()]);
             }
+            cmd.args(&p.args);
             cmd
         }
     }
@@ -263,11 +268,14 @@ pub(super) fn client_command(
 mod tests {
     use crate::PeersExperiment;
 
-    #[test]
-    fn a_splicing_singleip_relay_passes_splice_to_its_node_only() {
-        let text = include_str!("../../../../../experiments/peers-relay-vs-haproxy.toml");
+    /// The gateway command lines of contender `name` of peers file `text`,
+    /// each with the name of its log.
+    fn gateway_lines(text: &str, name: &str) -> Vec<(&'static str, String)> {
         let exp = PeersExperiment::from_toml(text, "t.toml").unwrap();
-        let logs = std::env::temp_dir().join(format!("connlab-relay-cmds-{}", std::process::id()));
+        let logs = std::env::temp_dir().join(format!(
+            "connlab-gateway-cmds-{}-{name}",
+            std::process::id()
+        ));
         std::fs::create_dir_all(&logs).unwrap();
         let stop = std::sync::atomic::AtomicBool::new(false);
         let ctx = super::PointCtx {
@@ -278,24 +286,29 @@ mod tests {
             duration: std::time::Duration::from_secs(1),
             stop: &stop,
         };
-        let args = |name: &str| {
-            let p = exp.contender_named(name).unwrap().process();
-            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 9));
-            super::gateway_commands(&ctx, &p, addr, addr)
-                .unwrap()
-                .iter()
-                .map(|(what, cmd, _)| {
-                    let args: Vec<String> = cmd
-                        .get_args()
-                        .map(|a| a.to_string_lossy().into_owned())
-                        .collect();
-                    (*what, args.join(" "))
-                })
-                .collect::<Vec<_>>()
-        };
-        let plain = args("relay");
-        let spliced = args("relay-splice");
+        let p = exp.contender_named(name).unwrap().process();
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 9));
+        let lines = super::gateway_commands(&ctx, &p, addr, addr)
+            .unwrap()
+            .iter()
+            .map(|(what, cmd, _)| {
+                let args: Vec<String> = cmd
+                    .get_args()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect();
+                (*what, args.join(" "))
+            })
+            .collect();
         let _ = std::fs::remove_dir_all(&logs);
+        lines
+    }
+
+    const RELAY: &str = include_str!("../../../../../experiments/peers-relay-vs-haproxy.toml");
+
+    #[test]
+    fn a_splicing_singleip_relay_passes_splice_to_its_node_only() {
+        let plain = gateway_lines(RELAY, "relay");
+        let spliced = gateway_lines(RELAY, "relay-splice");
         assert!(
             plain.iter().all(|(_, a)| !a.contains("--splice")),
             "{plain:?}"
@@ -303,5 +316,19 @@ mod tests {
         assert_eq!(spliced[1].0, "app-node");
         assert!(spliced[1].1.ends_with("--splice"), "{spliced:?}");
         assert!(!spliced[0].1.contains("--splice"), "{spliced:?}");
+    }
+
+    #[test]
+    fn extra_arguments_end_the_command_they_belong_to() {
+        let text = RELAY.replace(
+            "name = \"relay\"\nkind = \"singleip-relay\"",
+            "name = \"relay\"\nkind = \"singleip-relay\"\n\
+             args = [\"--max-version\", \"1\"]\nnode_args = [\"--max-version\", \"2\"]",
+        );
+        let lines = gateway_lines(&text, "relay");
+        assert!(lines[0].1.starts_with("singleip io-server"), "{lines:?}");
+        assert!(lines[0].1.ends_with("--max-version 1"), "{lines:?}");
+        assert_eq!(lines[1].0, "app-node");
+        assert!(lines[1].1.ends_with("--max-version 2"), "{lines:?}");
     }
 }

@@ -6,11 +6,13 @@
 //! gateway's process trees from `/proc/PID/stat` (utime + stime, and the
 //! children they reaped), the client from its own rusage when reaped. One
 //! JSON file per point, written whole; every child is stopped on every exit
-//! path (a guard per process, and the kernel's parent-death signal).
+//! path (a guard per process, and the kernel's parent-death signal). With
+//! `profile = true`, perf profiles follow the points ([`profile`]).
 
 mod commands;
 mod output;
 mod procs;
+mod profile;
 #[cfg(test)]
 mod tests;
 
@@ -48,11 +50,20 @@ pub(super) fn sweep(
     let (out, quick) = (&req.out, req.quick);
     let plan = exp.plan(quick);
     let duration = exp.duration(quick);
-    let peer_versions = check_programs(exp).map_err(|e| RunError::Input(format!("{e:#}")))?;
+    // `connlab sweep --profile` turns profiles on for a file that leaves them off.
+    let profiling = exp.profile || req.profile;
+    let mut peer_versions = check_programs(exp).map_err(|e| RunError::Input(format!("{e:#}")))?;
+    if profiling {
+        let perf = profile::check_perf().map_err(|e| RunError::Input(format!("{e:#}")))?;
+        peer_versions.push(("perf".into(), perf));
+    }
     let earlier = prepare_dir(out, &req.text, quick, req.fresh)?;
     let info = PeersInfo {
         schema: PEERS_SWEEP_SCHEMA.into(),
-        experiment: exp.clone(),
+        experiment: PeersExperiment {
+            profile: profiling,
+            ..exp.clone()
+        },
         quick,
         environment: Environment::capture(),
         peer_versions,
@@ -118,10 +129,65 @@ pub(super) fn sweep(
             })
         },
     );
+    if result.is_ok() && profiling && !stop.load(Relaxed) {
+        let ctx = |logs| PointCtx {
+            exp,
+            exe: &exe,
+            tmp: &www.path,
+            logs,
+            duration,
+            stop: &stop,
+        };
+        record_profiles(exp, quick, out, ctx, progress, &mut outcome);
+    }
     progress.end();
     result?;
     outcome.interrupted = stop.load(Relaxed);
     Ok(outcome)
+}
+
+/// Records the profiles of `profile = true` that no earlier sweep finished,
+/// one unmeasured run each (see [`profile`]); a failed one is said with
+/// perf's reason and counted among the failures, and the rest go on.
+fn record_profiles<'a>(
+    exp: &PeersExperiment,
+    quick: bool,
+    out: &Path,
+    ctx: impl Fn(PathBuf) -> PointCtx<'a>,
+    progress: &mut dyn Progress,
+    outcome: &mut SweepOutcome,
+) {
+    let targets = exp.profile_plan(quick);
+    let left: Vec<&PeerParams> = targets
+        .iter()
+        .filter(|p| !profile::report_path(out, &p.profile_id()).exists())
+        .collect();
+    if left.is_empty() {
+        return;
+    }
+    let (_, window) = profile::window(exp.duration(quick));
+    progress.note(&format!(
+        "profiles: {} of {} to record, one unmeasured run each with perf on the {} for up to {:.1} s",
+        left.len(),
+        targets.len(),
+        exp.measure.name(),
+        window.as_secs_f64()
+    ));
+    for p in left {
+        let id = p.profile_id();
+        let ctx = ctx(out.join("logs").join("profiles").join(&id));
+        if ctx.stop.load(Relaxed) {
+            return;
+        }
+        match profile::record_profile(&ctx, p, out) {
+            Ok(Some(what)) => progress.note(&format!("profile {id}: {what}")),
+            Ok(None) => return,
+            Err(e) => {
+                progress.note(&format!("profile {id}: FAILED: {e:#}"));
+                outcome.failed.push(format!("profile {id}"));
+            }
+        }
+    }
 }
 
 /// Makes this process the reaper of its orphaned descendants (an nginx
@@ -172,7 +238,7 @@ fn check_programs(exp: &PeersExperiment) -> anyhow::Result<Vec<(String, String)>
 fn prepare_dir(out: &Path, text: &str, quick: bool, fresh: bool) -> Result<Option<f64>, RunError> {
     let points = out.join("points");
     if fresh {
-        for sub in ["points", "logs"] {
+        for sub in ["points", "logs", "profiles"] {
             let dir = out.join(sub);
             if dir.exists() {
                 std::fs::remove_dir_all(&dir)
@@ -249,8 +315,31 @@ struct PointCtx<'a> {
     stop: &'a AtomicBool,
 }
 
-/// Runs one point; `None` when interrupted.
-fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<PeerPoint>> {
+/// The server and gateway of a point, started and answering.
+struct Roles {
+    setup: PointSetup,
+    server: Proc,
+    /// The gateway's processes (two for the single-IP relay), if any.
+    gateway: Vec<Proc>,
+    /// Where the client connects: the gateway, else the server.
+    target: std::net::SocketAddr,
+    /// The command line of each process so far, role by role.
+    commands: Vec<(Role, Vec<String>)>,
+}
+
+impl Roles {
+    /// Stops the gateway, then the server.
+    fn stop(&mut self) {
+        for g in self.gateway.iter_mut().rev() {
+            g.stop();
+        }
+        self.server.stop();
+    }
+}
+
+/// Clears `ctx.logs`, starts the server and the gateway of point `p`, each
+/// pinned to its CPU, and waits until one request gets a 200 through them.
+fn start_roles(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Roles> {
     let exp = ctx.exp;
     let contender = exp
         .contender_named(&p.contender)
@@ -291,29 +380,41 @@ fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<PeerPoint>
         Some(g) => wait_ready(g, target, p.body_bytes)?,
         None => wait_ready(&mut server, target, p.body_bytes)?,
     }
+    Ok(Roles {
+        setup,
+        server,
+        gateway,
+        target,
+        commands,
+    })
+}
 
+/// Runs one point; `None` when interrupted.
+fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<PeerPoint>> {
+    let exp = ctx.exp;
+    let placement = &exp.placement;
+    let mut roles = start_roles(ctx, p)?;
+    let setup = roles.setup.clone();
     let json = ctx.logs.join("client.json");
-    let cmd = client_command(ctx, &setup.client, target, p.body_bytes, &json);
-    commands.push((Role::Client, describe(&cmd)));
-    let server_before = server.tree_cpu_s();
+    let cmd = client_command(ctx, &setup.client, roles.target, p.body_bytes, &json);
+    roles.commands.push((Role::Client, describe(&cmd)));
+    let server_before = roles.server.tree_cpu_s();
     let gateway_cpu_s = |g: &[Proc]| -> Option<f64> {
         (!g.is_empty()).then(|| g.iter().map(Proc::tree_cpu_s).sum())
     };
-    let gateway_before = gateway_cpu_s(&gateway);
+    let gateway_before = gateway_cpu_s(&roles.gateway);
     let started = Instant::now();
     let mut client = Proc::spawn(cmd, "client", placement.client_cpu, &ctx.logs, libc::SIGINT)?;
     let Some(client_cpu) = client.wait_rusage(ctx.duration + CLIENT_SLACK, ctx.stop)? else {
         return Ok(None);
     };
     let wall_s = started.elapsed().as_secs_f64();
-    let server_cpu = server.tree_cpu_s() - server_before;
-    let gateway_cpu = gateway_cpu_s(&gateway)
+    let server_cpu = roles.server.tree_cpu_s() - server_before;
+    let gateway_cpu = gateway_cpu_s(&roles.gateway)
         .zip(gateway_before)
         .map(|(after, before)| after - before);
-    for g in gateway.iter_mut().rev() {
-        g.stop();
-    }
-    server.stop();
+    roles.stop();
+    let commands = std::mem::take(&mut roles.commands);
     // A Ctrl-C from the terminal reaches the client too, which may end
     // early and cleanly before the flag is seen: such a run is not kept.
     std::thread::sleep(Duration::from_millis(150));

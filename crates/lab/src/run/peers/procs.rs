@@ -129,6 +129,11 @@ impl Proc {
         })
     }
 
+    /// This process and every descendant alive now.
+    pub(super) fn tree(&self) -> Vec<i32> {
+        process_tree(self.child.id() as i32)
+    }
+
     /// CPU seconds of this process and every descendant alive now,
     /// including what each has reaped from its own children.
     pub(super) fn tree_cpu_s(&self) -> f64 {
