@@ -324,6 +324,55 @@ fn max_version_1_on_either_side_relays_100_kib_responses_at_version_1() {
 }
 
 #[test]
+fn io_server_splice_relays_responses_byte_exact_and_says_so() {
+    const LEN: usize = 1 << 20;
+    let local = response_server(LEN);
+    // (io-server flags, app-node flags)
+    let cases: [(&[&str], &[&str]); 3] = [
+        (&["--splice"], &[]),
+        (&["--splice"], &["--splice"]),
+        (&["--splice", "--max-version", "1"], &["--splice"]),
+    ];
+    for (server_flags, node_flags) in cases {
+        let case = format!("io-server {server_flags:?}, app-node {node_flags:?}");
+        let dir = temp_dir();
+        let key = key_file(dir.path(), "key", b"a shared key of 32 bytes, ok....");
+        let stats = dir.path().join("io.json");
+        let (server, cluster, nodes) = io_server(&key, server_flags, &stats);
+        assert!(server.banner.contains(", splice;"), "{}", server.banner);
+        let node = app_node_with(nodes, &key, local, cluster.port(), "3", node_flags);
+        for seed in 0..3u8 {
+            let mut s = connect(cluster);
+            s.write_all(&[b'G', b'E', b'T', seed]).unwrap();
+            let mut got = Vec::new();
+            s.read_to_end(&mut got).unwrap();
+            assert_eq!(got.len(), LEN, "{case}");
+            assert!(got == pattern(LEN, seed), "{case}: bytes differ");
+        }
+        let (code, err) = node.stop();
+        assert_eq!(code, 0, "{case}: app-node: {err}");
+        let (code, err) = server.stop();
+        assert_eq!(code, 0, "{case}: io-server: {err}");
+        assert!(err.contains("B spliced to clients"), "{case}: {err}");
+        let s = read_json(&stats);
+        assert_matches_schema(&s, "io-server-stats.schema.json");
+        assert_eq!(s["splice"], true, "{case}");
+        assert!(s["spliced_bytes"].as_u64().unwrap() > 0, "{case}: {s}");
+        assert_eq!(s["bad_frames"], 0, "{case}");
+        assert_eq!(s["nodes"][0]["bytes_from_node"], 3 * LEN as u64, "{case}");
+    }
+    // Without the flag: off, and nothing spliced.
+    let dir = temp_dir();
+    let key = key_file(dir.path(), "key", b"a shared key of 32 bytes, ok....");
+    let stats = dir.path().join("io.json");
+    let (server, _, _) = io_server(&key, &[], &stats);
+    assert!(!server.banner.contains("splice"), "{}", server.banner);
+    let s = stop_io_server(server, &stats);
+    assert_eq!(s["splice"], false);
+    assert_eq!(s["spliced_bytes"], 0);
+}
+
+#[test]
 fn a_client_that_stops_reading_does_not_stop_the_other_streams() {
     // More than the kernel can hold for one stalled client, even with
     // --send-limit off (tcp_wmem max 4 MiB here plus the receive buffer).
@@ -510,7 +559,7 @@ fn help_shows_examples_and_bad_flags_exit_2() {
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(
-        help.contains("Example:") && help.contains("--send-limit"),
+        help.contains("Example:") && help.contains("--send-limit") && help.contains("--splice"),
         "{help}"
     );
     let out = Command::new(connlab_bin())

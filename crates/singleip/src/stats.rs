@@ -153,6 +153,17 @@ pub struct ServerStats {
     /// DATA payloads merged into the one before because their stream's
     /// queue already held `max_frames_per_window` payloads.
     pub frames_merged: u64,
+    /// Whether DATA payloads from nodes went to client sockets by splice(2)
+    /// (`--splice`) where it pays rather than through user-space buffers.
+    pub splice: bool,
+    /// DATA payloads taken out of the node connection for splicing.
+    pub spliced_payloads: u64,
+    /// Payload bytes spliced straight from a node connection to a client
+    /// socket.
+    pub spliced_bytes: u64,
+    /// Payload bytes of spliced payloads the client socket did not take at
+    /// once, read from the pipe into the stream's user-space queue.
+    pub splice_spilled_bytes: u64,
     /// Per node connection, in closing order (unauthenticated ones
     /// included; first [`ServerStats::MAX_NODES`]).
     pub nodes: Vec<NodeStats>,

@@ -1007,3 +1007,242 @@ fn a_100_kib_response_is_relayed_byte_exact_at_either_protocol_version() {
         }
     }
 }
+
+/// An I/O server with `--splice`, taking at most `max_version`.
+fn start_splicing_server(
+    max_version: u16,
+    adjust: impl FnOnce(&mut ServerConfig) + Send + 'static,
+) -> Server {
+    start_server_with(move |c| {
+        c.splice = true;
+        c.max_version = max_version;
+        adjust(c);
+    })
+}
+
+/// Checks that a splicing server's run was sound: spliced something, no bad
+/// frame, every connection closed normally.
+fn assert_spliced_cleanly(stats: &ServerStats, case: &str) {
+    assert!(stats.splice, "{case}");
+    assert!(stats.spliced_payloads > 0, "{case}: {stats:?}");
+    assert!(stats.spliced_bytes > 0, "{case}: {stats:?}");
+    assert_eq!(stats.bad_frames, 0, "{case}: {stats:?}");
+    assert!(
+        stats.connections.iter().all(|c| c.end == "closed"),
+        "{case}: {:?}",
+        stats.connections
+    );
+}
+
+#[test]
+fn io_server_splice_relays_100_kib_and_16_mib_responses_byte_exact() {
+    const SMALL: usize = 100 * 1024;
+    const LARGE: usize = 16 << 20;
+    let (small, large) = (response_server(SMALL), response_server(LARGE));
+    for (server_max, version) in [(2, 2), (1, 1)] {
+        for node_splice in [false, true] {
+            let case = format!("version {version}, node splice {node_splice}");
+            let server = start_splicing_server(server_max, |_| {});
+            let small_node = Node::start(node_config(&server, small, node_splice));
+            for seed in 0..2u8 {
+                let got = fetch(server.listen, seed);
+                assert_eq!(got.len(), SMALL, "{case}");
+                assert!(got == pattern(SMALL, seed), "{case}: 100 KiB bytes differ");
+            }
+            small_node.stop().unwrap();
+            let large_node = Node::start(node_config(&server, large, node_splice));
+            let got = fetch(server.listen, 7);
+            assert_eq!(got.len(), LARGE, "{case}");
+            assert!(got == pattern(LARGE, 7), "{case}: 16 MiB bytes differ");
+            let ns = large_node.stop().unwrap();
+            assert_eq!(ns.version, version, "{case}");
+            let stats = server.stop();
+            assert_spliced_cleanly(&stats, &case);
+            let from_nodes: u64 = stats.nodes.iter().map(|n| n.bytes_from_node).sum();
+            assert_eq!(from_nodes, (2 * SMALL + LARGE) as u64, "{case}");
+            let to_clients: u64 = stats.connections.iter().map(|c| c.bytes_to_client).sum();
+            assert_eq!(to_clients, (2 * SMALL + LARGE) as u64, "{case}");
+        }
+    }
+}
+
+#[test]
+fn io_server_splice_a_stalled_client_does_not_hold_up_its_node_connection() {
+    const N: usize = 2_000_000;
+    for node_splice in [false, true] {
+        // A large window and small client socket buffers: the stalled
+        // client's socket takes a little of what the node sends and the
+        // rest must go to its queue, not stay in the node's pipe.
+        let server = start_splicing_server(2, |c| {
+            c.initial_window = 4 << 20;
+            c.send_limit = Some(SendLimit::fixed_4x(4096));
+        });
+        let node = Node::start(node_config(&server, command_server(N), node_splice));
+        // (Its receive buffer stays the default: a tiny one on loopback
+        // makes TCP crawl on persist timers once read.)
+        let mut stalled = TcpStream::connect(server.listen).unwrap();
+        stalled
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        stalled.write_all(b"s").unwrap();
+        // The others, on the same node connection, finish while it waits.
+        for seed in [b'f', b'g', b'h'] {
+            let (got, err) = ask(server.listen, seed);
+            assert_eq!(err, None);
+            assert!(got == pattern(N, seed), "fast stream: {} bytes", got.len());
+        }
+        let mut got = Vec::new();
+        stalled.read_to_end(&mut got).unwrap();
+        assert!(
+            got == pattern(N, b's'),
+            "stalled stream: {} bytes",
+            got.len()
+        );
+        drop(stalled);
+        node.stop().expect("the node's session stayed sound");
+        let stats = server.stop();
+        let case = format!("node splice {node_splice}");
+        assert!(stats.splice_spilled_bytes > 0, "{case}: {stats:?}");
+        assert_spliced_cleanly(&stats, &case);
+    }
+}
+
+#[test]
+fn io_server_splice_a_client_reset_mid_response_costs_only_its_stream() {
+    const N: usize = 4_000_000;
+    for node_splice in [false, true] {
+        let server = start_splicing_server(2, |_| {});
+        let node = Node::start(node_config(&server, command_server(N), node_splice));
+        let quitter = {
+            let addr = server.listen;
+            std::thread::spawn(move || {
+                let mut c = TcpStream::connect(addr).unwrap();
+                c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+                c.write_all(b"q").unwrap();
+                let mut got = vec![0u8; 300_000];
+                c.read_exact(&mut got).unwrap();
+                assert!(got == pattern(N, b'q')[..300_000]);
+                // A reset, not an end.
+                socket2::SockRef::from(&c)
+                    .set_linger(Some(Duration::ZERO))
+                    .unwrap();
+            })
+        };
+        let others: Vec<_> = [b'a', b'b', b'c']
+            .into_iter()
+            .map(|seed| {
+                let addr = server.listen;
+                std::thread::spawn(move || (seed, ask(addr, seed)))
+            })
+            .collect();
+        quitter.join().unwrap();
+        for o in others {
+            let (seed, (got, err)) = o.join().unwrap();
+            assert_eq!(err, None);
+            assert!(
+                got == pattern(N, seed),
+                "stream {seed}: {} bytes",
+                got.len()
+            );
+        }
+        let ns = node.stop().expect("the node's session stayed sound");
+        assert_eq!(ns.streams, 4);
+        let stats = server.stop();
+        let case = format!("node splice {node_splice}");
+        assert!(stats.splice, "{case}");
+        assert!(stats.spliced_bytes > 0, "{case}: {stats:?}");
+        assert_eq!(stats.bad_frames, 0, "{case}: {stats:?}");
+        assert_eq!(stats.nodes[0].stream_errors, 0, "{case}: {stats:?}");
+        let ends: Vec<&str> = stats.connections.iter().map(|c| c.end.as_str()).collect();
+        assert_eq!(
+            ends.iter().filter(|e| **e == "closed").count(),
+            3,
+            "{case}: {ends:?}"
+        );
+        assert_eq!(ends.len(), 4, "{case}: {ends:?}");
+    }
+}
+
+/// Reads from a raw node's socket until the session reports what `want`
+/// picks out.
+fn raw_node_await<T>(
+    sock: &mut TcpStream,
+    session: &mut XferSession,
+    mut want: impl FnMut(&Event) -> Option<T>,
+) -> T {
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = sock.read(&mut buf).unwrap();
+        assert!(n > 0, "the I/O server closed the node connection");
+        let mut events = Vec::new();
+        session.feed(&buf[..n], &mut |e| events.push(e)).unwrap();
+        if let Some(found) = events.iter().find_map(&mut want) {
+            return found;
+        }
+    }
+}
+
+#[test]
+fn io_server_splice_refuses_bad_data_before_splicing_and_goes_on() {
+    use connlab_proto::xfer::{ErrorCode, Frame, StreamId};
+    let server = start_splicing_server(2, |_| {});
+    let (mut sock, mut session) = raw_node(server.nodes, Some(server.listen.port()));
+    let accepted = |e: &Event| match e {
+        Event::Accepted { stream, .. } => Some(*stream),
+        _ => None,
+    };
+    let mut first = TcpStream::connect(server.listen).unwrap();
+    first
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let s1 = raw_node_await(&mut sock, &mut session, accepted);
+    let mut second = TcpStream::connect(server.listen).unwrap();
+    second
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let s2 = raw_node_await(&mut sock, &mut session, accepted);
+    // Beyond the 64 KiB credit on the first stream, then 8 KiB on a stream
+    // never opened, then a good 8 KiB and FIN on the second.
+    let mut bytes = Vec::new();
+    let frames = [
+        Frame::Data {
+            stream: s1,
+            bytes: pattern(64 * 1024 + 1, 1),
+        },
+        Frame::Data {
+            stream: StreamId(s2.0 + 100),
+            bytes: pattern(8192, 2),
+        },
+        Frame::Data {
+            stream: s2,
+            bytes: pattern(8192, 3),
+        },
+        Frame::Fin { stream: s2 },
+    ];
+    for f in &frames {
+        f.encode_for(2, &mut bytes).unwrap();
+    }
+    sock.write_all(&bytes).unwrap();
+    let mut got = Vec::new();
+    second.read_to_end(&mut got).unwrap();
+    assert!(
+        got == pattern(8192, 3),
+        "second stream: {} bytes",
+        got.len()
+    );
+    // Not one byte of the refused payload reached the first client.
+    let mut first_got = Vec::new();
+    let _ = first.read_to_end(&mut first_got);
+    assert!(first_got.is_empty(), "{} bytes leaked", first_got.len());
+    // The server reset the first stream with FLOW_CONTROL.
+    let code = raw_node_await(&mut sock, &mut session, |e| match e {
+        Event::Reset { stream, code } if *stream == s1 => Some(*code),
+        _ => None,
+    });
+    assert_eq!(code, ErrorCode::FLOW_CONTROL);
+    let stats = server.stop();
+    assert_eq!(stats.bad_frames, 0, "{stats:?}");
+    assert_eq!(stats.nodes[0].stream_errors, 2, "{stats:?}");
+    assert!(stats.spliced_payloads >= 1, "{stats:?}");
+    assert_eq!(stats.spliced_bytes + stats.splice_spilled_bytes, 8192);
+}

@@ -64,6 +64,15 @@ the --nodes port. Own addresses need a rule with a prefix longer than /0 naming 
 (--allow-connect 127.0.0.1:6379). A denied CONNECT gets CONNECT_FAILED EACCES, a denied
 LISTEN a LISTEN_RESULT EACCES. The key file may hold at most 64 KiB.
 
+With --splice (a research option, off by default until measured), DATA payloads of
+4 KiB and more go from the node connection to their client socket without entering
+user space: the node connection is read up to each frame's end so every DATA header
+is seen before its payload, and a payload whose client has nothing queued is spliced
+node socket -> pipe -> client socket. What the client socket does not take at once
+goes to that stream's queue, so a slow client never holds up the node connection;
+small frames and streams with queued bytes are copied as without it. --stats records
+it (splice, spliced_payloads, spliced_bytes, splice_spilled_bytes).
+
 Prints 'singleip: io-server ready ...' on stdout once listening. SIGINT/SIGTERM stop
 it; it then writes --stats (JSON: per node frames, bytes, streams, resets, auth
 failures; per connection bytes each way and queueing) and a summary on stderr.
@@ -174,6 +183,11 @@ struct IoServerArgs {
     #[arg(long, default_value_t = MAX_VERSION, value_name = "1|2",
           value_parser = clap::value_parser!(u16).range(i64::from(MIN_VERSION)..=i64::from(MAX_VERSION)))]
     max_version: u16,
+    /// Move DATA payloads of 4 KiB and more from node connections to client sockets
+    /// with splice(2) through a pipe instead of copying them through user space (one
+    /// pipe, two more descriptors, per node connection; none per client).
+    #[arg(long)]
+    splice: bool,
     /// Write the statistics as JSON to FILE on exit.
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
@@ -419,6 +433,7 @@ fn io_server(args: IoServerArgs) -> Result<ExitCode, Exit> {
     config.max_node_queue = bounded("--max-node-queue", args.max_node_queue, 64 * 1024, 1 << 40)?;
     config.max_frames_per_window = args.max_frames_per_window as usize;
     config.max_version = args.max_version;
+    config.splice = args.splice;
     config.access = Access {
         connect: args.allow_connect.clone(),
         listen: args.allow_listen.clone(),
@@ -440,8 +455,9 @@ fn io_server(args: IoServerArgs) -> Result<ExitCode, Exit> {
                 ),
                 None => "send limit off".to_string(),
             };
+            let splice = if args.splice { ", splice" } else { "" };
             println!(
-                "singleip: io-server ready: cluster {}, nodes {}, {limit}; Ctrl-C stops",
+                "singleip: io-server ready: cluster {}, nodes {}, {limit}{splice}; Ctrl-C stops",
                 listen.join(" "),
                 bound.nodes
             );
@@ -482,6 +498,12 @@ fn io_server(args: IoServerArgs) -> Result<ExitCode, Exit> {
         stats.auth_failures,
         stats.bad_frames
     );
+    if stats.splice {
+        eprintln!(
+            "singleip io-server: splice: {} payloads taken, {} B spliced to clients, {} B spilled to queues",
+            stats.spliced_payloads, stats.spliced_bytes, stats.splice_spilled_bytes
+        );
+    }
     for n in &stats.nodes {
         eprintln!(
             "  node {} {}: CLXF version {}, {} streams, {} B to node, {} B from node, {} resets in, {} out: {}",

@@ -650,6 +650,12 @@ pub struct FrameDecoder {
     spare: Vec<Vec<u8>>,
     /// The capacity of the buffers in `spare`, in bytes.
     spare_bytes: usize,
+    /// Payload bytes of the current DATA frame still to come that are not
+    /// buffered: taken elsewhere ([`FrameDecoder::take_payload`]) and
+    /// reported by [`FrameDecoder::consume_taken`], or dropped as fed.
+    taken: usize,
+    /// The whole payload length of the frame in `taken`.
+    taken_len: usize,
 }
 
 /// Bytes of payload buffers a decoder keeps for reuse at most: 1 MiB, 64
@@ -668,6 +674,8 @@ impl Default for FrameDecoder {
             version: 1,
             spare: Vec::new(),
             spare_bytes: 0,
+            taken: 0,
+            taken_len: 0,
         }
     }
 }
@@ -761,6 +769,69 @@ impl FrameDecoder {
         }
     }
 
+    /// The DATA frame whose header was just decoded and none of whose
+    /// payload was taken yet: its stream and payload length (never 0). A
+    /// caller that feeds input only up to [`FrameDecoder::until_next_payload`]
+    /// sees every frame in this state before its payload, and may then move
+    /// the payload itself ([`FrameDecoder::take_payload`]).
+    pub fn pending_data(&self) -> Option<(StreamId, usize)> {
+        match &self.body {
+            Some(body)
+                if body.kind == FrameKind::Data && body.len > 0 && body.buf.capacity() == 0 =>
+            {
+                Some((StreamId(body.stream), body.len))
+            }
+            _ => None,
+        }
+    }
+
+    /// Takes the payload of the [`FrameDecoder::pending_data`] frame out of
+    /// the decoder: it is not buffered and no [`Frame::Data`] is returned
+    /// for it; its bytes are accounted with [`FrameDecoder::consume_taken`]
+    /// as they are moved elsewhere, and bytes fed to
+    /// [`FrameDecoder::decode`] meanwhile count as payload and are dropped.
+    /// Returns the stream and length, or `None` (nothing changed) when no
+    /// DATA frame is pending.
+    pub fn take_payload(&mut self) -> Option<(StreamId, usize)> {
+        let pending = self.pending_data()?;
+        self.body = None;
+        self.taken = pending.1;
+        self.taken_len = pending.1;
+        Some(pending)
+    }
+
+    /// Payload bytes of a taken frame ([`FrameDecoder::take_payload`]) still
+    /// to come; 0 when none is being taken.
+    pub fn taken_remaining(&self) -> usize {
+        self.taken
+    }
+
+    /// Accounts `n` payload bytes of the taken frame as consumed elsewhere;
+    /// returns the bytes accounted (at most [`FrameDecoder::taken_remaining`]).
+    /// The frame ends with its last byte.
+    pub fn consume_taken(&mut self, n: usize) -> usize {
+        let n = n.min(self.taken);
+        self.taken -= n;
+        self.consumed += n as u64;
+        n
+    }
+
+    /// How many input bytes finish the current frame and the header after
+    /// it and no more: a caller reading at most this much per read stops
+    /// where the next frame's payload begins, so that frame's header is
+    /// decoded before any of its payload is read
+    /// ([`FrameDecoder::pending_data`]). Between frames (or in a header),
+    /// the header bytes still missing.
+    pub fn until_next_payload(&self) -> usize {
+        if self.taken > 0 {
+            return self.taken + HEADER_LEN;
+        }
+        match &self.body {
+            Some(body) => body.len - body.buf.len() + HEADER_LEN,
+            None => HEADER_LEN - self.filled,
+        }
+    }
+
     /// Offset in the connection of the header of the frame last returned (or
     /// being assembled).
     pub fn frame_offset(&self) -> u64 {
@@ -772,6 +843,7 @@ impl FrameDecoder {
     pub fn finish(&self) -> Result<(), XferError> {
         let received = match &self.body {
             Some(body) => (HEADER_LEN + body.buf.len()) as u64,
+            None if self.taken > 0 => (HEADER_LEN + self.taken_len - self.taken) as u64,
             None => self.filled as u64,
         };
         if received == 0 {
@@ -785,6 +857,15 @@ impl FrameDecoder {
     }
 
     fn step(&mut self, input: &mut &[u8]) -> Result<Option<Frame>, XferError> {
+        if self.taken > 0 {
+            // A payload taken elsewhere: fed bytes of it are dropped.
+            let n = self.taken.min(input.len());
+            *input = &input[n..];
+            self.consume_taken(n);
+            if self.taken > 0 {
+                return Ok(None);
+            }
+        }
         if self.body.is_none() {
             if self.filled == 0 {
                 self.frame_start = self.consumed;
@@ -811,6 +892,11 @@ impl FrameDecoder {
         };
         let need = body.len - body.buf.len();
         let n = need.min(input.len());
+        if n == 0 && need > 0 {
+            // Just the header so far: nothing is allocated for the payload
+            // yet (it may be taken elsewhere, `take_payload`).
+            return Ok(None);
+        }
         if n == need && body.buf.is_empty() {
             // The whole payload is here: parse it in place.
             let payload = &input[..n];

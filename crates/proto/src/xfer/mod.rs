@@ -14,6 +14,12 @@
 //!   buffer, and calls such as [`XferSession::accept`] or
 //!   [`XferSession::send_data`] that queue frames. No socket, no clock: the
 //!   driver decides when to ping and when to give up on a silent peer.
+//! - A driver that moves DATA payloads itself (splice) feeds at most
+//!   [`XferSession::until_next_payload`] bytes at a time, so every DATA
+//!   header is decoded before its payload, and takes the payload with
+//!   [`XferSession::take_pending_data`]: the same checks and credit
+//!   accounting as a copied payload, done before any payload byte is read,
+//!   then [`XferSession::consume_taken`] as the bytes move.
 
 mod auth;
 mod error;

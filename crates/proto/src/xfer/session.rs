@@ -414,6 +414,81 @@ impl XferSession {
         self.decoder.recycle(buf);
     }
 
+    /// How many input bytes finish the current frame and the next header
+    /// ([`FrameDecoder::until_next_payload`]): feeding at most this much at
+    /// a time, a driver sees every DATA header before its payload
+    /// ([`XferSession::pending_data`]).
+    pub fn until_next_payload(&self) -> usize {
+        self.decoder.until_next_payload()
+    }
+
+    /// The DATA frame whose header was just fed, none of its payload yet:
+    /// its stream and payload length. Only on an established session.
+    pub fn pending_data(&self) -> Option<(StreamId, usize)> {
+        if !self.is_established() {
+            return None;
+        }
+        self.decoder.pending_data()
+    }
+
+    /// Takes the payload of the [`XferSession::pending_data`] frame for the
+    /// driver to move itself (splice), with every check and all accounting
+    /// of [`XferSession::feed`] done now, before any payload byte is read:
+    ///
+    /// - `Ok(Some((stream, len)))`: accepted; credit, stream state and
+    ///   counters are as after the copying path's [`Event::Data`] (with
+    ///   `auto_credit`, released too). Move the `len` bytes, reporting each
+    ///   part with [`XferSession::consume_taken`], and call
+    ///   [`XferSession::release`] as they reach their destination.
+    /// - `Ok(None)`: no DATA pending, or the frame is not for a live stream:
+    ///   ignored (closed stream) or a stream error reported in `events`
+    ///   ([`Event::StreamError`], RESET queued) exactly as `feed` would.
+    ///   Feed the payload as usual; its bytes are dropped.
+    /// - `Err`: a connection error, as from `feed` (GOAWAY queued).
+    pub fn take_pending_data(
+        &mut self,
+        events: &mut impl FnMut(Event),
+    ) -> Result<Option<(StreamId, u32)>, XferError> {
+        if self.pending_data().is_none() {
+            return Ok(None);
+        }
+        let Some((stream, len)) = self.decoder.take_payload() else {
+            return Ok(None);
+        };
+        self.stats.frames_received += 1;
+        let offset = self.decoder.frame_offset();
+        // At most the version's DATA limit, checked with the header.
+        let len = u32::try_from(len).unwrap_or(u32::MAX);
+        match self.accept_data(stream, len, offset) {
+            Ok(true) => {
+                if self.config.auto_credit {
+                    self.release_inner(stream, len);
+                }
+                Ok(Some((stream, len)))
+            }
+            Ok(false) => Ok(None),
+            Err(error) => match error.stream() {
+                Some(stream) => {
+                    self.stream_failed(stream, error, events);
+                    Ok(None)
+                }
+                None => Err(self.fail(error)),
+            },
+        }
+    }
+
+    /// Payload bytes of the frame taken by
+    /// [`XferSession::take_pending_data`] still to be moved.
+    pub fn taken_remaining(&self) -> usize {
+        self.decoder.taken_remaining()
+    }
+
+    /// Accounts `n` payload bytes of the taken frame as moved by the driver;
+    /// returns the bytes accounted (at most [`XferSession::taken_remaining`]).
+    pub fn consume_taken(&mut self, n: usize) -> usize {
+        self.decoder.consume_taken(n)
+    }
+
     /// Whether output is queued.
     pub fn has_output(&self) -> bool {
         !self.out.is_empty()
@@ -1015,40 +1090,9 @@ impl XferSession {
                 Ok(())
             }
             Frame::Data { stream, bytes } => {
-                let Some(s) = self.live(stream, kind, offset)? else {
-                    return Ok(());
-                };
-                match s.state {
-                    StreamState::Open | StreamState::HalfClosedLocal => {}
-                    StreamState::Connecting => {
-                        return Err(stream_error(
-                            stream,
-                            ErrorCode::PROTOCOL,
-                            "DATA before CONNECTED",
-                        ))
-                    }
-                    _ => {
-                        return Err(stream_error(
-                            stream,
-                            ErrorCode::STREAM_CLOSED,
-                            "DATA after FIN",
-                        ))
-                    }
-                }
                 // The decoder bounds a payload by the version's limit.
                 let len = bytes.len() as u32;
-                if len > s.recv_window {
-                    return Err(XferError::FlowControl {
-                        offset,
-                        stream,
-                        len,
-                        credit: s.recv_window,
-                    });
-                }
-                s.recv_window -= len;
-                s.unreleased += len;
-                self.stats.data_bytes_received += u64::from(len);
-                if len > 0 {
+                if self.accept_data(stream, len, offset)? && len > 0 {
                     events(Event::Data { stream, bytes });
                     if self.config.auto_credit {
                         self.release_inner(stream, len);
@@ -1129,6 +1173,43 @@ impl XferSession {
                 Ok(())
             }
         }
+    }
+
+    /// The checks and accounting of a DATA frame of `len` payload bytes on
+    /// `stream`, before its payload is used: `Ok(true)` if accepted (credit
+    /// and counters updated), `Ok(false)` if the stream is closed (ignored),
+    /// a stream error otherwise.
+    fn accept_data(&mut self, stream: StreamId, len: u32, offset: u64) -> Result<bool, XferError> {
+        let kind = FrameKind::Data;
+        let stream_error = |code, reason| XferError::Stream {
+            offset,
+            kind,
+            stream,
+            code,
+            reason,
+        };
+        let Some(s) = self.live(stream, kind, offset)? else {
+            return Ok(false);
+        };
+        match s.state {
+            StreamState::Open | StreamState::HalfClosedLocal => {}
+            StreamState::Connecting => {
+                return Err(stream_error(ErrorCode::PROTOCOL, "DATA before CONNECTED"))
+            }
+            _ => return Err(stream_error(ErrorCode::STREAM_CLOSED, "DATA after FIN")),
+        }
+        if len > s.recv_window {
+            return Err(XferError::FlowControl {
+                offset,
+                stream,
+                len,
+                credit: s.recv_window,
+            });
+        }
+        s.recv_window -= len;
+        s.unreleased += len;
+        self.stats.data_bytes_received += u64::from(len);
+        Ok(true)
     }
 
     /// Checks an opening frame's stream id (connection errors: wrong parity,

@@ -98,6 +98,10 @@ pub struct ServerConfig {
     pub max_frames_per_window: usize,
     /// Where nodes may CONNECT and which ports they may LISTEN on.
     pub access: Access,
+    /// Move large DATA payloads from node connections to client sockets by
+    /// splice(2) instead of through user memory (`--splice`; the research
+    /// part, see the `splice_out` module). Off: the copy path alone.
+    pub splice: bool,
 }
 
 impl ServerConfig {
@@ -132,6 +136,7 @@ impl ServerConfig {
             max_node_queue: ServerConfig::DEFAULT_MAX_NODE_QUEUE,
             max_frames_per_window: ServerConfig::DEFAULT_MAX_FRAMES_PER_WINDOW,
             access: Access::default(),
+            splice: false,
         }
     }
 }

@@ -15,6 +15,10 @@
 //!   order, at most one quantum of deficit per turn. Without one (the paper's
 //!   unlimited case) kernel buffers are left alone and each turn writes as
 //!   much as the socket takes.
+//! - With [`ServerConfig::splice`] (`--splice`, the research part),
+//!   DATA payloads of 4 KiB and more go from the node connection to their
+//!   client socket by splice(2) where the client has nothing queued
+//!   (`splice_out.rs`); the copy path is unchanged without it.
 //! - A node that sends a bad frame gets GOAWAY and is closed; a node that
 //!   dies or misbehaves resets only its own clients. Unauthenticated nodes
 //!   are refused and counted.
@@ -23,6 +27,7 @@ mod buffers;
 mod clients;
 mod config;
 mod nodes;
+mod splice_out;
 
 use crate::drr::FairQueue;
 use crate::stats::ServerStats;
@@ -230,6 +235,7 @@ impl<'c> Server<'c> {
                 Some(SendBuffer::Share(_)) => "share",
             },
             quantum_bytes: limited.then_some(config.quantum),
+            splice: config.splice,
             ..ServerStats::default()
         };
         Ok(Server {

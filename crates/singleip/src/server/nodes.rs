@@ -2,6 +2,7 @@
 //! connections, acting on their frames (LISTEN, CONNECT, DATA, ...), writing
 //! their output, their timers, and ending them.
 
+use super::splice_out::{NodeSplice, SpliceStep};
 use super::{token, Listener, Server, KIND_LISTENER, KIND_NODE};
 use crate::os_nonce;
 use crate::outbuf::OutBuf;
@@ -60,6 +61,8 @@ pub(super) struct Node {
     /// When the node last sent anything.
     pub(super) last_input: Instant,
     pub(super) last_ping: Instant,
+    /// `--splice`: the pipe, made at the first payload spliced.
+    pub(super) splice: Option<NodeSplice>,
 }
 
 impl Server<'_> {
@@ -137,6 +140,7 @@ impl Server<'_> {
                 accepted_at: Instant::now(),
                 last_input: Instant::now(),
                 last_ping: Instant::now(),
+                splice: None,
             });
             self.on_node(idx);
         }
@@ -156,6 +160,17 @@ impl Server<'_> {
     pub(super) fn read_node(&mut self, n: usize, events: &mut Vec<Event>) {
         let mut budget = self.config.node_read_budget.max(1);
         loop {
+            // `--splice`: reads end where the next payload begins, so large
+            // DATA payloads can be spliced; the copy path alone without it.
+            let mut limit = usize::MAX;
+            if self.config.splice {
+                match self.splice_step(n, events, &mut budget) {
+                    SpliceStep::Read(l) => limit = l,
+                    SpliceStep::Again => continue,
+                    SpliceStep::Stop => break,
+                    SpliceStep::Gone => return,
+                }
+            }
             let Some(node) = self.nodes.get_mut(n).and_then(Option::as_mut) else {
                 return;
             };
@@ -172,7 +187,7 @@ impl Server<'_> {
                 }
                 break;
             }
-            let want = budget.min(self.scratch.len());
+            let want = budget.min(self.scratch.len()).min(limit);
             let got = match node.sock.read(&mut self.scratch[..want]) {
                 Ok(0) => {
                     let end = match node.session.finish_input() {

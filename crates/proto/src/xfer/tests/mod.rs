@@ -145,4 +145,5 @@ mod chunking;
 mod connection;
 mod handshake;
 mod streams;
+mod taken;
 mod versions;
