@@ -12,7 +12,9 @@
 
 use connlab_os::netns::{Topology, TopologySpec};
 use connlab_proto::xfer::{Event as XferEvent, XferConfig, XferSession};
-use connlab_testkit::net::{bulk_server, connect, echo_back, loopback_listener, named_echo_on};
+use connlab_testkit::net::{
+    bulk_server, connect, echo_back, loopback_listener, named_echo_on, response_server,
+};
 use connlab_testkit::{
     connlab_bin, echo_server, pattern, read_json, require_root, round_trip, ChildGuard, Lines,
 };
@@ -249,20 +251,6 @@ fn client_reaches_an_unmodified_server(splice: bool) {
     assert_eq!(n["version"], 2);
     assert_eq!(n["bytes_to_local"], total);
     assert_eq!(n["bytes_from_local"], total);
-}
-
-/// A local server that reads a 4-byte request and answers with `len`
-/// pattern bytes (seed: the request's last byte), then closes.
-fn response_server(len: usize) -> SocketAddr {
-    let l = loopback_listener();
-    let addr = l.local_addr().unwrap();
-    connlab_testkit::net::serve_each(l, move |mut s| {
-        let mut request = [0u8; 4];
-        if s.read_exact(&mut request).is_ok() {
-            let _ = s.write_all(&pattern(len, request[3]));
-        }
-    });
-    addr
 }
 
 #[test]

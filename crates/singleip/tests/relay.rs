@@ -9,6 +9,7 @@ use connlab_singleip::{
     run_node, run_node_with_stats, run_server, ClusterListener, ClusterStream, ConnectRule,
     NodeConfig, NodeRunStats, Outbound, PortRange, SendLimit, ServerConfig, ServerStats,
 };
+use connlab_testkit::net::response_server;
 use connlab_testkit::{echo_server, free_port, pattern, round_trip};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -947,20 +948,6 @@ fn a_slow_reader_and_a_fast_one_both_complete_through_a_splicing_node() {
     assert_eq!(ns.bytes_from_local, 4 * N as u64);
     let stats = server.stop();
     assert_eq!(stats.bad_frames, 0);
-}
-
-/// A local server that reads a 4-byte request, answers it with `len`
-/// pattern bytes and closes.
-fn response_server(len: usize) -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    connlab_testkit::net::serve_each(l, move |mut s| {
-        let mut request = [0u8; 4];
-        if s.read_exact(&mut request).is_ok() {
-            let _ = s.write_all(&pattern(len, request[3]));
-        }
-    });
-    addr
 }
 
 /// Asks the cluster address for a response (seed in the request's last

@@ -93,6 +93,21 @@ pub fn bulk_server(n: usize, seed: u8) -> SocketAddr {
     addr
 }
 
+/// A loopback server that reads a 4-byte request on each connection,
+/// answers with `len` bytes of `pattern(len, seed)` (seed: the request's
+/// last byte) and closes.
+pub fn response_server(len: usize) -> SocketAddr {
+    let l = loopback_listener();
+    let addr = l.local_addr().expect("the listener's address");
+    serve_each(l, move |mut s| {
+        let mut request = [0u8; 4];
+        if s.read_exact(&mut request).is_ok() {
+            let _ = s.write_all(&pattern(len, request[3]));
+        }
+    });
+    addr
+}
+
 /// Connects to `addr` with [`IO_TIMEOUT`] on the connect, reads and writes.
 pub fn connect(addr: SocketAddr) -> TcpStream {
     let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT)

@@ -272,8 +272,11 @@ mod tests {
     /// each with the name of its log.
     fn gateway_lines(text: &str, name: &str) -> Vec<(&'static str, String)> {
         let exp = PeersExperiment::from_toml(text, "t.toml").unwrap();
+        // Tests run at once: each call gets a directory of its own.
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let logs = std::env::temp_dir().join(format!(
-            "connlab-gateway-cmds-{}-{name}",
+            "connlab-gateway-cmds-{}-{call}",
             std::process::id()
         ));
         std::fs::create_dir_all(&logs).unwrap();
