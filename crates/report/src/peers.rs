@@ -55,6 +55,22 @@ fn what(dir: &PeersDir, contender: &str) -> String {
         if c.edge_triggered {
             s.push_str(" (edge-triggered)");
         }
+        if c.kind == ProcessKind::SingleipRelay {
+            // Two programs: say whose flags are whose.
+            if !c.args.is_empty() {
+                let _ = write!(s, " io-server {}", c.args.join(" "));
+            }
+            if c.splice || !c.node_args.is_empty() {
+                s.push_str(" app-node");
+                if c.splice {
+                    s.push_str(" --splice");
+                }
+                for a in &c.node_args {
+                    let _ = write!(s, " {a}");
+                }
+            }
+            return s;
+        }
         if c.splice && c.kind == ProcessKind::Haproxy {
             s.push_str(" splice-request/-response");
         } else if c.splice {
@@ -62,6 +78,9 @@ fn what(dir: &PeersDir, contender: &str) -> String {
         }
         if let Some(io) = c.io {
             let _ = write!(s, " --io {}", io.name());
+        }
+        for a in &c.args {
+            let _ = write!(s, " {a}");
         }
         if matches!(c.kind, ProcessKind::Wrk | ProcessKind::Haproxy) {
             let _ = write!(s, " ({} thread)", c.threads.unwrap_or(1));
@@ -588,5 +607,25 @@ mod tests {
             "haproxy splice-request/-response (1 thread)"
         );
         assert_eq!(what(&dir, "proxy-splice"), "connlab-gateway --splice");
+    }
+
+    /// A relay contender's flags are named with the program they go to.
+    #[test]
+    fn a_relay_contender_names_each_programs_flags() {
+        let text = include_str!("../../../experiments/peers-relay-vs-haproxy.toml");
+        let dir = dir_without_points(text);
+        assert_eq!(what(&dir, "relay"), "singleip-relay");
+        assert_eq!(
+            what(&dir, "relay-splice"),
+            "singleip-relay app-node --splice"
+        );
+        assert_eq!(
+            what(&dir, "relay-iosplice-nolimit"),
+            "singleip-relay io-server --send-limit off --splice"
+        );
+        assert_eq!(
+            what(&dir, "relay-splice-v1"),
+            "singleip-relay io-server --max-version 1 app-node --splice"
+        );
     }
 }
