@@ -279,14 +279,7 @@ fn max_version_1_on_either_side_relays_100_kib_responses_at_version_1() {
                 extra.push("--splice");
             }
             let node = app_node_with(nodes, &key, local, cluster.port(), "5", &extra);
-            for seed in 0..2u8 {
-                let mut s = connect(cluster);
-                s.write_all(&[b'G', b'E', b'T', seed]).unwrap();
-                let mut got = Vec::new();
-                s.read_to_end(&mut got).unwrap();
-                assert_eq!(got.len(), LEN, "{case}");
-                assert!(got == pattern(LEN, seed), "{case}: bytes differ");
-            }
+            fetch_responses(cluster, 2, LEN, &case);
             let (code, err) = node.stop();
             assert_eq!(code, 0, "{case}: app-node: {err}");
             assert!(
@@ -311,6 +304,19 @@ fn max_version_1_on_either_side_relays_100_kib_responses_at_version_1() {
     }
 }
 
+/// Asks the cluster address for `count` responses of [`response_server`]
+/// (seeds 0, 1, ...) and checks each byte for byte.
+fn fetch_responses(cluster: SocketAddr, count: u8, len: usize, case: &str) {
+    for seed in 0..count {
+        let mut s = connect(cluster);
+        s.write_all(&[b'G', b'E', b'T', seed]).unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        assert_eq!(got.len(), len, "{case}");
+        assert!(got == pattern(len, seed), "{case}: bytes differ");
+    }
+}
+
 #[test]
 fn io_server_splice_relays_responses_byte_exact_and_says_so() {
     const LEN: usize = 1 << 20;
@@ -329,14 +335,7 @@ fn io_server_splice_relays_responses_byte_exact_and_says_so() {
         let (server, cluster, nodes) = io_server(&key, server_flags, &stats);
         assert!(server.banner.contains(", splice;"), "{}", server.banner);
         let node = app_node_with(nodes, &key, local, cluster.port(), "3", node_flags);
-        for seed in 0..3u8 {
-            let mut s = connect(cluster);
-            s.write_all(&[b'G', b'E', b'T', seed]).unwrap();
-            let mut got = Vec::new();
-            s.read_to_end(&mut got).unwrap();
-            assert_eq!(got.len(), LEN, "{case}");
-            assert!(got == pattern(LEN, seed), "{case}: bytes differ");
-        }
+        fetch_responses(cluster, 3, LEN, &case);
         let (code, err) = node.stop();
         assert_eq!(code, 0, "{case}: app-node: {err}");
         let (code, err) = server.stop();
