@@ -64,14 +64,16 @@ the --nodes port. Own addresses need a rule with a prefix longer than /0 naming 
 (--allow-connect 127.0.0.1:6379). A denied CONNECT gets CONNECT_FAILED EACCES, a denied
 LISTEN a LISTEN_RESULT EACCES. The key file may hold at most 64 KiB.
 
-With --splice (a research option, off by default until measured), DATA payloads of
-4 KiB and more go from the node connection to their client socket without entering
-user space: the node connection is read up to each frame's end so every DATA header
-is seen before its payload, and a payload whose client has nothing queued is spliced
-node socket -> pipe -> client socket. What the client socket does not take at once
-goes to that stream's queue, so a slow client never holds up the node connection;
-small frames and streams with queued bytes are copied as without it. --stats records
-it (splice, spliced_payloads, spliced_bytes, splice_spilled_bytes).
+With --splice, DATA payloads of 4 KiB and more go from the node connection to their
+client socket without entering user space: the node connection is read up to each
+frame's end so every DATA header is seen before its payload, and a payload whose
+client has nothing queued is spliced node socket -> pipe -> client socket. What the
+client socket does not take at once goes to that stream's queue, so a slow client
+never holds up the node connection; small frames and streams with queued bytes are
+copied as without it. Measured (BENCHMARKS.md, 2026-11-27): 1.06x the copying relay's
+requests per CPU s at 10 KiB responses, 2.0x at 100 KiB. Off by default because
+spliced bytes go out as they arrive, outside the deficit-round-robin turns. --stats
+records it (splice, spliced_payloads, spliced_bytes, splice_spilled_bytes).
 
 Prints 'singleip: io-server ready ...' on stdout once listening. SIGINT/SIGTERM stop
 it; it then writes --stats (JSON: per node frames, bytes, streams, resets, auth
@@ -97,7 +99,9 @@ With --splice, bytes from the local server go to the I/O server without entering
 space: each stream's socket is spliced into the node connection's pipe, the DATA
 header is sent, then the pipe is spliced to the node connection (zero copies in the
 node instead of two; more system calls per byte). Bytes toward the local server are
-copied as without it. Off by default until measured; --stats records it (splice).
+copied as without it. Measured slower than copying (BENCHMARKS.md, 2026-11-27: 0.94x
+the copying relay's requests per CPU s at 10 KiB, 0.79x at 100 KiB, even with CLXF
+version 2's large frames), so off by default; --stats records it (splice).
 
 Both ends speak CLXF version 2 by default, whose DATA frames carry up to 256 KiB (a
 read of up to 64 KiB goes in one frame, spliced or copied); --max-version 1 keeps them
