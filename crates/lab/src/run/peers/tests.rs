@@ -54,29 +54,8 @@ fn a_connlab_load_client_gets_its_io_path() {
 
 #[test]
 fn a_connlab_gateway_contender_gets_its_relay() {
-    use crate::PeersExperiment;
     let text = include_str!("../../../../../experiments/peers-gateway-vs-haproxy.toml");
-    let exp = PeersExperiment::from_toml(text, "t.toml").unwrap();
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    let ctx = super::PointCtx {
-        exp: &exp,
-        exe: std::path::Path::new("connlab"),
-        tmp: std::path::Path::new("/tmp"),
-        logs: "/tmp/logs".into(),
-        duration: std::time::Duration::from_secs(1),
-        stop: &stop,
-    };
-    let args = |name: &str| {
-        let p = exp.contender_named(name).unwrap().process();
-        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 9));
-        let cmds = super::commands::gateway_commands(&ctx, &p, addr, addr).unwrap();
-        cmds[0]
-            .1
-            .get_args()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
+    let args = |name: &str| gateway_lines(text, name)[0].1.clone();
     assert!(!args("proxy").contains("--io"), "{}", args("proxy"));
     assert!(
         args("proxy-splice").ends_with("--splice"),
@@ -92,9 +71,7 @@ fn a_connlab_gateway_contender_gets_its_relay() {
 
 #[test]
 fn a_splicing_haproxy_contender_splices_both_directions() {
-    use crate::PeersExperiment;
-    let text = include_str!("../../../../../experiments/peers-relay-vs-haproxy.toml");
-    let exp = PeersExperiment::from_toml(text, "t.toml").unwrap();
+    let exp = crate::PeersExperiment::from_toml(RELAY, "t.toml").unwrap();
     let config = |name: &str| {
         let p = exp.contender_named(name).unwrap().process();
         let listen = std::net::SocketAddr::from(([127, 0, 0, 1], 8080));
@@ -113,4 +90,71 @@ fn a_splicing_haproxy_contender_splices_both_directions() {
     ] {
         assert!(spliced.lines().any(|l| l.trim() == line), "{spliced}");
     }
+}
+
+/// The gateway command lines of contender `name` of peers file `text`,
+/// each with the name of its log.
+fn gateway_lines(text: &str, name: &str) -> Vec<(&'static str, String)> {
+    let exp = crate::PeersExperiment::from_toml(text, "t.toml").unwrap();
+    // Tests run at once: each call gets a directory of its own.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let logs = std::env::temp_dir().join(format!(
+        "connlab-gateway-cmds-{}-{call}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&logs).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let ctx = super::PointCtx {
+        exp: &exp,
+        exe: std::path::Path::new("connlab"),
+        tmp: std::path::Path::new("/tmp"),
+        logs: logs.clone(),
+        duration: std::time::Duration::from_secs(1),
+        stop: &stop,
+    };
+    let p = exp.contender_named(name).unwrap().process();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 9));
+    let lines = super::commands::gateway_commands(&ctx, &p, addr, addr)
+        .unwrap()
+        .iter()
+        .map(|(what, cmd, _)| {
+            let args: Vec<String> = cmd
+                .get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            (*what, args.join(" "))
+        })
+        .collect();
+    let _ = std::fs::remove_dir_all(&logs);
+    lines
+}
+
+const RELAY: &str = include_str!("../../../../../experiments/peers-relay-vs-haproxy.toml");
+
+#[test]
+fn a_splicing_singleip_relay_passes_splice_to_its_node_only() {
+    let plain = gateway_lines(RELAY, "relay");
+    let spliced = gateway_lines(RELAY, "relay-splice");
+    assert!(
+        plain.iter().all(|(_, a)| !a.contains("--splice")),
+        "{plain:?}"
+    );
+    assert_eq!(spliced[1].0, "app-node");
+    assert!(spliced[1].1.ends_with("--splice"), "{spliced:?}");
+    assert!(!spliced[0].1.contains("--splice"), "{spliced:?}");
+}
+
+#[test]
+fn extra_arguments_end_the_command_they_belong_to() {
+    let text = RELAY.replace(
+        "name = \"relay\"\nkind = \"singleip-relay\"",
+        "name = \"relay\"\nkind = \"singleip-relay\"\n\
+         args = [\"--max-version\", \"1\"]\nnode_args = [\"--max-version\", \"2\"]",
+    );
+    let lines = gateway_lines(&text, "relay");
+    assert!(lines[0].1.starts_with("singleip io-server"), "{lines:?}");
+    assert!(lines[0].1.ends_with("--max-version 1"), "{lines:?}");
+    assert_eq!(lines[1].0, "app-node");
+    assert!(lines[1].1.ends_with("--max-version 2"), "{lines:?}");
 }
