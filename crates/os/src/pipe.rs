@@ -32,6 +32,25 @@ impl Pipe {
         Ok(Pipe { read, write })
     }
 
+    /// Reads what the pipe holds into `buf`, at most `buf.len()` bytes
+    /// (`EINTR` retried): `Ok(0)` only once the write end is closed, and
+    /// `WouldBlock` when the pipe is empty. For bytes that must leave a
+    /// splice pipe through user space after all.
+    pub fn read_out(&self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            // SAFETY: pointer and length describe `buf`; the read end is ours.
+            let n =
+                unsafe { libc::read(self.read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n >= 0 {
+                return Ok(n as usize);
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+
     /// The pipe's capacity in bytes (whole pages; Linux's default 64 KiB
     /// when it cannot be read).
     pub fn capacity(&self) -> usize {
@@ -99,6 +118,22 @@ mod tests {
         assert_eq!(&got, b"spliced bytes");
         // Nothing left: a non-blocking splice says so.
         let e = splice(pipe.read.as_raw_fd(), c.as_raw_fd(), 1, false).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+    }
+
+    #[test]
+    fn bytes_spliced_in_can_be_read_out() {
+        let pipe = Pipe::with_size(64 * 1024).unwrap();
+        let (mut a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        a.write_all(b"spill").unwrap();
+        assert_eq!(
+            splice(b.as_raw_fd(), pipe.write.as_raw_fd(), 64, false).unwrap(),
+            5
+        );
+        let mut got = [0u8; 8];
+        assert_eq!(pipe.read_out(&mut got).unwrap(), 5);
+        assert_eq!(&got[..5], b"spill");
+        let e = pipe.read_out(&mut got).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
     }
 }

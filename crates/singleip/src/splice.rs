@@ -142,25 +142,11 @@ impl SpliceOut {
     fn discard(&mut self) -> io::Result<()> {
         let mut scratch = [0u8; 4096];
         loop {
-            // SAFETY: pointer and length describe `scratch`.
-            let n = unsafe {
-                libc::read(
-                    self.pipe.read.as_raw_fd(),
-                    scratch.as_mut_ptr().cast(),
-                    scratch.len(),
-                )
-            };
-            if n > 0 {
-                continue;
-            }
-            if n == 0 {
-                return Ok(());
-            }
-            let e = io::Error::last_os_error();
-            match e.kind() {
-                io::ErrorKind::WouldBlock => return Ok(()),
-                io::ErrorKind::Interrupted => {}
-                _ => return Err(e),
+            match self.pipe.read_out(&mut scratch) {
+                Ok(0) => return Ok(()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => return Err(e),
             }
         }
     }

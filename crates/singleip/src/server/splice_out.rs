@@ -32,7 +32,7 @@ use super::Server;
 use connlab_os::pipe::{splice, Pipe};
 use connlab_proto::xfer::{ErrorCode, Event, StreamId};
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::time::Instant;
 
 /// The smallest DATA payload worth splicing: below it, the copy is cheaper
@@ -76,24 +76,19 @@ pub(super) enum SpliceStep {
     Gone,
 }
 
-/// Reads exactly `len` bytes (all in the pipe) from the pipe's read end.
-fn read_pipe(fd: RawFd, len: usize) -> io::Result<Vec<u8>> {
+/// Reads exactly `len` bytes (all in the pipe) out of `pipe`.
+fn read_pipe(pipe: &Pipe, len: usize) -> io::Result<Vec<u8>> {
     let mut buf = vec![0u8; len];
     let mut got = 0;
     while got < len {
-        // SAFETY: the pointer and length describe the unfilled part of `buf`.
-        let n = unsafe { libc::read(fd, buf[got..].as_mut_ptr().cast(), len - got) };
-        if n > 0 {
-            got += n as usize;
-            continue;
-        }
-        let e = if n == 0 {
-            io::Error::new(io::ErrorKind::UnexpectedEof, "the pipe ran dry")
-        } else {
-            io::Error::last_os_error()
-        };
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
+        match pipe.read_out(&mut buf[got..])? {
+            0 => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the pipe ran dry",
+                ))
+            }
+            n => got += n,
         }
     }
     Ok(buf)
@@ -230,7 +225,6 @@ impl Server<'_> {
         let Some(sp) = node.splice.as_ref() else {
             return SpliceStep::Gone;
         };
-        let pipe_out = sp.pipe.read.as_raw_fd();
         let slot = node.streams.get(&stream.0).copied();
         let mut left = len;
         let mut client_failed = false;
@@ -240,7 +234,7 @@ impl Server<'_> {
         {
             let r = &mut c.relay;
             if r.writable && !r.connecting && !r.write_shut && r.queued() == 0 {
-                match splice(pipe_out, r.sock.as_raw_fd(), left, false) {
+                match splice(sp.pipe.read.as_raw_fd(), r.sock.as_raw_fd(), left, false) {
                     Ok(m) => {
                         left -= m;
                         if m > 0 {
@@ -266,7 +260,7 @@ impl Server<'_> {
             }
         }
         if left > 0 {
-            let bytes = match read_pipe(pipe_out, left) {
+            let bytes = match read_pipe(&sp.pipe, left) {
                 Ok(b) => b,
                 Err(e) => {
                     // The pipe lost track of the stream: nothing to resync.
