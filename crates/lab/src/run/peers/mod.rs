@@ -327,6 +327,9 @@ struct Roles {
     commands: Vec<(Role, Vec<String>)>,
 }
 
+/// The client's JSON result (`connlab load --json`), in a point's logs.
+const CLIENT_JSON: &str = "client.json";
+
 impl Roles {
     /// Stops the gateway, then the server.
     fn stop(&mut self) {
@@ -334,6 +337,15 @@ impl Roles {
             g.stop();
         }
         self.server.stop();
+    }
+
+    /// The client's command toward these roles (its JSON result in
+    /// `ctx.logs`), recorded among the point's commands.
+    fn client_command(&mut self, ctx: &PointCtx, body_bytes: u64) -> Command {
+        let json = ctx.logs.join(CLIENT_JSON);
+        let cmd = client_command(ctx, &self.setup.client, self.target, body_bytes, &json);
+        self.commands.push((Role::Client, describe(&cmd)));
+        cmd
     }
 }
 
@@ -395,9 +407,7 @@ fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<PeerPoint>
     let placement = &exp.placement;
     let mut roles = start_roles(ctx, p)?;
     let setup = roles.setup.clone();
-    let json = ctx.logs.join("client.json");
-    let cmd = client_command(ctx, &setup.client, roles.target, p.body_bytes, &json);
-    roles.commands.push((Role::Client, describe(&cmd)));
+    let cmd = roles.client_command(ctx, p.body_bytes);
     let server_before = roles.server.tree_cpu_s();
     let gateway_cpu_s = |g: &[Proc]| -> Option<f64> {
         (!g.is_empty()).then(|| g.iter().map(Proc::tree_cpu_s).sum())
@@ -434,7 +444,7 @@ fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<PeerPoint>
                 .context("reading wrk's output")?;
             parse_wrk(&text)?
         }
-        _ => parse_load(&json)?,
+        _ => parse_load(&ctx.logs.join(CLIENT_JSON))?,
     };
     if outcome.requests == 0 {
         bail!(

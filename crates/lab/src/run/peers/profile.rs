@@ -87,7 +87,7 @@ pub(super) fn check_perf() -> anyhow::Result<String> {
     let _ = std::fs::remove_file(data.with_extension("data.old"));
     tried.map_err(|e| {
         let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-            .map_or_else(|_| "?".to_string(), |s| s.trim().to_string());
+            .map_or_else(|_| "unreadable".to_string(), |s| s.trim().to_string());
         anyhow!(
             "perf cannot record a profile here ({e:#}); kernel.perf_event_paranoid is {paranoid}: \
              run as root, or lower it"
@@ -185,8 +185,7 @@ pub(super) fn record_profile(
         }
     }
     let mut roles = start_roles(ctx, p)?;
-    let json = ctx.logs.join("client.json");
-    let cmd = super::client_command(ctx, &roles.setup.client, roles.target, p.body_bytes, &json);
+    let cmd = roles.client_command(ctx, p.body_bytes);
     let placement = &ctx.exp.placement;
     let mut client =
         super::Proc::spawn(cmd, "client", placement.client_cpu, &ctx.logs, libc::SIGINT)?;
