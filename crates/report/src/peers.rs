@@ -490,7 +490,12 @@ fn dot_plot(title: &str, y_desc: &str, rows: &[&PeerRow]) -> Result<String, Repo
     let names: Vec<String> = rows.iter().map(|r| r.contender.clone()).collect();
     let mut svg = String::new();
     {
-        let width = (160 + 110 * n as u32).clamp(480, 900);
+        // Room for the longest name under each bar (about 7 px a
+        // character at 12 px), so long contender names do not run into
+        // each other; wider than the page is scaled down with the labels.
+        let longest = names.iter().map(|s| s.chars().count()).max().unwrap_or(0) as u32;
+        let slot = (7 * longest + 16).max(110);
+        let width = (160 + slot * n as u32).clamp(480, 1300);
         let root = SVGBackend::with_string(&mut svg, (width, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err)?;
         let mut chart = ChartBuilder::on(&root)
@@ -514,6 +519,7 @@ fn dot_plot(title: &str, y_desc: &str, rows: &[&PeerRow]) -> Result<String, Repo
             .x_desc("contender")
             .y_desc(y_desc)
             .label_style(("sans-serif", 13))
+            .x_label_style(("sans-serif", 12))
             .light_line_style(WHITE)
             .draw()
             .map_err(plot_err)?;
