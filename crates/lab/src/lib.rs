@@ -23,6 +23,7 @@ pub mod run;
 mod singleip;
 mod suite;
 mod sweep_file;
+pub mod validity;
 pub mod values;
 mod verdict;
 

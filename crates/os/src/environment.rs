@@ -20,6 +20,36 @@ pub struct Environment {
     pub cpu_affinity: String,
     /// The CPU the reporting thread ran on when the record was made.
     pub cpu_now: Option<usize>,
+    /// The CPU model (`model name` of `/proc/cpuinfo`); absent in records
+    /// made before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_model: Option<String>,
+}
+
+/// What makes two machines the same for a measurement: CPU model and count,
+/// kernel and clock source. Results of machines with different
+/// fingerprints are never pooled.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fingerprint {
+    /// The CPU model, `unknown` if the record has none.
+    pub cpu_model: String,
+    /// Online CPUs.
+    pub cpu_count: usize,
+    /// `uname -sr`.
+    pub kernel: String,
+    /// The kernel's clocksource.
+    pub clock_source: String,
+}
+
+impl std::fmt::Display for Fingerprint {
+    /// `AMD EPYC x 2 CPUs, Linux 6.18.44, tsc`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} x {} CPUs, {}, {}",
+            self.cpu_model, self.cpu_count, self.kernel, self.clock_source
+        )
+    }
 }
 
 impl Environment {
@@ -56,8 +86,34 @@ impl Environment {
                 .map(|c| c.to_string())
                 .unwrap_or_default(),
             cpu_now: crate::current_cpu(),
+            cpu_model: cpu_model(),
         }
     }
+
+    /// The machine's [`Fingerprint`].
+    pub fn fingerprint(&self) -> Fingerprint {
+        Fingerprint {
+            cpu_model: self.cpu_model.clone().unwrap_or_else(|| "unknown".into()),
+            cpu_count: self.cpu_count,
+            kernel: self.kernel.clone(),
+            clock_source: self.clock_source.clone(),
+        }
+    }
+}
+
+/// The first `model name` of `/proc/cpuinfo`, whitespace collapsed.
+fn cpu_model() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    parse_cpu_model(&text)
+}
+
+fn parse_cpu_model(cpuinfo: &str) -> Option<String> {
+    cpuinfo.lines().find_map(|l| {
+        let (key, value) = l.split_once(':')?;
+        (key.trim() == "model name")
+            .then(|| value.split_whitespace().collect::<Vec<_>>().join(" "))
+            .filter(|v| !v.is_empty())
+    })
 }
 
 /// The running kernel's (major, minor) version, `None` if unreadable: what
@@ -91,6 +147,25 @@ fn online_cpus() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cpu_model_and_the_fingerprint() {
+        let info = "processor\t: 0\nmodel name\t: AMD  EPYC 7B13\nflags\t: fpu\n";
+        assert_eq!(parse_cpu_model(info).as_deref(), Some("AMD EPYC 7B13"));
+        assert_eq!(parse_cpu_model("processor : 0\n"), None);
+        let mut e = Environment::capture();
+        e.cpu_model = None;
+        let f = e.fingerprint();
+        assert_eq!(f.cpu_model, "unknown");
+        assert!(
+            f.to_string().contains(&format!("x {} CPUs", e.cpu_count)),
+            "{f}"
+        );
+        assert_eq!(
+            Environment::capture().fingerprint(),
+            Environment::capture().fingerprint()
+        );
+    }
 
     #[test]
     fn a_pinned_thread_still_records_every_online_cpu() {

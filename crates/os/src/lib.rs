@@ -16,12 +16,13 @@ mod rusage;
 mod shared;
 mod shutdown;
 pub mod tcp;
+pub mod window;
 
 pub use cpu::{
     current_affinity, current_cpu, pin_current_process, set_current_thread_fifo, CpuBusy, CpuList,
     CpuListError,
 };
-pub use environment::{kernel_version, parse_kernel_version, Environment};
+pub use environment::{kernel_version, parse_kernel_version, Environment, Fingerprint};
 pub use limits::{raise_nofile_limit, NofileLimit};
 pub use rusage::{max_rss_kib, CpuTimes};
 pub use shared::{ProcessShared, SharedMem};

@@ -1,0 +1,363 @@
+//! Who used the CPUs during a measured window: per-CPU tick counters from
+//! `/proc/stat` (busy, steal) and the CPU time of the experiment's own
+//! process trees from `/proc/PID/stat`, so that a result can say whether the
+//! machine was its own while it measured. A [`WindowSnapshot`] is taken at
+//! each edge of the window; [`WindowCpu::between`] compares two.
+//!
+//! The kernel charges a task's time to it (user and system columns) and
+//! keeps hard and soft interrupt time apart (`irq`, `softirq`). Busy here is
+//! `user + nice + system` on the CPUs watched; interrupt time is left out,
+//! since the experiment's own packets cause most of it and no process is
+//! charged with it. The `ksoftirqd/N` threads, which take over softirq work
+//! under load, count as the experiment's kernel work, not as foreign.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// One CPU's counters from a `cpuN` line of `/proc/stat`, in clock ticks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuCounters {
+    /// Normal user time.
+    pub user: u64,
+    /// User time at a positive nice value (idle-priority work among it).
+    pub nice: u64,
+    /// Kernel time of tasks.
+    pub system: u64,
+    /// Idle.
+    pub idle: u64,
+    /// Idle waiting for I/O.
+    pub iowait: u64,
+    /// Hard interrupts.
+    pub irq: u64,
+    /// Soft interrupts.
+    pub softirq: u64,
+    /// Time the hypervisor ran something else while this CPU wanted to run.
+    pub steal: u64,
+}
+
+impl CpuCounters {
+    /// Every column that is time passing on the CPU.
+    pub fn total(&self) -> u64 {
+        self.user
+            + self.nice
+            + self.system
+            + self.idle
+            + self.iowait
+            + self.irq
+            + self.softirq
+            + self.steal
+    }
+
+    /// Time tasks ran: user, nice and system.
+    pub fn task_busy(&self) -> u64 {
+        self.user + self.nice + self.system
+    }
+
+    fn since(&self, e: &CpuCounters) -> CpuCounters {
+        CpuCounters {
+            user: self.user.saturating_sub(e.user),
+            nice: self.nice.saturating_sub(e.nice),
+            system: self.system.saturating_sub(e.system),
+            idle: self.idle.saturating_sub(e.idle),
+            iowait: self.iowait.saturating_sub(e.iowait),
+            irq: self.irq.saturating_sub(e.irq),
+            softirq: self.softirq.saturating_sub(e.softirq),
+            steal: self.steal.saturating_sub(e.steal),
+        }
+    }
+}
+
+/// Every CPU's counters at one instant (index = CPU number).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CpuTicks(pub Vec<CpuCounters>);
+
+impl CpuTicks {
+    /// Reads `/proc/stat` now; empty if it cannot be read.
+    pub fn sample() -> CpuTicks {
+        std::fs::read_to_string("/proc/stat")
+            .map(|s| CpuTicks::parse(&s))
+            .unwrap_or_default()
+    }
+
+    /// Parses the `cpuN` lines of a `/proc/stat` text (the `cpu` total line
+    /// and everything else are skipped; missing columns read 0).
+    pub fn parse(stat: &str) -> CpuTicks {
+        let mut cpus = Vec::new();
+        for line in stat.lines() {
+            let Some(rest) = line
+                .strip_prefix("cpu")
+                .filter(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+            else {
+                continue;
+            };
+            let mut fields = rest.split_whitespace();
+            let Some(index) = fields.next().and_then(|i| i.parse::<usize>().ok()) else {
+                continue;
+            };
+            if index >= 4096 {
+                continue;
+            }
+            let v: Vec<u64> = fields.map(|f| f.parse().unwrap_or(0)).collect();
+            let at = |i: usize| v.get(i).copied().unwrap_or(0);
+            if cpus.len() <= index {
+                cpus.resize(index + 1, CpuCounters::default());
+            }
+            cpus[index] = CpuCounters {
+                user: at(0),
+                nice: at(1),
+                system: at(2),
+                idle: at(3),
+                iowait: at(4),
+                irq: at(5),
+                softirq: at(6),
+                steal: at(7),
+            };
+        }
+        CpuTicks(cpus)
+    }
+}
+
+/// Clock ticks per second (`_SC_CLK_TCK`, 100 on Linux).
+pub fn clock_ticks_per_s() -> f64 {
+    // SAFETY: sysconf only reads a configuration value.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
+/// The state at one edge of a window.
+#[derive(Clone, Debug)]
+pub struct WindowSnapshot {
+    /// When it was taken.
+    pub at: Instant,
+    /// Per-CPU counters.
+    pub ticks: CpuTicks,
+    /// CPU seconds of each role's process trees, by role name.
+    pub roles: BTreeMap<String, f64>,
+    /// CPU seconds of each `ksoftirqd/N` thread, by CPU.
+    pub ksoftirqd: BTreeMap<usize, f64>,
+}
+
+impl WindowSnapshot {
+    /// Takes a snapshot: `/proc/stat`, then the CPU time of every role's
+    /// process trees (each role names the root processes of its trees).
+    pub fn take(roles: &[(&str, Vec<i32>)]) -> WindowSnapshot {
+        let ticks = CpuTicks::sample();
+        let roles = roles
+            .iter()
+            .map(|(name, roots)| ((*name).to_string(), trees_cpu_s(roots)))
+            .collect();
+        WindowSnapshot {
+            at: Instant::now(),
+            ticks,
+            roles,
+            ksoftirqd: ksoftirqd_cpu_s(),
+        }
+    }
+}
+
+/// CPU seconds (user + system, reaped children included) of the process
+/// trees under `roots`, each process counted once.
+pub fn trees_cpu_s(roots: &[i32]) -> f64 {
+    let mut seen: Vec<i32> = Vec::new();
+    for &r in roots {
+        for p in crate::process::process_tree(r) {
+            if !seen.contains(&p) {
+                seen.push(p);
+            }
+        }
+    }
+    crate::process::processes_cpu_s(&seen)
+}
+
+/// CPU seconds of every `ksoftirqd/N` kernel thread, by N.
+fn ksoftirqd_cpu_s() -> BTreeMap<usize, f64> {
+    let mut out = BTreeMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else {
+            continue;
+        };
+        let Some(cpu) = comm
+            .trim()
+            .strip_prefix("ksoftirqd/")
+            .and_then(|n| n.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        if let Some(s) = crate::process::process_cpu_s(pid) {
+            out.insert(cpu, s);
+        }
+    }
+    out
+}
+
+/// What happened on a set of CPUs between two snapshots; shares are of the
+/// CPUs' whole time over the window (their tick totals).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct WindowCpu {
+    /// The CPUs watched.
+    pub cpus: Vec<usize>,
+    /// Wall seconds between the snapshots.
+    pub seconds: f64,
+    /// Steal time over the CPUs' time.
+    pub steal_share: f64,
+    /// Task time (user + nice + system) over the CPUs' time.
+    pub busy_share: f64,
+    /// Interrupt time (irq + softirq) over the CPUs' time.
+    pub interrupt_share: f64,
+    /// The roles' process trees' CPU over the CPUs' time (all roles).
+    pub own_share: f64,
+    /// The `ksoftirqd` threads of the watched CPUs over the CPUs' time.
+    pub kernel_net_share: f64,
+    /// Task time nobody of the experiment accounts for: busy minus own
+    /// minus ksoftirqd, over the CPUs' time (0 at least).
+    pub foreign_share: f64,
+    /// Each role's CPU seconds in the window (a share of one CPU per
+    /// second: divide by `seconds`).
+    pub role_cpu_s: BTreeMap<String, f64>,
+}
+
+impl WindowCpu {
+    /// Compares two snapshots on `cpus` (all CPUs when empty).
+    pub fn between(before: &WindowSnapshot, after: &WindowSnapshot, cpus: &[usize]) -> WindowCpu {
+        let n = after.ticks.0.len().min(before.ticks.0.len());
+        let cpus: Vec<usize> = if cpus.is_empty() {
+            (0..n).collect()
+        } else {
+            cpus.iter().copied().filter(|c| *c < n).collect()
+        };
+        let mut sum = CpuCounters::default();
+        for &c in &cpus {
+            let d = after.ticks.0[c].since(&before.ticks.0[c]);
+            sum.user += d.user;
+            sum.nice += d.nice;
+            sum.system += d.system;
+            sum.idle += d.idle;
+            sum.iowait += d.iowait;
+            sum.irq += d.irq;
+            sum.softirq += d.softirq;
+            sum.steal += d.steal;
+        }
+        let tick = clock_ticks_per_s();
+        let capacity_s = sum.total() as f64 / tick;
+        let role_cpu_s: BTreeMap<String, f64> = after
+            .roles
+            .iter()
+            .map(|(name, s)| {
+                let b = before.roles.get(name).copied().unwrap_or(0.0);
+                (name.clone(), (s - b).max(0.0))
+            })
+            .collect();
+        let own_s: f64 = role_cpu_s.values().sum();
+        let kernel_s: f64 = cpus
+            .iter()
+            .map(|c| {
+                let a = after.ksoftirqd.get(c).copied().unwrap_or(0.0);
+                let b = before.ksoftirqd.get(c).copied().unwrap_or(a);
+                (a - b).max(0.0)
+            })
+            .sum();
+        let share = |s: f64| {
+            if capacity_s > 0.0 {
+                s / capacity_s
+            } else {
+                0.0
+            }
+        };
+        let busy_s = sum.task_busy() as f64 / tick;
+        WindowCpu {
+            seconds: after.at.saturating_duration_since(before.at).as_secs_f64(),
+            steal_share: share(sum.steal as f64 / tick),
+            busy_share: share(busy_s),
+            interrupt_share: share((sum.irq + sum.softirq) as f64 / tick),
+            own_share: share(own_s),
+            kernel_net_share: share(kernel_s),
+            foreign_share: share((busy_s - own_s - kernel_s).max(0.0)),
+            role_cpu_s,
+            cpus,
+        }
+    }
+
+    /// A role's CPU as a share of one CPU over the window.
+    pub fn role_share(&self, role: &str) -> Option<f64> {
+        let s = self.role_cpu_s.get(role)?;
+        (self.seconds > 0.0).then(|| s / self.seconds)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(stat: &str, roles: &[(&str, f64)], at: Instant) -> WindowSnapshot {
+        WindowSnapshot {
+            at,
+            ticks: CpuTicks::parse(stat),
+            roles: roles.iter().map(|(n, s)| (n.to_string(), *s)).collect(),
+            ksoftirqd: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn steal_busy_and_foreign_on_the_cpus_watched() {
+        let t0 = Instant::now();
+        let a = snap(
+            "cpu  1 1 1 1 1 1 1 1\ncpu0 0 0 0 0 0 0 0 0\ncpu1 0 0 0 0 0 0 0 0\n",
+            &[("server", 10.0)],
+            t0,
+        );
+        // CPU 1 over 100 ticks: 60 task time, 30 idle, 5 softirq, 5 steal.
+        let b = snap(
+            "cpu  1 1 1 1 1 1 1 1\ncpu0 0 0 0 100 0 0 0 0\ncpu1 40 0 20 30 0 0 5 5\n",
+            &[("server", 10.5)],
+            t0 + std::time::Duration::from_secs(1),
+        );
+        let w = WindowCpu::between(&a, &b, &[1]);
+        assert_eq!(w.cpus, vec![1]);
+        let tick = clock_ticks_per_s();
+        let close = |x: f64, y: f64| (x - y).abs() < 1e-9;
+        assert!(close(w.steal_share, 0.05), "{w:?}");
+        assert!(close(w.busy_share, 0.6), "{w:?}");
+        assert!(close(w.interrupt_share, 0.05), "{w:?}");
+        // 0.5 s of the server's own time over 100 ticks of capacity.
+        let own = 0.5 / (100.0 / tick);
+        assert!(close(w.own_share, own), "{w:?}");
+        assert!(close(w.foreign_share, (0.6 - own).max(0.0)), "{w:?}");
+        assert!(close(w.role_share("server").unwrap(), 0.5));
+        // Every CPU when none is named.
+        assert_eq!(WindowCpu::between(&a, &b, &[]).cpus, vec![0, 1]);
+        // A CPU the machine does not have is left out.
+        assert_eq!(WindowCpu::between(&a, &b, &[1, 7]).cpus, vec![1]);
+    }
+
+    #[test]
+    fn a_snapshot_of_this_process_sees_its_cpu() {
+        let me = std::process::id() as i32;
+        let a = WindowSnapshot::take(&[("me", vec![me])]);
+        let mut x = 0u64;
+        let until = Instant::now() + std::time::Duration::from_millis(60);
+        while Instant::now() < until {
+            x = x.wrapping_mul(31).wrapping_add(7);
+        }
+        std::hint::black_box(x);
+        let b = WindowSnapshot::take(&[("me", vec![me])]);
+        let w = WindowCpu::between(&a, &b, &[]);
+        assert!(!w.cpus.is_empty());
+        assert!(w.role_cpu_s["me"] >= 0.0);
+        assert!((0.0..=1.0).contains(&w.busy_share), "{w:?}");
+        assert!((0.0..=1.0).contains(&w.foreign_share), "{w:?}");
+    }
+}
