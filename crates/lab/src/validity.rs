@@ -485,7 +485,7 @@ pub fn failures_by_gate<'a>(
 /// Why comparisons resting on these points cannot be judged: each failing
 /// gate with its worst value and how many of the points failed it, e.g.
 /// `steal 7.3 % > 2 % at 4 of 6 points`.
-pub fn cannot_judge_reason<'a>(validities: &[&'a Validity]) -> String {
+pub fn cannot_judge_reason(validities: &[&Validity]) -> String {
     let total = validities.len();
     let mut parts: Vec<String> = Vec::new();
     for name in GATE_NAMES {
