@@ -329,7 +329,7 @@ impl From<SweepFileError> for ExperimentError {
 pub fn same_measurement(old: &str, new: &str) -> bool {
     let strip = |text: &str| {
         text.parse::<toml::Table>().ok().map(|mut t| {
-            for key in ["title", "description", "kind", "paper"] {
+            for key in ["title", "description", "kind", "paper", "validity"] {
                 t.remove(key);
             }
             t

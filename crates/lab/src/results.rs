@@ -68,6 +68,12 @@ pub struct SweepInfo {
     pub environment: Environment,
     /// The hosts.
     pub topology: TopologyInfo,
+    /// The machines the sweep ran on, one block each; the points in
+    /// `points/` are the last block's (earlier blocks' are in
+    /// `points/block-N/`, never pooled). Empty in directories written
+    /// before blocks: one block, on `environment`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<crate::validity::MachineBlock>,
 }
 
 /// The topology as built.
@@ -119,6 +125,20 @@ pub struct PointResult {
     pub cpu_busy_share: Vec<f64>,
     /// Unix seconds when the point finished.
     pub finished_unix_s: f64,
+    /// The gates this point passed or failed (absent in results written
+    /// before they existed: not checked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validity: Option<crate::validity::Validity>,
+    /// The machine it ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<connlab_os::Fingerprint>,
+    /// Who used the CPUs over the measured window, per role (`server`,
+    /// `clients`, `gateway`, `backends`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_cpu: Option<connlab_os::window::WindowCpu>,
+    /// Where the server and each shard ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<crate::validity::PointPlacement>,
 }
 
 impl PointResult {
@@ -132,6 +152,12 @@ impl PointResult {
     pub fn all_warnings(&self) -> impl Iterator<Item = &String> {
         self.warnings.iter().chain(self.load.warnings.iter())
     }
+
+    /// Whether the point may be judged: it passed every gate, or was
+    /// measured before gates existed.
+    pub fn is_valid(&self) -> bool {
+        self.validity.as_ref().is_none_or(|v| v.valid)
+    }
 }
 
 /// A results directory, read whole.
@@ -143,8 +169,12 @@ pub struct SweepDir {
     pub info: SweepInfo,
     /// `experiment.toml`.
     pub experiment: Experiment,
-    /// Finished points in plan order (points not in the plan last, by id).
+    /// Finished points in plan order (points not in the plan last, by id),
+    /// the A/A control's aside.
     pub points: Vec<PointResult>,
+    /// The A/A control's finished points (see
+    /// [`Experiment::control_engine`]).
+    pub controls: Vec<PointResult>,
 }
 
 impl SweepDir {
@@ -217,11 +247,13 @@ impl SweepDir {
                 p.id.clone(),
             )
         });
+        let (controls, points) = points.into_iter().partition(|p| p.params.control);
         Ok(SweepDir {
             path: dir.to_path_buf(),
             info,
             experiment,
             points,
+            controls,
         })
     }
 

@@ -256,6 +256,35 @@ impl Default for ValidityLimits {
     }
 }
 
+/// One machine's block of a sweep: a sweep resumed on another machine
+/// starts a new block and never pools it with the earlier ones.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MachineBlock {
+    /// From 1.
+    pub index: u32,
+    /// The machine.
+    pub fingerprint: connlab_os::Fingerprint,
+    /// Unix seconds when the block began.
+    pub started_unix_s: f64,
+    /// Points of earlier blocks were moved aside when this one began
+    /// (into `points/block-N/`).
+    #[serde(default)]
+    pub points_set_aside: usize,
+}
+
+/// Where a point's processes ran.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PointPlacement {
+    /// The server's (or gateway's) CPUs, as given to it.
+    pub server_cpus: Option<String>,
+    /// Each client shard's CPU list (writer on the first, reader on the last).
+    pub shard_cpus: Vec<Option<String>>,
+    /// The writers' scheduling (`SCHED_FIFO 10`, or `SCHED_OTHER`).
+    pub writer_policy: String,
+    /// How it was chosen.
+    pub note: String,
+}
+
 /// Attempts per point when neither the file nor the command line says.
 pub const DEFAULT_ATTEMPTS: u32 = 3;
 

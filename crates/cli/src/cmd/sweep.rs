@@ -29,10 +29,19 @@ Needs root (network namespaces).
 Results directory:
   DIR/experiment.toml     the experiment as run
   DIR/sweep.json          machine, topology, points in the plan
-  DIR/points/<id>.json    one per finished point: parameters, merged load result, server stats
+  DIR/points/<id>.json    one per finished point: parameters, merged load result, server stats,
+                          and \"validity\": the gates it passed or failed
   DIR/logs/<id>/          server and shard output, shard results
 
-Running the same command again resumes: finished points are kept, the rest run.
+Every point checks its own validity (completion, schedule, steal, foreign_cpu, machine,
+arrivals, stationary; limits in the file's [validity]) and is measured again when a gate
+fails (--attempts). Claims rest on valid points only; the rest say \"cannot be judged here\".
+Each cell also measures an A/A control (the same engine twice per round, id ending -aa):
+the report shows its spread, the machine's noise floor.
+
+Running the same command again resumes: finished points are kept, the rest run. Resumed
+on another machine (CPU model or count, kernel, clock source), the sweep starts a new
+block: the earlier points move to points/block-N/ and are never pooled with the new ones.
 Ctrl-C stops after cleaning up; the point under way is redone on resume.
 
 Examples:
@@ -58,6 +67,12 @@ pub(crate) struct SweepArgs {
     /// `profile = true` in the file does (needs perf).
     #[arg(long)]
     profile: bool,
+    /// Attempts per point, the first included: a point that fails one of
+    /// its validity gates (completion, schedule, steal, foreign_cpu, ...)
+    /// is measured again until one passes; the last attempt is kept with
+    /// its gates [default: the file's validity.attempts, else 3].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=20))]
+    attempts: Option<u32>,
 }
 
 /// Runs the sweep.
@@ -136,6 +151,7 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
         fresh: args.fresh,
         profile: args.profile,
         connlab: std::env::current_exe().context("locating the connlab binary")?,
+        attempts: args.attempts,
     };
     let started = Instant::now();
     let singleip = exp.kind() == ExperimentKind::Singleip;

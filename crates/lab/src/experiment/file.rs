@@ -76,6 +76,9 @@ pub struct Experiment {
     /// The load-balancing experiments: web backends behind a gateway.
     #[serde(default)]
     pub web: Option<WebSection>,
+    /// The gates every point must pass, and the A/A control.
+    #[serde(default)]
+    pub validity: crate::validity::ValidityLimits,
 }
 
 /// Gateway configurations a web experiment's `server.engines` may name:

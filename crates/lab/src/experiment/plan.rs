@@ -32,6 +32,10 @@ pub struct PointParams {
     pub warmup_s: f64,
     /// Repetition, from 1.
     pub repetition: u32,
+    /// The A/A control: the same engine measured a second time in the same
+    /// round, as a row of its own (`-aa` ends its id).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub control: bool,
 }
 
 impl PointParams {
@@ -49,12 +53,13 @@ impl PointParams {
             })
             .collect();
         format!(
-            "{}-c{}-a{}-r{}-rep{}",
+            "{}-c{}-a{}-r{}-rep{}{}",
             self.engine.replace(':', "-b"),
             self.connections,
             ratio,
             self.rate_label(),
-            self.repetition
+            self.repetition,
+            if self.control { "-aa" } else { "" }
         )
     }
 
@@ -151,8 +156,28 @@ impl Experiment {
         }
     }
 
+    /// The engine measured twice per round as the A/A control, if any: the
+    /// file's `validity.control`, else epoll where the file measures it
+    /// (the locality paper's reference), else the first engine.
+    pub fn control_engine(&self) -> Option<&str> {
+        match self.validity.control_choice() {
+            Some(choice) => choice,
+            None => self
+                .server
+                .engines
+                .iter()
+                .find(|e| *e == "epoll")
+                .or(self.server.engines.first())
+                .map(String::as_str),
+        }
+    }
+
     /// Every point of the sweep, repetitions outermost and engines innermost
-    /// (so engines compared in one row run close together in time).
+    /// (so engines compared in one row run close together in time). Each
+    /// cell starts with the A/A control's point (see [`control_engine`]),
+    /// so that its two measurements are as far apart as the cell allows.
+    ///
+    /// [`control_engine`]: Experiment::control_engine
     pub fn plan(&self, quick: bool) -> Vec<PointParams> {
         let q = if quick {
             self.quick.clone().unwrap_or_default()
@@ -176,9 +201,11 @@ impl Experiment {
                     let (active_ratio, label) = ratio_value(ratio).unwrap_or((1.0, "1".into()));
                     for rate in rates {
                         let rate = rate.per_second().unwrap_or(0.0);
-                        for engine in &self.server.engines {
+                        let control = self.control_engine().map(|e| (e, true));
+                        let engines = self.server.engines.iter().map(|e| (e.as_str(), false));
+                        for (engine, control) in control.into_iter().chain(engines) {
                             points.push(PointParams {
-                                engine: engine.clone(),
+                                engine: engine.to_string(),
                                 connections: c,
                                 active_ratio,
                                 active_ratio_label: label.clone(),
@@ -188,6 +215,7 @@ impl Experiment {
                                 duration_s,
                                 warmup_s,
                                 repetition,
+                                control,
                             });
                         }
                     }
@@ -254,6 +282,20 @@ impl Experiment {
             }
             if self.server.engines[..i].contains(e) {
                 return Err(bad(&format!("server.engines[{i}]"), format!("{e:?} twice")));
+            }
+        }
+        self.validity
+            .check()
+            .map_err(|(field, message)| bad(&field, message))?;
+        if let Some(Some(c)) = self.validity.control_choice() {
+            if !self.server.engines.iter().any(|e| e == c) {
+                return Err(bad(
+                    "validity.control",
+                    format!(
+                        "{c:?} is not among server.engines ({}); name one of them, or \"none\"",
+                        self.server.engines.join(", ")
+                    ),
+                ));
             }
         }
         if let Some(w) = &self.web {

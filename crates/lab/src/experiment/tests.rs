@@ -27,18 +27,38 @@ duration = "1s"
 fn plans_every_combination_engines_innermost() {
     let e = Experiment::from_toml(MINIMAL, "t.toml").unwrap();
     let p = e.plan(false);
-    assert_eq!(p.len(), 2 * 3 * 2);
-    assert_eq!(p[0].engine, "select");
-    assert_eq!(p[1].engine, "epoll");
-    assert_eq!(p[0].id(), "select-c10-a1-r100-rep1");
-    assert_eq!(p[4].id(), "select-c10-a1_16-r100-rep1");
-    assert_eq!(p[4].active_ratio, 1.0 / 16.0);
+    // Each cell: the A/A control (epoll, measured first), then the engines.
+    assert_eq!(p.len(), 2 * 3 * 3);
+    assert_eq!(e.control_engine(), Some("epoll"));
+    assert!(p[0].control && p[0].engine == "epoll");
+    assert_eq!(p[0].id(), "epoll-c10-a1-r100-rep1-aa");
+    assert_eq!(p[1].engine, "select");
+    assert_eq!(p[2].engine, "epoll");
+    assert!(!p[1].control && !p[2].control);
+    assert_eq!(p[1].id(), "select-c10-a1-r100-rep1");
+    assert_eq!(p[7].id(), "select-c10-a1_16-r100-rep1");
+    assert_eq!(p[7].active_ratio, 1.0 / 16.0);
     assert_eq!(p[0].response_size_bytes, 10240);
     let ids: std::collections::HashSet<_> = p.iter().map(PointParams::id).collect();
     assert_eq!(ids.len(), p.len(), "ids are unique");
     let q = e.plan(true);
-    assert_eq!(q.len(), 3 * 2);
+    assert_eq!(q.len(), 3 * 3);
     assert_eq!(q[0].duration_s, 1.0);
+    // No control, or another one, as the file says.
+    let none = MINIMAL.replace("[matrix]", "[validity]\ncontrol = \"none\"\n[matrix]");
+    let e = Experiment::from_toml(&none, "t.toml").unwrap();
+    assert_eq!(e.plan(false).len(), 2 * 3 * 2);
+    assert!(e.plan(false).iter().all(|p| !p.control));
+    let select = none.replace("\"none\"", "\"select\"");
+    let e = Experiment::from_toml(&select, "t.toml").unwrap();
+    assert_eq!(e.plan(false)[0].id(), "select-c10-a1-r100-rep1-aa");
+    let err = Experiment::from_toml(&none.replace("\"none\"", "\"poll\""), "t.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("validity.control") && err.contains("\"poll\""),
+        "{err}"
+    );
     assert_eq!(e.link_rate_bps(), Some(1_000_000_000));
 }
 
@@ -88,7 +108,7 @@ fn closed_loop_rotating_points() {
     let p = e.plan(false);
     assert!(p[0].closed_loop());
     assert_eq!(p[0].rate_label(), "max");
-    assert_eq!(p[0].id(), "select-c10-a1-rmax-rep1");
+    assert_eq!(p[1].id(), "select-c10-a1-rmax-rep1");
     // Rotating needs closed loop and depth 1.
     let open = MINIMAL.replace(
         "[matrix]",

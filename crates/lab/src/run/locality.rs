@@ -8,7 +8,9 @@
 //! resumes.
 
 use super::child::{die_with_parent, log_reason, signal, ServerChild};
+use super::window::{cpus_of, Roles};
 use super::{unix_now, Progress, RunError, SweepOutcome, SweepRequest};
+use crate::validity::{self, Evidence, PointPlacement, ScheduleEvidence, Validity};
 use crate::{Experiment, PointParams, PointResult, SweepDir, SweepInfo, TopologyInfo};
 use crate::{POINT_SCHEMA, SWEEP_SCHEMA};
 use anyhow::{anyhow, bail, Context};
@@ -71,6 +73,28 @@ pub(super) fn sweep(
         None => None,
     };
 
+    let now = connlab_os::Environment::capture();
+    let (blocks, new_block) = super::machine_blocks(
+        earlier
+            .as_ref()
+            .map(|i| (i.blocks.as_slice(), &i.environment, i.started_unix_s)),
+        &now.fingerprint(),
+    );
+    let mut blocks = blocks;
+    let block = blocks.last().cloned().expect("at least one block");
+    if new_block {
+        let moved = super::set_aside(&out.join("points"), block.index - 1)?;
+        if let Some(b) = blocks.last_mut() {
+            b.points_set_aside = moved;
+        }
+        progress.note(&format!(
+            "resuming on another machine ({}): block {} begins; the {moved} points of block {} are kept in points/block-{} and not pooled with it",
+            block.fingerprint,
+            block.index,
+            block.index - 1,
+            block.index - 1
+        ));
+    }
     let info = SweepInfo {
         schema: SWEEP_SCHEMA.into(),
         name: experiment.name.clone(),
@@ -80,7 +104,11 @@ pub(super) fn sweep(
         started_unix_s: earlier.as_ref().map_or_else(unix_now, |i| i.started_unix_s),
         points_total: plan.len(),
         connlab_version: env!("CARGO_PKG_VERSION").into(),
-        environment: super::sweep_environment(earlier.as_ref().map(|i| &i.environment), progress),
+        environment: if new_block {
+            now
+        } else {
+            super::sweep_environment(earlier.as_ref().map(|i| &i.environment), progress)
+        },
         topology: TopologyInfo {
             server_host: server_host.clone(),
             server_addr: server_ip.to_string(),
@@ -92,11 +120,16 @@ pub(super) fn sweep(
                 .map(|r| r.to_string()),
             link_rate_bps: experiment.link_rate_bps(),
         },
+        blocks,
     };
     SweepDir::write_info(&out, &info).map_err(|e| RunError::Failed(e.to_string()))?;
     super::write_experiment(&out, text)?;
 
+    let placement = placement(experiment, connlab_os::Environment::capture().cpu_count);
+    progress.note(&format!("placement: {}", placement.note));
     let ctx = PointContext {
+        placement,
+        block: block.fingerprint.clone(),
         www,
         exe,
         experiment,
@@ -107,6 +140,7 @@ pub(super) fn sweep(
         out: &out,
         shutdown,
     };
+    let attempts = super::attempts(req, &experiment.validity);
     let todo: Vec<&PointParams> = plan.iter().filter(|p| !point_done(&out, p)).collect();
     let kept = plan.len() - todo.len();
     if kept > 0 {
@@ -141,7 +175,7 @@ pub(super) fn sweep(
         };
         progress.start(&id, Some(Duration::from_secs_f64(left_estimate * scale)));
         let began = Instant::now();
-        let result = ctx.run_point(point);
+        let result = ctx.measure_with_attempts(point, attempts, progress);
         let took = began.elapsed();
         let est = estimate(experiment, point).as_secs_f64();
         left_estimate = (left_estimate - est).max(0.0);
@@ -182,6 +216,10 @@ enum UnderTest {
 
 /// Everything a point needs.
 struct PointContext<'a> {
+    /// Where the server and the shards run.
+    placement: PointPlacement,
+    /// The machine of the sweep's current block.
+    block: connlab_os::Fingerprint,
     /// Web experiments: the file set the backends serve.
     www: Option<PathBuf>,
     exe: PathBuf,
@@ -195,6 +233,55 @@ struct PointContext<'a> {
 }
 
 impl PointContext<'_> {
+    /// Runs a point until it passes its gates or `attempts` run out; the
+    /// last attempt is kept, with its gates.
+    fn measure_with_attempts(
+        &self,
+        p: &PointParams,
+        attempts: u32,
+        progress: &mut dyn Progress,
+    ) -> anyhow::Result<PointResult> {
+        let mut attempt = 1;
+        loop {
+            let mut r = self.run_point(p)?;
+            let gates = validity::gates(&self.experiment.validity, &self.evidence(p, &r));
+            let v = Validity::of(gates, attempt);
+            let retry = v.worth_retrying() && attempt < attempts && !self.shutdown.requested();
+            if retry {
+                progress.note(&format!(
+                    "{}: attempt {attempt} of {attempts} failed its gates ({}); measuring again",
+                    p.id(),
+                    v.failure_text()
+                ));
+            }
+            r.validity = Some(v);
+            if !retry {
+                return Ok(r);
+            }
+            attempt += 1;
+        }
+    }
+
+    /// What the gates look at for a measured point.
+    fn evidence(&self, p: &PointParams, r: &PointResult) -> Evidence {
+        let q = &r.load.requests;
+        let scheduled = if p.closed_loop() {
+            (q.completed + q.measured_errors()) as f64
+        } else {
+            p.rate_per_s * p.duration_s
+        };
+        Evidence {
+            completion: Some((q.completed, scheduled)),
+            schedule: (!p.closed_loop()).then(|| ScheduleEvidence {
+                send_lag_p99_us: r.load.send_lag_us.p99,
+                writer_rate_per_s: p.rate_per_s / f64::from(r.shards.max(1)),
+            }),
+            cpu: r.window_cpu.clone(),
+            machine: Some((r.load.environment.fingerprint(), self.block.clone())),
+            ..Evidence::default()
+        }
+    }
+
     /// Runs one point: server, shards, merge.
     fn run_point(&self, p: &PointParams) -> anyhow::Result<PointResult> {
         let exp = self.experiment;
@@ -271,13 +358,13 @@ impl PointContext<'_> {
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(log_file(&logs.join(format!("shard-{}.log", i + 1)))?);
-            if let Some(cpu) = &exp.client.cpu {
-                cmd.args(["--cpu", cpu.as_str()]);
+            if let Some(cpu) = self.placement.shard_cpus.get(i).cloned().flatten() {
+                cmd.args(["--cpu", &cpu]);
             }
             if let Some(arrival) = exp.client.arrival {
                 cmd.args(["--arrival", arrival.as_str()]);
             }
-            if let Some(prio) = exp.client.writer_priority {
+            if let Some(prio) = writer_priority(exp, &self.placement) {
                 cmd.args(["--writer-priority", &prio.to_string()]);
             }
             if let Some(seed) = exp.client.seed {
@@ -308,17 +395,28 @@ impl PointContext<'_> {
             + Duration::from_secs_f64(p.warmup_s + p.duration_s)
             + DRAIN
             + Duration::from_secs(30 + p.connections / 1000);
+        let window_from = start_at + Duration::from_secs_f64(p.warmup_s);
+        let window_length = Duration::from_secs_f64(p.duration_s);
         let sampler = match &under_test {
-            UnderTest::Web(w) => Some(w.sampler(
-                start_at + Duration::from_secs_f64(p.warmup_s),
-                Duration::from_secs_f64(p.duration_s),
-            )),
+            UnderTest::Web(w) => Some(w.sampler(window_from, window_length)),
             UnderTest::Serve(_) => None,
         };
+        let roles = match &under_test {
+            UnderTest::Serve(s) => Roles::default().with("server", [s.pid()]),
+            UnderTest::Web(w) => w.roles(),
+        }
+        .with("clients", shards.iter().map(Child::id));
+        let watched = cpus_of(
+            std::iter::once(self.placement.server_cpus.as_deref())
+                .chain(self.placement.shard_cpus.iter().map(|c| c.as_deref())),
+        );
+        let probe =
+            super::window::sample(roles, watched, window_from, window_length, self.shutdown);
         let statuses = self.wait_shards(&mut shards, deadline);
         let window_cpu = sampler
             .map(|s| s.join().unwrap_or_default())
             .unwrap_or_default();
+        let window = probe.join().ok().flatten();
         let server_stats = match under_test {
             UnderTest::Serve(ref mut s) => {
                 s.stop(&stats, Duration::from_secs(30 + p.connections / 500))
@@ -378,6 +476,10 @@ impl PointContext<'_> {
             gateway_cpu_share: window_cpu.gateway,
             cpu_busy_share: window_cpu.cpus,
             finished_unix_s: unix_now(),
+            validity: None,
+            machine: Some(connlab_os::Environment::capture().fingerprint()),
+            window_cpu: window,
+            placement: Some(self.placement.clone()),
         })
     }
 
@@ -532,8 +634,18 @@ pub fn estimate(exp: &Experiment, p: &PointParams) -> Duration {
 fn describe(r: &PointResult) -> String {
     let s = &r.load.service_latency_us;
     let errors: u64 = r.load.requests.errors.values().sum();
+    let validity = match &r.validity {
+        Some(v) if !v.valid => format!(
+            "; INVALID after {} attempt{}: {}",
+            v.attempts,
+            if v.attempts == 1 { "" } else { "s" },
+            v.failure_text()
+        ),
+        Some(v) if v.attempts > 1 => format!("; valid at attempt {}", v.attempts),
+        _ => String::new(),
+    };
     format!(
-        "mean {:.0} us, median {:.0} us, {} requests{}",
+        "mean {:.0} us, median {:.0} us, {} requests{}{validity}",
         s.mean,
         s.p50,
         r.load.requests.completed,
@@ -543,4 +655,68 @@ fn describe(r: &PointResult) -> String {
             String::new()
         }
     )
+}
+
+/// Where the server and each client shard run. The file's CPUs, except
+/// that a locality sweep on a machine with more CPUs than the file pins
+/// gives each shard CPUs of its own (a writer's and a reader's where there
+/// are two per shard, else one), the server keeping its own.
+fn placement(exp: &Experiment, cpu_count: usize) -> PointPlacement {
+    let shards = exp.topology.client_hosts as usize;
+    let server = exp.server.cpu.as_ref().map(|c| c.as_str().to_string());
+    let file_client = exp.client.cpu.as_ref().map(|c| c.as_str().to_string());
+    let pinned = cpus_of([server.as_deref(), file_client.as_deref()]);
+    let free: Vec<usize> = (0..cpu_count).filter(|c| !pinned.contains(c)).collect();
+    let spread = exp.web.is_none() && server.is_some() && file_client.is_some();
+    let (shard_cpus, note) = if spread && free.len() >= 2 * shards {
+        (
+            (0..shards)
+                .map(|i| Some(format!("{},{}", free[2 * i], free[2 * i + 1])))
+                .collect::<Vec<_>>(),
+            format!(
+                "server on cpu {}; each of the {shards} shards on two CPUs of its own (writer, reader) from {} free",
+                server.as_deref().unwrap_or("?"),
+                free.len()
+            ),
+        )
+    } else if spread && free.len() >= shards {
+        (
+            (0..shards).map(|i| Some(free[i].to_string())).collect(),
+            format!(
+                "server on cpu {}; each of the {shards} shards on a CPU of its own",
+                server.as_deref().unwrap_or("?")
+            ),
+        )
+    } else {
+        (
+            vec![file_client.clone(); shards],
+            format!(
+                "as the file pins: server on cpu {}, every shard on cpu {}",
+                server.as_deref().unwrap_or("any"),
+                file_client.as_deref().unwrap_or("any")
+            ),
+        )
+    };
+    let mut p = PointPlacement {
+        server_cpus: server,
+        shard_cpus,
+        writer_policy: String::new(),
+        note,
+    };
+    p.writer_policy = match writer_priority(exp, &p) {
+        Some(prio) => format!("SCHED_FIFO {prio}"),
+        None => "SCHED_OTHER".into(),
+    };
+    p
+}
+
+/// The priority of the shards' writers: the file's `client.writer_priority`;
+/// without one, 10 where a writer shares its CPU with its reader (sweeps
+/// run as root, which SCHED_FIFO needs), so sends preempt the reader.
+fn writer_priority(exp: &Experiment, p: &PointPlacement) -> Option<i32> {
+    let shares = p
+        .shard_cpus
+        .iter()
+        .any(|c| c.as_deref().is_some_and(|c| cpus_of([Some(c)]).len() == 1));
+    exp.client.writer_priority.or(shares.then_some(10))
 }

@@ -18,6 +18,7 @@ mod peers;
 mod pipeline;
 mod singleip;
 mod web;
+pub(crate) mod window;
 
 pub use loadgen::estimate as loadgen_estimate;
 pub use locality::estimate;
@@ -47,6 +48,11 @@ pub struct SweepRequest {
     /// The `connlab` binary the runners start as children (`serve`, `load`,
     /// `gateway`, `cap`).
     pub connlab: PathBuf,
+    /// Attempts per point, the first included (`--attempts`): a point that
+    /// fails a gate is measured again until one passes or these run out.
+    /// `None`: the file's `validity.attempts`, else
+    /// [`DEFAULT_ATTEMPTS`](crate::validity::DEFAULT_ATTEMPTS).
+    pub attempts: Option<u32>,
 }
 
 /// How a sweep went.
@@ -306,6 +312,87 @@ pub(crate) fn sweep_environment(
     }
 }
 
+/// The machine blocks of a sweep that begins or resumes now: the earlier
+/// ones (a directory from before blocks counts as one block on its
+/// recorded environment) and, when this machine's fingerprint differs from
+/// the last block's, a new block. Returns the blocks and whether a new
+/// block began on a directory that holds results (the caller sets the
+/// earlier block's results aside, see [`set_aside`]).
+pub(crate) fn machine_blocks(
+    earlier: Option<(
+        &[crate::validity::MachineBlock],
+        &connlab_os::Environment,
+        f64,
+    )>,
+    now: &connlab_os::Fingerprint,
+) -> (Vec<crate::validity::MachineBlock>, bool) {
+    use crate::validity::MachineBlock;
+    let mut blocks: Vec<MachineBlock> = match earlier {
+        None => Vec::new(),
+        Some((b, _, _)) if !b.is_empty() => b.to_vec(),
+        Some((_, env, started)) => vec![MachineBlock {
+            index: 1,
+            fingerprint: env.fingerprint(),
+            started_unix_s: started,
+            points_set_aside: 0,
+        }],
+    };
+    let fresh = match blocks.last() {
+        Some(last) if last.fingerprint == *now => false,
+        last => {
+            let had_results = last.is_some();
+            blocks.push(MachineBlock {
+                index: blocks.len() as u32 + 1,
+                fingerprint: now.clone(),
+                started_unix_s: unix_now(),
+                points_set_aside: 0,
+            });
+            had_results
+        }
+    };
+    (blocks, fresh)
+}
+
+/// Moves the `*.json` files of `dir` into `dir/block-N/` (an earlier
+/// machine's results, kept but never pooled with the new block's); returns
+/// how many moved.
+pub(crate) fn set_aside(dir: &Path, block: u32) -> Result<usize, RunError> {
+    let target = dir.join(format!("block-{block}"));
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(RunError::Failed(format!("reading {}: {e}", dir.display()))),
+    };
+    let mut moved = 0;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        std::fs::create_dir_all(&target)
+            .map_err(|e| RunError::Failed(format!("creating {}: {e}", target.display())))?;
+        let to = target.join(entry.file_name());
+        std::fs::rename(&path, &to).map_err(|e| {
+            RunError::Failed(format!(
+                "moving {} to {}: {e}",
+                path.display(),
+                to.display()
+            ))
+        })?;
+        moved += 1;
+    }
+    Ok(moved)
+}
+
+/// The attempts per point a sweep makes: `--attempts`, else the file's,
+/// else [`DEFAULT_ATTEMPTS`](crate::validity::DEFAULT_ATTEMPTS).
+pub(crate) fn attempts(req: &SweepRequest, file: &crate::validity::ValidityLimits) -> u32 {
+    req.attempts
+        .or(file.attempts)
+        .unwrap_or(crate::validity::DEFAULT_ATTEMPTS)
+        .max(1)
+}
+
 pub(crate) fn write_experiment(out: &Path, text: &str) -> Result<(), RunError> {
     let path = out.join("experiment.toml");
     connlab_os::files::write_atomic(&path, text)
@@ -379,6 +466,7 @@ links = ["memory:unlimited"]
             fresh: false,
             profile: false,
             connlab: PathBuf::from("connlab"),
+            attempts: None,
         };
         let ids = plan(&exp, false);
         assert_eq!(ids.len(), 2);
@@ -449,6 +537,7 @@ links = ["memory:unlimited"]
             fresh: false,
             profile: false,
             connlab: PathBuf::from("connlab"),
+            attempts: None,
         };
         let abs = with_absolute_out(&req).unwrap();
         assert!(abs.out.is_absolute(), "{}", abs.out.display());
@@ -466,6 +555,7 @@ links = ["memory:unlimited"]
             fresh: false,
             profile: false,
             connlab: PathBuf::from("connlab"),
+            attempts: None,
         };
         let err = sweep(
             &exp,

@@ -253,6 +253,14 @@ pub(super) fn start(
 }
 
 impl WebSide {
+    /// The gateway's and the backends' process trees, as roles of the
+    /// measured window.
+    pub(super) fn roles(&self) -> super::window::Roles {
+        super::window::Roles::default()
+            .with("gateway", self.gateway.as_ref().map(Child::id))
+            .with("backends", self.backends.iter().map(Child::id))
+    }
+
     /// Samples each backend's CPU, the gateway process's and every CPU's
     /// busy share from `from` for `window`. Runs on its own thread while the
     /// shards run.
