@@ -15,8 +15,13 @@ pub enum Verdict {
         /// The medians lie within the bounds.
         median_holds: bool,
     },
-    /// The claim cannot be judged on this run, and why.
+    /// The claim cannot be measured on this run (a setting or feature this
+    /// machine lacks), and why.
     CannotMeasure(String),
+    /// The points exist, but this machine's noise could have decided the
+    /// verdict: the points failed their validity gates, or the effect lies
+    /// within the A/A noise of the claim's bound. Says which, with figures.
+    CannotJudge(String),
     /// The experiment file gives no bounds to judge against.
     NotJudged,
 }
@@ -27,14 +32,27 @@ impl Verdict {
         median_holds: false,
     };
 
-    /// The verdict alone: `holds`, `does not hold`, `cannot be measured
-    /// here`, `not judged`.
+    /// The verdict alone: `holds`, `does not hold`, `cannot be judged
+    /// here`, `cannot be measured here`, `not judged`.
     pub fn word(&self) -> &'static str {
         match self {
             Verdict::Holds => "holds",
             Verdict::DoesNotHold { .. } => "does not hold",
+            Verdict::CannotJudge(_) => "cannot be judged here",
             Verdict::CannotMeasure(_) => "cannot be measured here",
             Verdict::NotJudged => "not judged",
+        }
+    }
+
+    /// The verdict as one word for CSV files: `holds`, `does_not_hold`,
+    /// `cannot_judge_here`, `cannot_measure`, `not_judged`.
+    pub fn csv_key(&self) -> &'static str {
+        match self {
+            Verdict::Holds => "holds",
+            Verdict::DoesNotHold { .. } => "does_not_hold",
+            Verdict::CannotJudge(_) => "cannot_judge_here",
+            Verdict::CannotMeasure(_) => "cannot_measure",
+            Verdict::NotJudged => "not_judged",
         }
     }
 
@@ -49,16 +67,19 @@ impl Verdict {
             Verdict::DoesNotHold { median_holds: true } => {
                 "does not hold across the spread (the medians do)".into()
             }
+            Verdict::CannotJudge(why) => format!("cannot be judged here: {why}"),
             Verdict::CannotMeasure(why) => format!("cannot be measured here: {why}"),
             Verdict::NotJudged => "not judged: the experiment file gives no bounds".into(),
         }
     }
 
-    /// A CSS class / machine key: `holds`, `fails`, `unmeasurable`, `unjudged`.
+    /// A CSS class / machine key: `holds`, `fails`, `noisy`,
+    /// `unmeasurable`, `unjudged`.
     pub fn key(&self) -> &'static str {
         match self {
             Verdict::Holds => "holds",
             Verdict::DoesNotHold { .. } => "fails",
+            Verdict::CannotJudge(_) => "noisy",
             Verdict::CannotMeasure(_) => "unmeasurable",
             Verdict::NotJudged => "unjudged",
         }
@@ -92,6 +113,14 @@ impl Judgement {
         }
     }
 
+    /// Cannot be judged here (the machine's noise), and why.
+    pub fn cannot_judge(why: String) -> Judgement {
+        Judgement {
+            verdict: Verdict::CannotJudge(why.clone()),
+            detail: why,
+        }
+    }
+
     /// Cannot be measured here, and why.
     pub fn cannot_measure(why: String) -> Judgement {
         Judgement {
@@ -104,6 +133,7 @@ impl Judgement {
     pub fn noted(self, note: &str) -> Judgement {
         let verdict = match self.verdict {
             Verdict::CannotMeasure(why) => Verdict::CannotMeasure(format!("{why} ({note})")),
+            Verdict::CannotJudge(why) => Verdict::CannotJudge(format!("{why} ({note})")),
             other => other,
         };
         Judgement {
@@ -130,6 +160,13 @@ mod tests {
         assert_eq!(why.text(), "cannot be measured here: no points");
         assert_eq!(why.key(), "unmeasurable");
         assert_eq!(Verdict::NotJudged.key(), "unjudged");
+        let noisy = Verdict::CannotJudge("steal 7.3 % > 2 % at 4 of 6 points".into());
+        assert_eq!(noisy.csv_key(), "cannot_judge_here");
+        assert_eq!(
+            noisy.text(),
+            "cannot be judged here: steal 7.3 % > 2 % at 4 of 6 points"
+        );
+        assert_eq!(Verdict::FAILS.csv_key(), "does_not_hold");
     }
 
     #[test]

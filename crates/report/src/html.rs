@@ -177,6 +177,11 @@ pub(crate) fn page(m: &Model) -> Result<Page, ReportError> {
             Block::Html(paper_table(m)),
             Block::Html(derived(m)),
             Block::Html(claims(m)),
+            Block::Html(crate::validity::html(
+                &m.validity,
+                m.noise.as_ref(),
+                &m.noise_of(),
+            )),
             Block::Html(projection::html(m.dir, &m.table)),
             Block::Html(plots(m)?),
             Block::Html(environment_table(m)),
@@ -319,7 +324,7 @@ fn derived(m: &Model) -> String {
 fn claims(m: &Model) -> String {
     let mut h = String::new();
     if !m.claims.is_empty() {
-        h.push_str("<h2>The paper's claims against ours</h2>\n<div class=\"scroll\">\n<table id=\"claims\">\n<thead><tr><th class=\"label\">engine</th><th class=\"label\">rows compared</th><th>paper</th><th>ours</th><th>spread</th><th>n</th><th class=\"label\">verdict</th></tr></thead>\n<tbody>\n");
+        h.push_str("<h2>The paper's claims against ours</h2>\n<div class=\"scroll\">\n<table id=\"claims\">\n<thead><tr><th class=\"label\">engine</th><th class=\"label\">rows compared</th><th>paper</th><th>ours</th><th>interval</th><th>rounds</th><th class=\"label\">verdict</th></tr></thead>\n<tbody>\n");
         for c in &m.claims {
             let _ = writeln!(
                 h,
@@ -334,7 +339,10 @@ fn claims(m: &Model) -> String {
                     if c.expect.is_empty() {
                         String::new()
                     } else {
-                        format!("; holds if our whole spread is {}", c.expect)
+                        format!(
+                            "; holds if the interval and the A/A noise around the median are {}",
+                            c.expect
+                        )
                     }
                 )),
                 c.verdict.key(),
@@ -366,7 +374,7 @@ fn claims(m: &Model) -> String {
                 );
             }
         }
-        h.push_str("</tbody>\n<caption>A claim holds only if every comparison holds across our spread. Ratios compare the named statistic between the two rows (to ÷ from) or between two engines at one row; ours is the ratio of the medians, and the spread is the conservative interval: the lowest and highest ratio any pairing of the two cells' repetitions gives (smallest over largest, largest over smallest), with no assumption that repetitions of different cells correspond. Differences (−) pair them the same way (lowest minus highest, highest minus lowest). A peak is each repetition's highest value over the rows named (only rows within the response-time bound, where one is given); the peaks' spread over repetitions is compared as a cell's. A value claim's spread runs from the lowest to the highest repetition over every setting. Paper: computed from the paper's cells where the experiment file gives them for the rows compared; † marks the number the paper's text states instead. Rows not in this run are never replaced by others for the verdict; the widest span measured is shown beside them as context.</caption>\n</table>\n</div>\n");
+        h.push_str("</tbody>\n<caption>Only valid points are compared (see the validity section). Ratios compare the named statistic between the two rows (to ÷ from) or between two engines at one row, paired by round: the ratio in each repetition, then their median (ours) and its distribution-free interval (95 %, or the range of the rounds when there are too few for 95 %, with its lower coverage; every pairing's range when no round has both). Differences (−) pair the same way. A peak is each repetition's highest value over the rows named (only rows within the response-time bound, where one is given), compared round by round. A value claim judges every setting's repetitions and names the one that decides. A comparison holds when its interval and its median moved by the A/A noise floor either way lie within the bounds, does not hold when both lie outside, and cannot be judged here otherwise; a claim holds when every comparison holds. Paper: computed from the paper's cells where the experiment file gives them for the rows compared; † marks the number the paper's text states instead. Rows not in this run are never replaced by others for the verdict; the widest span measured is shown beside them as context.</caption>\n</table>\n</div>\n");
     }
 
     h

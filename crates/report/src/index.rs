@@ -14,19 +14,35 @@ fn class(v: &Verdict) -> &'static str {
     match v {
         Verdict::Holds => "holds",
         Verdict::DoesNotHold { .. } => "fails",
+        Verdict::CannotJudge(_) => "noisy",
         Verdict::CannotMeasure(_) => "unmeasured",
         Verdict::NotJudged => "compared",
     }
 }
 
-/// A verdict as one word for the CSV: `holds`, `does_not_hold`,
-/// `cannot_measure`, `not_judged`.
-fn verdict_key(v: &Verdict) -> &'static str {
-    match v {
-        Verdict::Holds => "holds",
-        Verdict::DoesNotHold { .. } => "does_not_hold",
-        Verdict::CannotMeasure(_) => "cannot_measure",
-        Verdict::NotJudged => "not_judged",
+/// The claims of an index counted by verdict (tables aside).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Hold.
+    pub holds: usize,
+    /// Do not hold (on valid points, beyond the machine's noise).
+    pub fails: usize,
+    /// Cannot be judged here: invalid points, or within the noise.
+    pub cannot_judge: usize,
+    /// Cannot be measured here.
+    pub cannot_measure: usize,
+    /// Context rows without bounds.
+    pub not_judged: usize,
+}
+
+impl Tally {
+    /// `13 claims hold, 2 do not, 20 cannot be judged here, 7 cannot be
+    /// measured here`.
+    pub fn sentence(&self) -> String {
+        format!(
+            "{} claims hold, {} do not, {} cannot be judged here, {} cannot be measured here",
+            self.holds, self.fails, self.cannot_judge, self.cannot_measure
+        )
     }
 }
 
@@ -77,6 +93,47 @@ pub struct IndexExperiment {
     pub ok: bool,
     /// Its tables, figures and claims.
     pub rows: Vec<ClaimRow>,
+    /// Its points that failed a validity gate, counted per gate.
+    pub invalid_by_gate: Vec<(String, usize)>,
+    /// Its invalid points, of how many checked.
+    pub invalid_points: (usize, usize),
+    /// Its A/A control's noise floor in words, if it measured one.
+    pub noise_floor: Option<String>,
+}
+
+impl IndexExperiment {
+    /// `; 3 of 40 points invalid (...); A/A floor ±4.1 %`, empty when there
+    /// is nothing to say.
+    fn validity_note(&self) -> String {
+        let mut parts = Vec::new();
+        let v = self.validity_text();
+        if !v.is_empty() {
+            parts.push(v);
+        }
+        if let Some(f) = &self.noise_floor {
+            parts.push(format!("A/A noise floor {f}"));
+        }
+        parts.iter().map(|p| format!("; {p}")).collect()
+    }
+
+    /// `3 of 40 points invalid (steal 2, foreign_cpu 1)`, or empty when
+    /// every point passed.
+    pub fn validity_text(&self) -> String {
+        let (bad, all) = self.invalid_points;
+        if bad == 0 {
+            return if all > 0 {
+                format!("all {all} points valid")
+            } else {
+                String::new()
+            };
+        }
+        let gates: Vec<String> = self
+            .invalid_by_gate
+            .iter()
+            .map(|(g, n)| format!("{g} {n}"))
+            .collect();
+        format!("{bad} of {all} points invalid ({})", gates.join(", "))
+    }
 }
 
 /// One paper on the index.
@@ -108,19 +165,59 @@ pub struct Index {
 }
 
 impl Index {
-    /// Counts of the claims' verdicts (tables aside): (holds, does not
-    /// hold, cannot be measured, not judged).
-    pub fn tally(&self) -> [usize; 4] {
-        let mut t = [0; 4];
+    /// Counts of the claims' verdicts (tables aside).
+    pub fn tally(&self) -> Tally {
+        let mut t = Tally::default();
         for r in self.rows().filter(|r| !r.table) {
-            t[match r.verdict {
-                Verdict::Holds => 0,
-                Verdict::DoesNotHold { .. } => 1,
-                Verdict::CannotMeasure(_) => 2,
-                Verdict::NotJudged => 3,
-            }] += 1;
+            match r.verdict {
+                Verdict::Holds => t.holds += 1,
+                Verdict::DoesNotHold { .. } => t.fails += 1,
+                Verdict::CannotJudge(_) => t.cannot_judge += 1,
+                Verdict::CannotMeasure(_) => t.cannot_measure += 1,
+                Verdict::NotJudged => t.not_judged += 1,
+            }
         }
         t
+    }
+
+    /// Invalid points of every experiment, counted per gate.
+    pub fn invalid_by_gate(&self) -> Vec<(String, usize)> {
+        let mut out: Vec<(String, usize)> = Vec::new();
+        for e in self.papers.iter().flat_map(|p| p.experiments.iter()) {
+            for (g, n) in &e.invalid_by_gate {
+                match out.iter_mut().find(|(h, _)| h == g) {
+                    Some(c) => c.1 += n,
+                    None => out.push((g.clone(), *n)),
+                }
+            }
+        }
+        out
+    }
+
+    /// The points behind the verdicts: how many failed a gate, per gate.
+    fn validity_sentence(&self) -> String {
+        let (bad, all) = self
+            .papers
+            .iter()
+            .flat_map(|p| p.experiments.iter())
+            .fold((0, 0), |(b, a), e| {
+                (b + e.invalid_points.0, a + e.invalid_points.1)
+            });
+        if all == 0 {
+            return "No point recorded validity gates.".into();
+        }
+        if bad == 0 {
+            return format!("All {all} points passed their validity gates.");
+        }
+        let gates: Vec<String> = self
+            .invalid_by_gate()
+            .iter()
+            .map(|(g, n)| format!("{g} {n}"))
+            .collect();
+        format!(
+            "{bad} of {all} points failed a validity gate (points per gate: {}); claims resting on them say \"cannot be judged here\".",
+            gates.join(", ")
+        )
     }
 
     fn rows(&self) -> impl Iterator<Item = &ClaimRow> {
@@ -139,10 +236,16 @@ impl Index {
     /// The HTML under the title and description.
     fn html(&self) -> String {
         let mut h = String::from(INDEX_STYLE);
-        let [holds, fails, unmeasured, _] = self.tally();
+        let t = self.tally();
         let _ = writeln!(
             h,
-            "<p class=\"note\"><strong>{holds}</strong> claims hold, <strong>{fails}</strong> do not, <strong>{unmeasured}</strong> cannot be measured here.</p>"
+            "<p class=\"note\"><strong>{}</strong> claims hold, <strong>{}</strong> do not, <strong>{}</strong> cannot be judged here, <strong>{}</strong> cannot be measured here.</p>",
+            t.holds, t.fails, t.cannot_judge, t.cannot_measure
+        );
+        let _ = writeln!(
+            h,
+            "<p class=\"note\">{}</p>",
+            esc(&self.validity_sentence())
         );
         h.push_str("<table id=\"facts\">\n<tbody>\n");
         for (k, v) in &self.facts {
@@ -166,11 +269,12 @@ impl Index {
             for e in &p.experiments {
                 let _ = writeln!(
                     h,
-                    "<h3><a href=\"{}\">{}</a></h3>\n<p class=\"note\">{}: {}</p>",
+                    "<h3><a href=\"{}\">{}</a></h3>\n<p class=\"note\">{}: {}{}</p>",
                     esc(&e.report),
                     esc(&e.title),
                     esc(&e.name),
-                    esc(&e.status)
+                    esc(&e.status),
+                    esc(&e.validity_note())
                 );
                 if e.rows.is_empty() {
                     h.push_str("<p class=\"note\">No claims checked.</p>\n");
@@ -203,10 +307,11 @@ impl Index {
     /// The Markdown under the title and description.
     fn markdown(&self) -> String {
         let mut m = String::new();
-        let [holds, fails, unmeasured, _] = self.tally();
         let _ = writeln!(
             m,
-            "{holds} claims hold, {fails} do not, {unmeasured} cannot be measured here.\n"
+            "{}.\n\n{}\n",
+            self.tally().sentence(),
+            self.validity_sentence()
         );
         for (k, v) in &self.facts {
             let _ = writeln!(m, "- {k}: {v}");
@@ -220,8 +325,12 @@ impl Index {
             for e in &p.experiments {
                 let _ = writeln!(
                     m,
-                    "### [{}]({})\n\n{}: {}\n",
-                    e.title, e.report, e.name, e.status
+                    "### [{}]({})\n\n{}: {}{}\n",
+                    e.title,
+                    e.report,
+                    e.name,
+                    e.status,
+                    e.validity_note()
                 );
                 if e.rows.is_empty() {
                     continue;
@@ -288,7 +397,7 @@ impl Report for Index {
                         verdict: if r.table {
                             "table"
                         } else {
-                            verdict_key(&r.verdict)
+                            r.verdict.csv_key()
                         },
                         reason: r.reason.clone(),
                     });
@@ -305,6 +414,7 @@ table.claims td,table.claims th{overflow-wrap:anywhere}
 td.verdict.holds{color:#1a7f37;font-weight:600}
 td.verdict.fails{color:#b42318;font-weight:600}
 td.verdict.unmeasured{color:#777}
+td.verdict.noisy{color:#9a6700}
 </style>
 ";
 
@@ -343,7 +453,14 @@ mod tests {
                             Verdict::CannotMeasure("rows 10,000 not in this run".into()),
                             "",
                         ),
+                        row(
+                            Verdict::CannotJudge("steal 7.3 % > 2 % at 4 of 6 points".into()),
+                            "≥ 5×",
+                        ),
                     ],
+                    invalid_by_gate: vec![("steal".into(), 4)],
+                    invalid_points: (4, 15),
+                    noise_floor: Some("±4.1 %".into()),
                 }],
             }],
         }
@@ -352,7 +469,16 @@ mod tests {
     #[test]
     fn every_format_carries_every_row_and_verdict() {
         let i = index();
-        assert_eq!(i.tally(), [1, 0, 1, 0]);
+        assert_eq!(
+            i.tally(),
+            Tally {
+                holds: 1,
+                cannot_measure: 1,
+                cannot_judge: 1,
+                ..Tally::default()
+            }
+        );
+        assert_eq!(i.invalid_by_gate(), vec![("steal".to_string(), 4)]);
         let h = i.render(Format::Html);
         assert!(h.contains("href=\"locality-table3/report.html\""));
         assert!(h.contains("select grows &lt;fast&gt;"));
@@ -364,8 +490,12 @@ mod tests {
         let c = i.render(Format::Csv);
         let mut r = csv::Reader::from_reader(c.as_bytes());
         let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
-        assert_eq!(rows.len(), 2);
+        assert_eq!(rows.len(), 3);
         assert_eq!(&rows[1][6], "cannot_measure");
+        assert_eq!(&rows[2][6], "cannot_judge_here");
+        assert!(h.contains("4 of 15 points invalid (steal 4)"), "{h}");
+        assert!(h.contains("1</strong> cannot be judged here"), "{h}");
+        assert!(m.contains("4 of 15 points failed a validity gate (points per gate: steal 4)"));
     }
 
     #[test]

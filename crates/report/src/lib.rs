@@ -24,10 +24,11 @@ mod singleip;
 mod summary;
 mod table;
 mod text;
+mod validity;
 mod verdicts;
 pub use claims::{
-    check_claims, derived_tables, setting_text, ClaimCheck, ClaimResult, DerivedRow, DerivedTable,
-    Quantity, Verdict,
+    check_claims, derived_tables, noise, setting_text, ClaimCheck, ClaimResult, DerivedRow,
+    DerivedTable, Noise, Quantity, Verdict,
 };
 pub use index::{ClaimRow, Index, IndexExperiment, IndexPaper};
 pub use loadgen::render_loadgen;
@@ -88,6 +89,10 @@ pub(crate) struct Model<'a> {
     pub(crate) table: PaperTable,
     pub(crate) derived: Vec<DerivedTable>,
     pub(crate) claims: Vec<ClaimResult>,
+    /// The points' validity, the A/A control's included.
+    pub(crate) validity: validity::Summary,
+    /// The A/A noise floor of the table's first statistic.
+    pub(crate) noise: Option<Noise>,
 }
 
 impl<'a> Model<'a> {
@@ -95,12 +100,30 @@ impl<'a> Model<'a> {
         let table = PaperTable::of(dir);
         let derived = derived_tables(dir, &table);
         let claims = check_claims(dir, &table);
+        let validity = validity::Summary::of(
+            dir.points
+                .iter()
+                .chain(dir.controls.iter())
+                .map(|p| (p.id.as_str(), p.validity.as_ref())),
+        );
+        let noise = noise(dir, table.metric, 0);
         Model {
             dir,
             table,
             derived,
             claims,
+            validity,
+            noise,
         }
+    }
+
+    /// What the noise floor is of: `mean of service latency`.
+    pub(crate) fn noise_of(&self) -> String {
+        format!(
+            "{} of {}",
+            stat_names(self.table.metric)[0],
+            metric_name(self.table.metric)
+        )
     }
 }
 
@@ -292,7 +315,12 @@ pub(crate) fn environment(dir: &SweepDir) -> Vec<(&'static str, String)> {
         ),
         (
             "points",
-            format!("{} of {} done", dir.points.len(), i.points_total),
+            format!(
+                "{} of {} done ({} of them the A/A control)",
+                dir.points.len() + dir.controls.len(),
+                i.points_total,
+                dir.controls.len()
+            ),
         ),
         ("started", iso(i.started_unix_s)),
         ("connlab", i.connlab_version.clone()),

@@ -54,8 +54,11 @@ impl Spread {
 /// One engine's cell in one row.
 #[derive(Clone, Debug, Default)]
 pub struct Cell {
-    /// Indices into the sweep's points of this cell's repetitions.
+    /// Indices into the sweep's points of this cell's valid repetitions
+    /// (those that passed their gates, or were measured before gates).
     pub points: Vec<usize>,
+    /// Indices of its repetitions that failed a gate: shown, never judged.
+    pub invalid: Vec<usize>,
     /// Ours, per statistic in the order of [`stat_names`].
     pub ours: [Option<Spread>; 3],
     /// The paper's, per statistic, in µs.
@@ -406,7 +409,7 @@ impl PaperTable {
                 let cells = engines
                     .iter()
                     .map(|engine| {
-                        let points: Vec<usize> = dir
+                        let (points, invalid): (Vec<usize>, Vec<usize>) = dir
                             .points
                             .iter()
                             .enumerate()
@@ -417,7 +420,7 @@ impl PaperTable {
                                     && p.params.rate_per_s.to_bits() == rate.to_bits()
                             })
                             .map(|(i, _)| i)
-                            .collect();
+                            .partition(|&i| dir.points[i].is_valid());
                         let paper = exp
                             .paper
                             .as_ref()
@@ -432,6 +435,7 @@ impl PaperTable {
                         Cell {
                             ours: spreads(dir, &points, metric),
                             points,
+                            invalid,
                             paper,
                         }
                     })

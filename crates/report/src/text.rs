@@ -109,6 +109,11 @@ pub(crate) fn page(m: &Model) -> Page {
             Block::Markdown(paper_table(m)),
             Block::Markdown(derived(m)),
             Block::Markdown(claims(m)),
+            Block::Markdown(crate::validity::markdown(
+                &m.validity,
+                m.noise.as_ref(),
+                &m.noise_of(),
+            )),
             Block::Markdown(crate::projection::markdown(m.dir, &m.table)),
             Block::Markdown(environment_table(m)),
             Block::Markdown(warnings_list(m)),
@@ -207,7 +212,10 @@ fn claims(m: &Model) -> String {
                 if c.expect.is_empty() {
                     String::new()
                 } else {
-                    format!(", holds if our whole spread is {}", c.expect)
+                    format!(
+                        ", holds if the interval and the A/A noise around the median are {}",
+                        c.expect
+                    )
                 },
                 c.verdict.text()
             );
@@ -224,7 +232,7 @@ fn claims(m: &Model) -> String {
                 });
                 let ours = match (k.ours, k.spread) {
                     (Some(o), Some((lo, hi))) => format!(
-                        "ours {} [spread {}, n={}]",
+                        "ours {} [interval {}, rounds={}]",
                         claim_value(c, o),
                         claim_spread(c, lo, hi),
                         k.n
@@ -244,7 +252,7 @@ fn claims(m: &Model) -> String {
                 );
             }
         }
-        out.push_str("\nA claim holds only if every comparison holds across our spread (the conservative interval: the lowest and highest ratio any pairing of repetitions gives).\n\n");
+        out.push_str("\nOnly valid points are compared, paired by round: ours is the median of the per-round ratios or differences, with its distribution-free interval. A comparison holds when the interval and the median moved by the A/A noise floor either way lie within the bounds, does not hold when both lie outside, and cannot be judged here otherwise.\n\n");
     }
     out
 }
@@ -276,9 +284,12 @@ fn warnings_list(m: &Model) -> String {
 }
 
 /// One CSV row in long form. `kind` is `cell` (the paper table), `derived`
-/// (a derived table), `claim` (one comparison of a claim) or `projection`
-/// (one engine and setting projected to a setting of the paper this machine
-/// cannot run); columns that do not apply to a kind are empty.
+/// (a derived table), `claim` (one comparison of a claim), `invalid_point`
+/// (a point that failed a gate: its id in `row_label`, attempts in `n`, the
+/// gates in `verdict`), `noise_floor` (the A/A control: its factor in
+/// `claim_ours`) or `projection` (one engine and setting projected to a
+/// setting of the paper this machine cannot run); columns that do not apply
+/// to a kind are empty.
 #[derive(Serialize, Default)]
 pub(crate) struct CsvRow {
     kind: &'static str,
@@ -304,6 +315,9 @@ pub(crate) struct CsvRow {
     claim_ours: Option<f64>,
     claim_ours_min: Option<f64>,
     claim_ours_max: Option<f64>,
+    /// The coverage of the interval `claim_ours_min`..`claim_ours_max`
+    /// (0.95; less with few rounds; 0 when unpaired).
+    claim_coverage: Option<f64>,
     expect: String,
     verdict: String,
     claim_verdict: String,
@@ -434,12 +448,35 @@ pub(crate) fn rows(m: &Model) -> Vec<CsvRow> {
                 claim_ours: k.ours,
                 claim_ours_min: k.spread.map(|s| s.0),
                 claim_ours_max: k.spread.map(|s| s.1),
+                claim_coverage: k.coverage,
                 expect: c.expect.clone(),
                 verdict: k.verdict.text(),
                 claim_verdict: c.verdict.text(),
                 ..CsvRow::default()
             });
         }
+    }
+    for (id, v) in &m.validity.invalid {
+        rows.push(CsvRow {
+            kind: "invalid_point",
+            row_label: id.clone(),
+            n: v.attempts as usize,
+            verdict: v.failure_text(),
+            ..CsvRow::default()
+        });
+    }
+    if let Some(n) = &m.noise {
+        rows.push(CsvRow {
+            kind: "noise_floor",
+            table: t.table.clone(),
+            metric: metric_key(t.metric),
+            statistic: stat_names(t.metric)[0].to_string(),
+            engine: n.engine.clone(),
+            n: n.n,
+            claim_ours: Some(n.factor),
+            stored_unit: "×".into(),
+            ..CsvRow::default()
+        });
     }
     if let Some(spec) = crate::projection::spec(m.dir) {
         let along = match spec.along {

@@ -10,7 +10,7 @@ use connlab_lab::{PipelineSweep, SingleIpSweep, SweepDir};
 use std::path::Path;
 
 /// What one results directory says on the index.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct ExperimentClaims {
     /// The experiment's title.
     pub title: String,
@@ -18,6 +18,12 @@ pub struct ExperimentClaims {
     pub progress: String,
     /// Its tables, figures and claims.
     pub rows: Vec<ClaimRow>,
+    /// Its points that failed a validity gate, counted per gate.
+    pub invalid_by_gate: Vec<(String, usize)>,
+    /// Its invalid points, of how many recorded validity.
+    pub invalid_points: (usize, usize),
+    /// Its A/A control's noise floor in words, if it measured one.
+    pub noise_floor: Option<String>,
 }
 
 /// Reads a results directory of any experiment kind and returns its index
@@ -29,6 +35,7 @@ pub fn claim_rows(dir: &Path) -> Result<ExperimentClaims, String> {
             title: sweep.experiment.title.clone(),
             progress: format!("{} of {} runs", sweep.runs.len(), sweep.runs_total),
             rows: pipeline_rows(&sweep),
+            ..ExperimentClaims::default()
         });
     }
     if SingleIpSweep::is_singleip_dir(dir) {
@@ -41,6 +48,7 @@ pub fn claim_rows(dir: &Path) -> Result<ExperimentClaims, String> {
                 sweep.info.points_total
             ),
             rows: singleip_rows(&sweep),
+            ..ExperimentClaims::default()
         });
     }
     if !SweepDir::info_path(dir).exists() {
@@ -58,14 +66,21 @@ pub fn claim_rows(dir: &Path) -> Result<ExperimentClaims, String> {
         }
     }
     rows.extend(check_claims(&sweep, &table).iter().map(claim_row));
+    let all: Vec<&connlab_lab::PointResult> =
+        sweep.points.iter().chain(sweep.controls.iter()).collect();
+    let checked: Vec<&connlab_lab::validity::Validity> =
+        all.iter().filter_map(|p| p.validity.as_ref()).collect();
     Ok(ExperimentClaims {
         title: sweep.info.title.clone(),
         progress: format!(
             "{} of {} points",
-            sweep.points.len(),
+            sweep.points.len() + sweep.controls.len(),
             sweep.info.points_total
         ),
         rows,
+        invalid_by_gate: connlab_lab::validity::failures_by_gate(checked.iter().copied()),
+        invalid_points: (checked.iter().filter(|v| !v.valid).count(), checked.len()),
+        noise_floor: crate::claims::noise(&sweep, table.metric, 0).map(|n| n.text()),
     })
 }
 

@@ -145,17 +145,22 @@ pub(crate) fn run(args: ReproduceArgs) -> Result<ExitCode, Exit> {
                 }
             }
         }
-        let (title, progress, rows) = match connlab_report::claim_rows(&dir) {
-            Ok(c) => (c.title, c.progress, c.rows),
-            Err(e) => (name.clone(), format!("no results ({e})"), Vec::new()),
-        };
+        let claims =
+            connlab_report::claim_rows(&dir).unwrap_or_else(|e| connlab_report::ExperimentClaims {
+                title: name.clone(),
+                progress: format!("no results ({e})"),
+                ..connlab_report::ExperimentClaims::default()
+            });
         let entry = IndexExperiment {
             report: format!("{name}/report.html"),
             name: name.clone(),
-            title,
-            status: format!("{progress}; sweep {status_text}"),
+            title: claims.title,
+            status: format!("{}; sweep {status_text}", claims.progress),
             ok,
-            rows,
+            rows: claims.rows,
+            invalid_by_gate: claims.invalid_by_gate,
+            invalid_points: claims.invalid_points,
+            noise_floor: claims.noise_floor,
         };
         match papers.iter_mut().find(|p| p.id == paper.id) {
             Some(p) => p.experiments.push(entry),
@@ -200,9 +205,9 @@ pub(crate) fn run(args: ReproduceArgs) -> Result<ExitCode, Exit> {
         papers,
     };
     write_index(&out, &index)?;
-    let [holds, fails, unmeasured, _] = index.tally();
     eprintln!(
-        "\nconnlab reproduce: {holds} claims hold, {fails} do not, {unmeasured} cannot be measured here; {} -> {}",
+        "\nconnlab reproduce: {}; {} -> {}",
+        index.tally().sentence(),
         if failed == 0 {
             "every sweep finished".to_string()
         } else {

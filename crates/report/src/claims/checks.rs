@@ -1,7 +1,53 @@
 //! The comparisons of each claim shape: an engine along a parameter, one
-//! engine against another, a peak, and a value over the rows.
+//! engine against another, a peak, and a value over the rows. Each rests
+//! on valid points only, paired by round, and is judged against the A/A
+//! noise floor ([`super::evidence`]).
 
+use super::evidence::{compare_cells, invalid_reason, judge_noisy, Compared, Noise, CONFIDENCE};
 use super::*;
+use connlab_measure::stats::median_interval;
+
+/// Fills a check from a comparison, or says why there is none: the cells'
+/// invalid points (cannot be judged) or `missing` (cannot be measured).
+#[allow(clippy::too_many_arguments)]
+fn settle(
+    check: &mut ClaimCheck,
+    dir: &SweepDir,
+    claim: &PaperClaim,
+    from: &Cell,
+    to: &Cell,
+    metric: Metric,
+    k: usize,
+    quantity: Quantity,
+    noise: Option<&Noise>,
+    missing: impl FnOnce() -> String,
+) {
+    match compare_cells(dir, claim, from, to, metric, k) {
+        Some(Ok(c)) => fill(check, claim, &c, quantity, noise),
+        Some(Err(why)) => check.verdict = Verdict::CannotMeasure(why),
+        None => {
+            check.verdict = match invalid_reason(dir, &[from, to]) {
+                Some(why) => Verdict::CannotJudge(why),
+                None => Verdict::CannotMeasure(missing()),
+            }
+        }
+    }
+}
+
+/// A check's figures and verdict from a comparison.
+fn fill(
+    check: &mut ClaimCheck,
+    claim: &PaperClaim,
+    c: &Compared,
+    quantity: Quantity,
+    noise: Option<&Noise>,
+) {
+    check.ours = Some(c.median);
+    check.spread = Some((c.lo, c.hi));
+    check.n = c.n;
+    check.coverage = Some(c.coverage);
+    check.verdict = judge_noisy(claim, c, quantity, noise);
+}
 
 /// Our spread of statistic `k` of `metric` for an engine at a row.
 fn ours_at(dir: &SweepDir, cell: &Cell, metric: Metric, k: usize) -> Option<Spread> {
@@ -44,7 +90,9 @@ pub(super) fn along_checks(
     cells: &[&PaperCell],
     from: f64,
     to: f64,
+    noise: Option<&Noise>,
 ) -> Vec<ClaimCheck> {
+    let quantity = pair_quantity(claim);
     let s = slot(along);
     // Groups: our rows' other parameters, then the paper's where we have none.
     let mut groups: Vec<Group> = Vec::new();
@@ -86,11 +134,6 @@ pub(super) fn along_checks(
                 .iter()
                 .filter(|r| in_group(&row_params(r), g))
                 .collect();
-            let at = |v: f64| {
-                rows.iter()
-                    .find(|r| close(r.value(along), v))
-                    .map(|r| ours_at(dir, &r.cells[col], metric, k))
-            };
             let params_at = |v: f64| {
                 let mut p = *g;
                 p[s] = Some(v);
@@ -108,35 +151,46 @@ pub(super) fn along_checks(
                 ours: None,
                 spread: None,
                 n: 0,
+                coverage: None,
                 verdict: Verdict::NotJudged,
                 context: None,
             };
-            match (at(from), at(to)) {
-                (Some(Some(a)), Some(Some(b))) => match compare_spread(claim, &a, &b) {
-                    Ok((m, lo, hi)) => {
-                        check.ours = Some(m);
-                        check.spread = Some((lo, hi));
-                        check.n = a.n().min(b.n());
-                        check.verdict = judge(claim, m, lo, hi);
-                    }
-                    Err(why) => check.verdict = Verdict::CannotMeasure(why),
-                },
+            let cell_at = |v: f64| {
+                rows.iter()
+                    .find(|r| close(r.value(along), v))
+                    .map(|r| &r.cells[col])
+            };
+            match (cell_at(from), cell_at(to)) {
+                (Some(a), Some(b)) => settle(
+                    &mut check,
+                    dir,
+                    claim,
+                    a,
+                    b,
+                    metric,
+                    k,
+                    quantity,
+                    noise,
+                    || {
+                        [(from, a), (to, b)]
+                            .iter()
+                            .filter(|(_, c)| c.points.is_empty())
+                            .map(|(v, _)| {
+                                format!("{} has no finished point", param_text(along, *v))
+                            })
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    },
+                ),
                 _ if rows.is_empty() => {
                     check.verdict =
                         Verdict::CannotMeasure(format!("{} not in this run", group_text(g)));
                 }
                 (f, tt) => {
-                    let missing: Vec<String> = [(from, &f), (to, &tt)]
+                    let missing: Vec<String> = [(from, f.is_some()), (to, tt.is_some())]
                         .iter()
-                        .filter(|(_, r)| !matches!(r, Some(Some(_))))
-                        .map(|(v, r)| {
-                            let what = param_text(along, *v);
-                            if r.is_some() {
-                                format!("{what} has no finished point")
-                            } else {
-                                format!("{what} not in this run")
-                            }
-                        })
+                        .filter(|(_, present)| !present)
+                        .map(|(v, _)| format!("{} not in this run", param_text(along, *v)))
                         .collect();
                     check.verdict = Verdict::CannotMeasure(missing.join(", "));
                     // The widest span measured, as context only.
@@ -190,7 +244,9 @@ pub(super) fn versus_checks(
     cells: &[&PaperCell],
     versus: &str,
     range: Option<(f64, f64)>,
+    noise: Option<&Noise>,
 ) -> Vec<ClaimCheck> {
+    let quantity = pair_quantity(claim);
     let Some(vcol) = t.engines.iter().position(|e| e == versus) else {
         return Vec::new();
     };
@@ -225,6 +281,7 @@ pub(super) fn versus_checks(
                 ours: None,
                 spread: None,
                 n: 0,
+                coverage: None,
                 verdict: Verdict::CannotMeasure(format!(
                     "no row with {} in this run",
                     if close(lo, hi) {
@@ -252,27 +309,22 @@ pub(super) fn versus_checks(
                 ours: None,
                 spread: None,
                 n: 0,
+                coverage: None,
                 verdict: Verdict::NotJudged,
                 context: None,
             };
-            match (
-                ours_at(dir, &r.cells[vcol], metric, k),
-                ours_at(dir, &r.cells[col], metric, k),
-            ) {
-                (Some(b), Some(a)) => match compare_spread(claim, &b, &a) {
-                    Ok((m, lo, hi)) => {
-                        check.ours = Some(m);
-                        check.spread = Some((lo, hi));
-                        check.n = a.n().min(b.n());
-                        check.verdict = judge(claim, m, lo, hi);
-                    }
-                    Err(why) => check.verdict = Verdict::CannotMeasure(why),
-                },
-                _ => {
-                    check.verdict =
-                        Verdict::CannotMeasure(format!("{} has no finished point", setting_text(r)))
-                }
-            }
+            settle(
+                &mut check,
+                dir,
+                claim,
+                &r.cells[vcol],
+                &r.cells[col],
+                metric,
+                k,
+                quantity,
+                noise,
+                || format!("{} has no finished point", setting_text(r)),
+            );
             out.push(check);
         }
     }
@@ -282,8 +334,17 @@ pub(super) fn versus_checks(
 /// One engine's peak over rows: the spread of its per-repetition peaks,
 /// and the rows the peaks were at (their `along` value and whole setting).
 struct Peak {
-    spread: Option<Spread>,
+    /// Each repetition's peak.
+    by_round: std::collections::BTreeMap<u32, f64>,
     at: Vec<(f64, String)>,
+    /// Invalid points among the rows (never judged).
+    invalid: Vec<usize>,
+}
+
+impl Peak {
+    fn spread(&self) -> Option<Spread> {
+        Spread::of(self.by_round.values().copied())
+    }
 }
 
 /// Per repetition, the highest statistic `k` of column `col` over `rows`,
@@ -323,8 +384,40 @@ fn peak_of(
     at.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
     at.dedup_by(|a, b| a.1 == b.1);
     Peak {
-        spread: Spread::of(best.values().map(|b| b.0)),
+        by_round: best.iter().map(|(r, b)| (*r, b.0)).collect(),
         at,
+        invalid: rows
+            .iter()
+            .flat_map(|r| r.cells[col].invalid.iter().copied())
+            .collect(),
+    }
+}
+
+/// The per-round values' median and interval as a comparison.
+fn of_rounds(values: &[f64]) -> Option<Compared> {
+    let m = median_interval(values, CONFIDENCE)?;
+    Some(Compared {
+        median: m.median,
+        lo: m.lo,
+        hi: m.hi,
+        n: m.n as usize,
+        coverage: m.coverage,
+    })
+}
+
+/// Why a peak has no value: its rows' invalid points, else `missing`.
+fn peak_missing(dir: &SweepDir, peaks: &[&Peak], missing: String) -> Verdict {
+    let cells: Vec<Cell> = peaks
+        .iter()
+        .map(|p| Cell {
+            invalid: p.invalid.clone(),
+            ..Cell::default()
+        })
+        .collect();
+    let refs: Vec<&Cell> = cells.iter().collect();
+    match invalid_reason(dir, &refs) {
+        Some(why) => Verdict::CannotJudge(why),
+        None => Verdict::CannotMeasure(missing),
     }
 }
 
@@ -368,6 +461,7 @@ pub(super) fn peak_checks(
     cells: &[&PaperCell],
     versus: Option<&str>,
     range: Option<(f64, f64)>,
+    noise: Option<&Noise>,
 ) -> Vec<ClaimCheck> {
     let rows: Vec<&Row> = t
         .rows
@@ -437,6 +531,7 @@ pub(super) fn peak_checks(
             ours: None,
             spread: None,
             n: 0,
+            coverage: None,
             verdict: Verdict::NotJudged,
             context: None,
         };
@@ -449,18 +544,39 @@ pub(super) fn peak_checks(
                     .and_then(|(a, b)| compare_paper(claim, a, b));
                 check.paper = from_cells.or(paper_stated(claim));
                 check.paper_from_cells = from_cells.is_some();
-                match (&vp.spread, &ours.spread) {
-                    (Some(a), Some(b)) => match compare_spread(claim, a, b) {
-                        Ok((m, lo, hi)) => {
-                            check.ours = Some(m);
-                            check.spread = Some((lo, hi));
-                            check.n = a.n().min(b.n());
-                            check.verdict = judge(claim, m, lo, hi);
-                        }
-                        Err(why) => check.verdict = Verdict::CannotMeasure(why),
-                    },
-                    (None, _) => check.verdict = Verdict::CannotMeasure(missing(v)),
-                    (_, None) => check.verdict = Verdict::CannotMeasure(missing(engine)),
+                // Paired by round: this engine's peak over the other's.
+                let per_round: Vec<f64> = ours
+                    .by_round
+                    .iter()
+                    .filter_map(|(rep, b)| {
+                        let a = vp.by_round.get(rep)?;
+                        compare_paper(claim, *a, *b)
+                    })
+                    .collect();
+                let compared = of_rounds(&per_round).or_else(|| {
+                    let (a, b) = (vp.spread()?, ours.spread()?);
+                    let (m, lo, hi) = compare_spread(claim, &a, &b).ok()?;
+                    Some(Compared {
+                        median: m,
+                        lo,
+                        hi,
+                        n: a.n().min(b.n()),
+                        coverage: 0.0,
+                    })
+                });
+                match compared {
+                    Some(c) => fill(&mut check, claim, &c, pair_quantity(claim), noise),
+                    None if vp.by_round.is_empty() => {
+                        check.verdict = peak_missing(dir, &[vp], missing(v))
+                    }
+                    None if ours.by_round.is_empty() => {
+                        check.verdict = peak_missing(dir, &[&ours], missing(engine))
+                    }
+                    None => {
+                        check.verdict = Verdict::CannotMeasure(
+                            "a ratio of values that are not all positive".into(),
+                        )
+                    }
                 }
             }
             (Some(v), None) => {
@@ -470,14 +586,10 @@ pub(super) fn peak_checks(
                 let from_cells = paper_peak(engine);
                 check.paper = from_cells.or(claim.paper_stated());
                 check.paper_from_cells = from_cells.is_some();
-                match &ours.spread {
-                    Some(s) => {
-                        check.ours = Some(s.median());
-                        check.spread = Some((s.min(), s.max()));
-                        check.n = s.n();
-                        check.verdict = judge(claim, s.median(), s.min(), s.max());
-                    }
-                    None => check.verdict = Verdict::CannotMeasure(missing(engine)),
+                let values: Vec<f64> = ours.by_round.values().copied().collect();
+                match of_rounds(&values) {
+                    Some(c) => fill(&mut check, claim, &c, Quantity::Value, noise),
+                    None => check.verdict = peak_missing(dir, &[&ours], missing(engine)),
                 }
             }
         }
@@ -492,6 +604,7 @@ pub(super) fn value_checks(
     claim: &PaperClaim,
     metric: Metric,
     k: usize,
+    noise: Option<&Noise>,
 ) -> Vec<ClaimCheck> {
     let paper = dir.experiment.paper.as_ref();
     let mut out = Vec::new();
@@ -499,10 +612,19 @@ pub(super) fn value_checks(
         let Some(col) = t.engines.iter().position(|e| e == engine) else {
             continue;
         };
-        let measured: Vec<(&Row, Spread)> = t
+        // Each row's repetitions: their median and interval.
+        let measured: Vec<(&Row, Compared)> = t
             .rows
             .iter()
-            .filter_map(|r| Some((r, ours_at(dir, &r.cells[col], metric, k)?)))
+            .filter_map(|r| {
+                let values: Vec<f64> = r.cells[col]
+                    .points
+                    .iter()
+                    .filter_map(|&i| our_stats(&dir.experiment, metric, &dir.points[i])[k])
+                    .filter(|v| v.is_finite())
+                    .collect();
+                Some((r, of_rounds(&values)?))
+            })
             .collect();
         // The paper's value: a derived table of this metric gives the
         // engine's worst case; else the worst of the paper's own cells of
@@ -533,12 +655,17 @@ pub(super) fn value_checks(
             ours: None,
             spread: None,
             n: 0,
+            coverage: None,
             verdict: Verdict::NotJudged,
             context: None,
         };
+        let invalid: Vec<&Cell> = t.rows.iter().map(|r| &r.cells[col]).collect();
         if measured.is_empty() {
             check.rows = "every setting".into();
-            check.verdict = Verdict::CannotMeasure("no finished point".into());
+            check.verdict = match invalid_reason(dir, &invalid) {
+                Some(why) => Verdict::CannotJudge(why),
+                None => Verdict::CannotMeasure("no finished point".into()),
+            };
             out.push(check);
             continue;
         }
@@ -547,20 +674,12 @@ pub(super) fn value_checks(
         let worst = if upper {
             measured
                 .iter()
-                .max_by(|a, b| a.1.median().total_cmp(&b.1.median()))
+                .max_by(|a, b| a.1.median.total_cmp(&b.1.median))
         } else {
             measured
                 .iter()
-                .min_by(|a, b| a.1.median().total_cmp(&b.1.median()))
+                .min_by(|a, b| a.1.median.total_cmp(&b.1.median))
         };
-        let lo = measured
-            .iter()
-            .map(|m| m.1.min())
-            .fold(f64::INFINITY, f64::min);
-        let hi = measured
-            .iter()
-            .map(|m| m.1.max())
-            .fold(f64::NEG_INFINITY, f64::max);
         let (worst_row, worst) = worst.expect("measured is not empty");
         check.rows = if measured.len() == 1 {
             format!("the one setting measured, {}", setting_text(worst_row))
@@ -571,23 +690,55 @@ pub(super) fn value_checks(
                 setting_text(worst_row)
             )
         };
-        check.ours = Some(worst.median());
-        check.spread = Some((lo, hi));
-        check.n = measured.iter().map(|m| m.1.n()).min().unwrap_or(0);
-        // The medians: every row's median within bounds.
-        let med_lo = measured
+        check.ours = Some(worst.median);
+        check.spread = Some((
+            measured
+                .iter()
+                .map(|m| m.1.lo)
+                .fold(f64::INFINITY, f64::min),
+            measured
+                .iter()
+                .map(|m| m.1.hi)
+                .fold(f64::NEG_INFINITY, f64::max),
+        ));
+        check.n = measured.iter().map(|m| m.1.n).min().unwrap_or(0);
+        check.coverage = Some(worst.coverage);
+        // Every row must hold; one that fails beyond the noise fails the
+        // check; otherwise a row within the noise leaves it unjudged.
+        let verdicts: Vec<Verdict> = measured
             .iter()
-            .map(|m| m.1.median())
-            .fold(f64::INFINITY, f64::min);
-        let med_hi = measured
+            .map(|(_, c)| judge_noisy(claim, c, Quantity::Value, noise))
+            .collect();
+        check.verdict = if verdicts
             .iter()
-            .map(|m| m.1.median())
-            .fold(f64::NEG_INFINITY, f64::max);
-        check.verdict = match judge(claim, worst.median(), lo, hi) {
-            Verdict::DoesNotHold { .. } => Verdict::DoesNotHold {
-                median_holds: judge(claim, med_lo, med_lo, med_hi) == Verdict::Holds,
-            },
-            v => v,
+            .any(|v| matches!(v, Verdict::DoesNotHold { .. }))
+        {
+            Verdict::FAILS
+        } else if let Some(v) = verdicts
+            .iter()
+            .find(|v| matches!(v, Verdict::CannotJudge(_)))
+        {
+            v.clone()
+        } else if let (Some(why), true) = (
+            invalid_reason(dir, &invalid),
+            verdicts.iter().all(|v| *v == Verdict::Holds),
+        ) {
+            // The valid rows hold; rows without a valid point are unknown.
+            let unmeasured = t
+                .rows
+                .iter()
+                .filter(|r| r.cells[col].points.is_empty() && !r.cells[col].invalid.is_empty())
+                .count();
+            if unmeasured > 0 {
+                Verdict::CannotJudge(format!(
+                    "{unmeasured} setting{} without a valid point: {why} (the valid ones hold)",
+                    if unmeasured == 1 { "" } else { "s" }
+                ))
+            } else {
+                Verdict::Holds
+            }
+        } else {
+            verdicts.first().cloned().unwrap_or(Verdict::NotJudged)
         };
         out.push(check);
     }

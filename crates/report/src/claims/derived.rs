@@ -70,6 +70,7 @@ pub fn derived_tables(dir: &SweepDir, t: &PaperTable) -> Vec<DerivedTable> {
                             picked: Some(setting_text(r)),
                             cell: Cell {
                                 points: r.cells[col].points.clone(),
+                                invalid: r.cells[col].invalid.clone(),
                                 ours,
                                 paper,
                             },
@@ -78,9 +79,8 @@ pub fn derived_tables(dir: &SweepDir, t: &PaperTable) -> Vec<DerivedTable> {
                             engine: engine.clone(),
                             picked: None,
                             cell: Cell {
-                                points: Vec::new(),
-                                ours: Default::default(),
                                 paper,
+                                ..Cell::default()
                             },
                         },
                     }

@@ -18,9 +18,11 @@ use connlab_lab::{
 
 mod checks;
 mod derived;
+mod evidence;
 
 use checks::{along_checks, peak_checks, value_checks, versus_checks};
 pub use derived::{derived_tables, DerivedRow, DerivedTable};
+pub use evidence::{noise, Noise};
 
 /// One comparison of a claim: an engine over two rows, against another
 /// engine at a row, or its value over the rows.
@@ -41,8 +43,12 @@ pub struct ClaimCheck {
     pub ours: Option<f64>,
     /// Our spread (lowest, highest).
     pub spread: Option<(f64, f64)>,
-    /// Fewest repetitions behind any value compared.
+    /// Rounds behind the comparison (fewest repetitions when unpaired).
     pub n: usize,
+    /// The coverage of `spread` as an interval of the median (0.95, less
+    /// with few rounds, 0 when unpaired and `spread` is every pairing's
+    /// range); `None` before a comparison.
+    pub coverage: Option<f64>,
     /// The verdict of this comparison.
     pub verdict: Verdict,
     /// Context shown where the claim's own rows are missing (the widest span
@@ -282,22 +288,6 @@ fn ratio_spread(a: &Spread, b: &Spread) -> Result<(f64, f64, f64), String> {
     ))
 }
 
-fn judge(claim: &PaperClaim, median: f64, lo: f64, hi: f64) -> Verdict {
-    if claim.expect_min.is_none() && claim.expect_max.is_none() {
-        return Verdict::NotJudged;
-    }
-    let ok = |a: f64, b: f64| {
-        claim.expect_min.is_none_or(|m| a >= m) && claim.expect_max.is_none_or(|m| b <= m)
-    };
-    if ok(lo, hi) {
-        Verdict::Holds
-    } else {
-        Verdict::DoesNotHold {
-            median_holds: ok(median, median),
-        }
-    }
-}
-
 /// The paper's ratio or value printed for a check.
 pub(crate) fn ratio_text_x(r: f64) -> String {
     if r.abs() >= 10.0 {
@@ -343,17 +333,28 @@ pub fn check_claims(dir: &SweepDir, t: &PaperTable) -> Vec<ClaimResult> {
                 cells.clone()
             };
             let shape = claim.shape();
+            let floor = noise(dir, metric, k);
+            let n = floor.as_ref();
             let mut checks = match shape {
                 ClaimShape::Along { from, to } => {
-                    along_checks(dir, t, claim, metric, k, along, &cells, from, to)
+                    along_checks(dir, t, claim, metric, k, along, &cells, from, to, n)
                 }
                 ClaimShape::Versus { engine, range } => {
-                    versus_checks(dir, t, claim, metric, k, along, &cells, engine, range)
+                    versus_checks(dir, t, claim, metric, k, along, &cells, engine, range, n)
                 }
-                ClaimShape::Peak { versus, range } => {
-                    peak_checks(dir, t, claim, metric, k, along, &peak_cells, versus, range)
-                }
-                ClaimShape::Value => value_checks(dir, t, claim, metric, k),
+                ClaimShape::Peak { versus, range } => peak_checks(
+                    dir,
+                    t,
+                    claim,
+                    metric,
+                    k,
+                    along,
+                    &peak_cells,
+                    versus,
+                    range,
+                    n,
+                ),
+                ClaimShape::Value => value_checks(dir, t, claim, metric, k, n),
             };
             if let Some(why) = &claim.unmeasurable {
                 for c in &mut checks {
@@ -428,6 +429,25 @@ fn overall(checks: &[ClaimCheck]) -> Verdict {
                 .iter()
                 .all(|c| c.verdict == Verdict::DoesNotHold { median_holds: true }),
         };
+    }
+    // A comparison the machine's noise could have decided leaves the claim
+    // unjudged, naming each reason once with how many comparisons it hit.
+    let mut noisy: Vec<(String, usize)> = Vec::new();
+    for c in checks {
+        if let Verdict::CannotJudge(w) = &c.verdict {
+            match noisy.iter_mut().find(|(x, _)| x == w) {
+                Some(e) => e.1 += 1,
+                None => noisy.push((w.clone(), 1)),
+            }
+        }
+    }
+    if !noisy.is_empty() {
+        let total = checks.len();
+        let parts: Vec<String> = noisy
+            .iter()
+            .map(|(w, n)| format!("{w} [{n} of {total} comparisons]"))
+            .collect();
+        return Verdict::CannotJudge(parts.join("; "));
     }
     let mut whys: Vec<String> = Vec::new();
     for c in checks {

@@ -174,6 +174,7 @@ fn verdict_class(v: &Verdict) -> &'static str {
     match v {
         Verdict::Holds => "holds",
         Verdict::DoesNotHold { .. } => "fails",
+        Verdict::CannotJudge(_) => "noisy",
         Verdict::CannotMeasure(_) | Verdict::NotJudged => "na",
     }
 }

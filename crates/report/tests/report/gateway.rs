@@ -83,7 +83,7 @@ expect_min = 100.0
 
 fn gateway() -> SweepDir {
     let mut dir = sweep(GATEWAY, |_| (0.0, 0.0, 0.0));
-    for p in &mut dir.points {
+    for p in dir.points.iter_mut().chain(dir.controls.iter_mut()) {
         let (rate, rep) = (p.params.rate_per_s, f64::from(p.params.repetition));
         let direct_cpu = (0.05 * rate / 1000.0).min(0.25);
         let (saturates_above, cpu, added) = match p.params.engine.as_str() {
@@ -137,15 +137,18 @@ fn gateway_report_shows_the_paper_beside_ours() {
         brief.contains("<td class=\"paper nowrap\">+20 ms</td>"),
         "{brief}"
     );
+    // Paired by round, nat adds the same 50 µs in every repetition.
     assert!(
-        brief.contains("+0.05 ms<span class=\"spread\">+0.048 to +0.052 ms"),
+        brief.contains("<td class=\"nowrap holds\">+0.05 ms</td>"),
         "{brief}"
     );
     // The main table's unit, and the claims with the rows they compare.
     assert!(html.contains("Figure 2: backend CPU (CPUs), paper beside ours"));
     assert!(html.contains("peak over every row, rows with mean response time ≤ 10 ms: nat at 8,000 req/s, direct at 4,000 req/s"));
     assert!(html.contains("<td class=\"label\">nat − direct</td>"));
-    assert!(html.contains("holds if our whole spread is between 40 % and 60 %"));
+    assert!(html.contains(
+        "holds if the interval and the A/A noise around the median are between 40 % and 60 %"
+    ));
     // Markdown carries the brief table too.
     let md = render(&dir, Format::Markdown).unwrap();
     assert!(
@@ -189,14 +192,15 @@ fn peak_and_difference_claims_compute_the_right_numbers() {
             median_holds: false
         }
     ));
-    // Difference: nat 151-153 µs against direct 101-103: median +50,
-    // conservative spread 151-103 = 48 to 153-101 = 52.
+    // Difference: nat 151-153 µs against direct 101-103, paired by round
+    // (each repetition adds the same to both): +50 in every round.
     let diff = &claims[2];
     assert_eq!(diff.quantity, connlab_report::Quantity::Difference);
     assert_eq!(diff.checks.len(), 2);
     for k in &diff.checks {
         assert_eq!(k.ours, Some(50.0));
-        assert_eq!(k.spread, Some((48.0, 52.0)));
+        assert_eq!(k.spread, Some((50.0, 50.0)));
+        assert_eq!(k.n, 3);
         assert_eq!(k.paper, Some(20_000.0));
         assert_eq!(k.verdict, connlab_report::Verdict::Holds);
     }
@@ -209,7 +213,7 @@ fn peak_and_difference_claims_compute_the_right_numbers() {
 
     // Without a point within the bound, the peak cannot be measured.
     let mut slow = gateway();
-    for p in &mut slow.points {
+    for p in slow.points.iter_mut().chain(slow.controls.iter_mut()) {
         if p.params.engine == "direct" {
             p.load.service_latency_us.mean = 50_000.0;
         }
@@ -237,7 +241,7 @@ fn shipped_gateway_files_render_the_paper_beside_ours() {
     // gateway-web: direct saturates above 4,000 req/s, the gateways above
     // 8,000; each backend behind a gateway at half of direct's CPU.
     let mut dir = sweep(&file("gateway-web.toml"), |_| (0.0, 0.0, 0.0));
-    for p in &mut dir.points {
+    for p in dir.points.iter_mut().chain(dir.controls.iter_mut()) {
         let rate = p.params.rate_per_s;
         let direct = p.params.engine == "direct";
         let cpu = (0.06 * rate / 1000.0).min(0.25);
@@ -272,7 +276,7 @@ fn shipped_gateway_files_render_the_paper_beside_ours() {
     // gateway-is-the-limit claim cannot be measured here, and the setup
     // check says why.
     let mut dir = sweep(&file("gateway-limit.toml"), |_| (0.0, 0.0, 0.0));
-    for p in &mut dir.points {
+    for p in dir.points.iter_mut().chain(dir.controls.iter_mut()) {
         p.load.achieved_rate_per_s = 12_000.0;
         p.load.throughput_mbit_s = 950.0;
         p.backend_cpu_share = vec![0.1; 6];

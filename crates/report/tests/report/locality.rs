@@ -48,7 +48,7 @@ fn html_puts_the_paper_beside_ours_with_verdicts() {
     let claims = &claims[..claims.find("</table>").unwrap()];
     for row in claims.split("<tr").skip(2) {
         assert!(
-            ["holds", "fails", "unmeasurable", "unjudged"]
+            ["holds", "fails", "noisy", "unmeasurable", "unjudged"]
                 .iter()
                 .any(|k| row.contains(&format!("class=\"{k}\""))),
             "row without a verdict: {row}"
@@ -102,4 +102,86 @@ fn markdown_and_csv_carry_the_same_data() {
         .iter()
         .any(|r| r[col("verdict")].starts_with("cannot be measured here")));
     assert!(rows.iter().any(|r| &r[col("kind")] == "derived"));
+}
+
+/// A point failing `steal` at one end of a comparison: the comparison and
+/// its claim say "cannot be judged here", naming the gate and its figure;
+/// the report lists the point with its gates; the index counts it.
+#[test]
+fn a_claim_on_invalid_points_cannot_be_judged_here() {
+    use connlab_lab::validity::{Gate, Validity};
+    let mut dir = locality();
+    for p in dir.points.iter_mut().chain(dir.controls.iter_mut()) {
+        let steal = if p.params.engine == "select" && p.params.connections == 2000 {
+            0.073
+        } else {
+            0.001
+        };
+        p.validity = Some(Validity::of(
+            vec![Gate::at_most("steal", steal, 0.02, String::new())],
+            3,
+        ));
+    }
+    let table = connlab_report::PaperTable::of(&dir);
+    let claims = connlab_report::check_claims(&dir, &table);
+    let grows = claims
+        .iter()
+        .find(|c| c.text == "select grows with connections")
+        .unwrap();
+    let why = "steal 7.3 % > 2 % at 2 of 2 points";
+    assert!(
+        matches!(&grows.verdict, connlab_report::Verdict::CannotJudge(w) if w.contains(why)),
+        "{:?}",
+        grows.verdict
+    );
+    assert_eq!(grows.verdict.csv_key(), "cannot_judge_here");
+    // Comparisons on valid points only are judged as before.
+    let flat = claims
+        .iter()
+        .find(|c| c.text == "epoll stays flat")
+        .unwrap();
+    assert_eq!(flat.verdict, connlab_report::Verdict::Holds);
+    let html = render(&dir, Format::Html).unwrap();
+    assert!(
+        html.contains("id=\"invalid\""),
+        "the invalid points are listed"
+    );
+    assert!(html.contains("select-c2000-a1-r125-rep1"));
+    assert!(
+        html.contains("4 failed (points per gate: steal 4)"),
+        "{html}"
+    );
+    let csv = render(&dir, Format::Csv).unwrap();
+    assert!(csv.contains("invalid_point,"), "{csv}");
+}
+
+/// Without invalid points but with a noisy A/A control, a comparison near
+/// its bound cannot be judged, one far from it still can.
+#[test]
+fn the_a_a_noise_floor_decides_close_calls() {
+    let mut dir = locality();
+    // The control strays by 40 % from the engine's own measurement.
+    for c in &mut dir.controls {
+        c.load.service_latency_us.mean *= 1.4;
+    }
+    let floor = connlab_report::noise(&dir, connlab_lab::Metric::ServiceLatency, 0).unwrap();
+    assert!((floor.factor - 1.4).abs() < 1e-9, "{floor:?}");
+    let table = connlab_report::PaperTable::of(&dir);
+    let claims = connlab_report::check_claims(&dir, &table);
+    // epoll flat at 1.0x within 0.8-1.25x: 1.0 x 1.4 crosses 1.25.
+    let flat = claims
+        .iter()
+        .find(|c| c.text == "epoll stays flat")
+        .unwrap();
+    assert!(
+        matches!(&flat.verdict, connlab_report::Verdict::CannotJudge(w) if w.contains("±40 %")),
+        "{:?}",
+        flat.verdict
+    );
+    // select 7x slower than epoll against >= 2x: 7 / 1.4 = 5 still clears it.
+    let slower = claims
+        .iter()
+        .find(|c| c.text == "select is slower than epoll at 2,000")
+        .unwrap();
+    assert_eq!(slower.verdict, connlab_report::Verdict::Holds);
 }

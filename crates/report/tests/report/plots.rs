@@ -95,7 +95,7 @@ repetitions = 2
 backends = 3
 "#;
     let mut dir = sweep(web, |p| (1000.0 + p.rate_per_s, 0.0, 0.0));
-    for p in &mut dir.points {
+    for p in dir.points.iter_mut().chain(dir.controls.iter_mut()) {
         let n = p.params.engine[6..].parse::<usize>().unwrap();
         p.backend_cpu_share = vec![0.2 * p.params.rate_per_s / 1000.0; n];
         p.gateway_cpu_share = Some(0.1 * n as f64);
@@ -126,7 +126,7 @@ fn send_deviation_cdfs_pool_every_repetition() {
     // Repetition 1 sent early (-20 to 0 µs), repetition 2 late (+30 to
     // +50 µs): only the pooled CDF reaches past +30 µs.
     let mut dir = locality();
-    for p in &mut dir.points {
+    for p in dir.points.iter_mut().chain(dir.controls.iter_mut()) {
         p.load.histograms.send_deviation = Some(if p.params.repetition == 1 {
             deviations(-20.0, 0.0)
         } else {

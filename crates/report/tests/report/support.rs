@@ -153,9 +153,14 @@ pub(crate) fn sweep(
                 gateway_cpu_share: None,
                 cpu_busy_share: Vec::new(),
                 finished_unix_s: 1_795_000_000.0,
+                validity: None,
+                machine: None,
+                window_cpu: None,
+                placement: None,
             }
         })
         .collect::<Vec<_>>();
+    let (controls, points) = points.into_iter().partition(|p| p.params.control);
     let info = SweepInfo {
         schema: connlab_lab::SWEEP_SCHEMA.into(),
         name: experiment.name.clone(),
@@ -173,12 +178,14 @@ pub(crate) fn sweep(
             link_rate: None,
             link_rate_bps: None,
         },
+        blocks: Vec::new(),
     };
     SweepDir {
         path: PathBuf::from("fixture"),
         info,
         experiment,
         points,
+        controls,
     }
 }
 

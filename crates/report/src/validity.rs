@@ -1,0 +1,185 @@
+//! The validity section every report shows: how many points passed their
+//! gates, each invalid point with the gates it failed (no verdict rests on
+//! them), and the A/A control's noise floor.
+
+use crate::claims::Noise;
+use connlab_lab::validity::{failures_by_gate, Validity, GATE_NAMES};
+use html_escape::encode_text as esc;
+use std::fmt::Write as _;
+
+/// The points of a report as their gates left them.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Summary {
+    /// Points with a validity record.
+    pub(crate) checked: usize,
+    /// Points measured before gates existed.
+    pub(crate) unchecked: usize,
+    /// The invalid points: id and record.
+    pub(crate) invalid: Vec<(String, Validity)>,
+    /// Invalid points per gate.
+    pub(crate) by_gate: Vec<(String, usize)>,
+    /// Valid points that took more than one attempt.
+    pub(crate) retried: usize,
+}
+
+impl Summary {
+    /// Sums up `(id, record)` pairs.
+    pub(crate) fn of<'a>(
+        points: impl IntoIterator<Item = (&'a str, Option<&'a Validity>)>,
+    ) -> Summary {
+        let mut s = Summary::default();
+        let mut checked: Vec<&Validity> = Vec::new();
+        for (id, v) in points {
+            match v {
+                None => s.unchecked += 1,
+                Some(v) => {
+                    checked.push(v);
+                    if !v.valid {
+                        s.invalid.push((id.to_string(), v.clone()));
+                    } else if v.attempts > 1 {
+                        s.retried += 1;
+                    }
+                }
+            }
+        }
+        s.checked = checked.len();
+        s.by_gate = failures_by_gate(checked);
+        s
+    }
+
+    /// The section's opening sentence.
+    fn sentence(&self) -> String {
+        let mut out = if self.checked == 0 {
+            "No point recorded validity gates (measured before they existed): every point is judged as measured.".to_string()
+        } else {
+            format!(
+                "{} of {} points passed every gate ({}){}.",
+                self.checked - self.invalid.len(),
+                self.checked,
+                GATE_NAMES.join(", "),
+                if self.retried > 0 {
+                    format!(", {} of them after measuring again", self.retried)
+                } else {
+                    String::new()
+                }
+            )
+        };
+        if !self.invalid.is_empty() {
+            let gates: Vec<String> = self
+                .by_gate
+                .iter()
+                .map(|(g, n)| format!("{g} {n}"))
+                .collect();
+            let _ = write!(
+                out,
+                " {} failed (points per gate: {}); they are listed below, and a claim resting on them says \"cannot be judged here\".",
+                self.invalid.len(),
+                gates.join(", ")
+            );
+        }
+        if self.checked > 0 && self.unchecked > 0 {
+            let _ = write!(
+                out,
+                " {} points were measured before gates existed.",
+                self.unchecked
+            );
+        }
+        out
+    }
+}
+
+/// The noise floor in a sentence, for `what` (`mean service latency`).
+fn floor_sentence(noise: Option<&Noise>, what: &str) -> String {
+    match noise {
+        Some(n) => format!(
+            "A/A control: {} measured twice in every round at every setting. The second measurement's {what} differs from the first by at most {} in {} (ratios {}): the machine's own noise. A comparison whose effect lies within it of a claim's bound cannot be judged here.",
+            n.engine,
+            n.short(),
+            if n.n < 10 {
+                format!("every one of its {} pairs", n.n)
+            } else {
+                format!("90 % of its {} pairs", n.n)
+            },
+            ratio_range(&n.ratios)
+        ),
+        None => "No A/A control was measured (validity.control = \"none\", or results from before it existed): verdicts rest on the intervals alone.".into(),
+    }
+}
+
+fn ratio_range(r: &[f64]) -> String {
+    let lo = r.iter().copied().reduce(f64::min);
+    let hi = r.iter().copied().reduce(f64::max);
+    match (lo, hi) {
+        (Some(lo), Some(hi)) => format!("{lo:.3}–{hi:.3}"),
+        _ => "none".into(),
+    }
+}
+
+/// The section in HTML.
+pub(crate) fn html(s: &Summary, noise: Option<&Noise>, what: &str) -> String {
+    let mut h = String::from("<h2 id=\"validity\">Validity of the points</h2>\n");
+    let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(&s.sentence()));
+    let _ = writeln!(
+        h,
+        "<p class=\"note\">{}</p>",
+        esc(&floor_sentence(noise, what))
+    );
+    if !s.invalid.is_empty() {
+        h.push_str("<div class=\"scroll\">\n<table id=\"invalid\">\n<thead><tr><th class=\"label\">invalid point</th><th>attempts</th><th class=\"label\">gates failed</th></tr></thead>\n<tbody>\n");
+        for (id, v) in &s.invalid {
+            let _ = writeln!(
+                h,
+                "<tr><td class=\"label\">{}</td><td>{}</td><td class=\"label\">{}</td></tr>",
+                esc(id),
+                v.attempts,
+                esc(&v.failure_text())
+            );
+        }
+        h.push_str("</tbody>\n</table>\n</div>\n");
+    }
+    h
+}
+
+/// The section in Markdown.
+pub(crate) fn markdown(s: &Summary, noise: Option<&Noise>, what: &str) -> String {
+    let mut m = String::from("## Validity of the points\n\n");
+    let _ = writeln!(m, "{}\n\n{}\n", s.sentence(), floor_sentence(noise, what));
+    if !s.invalid.is_empty() {
+        m.push_str("| invalid point | attempts | gates failed |\n|---|---:|---|\n");
+        for (id, v) in &s.invalid {
+            let _ = writeln!(
+                m,
+                "{}",
+                crate::export::md_row(&[id.clone(), v.attempts.to_string(), v.failure_text()])
+            );
+        }
+        m.push('\n');
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use connlab_lab::validity::Gate;
+
+    #[test]
+    fn the_section_lists_invalid_points_with_their_gates() {
+        let ok = Validity::of(vec![Gate::at_most("steal", 0.01, 0.02, String::new())], 2);
+        let bad = Validity::of(vec![Gate::at_most("steal", 0.073, 0.02, String::new())], 3);
+        let s = Summary::of([("a", Some(&ok)), ("b", Some(&bad)), ("c", None)]);
+        assert_eq!((s.checked, s.unchecked, s.retried), (2, 1, 1));
+        let h = html(&s, None, "mean service latency");
+        assert!(h.contains("1 of 2 points passed every gate"), "{h}");
+        assert!(h.contains("steal 1"), "{h}");
+        assert!(
+            h.contains(
+                "<td class=\"label\">b</td><td>3</td><td class=\"label\">steal 7.3 % &gt; 2 %</td>"
+            ),
+            "{h}"
+        );
+        let m = markdown(&s, None, "mean service latency");
+        assert!(m.contains("| b | 3 | steal 7.3 % > 2 % |"), "{m}");
+        assert!(m.contains("No A/A control"), "{m}");
+    }
+}
