@@ -3,7 +3,7 @@
 //! system under test, and the record every point keeps of them
 //! (`"validity": {"valid", "attempts", "gates": [{"name", "value", "limit",
 //! "passed"}]}`). Pure: the runners gather the evidence (their load result,
-//! a [`connlab_os::window::WindowCpu`] of the measured window, the machine's
+//! a [`WindowCpu`] of the measured window, the machine's
 //! fingerprint) and [`gates`] judges it against the file's
 //! [`ValidityLimits`] (`[validity]`, every kind).
 //!
@@ -22,6 +22,9 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+
+pub use connlab_os::window::{PerCpu, WindowCpu};
+pub use connlab_os::Fingerprint;
 
 /// The gates' names, in the order a point lists them.
 pub const GATE_NAMES: [&str; 7] = [
@@ -263,7 +266,7 @@ pub struct MachineBlock {
     /// From 1.
     pub index: u32,
     /// The machine.
-    pub fingerprint: connlab_os::Fingerprint,
+    pub fingerprint: Fingerprint,
     /// Unix seconds when the block began.
     pub started_unix_s: f64,
     /// Points of earlier blocks were moved aside when this one began
@@ -371,9 +374,9 @@ pub struct Evidence {
     /// The writers' schedule (open loop only).
     pub schedule: Option<ScheduleEvidence>,
     /// Steal and foreign shares of the CPUs used over the window.
-    pub cpu: Option<connlab_os::window::WindowCpu>,
+    pub cpu: Option<WindowCpu>,
     /// The point's machine and the sweep block's.
-    pub machine: Option<(connlab_os::Fingerprint, connlab_os::Fingerprint)>,
+    pub machine: Option<(Fingerprint, Fingerprint)>,
     /// The load generator's arrival check.
     pub arrivals: Option<RunCheck>,
     /// The load generator's stationarity check.
@@ -559,10 +562,10 @@ pub fn cannot_judge_reason(validities: &[&Validity]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use connlab_os::window::WindowCpu;
+    use WindowCpu;
 
-    fn fp(model: &str) -> connlab_os::Fingerprint {
-        connlab_os::Fingerprint {
+    fn fp(model: &str) -> Fingerprint {
+        Fingerprint {
             cpu_model: model.into(),
             cpu_count: 2,
             kernel: "Linux 6.18".into(),

@@ -228,6 +228,24 @@ pub struct WindowCpu {
     /// Each role's CPU seconds in the window (a share of one CPU per
     /// second: divide by `seconds`).
     pub role_cpu_s: BTreeMap<String, f64>,
+    /// Each watched CPU on its own.
+    #[serde(default)]
+    pub per_cpu: Vec<PerCpu>,
+}
+
+/// One CPU over the window, shares of its own time.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PerCpu {
+    /// The CPU.
+    pub cpu: usize,
+    /// Task time (user + nice + system).
+    pub busy: f64,
+    /// Interrupt time (irq + softirq).
+    pub interrupt: f64,
+    /// Its `ksoftirqd` thread.
+    pub kernel_net: f64,
+    /// Steal.
+    pub steal: f64,
 }
 
 impl WindowCpu {
@@ -240,8 +258,29 @@ impl WindowCpu {
             cpus.iter().copied().filter(|c| *c < n).collect()
         };
         let mut sum = CpuCounters::default();
+        let tick = clock_ticks_per_s();
+        let mut per_cpu = Vec::new();
         for &c in &cpus {
             let d = after.ticks.0[c].since(&before.ticks.0[c]);
+            let total = d.total() as f64;
+            let of = |ticks: u64| {
+                if total > 0.0 {
+                    ticks as f64 / total
+                } else {
+                    0.0
+                }
+            };
+            let ksoft = match (after.ksoftirqd.get(&c), before.ksoftirqd.get(&c)) {
+                (Some(a), Some(b)) if total > 0.0 => ((a - b) * tick / total).max(0.0),
+                _ => 0.0,
+            };
+            per_cpu.push(PerCpu {
+                cpu: c,
+                busy: of(d.task_busy()),
+                interrupt: of(d.irq + d.softirq),
+                kernel_net: ksoft,
+                steal: of(d.steal),
+            });
             sum.user += d.user;
             sum.nice += d.nice;
             sum.system += d.system;
@@ -251,7 +290,6 @@ impl WindowCpu {
             sum.softirq += d.softirq;
             sum.steal += d.steal;
         }
-        let tick = clock_ticks_per_s();
         let capacity_s = sum.total() as f64 / tick;
         let role_cpu_s: BTreeMap<String, f64> = after
             .roles
@@ -288,7 +326,13 @@ impl WindowCpu {
             foreign_share: share((busy_s - own_s - kernel_s).max(0.0)),
             role_cpu_s,
             cpus,
+            per_cpu,
         }
+    }
+
+    /// One CPU's figures, if it was watched.
+    pub fn cpu(&self, cpu: usize) -> Option<&PerCpu> {
+        self.per_cpu.iter().find(|c| c.cpu == cpu)
     }
 
     /// A role's CPU as a share of one CPU over the window.
@@ -337,6 +381,9 @@ mod tests {
         assert!(close(w.own_share, own), "{w:?}");
         assert!(close(w.foreign_share, (0.6 - own).max(0.0)), "{w:?}");
         assert!(close(w.role_share("server").unwrap(), 0.5));
+        let one = w.cpu(1).unwrap();
+        assert!(close(one.busy, 0.6) && close(one.interrupt, 0.05) && close(one.steal, 0.05));
+        assert!(w.cpu(0).is_none());
         // Every CPU when none is named.
         assert_eq!(WindowCpu::between(&a, &b, &[]).cpus, vec![0, 1]);
         // A CPU the machine does not have is left out.

@@ -98,7 +98,7 @@ fn metric_whose(metric: connlab_lab::Metric) -> &'static str {
         Metric::PollCall => "at the server (--profile-poll): thread CPU time per call, and wall time per call, which also holds waiting for work and preemption",
         Metric::BackendCpu => "of each backend (user and system time of its cgroup over the measured window, as a share of one CPU): the mean over the backends the configuration uses, the busiest one, and their total",
         Metric::Throughput => "at the merged client shards: completed responses per second, response payload in Mbit/s, and failed requests as a share of those tried",
-        Metric::GatewayCpu => "from /proc/stat over the measured window: the busy share of the gateway's CPU (the kernel's forwarding included), the gateway process's own CPU (none for direct, near none for nat, which forwards in softirq), and the busiest other CPU, which the clients and the backends share here",
+        Metric::GatewayCpu => "over the measured window, from the experiment's own processes: the gateway's CPU (its process tree plus the interrupt time of its CPU, where the kernel forwards), the gateway process's own CPU (none for direct, near none for nat, which forwards in softirq), and the other CPUs' share used by the clients' and backends' process trees and interrupts (work of other processes does not count; older results read /proc/stat busy shares)",
         _ => "of the merged client shards",
     }
 }

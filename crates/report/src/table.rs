@@ -210,16 +210,22 @@ pub fn our_stats(exp: &Experiment, metric: Metric, p: &PointResult) -> [Option<f
         }
         Metric::GatewayCpu => {
             let cpu = gateway_cpu(exp);
-            let busy = cpu.and_then(|c| p.cpu_busy_share.get(c).copied());
-            let others = cpu.and_then(|c| {
-                p.cpu_busy_share
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| *i != c)
-                    .map(|(_, v)| *v)
-                    .reduce(f64::max)
-            });
-            [busy, p.gateway_cpu_share, others]
+            match (&p.window_cpu, cpu) {
+                (Some(w), Some(c)) => gateway_cpu_by_role(w, c, p.gateway_cpu_share),
+                // Results from before roles: machine-wide busy shares.
+                _ => {
+                    let busy = cpu.and_then(|c| p.cpu_busy_share.get(c).copied());
+                    let others = cpu.and_then(|c| {
+                        p.cpu_busy_share
+                            .iter()
+                            .enumerate()
+                            .filter(|(i, _)| *i != c)
+                            .map(|(_, v)| *v)
+                            .reduce(f64::max)
+                    });
+                    [busy, p.gateway_cpu_share, others]
+                }
+            }
         }
 
         Metric::ServiceLatency => {
@@ -240,6 +246,35 @@ pub fn our_stats(exp: &Experiment, metric: Metric, p: &PointResult) -> [Option<f
             ]
         }
     }
+}
+
+/// The gateway's CPU of a web point from the experiment's own processes:
+/// the gateway's process tree plus the interrupt and `ksoftirqd` time of
+/// its CPU (the kernel's forwarding), and on the other CPUs watched the
+/// clients' and backends' trees plus their interrupt time, as a share of
+/// those CPUs. Work of other processes (idle-priority ones too) counts for
+/// neither, so "the others are busy" can fail.
+pub(crate) fn gateway_cpu_by_role(
+    w: &connlab_lab::validity::WindowCpu,
+    gateway: usize,
+    gateway_process: Option<f64>,
+) -> [Option<f64>; 3] {
+    let secs = w.seconds;
+    if secs <= 0.0 {
+        return [None, gateway_process, None];
+    }
+    let role = |name: &str| w.role_cpu_s.get(name).copied().unwrap_or(0.0) / secs;
+    let kernel = |c: &connlab_lab::validity::PerCpu| c.interrupt + c.kernel_net;
+    let busy = w
+        .cpu(gateway)
+        .map(|c| (role("gateway") + kernel(c)).min(1.0));
+    let others: Vec<&connlab_lab::validity::PerCpu> =
+        w.per_cpu.iter().filter(|c| c.cpu != gateway).collect();
+    let others_busy = (!others.is_empty()).then(|| {
+        let kernel_s: f64 = others.iter().map(|c| kernel(c)).sum();
+        ((role("clients") + role("backends") + kernel_s) / others.len() as f64).min(1.0)
+    });
+    [busy, gateway_process.or(Some(role("gateway"))), others_busy]
 }
 
 /// Our spreads of `metric` over the points at `idx`.

@@ -362,3 +362,65 @@ fn shipped_locality_files_judge_table5_against_the_papers_ratios() {
         }
     }
 }
+
+/// The setup check "the CPUs other than the gateway's are at least 90 %
+/// busy" reads the experiment's own processes, not /proc/stat: an idle
+/// backend on a machine kept busy by other (idle-priority) work fails it.
+#[test]
+fn the_setup_check_fails_with_idle_backends_on_a_busy_machine() {
+    use connlab_lab::validity::{PerCpu, WindowCpu};
+    let text = format!(
+        "{GATEWAY}\n[[paper.claims]]\nsource = \"setup check\"\ntext = \"the others are busy\"\nengines = [\"nat\"]\nmetric = \"gateway_cpu\"\nstatistic = \"others busy\"\nexpect_min = 0.9\n"
+    );
+    let mut dir = sweep(&text, |_| (100.0, 0.0, 0.0));
+    for p in dir.points.iter_mut().chain(dir.controls.iter_mut()) {
+        // /proc/stat: both CPUs fully busy, nearly all of it somebody else's.
+        p.cpu_busy_share = vec![1.0, 1.0];
+        p.gateway_cpu_share = Some(0.02);
+        p.window_cpu = Some(WindowCpu {
+            cpus: vec![0, 1],
+            seconds: 1.0,
+            busy_share: 1.0,
+            foreign_share: 0.9,
+            role_cpu_s: [
+                ("gateway".to_string(), 0.02),
+                ("backends".to_string(), 0.04),
+                ("clients".to_string(), 0.05),
+            ]
+            .into_iter()
+            .collect(),
+            per_cpu: vec![
+                PerCpu {
+                    cpu: 0,
+                    busy: 1.0,
+                    interrupt: 0.01,
+                    ..PerCpu::default()
+                },
+                PerCpu {
+                    cpu: 1,
+                    busy: 1.0,
+                    interrupt: 0.03,
+                    ..PerCpu::default()
+                },
+            ],
+            ..WindowCpu::default()
+        });
+    }
+    let exp = &dir.experiment;
+    let stats = connlab_report::our_stats(exp, connlab_lab::Metric::GatewayCpu, &dir.points[0]);
+    // Gateway: its process 0.02 + its CPU's interrupts 0.03; others: the
+    // clients' and backends' 0.09 + 0.01 of interrupts.
+    assert!((stats[0].unwrap() - 0.05).abs() < 1e-9, "{stats:?}");
+    assert!((stats[2].unwrap() - 0.10).abs() < 1e-9, "{stats:?}");
+    let table = connlab_report::PaperTable::of(&dir);
+    let claims = connlab_report::check_claims(&dir, &table);
+    let setup = claims
+        .iter()
+        .find(|c| c.text == "the others are busy")
+        .unwrap();
+    assert!(
+        matches!(setup.verdict, connlab_report::Verdict::DoesNotHold { .. }),
+        "{:?}",
+        setup.verdict
+    );
+}
