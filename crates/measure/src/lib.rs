@@ -5,6 +5,8 @@
 //! records `service_latency`, `corrected_latency` and `send_lag` (defined in
 //! the design document's "Measurement definitions") into
 //! [`LatencyHistogram`]s; [`SendDeviation`] computes `send_deviation` itself.
+//! [`stats`] checks a run's own statistics (arrival distribution,
+//! stationarity, independence, percentile intervals).
 
 mod active;
 mod deviation;
@@ -14,6 +16,7 @@ mod ratio;
 mod rng;
 mod schedule;
 mod shard;
+pub mod stats;
 pub mod units;
 
 pub use active::choose_active;
