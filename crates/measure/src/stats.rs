@@ -414,12 +414,60 @@ pub struct AdfTest {
 /// meets one should say so itself, as it has no statistic), an exact
 /// straight line, or collinear lags.
 pub fn adf_test(series: &[f64], lags: Option<usize>) -> Option<AdfTest> {
+    let (y, dy) = adf_series(series)?;
+    let p = lags.unwrap_or_else(|| adf_default_lags(series.len()));
+    adf_result(&y, &dy, p)
+}
+
+/// [`adf_test`] with the lag order chosen by the Bayesian information
+/// criterion among `0..=max_lags` (by default [`adf_test`]'s default lag
+/// order), as statsmodels' `adfuller(autolag="BIC")`: every order is fitted
+/// on the same observations (those the largest leaves), the one with the
+/// smallest `BIC = T (ln 2pi + ln(RSS/T) + 1) + k ln T` wins (the smaller
+/// order on a tie), and the test is that order's on all the observations
+/// it leaves.
+///
+/// On short series this matters: with 40 points Schwert's rule gives 9
+/// lags, and at that order white noise rejects the unit root about as
+/// rarely as a random walk does (7 % and 5 % of 400 simulated series),
+/// while the BIC choice rejects it for 99 % of the white noise and still
+/// 5 % of the walks.
+///
+/// `None` as [`adf_test`].
+pub fn adf_test_bic(series: &[f64], max_lags: Option<usize>) -> Option<AdfTest> {
+    let (y, dy) = adf_series(series)?;
+    let most = max_lags.unwrap_or_else(|| adf_default_lags(series.len()));
+    let mut best: Option<(f64, usize)> = None;
+    for p in 0..=most {
+        let Some(fit) = adf_fit(&y, &dy, p, most) else {
+            continue;
+        };
+        let t = fit.nobs as f64;
+        let bic = t * ((2.0 * std::f64::consts::PI).ln() + (fit.rss / t).ln() + 1.0)
+            + fit.k as f64 * t.ln();
+        if best.is_none_or(|(b, _)| bic < b) {
+            best = Some((bic, p));
+        }
+    }
+    adf_result(&y, &dy, best?.1)
+}
+
+/// Schwert's lag order for `len` points, lowered to leave [`ADF_MIN_DF`]
+/// residual degrees of freedom (0 when none can).
+fn adf_default_lags(len: usize) -> usize {
+    let schwert = (12.0 * (len as f64 / 100.0).powf(0.25)).floor() as usize;
+    // T - (p+2) = (len-1-p) - (p+2) >= ADF_MIN_DF.
+    schwert.min(len.saturating_sub(3 + ADF_MIN_DF) / 2)
+}
+
+/// The standardised series and its differences; `None` when too short,
+/// not finite or constant. tau does not change under `y -> a + b y` (the
+/// constant absorbs `a`), and the standardised system is well conditioned.
+fn adf_series(series: &[f64]) -> Option<(Vec<f64>, Vec<f64>)> {
     let len = series.len();
     if len < ADF_MIN_POINTS || series.iter().any(|v| !v.is_finite()) {
         return None;
     }
-    // tau does not change under y -> a + b y (the constant absorbs a), so
-    // standardise for a well-conditioned system.
     let mean = series.iter().sum::<f64>() / len as f64;
     let sd = (series.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / len as f64).sqrt();
     if !(sd > 0.0 && sd.is_finite()) {
@@ -427,23 +475,50 @@ pub fn adf_test(series: &[f64], lags: Option<usize>) -> Option<AdfTest> {
     }
     let y: Vec<f64> = series.iter().map(|v| (v - mean) / sd).collect();
     let dy: Vec<f64> = y.windows(2).map(|w| w[1] - w[0]).collect();
-    let p = match lags {
-        Some(p) => p,
-        None => {
-            let schwert = (12.0 * (len as f64 / 100.0).powf(0.25)).floor() as usize;
-            // T - (p+2) = (len-1-p) - (p+2) >= ADF_MIN_DF.
-            let most = len.saturating_sub(3 + ADF_MIN_DF) / 2;
-            schwert.min(most)
-        }
+    Some((y, dy))
+}
+
+/// The test with `p` lags on every observation they leave.
+fn adf_result(y: &[f64], dy: &[f64], p: usize) -> Option<AdfTest> {
+    let fit = adf_fit(y, dy, p, p)?;
+    let crit = |b: [f64; 4]| {
+        let r = 1.0 / fit.nobs as f64;
+        b[0] + b[1] * r + b[2] * r * r + b[3] * r * r * r
     };
+    let critical_5pc = crit([-2.86154, -2.8903, -4.234, -40.040]);
+    Some(AdfTest {
+        tau: fit.tau,
+        lags: p,
+        n: fit.nobs,
+        critical_1pc: crit([-3.43035, -6.5393, -16.786, -79.433]),
+        critical_5pc,
+        critical_10pc: crit([-2.56677, -1.5384, -2.809, 0.0]),
+        stationary: fit.tau < critical_5pc,
+    })
+}
+
+/// One Dickey-Fuller regression.
+struct AdfFit {
+    tau: f64,
+    rss: f64,
+    /// Observations.
+    nobs: usize,
+    /// Coefficients.
+    k: usize,
+}
+
+/// The regression with `p` lags over the observations `t = first..`
+/// (`first >= p`, an index into `dy`); `None` when it leaves no degree of
+/// freedom or is degenerate.
+fn adf_fit(y: &[f64], dy: &[f64], p: usize, first: usize) -> Option<AdfFit> {
     let k = p + 2;
-    let t_obs = (len - 1).checked_sub(p)?;
-    if t_obs <= k {
+    let nobs = dy.len().checked_sub(first)?;
+    if first < p || nobs <= k {
         return None;
     }
-    // Row of observation t (an index into dy, t = p..len-1): the regressors
-    // [1, y_{t-1}, dy_{t-1}, ..., dy_{t-p}] in the notation above, i.e.
-    // [1, y[t], dy[t-1], ..., dy[t-p]] here, as dy[t] = y[t+1] - y[t].
+    // Row of observation t: the regressors [1, y_{t-1}, dy_{t-1}, ...,
+    // dy_{t-p}] of the formula, i.e. [1, y[t], dy[t-1], ..., dy[t-p]] here,
+    // as dy[t] = y[t+1] - y[t].
     let row = |t: usize, out: &mut [f64]| {
         out[0] = 1.0;
         out[1] = y[t];
@@ -454,7 +529,7 @@ pub fn adf_test(series: &[f64], lags: Option<usize>) -> Option<AdfTest> {
     let mut xtx = vec![0.0; k * k];
     let mut xty = vec![0.0; k];
     let mut x = vec![0.0; k];
-    for (t, &d) in dy.iter().enumerate().skip(p) {
+    for (t, &d) in dy.iter().enumerate().skip(first) {
         row(t, &mut x);
         for a in 0..k {
             xty[a] += x[a] * d;
@@ -472,7 +547,7 @@ pub fn adf_test(series: &[f64], lags: Option<usize>) -> Option<AdfTest> {
     let beta = chol.solve(&xty);
     let mut rss = 0.0;
     let mut tss = 0.0;
-    for (t, &d) in dy.iter().enumerate().skip(p) {
+    for (t, &d) in dy.iter().enumerate().skip(first) {
         row(t, &mut x);
         let fit: f64 = x.iter().zip(&beta).map(|(a, b)| a * b).sum();
         rss += (d - fit).powi(2);
@@ -485,25 +560,9 @@ pub fn adf_test(series: &[f64], lags: Option<usize>) -> Option<AdfTest> {
     let mut e1 = vec![0.0; k];
     e1[1] = 1.0;
     let inv_11 = chol.solve(&e1)[1];
-    let se = (rss / (t_obs - k) as f64 * inv_11).sqrt();
+    let se = (rss / (nobs - k) as f64 * inv_11).sqrt();
     let tau = beta[1] / se;
-    if !tau.is_finite() {
-        return None;
-    }
-    let crit = |b: [f64; 4]| {
-        let r = 1.0 / t_obs as f64;
-        b[0] + b[1] * r + b[2] * r * r + b[3] * r * r * r
-    };
-    let critical_5pc = crit([-2.86154, -2.8903, -4.234, -40.040]);
-    Some(AdfTest {
-        tau,
-        lags: p,
-        n: t_obs,
-        critical_1pc: crit([-3.43035, -6.5393, -16.786, -79.433]),
-        critical_5pc,
-        critical_10pc: crit([-2.56677, -1.5384, -2.809, 0.0]),
-        stationary: tau < critical_5pc,
-    })
+    tau.is_finite().then_some(AdfFit { tau, rss, nobs, k })
 }
 
 /// The Cholesky factor `L` (row-major, lower) of a symmetric positive
@@ -955,6 +1014,54 @@ mod tests {
         assert_eq!(adf_test(&AR, None), adf_test(&AR, Some(10)));
         assert!(adf_test(&AR, Some(0)).unwrap().stationary);
         assert!(!adf_test(&WALK, Some(0)).unwrap().stationary);
+    }
+
+    /// A stationary AR(2), y_t = 1.3 y_{t-1} - 0.6 y_{t-2} + e_t + 50
+    /// (numpy default_rng(21), 4 decimals): its differences need a lag.
+    const AR2: [f64; 80] = [
+        50.0, 50.0, 48.2137, 49.3644, 50.1982, 49.839, 48.8689, 47.5433, 47.2613, 48.7476, 50.5992,
+        52.1686, 50.7649, 48.1223, 48.6538, 50.3454, 53.44, 55.4746, 54.0286, 53.2376, 52.4202,
+        51.4185, 49.5721, 48.5954, 48.2837, 49.5042, 50.5097, 52.5448, 52.228, 51.8406, 51.5548,
+        50.0526, 47.9542, 48.3225, 49.5642, 50.2774, 51.0165, 50.4797, 50.252, 49.4347, 49.3027,
+        50.4188, 50.6231, 51.4086, 50.4231, 49.4164, 47.6227, 47.1591, 47.8118, 48.6627, 49.3067,
+        51.2413, 53.4535, 52.5291, 52.3899, 49.8663, 47.6578, 46.8619, 47.4369, 47.5034, 47.5698,
+        48.4154, 48.7047, 48.6257, 49.6568, 51.3102, 51.8491, 51.6359, 50.9976, 49.8609, 48.7092,
+        47.3677, 48.0008, 48.8963, 49.6273, 50.3782, 51.246, 52.8139, 52.6369, 51.3385,
+    ];
+
+    // statsmodels adfuller(x, maxlag=m, autolag='BIC', regression='c'): the
+    // lag chosen, tau and nobs; and autolag=None at that lag.
+    #[test]
+    fn adf_bic_chooses_the_lags_statsmodels_does() {
+        for m in [3, 10] {
+            let t = adf_test_bic(&AR2, Some(m)).unwrap();
+            assert_eq!((t.lags, t.n), (1, 78), "maxlag {m}");
+            assert!(close(t.tau, -6.181525055812224, 1e-8), "{t:?}");
+            assert!(close(t.critical_5pc, -2.8993754262546574, 1e-12));
+        }
+        assert_eq!(adf_test_bic(&AR2, None).unwrap().lags, 1);
+        // At a fixed order: statsmodels' tau for 0 and 2 lags.
+        assert!(close(
+            adf_test(&AR2, Some(0)).unwrap().tau,
+            -2.9997860763229154,
+            1e-8
+        ));
+        assert!(close(
+            adf_test(&AR2, Some(2)).unwrap().tau,
+            -5.149194914061211,
+            1e-8
+        ));
+        // The AR(1) and the walk need none: the lag-free test.
+        assert_eq!(adf_test_bic(&AR, Some(10)), adf_test(&AR, Some(0)));
+        assert_eq!(adf_test_bic(&WALK, Some(10)), adf_test(&WALK, Some(0)));
+        // First 40 points, maxlag 9: statsmodels' tau of the lag-free test.
+        let t = adf_test_bic(&AR[..40], Some(9)).unwrap();
+        assert_eq!((t.lags, t.n), (0, 39));
+        assert!(close(t.tau, -3.2956972479932993, 1e-8), "{t:?}");
+        let t = adf_test_bic(&WALK[..40], None).unwrap();
+        assert!(close(t.tau, -0.13984755861819445, 1e-8), "{t:?}");
+        assert_eq!(adf_test_bic(&[5.0; 40], None), None);
+        assert_eq!(adf_test_bic(&AR[..11], None), None);
     }
 
     #[test]
