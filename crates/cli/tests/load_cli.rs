@@ -108,6 +108,13 @@ fn open_loop_case(engine: Variant, protocol: Protocol, io: &str) {
         "[{engine}] errors: {}",
         v["requests"]["errors"]
     );
+    // The run checks: their material counts every measured request (no
+    // verdict is asserted: those depend on timing).
+    let checks = &v["run_checks"];
+    assert_eq!(checks["arrivals"]["distribution"], "fixed", "[{engine}]");
+    assert_eq!(window_total(checks), 400, "[{engine}] {checks}");
+    assert_eq!(samples(checks, "latency_samples_us"), 400, "[{engine}]");
+    assert_eq!(samples(checks, "arrival_gap_samples_us"), 400, "[{engine}]");
     let lines = std::fs::read_to_string(&records).unwrap();
     assert_eq!(
         lines.lines().count(),
@@ -222,6 +229,31 @@ fn closed_loop_case(engine: Variant, io: &str) {
         "[{engine}] {v}"
     );
     assert_eq!(v["config"]["arrival"], "closed");
+    let checks = &v["run_checks"];
+    assert_eq!(checks["arrivals"]["distribution"], "closed", "[{engine}]");
+    assert!(checks["arrivals"]["passed"].is_null(), "[{engine}]");
+    assert_eq!(samples(checks, "arrival_gap_samples_us"), 0, "[{engine}]");
+    assert_eq!(
+        window_total(checks),
+        u(&v, "/requests/completed"),
+        "[{engine}] {checks}"
+    );
+    let n = samples(checks, "latency_samples_us");
+    assert!(n > 0 && n <= 4000, "[{engine}] {n} latency samples");
+}
+
+/// Requests counted over the `run_checks.latency_windows` (40 of them).
+fn window_total(checks: &Value) -> u64 {
+    let windows = checks["latency_windows"]
+        .as_array()
+        .expect("latency_windows");
+    assert_eq!(windows.len(), 40);
+    windows.iter().map(|w| w["count"].as_u64().unwrap()).sum()
+}
+
+/// Length of the `run_checks` sample array `field`.
+fn samples(checks: &Value, field: &str) -> u64 {
+    checks[field].as_array().map_or(0, Vec::len) as u64
 }
 
 /// Closed loop on both I/O paths (on uring its requests go out through the
@@ -932,6 +964,35 @@ fn two_shards_merged_match_one_run_in_counts() {
     }
     assert_eq!(u(&both, "/requests/completed"), 400);
     assert_eq!(both["merged"]["files"].as_array().map(Vec::len), Some(2));
+    // The run checks: windows add index by index, samples concatenate,
+    // the arrivals are the worst shard's.
+    let checks = &both["run_checks"];
+    assert_eq!(window_total(checks), 400, "{checks}");
+    let parts: Vec<Value> = shard_files.iter().map(|f| read_json(f)).collect();
+    for i in 0..40 {
+        let sum: u64 = parts
+            .iter()
+            .map(|p| {
+                p["run_checks"]["latency_windows"][i]["count"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .sum();
+        assert_eq!(
+            checks["latency_windows"][i]["count"].as_u64(),
+            Some(sum),
+            "window {i}"
+        );
+    }
+    assert_eq!(samples(checks, "latency_samples_us"), 400);
+    assert_eq!(samples(checks, "arrival_gap_samples_us"), 400);
+    assert!(
+        checks["arrivals"]["method"]
+            .as_str()
+            .unwrap()
+            .starts_with("worst of 2 shards"),
+        "{checks}"
+    );
 }
 
 #[test]

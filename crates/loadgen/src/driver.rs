@@ -2,6 +2,7 @@
 //! set, run the writer and reader threads, and assemble the [`LoadResult`]
 //! with its honesty warnings.
 
+use crate::checks::{arrival_check, Claimed};
 use crate::connect::open_all;
 use crate::preflight::{check_capacity, Capacity};
 use crate::reader::{run_reader, ClosedLoop, ReaderOutcome, ReaderPlan, SendEvent};
@@ -271,6 +272,12 @@ pub fn run(
             closed_loop,
             records,
             files: template.files(),
+            expected_requests: match w.rate {
+                Rate::PerSecond(r) => {
+                    (r / f64::from(w.shard.count.max(1)) * w.duration.as_secs_f64()) as u64
+                }
+                Rate::Max { .. } => 0,
+            },
         };
         let io = w.io;
         let reader = s.spawn(move || {
@@ -514,6 +521,14 @@ fn assemble(
         send_lag: wr.send_lag.to_base64(),
         send_deviation: wr.deviation.as_ref().map(|d| d.histogram().to_parts()),
     };
+    let gaps = wr.gaps.into_values();
+    let run_checks = crate::checks::run_checks(
+        arrival_check(Claimed::of(w.rate, w.arrival, w.shard.count), &gaps),
+        rd.windows.to_vec(),
+        gaps,
+        rd.latency_sample.into_values(),
+        &rd.service,
+    );
     let shard = (!w.shard.is_whole()).then(|| ShardInfo {
         index: w.shard.index,
         count: w.shard.count,
@@ -621,6 +636,7 @@ fn assemble(
         merged: None,
         histograms,
         size_classes: size_classes(&rd.classes),
+        run_checks: Some(run_checks),
     };
     result.warnings = warnings(w, &result, opened.hit_fd_limit, wall);
     result

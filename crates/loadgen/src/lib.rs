@@ -11,6 +11,7 @@
 
 #![warn(clippy::unwrap_used)]
 
+mod checks;
 mod connect;
 mod driver;
 mod merge;
@@ -29,7 +30,8 @@ pub use merge::{merge, MergeError};
 pub use preflight::{check_capacity, per_request_port_warning, Capacity};
 pub use request::{FileMix, SIZE_CLASSES};
 pub use result::{
-    ConnectionCounts, CpuSeconds, Histograms, LoadResult, MergeInfo, Placement, RequestCounts,
-    RequestRecord, RunConfig, ShardInfo, HISTOGRAM_ENCODING, LOAD_SCHEMA, LOAD_SCHEMA_V1,
+    ArrivalCheck, ConnectionCounts, CpuSeconds, Histograms, IndependenceCheck, LatencyWindow,
+    LoadResult, MergeInfo, Placement, RequestCounts, RequestRecord, RunChecks, RunConfig,
+    ShardInfo, StationarityCheck, HISTOGRAM_ENCODING, LOAD_SCHEMA, LOAD_SCHEMA_V1,
 };
 pub use workload::{ActivePolicy, FileSet, IoPath, Progress, Rate, RecordSink, Workload};

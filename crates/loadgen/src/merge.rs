@@ -2,7 +2,9 @@
 //! Counts add; histograms add (HdrHistogram, exact); the send deviation pools
 //! (see [`DeviationHistogram`]); CPU time and memory add up over the client
 //! processes; the merged summaries are recomputed from the merged histograms,
-//! so a merged result has the same schema and meaning as a single run's.
+//! so a merged result has the same schema and meaning as a single run's. The
+//! run checks merge as [`crate::checks::merge_checks`] says (none when a shard
+//! has none).
 
 use crate::result::{
     ConnectionCounts, CpuSeconds, Histograms, LoadResult, MergeInfo, RequestCounts,
@@ -251,7 +253,7 @@ pub fn merge(parts: &[(String, LoadResult)]) -> Result<LoadResult, MergeError> {
     });
     // Size classes (`--manifest` runs): histograms add per class label.
     let mut classes: Vec<LatencyHistogram> = crate::request::class_histograms();
-    for (file, r) in parts {
+    for (file, r) in &parts {
         for c in &r.size_classes {
             let Some(k) = crate::request::SIZE_CLASSES
                 .iter()
@@ -263,6 +265,25 @@ pub fn merge(parts: &[(String, LoadResult)]) -> Result<LoadResult, MergeError> {
         }
     }
     merged.size_classes = crate::driver::size_classes(&classes);
+    let checks: Option<Vec<(String, &crate::result::RunChecks)>> = parts
+        .iter()
+        .map(|(file, r)| {
+            let label = r.shard.as_ref().map_or_else(
+                || file.clone(),
+                |s| format!("shard {}/{}", s.index, s.count),
+            );
+            r.run_checks.as_ref().map(|c| (label, c))
+        })
+        .collect();
+    merged.run_checks = match checks {
+        Some(checks) => {
+            crate::checks::merge_checks(&checks, &service).map_err(|what| MergeError::Mismatch {
+                file: first.0.clone(),
+                what,
+            })?
+        }
+        None => None,
+    };
     merged.histograms = Histograms {
         encoding: HISTOGRAM_ENCODING.into(),
         service_latency: service.to_base64(),

@@ -8,8 +8,11 @@
 //! is part of each request's cost here.
 //!
 //! The workers fill the same outcome structures as the keep-alive driver,
-//! so the result has the same schema.
+//! so the result has the same schema. Each keeps its own latency windows
+//! (added up at the end) and a share of the latency sample (concatenated
+//! worker by worker, then thinned to the cap).
 
+use crate::checks::{thin, Systematic, Windows, LATENCY_SAMPLES};
 use crate::connect::Opened;
 use crate::reader::ReaderOutcome;
 use crate::request::{class_histograms, size_class};
@@ -56,17 +59,12 @@ pub(crate) fn run(
     let mut wr = WriterOutcome {
         send_lag: LatencyHistogram::new(),
         deviation: None,
-        sent: 0,
-        measured_sent: 0,
-        queue_full: 0,
-        send_failed: 0,
-        warmup_queue_full: 0,
-        warmup_send_failed: 0,
-        bytes_sent: 0,
-        cpu: CpuTimes::default(),
-        cpu_seen: None,
+        ..WriterOutcome::default()
     };
+    let mut samples = Vec::new();
     for o in outs {
+        rd.windows.add(&o.rd.windows);
+        samples.extend(o.rd.latency_sample.into_values());
         rd.service.merge(&o.rd.service);
         rd.corrected.merge(&o.rd.corrected);
         for (a, b) in rd.classes.iter_mut().zip(&o.rd.classes) {
@@ -85,6 +83,7 @@ pub(crate) fn run(
         wr.measured_sent += o.measured_sent;
         wr.bytes_sent += o.bytes_sent;
     }
+    rd.latency_sample = Systematic::from_values(thin(samples, LATENCY_SAMPLES));
     rd.closed_loop_sent = 0;
     rd.interrupted = shutdown.requested();
     rd.cpu = CpuTimes::self_and_children().since(&cpu0);
@@ -122,6 +121,12 @@ fn worker(
         out.rd.classes = class_histograms();
     }
     let end = w.warmup + w.duration;
+    out.rd.windows = Windows::new(w.warmup.as_nanos() as u64, end.as_nanos() as u64);
+    let expected = match w.rate {
+        Rate::PerSecond(r) => (r / workers as f64 * w.duration.as_secs_f64()) as u64,
+        Rate::Max { .. } => 0,
+    };
+    out.rd.latency_sample = Systematic::new(LATENCY_SAMPLES.div_ceil(workers).max(16), expected);
     // Open loop: this worker's share of the rate, phases spread over workers.
     let interval = match w.rate {
         Rate::PerSecond(r) => Some(Duration::from_secs_f64(workers as f64 / r)),
@@ -175,6 +180,8 @@ fn worker(
                         .corrected
                         .record(done.saturating_sub(scheduled).as_nanos() as u64);
                     out.rd.measured_completed += 1;
+                    out.rd.windows.record(scheduled.as_nanos() as u64, service);
+                    out.rd.latency_sample.offer(service as f64 / 1e3);
                     if let Some(c) = class {
                         out.rd.classes[c].record(service);
                     }

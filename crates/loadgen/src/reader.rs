@@ -4,6 +4,7 @@
 //! writer through an SPSC ring; in closed loop it also sends the next request
 //! itself as soon as a response completes.
 
+use crate::checks::{Systematic, Windows, LATENCY_SAMPLES};
 use crate::result::RequestRecord;
 use crate::sender::Sender;
 use crate::workload::{Progress, RecordSink};
@@ -90,6 +91,9 @@ pub(crate) struct ReaderPlan<'a, 'r> {
     pub(crate) records: Option<&'a mut (dyn RecordSink + 'r)>,
     /// `--manifest`: the file set, to file each latency under its size class.
     pub(crate) files: Option<(&'a crate::request::FileMix, u64)>,
+    /// Requests the measured window is expected to complete (open loop:
+    /// rate x duration), to size the latency sample; 0 when unknown.
+    pub(crate) expected_requests: u64,
 }
 
 #[derive(Default)]
@@ -115,6 +119,13 @@ pub(crate) struct ReaderOutcome {
     pub(crate) peer_failed: bool,
     /// Service latency per size class (`--manifest` runs only).
     pub(crate) classes: Vec<LatencyHistogram>,
+    /// Measured requests per window of their scheduled instant.
+    pub(crate) windows: Windows,
+    /// A systematic sample of measured service latencies (us) in
+    /// completion order: every k-th completion, k from the expected count
+    /// (closed loop: 1), halving the sample and doubling k whenever it
+    /// fills (see [`Systematic`]).
+    pub(crate) latency_sample: Systematic,
 }
 
 struct InFlight {
@@ -153,7 +164,11 @@ impl<'a, 'r> Core<'a, 'r> {
     /// filled to its depth here.
     pub(crate) fn new(plan: ReaderPlan<'a, 'r>) -> Self {
         let cpu_before = CpuTimes::thread();
-        let mut out = ReaderOutcome::default();
+        let mut out = ReaderOutcome {
+            windows: Windows::new(plan.warmup.as_nanos() as u64, plan.total.as_nanos() as u64),
+            latency_sample: Systematic::new(LATENCY_SAMPLES, plan.expected_requests),
+            ..ReaderOutcome::default()
+        };
         if plan.files.is_some() {
             out.classes = crate::request::class_histograms();
         }
@@ -336,6 +351,8 @@ impl<'a, 'r> Core<'a, 'r> {
                     out.classes[class].record(service);
                 }
                 interval_hist.record(service);
+                out.windows.record(req.scheduled_ns, service);
+                out.latency_sample.offer(service as f64 / 1e3);
                 out.measured_completed += 1;
                 if let Some(sink) = plan.records.as_deref_mut() {
                     sink.record(&RequestRecord {
@@ -746,6 +763,7 @@ mod tests {
             }),
             records: None,
             files: None,
+            expected_requests: 0,
         };
         let mut core = Core::new(plan);
         // The fill is queued for the ring, nothing written, nothing stamped.

@@ -2,6 +2,7 @@
 //! (`--json`), and the per-request record (`--records`). Field names carry
 //! their units.
 
+use connlab_measure::stats::PercentileInterval;
 use connlab_measure::{CdfPoint, DeviationHistogramParts, DeviationSummary, Summary};
 use connlab_os::Environment;
 use serde::{Deserialize, Serialize};
@@ -300,6 +301,103 @@ pub struct LoadResult {
     /// with no request are left out).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub size_classes: Vec<SizeClassResult>,
+    /// The run's checks of its own statistics (absent in results written
+    /// before them, and in merges of such results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_checks: Option<RunChecks>,
+}
+
+/// Lancet-style checks of a run's own statistics (Kogias et al., USENIX
+/// ATC 2019): did the client send on the schedule it claims, was the
+/// service latency stationary over the measured window, are its samples
+/// independent, and how sure are its median and p99. The material the
+/// checks were computed from travels with them, so shard results merge.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunChecks {
+    /// Were the sends spaced as configured?
+    pub arrivals: ArrivalCheck,
+    /// Was the latency stationary over the measured window?
+    pub stationarity: StationarityCheck,
+    /// Are the latency samples independent, and how often must they be thinned?
+    pub independence: IndependenceCheck,
+    /// Median service latency with its 95 % distribution-free interval
+    /// (`null`: too few effective samples). Completions count as
+    /// independent only as far apart as the independence check showed:
+    /// `n_effective` is the completions over (completions per latency
+    /// sample, rounded up, x the independence thinning).
+    pub service_latency_p50: Option<PercentileInterval>,
+    /// 99th-percentile service latency with its 95 % interval (`null`: too
+    /// few effective samples, fewer than about 300).
+    pub service_latency_p99: Option<PercentileInterval>,
+    /// The measured window cut into equal windows by each request's
+    /// scheduled instant: the requests of each completed, and the sum of
+    /// their service latency.
+    pub latency_windows: Vec<LatencyWindow>,
+    /// A systematic sample of the measured window's inter-send gaps, us
+    /// (open loop; at most 2,000).
+    pub arrival_gap_samples_us: Vec<f64>,
+    /// A systematic sample of the measured service latencies in completion
+    /// order, us (at most 4,000).
+    pub latency_samples_us: Vec<f64>,
+}
+
+/// The check of the send schedule's distribution.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ArrivalCheck {
+    /// `fixed`, `poisson` or `closed` (closed loop: no schedule).
+    pub distribution: String,
+    /// Gaps the check used.
+    pub samples: u64,
+    /// Fixed: the share of gaps more than a tenth of the interval away from
+    /// it. Poisson: the Anderson-Darling A^2 against the configured rate.
+    /// 0 when nothing was tested.
+    pub statistic: f64,
+    /// Poisson: the Anderson-Darling p-value (`null` otherwise).
+    pub p_value: Option<f64>,
+    /// Fixed: `statistic <= 0.05`; Poisson: `p_value >= 0.01`; `null` when
+    /// nothing was tested (closed loop, too few gaps).
+    pub passed: Option<bool>,
+    /// How the check was made, in words.
+    pub method: String,
+}
+
+/// The check that the run was stationary.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StationarityCheck {
+    /// Non-empty windows the test ran on.
+    pub windows: u64,
+    /// The augmented Dickey-Fuller statistic (`null`: not computed).
+    pub tau: Option<f64>,
+    /// Its 5 % critical value (MacKinnon 2010).
+    pub critical_5pc: Option<f64>,
+    /// `tau < critical_5pc` (`null`: too few windows or a degenerate series).
+    pub stationary: Option<bool>,
+    /// How the check was made, in words.
+    pub method: String,
+}
+
+/// The check that latency samples are independent.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct IndependenceCheck {
+    /// Latency samples examined.
+    pub samples: u64,
+    /// Lag-1 autocorrelation of the samples thinned by `thinning` (`null`:
+    /// too few or all equal).
+    pub lag1_autocorrelation: Option<f64>,
+    /// Keep one sample in this many to make them independent (power of
+    /// two, at most 64).
+    pub thinning: u64,
+    /// `|lag1_autocorrelation| <= 1.96 / sqrt(samples / thinning)`.
+    pub independent: bool,
+}
+
+/// One window of the measured time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyWindow {
+    /// Requests scheduled in the window and completed.
+    pub count: u64,
+    /// Sum of their service latency, us.
+    pub sum_us: f64,
 }
 
 /// Service latency of the requests whose file falls in one size class.

@@ -4,6 +4,7 @@
 //! the reader, and writes without blocking. Its own lateness is `send_lag`.
 //! Hand-written on purpose: the pacing is what the measurements rest on.
 
+use crate::checks::{Systematic, GAP_SAMPLES};
 use crate::reader::SendEvent;
 use crate::sender::Sender;
 use connlab_measure::{Arrival, LatencyHistogram, Schedule, SendDeviation};
@@ -46,6 +47,9 @@ pub(crate) struct WriterOutcome {
     pub(crate) bytes_sent: u64,
     pub(crate) cpu: CpuTimes,
     pub(crate) cpu_seen: Option<usize>,
+    /// A systematic sample of the measured window's inter-send gaps, us:
+    /// each the send's start minus the previous send's.
+    pub(crate) gaps: Systematic,
 }
 
 pub(crate) fn run_writer(
@@ -56,12 +60,17 @@ pub(crate) fn run_writer(
     // SAFETY: prctl(PR_SET_TIMERSLACK) only changes this thread's timer slack.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
     let cpu_before = CpuTimes::thread();
+    // Sized so that the expected sends of the measured window just fill it.
+    let expected_sends = plan.total.saturating_sub(plan.warmup).as_nanos()
+        / plan.schedule.interval().as_nanos().max(1);
     let mut out = WriterOutcome {
         deviation: (plan.schedule.arrival() == Arrival::Fixed)
             .then(|| SendDeviation::for_schedule(&plan.schedule)),
+        gaps: Systematic::new(GAP_SAMPLES, expected_sends as u64),
         ..WriterOutcome::default()
     };
     let warmup_ns = plan.warmup.as_nanos() as u64;
+    let mut previous_send_ns: Option<u64> = None;
     let mut next_conn = 0usize;
     let mut last_retry = Instant::now();
     let mut seq: u32 = 0;
@@ -93,6 +102,11 @@ pub(crate) fn run_writer(
         };
         let send_ns = plan.start.elapsed().as_nanos() as u64;
         let scheduled_ns = offset.as_nanos() as u64;
+        if let Some(previous) = previous_send_ns.filter(|_| scheduled_ns >= warmup_ns) {
+            out.gaps
+                .offer(send_ns.saturating_sub(previous) as f64 / 1e3);
+        }
+        previous_send_ns = Some(send_ns);
         let event = SendEvent {
             conn: conn as u32,
             seq,
