@@ -16,6 +16,7 @@
 //! | `machine` | the point's machine fingerprint equals the sweep block's |
 //! | `arrivals` | the sends followed the configured arrival process (the load generator's own check) |
 //! | `stationary` | the latency series over the window has no unit root (augmented Dickey-Fuller, 5 %) |
+//! | `precision` | with `--ci-target`: the p99's 95 % order-statistic interval is no wider than the target, relative to the p99 |
 //!
 //! A gate whose evidence is missing (closed loop has no schedule, a kind
 //! without a client) is left out rather than passed.
@@ -27,7 +28,7 @@ pub use connlab_os::window::{PerCpu, WindowCpu};
 pub use connlab_os::Fingerprint;
 
 /// The gates' names, in the order a point lists them.
-pub const GATE_NAMES: [&str; 7] = [
+pub const GATE_NAMES: [&str; 8] = [
     "completion",
     "schedule",
     "steal",
@@ -35,6 +36,7 @@ pub const GATE_NAMES: [&str; 7] = [
     "machine",
     "arrivals",
     "stationary",
+    "precision",
 ];
 
 /// A gate's measured value or limit: a number, a word or a fingerprint.
@@ -381,6 +383,73 @@ pub struct Evidence {
     pub arrivals: Option<RunCheck>,
     /// The load generator's stationarity check.
     pub stationary: Option<RunCheck>,
+    /// The p99's interval width relative to it, and the target (only
+    /// with `--ci-target`).
+    pub precision: Option<(f64, f64)>,
+}
+
+impl Evidence {
+    /// The load generator's own checks of a run (`run_checks`): arrivals,
+    /// stationarity, and the p99's relative interval width against
+    /// `ci_target` when one is set.
+    pub fn with_run_checks(
+        mut self,
+        load: &connlab_loadgen::LoadResult,
+        ci_target: Option<f64>,
+    ) -> Evidence {
+        let Some(c) = &load.run_checks else {
+            return self;
+        };
+        let a = &c.arrivals;
+        self.arrivals = a.passed.map(|passed| match a.p_value {
+            Some(p) => RunCheck {
+                passed: Some(passed),
+                value: p,
+                limit: 0.01,
+                detail: format!(
+                    "Anderson-Darling p = {} over {} gaps ({})",
+                    short(p),
+                    a.samples,
+                    a.method
+                ),
+            },
+            None => RunCheck {
+                passed: Some(passed),
+                value: a.statistic,
+                limit: 0.05,
+                detail: format!(
+                    "{} % of {} gaps off the interval by more than a tenth ({})",
+                    short(a.statistic * 100.0),
+                    a.samples,
+                    a.method
+                ),
+            },
+        });
+        let st = &c.stationarity;
+        self.stationary = match (st.stationary, st.tau, st.critical_5pc) {
+            (Some(ok), Some(tau), Some(crit)) => Some(RunCheck {
+                passed: Some(ok),
+                value: tau,
+                limit: crit,
+                detail: format!(
+                    "augmented Dickey-Fuller tau {} against {} (5 %) over {} windows",
+                    short(tau),
+                    short(crit),
+                    st.windows
+                ),
+            }),
+            _ => None,
+        };
+        if let (Some(target), Some(p99)) = (ci_target, &c.service_latency_p99) {
+            if p99.value > 0.0 {
+                self.precision = Some(((p99.hi - p99.lo) / p99.value, target));
+            }
+        } else if let Some(target) = ci_target {
+            // Too few samples for any interval of the p99: infinitely wide.
+            self.precision = Some((f64::INFINITY, target));
+        }
+        self
+    }
 }
 
 /// Judges the evidence against the limits: the gates in [`GATE_NAMES`]
@@ -493,6 +562,18 @@ pub fn gates(limits: &ValidityLimits, e: &Evidence) -> Vec<Gate> {
             }
         }
     }
+    if let Some((width, target)) = e.precision {
+        out.push(Gate::at_most(
+            "precision",
+            width,
+            target,
+            format!(
+                "the p99's 95 % interval spans {} % of it (target {} %)",
+                short(width * 100.0),
+                short(target * 100.0)
+            ),
+        ));
+    }
     out
 }
 
@@ -602,10 +683,11 @@ mod tests {
                 limit: -2.9,
                 detail: "adf".into(),
             }),
+            precision: None,
         };
         let g = gates(&limits, &good);
         let names: Vec<&str> = g.iter().map(|g| g.name.as_str()).collect();
-        assert_eq!(names, GATE_NAMES.to_vec());
+        assert_eq!(names, GATE_NAMES[..7].to_vec());
         assert!(Validity::of(g, 1).valid);
 
         let failing = |e: Evidence, name: &str| {
@@ -682,6 +764,27 @@ mod tests {
                 ..good.clone()
             },
             "stationary",
+        );
+        // --ci-target 5 %: an interval 12 % wide fails, 3 % passes.
+        failing(
+            Evidence {
+                precision: Some((0.12, 0.05)),
+                ..good.clone()
+            },
+            "precision",
+        );
+        assert!(
+            Validity::of(
+                gates(
+                    &limits,
+                    &Evidence {
+                        precision: Some((0.03, 0.05)),
+                        ..good.clone()
+                    }
+                ),
+                1
+            )
+            .valid
         );
     }
 

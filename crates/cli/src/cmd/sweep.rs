@@ -73,6 +73,34 @@ pub(crate) struct SweepArgs {
     /// its gates [default: the file's validity.attempts, else 3].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=20))]
     attempts: Option<u32>,
+    /// Locality and web sweeps: the widest 95 % interval of a point's p99,
+    /// as a share of the p99 (0.05 = 5 %); a point above it is measured
+    /// again for twice as long, up to --ci-max-duration (gate `precision`).
+    #[arg(long, value_name = "SHARE", value_parser = parse_share)]
+    ci_target: Option<f64>,
+    /// The longest measured time --ci-target may extend a point to, e.g.
+    /// 40s [default: four times the file's duration].
+    #[arg(long, value_name = "DURATION", requires = "ci_target", value_parser = crate::units::parse_duration)]
+    ci_max_duration: Option<Duration>,
+}
+
+/// `--ci-target`: a share in (0, 1].
+fn parse_share(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("{s:?}: a share such as 0.05 or 5%"))?;
+    let v = if s.trim().ends_with('%') {
+        v / 100.0
+    } else {
+        v
+    };
+    if v > 0.0 && v <= 1.0 {
+        Ok(v)
+    } else {
+        Err(format!("{s:?}: a share between 0 and 1 (or 100%)"))
+    }
 }
 
 /// Runs the sweep.
@@ -152,6 +180,8 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
         profile: args.profile,
         connlab: std::env::current_exe().context("locating the connlab binary")?,
         attempts: args.attempts,
+        ci_target: args.ci_target,
+        ci_max_duration: args.ci_max_duration.map(|d| d.as_secs_f64()),
     };
     let started = Instant::now();
     let singleip = exp.kind() == ExperimentKind::Singleip;

@@ -128,6 +128,8 @@ pub(super) fn sweep(
     let placement = placement(experiment, connlab_os::Environment::capture().cpu_count);
     progress.note(&format!("placement: {}", placement.note));
     let ctx = PointContext {
+        ci_target: req.ci_target,
+        ci_max_duration: req.ci_max_duration,
         placement,
         block: block.fingerprint.clone(),
         www,
@@ -216,6 +218,11 @@ enum UnderTest {
 
 /// Everything a point needs.
 struct PointContext<'a> {
+    /// `--ci-target`: the p99 interval's largest relative width.
+    ci_target: Option<f64>,
+    /// `--ci-max-duration`: the longest measured seconds a point may be
+    /// extended to (default four times the file's).
+    ci_max_duration: Option<f64>,
     /// Where the server and the shards run.
     placement: PointPlacement,
     /// The machine of the sweep's current block.
@@ -234,31 +241,53 @@ struct PointContext<'a> {
 
 impl PointContext<'_> {
     /// Runs a point until it passes its gates or `attempts` run out; the
-    /// last attempt is kept, with its gates.
+    /// last attempt is kept, with its gates. With `--ci-target`, a point
+    /// whose p99 interval is too wide is measured again for twice as long,
+    /// up to the cap, without counting against its attempts.
     fn measure_with_attempts(
         &self,
         p: &PointParams,
         attempts: u32,
         progress: &mut dyn Progress,
     ) -> anyhow::Result<PointResult> {
-        let mut attempt = 1;
+        let (mut attempt, mut tries) = (1, 1);
+        let mut duration = p.duration_s;
+        let cap = self
+            .ci_max_duration
+            .unwrap_or(p.duration_s * 4.0)
+            .max(p.duration_s);
         loop {
-            let mut r = self.run_point(p)?;
+            let mut r = self.run_point(p, duration)?;
             let gates = validity::gates(&self.experiment.validity, &self.evidence(p, &r));
-            let v = Validity::of(gates, attempt);
-            let retry = v.worth_retrying() && attempt < attempts && !self.shutdown.requested();
-            if retry {
+            let v = Validity::of(gates, tries);
+            let imprecise = v.failed().any(|g| g.name == "precision");
+            let others = v
+                .failed()
+                .any(|g| g.name != "precision" && g.name != "machine");
+            let stopped = self.shutdown.requested();
+            let longer = imprecise && !others && duration * 2.0 <= cap + 1e-9 && !stopped;
+            let again = others && attempt < attempts && !stopped;
+            if longer {
+                progress.note(&format!(
+                    "{}: {}; measuring again for {} s",
+                    p.id(),
+                    v.failure_text(),
+                    duration * 2.0
+                ));
+                duration *= 2.0;
+            } else if again {
                 progress.note(&format!(
                     "{}: attempt {attempt} of {attempts} failed its gates ({}); measuring again",
                     p.id(),
                     v.failure_text()
                 ));
+                attempt += 1;
             }
             r.validity = Some(v);
-            if !retry {
+            if !longer && !again {
                 return Ok(r);
             }
-            attempt += 1;
+            tries += 1;
         }
     }
 
@@ -268,7 +297,7 @@ impl PointContext<'_> {
         let scheduled = if p.closed_loop() {
             (q.completed + q.measured_errors()) as f64
         } else {
-            p.rate_per_s * p.duration_s
+            p.rate_per_s * r.load.config.duration_s
         };
         Evidence {
             completion: Some((q.completed, scheduled)),
@@ -280,10 +309,12 @@ impl PointContext<'_> {
             machine: Some((r.load.environment.fingerprint(), self.block.clone())),
             ..Evidence::default()
         }
+        .with_run_checks(&r.load, self.ci_target)
     }
 
-    /// Runs one point: server, shards, merge.
-    fn run_point(&self, p: &PointParams) -> anyhow::Result<PointResult> {
+    /// Runs one point for `duration_s` measured seconds: server, shards,
+    /// merge.
+    fn run_point(&self, p: &PointParams, duration_s: f64) -> anyhow::Result<PointResult> {
         let exp = self.experiment;
         let id = p.id();
         let logs = SweepDir::log_dir(self.out, &id);
@@ -349,7 +380,7 @@ impl PointContext<'_> {
                 .args(["--rate", &p.rate_label()])
                 .args(["--request-size", &p.request_size_bytes.to_string()])
                 .args(["--response-size", &p.response_size_bytes.to_string()])
-                .args(["-d", &format!("{}s", p.duration_s)])
+                .args(["-d", &format!("{duration_s}s")])
                 .args(["--warmup", &format!("{}s", p.warmup_s)])
                 .args(["--drain-timeout", &format!("{}s", DRAIN.as_secs())])
                 .args(["--protocol", &exp.server.protocol])
@@ -392,11 +423,11 @@ impl PointContext<'_> {
         // The shards end by themselves; the deadline only guards against a hang.
         let deadline = Instant::now()
             + lead
-            + Duration::from_secs_f64(p.warmup_s + p.duration_s)
+            + Duration::from_secs_f64(p.warmup_s + duration_s)
             + DRAIN
             + Duration::from_secs(30 + p.connections / 1000);
         let window_from = start_at + Duration::from_secs_f64(p.warmup_s);
-        let window_length = Duration::from_secs_f64(p.duration_s);
+        let window_length = Duration::from_secs_f64(duration_s);
         let sampler = match &under_test {
             UnderTest::Web(w) => Some(w.sampler(window_from, window_length)),
             UnderTest::Serve(_) => None,

@@ -53,6 +53,12 @@ pub struct SweepRequest {
     /// `None`: the file's `validity.attempts`, else
     /// [`DEFAULT_ATTEMPTS`](crate::validity::DEFAULT_ATTEMPTS).
     pub attempts: Option<u32>,
+    /// `--ci-target`: a point's p99 must have a 95 % interval no wider than
+    /// this share of it, else it is measured again for twice as long.
+    pub ci_target: Option<f64>,
+    /// `--ci-max-duration`: the longest measured seconds `--ci-target` may
+    /// extend a point to (default: four times the file's duration).
+    pub ci_max_duration: Option<f64>,
 }
 
 /// How a sweep went.
@@ -467,6 +473,8 @@ links = ["memory:unlimited"]
             profile: false,
             connlab: PathBuf::from("connlab"),
             attempts: None,
+            ci_target: None,
+            ci_max_duration: None,
         };
         let ids = plan(&exp, false);
         assert_eq!(ids.len(), 2);
@@ -538,6 +546,8 @@ links = ["memory:unlimited"]
             profile: false,
             connlab: PathBuf::from("connlab"),
             attempts: None,
+            ci_target: None,
+            ci_max_duration: None,
         };
         let abs = with_absolute_out(&req).unwrap();
         assert!(abs.out.is_absolute(), "{}", abs.out.display());
@@ -556,6 +566,8 @@ links = ["memory:unlimited"]
             profile: false,
             connlab: PathBuf::from("connlab"),
             attempts: None,
+            ci_target: None,
+            ci_max_duration: None,
         };
         let err = sweep(
             &exp,
