@@ -295,8 +295,10 @@ fn dry_run_lists_the_shipped_experiments_points() {
     );
     assert_eq!(out.status.code(), Some(0));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("15 points"), "{stdout}");
+    // 5 engines and the A/A control (epoll again) at 3 settings.
+    assert!(stdout.contains("18 points"), "{stdout}");
     assert!(stdout.contains("processes-c400-a1-r500-rep1"), "{stdout}");
+    assert!(stdout.contains("epoll-c400-a1-r500-rep1-aa"), "{stdout}");
 }
 
 #[test]

@@ -418,10 +418,9 @@ impl Evidence {
                 value: a.statistic,
                 limit: 0.05,
                 detail: format!(
-                    "{} % of {} gaps off the interval by more than a tenth ({})",
+                    "{} % of {} gaps off the interval by more than a tenth",
                     short(a.statistic * 100.0),
-                    a.samples,
-                    a.method
+                    a.samples
                 ),
             },
         });

@@ -225,10 +225,20 @@ pub fn run(
                 let (template, writer_done, producer) = (&template, &writer_done, &mut producer);
                 let n = raw.len();
                 let priority = w.writer_priority;
+                // A writer whose interval is no longer than its spin never
+                // sleeps: under SCHED_FIFO it would starve a reader on its CPU.
+                let interval = Duration::from_secs_f64(f64::from(w.shard.count) / rate);
+                let shares_cpu = w.cpus.as_ref().is_none_or(|c| c.cpus().len() == 1);
+                let starves = interval <= w.spin && shares_cpu;
                 Some(s.spawn(move || {
                     pin(0);
                     let policy = match priority {
                         None => Ok("SCHED_OTHER".to_string()),
+                        Some(p) if starves => Err(format!(
+                            "the writer stayed SCHED_OTHER: its send interval ({:.1} us) is no longer than its spin ({:.1} us), so it never sleeps, and under SCHED_FIFO {p} it would starve the reader on its CPU (give the reader a CPU of its own with --cpu W,R)",
+                            interval.as_secs_f64() * 1e6,
+                            w.spin.as_secs_f64() * 1e6
+                        )),
                         Some(p) => connlab_os::set_current_thread_fifo(p)
                             .map(|()| format!("SCHED_FIFO {p}"))
                             .map_err(|e| {

@@ -7,7 +7,7 @@
 
 use crate::plots::{self, Series};
 use crate::ReportError;
-use connlab_lab::compare::{ratio_text, Better, Comparison, Figure, Standing};
+use connlab_lab::compare::{coverage_text, ratio_text, Better, Comparison, Figure, Standing};
 use html_escape::{encode_double_quoted_attribute as attr, encode_text as esc};
 use std::fmt::Write as _;
 
@@ -68,6 +68,9 @@ pub struct RunPageRun {
     pub memory_per_connection_bytes: Option<f64>,
     /// The run's warnings.
     pub warnings: Vec<String>,
+    /// The gates it failed, when it is invalid (then it is no sample of
+    /// the comparison).
+    pub invalid: Option<String>,
 }
 
 const STYLE: &str = "
@@ -139,21 +142,21 @@ pub fn render_run(page: &RunPage) -> Result<String, ReportError> {
     let _ = writeln!(
         h,
         "<h2>Comparison</h2>\n<p class=\"note\">Rows are ranked by {} ({}: {} is better): the median over \
-         repetitions with the lowest and highest in brackets. The ratio divides a row's median by the \
-         best's; its {:.0}% interval is a percentile bootstrap over rounds ({} resamples, seed {}), each \
-         resample drawing the same rounds for both rows. Rows whose spreads overlap tie.</p>",
+         repetitions with the lowest and highest in brackets. The ratio to the best is taken in each \
+         round (this row over the best of the same round) and the median of those is shown, with the \
+         distribution-free interval of that median ({:.0}% where there are six rounds or more, else \
+         the range of the rounds with the coverage it has). A row ties the best when its interval \
+         includes 1 and differs when it does not. Rounds that failed their validity gates twice are \
+         left out.</p>",
         esc(&c.metric),
         unit,
         if closed { "higher" } else { "lower" },
-        c.bootstrap.confidence * 100.0,
-        c.bootstrap.resamples,
-        c.bootstrap.seed
+        c.confidence * 100.0,
     );
     let _ = writeln!(
         h,
-        "<table>\n<tr><th class=\"label\">row</th><th>{} ({unit})</th><th>ratio to best</th><th>{:.0}% interval</th><th class=\"label\">standing</th><th>server CPU per request (µs)</th><th>wake-ups per request</th><th>memory per connection (KiB)</th></tr>",
+        "<table>\n<tr><th class=\"label\">row</th><th>{} ({unit})</th><th>ratio to best</th><th>interval (coverage)</th><th class=\"label\">standing</th><th>server CPU per request (µs)</th><th>wake-ups per request</th><th>memory per connection (KiB)</th></tr>",
         esc(&c.metric),
-        c.bootstrap.confidence * 100.0
     );
     for (i, r) in c.rows.iter().enumerate() {
         let class = if Some(i) == c.best {
@@ -168,8 +171,12 @@ pub fn render_run(page: &RunPage) -> Result<String, ReportError> {
             esc(&r.label),
             fig(&r.primary, 1.0, digits),
             r.ratio_to_best.map_or("—".into(), ratio_text),
-            r.ratio_ci
-                .map_or("—".into(), |(lo, hi)| format!("{}–{}", ratio_text(lo), ratio_text(hi))),
+            r.ratio_ci.map_or("—".into(), |(lo, hi)| format!(
+                "{}–{} ({})",
+                ratio_text(lo),
+                ratio_text(hi),
+                coverage_text(r.ratio_ci_coverage.unwrap_or(c.confidence))
+            )),
             standing_text(r.standing),
             fig(&r.cpu_us_per_request, 1.0, 1),
             fig(&r.wakeups_per_request, 1.0, 2),
@@ -246,6 +253,27 @@ pub fn render_run(page: &RunPage) -> Result<String, ReportError> {
             })
         })
         .collect();
+    let invalid: Vec<String> = page
+        .rows
+        .iter()
+        .flat_map(|r| {
+            r.runs.iter().filter_map(move |run| {
+                run.invalid
+                    .as_ref()
+                    .map(|w| format!("{} round {}: {w}", r.label, run.round))
+            })
+        })
+        .collect();
+    h.push_str("<h2>Validity</h2>\n");
+    if invalid.is_empty() {
+        h.push_str("<p class=\"note\">Every run kept passed its gates (completion, schedule, steal, foreign_cpu, arrivals, stationary).</p>\n");
+    } else {
+        h.push_str("<p class=\"note\">These runs failed their gates twice and are left out of the comparison:</p>\n<ul>\n");
+        for w in &invalid {
+            let _ = writeln!(h, "<li>{}</li>", esc(w));
+        }
+        h.push_str("</ul>\n");
+    }
     if !warnings.is_empty() {
         h.push_str("<h2>Warnings</h2>\n<ul>\n");
         for w in &warnings {
@@ -275,7 +303,7 @@ pub fn render_run(page: &RunPage) -> Result<String, ReportError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use connlab_lab::compare::{compare, Bootstrap, RowSamples};
+    use connlab_lab::compare::{compare, RowSamples, CONFIDENCE};
 
     fn page() -> RunPage {
         let rows = [("epoll", [50.0, 52.0]), ("select", [90.0, 95.0])];
@@ -299,7 +327,7 @@ mod tests {
                 "median service latency",
                 Better::Lower,
                 &samples,
-                Bootstrap::default(),
+                CONFIDENCE,
             ),
             rows: rows
                 .iter()
@@ -319,6 +347,7 @@ mod tests {
                         wakeups_per_request: Some(0.5),
                         memory_per_connection_bytes: None,
                         warnings: vec![],
+                        invalid: None,
                     }],
                 })
                 .collect(),

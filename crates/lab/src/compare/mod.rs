@@ -1,34 +1,32 @@
 //! Comparison of servers measured in rounds (`connlab run`): the median and
-//! spread of each row, its ratio to the best row with a bootstrap confidence
-//! interval, which rows tie and which differ, and what dominates the
+//! spread of each row, its ratio to the best row with an interval paired
+//! by round, which rows tie and which differ, and what dominates the
 //! difference, in plain words. Pure: no I/O, no clock; the caller measures.
 //!
 //! # Why these statistics
 //!
 //! A run measures every row once per round, rows alternating within a round,
 //! so rows of one round share the machine's state of that moment. The spread
-//! of a row is the lowest and highest value over its rounds. Two rows **tie**
-//! when their spreads overlap: with a handful of repetitions no finer test
-//! can tell them apart, and a user should not pick a server on a difference
-//! that one repetition can undo.
+//! of a row is the lowest and highest value over its rounds, shown as it is.
 //!
-//! The confidence interval of a ratio is a percentile bootstrap *paired by
-//! round*: each resample draws rounds with replacement (the same rounds for
-//! both rows), takes each row's median over the drawn rounds, and divides.
-//! Pairing keeps what drifts between rounds (other work on the machine) out
-//! of the ratio. The resampling uses a fixed seed, so the same results give
-//! the same interval. With few rounds the interval cannot be wider than the
-//! per-round values allow (with three rounds it is close to the range of the
-//! per-round ratios), so it describes the measured rounds, not every
-//! possible run; the verdict therefore rests on the spreads, and the
-//! interval says how large a difference is.
+//! A row's ratio to the best is taken **in each round** (this row's value
+//! over the best's of the same round), which keeps what drifts between
+//! rounds (other work on the machine) out of it; the ratio shown is the
+//! median of those per-round ratios, and its interval is the
+//! distribution-free interval of that median from order statistics
+//! ([`connlab_measure::stats::median_interval`]): 95 % where there are
+//! enough rounds (six or more), otherwise the range of the per-round ratios
+//! with the coverage it has (75 % with three rounds, 94 % with five). A row
+//! **ties** the best when that interval includes 1 and **differs** when it
+//! does not, so a tie never comes with an interval that excludes 1. Rounds
+//! a row did not measure validly are left out of its pairs.
 
 mod text;
 
-use connlab_measure::SeededRng;
+use connlab_measure::stats::median_interval;
 use serde::{Deserialize, Serialize};
-pub use text::ratio_text;
 use text::verdict;
+pub use text::{coverage_text, ratio_text};
 
 /// Which direction of the primary figure is better.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,11 +87,6 @@ impl Figure {
             n: v.len(),
         })
     }
-
-    /// Whether the two spreads share at least one value.
-    pub fn overlaps(&self, other: &Figure) -> bool {
-        self.min <= other.max && other.min <= self.max
-    }
 }
 
 /// How a row stands against the best.
@@ -102,11 +95,11 @@ impl Figure {
 pub enum Standing {
     /// The best median.
     Best,
-    /// Its spread overlaps the best's.
+    /// Its ratio interval to the best includes 1.
     TiesBest,
-    /// Its spread lies clear of the best's.
+    /// Its ratio interval to the best lies clear of 1.
     Differs,
-    /// Too few rounds to judge (fewer than two for it or for the best).
+    /// Too few rounds to judge (fewer than two paired with the best's).
     Unjudged,
     /// No round measured it.
     NotMeasured,
@@ -155,10 +148,14 @@ pub struct RowComparison {
     pub label: String,
     /// The primary figure.
     pub primary: Option<Figure>,
-    /// Median over the best's median.
+    /// The median of the per-round ratios to the best.
     pub ratio_to_best: Option<f64>,
-    /// The bootstrap interval of that ratio (lower, upper).
+    /// The interval of that median (lower, upper), paired by round.
     pub ratio_ci: Option<(f64, f64)>,
+    /// The interval's coverage (`confidence`, or less with few rounds).
+    pub ratio_ci_coverage: Option<f64>,
+    /// Rounds paired with the best.
+    pub paired_rounds: usize,
     /// Best, tie or differ.
     pub standing: Standing,
     /// Server CPU microseconds per request.
@@ -172,27 +169,6 @@ pub struct RowComparison {
     pub causes: Vec<Cause>,
 }
 
-/// Bootstrap settings.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Bootstrap {
-    /// Resamples drawn.
-    pub resamples: usize,
-    /// Two-sided confidence, e.g. 0.95.
-    pub confidence: f64,
-    /// Seed of the resampling.
-    pub seed: u64,
-}
-
-impl Default for Bootstrap {
-    fn default() -> Self {
-        Bootstrap {
-            resamples: 2000,
-            confidence: 0.95,
-            seed: 20,
-        }
-    }
-}
-
 /// The comparison of every row and its verdict.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
@@ -200,8 +176,8 @@ pub struct Comparison {
     pub metric: String,
     /// Its better direction.
     pub better: Better,
-    /// The bootstrap used for the intervals.
-    pub bootstrap: Bootstrap,
+    /// The confidence asked of every ratio interval (0.95).
+    pub confidence: f64,
     /// Rows in the order given.
     pub rows: Vec<RowComparison>,
     /// Index of the best row, if any row was measured.
@@ -217,8 +193,12 @@ const MEMORY_FACTOR: f64 = 2.0;
 /// Memory differences below this many bytes per connection are not named.
 const MEMORY_FLOOR: f64 = 4096.0;
 
-/// Compares `rows` by their primary figure (`metric` names it).
-pub fn compare(metric: &str, better: Better, rows: &[RowSamples], boot: Bootstrap) -> Comparison {
+/// The confidence of `connlab run`'s ratio intervals.
+pub const CONFIDENCE: f64 = 0.95;
+
+/// Compares `rows` by their primary figure (`metric` names it), with ratio
+/// intervals of `confidence` (see the module documentation).
+pub fn compare(metric: &str, better: Better, rows: &[RowSamples], confidence: f64) -> Comparison {
     let primaries: Vec<Option<Figure>> = rows.iter().map(|r| Figure::of(&r.primary)).collect();
     let best = primaries
         .iter()
@@ -242,25 +222,24 @@ pub fn compare(metric: &str, better: Better, rows: &[RowSamples], boot: Bootstra
         .map(|(i, r)| {
             let primary = primaries[i];
             let best_fig = best.and_then(|b| primaries[b]);
-            let standing = match (primary, best_fig) {
-                (None, _) | (_, None) => Standing::NotMeasured,
+            let ratios = best.map_or(Vec::new(), |b| {
+                per_round_ratios(&r.primary, &rows[b].primary)
+            });
+            let interval = median_interval(&ratios, confidence);
+            let standing = match (primary, best_fig, &interval) {
+                (None, _, _) | (_, None, _) => Standing::NotMeasured,
                 _ if Some(i) == best => Standing::Best,
-                (Some(p), Some(b)) if p.n < 2 || b.n < 2 => Standing::Unjudged,
-                (Some(p), Some(b)) if p.overlaps(&b) => Standing::TiesBest,
-                _ => Standing::Differs,
-            };
-            let (ratio_to_best, ratio_ci) = match (primary, best_fig, best) {
-                (Some(p), Some(b), Some(bi)) if b.median != 0.0 => (
-                    Some(p.median / b.median),
-                    ratio_interval(&r.primary, &rows[bi].primary, boot),
-                ),
-                _ => (None, None),
+                (_, _, Some(m)) if m.n >= 2 && m.lo <= 1.0 && 1.0 <= m.hi => Standing::TiesBest,
+                (_, _, Some(m)) if m.n >= 2 => Standing::Differs,
+                _ => Standing::Unjudged,
             };
             RowComparison {
                 label: r.label.clone(),
                 primary,
-                ratio_to_best,
-                ratio_ci,
+                ratio_to_best: interval.as_ref().map(|m| m.median),
+                ratio_ci: interval.as_ref().map(|m| (m.lo, m.hi)),
+                ratio_ci_coverage: interval.as_ref().map(|m| m.coverage),
+                paired_rounds: ratios.len(),
                 standing,
                 cpu_us_per_request: Figure::of(&r.cpu_us_per_request),
                 wakeups_per_request: Figure::of(&r.wakeups_per_request),
@@ -272,7 +251,7 @@ pub fn compare(metric: &str, better: Better, rows: &[RowSamples], boot: Bootstra
     let mut c = Comparison {
         metric: metric.to_string(),
         better,
-        bootstrap: boot,
+        confidence,
         rows: out_rows,
         best,
         verdict: Vec::new(),
@@ -299,54 +278,15 @@ fn median_sorted(v: &[f64]) -> f64 {
     }
 }
 
-/// The median of the finite values (`None` if none).
-fn median(values: impl Iterator<Item = f64>) -> Option<f64> {
-    let mut v: Vec<f64> = values.filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    Some(median_sorted(&v))
-}
-
-/// The paired percentile-bootstrap interval of median(`row`) / median(`best`)
-/// over rounds (see the module documentation).
-fn ratio_interval(
-    row: &[Option<f64>],
-    best: &[Option<f64>],
-    boot: Bootstrap,
-) -> Option<(f64, f64)> {
-    let rounds = row.len().max(best.len());
-    if rounds == 0 || boot.resamples == 0 {
-        return None;
-    }
-    let at = |v: &[Option<f64>], k: usize| v.get(k).copied().flatten();
-    let mut rng = SeededRng::new(boot.seed);
-    let mut ratios = Vec::with_capacity(boot.resamples);
-    let mut draw = vec![0usize; rounds];
-    for _ in 0..boot.resamples {
-        for d in draw.iter_mut() {
-            // The modulo bias is below 2^-50 for any round count here.
-            *d = rng.below(rounds as u64) as usize;
-        }
-        let r = median(draw.iter().filter_map(|&k| at(row, k)));
-        let b = median(draw.iter().filter_map(|&k| at(best, k)));
-        if let (Some(r), Some(b)) = (r, b) {
-            if b != 0.0 {
-                ratios.push(r / b);
-            }
-        }
-    }
-    if ratios.is_empty() {
-        return None;
-    }
-    ratios.sort_by(f64::total_cmp);
-    let tail = (1.0 - boot.confidence.clamp(0.0, 1.0)) / 2.0;
-    let pick = |q: f64| {
-        let k = ((q * ratios.len() as f64).ceil() as usize).clamp(1, ratios.len());
-        ratios[k - 1]
-    };
-    Some((pick(tail), pick(1.0 - tail)))
+/// This row's value over the best's, in every round both measured.
+fn per_round_ratios(row: &[Option<f64>], best: &[Option<f64>]) -> Vec<f64> {
+    row.iter()
+        .zip(best)
+        .filter_map(|(r, b)| match (r, b) {
+            (Some(r), Some(b)) if r.is_finite() && b.is_finite() && *b != 0.0 => Some(r / b),
+            _ => None,
+        })
+        .collect()
 }
 
 /// What dominates `row`'s difference from `best`, from the medians of the

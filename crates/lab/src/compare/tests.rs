@@ -26,16 +26,16 @@ fn figure_takes_median_and_range_skipping_missing_rounds() {
 }
 
 #[test]
-fn overlapping_spreads_are_a_tie() {
+fn a_ratio_interval_including_one_is_a_tie() {
     let rows = [
         row("epoll", &[50.0, 54.0, 52.0], 10.0, 0.5, 500.0),
-        row("poll", &[53.0, 57.0, 55.0], 10.5, 0.5, 500.0),
+        row("poll", &[51.0, 53.0, 52.0], 10.5, 0.5, 500.0),
     ];
     let c = compare(
         "median service latency (us)",
         Better::Lower,
         &rows,
-        Bootstrap::default(),
+        CONFIDENCE,
     );
     assert_eq!(c.best, Some(0));
     assert_eq!(by_label(&c, "epoll").standing, Standing::Best);
@@ -47,6 +47,35 @@ fn overlapping_spreads_are_a_tie() {
     );
     assert!(
         !c.verdict.iter().any(|l| l.contains("differ")),
+        "{:?}",
+        c.verdict
+    );
+    let (lo, hi) = by_label(&c, "poll").ratio_ci.unwrap();
+    assert!(lo <= 1.0 && 1.0 <= hi, "{lo} {hi}");
+}
+
+/// Spreads that overlap can still differ: poll is slower in every round,
+/// and the per-round ratio's interval lies clear of 1.
+#[test]
+fn slower_in_every_round_differs_though_the_spreads_overlap() {
+    let rows = [
+        row("epoll", &[50.0, 54.0, 52.0], 10.0, 0.5, 500.0),
+        row("poll", &[53.0, 57.0, 55.0], 10.5, 0.5, 500.0),
+    ];
+    let c = compare(
+        "median service latency (us)",
+        Better::Lower,
+        &rows,
+        CONFIDENCE,
+    );
+    let poll = by_label(&c, "poll");
+    assert_eq!(poll.standing, Standing::Differs);
+    let (lo, hi) = poll.ratio_ci.unwrap();
+    assert!(lo > 1.0, "{lo} {hi}");
+    assert_eq!(poll.paired_rounds, 3);
+    assert_eq!(poll.ratio_ci_coverage, Some(0.75));
+    assert!(
+        c.verdict.iter().any(|l| l.contains("75% interval")),
         "{:?}",
         c.verdict
     );
@@ -62,7 +91,7 @@ fn separated_spreads_differ_and_the_interval_excludes_one() {
         "median service latency (us)",
         Better::Lower,
         &rows,
-        Bootstrap::default(),
+        CONFIDENCE,
     );
     assert_eq!(c.best, Some(1));
     let s = by_label(&c, "select");
@@ -73,7 +102,8 @@ fn separated_spreads_differ_and_the_interval_excludes_one() {
     assert!(lo > 1.0 && lo <= ratio && ratio <= hi, "{lo} {hi}");
     assert!(
         c.verdict.iter().any(
-            |l| l.contains("differ beyond the spread") && l.contains("select at 2.00x epoll's")
+            |l| l.contains("differ (their ratio intervals lie clear of 1)")
+                && l.contains("select at 2.00x epoll's")
         ),
         "{:?}",
         c.verdict
@@ -103,7 +133,7 @@ fn names_wakeups_and_memory_when_they_dominate() {
         "median service latency (us)",
         Better::Lower,
         &rows,
-        Bootstrap::default(),
+        CONFIDENCE,
     );
     let t = by_label(&c, "threads");
     assert!(
@@ -126,9 +156,9 @@ fn names_wakeups_and_memory_when_they_dominate() {
 fn a_best_that_ties_names_its_extra_cost() {
     let rows = [
         row("threads", &[50.0, 52.0, 51.0], 20.0, 1.2, 26_000.0),
-        row("epoll", &[52.0, 55.0, 53.0], 10.0, 0.4, 300.0),
+        row("epoll", &[51.0, 51.0, 52.0], 10.0, 0.4, 300.0),
     ];
-    let c = compare("m", Better::Lower, &rows, Bootstrap::default());
+    let c = compare("m", Better::Lower, &rows, CONFIDENCE);
     assert_eq!(by_label(&c, "epoll").standing, Standing::TiesBest);
     assert!(
         c.verdict.iter().any(
@@ -146,12 +176,7 @@ fn higher_is_better_for_throughput() {
         row("a", &[900.0, 950.0], 10.0, 0.5, 0.0),
         row("b", &[2000.0, 2100.0], 10.0, 0.5, 0.0),
     ];
-    let c = compare(
-        "achieved rate (req/s)",
-        Better::Higher,
-        &rows,
-        Bootstrap::default(),
-    );
+    let c = compare("achieved rate (req/s)", Better::Higher, &rows, CONFIDENCE);
     assert_eq!(c.best, Some(1));
     let a = by_label(&c, "a");
     assert_eq!(a.standing, Standing::Differs);
@@ -172,7 +197,7 @@ fn one_repetition_is_not_judged_and_missing_rows_are_named() {
         "median service latency (us)",
         Better::Lower,
         &rows,
-        Bootstrap::default(),
+        CONFIDENCE,
     );
     assert_eq!(by_label(&c, "b").standing, Standing::Unjudged);
     assert_eq!(by_label(&c, "gone").standing, Standing::NotMeasured);
@@ -194,14 +219,14 @@ fn the_interval_is_the_same_for_the_same_samples() {
         row("x", &[10.0, 12.0, 11.0, 13.0], 1.0, 1.0, 0.0),
         row("y", &[20.0, 22.0, 26.0, 21.0], 1.0, 1.0, 0.0),
     ];
-    let a = compare("m", Better::Lower, &rows, Bootstrap::default());
-    let b = compare("m", Better::Lower, &rows, Bootstrap::default());
+    let a = compare("m", Better::Lower, &rows, CONFIDENCE);
+    let b = compare("m", Better::Lower, &rows, CONFIDENCE);
     assert_eq!(a, b);
 }
 
 #[test]
 fn nothing_measured_says_so() {
-    let c = compare("m", Better::Lower, &[], Bootstrap::default());
+    let c = compare("m", Better::Lower, &[], CONFIDENCE);
     assert_eq!(c.best, None);
     assert_eq!(c.verdict.len(), 1);
 }

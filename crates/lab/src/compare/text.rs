@@ -14,6 +14,11 @@ pub fn ratio_text(r: f64) -> String {
     }
 }
 
+/// An interval's coverage in words: `95%`, `75%`.
+pub fn coverage_text(c: f64) -> String {
+    format!("{:.0}%", c * 100.0)
+}
+
 /// A list in words: `a`, `a and b`, `a, b and c`.
 fn words(items: &[&str]) -> String {
     match items {
@@ -52,9 +57,10 @@ pub(super) fn verdict(c: &Comparison) -> Vec<String> {
         .collect();
     if ties.len() > 1 {
         out.push(format!(
-            "{} tie for the {word} {} (their spreads over {rounds} repetitions overlap)",
+            "{} tie for the {word} {} (over {rounds} repetitions, the interval of each one's per-round ratio to {} includes 1)",
             words(&ties),
-            c.metric
+            c.metric,
+            best.label
         ));
     } else {
         out.push(format!("{} has the {word} {}", best.label, c.metric));
@@ -66,8 +72,8 @@ pub(super) fn verdict(c: &Comparison) -> Vec<String> {
         .map(|r| {
             let ci = r.ratio_ci.map_or(String::new(), |(lo, hi)| {
                 format!(
-                    " ({:.0}% CI {}-{})",
-                    c.bootstrap.confidence * 100.0,
+                    " ({} interval {}-{})",
+                    coverage_text(r.ratio_ci_coverage.unwrap_or(c.confidence)),
                     ratio_text(lo),
                     ratio_text(hi)
                 )
@@ -82,7 +88,7 @@ pub(super) fn verdict(c: &Comparison) -> Vec<String> {
         .collect();
     if !differ.is_empty() {
         out.push(format!(
-            "these differ beyond the spread: {}",
+            "these differ (their ratio intervals lie clear of 1): {}",
             differ.join("; ")
         ));
     }
@@ -94,7 +100,7 @@ pub(super) fn verdict(c: &Comparison) -> Vec<String> {
         .collect();
     if !unjudged.is_empty() {
         out.push(format!(
-            "{} cannot be judged: fewer than two repetitions (use --repetitions 3 or more)",
+            "{} cannot be judged: fewer than two valid rounds paired with the best (use --repetitions 3 or more)",
             words(&unjudged)
         ));
     }

@@ -5,12 +5,13 @@ use super::{primary, Done, Row, RunPlacement, RunRecord, ServerFigures, RUN_SCHE
 use crate::Exit;
 use anyhow::Context;
 use connlab_lab::compare::{Better, Comparison, Standing};
+use connlab_lab::validity::{Validity, WindowCpu};
 use connlab_loadgen::LoadResult;
 use connlab_os::files::write_atomic;
 use serde::Serialize;
 use std::path::Path;
 
-pub(super) fn print_run_line(r: &LoadResult, s: &ServerFigures) {
+pub(super) fn print_run_line(r: &LoadResult, s: &ServerFigures, v: &Validity) {
     let q = &r.requests;
     let opt = |v: Option<f64>, digits: usize| v.map_or("-".into(), |v| format!("{v:.digits$}"));
     eprintln!(
@@ -26,8 +27,12 @@ pub(super) fn print_run_line(r: &LoadResult, s: &ServerFigures) {
     for w in &r.warnings {
         eprintln!("  warning: {w}");
     }
+    if !v.valid {
+        eprintln!("  invalid: {}", v.failure_text());
+    }
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(super) fn write_run(
     dir: &Path,
     row: &Row,
@@ -35,6 +40,8 @@ pub(super) fn write_run(
     position: usize,
     placement: &RunPlacement,
     server: &ServerFigures,
+    validity: &Validity,
+    window_cpu: Option<&WindowCpu>,
     load: &LoadResult,
 ) -> Result<String, Exit> {
     let name = format!("runs/r{round}-{}.json", row.label());
@@ -49,6 +56,8 @@ pub(super) fn write_run(
         position,
         placement,
         server,
+        validity,
+        window_cpu,
         load,
     };
     let path = dir.join(&name);
@@ -93,7 +102,7 @@ pub(super) fn print_table(
         "  {:<10} {:>22} {:>26} {:>9} {:>11} {:>11} {:>13} {:>13} {:>7}\n",
         "engine",
         format!("{head} median (spread)"),
-        "ratio to best (95% CI)",
+        "ratio to best (interval)",
         "p99 us",
         "achieved/s",
         "cpu us/req",
@@ -222,6 +231,7 @@ pub(super) fn write_page(
                         wakeups_per_request: d.server.wakeups_per_request,
                         memory_per_connection_bytes: d.server.memory_per_connection_bytes,
                         warnings: d.result.warnings.clone(),
+                        invalid: (!d.validity.valid).then(|| d.validity.failure_text()),
                     })
                     .collect(),
             }
