@@ -41,6 +41,11 @@ fn compares_engines_under_one_placement_and_writes_a_page() {
         assert_eq!(&r["placement"], first, "placements differ");
         assert_eq!(r["schema"], "connlab.run/1");
         assert!(r["load"]["service_latency_us"]["p50"].is_number());
+        // Every round judged its own validity.
+        assert!(r["validity"]["valid"].is_boolean(), "{}", r["validity"]);
+        assert!(r["validity"]["gates"]
+            .as_array()
+            .is_some_and(|g| !g.is_empty()));
     }
     // With two CPUs or more the default puts server and client apart.
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -75,6 +80,85 @@ fn against_pid_without_against_is_a_usage_error() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "stderr:\n{stderr}");
     assert!(stderr.contains("--against-pid"), "stderr:\n{stderr}");
+}
+
+/// A CLB1 server written from the spec that answers only the connections it
+/// accepted first, third, fifth, ...: the others' requests are read and
+/// never answered.
+fn half_answering_server() -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for (n, stream) in listener.incoming().enumerate() {
+            let Ok(mut s) = stream else { continue };
+            let answer = n % 2 == 0;
+            std::thread::spawn(move || {
+                let mut head = [0u8; 16];
+                while s.read_exact(&mut head).is_ok() {
+                    let req_len = u32::from_be_bytes(head[4..8].try_into().unwrap());
+                    let resp_len = u32::from_be_bytes(head[8..12].try_into().unwrap());
+                    let mut rest = vec![0u8; req_len.saturating_sub(16) as usize];
+                    if s.read_exact(&mut rest).is_err() {
+                        return;
+                    }
+                    if answer {
+                        let mut resp = head.to_vec();
+                        resp.resize(resp_len.max(16) as usize, 0);
+                        if s.write_all(&resp).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// The completion gate, end to end: a server that answers half of the
+/// requests fails it; the round is measured once more, then left out of
+/// the comparison and marked in its JSON.
+#[test]
+fn a_server_that_drops_half_its_requests_fails_completion() {
+    let addr = half_answering_server();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out_dir = dir.path().join("out");
+    let out = run_bounded(
+        Command::new(connlab_bin())
+            .args(["run", "--engines", "epoll", "--against"])
+            .arg(format!("half={addr}"))
+            .args(["--repetitions", "1", "--quick", "-c", "10", "--rate", "200"])
+            .args(["--response-size", "1KiB", "--drain-timeout", "500ms"])
+            .arg("--out")
+            .arg(&out_dir),
+        Duration::from_secs(180),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "stderr:\n{stderr}"
+    );
+    let runs = read_runs(&out_dir.join("runs"));
+    let half = runs
+        .iter()
+        .find(|r| r["label"] == "half")
+        .unwrap_or_else(|| panic!("no run of the half server:\n{stderr}"));
+    let v = &half["validity"];
+    assert_eq!(v["valid"], false, "{v}");
+    assert_eq!(v["attempts"], 2, "measured once more: {v}");
+    let completion = v["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "completion")
+        .unwrap_or_else(|| panic!("no completion gate: {v}"));
+    assert_eq!(completion["passed"], false, "{completion}");
+    assert!(completion["value"].as_f64().unwrap() < 0.75, "{completion}");
+    assert!(
+        stderr.contains("half: invalid again, left out of the comparison"),
+        "{stderr}"
+    );
 }
 
 fn read_runs(dir: &Path) -> Vec<serde_json::Value> {

@@ -52,6 +52,9 @@ engines = ["select"]
 from = 20
 to = 40
 paper_ratio = 2.0
+[validity]
+control = "none"
+attempts = 1
 "#;
 
 #[test]
@@ -104,6 +107,15 @@ fn tiny_sweep_resumes_and_reports() {
             "{id}"
         );
         assert_eq!(p["server"]["engine"], p["params"]["engine"], "{id}");
+        // Every point judged its own validity (its verdict depends on the
+        // machine, not asserted here).
+        let gates = p["validity"]["gates"].as_array().expect("validity.gates");
+        assert!(
+            gates.iter().any(|g| g["name"] == "completion") && p["validity"]["valid"].is_boolean(),
+            "{id}: {}",
+            p["validity"]
+        );
+        assert!(p["window_cpu"]["cpus"].is_array(), "{id}");
         assert!(p["server"]["requests"].as_u64().unwrap() >= 200, "{id}");
         // Clients reached the server over the bridge, from their own hosts.
         assert!(
@@ -160,6 +172,7 @@ fn tiny_sweep_resumes_and_reports() {
         "id=\"claims\"",
         "id=\"environment\"",
         "id=\"points\"",
+        "id=\"validity\"",
         "<svg",
         "select",
         "epoll",
@@ -180,14 +193,30 @@ fn tiny_sweep_resumes_and_reports() {
     );
     assert_eq!(csv.status.code(), Some(0));
     let csv = String::from_utf8_lossy(&csv.stdout);
-    // Long form: a row per (connection count, engine, statistic), then the
-    // claim's comparisons.
+    // Long form: a row per (connection count, engine, statistic) of the
+    // valid points (a busy test machine may fail some of their gates: those
+    // are listed as invalid points instead), then the claim's comparisons.
     assert!(csv.starts_with("kind,"), "{csv}");
+    let invalid = ids
+        .iter()
+        .filter(|id| {
+            read_json(&out.join("points").join(format!("{id}.json")))["validity"]["valid"] == false
+        })
+        .count();
     assert_eq!(
-        csv.lines().filter(|l| l.starts_with("cell,")).count(),
-        2 * 2 * 3,
+        csv.lines()
+            .filter(|l| l.starts_with("invalid_point,"))
+            .count(),
+        invalid,
         "{csv}"
     );
+    if invalid == 0 {
+        assert_eq!(
+            csv.lines().filter(|l| l.starts_with("cell,")).count(),
+            2 * 2 * 3,
+            "{csv}"
+        );
+    }
     assert!(csv.lines().any(|l| l.starts_with("claim,")), "{csv}");
 }
 
@@ -257,6 +286,96 @@ fn render_in_chromium(html: &Path) {
             "the page logged an error: {line}"
         );
     }
+}
+
+/// The foreign_cpu gate, end to end: a busy loop pinned to the server's CPU
+/// makes every point invalid, and the claim resting on them says "cannot
+/// be judged here" naming the gate. Then the machine gate's sibling: a
+/// sweep resumed on "another machine" (its fingerprint edited) starts a
+/// new block and sets the earlier points aside instead of pooling them.
+#[test]
+fn a_busy_loop_on_the_server_cpu_leaves_the_claim_unjudged() {
+    require_root!("network namespaces");
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("skipped: needs two CPUs to pin the server apart from the client");
+        return;
+    }
+    let dir = scratch("foreign");
+    let file = dir.join("foreign.toml");
+    let text = TINY
+        .replace(
+            "engines = [\"select\", \"epoll\"]",
+            "engines = [\"select\"]\ncpu = \"1\"",
+        )
+        .replace("[client]", "[client]\ncpu = \"0\"")
+        .replace("paper_ratio = 2.0", "paper_ratio = 2.0\nexpect_min = 0.5")
+        .replace(
+            "engine = \"epoll\"\nconnections = 20",
+            "engine = \"select\"\nconnections = 20",
+        );
+    std::fs::write(&file, &text).unwrap();
+    let out = dir.join("results");
+    let (file_s, out_s) = (file.to_str().unwrap(), out.to_str().unwrap());
+    let busy = connlab_testkit::ChildGuard::spawn(Command::new("taskset").args([
+        "-c",
+        "1",
+        "sh",
+        "-c",
+        "while :; do :; done",
+    ]));
+    let run = connlab(&["sweep", file_s, "--out", out_s], Duration::from_secs(120));
+    drop(busy);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "sweep failed:\n{stderr}");
+    for id in ["select-c20-a1_2-r200-rep1", "select-c40-a1_2-r200-rep1"] {
+        let p = read_json(&out.join("points").join(format!("{id}.json")));
+        let v = &p["validity"];
+        assert_eq!(v["valid"], false, "{id}: {v}");
+        let foreign = v["gates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["name"] == "foreign_cpu")
+            .unwrap_or_else(|| panic!("{id}: no foreign_cpu gate in {v}"));
+        assert_eq!(foreign["passed"], false, "{id}: {foreign}");
+        assert!(foreign["value"].as_f64().unwrap() > 0.05, "{foreign}");
+        assert_eq!(v["attempts"], 1);
+    }
+    assert!(stderr.contains("INVALID"), "{stderr}");
+    let csv = connlab(
+        &["report", out_s, "--format", "csv"],
+        Duration::from_secs(60),
+    );
+    let csv = String::from_utf8_lossy(&csv.stdout);
+    let claim = csv
+        .lines()
+        .find(|l| l.starts_with("claim,"))
+        .unwrap_or_else(|| panic!("no claim row: {csv}"));
+    assert!(
+        claim.contains("cannot be judged here") && claim.contains("foreign_cpu"),
+        "{claim}"
+    );
+    assert!(
+        csv.lines().any(|l| l.starts_with("invalid_point,")),
+        "{csv}"
+    );
+
+    // Resumed "on another machine": a new block, the old points set aside.
+    let info_path = out.join("sweep.json");
+    let mut info = read_json(&info_path);
+    info["blocks"][0]["fingerprint"]["cpu_model"] = "Another CPU".into();
+    std::fs::write(&info_path, info.to_string()).unwrap();
+    let again = connlab(&["sweep", file_s, "--out", out_s], Duration::from_secs(120));
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("resuming on another machine"), "{stderr}");
+    assert!(stderr.contains("2 measured now"), "{stderr}");
+    assert!(out
+        .join("points/block-1/select-c20-a1_2-r200-rep1.json")
+        .is_file());
+    let info = read_json(&info_path);
+    assert_eq!(info["blocks"].as_array().map(Vec::len), Some(2), "{info}");
+    assert_eq!(info["blocks"][1]["points_set_aside"], 2);
 }
 
 #[test]
@@ -329,6 +448,9 @@ warmup = "300ms"
 [web]
 backends = 2
 backend_cpu = "50%"
+[validity]
+control = "none"
+attempts = 1
 "#;
 
 /// A web experiment: nginx backends under CPU quotas behind each gateway
