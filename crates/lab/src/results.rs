@@ -62,6 +62,10 @@ pub struct SweepInfo {
     pub started_unix_s: f64,
     /// Points in the plan.
     pub points_total: usize,
+    /// Rounds run: the file's repetitions, or more with `--max-repetitions`
+    /// (absent in directories written before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repetitions: Option<u32>,
     /// The connlab version that ran it.
     pub connlab_version: String,
     /// The machine.
@@ -209,7 +213,7 @@ impl SweepDir {
         }
         let experiment = Experiment::from_file(&Self::experiment_path(dir))?;
         let order: Vec<String> = experiment
-            .plan(info.quick)
+            .plan_with(info.quick, info.repetitions)
             .iter()
             .map(PointParams::id)
             .collect();

@@ -78,6 +78,16 @@ pub(crate) struct SweepArgs {
     /// again for twice as long, up to --ci-max-duration (gate `precision`).
     #[arg(long, value_name = "SHARE", value_parser = parse_share)]
     ci_target: Option<f64>,
+    /// Locality and web sweeps: after the file's repetitions, keep adding
+    /// rounds while some claim cannot be judged here (its interval or the
+    /// machine's A/A noise straddles its bound, or its points failed their
+    /// gates), up to N rounds in all.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    max_repetitions: Option<u32>,
+    /// With --max-repetitions: add no round after this much time has passed
+    /// since the sweep began, e.g. 30m.
+    #[arg(long, value_name = "DURATION", requires = "max_repetitions", value_parser = crate::units::parse_duration)]
+    time_limit: Option<Duration>,
     /// The longest measured time --ci-target may extend a point to, e.g.
     /// 40s [default: four times the file's duration].
     #[arg(long, value_name = "DURATION", requires = "ci_target", value_parser = crate::units::parse_duration)]
@@ -122,6 +132,28 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
         | ExperimentKind::Singleip
         | ExperimentKind::Peers
         | ExperimentKind::Loadgen => run_in_lab(&args, text),
+    }
+}
+
+/// The claims of a locality or web results directory that cannot be judged
+/// here, each as `SOURCE: TEXT`.
+fn undecided_claims(dir: &Path) -> Result<Vec<String>, Exit> {
+    let sweep = SweepDir::open(dir).map_err(|e| Exit::from(anyhow!(e)))?;
+    let table = connlab_report::PaperTable::of(&sweep);
+    Ok(connlab_report::check_claims(&sweep, &table)
+        .iter()
+        .filter(|c| matches!(c.verdict, connlab_report::Verdict::CannotJudge(_)))
+        .map(|c| format!("{}: {}", c.source, short(&c.text)))
+        .collect())
+}
+
+/// The first 60 characters of a claim.
+fn short(text: &str) -> String {
+    let t: String = text.chars().take(60).collect();
+    if t.len() < text.len() {
+        format!("{t}...")
+    } else {
+        t
     }
 }
 
@@ -182,6 +214,7 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
         attempts: args.attempts,
         ci_target: args.ci_target,
         ci_max_duration: args.ci_max_duration.map(|d| d.as_secs_f64()),
+        repetitions: None,
     };
     let started = Instant::now();
     let singleip = exp.kind() == ExperimentKind::Singleip;
@@ -193,10 +226,51 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
         },
         ..CliProgress::default()
     };
-    let outcome = lab_run::sweep(&exp, &req, &mut progress, &shutdown).map_err(|e| match e {
-        lab_run::RunError::Failed(_) => Exit::from(anyhow!(e)),
-        _ => Exit::usage(anyhow!(e)),
-    })?;
+    let run_sweep = |req: &lab_run::SweepRequest, progress: &mut CliProgress| {
+        lab_run::sweep(&exp, req, progress, &shutdown).map_err(|e| match e {
+            lab_run::RunError::Failed(_) => Exit::from(anyhow!(e)),
+            _ => Exit::usage(anyhow!(e)),
+        })
+    };
+    let mut outcome = run_sweep(&req, &mut progress)?;
+    if let (Some(max), Some(e)) = (args.max_repetitions, points) {
+        let mut req = req.clone();
+        let mut rounds = e.repetitions(args.quick);
+        loop {
+            if outcome.interrupted || shutdown.requested() {
+                break;
+            }
+            let undecided = undecided_claims(&outcome.out)?;
+            if undecided.is_empty() {
+                eprintln!("connlab sweep: every claim decided after {rounds} rounds");
+                break;
+            }
+            if rounds >= max {
+                eprintln!(
+                    "connlab sweep: after {rounds} rounds (--max-repetitions {max}) {} claim(s) still cannot be judged here: {}",
+                    undecided.len(),
+                    undecided.join("; ")
+                );
+                break;
+            }
+            if args.time_limit.is_some_and(|t| started.elapsed() >= t) {
+                eprintln!(
+                    "connlab sweep: --time-limit reached after {rounds} rounds; {} claim(s) still cannot be judged here",
+                    undecided.len()
+                );
+                break;
+            }
+            rounds += 1;
+            eprintln!(
+                "connlab sweep: {} claim(s) cannot be judged here yet; adding round {rounds}",
+                undecided.len()
+            );
+            req.repetitions = Some(rounds);
+            let next = run_sweep(&req, &mut progress)?;
+            let failed: Vec<String> = outcome.failed.iter().chain(&next.failed).cloned().collect();
+            outcome = lab_run::SweepOutcome { failed, ..next };
+        }
+    }
     let o = &outcome;
     if singleip && o.kept == o.total && o.failed.is_empty() && !o.interrupted {
         // Nothing was left to run.

@@ -179,6 +179,23 @@ impl Experiment {
     ///
     /// [`control_engine`]: Experiment::control_engine
     pub fn plan(&self, quick: bool) -> Vec<PointParams> {
+        self.plan_with(quick, None)
+    }
+
+    /// Repetitions the plan runs: the `[quick]` override's or the matrix's.
+    pub fn repetitions(&self, quick: bool) -> u32 {
+        let q = if quick {
+            self.quick.clone().unwrap_or_default()
+        } else {
+            MatrixOverride::default()
+        };
+        q.repetitions.unwrap_or(self.matrix.repetitions)
+    }
+
+    /// [`plan`](Experiment::plan) with `repetitions` rounds instead of the
+    /// file's (`connlab sweep --max-repetitions` adds rounds this way; the
+    /// first rounds are the same points).
+    pub fn plan_with(&self, quick: bool, repetitions: Option<u32>) -> Vec<PointParams> {
         let q = if quick {
             self.quick.clone().unwrap_or_default()
         } else {
@@ -190,7 +207,7 @@ impl Experiment {
         let rates = q.rates.as_ref().unwrap_or(&m.rates);
         let duration = q.duration.as_ref().unwrap_or(&m.duration);
         let warmup = q.warmup.as_ref().unwrap_or(&m.warmup);
-        let repetitions = q.repetitions.unwrap_or(m.repetitions);
+        let repetitions = repetitions.unwrap_or(q.repetitions.unwrap_or(m.repetitions));
         let (duration_s, warmup_s) = (duration.secs(), warmup.secs());
         let request = size_bytes(&m.request_size).unwrap_or(0);
         let response = size_bytes(&m.response_size).unwrap_or(0);

@@ -33,7 +33,7 @@ pub(super) fn sweep(
     progress: &mut dyn Progress,
     shutdown: &Shutdown,
 ) -> Result<SweepOutcome, RunError> {
-    let plan = experiment.plan(req.quick);
+    let plan = experiment.plan_with(req.quick, req.repetitions);
     let out = req.out.clone();
     let text = &req.text;
     check_descriptors(experiment, &plan)?;
@@ -103,6 +103,7 @@ pub(super) fn sweep(
         quick: req.quick,
         started_unix_s: earlier.as_ref().map_or_else(unix_now, |i| i.started_unix_s),
         points_total: plan.len(),
+        repetitions: Some(req.repetitions.unwrap_or(experiment.repetitions(req.quick))),
         connlab_version: env!("CARGO_PKG_VERSION").into(),
         environment: if new_block {
             now

@@ -59,6 +59,10 @@ pub struct SweepRequest {
     /// `--ci-max-duration`: the longest measured seconds `--ci-target` may
     /// extend a point to (default: four times the file's duration).
     pub ci_max_duration: Option<f64>,
+    /// Locality and web: run this many rounds instead of the file's
+    /// repetitions (`connlab sweep --max-repetitions` raises it one round at
+    /// a time while claims cannot be judged).
+    pub repetitions: Option<u32>,
 }
 
 /// How a sweep went.
@@ -475,6 +479,7 @@ links = ["memory:unlimited"]
             attempts: None,
             ci_target: None,
             ci_max_duration: None,
+            repetitions: None,
         };
         let ids = plan(&exp, false);
         assert_eq!(ids.len(), 2);
@@ -548,6 +553,7 @@ links = ["memory:unlimited"]
             attempts: None,
             ci_target: None,
             ci_max_duration: None,
+            repetitions: None,
         };
         let abs = with_absolute_out(&req).unwrap();
         assert!(abs.out.is_absolute(), "{}", abs.out.display());
@@ -568,6 +574,7 @@ links = ["memory:unlimited"]
             attempts: None,
             ci_target: None,
             ci_max_duration: None,
+            repetitions: None,
         };
         let err = sweep(
             &exp,

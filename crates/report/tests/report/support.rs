@@ -169,6 +169,7 @@ pub(crate) fn sweep(
         quick: false,
         started_unix_s: 1_795_000_000.0,
         points_total: plan.len(),
+        repetitions: None,
         connlab_version: "0.1.0".into(),
         environment: serde_json::from_value(load["environment"].clone()).unwrap(),
         topology: TopologyInfo {
