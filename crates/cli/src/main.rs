@@ -40,6 +40,8 @@ enum Command {
     Report(cmd::report::ReportArgs),
     /// Every paper's experiments, their reports and one index of claims and verdicts.
     Reproduce(cmd::reproduce::ReproduceArgs),
+    /// What this machine can judge: CPUs, limits, steal, A/A noise, each experiment.
+    Doctor(cmd::doctor::DoctorArgs),
     /// Load-balancing gateway in front of N backends (nftables NAT or user-space proxy).
     Gateway(cmd::gateway::GatewayArgs),
     /// Run a command (a backend) under a CPU quota (cgroup cpu controller).
@@ -92,6 +94,7 @@ fn main() -> ExitCode {
         Command::Sweep(args) => cmd::sweep::run(args),
         Command::Report(args) => cmd::report::run(args),
         Command::Reproduce(args) => cmd::reproduce::run(args),
+        Command::Doctor(args) => cmd::doctor::run(args),
         Command::Webset(args) => cmd::webset::run(args),
         Command::Gateway(args) => cmd::gateway::run(args),
         Command::Cap(args) => cmd::cap::run(args),

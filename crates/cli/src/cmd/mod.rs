@@ -2,6 +2,7 @@
 
 pub(crate) mod cap;
 pub(crate) mod child;
+pub(crate) mod doctor;
 pub(crate) mod gateway;
 pub(crate) mod linkem;
 pub(crate) mod load;

@@ -415,6 +415,39 @@ pub(crate) fn run(mut args: RunArgs) -> Result<ExitCode, Exit> {
     Ok(code)
 }
 
+/// `connlab doctor`'s A/A calibration: the first engine of `args` measured
+/// `runs` times in a row under `connlab run`'s placement and workload.
+/// Returns the placement in words and each run's result and gates.
+pub(crate) fn calibrate(
+    mut args: RunArgs,
+    runs: usize,
+    shutdown: &Shutdown,
+) -> Result<(String, Vec<(LoadResult, Validity)>), Exit> {
+    if args.quick {
+        args.workload.warmup = Duration::from_millis(500);
+        args.workload.duration = Duration::from_secs(1);
+    }
+    let rows = rows(&args)?;
+    let placement = placement(&mut args)?;
+    args.workload
+        .workload(SocketAddr::from(([127, 0, 0, 1], 9)), None)?;
+    raise_limit();
+    let exe = std::env::current_exe().context("locating the connlab binary")?;
+    let row = rows
+        .first()
+        .ok_or_else(|| Exit::usage(anyhow!("no engine to calibrate with")))?;
+    let mut out = Vec::new();
+    for _ in 0..runs {
+        if shutdown.requested() {
+            break;
+        }
+        let (outcome, _, window) = measure(&exe, row, &args, &placement, shutdown)?;
+        let v = run_validity(&outcome.result, window.as_ref(), 1);
+        out.push((outcome.result, v));
+    }
+    Ok((placement.text(), out))
+}
+
 /// The rows in the order given: engines, then `--against` servers.
 fn rows(args: &RunArgs) -> Result<Vec<Row>, Exit> {
     let mut out: Vec<Row> = Vec::new();

@@ -1,0 +1,471 @@
+//! `connlab doctor`: what this machine can judge, before hours go into a
+//! sweep. It reads the machine (CPUs, kernel, clock source, open-files
+//! limit, root, the peer programs), watches the CPUs for a few seconds
+//! (steal, work of other processes), measures the A/A noise of a short
+//! calibration (one engine several times under `connlab run`'s placement and
+//! workload), and sets each experiment of `connlab reproduce`'s suite against
+//! them: can it run here, and can its claims be judged with this noise?
+
+use crate::cmd::run::{calibrate, with_run_defaults, RunArgs};
+use crate::Exit;
+use anyhow::{anyhow, Context};
+use clap::{Args, FromArgMatches as _};
+use connlab_lab::validity::ValidityLimits;
+use connlab_lab::{AnyExperiment, Compare, Experiment, Suite, DEFAULT_SUITE};
+use connlab_os::window::{WindowCpu, WindowSnapshot};
+use connlab_os::{Environment, Shutdown};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+/// Flags of `connlab doctor`.
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Prints, for this machine: CPUs, kernel and clock source; the open-files limit and what it
+allows; root and the peer programs; steal and other processes' CPU over --seconds; the A/A
+noise of a calibration (epoll measured --runs times in a row under connlab run's default
+placement and workload, quick runs: how far two measurements of the same thing differ,
+and whether the client keeps its schedule); and, for each experiment of the suite, whether
+it can run here and whether its claims can be judged with that noise.
+
+The same gates judge every sweep point (docs/statistics.md): steal <= 2 %, foreign work
+<= 5 %, send-lag p99 <= a tenth of the send interval, completion >= 99 %.
+
+Examples:
+  connlab doctor
+  connlab doctor --no-calibrate --seconds 10
+  connlab doctor --json doctor.json")]
+pub(crate) struct DoctorArgs {
+    /// How long to watch the CPUs for steal and other work.
+    #[arg(long, default_value = "3s", value_parser = crate::units::parse_duration)]
+    seconds: Duration,
+    /// Calibration runs (one engine measured this many times in a row).
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(2..=40))]
+    runs: u32,
+    /// Skip the calibration (no server is started).
+    #[arg(long)]
+    no_calibrate: bool,
+    /// The suite whose experiments to assess.
+    #[arg(long, default_value = DEFAULT_SUITE, value_name = "FILE")]
+    suite: PathBuf,
+    /// Also write the findings as JSON.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+/// The machine's quiet or noise over a window.
+#[derive(Serialize)]
+struct Quiet {
+    seconds: f64,
+    steal_share: f64,
+    foreign_share: f64,
+    per_cpu_steal: Vec<(usize, f64)>,
+}
+
+/// The calibration's outcome.
+#[derive(Serialize)]
+struct Calibration {
+    placement: String,
+    runs: usize,
+    valid_runs: usize,
+    /// The 90th percentile (the largest below ten) of max(r, 1/r) over
+    /// consecutive pairs of median service latency.
+    noise_factor: Option<f64>,
+    medians_us: Vec<f64>,
+    send_lag_p99_us: Vec<f64>,
+    failures: Vec<String>,
+}
+
+/// One experiment of the suite, assessed.
+#[derive(Serialize)]
+struct Assessment {
+    experiment: String,
+    kind: String,
+    /// `can judge`, `probably cannot judge`, `cannot measure`.
+    outlook: &'static str,
+    why: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct Findings {
+    schema: &'static str,
+    machine: String,
+    cpu_affinity: String,
+    nofile_soft: u64,
+    nofile_hard: u64,
+    root: bool,
+    programs: Vec<(String, bool)>,
+    quiet: Quiet,
+    calibration: Option<Calibration>,
+    experiments: Vec<Assessment>,
+}
+
+/// Runs the checks and prints them.
+pub(crate) fn run(args: DoctorArgs) -> Result<ExitCode, Exit> {
+    let suite = Suite::from_file(&args.suite)
+        .with_context(|| format!("reading the suite {}", args.suite.display()))
+        .map_err(Exit::usage)?;
+    let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
+    let env = Environment::capture();
+    let limits = connlab_os::raise_nofile_limit().ok();
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let programs: Vec<(String, bool)> = ["nginx", "haproxy", "wrk", "nft", "perf", "ip"]
+        .iter()
+        .map(|p| (p.to_string(), have(p)))
+        .collect();
+    let (soft, hard) = limits.map_or((env.nofile_soft, env.nofile_hard), |l| (l.soft, l.hard));
+    println!("connlab doctor: what this machine can judge\n");
+    println!("  machine      {}", env.fingerprint());
+    println!("  this process may use cpu {}", env.cpu_affinity);
+    println!(
+        "  open files   soft {soft} / hard {hard}: one process holds about {} connections{}",
+        hard.saturating_sub(100),
+        if hard < 40_000 {
+            " (the polling paper's 40,000 cannot run in one process here)"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "  root         {}",
+        if root {
+            "yes (network namespaces, SCHED_FIFO writers)"
+        } else {
+            "no: sweeps of kind locality, web and singleip need root; writers stay SCHED_OTHER"
+        }
+    );
+    println!(
+        "  programs     {}",
+        programs
+            .iter()
+            .map(|(p, ok)| format!("{p} {}", if *ok { "yes" } else { "missing" }))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+
+    eprintln!(
+        "connlab doctor: watching the CPUs for {:.1} s ...",
+        args.seconds.as_secs_f64()
+    );
+    let quiet = watch(args.seconds, &shutdown);
+    let gates = ValidityLimits::default();
+    let (steal_limit, foreign_limit) = (
+        gates.steal.0.unwrap_or(1.0),
+        gates.foreign_cpu.0.unwrap_or(1.0),
+    );
+    println!(
+        "  quiet?       over {:.1} s: steal {:.1} % (limit {:.0} %), other processes {:.1} % (limit {:.0} %): {}",
+        quiet.seconds,
+        quiet.steal_share * 100.0,
+        steal_limit * 100.0,
+        quiet.foreign_share * 100.0,
+        foreign_limit * 100.0,
+        if quiet.steal_share <= steal_limit && quiet.foreign_share <= foreign_limit {
+            "quiet enough".to_string()
+        } else {
+            "NOT quiet: points measured now fail their steal or foreign_cpu gate".to_string()
+        }
+    );
+
+    let calibration = if args.no_calibrate || shutdown.requested() {
+        None
+    } else {
+        eprintln!(
+            "connlab doctor: calibrating (epoll measured {} times, about {} s) ...",
+            args.runs,
+            args.runs * 2
+        );
+        Some(calibration(args.runs as usize, &shutdown)?)
+    };
+    match &calibration {
+        Some(c) => {
+            println!(
+                "  A/A noise    epoll {} times under connlab run's default placement ({}): {}",
+                c.runs,
+                c.placement,
+                match c.noise_factor {
+                    Some(f) => format!(
+                        "two measurements of the same thing differ by up to ±{:.1} % (median latency); {} of {} runs passed their gates",
+                        (f - 1.0) * 100.0,
+                        c.valid_runs,
+                        c.runs
+                    ),
+                    None => "too few valid runs to say".into(),
+                }
+            );
+            for f in &c.failures {
+                println!("               invalid run: {f}");
+            }
+        }
+        None => println!("  A/A noise    not measured (--no-calibrate)"),
+    }
+
+    let noise = calibration.as_ref().and_then(|c| c.noise_factor);
+    let noisy_machine = quiet.steal_share > steal_limit || quiet.foreign_share > foreign_limit;
+    let schedule_fails = calibration
+        .as_ref()
+        .is_some_and(|c| c.valid_runs * 2 < c.runs);
+    let mut experiments = Vec::new();
+    println!("\n  experiments of {}:", args.suite.display());
+    for (_paper, path) in suite.experiment_paths() {
+        let a = assess(
+            &path,
+            &env,
+            hard,
+            root,
+            &programs,
+            noise,
+            noisy_machine,
+            schedule_fails,
+        );
+        println!("    {:<20} {}", a.experiment, a.outlook);
+        for w in &a.why {
+            println!("    {:<20}   {w}", "");
+        }
+        experiments.push(a);
+    }
+    if let Some(path) = &args.json {
+        let findings = Findings {
+            schema: "connlab.doctor/1",
+            machine: env.fingerprint().to_string(),
+            cpu_affinity: env.cpu_affinity.clone(),
+            nofile_soft: soft,
+            nofile_hard: hard,
+            root,
+            programs,
+            quiet,
+            calibration,
+            experiments,
+        };
+        let text = serde_json::to_string_pretty(&findings).context("encoding the findings")?;
+        connlab_os::files::write_atomic(path, text + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(if shutdown.requested() {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Whether a program runs (`PROGRAM -v` or `--version`, any exit status).
+fn have(program: &str) -> bool {
+    Command::new(program)
+        .arg("-v")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok()
+}
+
+/// Steal and other processes' CPU on every CPU over `length`.
+fn watch(length: Duration, shutdown: &Shutdown) -> Quiet {
+    let me = vec![std::process::id() as i32];
+    let before = WindowSnapshot::take(&[("doctor", me.clone())]);
+    shutdown.wait(length);
+    let after = WindowSnapshot::take(&[("doctor", me)]);
+    let w = WindowCpu::between(&before, &after, &[]);
+    Quiet {
+        seconds: w.seconds,
+        steal_share: w.steal_share,
+        foreign_share: w.foreign_share,
+        per_cpu_steal: w.per_cpu.iter().map(|c| (c.cpu, c.steal)).collect(),
+    }
+}
+
+/// epoll measured `runs` times with `connlab run --quick`'s defaults.
+fn calibration(runs: usize, shutdown: &Shutdown) -> Result<Calibration, Exit> {
+    let cmd = with_run_defaults(RunArgs::augment_args(clap::Command::new("run")));
+    let matches = cmd
+        .try_get_matches_from(["run", "--engines", "epoll", "--quick"])
+        .map_err(|e| Exit::from(anyhow!("the calibration's flags: {e}")))?;
+    let args = RunArgs::from_arg_matches(&matches)
+        .map_err(|e| Exit::from(anyhow!("the calibration's flags: {e}")))?;
+    let (placement, results) = calibrate(args, runs, shutdown)?;
+    let valid: Vec<f64> = results
+        .iter()
+        .filter(|(_, v)| v.valid)
+        .map(|(r, _)| r.service_latency_us.p50)
+        .collect();
+    // Consecutive valid runs as A/A pairs.
+    let mut factors: Vec<f64> = valid
+        .windows(2)
+        .filter(|w| w[0] > 0.0 && w[1] > 0.0)
+        .map(|w| (w[1] / w[0]).max(w[0] / w[1]))
+        .collect();
+    factors.sort_by(f64::total_cmp);
+    let noise_factor = (!factors.is_empty()).then(|| {
+        let n = factors.len();
+        let i = if n < 10 {
+            n - 1
+        } else {
+            ((0.9 * n as f64).ceil() as usize).clamp(1, n) - 1
+        };
+        factors[i]
+    });
+    Ok(Calibration {
+        placement,
+        runs: results.len(),
+        valid_runs: valid.len(),
+        noise_factor,
+        medians_us: results
+            .iter()
+            .map(|(r, _)| r.service_latency_us.p50)
+            .collect(),
+        send_lag_p99_us: results.iter().map(|(r, _)| r.send_lag_us.p99).collect(),
+        failures: results
+            .iter()
+            .filter(|(_, v)| !v.valid)
+            .map(|(_, v)| v.failure_text())
+            .collect(),
+    })
+}
+
+/// The tightest margin of an experiment's claims, as a factor: how far
+/// (either way, relative) its results may move before a verdict turns. Two
+/// bounds leave the square root of their quotient; one bound and a stated
+/// paper value leave their quotient.
+fn tightest_margin(exp: &Experiment) -> Option<(f64, String)> {
+    let paper = exp.paper.as_ref()?;
+    paper
+        .claims
+        .iter()
+        .filter(|c| c.unmeasurable.is_none() && c.compare == Compare::Ratio)
+        .filter_map(|c| {
+            let m = match (c.expect_min, c.expect_max, c.paper_stated()) {
+                (Some(lo), Some(hi), _) if lo > 0.0 && hi > lo => (hi / lo).sqrt(),
+                (Some(lo), None, Some(p)) if lo > 0.0 && p > lo => p / lo,
+                (None, Some(hi), Some(p)) if p > 0.0 && hi > p => hi / p,
+                _ => return None,
+            };
+            Some((m, c.text.clone()))
+        })
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+}
+
+/// Whether an experiment of the suite can run here and be judged.
+#[allow(clippy::too_many_arguments)]
+fn assess(
+    path: &std::path::Path,
+    env: &Environment,
+    nofile_hard: u64,
+    root: bool,
+    programs: &[(String, bool)],
+    noise: Option<f64>,
+    noisy_machine: bool,
+    schedule_fails: bool,
+) -> Assessment {
+    let name = connlab_lab::experiment_name(path);
+    let exp = match std::fs::read_to_string(path)
+        .map_err(|e| e.to_string())
+        .and_then(|t| {
+            AnyExperiment::from_text(&t, &path.display().to_string()).map_err(|e| e.to_string())
+        }) {
+        Ok(e) => e,
+        Err(e) => {
+            return Assessment {
+                experiment: name,
+                kind: "?".into(),
+                outlook: "cannot measure",
+                why: vec![format!("the file does not read: {e}")],
+            }
+        }
+    };
+    let have = |p: &str| programs.iter().any(|(q, ok)| q == p && *ok);
+    let mut blockers = Vec::new();
+    let mut doubts = Vec::new();
+    let kind = exp.kind().name().to_string();
+    if matches!(kind.as_str(), "locality" | "web" | "singleip") && !root {
+        blockers.push("needs root for its network namespaces".to_string());
+    }
+    if let AnyExperiment::Locality(e) | AnyExperiment::Web(e) = &exp {
+        if e.web.is_some() && !have("nginx") {
+            blockers.push("needs nginx (apt-get install nginx)".into());
+        }
+        if e.server.engines.iter().any(|x| x.starts_with("haproxy")) && !have("haproxy") {
+            blockers.push("needs HAProxy (apt-get install haproxy)".into());
+        }
+        if let Err(err) = connlab_lab::run::check(&exp, false) {
+            blockers.push(err.to_string());
+        }
+        let max_conns = e
+            .plan(false)
+            .iter()
+            .map(|p| p.connections)
+            .max()
+            .unwrap_or(0);
+        if max_conns + 64 > nofile_hard {
+            blockers.push(format!(
+                "{max_conns} connections in one server process, over the open-files limit {nofile_hard}"
+            ));
+        }
+        let pinned = [e.server.cpu.as_ref(), e.client.cpu.as_ref()]
+            .iter()
+            .flatten()
+            .filter_map(|c| connlab_os::CpuList::parse(c.as_str()).ok())
+            .flat_map(|c| c.cpus().to_vec())
+            .max();
+        if pinned.is_some_and(|c| c >= env.cpu_count) {
+            blockers.push(format!(
+                "it pins CPU {} and this machine has {}",
+                pinned.unwrap_or(0),
+                env.cpu_count
+            ));
+        }
+        let shards = e.topology.client_hosts as usize;
+        if e.web.is_none() && env.cpu_count < shards + 2 {
+            doubts.push(format!(
+                "its {shards} client shards share {} CPU(s) with the kernel's network work ({} CPUs here; {} would give each its own)",
+                env.cpu_count.saturating_sub(1).max(1),
+                env.cpu_count,
+                shards + 2
+            ));
+        }
+        if let (Some(f), Some((m, text))) = (noise, tightest_margin(e)) {
+            if f >= m {
+                doubts.push(format!(
+                    "its tightest claim leaves ±{:.0} % before the verdict turns, and this machine's A/A noise is ±{:.0} % (\"{}\")",
+                    (m - 1.0) * 100.0,
+                    (f - 1.0) * 100.0,
+                    short(&text)
+                ));
+            }
+        }
+    }
+    if noisy_machine {
+        doubts.push(
+            "the machine is not quiet now (steal or other processes over their limits)".into(),
+        );
+    }
+    if schedule_fails && matches!(kind.as_str(), "locality" | "web") {
+        doubts.push(
+            "most calibration runs failed their gates: points will need their retries and may stay invalid"
+                .into(),
+        );
+    }
+    let (outlook, why) = if !blockers.is_empty() {
+        ("cannot measure", blockers)
+    } else if !doubts.is_empty() {
+        ("probably cannot judge", doubts)
+    } else {
+        ("can judge", Vec::new())
+    };
+    Assessment {
+        experiment: name,
+        kind,
+        outlook,
+        why,
+    }
+}
+
+/// The first 70 characters of a claim.
+fn short(text: &str) -> String {
+    let t: String = text.chars().take(70).collect();
+    if t.len() < text.len() {
+        format!("{t}...")
+    } else {
+        t
+    }
+}
