@@ -451,14 +451,14 @@ fn points(m: &Model) -> String {
     let _ = writeln!(
         h,
         "<h2>All points</h2>\n<details>\n<summary>{} points</summary>\n<div class=\"scroll\">\n<table id=\"points\">\n<thead><tr>{}</tr></thead>\n<tbody>",
-        dir.points.len(),
+        dir.points.len() + dir.controls.len(),
         POINT_COLUMNS
             .iter()
             .chain(if web { &WEB_POINT_COLUMNS[..] } else { &[] })
             .map(|c| format!("<th>{}</th>", esc(c)))
             .collect::<String>()
     );
-    for p in &dir.points {
+    for p in dir.points.iter().chain(&dir.controls) {
         let mut cells = point_row(p);
         if web {
             cells.extend(web_point_cells(exp, p));

@@ -394,13 +394,39 @@ pub(crate) fn point_row(p: &PointResult) -> Vec<String> {
         errors.to_string(),
         num_sig(l.service_latency_us.mean),
         num_sig(l.service_latency_us.p50),
+        interval_of(
+            l.run_checks
+                .as_ref()
+                .and_then(|c| c.service_latency_p50.as_ref()),
+        ),
         num_sig(l.service_latency_us.p99),
+        interval_of(
+            l.run_checks
+                .as_ref()
+                .and_then(|c| c.service_latency_p99.as_ref()),
+        ),
         num_sig(l.send_deviation_us.stddev),
         p.server_cpu_s().map_or("—".into(), |c| format!("{c:.2}")),
         format!("{:.2}", l.client_cpu_s.user + l.client_cpu_s.sys),
         server_stat(p, "poll_call_us", "mean").map_or("—".into(), num_sig),
         server_stat(p, "cycle_us", "mean").map_or("—".into(), num_sig),
+        match &p.validity {
+            None => "not checked".into(),
+            Some(v) if v.valid => format!(
+                "valid ({} attempt{})",
+                v.attempts,
+                if v.attempts == 1 { "" } else { "s" }
+            ),
+            Some(v) => format!("INVALID: {}", v.failure_text()),
+        },
     ]
+}
+
+/// A percentile's 95 % order-statistic interval, `lo–hi`, or `—`.
+fn interval_of(i: Option<&connlab_measure::stats::PercentileInterval>) -> String {
+    i.map_or("—".into(), |i| {
+        format!("{}–{}", num_sig(i.lo), num_sig(i.hi))
+    })
 }
 
 /// Further columns of a web experiment's points.
@@ -424,7 +450,7 @@ pub(crate) fn web_point_cells(exp: &connlab_lab::Experiment, p: &PointResult) ->
     ]
 }
 
-pub(crate) const POINT_COLUMNS: [&str; 16] = [
+pub(crate) const POINT_COLUMNS: [&str; 19] = [
     "point",
     "engine",
     "connections",
@@ -435,12 +461,15 @@ pub(crate) const POINT_COLUMNS: [&str; 16] = [
     "errors",
     "mean µs",
     "median µs",
+    "median 95 % interval",
     "p99 µs",
+    "p99 95 % interval",
     "send dev σ µs",
     "server CPU s",
     "client CPU s",
     "poll call µs",
     "cycle µs",
+    "validity",
 ];
 
 /// A metric with its unit for headings: `service latency (ms)`, or the
