@@ -106,6 +106,9 @@ fn fixture() -> PipelineSweep {
                 projected_relative_capacity: None,
                 projected_efficiency: None,
                 finished_unix_s: 0.0,
+                validity: None,
+                machine: None,
+                window_cpu: None,
             });
         }
     }
