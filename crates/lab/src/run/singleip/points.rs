@@ -6,7 +6,7 @@ use super::procs::Proc;
 use super::{read_json, Ctx, LinkSpecArgs, PointDone, PORT, TIMELINE_EVERY, TIMELINE_PACKETS, VIP};
 use crate::run::unix_now;
 use crate::run::window::{edge, gated, Roles};
-use crate::validity::{self, Evidence, Validity, WindowCpu};
+use crate::validity::{self, Evidence, Gate, Validity, WindowCpu};
 use crate::{
     analyse_contention, bytes_label, summarise_rtt, transfer_result, Bottleneck, ContentionSetup,
     CpuUse, ExpKind, LinkInfo, ProbeRtt, ProbeTransfer, SingleIpPoint, SingleIpRecord, System,
@@ -114,12 +114,28 @@ impl Ctx<'_> {
             }?;
             rec.link = link.clone();
             let evidence = Evidence {
-                completion: self.completion(p, &rec),
                 cpu: gated(rec.window_cpu.as_ref()),
                 machine: rec.machine.clone().map(|m| (m, self.machine.clone())),
                 ..Evidence::default()
             };
-            let v = Validity::of(validity::gates(&self.exp.validity, &evidence), tries);
+            let mut gates = Vec::new();
+            if let (Some(limit), Some((done, asked, what))) =
+                (self.exp.validity.completion.0, self.completion(p, &rec))
+            {
+                let share = if asked > 0 {
+                    done as f64 / asked as f64
+                } else {
+                    0.0
+                };
+                gates.push(Gate::at_least(
+                    "completion",
+                    share,
+                    limit,
+                    format!("{done} of {asked} {what}"),
+                ));
+            }
+            gates.extend(validity::gates(&self.exp.validity, &evidence));
+            let v = Validity::of(gates, tries);
             let again = v.worth_retrying() && tries < self.attempts && !self.shutdown.requested();
             rec.validity = Some(v);
             if !again {
@@ -134,17 +150,21 @@ impl Ctx<'_> {
     /// (bandwidth), streams received whole of those meant to finish
     /// (contention: the foreground, and the backgrounds unless they are
     /// stopped after a smaller foreground).
-    fn completion(&self, p: &SingleIpPoint, rec: &SingleIpRecord) -> Option<(u64, f64)> {
+    fn completion(
+        &self,
+        p: &SingleIpPoint,
+        rec: &SingleIpRecord,
+    ) -> Option<(u64, u64, &'static str)> {
         match p.experiment {
             ExpKind::Rtt => {
                 let asked = self.exp.rtt.as_ref()?.round_trips;
                 let got = rec.rtt.as_ref().map_or(0, |r| r.count as u64);
-                Some((got, f64::from(asked)))
+                Some((got, u64::from(asked), "round trips measured"))
             }
             ExpKind::Bandwidth => {
                 let asked = self.exp.bandwidth.as_ref()?.transfers_of(p.param);
                 let whole = rec.transfers.iter().filter(|t| t.got == t.size).count() as u64;
-                Some((whole, f64::from(asked)))
+                Some((whole, u64::from(asked), "transfers received whole"))
             }
             ExpKind::Contention => {
                 let bg = self.exp.contention.as_ref()?.background.0;
@@ -157,7 +177,11 @@ impl Ctx<'_> {
                     .map(|(_, s)| s)
                     .collect();
                 let whole = meant.iter().filter(|s| s.got >= s.size).count() as u64;
-                Some((whole, meant.len() as f64))
+                Some((
+                    whole,
+                    meant.len() as u64,
+                    "streams meant to finish received whole",
+                ))
             }
         }
     }
