@@ -155,6 +155,9 @@ fn a_report_from_a_fixture_sets_table_3_beside_ours() {
     }
     // ours/paper of the SAPS mean: 120 / 217.6.
     assert!(html.contains("0.55"), "ours/paper of the mean missing");
+    // Points from before validity gates read, and are judged as measured.
+    assert!(html.contains("Validity of the points"), "validity section");
+    assert!(html.contains("No point recorded validity gates"));
     let md = Command::new(connlab_bin())
         .arg("report")
         .arg(dir.path())
@@ -243,7 +246,10 @@ unit = "µs"
     }
     let completion = &v["gates"][0];
     assert_eq!(completion["value"], 1.0, "{completion}");
-    assert!(json["window_cpu"]["role_cpu_s"]["front"].is_number(), "{json}");
+    assert!(
+        json["window_cpu"]["role_cpu_s"]["front"].is_number(),
+        "{json}"
+    );
     assert_eq!((r.placement.clients, r.placement.front), (0, 1 % cpus()));
     let second = sweep();
     let err = String::from_utf8_lossy(&second.stderr);
