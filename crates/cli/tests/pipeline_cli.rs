@@ -184,6 +184,8 @@ message_sizes = ["1KiB"]
 messages = 200
 modes = ["layer-parallel", "run-to-completion"]
 links = ["memory:800mbit", "memory:unlimited"]
+[validity]
+attempts = 1
 [paper]
 citation = "the paper"
 link = "memory:800mbit"
@@ -232,9 +234,24 @@ fn a_pipeline_sweep_writes_runs_and_a_report() {
         if r["params"]["layers"] != 1 {
             assert!(r["efficiency"].as_f64().is_some(), "{}", r["id"]);
         }
+        // Every run checks its own validity: completion first (verified).
+        let v = &r["validity"];
+        assert!(v["valid"].is_boolean(), "{}: {v}", r["id"]);
+        assert_eq!(v["attempts"], 1, "{}: {v}", r["id"]);
+        let gates = v["gates"].as_array().unwrap();
+        assert_eq!(gates[0]["name"], "completion", "{v}");
+        assert_eq!(gates[0]["passed"], true, "{v}");
+        assert!(gates.iter().any(|g| g["name"] == "machine"), "{v}");
+        for g in gates {
+            for key in ["value", "limit", "passed"] {
+                assert!(!g[key].is_null(), "{key} of {g}");
+            }
+        }
     }
     let csv = std::fs::read_to_string(out_dir.join("runs.csv")).unwrap();
     assert_eq!(csv.lines().count(), 13, "a header and a row per run");
+    let header = csv.lines().next().unwrap();
+    assert!(header.ends_with(",valid,attempts,failed_gates"), "{header}");
     // Resuming keeps every run.
     let again = connlab()
         .arg("sweep")
@@ -262,6 +279,10 @@ fn a_pipeline_sweep_writes_runs_and_a_report() {
     );
     assert!(html.contains("efficiency: layer-parallel measured / paper"));
     assert!(html.contains("at least 0.5 at 3 layers"), "the claim");
+    assert!(
+        html.contains("Validity of the runs"),
+        "the validity section"
+    );
     let md = connlab()
         .arg("report")
         .arg(&out_dir)

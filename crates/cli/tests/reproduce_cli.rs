@@ -19,6 +19,8 @@ message_sizes = ["1KiB"]
 messages = 100
 modes = ["layer-parallel"]
 links = ["memory:unlimited"]
+[validity]
+attempts = 1
 "#;
 
 fn suite(dir: &Path) -> std::path::PathBuf {

@@ -108,6 +108,9 @@ fn record(system: System, samples: &[f64]) -> SingleIpRecord {
         cpu: None,
         warnings: Vec::new(),
         finished_unix_s: 0.0,
+        validity: None,
+        machine: None,
+        window_cpu: None,
     }
 }
 
@@ -152,6 +155,9 @@ fn a_report_from_a_fixture_sets_table_3_beside_ours() {
     }
     // ours/paper of the SAPS mean: 120 / 217.6.
     assert!(html.contains("0.55"), "ours/paper of the mean missing");
+    // Points from before validity gates read, and are judged as measured.
+    assert!(html.contains("Validity of the points"), "validity section");
+    assert!(html.contains("No point recorded validity gates"));
     let md = Command::new(connlab_bin())
         .arg("report")
         .arg(dir.path())
@@ -172,6 +178,8 @@ fn a_tiny_rtt_sweep_runs_resumes_and_reports_table_3() {
 name = "tiny"
 title = "tiny RTT sweep"
 repetitions = 1
+[validity]
+attempts = 1
 [rtt]
 systems = ["io16k", "iooff"]
 round_trips = 200
@@ -218,6 +226,30 @@ unit = "µs"
         .collect();
     let r = SingleIpSweep::read_point(&points[0]).unwrap();
     assert_eq!(r.rtt.as_ref().unwrap().count, 200);
+    // Every point records its gates and the window its probes ran in.
+    let json: serde_json::Value = serde_json::from_str(&before[0]).unwrap();
+    let v = &json["validity"];
+    assert!(v["valid"].is_boolean(), "{json}");
+    assert_eq!(v["attempts"], 1, "{v}");
+    let gates: Vec<&str> = v["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(gates.first(), Some(&"completion"), "{v}");
+    assert!(gates.contains(&"machine"), "{v}");
+    for g in v["gates"].as_array().unwrap() {
+        for key in ["value", "limit", "passed"] {
+            assert!(!g[key].is_null(), "{key} of {g}");
+        }
+    }
+    let completion = &v["gates"][0];
+    assert_eq!(completion["value"], 1.0, "{completion}");
+    assert!(
+        json["window_cpu"]["role_cpu_s"]["front"].is_number(),
+        "{json}"
+    );
     assert_eq!((r.placement.clients, r.placement.front), (0, 1 % cpus()));
     let second = sweep();
     let err = String::from_utf8_lossy(&second.stderr);

@@ -20,6 +20,11 @@ pub(crate) struct Summary {
     pub(crate) by_gate: Vec<(String, usize)>,
     /// Valid points that took more than one attempt.
     pub(crate) retried: usize,
+    /// The gates the records hold, in [`GATE_NAMES`] order.
+    pub(crate) gates_seen: Vec<&'static str>,
+    /// What the kind measures one by one: `runs` for pipeline sweeps
+    /// (empty: `points`).
+    pub(crate) unit: &'static str,
 }
 
 impl Summary {
@@ -43,20 +48,39 @@ impl Summary {
             }
         }
         s.checked = checked.len();
+        s.gates_seen = GATE_NAMES
+            .into_iter()
+            .filter(|g| checked.iter().any(|v| v.gates.iter().any(|x| x.name == *g)))
+            .collect();
         s.by_gate = failures_by_gate(checked);
         s
     }
 
+    /// The same, saying `unit` (`runs`) where it says points.
+    pub(crate) fn of_unit(self, unit: &'static str) -> Summary {
+        Summary { unit, ..self }
+    }
+
+    fn unit(&self) -> &'static str {
+        if self.unit.is_empty() {
+            "points"
+        } else {
+            self.unit
+        }
+    }
+
     /// The section's opening sentence.
     fn sentence(&self) -> String {
+        let unit = self.unit();
+        let one = unit.trim_end_matches('s');
         let mut out = if self.checked == 0 {
-            "No point recorded validity gates (measured before they existed): every point is judged as measured.".to_string()
+            format!("No {one} recorded validity gates (measured before they existed): every {one} is judged as measured.")
         } else {
             format!(
-                "{} of {} points passed every gate ({}){}.",
+                "{} of {} {unit} passed every gate ({}){}.",
                 self.checked - self.invalid.len(),
                 self.checked,
-                GATE_NAMES.join(", "),
+                self.gates_seen.join(", "),
                 if self.retried > 0 {
                     format!(", {} of them after measuring again", self.retried)
                 } else {
@@ -72,7 +96,7 @@ impl Summary {
                 .collect();
             let _ = write!(
                 out,
-                " {} failed (points per gate: {}); they are listed below, and a claim resting on them says \"cannot be judged here\".",
+                " {} failed ({unit} per gate: {}); they are listed below, and a claim resting on them says \"cannot be judged here\".",
                 self.invalid.len(),
                 gates.join(", ")
             );
@@ -80,8 +104,12 @@ impl Summary {
         if self.checked > 0 && self.unchecked > 0 {
             let _ = write!(
                 out,
-                " {} points were measured before gates existed.",
-                self.unchecked
+                " {} measured before gates existed.",
+                if self.unchecked == 1 {
+                    format!("1 {one} was")
+                } else {
+                    format!("{} {unit} were", self.unchecked)
+                }
             );
         }
         out
@@ -115,17 +143,25 @@ fn ratio_range(r: &[f64]) -> String {
     }
 }
 
+/// What the validity section says of a kind without an A/A control
+/// (single-IP, pipeline).
+pub(crate) const NO_CONTROL: &str = "This kind measures no A/A control: a comparison rests on its valid points alone, and says \"cannot be judged here\" where one side has none.";
+
 /// The section in HTML.
 pub(crate) fn html(s: &Summary, noise: Option<&Noise>, what: &str) -> String {
-    let mut h = String::from("<h2 id=\"validity\">Validity of the points</h2>\n");
+    html_with(s, &floor_sentence(noise, what))
+}
+
+/// The section in HTML, with `floor` (what stands for the noise floor:
+/// [`NO_CONTROL`] for kinds without one) under the opening sentence.
+pub(crate) fn html_with(s: &Summary, floor: &str) -> String {
+    let unit = s.unit();
+    let mut h = format!("<h2 id=\"validity\">Validity of the {unit}</h2>\n");
     let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(&s.sentence()));
-    let _ = writeln!(
-        h,
-        "<p class=\"note\">{}</p>",
-        esc(&floor_sentence(noise, what))
-    );
+    let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(floor));
     if !s.invalid.is_empty() {
-        h.push_str("<div class=\"scroll\">\n<table id=\"invalid\">\n<thead><tr><th class=\"label\">invalid point</th><th>attempts</th><th class=\"label\">gates failed</th></tr></thead>\n<tbody>\n");
+        let one = unit.trim_end_matches('s');
+        let _ = write!(h, "<div class=\"scroll\">\n<table id=\"invalid\">\n<thead><tr><th class=\"label\">invalid {one}</th><th>attempts</th><th class=\"label\">gates failed</th></tr></thead>\n<tbody>\n");
         for (id, v) in &s.invalid {
             let _ = writeln!(
                 h,
@@ -142,10 +178,20 @@ pub(crate) fn html(s: &Summary, noise: Option<&Noise>, what: &str) -> String {
 
 /// The section in Markdown.
 pub(crate) fn markdown(s: &Summary, noise: Option<&Noise>, what: &str) -> String {
-    let mut m = String::from("## Validity of the points\n\n");
-    let _ = writeln!(m, "{}\n\n{}\n", s.sentence(), floor_sentence(noise, what));
+    markdown_with(s, &floor_sentence(noise, what))
+}
+
+/// The section in Markdown, with `floor` as in [`html_with`].
+pub(crate) fn markdown_with(s: &Summary, floor: &str) -> String {
+    let unit = s.unit();
+    let mut m = format!("## Validity of the {unit}\n\n");
+    let _ = writeln!(m, "{}\n\n{floor}\n", s.sentence());
     if !s.invalid.is_empty() {
-        m.push_str("| invalid point | attempts | gates failed |\n|---|---:|---|\n");
+        let one = unit.trim_end_matches('s');
+        let _ = writeln!(
+            m,
+            "| invalid {one} | attempts | gates failed |\n|---|---:|---|"
+        );
         for (id, v) in &s.invalid {
             let _ = writeln!(
                 m,
@@ -181,5 +227,26 @@ mod tests {
         let m = markdown(&s, None, "mean service latency");
         assert!(m.contains("| b | 3 | steal 7.3 % > 2 % |"), "{m}");
         assert!(m.contains("No A/A control"), "{m}");
+        assert!(m.contains("passed every gate (steal)"), "{m}");
+    }
+
+    #[test]
+    fn a_kind_without_a_control_says_so_in_its_own_unit() {
+        let bad = Validity::of(
+            vec![Gate::at_least("completion", 0.0, 1.0, String::new())],
+            1,
+        );
+        let s = Summary::of([("r1", Some(&bad)), ("r2", None)]).of_unit("runs");
+        let h = html_with(&s, NO_CONTROL);
+        assert!(h.contains("Validity of the runs"), "{h}");
+        assert!(
+            h.contains("0 of 1 runs passed every gate (completion)"),
+            "{h}"
+        );
+        assert!(h.contains("1 run was measured before gates existed"), "{h}");
+        assert!(h.contains("<th class=\"label\">invalid run</th>"), "{h}");
+        assert!(h.contains("measures no A/A control"), "{h}");
+        let m = markdown_with(&s, NO_CONTROL);
+        assert!(m.contains("| r1 | 1 | completion 0 % < 100 % |"), "{m}");
     }
 }

@@ -31,15 +31,21 @@ pub struct ExperimentClaims {
 pub fn claim_rows(dir: &Path) -> Result<ExperimentClaims, String> {
     if dir.join("pipeline.json").exists() {
         let sweep = PipelineSweep::open(dir).map_err(|e| e.to_string())?;
+        let (invalid_by_gate, invalid_points) =
+            invalid_of(sweep.runs.iter().map(|r| r.validity.as_ref()));
         return Ok(ExperimentClaims {
             title: sweep.experiment.title.clone(),
             progress: format!("{} of {} runs", sweep.runs.len(), sweep.runs_total),
             rows: pipeline_rows(&sweep),
-            ..ExperimentClaims::default()
+            invalid_by_gate,
+            invalid_points,
+            noise_floor: None,
         });
     }
     if SingleIpSweep::is_singleip_dir(dir) {
         let sweep = SingleIpSweep::open(dir).map_err(|e| e.to_string())?;
+        let (invalid_by_gate, invalid_points) =
+            invalid_of(sweep.points.iter().map(|r| r.validity.as_ref()));
         return Ok(ExperimentClaims {
             title: sweep.experiment.title.clone(),
             progress: format!(
@@ -48,7 +54,9 @@ pub fn claim_rows(dir: &Path) -> Result<ExperimentClaims, String> {
                 sweep.info.points_total
             ),
             rows: singleip_rows(&sweep),
-            ..ExperimentClaims::default()
+            invalid_by_gate,
+            invalid_points,
+            noise_floor: None,
         });
     }
     if !SweepDir::info_path(dir).exists() {
@@ -82,6 +90,19 @@ pub fn claim_rows(dir: &Path) -> Result<ExperimentClaims, String> {
         invalid_points: (checked.iter().filter(|v| !v.valid).count(), checked.len()),
         noise_floor: crate::claims::noise(&sweep, table.metric, 0).map(|n| n.text()),
     })
+}
+
+/// The invalid points (or runs) of a directory per gate, and how many of
+/// how many that recorded validity failed (records without validity, from
+/// before gates, are left out of both).
+fn invalid_of<'a>(
+    records: impl Iterator<Item = Option<&'a connlab_lab::validity::Validity>>,
+) -> (Vec<(String, usize)>, (usize, usize)) {
+    let checked: Vec<&connlab_lab::validity::Validity> = records.flatten().collect();
+    (
+        connlab_lab::validity::failures_by_gate(checked.iter().copied()),
+        (checked.iter().filter(|v| !v.valid).count(), checked.len()),
+    )
 }
 
 /// A paper table as one index row: how many of its cells we measured, and
@@ -284,8 +305,8 @@ fn pipeline_rows(sweep: &PipelineSweep) -> Vec<ClaimRow> {
 }
 
 /// A single-IP sweep's rows: one per claim, judged by the single-IP kind's
-/// own checks across the repetitions' spread (the paper's values stand in
-/// its report).
+/// own checks across the valid repetitions' spread (the paper's values
+/// stand in its report).
 fn singleip_rows(sweep: &SingleIpSweep) -> Vec<ClaimRow> {
     sweep
         .experiment

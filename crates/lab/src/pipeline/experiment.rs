@@ -30,6 +30,10 @@ pub struct PipelineExperiment {
     /// The paper's values and claims, to print and judge beside ours.
     #[serde(default)]
     pub paper: Option<PipelinePaper>,
+    /// `[validity]`: the gates every run must pass (`completion`, `steal`,
+    /// `foreign_cpu`, `machine`) and the attempts per run.
+    #[serde(default)]
+    pub validity: crate::validity::ValidityLimits,
 }
 
 /// `[pipeline]`: what every run varies and shares.
@@ -299,6 +303,7 @@ impl PipelineExperiment {
         if let Some(p) = &exp.paper {
             validate_paper(p, &bad)?;
         }
+        crate::singleip::check_validity(&exp.validity, &bad)?;
         Ok(exp)
     }
 

@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 
 /// One run of `runs.csv`. `projected_*` is the bounded projection (empty
 /// when there is none, `no_projection` says why); `layers_only_mbit_s` the
-/// layer stages alone. Throughput is rounded to 3 decimals, messages/s to
+/// layer stages alone; `valid`, `attempts` and `failed_gates` the run's
+/// validity gates. Throughput is rounded to 3 decimals, messages/s to
 /// 1, ratios and seconds to 4.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PipelineRunRow {
@@ -52,6 +53,13 @@ pub struct PipelineRunRow {
     pub retransmissions: u64,
     /// Seconds the run took.
     pub elapsed_s: f64,
+    /// Whether the run passed every validity gate (empty: measured before
+    /// gates existed).
+    pub valid: Option<bool>,
+    /// Attempts made for the run (empty as `valid`).
+    pub attempts: Option<u32>,
+    /// The gates it failed, in words (empty when valid).
+    pub failed_gates: String,
 }
 
 /// `v` rounded to `digits` decimals.
@@ -104,6 +112,12 @@ impl PipelineSweep {
                     layers_only_mbit_s: opt(x.projection.layers_only_mbit_s),
                     retransmissions: x.retransmissions,
                     elapsed_s: round(x.elapsed_s, 4),
+                    valid: r.validity.as_ref().map(|v| v.valid),
+                    attempts: r.validity.as_ref().map(|v| v.attempts),
+                    failed_gates: r
+                        .validity
+                        .as_ref()
+                        .map_or(String::new(), |v| v.failure_text()),
                 }
             })
             .collect()

@@ -4,7 +4,8 @@
 use super::experiment::{LinkSpec, PipelineExperiment, PipelineRunParams};
 use super::paper::{size_of, ClaimStatistic, PipelineClaim};
 use super::PIPELINE_SWEEP_SCHEMA;
-use crate::verdict::Judgement;
+use crate::validity::{cannot_judge_reason, Validity};
+use crate::verdict::{Judgement, Verdict};
 use connlab_os::Environment;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -29,6 +30,25 @@ pub struct PipelineRunRecord {
     pub projected_efficiency: Option<f64>,
     /// Unix seconds when the run finished.
     pub finished_unix_s: f64,
+    /// The gates this run passed or failed (absent in results written
+    /// before they existed: not checked, judged as valid).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validity: Option<Validity>,
+    /// The machine it ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<connlab_os::Fingerprint>,
+    /// Who used the CPUs while it ran (role `runner`: this process, whose
+    /// threads run the pipeline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_cpu: Option<connlab_os::window::WindowCpu>,
+}
+
+impl PipelineRunRecord {
+    /// Whether claims may rest on the run: it passed every gate, or was
+    /// measured before gates existed.
+    pub fn is_valid(&self) -> bool {
+        self.validity.as_ref().is_none_or(|v| v.valid)
+    }
 }
 
 /// `pipeline.json`.
@@ -154,11 +174,17 @@ impl Spread {
 }
 
 /// Our figures for one mode, line, size, message count and layer count:
-/// one value per repetition.
+/// one value per valid repetition (runs that failed a gate are left out,
+/// and a relative capacity needs a valid one-layer run too).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct OursCell {
-    /// Finished repetitions.
+    /// Finished valid repetitions.
     pub runs: usize,
+    /// The validity records of the runs left out (failed a gate).
+    pub invalid: Vec<Validity>,
+    /// The validity records of the one-layer runs of valid repetitions
+    /// that failed a gate (those repetitions have no relative capacity).
+    pub invalid_baselines: Vec<Validity>,
     /// Measured Mbit/s, relative capacity, efficiency.
     pub measured: [Vec<f64>; 3],
     /// Projected Mbit/s, relative capacity, efficiency.
@@ -183,6 +209,52 @@ pub struct ClaimResult {
     pub measured: Judgement,
     /// On our projected figures (one core per thread).
     pub projected: Judgement,
+}
+
+/// Why a comparison of a claim has no values.
+enum Missing {
+    /// Nothing to compare (no run, no projection): cannot be measured.
+    Measure(String),
+    /// Runs exist, but none valid: cannot be judged, and why.
+    Judge(String),
+}
+
+impl From<String> for Missing {
+    fn from(why: String) -> Missing {
+        Missing::Measure(why)
+    }
+}
+
+impl From<&str> for Missing {
+    fn from(why: &str) -> Missing {
+        Missing::Measure(why.into())
+    }
+}
+
+impl Missing {
+    fn text(&self) -> &str {
+        match self {
+            Missing::Measure(t) | Missing::Judge(t) => t,
+        }
+    }
+}
+
+/// The reason of runs left out for failing their gates.
+fn invalid_text(what: &str, v: &[Validity]) -> String {
+    let refs: Vec<&Validity> = v.iter().collect();
+    format!(
+        "{what}: {}",
+        cannot_judge_reason(&refs).replace("points", "runs")
+    )
+}
+
+/// ` (2 invalid runs left out)`, or nothing.
+fn left_out_text(n: usize) -> String {
+    match n {
+        0 => String::new(),
+        1 => " (1 invalid run left out)".into(),
+        n => format!(" ({n} invalid runs left out)"),
+    }
 }
 
 /// Where a claim's values come from.
@@ -271,18 +343,27 @@ impl PipelineSweep {
     }
 
     /// Our line alone (the zero-layer runs) at a size over a line (label)
-    /// with a message count, per repetition.
+    /// with a message count, per valid repetition.
     pub fn line_alone_runs(&self, link: &str, message_size: u64, messages: u64) -> Vec<(u32, f64)> {
-        self.runs
-            .iter()
-            .filter(|r| {
-                r.params.layers == 0
-                    && r.params.link.label() == link
-                    && r.params.message_size == message_size
-                    && r.params.messages == messages
-            })
+        self.line_alone(link, message_size, messages)
+            .filter(|r| r.is_valid())
             .map(|r| (r.params.repetition, r.result.throughput_mbit_s))
             .collect()
+    }
+
+    /// Every zero-layer run at a size over a line with a message count.
+    fn line_alone<'a>(
+        &'a self,
+        link: &'a str,
+        message_size: u64,
+        messages: u64,
+    ) -> impl Iterator<Item = &'a PipelineRunRecord> + 'a {
+        self.runs.iter().filter(move |r| {
+            r.params.layers == 0
+                && r.params.link.label() == link
+                && r.params.message_size == message_size
+                && r.params.messages == messages
+        })
     }
 
     /// Our figures for a mode, line (label), size, message count and layers.
@@ -307,9 +388,22 @@ impl PipelineSweep {
                 && r.params.messages == messages
                 && r.params.layers == layers
         }) {
+            if let Some(v) = r.validity.as_ref().filter(|v| !v.valid) {
+                c.invalid.push(v.clone());
+                continue;
+            }
             c.runs += 1;
             let x = &r.result;
-            let base = self.run(&r.params.baseline()).map(|b| &b.result);
+            let base = match self.run(&r.params.baseline()) {
+                Some(b) if b.is_valid() => Some(&b.result),
+                Some(b) => {
+                    if r.params.layers != 1 {
+                        c.invalid_baselines.extend(b.validity.clone());
+                    }
+                    None
+                }
+                None => None,
+            };
             c.measured[0].push(x.throughput_mbit_s);
             let (rc, eff) = capacity(
                 x.throughput_mbit_s,
@@ -378,7 +472,7 @@ impl PipelineSweep {
         size: u64,
         layers: u32,
         statistic: ClaimStatistic,
-    ) -> Result<Vec<f64>, String> {
+    ) -> Result<Vec<f64>, Missing> {
         let exp = &self.experiment;
         if from == Source::Paper {
             let cell = exp
@@ -397,11 +491,11 @@ impl PipelineSweep {
             .paper_conditions()
             .ok_or("the experiment names no paper line")?;
         let cell = self.cell(&c.mode, &link, size, messages, layers);
+        if cell.runs == 0 && !cell.invalid.is_empty() {
+            return Err(Missing::Judge(invalid_text("no valid run", &cell.invalid)));
+        }
         if cell.runs == 0 {
-            return Err(format!(
-                "no {} run over {link} with {messages} messages",
-                c.mode
-            ));
+            return Err(format!("no {} run over {link} with {messages} messages", c.mode).into());
         }
         let set = if from == Source::Measured {
             &cell.measured
@@ -418,6 +512,16 @@ impl PipelineSweep {
             ClaimStatistic::RelativeCapacity => set[1].clone(),
             ClaimStatistic::LineShare => {
                 let alone = self.line_alone_runs(&link, size, messages);
+                let invalid: Vec<Validity> = self
+                    .line_alone(&link, size, messages)
+                    .filter_map(|r| r.validity.clone().filter(|v| !v.valid))
+                    .collect();
+                if alone.is_empty() && !invalid.is_empty() {
+                    return Err(Missing::Judge(invalid_text(
+                        "no valid line-alone run",
+                        &invalid,
+                    )));
+                }
                 if alone.is_empty() {
                     let line = self
                         .line_alone_mbit_s()
@@ -436,6 +540,7 @@ impl PipelineSweep {
                                 && r.params.message_size == size
                                 && r.params.messages == messages
                                 && r.params.layers == layers
+                                && r.is_valid()
                         })
                         .filter_map(|r| {
                             let v = if from == Source::Measured {
@@ -454,12 +559,20 @@ impl PipelineSweep {
             }
             _ => set[2].clone(),
         };
+        let needs_base = statistic != ClaimStatistic::LineShare;
+        if v.is_empty() && needs_base && !cell.invalid_baselines.is_empty() {
+            return Err(Missing::Judge(invalid_text(
+                "no valid one-layer run",
+                &cell.invalid_baselines,
+            )));
+        }
         if v.is_empty() {
             return Err(match (from, statistic) {
                 (Source::Projected, ClaimStatistic::LineShare) => why(&cell.no_projection),
                 (Source::Projected, _) => why(&cell.no_projected_capacity),
                 _ => "no one-layer run to compare with".into(),
-            });
+            }
+            .into());
         }
         Ok(v)
     }
@@ -470,6 +583,14 @@ impl PipelineSweep {
         }
         let sizes = self.claim_sizes(c);
         let (mut parts, mut judged, mut failed) = (Vec::new(), 0, false);
+        // The comparisons whose runs all failed their gates, with why.
+        let mut unjudged: Vec<String> = Vec::new();
+        let mut missing = |at: String, e: Missing, parts: &mut Vec<String>| {
+            if let Missing::Judge(why) = &e {
+                unjudged.push(format!("{at}: {why}"));
+            }
+            parts.push(format!("{at}: {}", e.text()));
+        };
         for &size in &sizes {
             if c.statistic == ClaimStatistic::EfficiencyFalls {
                 let (lo, hi) = (
@@ -487,46 +608,67 @@ impl PipelineSweep {
                         judged += 1;
                         failed |= !ok;
                         parts.push(format!(
-                            "{}: {} at {lo} layers, {} at {hi}{}",
+                            "{}: {} at {lo} layers, {} at {hi}{}{}",
                             size_text(size),
                             values_text(&a),
                             values_text(&b),
-                            if ok { "" } else { " (not lower)" }
+                            if ok { "" } else { " (not lower)" },
+                            left_out_text(
+                                self.left_out(c, from, size, lo) + self.left_out(c, from, size, hi)
+                            )
                         ));
                     }
-                    (Err(e), _) | (_, Err(e)) => parts.push(format!("{}: {e}", size_text(size))),
+                    (Err(e), _) | (_, Err(e)) => missing(size_text(size), e, &mut parts),
                 }
                 continue;
             }
             for &l in &c.layers {
+                let at = format!(
+                    "{} {l} {}",
+                    size_text(size),
+                    if l == 1 { "layer" } else { "layers" }
+                );
                 match self.values(c, from, size, l, c.statistic) {
                     Ok(v) => {
                         let ok = v.iter().all(|x| within(*x, c));
                         judged += 1;
                         failed |= !ok;
                         parts.push(format!(
-                            "{} {l} {}: {}{}",
-                            size_text(size),
-                            if l == 1 { "layer" } else { "layers" },
+                            "{at}: {}{}{}",
                             values_text(&v),
-                            if ok { "" } else { " (outside)" }
+                            if ok { "" } else { " (outside)" },
+                            left_out_text(self.left_out(c, from, size, l))
                         ));
                     }
-                    Err(e) => parts.push(format!(
-                        "{} {l} {}: {e}",
-                        size_text(size),
-                        if l == 1 { "layer" } else { "layers" }
-                    )),
+                    Err(e) => missing(at, e, &mut parts),
                 }
             }
         }
         let detail = parts.join("; ");
         if failed {
+            // A comparison that fails on valid runs decides the claim.
             Judgement::does_not_hold(detail)
+        } else if !unjudged.is_empty() {
+            Judgement {
+                verdict: Verdict::CannotJudge(unjudged.join("; ")),
+                detail,
+            }
         } else if judged == 0 {
             Judgement::cannot_measure(detail)
         } else {
             Judgement::holds(detail)
+        }
+    }
+
+    /// How many runs a comparison of our figures left out for failing
+    /// their gates (0 on the paper's values).
+    fn left_out(&self, c: &PipelineClaim, from: Source, size: u64, layers: u32) -> usize {
+        match (from, self.paper_conditions()) {
+            (Source::Paper, _) | (_, None) => 0,
+            (_, Some((link, messages))) => self
+                .cell(&c.mode, &link, size, messages, layers)
+                .invalid
+                .len(),
         }
     }
 

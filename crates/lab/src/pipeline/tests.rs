@@ -228,6 +228,9 @@ fn sweep(measured_5: [f64; 2], projected_5: [Option<f64>; 2]) -> PipelineSweep {
                 projected_relative_capacity: None,
                 projected_efficiency: None,
                 finished_unix_s: 0.0,
+                validity: None,
+                machine: None,
+                window_cpu: None,
             });
         }
     }
@@ -357,6 +360,9 @@ fn line_share_uses_the_measured_line_alone() {
             projected_relative_capacity: None,
             projected_efficiency: None,
             finished_unix_s: 0.0,
+            validity: None,
+            machine: None,
+            window_cpu: None,
         });
     }
     assert_eq!(s.line_alone_runs("memory-800mbit", 8192, 500).len(), 2);
@@ -379,4 +385,129 @@ fn runs_csv_reads_back_into_its_rows() {
     assert_eq!(back.len(), 4);
     assert!(back[3].no_projection.contains("\"busy\" samples, 2 of 3"));
     assert_eq!(back[1].efficiency, Some(0.9));
+}
+
+fn failed(gate: &str, value: f64, limit: f64) -> Option<crate::validity::Validity> {
+    let g = if gate == "completion" {
+        crate::validity::Gate::at_least(gate, value, limit, String::new())
+    } else {
+        crate::validity::Gate::at_most(gate, value, limit, String::new())
+    };
+    Some(crate::validity::Validity::of(vec![g], 3))
+}
+
+#[test]
+fn validity_limits_are_read_and_a_bad_value_names_its_field() {
+    let e = PipelineExperiment::from_toml(FILE, "p.toml").unwrap();
+    assert_eq!(e.validity, crate::validity::ValidityLimits::default());
+    let with = |section: &str| FILE.replace("[quick]", &format!("[validity]\n{section}\n[quick]"));
+    let e = PipelineExperiment::from_toml(&with("attempts = 1"), "p.toml").unwrap();
+    assert_eq!(e.validity.attempts, Some(1));
+    for (text, field) in [
+        ("foreign_cpu = 1.5", "validity.foreign_cpu"),
+        ("attempts = 21", "validity.attempts"),
+        ("control = \"layer-parallel\"", "validity.control"),
+        ("completion = \"most\"", "completion"),
+    ] {
+        let err = PipelineExperiment::from_toml(&with(text), "p.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(field) && err.contains("p.toml"),
+            "{text}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_claim_on_invalid_runs_cannot_be_judged_and_says_why() {
+    // Both 5-layer runs failed completion: the measured verdict cannot be
+    // judged; the paper's own values still hold.
+    let mut s = sweep([95.0, 90.0], [Some(690.0), Some(680.0)]);
+    for r in s.runs.iter_mut().filter(|r| r.params.layers == 5) {
+        r.validity = failed("completion", 0.0, 1.0);
+    }
+    let c = &s.claims()[0];
+    assert_eq!(c.paper.verdict, Verdict::Holds);
+    assert_eq!(
+        c.measured.verdict,
+        Verdict::CannotJudge(
+            "8 KiB 5 layers: no valid run: completion 0 % < 100 % at 2 of 2 runs".into()
+        ),
+        "{}",
+        c.measured.detail
+    );
+    assert!(matches!(c.projected.verdict, Verdict::CannotJudge(_)));
+    assert_eq!(
+        s.cell("layer-parallel", "memory-800mbit", 8192, 500, 5)
+            .runs,
+        0
+    );
+    // The one-layer runs failed instead: no relative capacity rests on them.
+    let mut s = sweep([95.0, 90.0], [Some(690.0), Some(680.0)]);
+    for r in s.runs.iter_mut().filter(|r| r.params.layers == 1) {
+        r.validity = failed("steal", 0.073, 0.02);
+    }
+    let c = &s.claims()[0];
+    assert_eq!(
+        c.measured.verdict,
+        Verdict::CannotJudge(
+            "8 KiB 5 layers: no valid one-layer run: steal 7.3 % > 2 % at 2 of 2 runs".into()
+        ),
+        "{}",
+        c.measured.detail
+    );
+}
+
+#[test]
+fn claims_rest_on_the_valid_runs_and_note_those_left_out() {
+    // Repetition 2 (efficiency 0.8) ran on a busy machine: left out, the
+    // claim (at least 0.85) holds on repetition 1.
+    let mut s = sweep([90.0, 80.0], [Some(690.0), Some(680.0)]);
+    let bad = s
+        .runs
+        .iter_mut()
+        .find(|r| r.params.layers == 5 && r.params.repetition == 2)
+        .unwrap();
+    bad.validity = failed("foreign_cpu", 0.3, 0.05);
+    let c = &s.claims()[0];
+    assert_eq!(c.measured.verdict, Verdict::Holds, "{}", c.measured.detail);
+    assert!(
+        c.measured.detail.contains("(1 invalid run left out)"),
+        "{}",
+        c.measured.detail
+    );
+    let rows = s.rows();
+    let row = rows.iter().find(|r| r.id == s.runs[3].id).unwrap();
+    assert_eq!(
+        (row.valid, row.attempts, row.failed_gates.as_str()),
+        (Some(false), Some(3), "foreign_cpu 30 % > 5 %")
+    );
+    assert_eq!(rows[0].valid, None);
+}
+
+#[test]
+fn results_written_before_validity_existed_still_read() {
+    let s = sweep([90.0, 80.0], [Some(690.0), Some(680.0)]);
+    let mut json = serde_json::to_value(&s).unwrap();
+    json["experiment"]
+        .as_object_mut()
+        .unwrap()
+        .remove("validity");
+    for r in json["runs"].as_array_mut().unwrap() {
+        for key in ["validity", "machine", "window_cpu"] {
+            r.as_object_mut().unwrap().remove(key);
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("connlab-lab-pipeline-old-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("pipeline.json"), json.to_string()).unwrap();
+    let old = PipelineSweep::open(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    let old = old.unwrap();
+    assert!(old
+        .runs
+        .iter()
+        .all(|r| r.validity.is_none() && r.is_valid()));
+    assert_eq!(old.claims()[0].measured.verdict, Verdict::FAILS);
 }

@@ -456,6 +456,8 @@ message_sizes = [1024]
 messages = 20
 modes = ["layer-parallel"]
 links = ["memory:unlimited"]
+[validity]
+attempts = 1
 "#;
 
     fn scratch(name: &str) -> PathBuf {
@@ -495,6 +497,24 @@ links = ["memory:unlimited"]
         assert!(rec.ended);
         assert!(out.join("experiment.toml").is_file());
         assert!(out.join("pipeline.json").is_file());
+        // Every run records its gates (and the window it was measured in).
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("pipeline.json")).unwrap())
+                .unwrap();
+        for r in json["runs"].as_array().unwrap() {
+            let v = &r["validity"];
+            assert_eq!(v["attempts"], 1, "{r}");
+            assert!(v["valid"].is_boolean(), "{v}");
+            let names: Vec<&str> = v["gates"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|g| g["name"].as_str().unwrap())
+                .collect();
+            assert_eq!(&names[..1], ["completion"], "{v}");
+            assert!(names.contains(&"machine"), "{v}");
+            assert!(r["window_cpu"]["role_cpu_s"]["runner"].is_number(), "{r}");
+        }
 
         // Pretend the first session ran on another kernel: a resume must keep
         // that record rather than stamp this machine over it.

@@ -2,16 +2,19 @@
 //! another, `DIR/pipeline.json` and `DIR/runs.csv` rewritten after each, so
 //! an interrupted sweep keeps its runs and resumes from them.
 
+use super::window::{edge, gated, Roles};
 use super::{create_dir, stop_flag, unix_now, write_experiment, Progress, RunError};
 use super::{SweepOutcome, SweepRequest};
+use crate::validity::{self, Evidence, Gate, Validity, ValidityLimits, WindowCpu};
 use crate::values::PipelineMode;
 use crate::{
     capacity, projected_capacity, LinkSpec, PipelineExperiment, PipelineRunParams,
     PipelineRunRecord, PipelineSweep, PIPELINE_SWEEP_SCHEMA,
 };
 use connlab_os::Shutdown;
-use connlab_pipeline::{LinkConfig, Mode, PipelineConfig};
-use std::sync::atomic::Ordering::Relaxed;
+use connlab_pipeline::{LinkConfig, Mode, PipelineConfig, PipelineResult};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The library configuration of one run.
@@ -73,6 +76,107 @@ pub(crate) fn run_config(
     Ok(cfg)
 }
 
+/// What every run of a sweep is held to.
+struct Gauge {
+    /// The file's `[validity]`.
+    limits: ValidityLimits,
+    /// Attempts per run, the first included.
+    attempts: u32,
+    /// The sweep's machine.
+    machine: connlab_os::Fingerprint,
+    /// The CPUs the threads are pinned to (`pipeline.cpu_map`), or none
+    /// for every CPU.
+    cpus: Vec<usize>,
+}
+
+/// One run as kept: the last attempt, with its gates.
+struct Measured {
+    result: PipelineResult,
+    validity: Validity,
+    machine: connlab_os::Fingerprint,
+    window_cpu: Option<WindowCpu>,
+}
+
+/// Runs one configuration until it passes its gates or the attempts run
+/// out (a failed `machine` gate alone is not run again, nor an interrupted
+/// run); the last attempt is kept. The window is the run, the role this
+/// process (the pipeline's threads are its own).
+fn measure_with_attempts(
+    cfg: &PipelineConfig,
+    gauge: &Gauge,
+    stop: &Arc<AtomicBool>,
+) -> Result<Measured, String> {
+    let mut tries = 1;
+    loop {
+        let roles = Roles::default();
+        let before = edge(&roles);
+        let result = connlab_pipeline::run(cfg, stop).map_err(|e| e.to_string())?;
+        let window = WindowCpu::between(&before, &edge(&roles), &gauge.cpus);
+        let machine = connlab_os::Environment::capture().fingerprint();
+        let mut gates = Vec::new();
+        if gauge.limits.completion.0.is_some() {
+            gates.push(completion_gate(&result));
+        }
+        gates.extend(validity::gates(
+            &gauge.limits,
+            &Evidence {
+                cpu: gated(Some(&window)),
+                machine: Some((machine.clone(), gauge.machine.clone())),
+                ..Evidence::default()
+            },
+        ));
+        let v = Validity::of(gates, tries);
+        let again = v.worth_retrying() && tries < gauge.attempts && !stop.load(Relaxed);
+        if !again || result.interrupted {
+            return Ok(Measured {
+                result,
+                validity: v,
+                machine,
+                window_cpu: Some(window),
+            });
+        }
+        tries += 1;
+    }
+}
+
+/// A run is complete when it verified: every message arrived once, in
+/// order and intact (1), else 0; held to 1.
+fn completion_gate(r: &PipelineResult) -> Gate {
+    let value = if r.verified { 1.0 } else { 0.0 };
+    Gate::at_least(
+        "completion",
+        value,
+        1.0,
+        format!(
+            "{} of {} messages delivered, {}",
+            r.messages_delivered,
+            r.messages_sent,
+            if r.verified {
+                "verified: once each, in order, intact"
+            } else {
+                "not verified"
+            }
+        ),
+    )
+}
+
+/// `; INVALID after 3 attempts: steal 7.3 % > 2 %`, `; valid at attempt
+/// 2`, or nothing.
+fn validity_text(v: &Validity) -> String {
+    if !v.valid {
+        format!(
+            "; INVALID after {} attempt{}: {}",
+            v.attempts,
+            if v.attempts == 1 { "" } else { "s" },
+            v.failure_text()
+        )
+    } else if v.attempts > 1 {
+        format!("; valid at attempt {}", v.attempts)
+    } else {
+        String::new()
+    }
+}
+
 /// Runs a pipeline experiment.
 pub(super) fn sweep(
     exp: &PipelineExperiment,
@@ -119,6 +223,18 @@ pub(super) fn sweep(
     }
     let kept = sweep.runs.len();
     let stop = stop_flag(shutdown);
+    let gauge = Gauge {
+        limits: exp.validity.clone(),
+        attempts: super::attempts(req, &exp.validity),
+        machine: sweep.environment.fingerprint(),
+        cpus: match &exp.pipeline.cpu_map {
+            Some(text) => text
+                .parse::<connlab_os::CpuList>()
+                .map(|c| c.cpus().to_vec())
+                .unwrap_or_default(),
+            None => Vec::new(),
+        },
+    };
     let mut outcome = super::announce(progress, &exp.name, "runs", plan.len(), kept, quick, out);
     let save = |sweep: &PipelineSweep| sweep.save(out).map_err(|e| RunError::Failed(e.to_string()));
     for p in &plan {
@@ -132,14 +248,20 @@ pub(super) fn sweep(
         let id = p.id();
         progress.start(&id, None);
         let began = Instant::now();
-        let result = match connlab_pipeline::run(&cfg, &stop) {
-            Ok(r) => r,
+        let measured = match measure_with_attempts(&cfg, &gauge, &stop) {
+            Ok(m) => m,
             Err(e) => {
                 progress.finish(&id, began.elapsed(), &format!("FAILED: {e}"));
                 outcome.failed.push(id);
                 continue;
             }
         };
+        let Measured {
+            result,
+            validity,
+            machine,
+            window_cpu,
+        } = measured;
         if result.interrupted && stop.load(Relaxed) {
             progress.finish(&id, began.elapsed(), "interrupted (not kept)");
             break;
@@ -160,7 +282,7 @@ pub(super) fn sweep(
             Err(_) => (None, None),
         };
         let what = format!(
-            "{:.1} Mbit/s, efficiency {}; {}{}",
+            "{:.1} Mbit/s, efficiency {}; {}{}{}",
             result.throughput_mbit_s,
             eff.map_or("—".into(), |e| format!("{e:.2}")),
             match (result.projection.value(), &projected) {
@@ -181,7 +303,8 @@ pub(super) fn sweep(
                     ", NOT VERIFIED ({} of {} delivered)",
                     result.messages_delivered, result.messages_sent
                 )
-            }
+            },
+            validity_text(&validity)
         );
         progress.finish(&id, began.elapsed(), &what);
         if !result.verified {
@@ -196,6 +319,9 @@ pub(super) fn sweep(
             projected_relative_capacity: prc,
             projected_efficiency: peff,
             finished_unix_s: unix_now(),
+            validity: Some(validity),
+            machine: Some(machine),
+            window_cpu,
         });
         // Plan order, so tables and the CSV read in order after a resume.
         sweep

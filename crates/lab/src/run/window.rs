@@ -31,6 +31,32 @@ impl Roles {
     }
 }
 
+/// Windows shorter than this keep their record but leave the `steal`
+/// and `foreign_cpu` gates out: `/proc/stat` and a process's CPU time count
+/// in clock ticks (10 ms), so over a shorter window either share is mostly
+/// rounding.
+pub(crate) const MIN_GATED_WINDOW_S: f64 = 1.0;
+
+/// The window as evidence for the CPU gates: `None` when it is missing or
+/// shorter than [`MIN_GATED_WINDOW_S`].
+pub(crate) fn gated(w: Option<&WindowCpu>) -> Option<WindowCpu> {
+    w.filter(|w| w.seconds >= MIN_GATED_WINDOW_S).cloned()
+}
+
+/// One edge of a window, taken now in this thread (for runners whose
+/// measured part runs in their own thread: the pipeline, the single-IP
+/// points): the roles' process trees, and as role `runner` this process's
+/// own CPU with that of the children it has reaped. A process that starts
+/// and ends inside the window (a probe) is counted there once reaped, so
+/// leave it out of the roles; a role's live process is never counted twice.
+pub(crate) fn edge(roles: &Roles) -> WindowSnapshot {
+    let mut s = WindowSnapshot::take(&roles.borrowed());
+    let me = std::process::id() as i32;
+    let own = connlab_os::process::process_cpu_s(me).unwrap_or(0.0);
+    s.roles.insert("runner".into(), own);
+    s
+}
+
 /// Starts sampling the window `[from, from + length)` on `cpus` (all CPUs
 /// when empty); the handle's result is `None` when the sweep was stopped
 /// first.
@@ -97,5 +123,21 @@ mod tests {
         let w = h.join().unwrap().expect("not stopped");
         assert!(w.seconds >= 0.05, "{w:?}");
         assert!(w.role_cpu_s.contains_key("me"));
+    }
+
+    #[test]
+    fn an_edge_counts_this_process_as_the_runner_and_short_windows_are_not_gated() {
+        let roles = Roles::default().with("none", []);
+        let (a, b) = (edge(&roles), edge(&roles));
+        let w = WindowCpu::between(&a, &b, &[]);
+        assert!(w.role_cpu_s.contains_key("runner"), "{w:?}");
+        assert!(w.role_cpu_s.contains_key("none"), "{w:?}");
+        assert!(gated(Some(&w)).is_none(), "{w:?}");
+        let long = WindowCpu {
+            seconds: MIN_GATED_WINDOW_S,
+            ..w
+        };
+        assert!(gated(Some(&long)).is_some());
+        assert!(gated(None).is_none());
     }
 }

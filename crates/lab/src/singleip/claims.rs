@@ -4,6 +4,7 @@
 use super::experiment::{ExpKind, System};
 use super::records::{median, CpuUse, SingleIpRecord, SingleIpSweep};
 use super::values::{bytes_label, Bytes};
+use crate::validity::cannot_judge_reason;
 use crate::verdict::{Judgement, Verdict};
 use serde::{Deserialize, Serialize};
 
@@ -254,6 +255,58 @@ pub fn fmt_num(v: f64) -> String {
     }
 }
 
+/// The valid values of one system's metric, or the judgement when there
+/// are none: cannot be judged when its points exist but failed their gates
+/// (why, from their validity records), cannot be measured when there are
+/// no points at all.
+fn valid_values(
+    sweep: &SingleIpSweep,
+    m: SingleIpMetric,
+    s: System,
+    p: Option<u64>,
+) -> Result<Vec<f64>, Judgement> {
+    let v = sweep.values(m, s, p);
+    if !v.is_empty() {
+        return Ok(v);
+    }
+    let invalid = sweep.invalid(m, s, p);
+    if invalid.is_empty() {
+        return Err(Judgement::cannot_measure(format!(
+            "no points of {} for {}",
+            s.name(),
+            m.label()
+        )));
+    }
+    Err(Judgement::cannot_judge(format!(
+        "no valid point of {} for {}: {}",
+        s.name(),
+        m.label(),
+        cannot_judge_reason(&invalid)
+    )))
+}
+
+/// The judgement with a note of the invalid points its systems left out,
+/// if any.
+fn with_left_out(
+    j: Judgement,
+    sweep: &SingleIpSweep,
+    m: SingleIpMetric,
+    systems: &[System],
+    p: Option<u64>,
+) -> Judgement {
+    let n: usize = systems.iter().map(|s| sweep.invalid(m, *s, p).len()).sum();
+    left_out(j, n)
+}
+
+/// The judgement noted with `n` invalid points left out (none: as is).
+fn left_out(j: Judgement, n: usize) -> Judgement {
+    match n {
+        0 => j,
+        1 => j.noted("1 invalid point left out"),
+        n => j.noted(&format!("{n} invalid points left out")),
+    }
+}
+
 fn order(
     sweep: &SingleIpSweep,
     m: SingleIpMetric,
@@ -261,16 +314,24 @@ fn order(
     lo: System,
     hi: System,
 ) -> Judgement {
-    let a = sweep.values(m, lo, p);
-    let b = sweep.values(m, hi, p);
-    if a.is_empty() || b.is_empty() {
-        return Judgement::cannot_measure(format!(
-            "no points of {} and {} for {}",
-            lo.name(),
-            hi.name(),
-            m.label()
-        ));
-    }
+    let (a, b) = match (valid_values(sweep, m, lo, p), valid_values(sweep, m, hi, p)) {
+        (Ok(a), Ok(b)) => (a, b),
+        // Cannot be judged (a system's points all failed a gate) says more
+        // than cannot be measured.
+        (Err(e), Err(f)) => {
+            return match (&e.verdict, &f.verdict) {
+                (Verdict::CannotJudge(_), _) => e,
+                (_, Verdict::CannotJudge(_)) => f,
+                _ => Judgement::cannot_measure(format!(
+                    "no points of {} and {} for {}",
+                    lo.name(),
+                    hi.name(),
+                    m.label()
+                )),
+            };
+        }
+        (Err(e), _) | (_, Err(e)) => return e,
+    };
     let a_max = a.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let a_min = a.iter().copied().fold(f64::INFINITY, f64::min);
     let b_max = b.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -283,13 +344,14 @@ fn order(
         hi.name(),
         range_text(&b)
     );
-    if a_max < b_min {
+    let j = if a_max < b_min {
         Judgement::holds(format!("{what}: {} lower in every repetition", lo.name()))
     } else if b_max < a_min {
         Judgement::does_not_hold(format!("{what}: the opposite order in every repetition"))
     } else {
         Judgement::does_not_hold(format!("{what}: the repetitions overlap, no clear order"))
-    }
+    };
+    with_left_out(j, sweep, m, &[lo, hi], p)
 }
 
 /// Judges a claim from a sweep's points: the verdict and the values
@@ -362,20 +424,35 @@ fn judge_at(sweep: &SingleIpSweep, check: &Check) -> Judgement {
             {
                 return v.clone();
             }
-            let failed: Vec<String> = verdicts
-                .iter()
-                .filter(|(_, v)| v.verdict != Verdict::Holds)
-                .map(|(s, v)| format!("{}: {}", bytes_label(*s), v.detail))
-                .collect();
-            if failed.is_empty() {
-                Judgement::holds(format!(
+            let at = |pick: fn(&Verdict) -> bool| -> Vec<String> {
+                verdicts
+                    .iter()
+                    .filter(|(_, v)| pick(&v.verdict))
+                    .map(|(s, v)| format!("{}: {}", bytes_label(*s), v.detail))
+                    .collect()
+            };
+            let failed = at(|v| matches!(v, Verdict::DoesNotHold { .. }));
+            let unjudged = at(|v| matches!(v, Verdict::CannotJudge(_)));
+            if !failed.is_empty() {
+                // A size that fails on valid points decides the claim.
+                Judgement::does_not_hold(failed.join("; "))
+            } else if !unjudged.is_empty() {
+                Judgement::cannot_judge(unjudged.join("; "))
+            } else {
+                let n: usize = sizes
+                    .iter()
+                    .map(|&z| {
+                        sweep.invalid(*metric, *lower, Some(z)).len()
+                            + sweep.invalid(*metric, *higher, Some(z)).len()
+                    })
+                    .sum();
+                let j = Judgement::holds(format!(
                     "{} below {} at every size up to {}",
                     lower.name(),
                     higher.name(),
                     bytes_label(max_param.0)
-                ))
-            } else {
-                Judgement::does_not_hold(failed.join("; "))
+                ));
+                left_out(j, n)
             }
         }
         Check::Similar {
@@ -384,15 +461,19 @@ fn judge_at(sweep: &SingleIpSweep, check: &Check) -> Judgement {
             systems,
             tolerance,
         } => {
-            let meds: Vec<(System, Option<f64>)> = systems
-                .iter()
-                .map(|s| (*s, median(sweep.values(*metric, *s, param.map(|b| b.0)))))
-                .collect();
-            if meds.iter().any(|(_, m)| m.is_none()) {
-                return Judgement::cannot_measure(format!(
-                    "not every system has {}",
-                    metric.label()
-                ));
+            let p = param.map(|b| b.0);
+            let mut meds: Vec<(System, Option<f64>)> = Vec::new();
+            for s in systems {
+                match valid_values(sweep, *metric, *s, p) {
+                    Ok(v) => meds.push((*s, median(v))),
+                    Err(j) if matches!(j.verdict, Verdict::CannotJudge(_)) => return j,
+                    Err(_) => {
+                        return Judgement::cannot_measure(format!(
+                            "not every system has {}",
+                            metric.label()
+                        ))
+                    }
+                }
             }
             let vals: Vec<f64> = meds.iter().filter_map(|(_, m)| *m).collect();
             let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -409,11 +490,12 @@ fn judge_at(sweep: &SingleIpSweep, check: &Check) -> Judgement {
                 spread * 100.0,
                 tolerance * 100.0
             );
-            if spread <= *tolerance {
+            let j = if spread <= *tolerance {
                 Judgement::holds(what)
             } else {
                 Judgement::does_not_hold(what)
-            }
+            };
+            with_left_out(j, sweep, *metric, systems, p)
         }
         Check::AtLeast {
             metric,
@@ -423,15 +505,12 @@ fn judge_at(sweep: &SingleIpSweep, check: &Check) -> Judgement {
         } => {
             let mut parts = Vec::new();
             let mut ok = true;
+            let p = param.map(|b| b.0);
             for s in systems {
-                let v = sweep.values(*metric, *s, param.map(|b| b.0));
-                if v.is_empty() {
-                    return Judgement::cannot_measure(format!(
-                        "no points of {} for {}",
-                        s.name(),
-                        metric.label()
-                    ));
-                }
+                let v = match valid_values(sweep, *metric, *s, p) {
+                    Ok(v) => v,
+                    Err(j) => return j,
+                };
                 ok &= v.iter().all(|x| *x >= *value);
                 parts.push(format!("{} {}", s.name(), range_text(&v)));
             }
@@ -441,11 +520,12 @@ fn judge_at(sweep: &SingleIpSweep, check: &Check) -> Judgement {
                 fmt_num(*value),
                 parts.join(", ")
             );
-            if ok {
+            let j = if ok {
                 Judgement::holds(what)
             } else {
                 Judgement::does_not_hold(what)
-            }
+            };
+            with_left_out(j, sweep, *metric, systems, p)
         }
     }
 }

@@ -158,6 +158,10 @@ pub struct SingleIpExperiment {
     /// The paper's values and claims.
     #[serde(default)]
     pub paper: SingleIpPaper,
+    /// `[validity]`: the gates every point must pass (`completion`,
+    /// `steal`, `foreign_cpu`, `machine`) and the attempts per point.
+    #[serde(default)]
+    pub validity: crate::validity::ValidityLimits,
 }
 
 fn three() -> u32 {
@@ -357,6 +361,22 @@ impl SingleIpPoint {
     }
 }
 
+/// Checks `[validity]` of a kind without an A/A control (single-IP,
+/// pipeline): the limits' own checks, and no `control` other than `"none"`.
+pub(crate) fn check_validity(
+    v: &crate::validity::ValidityLimits,
+    bad: &dyn Fn(&str, String) -> ExperimentError,
+) -> Result<(), ExperimentError> {
+    v.check().map_err(|(field, message)| bad(&field, message))?;
+    if let Some(Some(c)) = v.control_choice() {
+        return Err(bad(
+            "validity.control",
+            format!("{c:?}: this kind measures no A/A control; leave it out or say \"none\""),
+        ));
+    }
+    Ok(())
+}
+
 /// The RTT message size.
 pub const RTT_BYTES: u64 = 4;
 
@@ -462,6 +482,7 @@ impl SingleIpExperiment {
                 return Err(bad("quick.repetitions", "0: at least 1".into()));
             }
         }
+        check_validity(&exp.validity, &bad)?;
         for (i, c) in exp.paper.claims.iter().enumerate() {
             if let Check::Similar { tolerance, .. } = c.check {
                 if !(0.0..1.0).contains(&tolerance) {

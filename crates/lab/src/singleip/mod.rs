@@ -35,6 +35,7 @@ mod values;
 
 pub use claims::{fmt_num, judge, Check, PaperValue, SingleIpClaim, SingleIpMetric, SingleIpPaper};
 pub use contention::{analyse_contention, ContentionSetup};
+pub(crate) use experiment::check_validity;
 pub use experiment::{
     BandwidthSection, Bottleneck, ContentionSection, ExpKind, Kind, Placement, QuickSection,
     RttSection, SingleIpExperiment, SingleIpPoint, System, RTT_BYTES,

@@ -8,6 +8,7 @@ use super::experiment::{
 use super::values::bytes_label;
 use super::{SINGLEIP_POINT_SCHEMA, SINGLEIP_SWEEP_SCHEMA};
 use crate::experiment::ExperimentError;
+use crate::validity::Validity;
 use connlab_os::Environment;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -305,6 +306,26 @@ pub struct SingleIpRecord {
     pub warnings: Vec<String>,
     /// Unix seconds.
     pub finished_unix_s: f64,
+    /// The gates this point passed or failed (absent in results written
+    /// before they existed: not checked, judged as valid).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validity: Option<Validity>,
+    /// The machine it ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<connlab_os::Fingerprint>,
+    /// Who used the CPUs while the point's probes ran, per role (`front`,
+    /// `nodes`, `servers`, `linkem`, and `runner`: the sweep with the
+    /// probes it reaped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_cpu: Option<connlab_os::window::WindowCpu>,
+}
+
+impl SingleIpRecord {
+    /// Whether claims may rest on the point: it passed every gate, or was
+    /// measured before gates existed.
+    pub fn is_valid(&self) -> bool {
+        self.validity.as_ref().is_none_or(|v| v.valid)
+    }
 }
 
 /// `sweep.json` of a single-IP sweep.
@@ -468,9 +489,15 @@ impl SingleIpSweep {
         })
     }
 
-    /// A metric of one system across its repetitions (`param`: the point's
-    /// parameter; `None` for the RTT's 4 bytes).
-    pub fn values(&self, metric: SingleIpMetric, system: System, param: Option<u64>) -> Vec<f64> {
+    /// The points a metric of one system reads (`param`: the point's
+    /// parameter; `None` for the RTT's 4 bytes), every repetition, valid or
+    /// not.
+    pub fn points_of(
+        &self,
+        metric: SingleIpMetric,
+        system: System,
+        param: Option<u64>,
+    ) -> Vec<&SingleIpRecord> {
         let exp = metric.experiment();
         let param = match exp {
             ExpKind::Rtt => RTT_BYTES,
@@ -480,8 +507,59 @@ impl SingleIpSweep {
             },
         };
         self.select(exp, system, param)
+    }
+
+    /// A metric of one system across its valid repetitions (points that
+    /// failed a gate are left out; points from before gates count as
+    /// valid).
+    pub fn values(&self, metric: SingleIpMetric, system: System, param: Option<u64>) -> Vec<f64> {
+        self.points_of(metric, system, param)
             .iter()
+            .filter(|r| r.is_valid())
             .filter_map(|r| metric.of(r))
+            .collect()
+    }
+
+    /// The validity records of the points [`values`](Self::values) leaves
+    /// out: those that failed a gate.
+    pub fn invalid(
+        &self,
+        metric: SingleIpMetric,
+        system: System,
+        param: Option<u64>,
+    ) -> Vec<&Validity> {
+        self.points_of(metric, system, param)
+            .into_iter()
+            .filter_map(|r| r.validity.as_ref())
+            .filter(|v| !v.valid)
+            .collect()
+    }
+
+    /// A metric of two systems paired by repetition: `(repetition, a, b)`
+    /// for each repetition where both points are valid and have it.
+    pub fn paired(
+        &self,
+        metric: SingleIpMetric,
+        a: System,
+        b: System,
+        param: Option<u64>,
+    ) -> Vec<(u32, f64, f64)> {
+        let of = |s: System| -> Vec<(u32, f64)> {
+            self.points_of(metric, s, param)
+                .iter()
+                .filter(|r| r.is_valid())
+                .filter_map(|r| metric.of(r).map(|v| (r.point.repetition, v)))
+                .collect()
+        };
+        let theirs = of(b);
+        of(a)
+            .into_iter()
+            .filter_map(|(rep, x)| {
+                theirs
+                    .iter()
+                    .find(|(r, _)| *r == rep)
+                    .map(|(_, y)| (rep, x, *y))
+            })
             .collect()
     }
 }

@@ -167,3 +167,194 @@ fn contention_from_streams_and_a_log() {
     assert!((c.queue_ms_fg_median.unwrap() - 1.5).abs() < 1e-9);
     assert!(c.link_utilisation.unwrap() > 0.9);
 }
+
+#[test]
+fn validity_limits_are_read_and_a_bad_value_names_its_field() {
+    let e = SingleIpExperiment::from_toml(FILE, "t.toml").unwrap();
+    assert_eq!(e.validity, crate::validity::ValidityLimits::default());
+    let with = |section: &str| FILE.replace("[quick]", &format!("[validity]\n{section}\n[quick]"));
+    let e =
+        SingleIpExperiment::from_toml(&with("attempts = 1\nsteal = \"off\""), "t.toml").unwrap();
+    assert_eq!(e.validity.attempts, Some(1));
+    assert_eq!(e.validity.steal, crate::validity::Limit(None));
+    for (text, field) in [
+        ("steal = 2", "validity.steal"),
+        ("attempts = 0", "validity.attempts"),
+        ("control = \"io16k\"", "validity.control"),
+        ("stael = 0.1", "stael"),
+    ] {
+        let err = SingleIpExperiment::from_toml(&with(text), "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(field) && err.contains("t.toml"),
+            "{text}: {err}"
+        );
+    }
+}
+
+mod validity {
+    use super::FILE;
+    use crate::validity::{Gate, Validity};
+    use crate::{
+        judge, summarise_rtt, Check, ExpKind, LinkInfo, PlacementInfo, SingleIpExperiment,
+        SingleIpMetric, SingleIpPoint, SingleIpRecord, SingleIpSweep, SingleIpSweepInfo, System,
+        Verdict, SINGLEIP_POINT_SCHEMA, SINGLEIP_SWEEP_SCHEMA,
+    };
+
+    /// An RTT point of `system` at repetition `rep` whose round trips
+    /// average `mean`, with `validity`.
+    fn point(system: System, rep: u32, mean: f64, validity: Option<Validity>) -> SingleIpRecord {
+        let point = SingleIpPoint {
+            experiment: ExpKind::Rtt,
+            system,
+            param: 4,
+            repetition: rep,
+        };
+        SingleIpRecord {
+            schema: SINGLEIP_POINT_SCHEMA.into(),
+            id: point.id(),
+            point,
+            placement: PlacementInfo {
+                clients: 0,
+                linkem: 0,
+                front: 1,
+                nodes: 1,
+                front_rps: 1,
+            },
+            link: LinkInfo {
+                delay_us: 0,
+                rate_bps: None,
+                queue_packets: None,
+                bottleneck: None,
+            },
+            congestion_control: "reno".into(),
+            rtt: summarise_rtt(&[mean - 1.0, mean, mean + 1.0]),
+            transfers: Vec::new(),
+            contention: None,
+            cpu: None,
+            warnings: Vec::new(),
+            finished_unix_s: 0.0,
+            validity,
+            machine: None,
+            window_cpu: None,
+        }
+    }
+
+    fn steal(share: f64) -> Option<Validity> {
+        Some(Validity::of(
+            vec![Gate::at_most("steal", share, 0.02, String::new())],
+            3,
+        ))
+    }
+
+    fn sweep(points: Vec<SingleIpRecord>) -> SingleIpSweep {
+        let experiment = SingleIpExperiment::from_toml(FILE, "t.toml").unwrap();
+        SingleIpSweep {
+            path: "t".into(),
+            info: SingleIpSweepInfo {
+                schema: SINGLEIP_SWEEP_SCHEMA.into(),
+                name: "t".into(),
+                quick: false,
+                started_unix_s: 0.0,
+                points_total: points.len(),
+                connlab_version: "test".into(),
+                environment: connlab_os::Environment::capture(),
+                placement: points[0].placement.clone(),
+            },
+            experiment,
+            points,
+        }
+    }
+
+    const ORDER: Check = Check::Order {
+        metric: SingleIpMetric::RttMeanUs,
+        param: None,
+        lower: System::Io16k,
+        higher: System::Nat,
+    };
+
+    #[test]
+    fn a_claim_on_invalid_points_cannot_be_judged_and_says_why() {
+        let mut points: Vec<SingleIpRecord> = (1..=3)
+            .map(|r| point(System::Io16k, r, 100.0, steal(0.01)))
+            .collect();
+        points.extend((1..=3).map(|r| point(System::Nat, r, 200.0, steal(0.05 + 0.01 * r as f64))));
+        let s = sweep(points);
+        let j = judge(&s, &ORDER);
+        assert_eq!(
+            j.verdict,
+            Verdict::CannotJudge(
+                "no valid point of nat for RTT mean (µs): steal 8 % > 2 % at 3 of 3 points".into()
+            ),
+            "{}",
+            j.detail
+        );
+        assert_eq!(j.verdict.csv_key(), "cannot_judge_here");
+        // The same for a claim on one system's values.
+        let at_least = Check::AtLeast {
+            metric: SingleIpMetric::RttMeanUs,
+            param: None,
+            systems: vec![System::Io16k, System::Nat],
+            value: 1.0,
+        };
+        assert!(matches!(
+            judge(&s, &at_least).verdict,
+            Verdict::CannotJudge(_)
+        ));
+        let similar = Check::Similar {
+            metric: SingleIpMetric::RttMeanUs,
+            param: None,
+            systems: vec![System::Io16k, System::Nat],
+            tolerance: 0.5,
+        };
+        assert!(matches!(
+            judge(&s, &similar).verdict,
+            Verdict::CannotJudge(_)
+        ));
+    }
+
+    #[test]
+    fn claims_rest_on_valid_points_and_note_those_left_out() {
+        // Repetition 2 of nat measured 50 µs on a stolen CPU: left out, the
+        // order holds on the rest.
+        let s = sweep(vec![
+            point(System::Io16k, 1, 100.0, steal(0.0)),
+            point(System::Nat, 1, 200.0, steal(0.0)),
+            point(System::Io16k, 2, 100.0, steal(0.0)),
+            point(System::Nat, 2, 50.0, steal(0.3)),
+            point(System::Io16k, 3, 100.0, None),
+            point(System::Nat, 3, 200.0, None),
+        ]);
+        let j = judge(&s, &ORDER);
+        assert_eq!(j.verdict, Verdict::Holds, "{}", j.detail);
+        assert!(
+            j.detail.ends_with("(1 invalid point left out)"),
+            "{}",
+            j.detail
+        );
+        assert_eq!(
+            s.values(SingleIpMetric::RttMeanUs, System::Nat, None).len(),
+            2
+        );
+        // Two systems per repetition pair by repetition, valid ones only.
+        let pairs = s.paired(SingleIpMetric::RttMeanUs, System::Io16k, System::Nat, None);
+        let reps: Vec<u32> = pairs.iter().map(|p| p.0).collect();
+        assert_eq!(reps, vec![1, 3]);
+        assert!(pairs.iter().all(|p| p.1 == 100.0 && p.2 == 200.0));
+    }
+
+    #[test]
+    fn a_point_written_before_validity_existed_reads_as_valid() {
+        let r = point(System::Io16k, 1, 100.0, steal(0.01));
+        let mut json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["validity"]["gates"][0]["name"], "steal");
+        for key in ["validity", "machine", "window_cpu"] {
+            json.as_object_mut().unwrap().remove(key);
+        }
+        let old: SingleIpRecord = serde_json::from_value(json).unwrap();
+        assert!(old.validity.is_none() && old.is_valid());
+        let text = serde_json::to_string(&old).unwrap();
+        assert!(!text.contains("validity"), "{text}");
+    }
+}

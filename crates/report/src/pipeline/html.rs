@@ -231,6 +231,10 @@ pub(super) fn page(sweep: &PipelineSweep) -> Result<Page, ReportError> {
         blocks: vec![
             Block::Facts(summary_lines(sweep)),
             Block::Html(h),
+            Block::Html(crate::validity::html_with(
+                &validity(sweep),
+                crate::validity::NO_CONTROL,
+            )),
             Block::Html(projections),
             Block::Html(costs),
         ],

@@ -35,7 +35,13 @@ impl Report for Pipeline<'_> {
                 description: self.sweep.experiment.description.clone(),
                 style: "",
                 viewport: false,
-                blocks: vec![Block::Markdown(markdown(self.sweep))],
+                blocks: vec![
+                    Block::Markdown(markdown(self.sweep)),
+                    Block::Markdown(crate::validity::markdown_with(
+                        &validity(self.sweep),
+                        crate::validity::NO_CONTROL,
+                    )),
+                ],
             }),
         }
     }
@@ -43,6 +49,17 @@ impl Report for Pipeline<'_> {
     fn rows(&self) -> Result<Vec<connlab_lab::PipelineRunRow>, ReportError> {
         Ok(self.sweep.rows())
     }
+}
+
+/// The runs as their gates left them.
+fn validity(sweep: &PipelineSweep) -> crate::validity::Summary {
+    crate::validity::Summary::of(
+        sweep
+            .runs
+            .iter()
+            .map(|r| (r.id.as_str(), r.validity.as_ref())),
+    )
+    .of_unit("runs")
 }
 
 /// The three figures of the paper's tables: name, decimals.
@@ -426,7 +443,7 @@ fn summary_lines(sweep: &PipelineSweep) -> Vec<(String, String)> {
     v
 }
 
-const NOTE: &str = "Each of our figures is the median over the repetitions, with the smallest and largest in brackets when they differ. Relative capacity = throughput × layers / the one-layer throughput of the same mode, line, size and repetition; efficiency = relative capacity / layers (the paper's definitions). Measured figures come from this machine, where every thread of a run shares its CPUs. Projected figures assume one core per thread: the slowest layer stage's busy time per message plus one SPSC hand-off, bounded by the stages the layers leave out (source, sink and both line threads at their own busy time per message), by the line's rate, and by the CPU share (at most threads / CPUs times the measured rate, the most extra CPU one core per thread can give), and never below the measured rate. A run gets no projection when the stage that sets the bound was timed in fewer than 20 rounds or mostly in rounds the scheduler interrupted, and no projected relative capacity when its one-layer run has no projection or the ratio would put efficiency above 1.1. Where a projection's bound reads \"line\", the projected throughput is the line's rate less the layer headers every frame carries, so its relative capacity and efficiency measure only the headers' share of the line. A claim holds only when every repetition's value meets it.";
+const NOTE: &str = "Each of our figures is the median over the valid repetitions (runs that failed a validity gate are left out and listed under the validity of the runs), with the smallest and largest in brackets when they differ. Relative capacity = throughput × layers / the one-layer throughput of the same mode, line, size and repetition; efficiency = relative capacity / layers (the paper's definitions). Measured figures come from this machine, where every thread of a run shares its CPUs. Projected figures assume one core per thread: the slowest layer stage's busy time per message plus one SPSC hand-off, bounded by the stages the layers leave out (source, sink and both line threads at their own busy time per message), by the line's rate, and by the CPU share (at most threads / CPUs times the measured rate, the most extra CPU one core per thread can give), and never below the measured rate. A run gets no projection when the stage that sets the bound was timed in fewer than 20 rounds or mostly in rounds the scheduler interrupted, and no projected relative capacity when its one-layer run has no projection or the ratio would put efficiency above 1.1. Where a projection's bound reads \"line\", the projected throughput is the line's rate less the layer headers every frame carries, so its relative capacity and efficiency measure only the headers' share of the line. A claim holds only when every repetition's value meets it.";
 
 fn claim_rows(sweep: &PipelineSweep) -> Vec<ClaimResult> {
     sweep.claims()

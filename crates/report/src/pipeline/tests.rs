@@ -106,6 +106,9 @@ fn fixture() -> PipelineSweep {
                 projected_relative_capacity: None,
                 projected_efficiency: None,
                 finished_unix_s: 0.0,
+                validity: None,
+                machine: None,
+                window_cpu: None,
             });
         }
     }
@@ -207,4 +210,82 @@ fn csv_keeps_commas_and_quotes() {
         .iter()
         .all(|r| &r[col("projected_bound")] == "cpu, then line"));
     assert!(rows.iter().any(|r| r[col("no_projection")].contains(why)));
+}
+
+/// A validity record that failed `steal` on every attempt.
+fn stolen() -> Option<connlab_lab::validity::Validity> {
+    Some(connlab_lab::validity::Validity::of(
+        vec![connlab_lab::validity::Gate::at_most(
+            "steal",
+            0.073,
+            0.02,
+            String::new(),
+        )],
+        3,
+    ))
+}
+
+#[test]
+fn invalid_runs_are_listed_and_their_claims_cannot_be_judged() {
+    let mut sweep = fixture();
+    for r in sweep.runs.iter_mut().filter(|r| r.params.layers == 5) {
+        r.validity = stolen();
+    }
+    let ok = connlab_lab::validity::Validity::of(
+        vec![connlab_lab::validity::Gate::at_most(
+            "steal",
+            0.0,
+            0.02,
+            String::new(),
+        )],
+        1,
+    );
+    for r in sweep.runs.iter_mut().filter(|r| r.params.layers == 1) {
+        r.validity = Some(ok.clone());
+    }
+    let html = render_pipeline(&sweep, Format::Html).unwrap();
+    assert!(html.contains("Validity of the runs"), "section");
+    assert!(
+        html.contains("2 of 4 runs passed every gate (steal)"),
+        "sentence"
+    );
+    let id = "layer-parallel-memory-800mbit-s8192-m500-l5-rep1";
+    assert!(
+        html.contains(&format!(
+            "<td class=\"label\">{id}</td><td>3</td><td class=\"label\">steal 7.3 % &gt; 2 %</td>"
+        )),
+        "the invalid run with its gate"
+    );
+    assert!(html.contains("<strong>cannot be judged here</strong>"));
+    assert!(html.contains("no valid run: steal 7.3 % &gt; 2 % at 2 of 2 runs"));
+    let md = render_pipeline(&sweep, Format::Markdown).unwrap();
+    assert!(
+        md.contains(&format!("| {id} | 3 | steal 7.3 % > 2 % |")),
+        "{md}"
+    );
+    assert!(md.contains("**cannot be judged here**"), "{md}");
+    let csv = render_pipeline(&sweep, Format::Csv).unwrap();
+    let mut reader = ::csv::Reader::from_reader(csv.as_bytes());
+    let head = reader.headers().unwrap().clone();
+    let col = |name: &str| head.iter().position(|h| h == name).unwrap();
+    let rows: Vec<::csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    let row = rows.iter().find(|r| &r[col("id")] == id).unwrap();
+    assert_eq!(&row[col("valid")], "false");
+    assert_eq!(&row[col("failed_gates")], "steal 7.3 % > 2 %");
+
+    // The index row: the invalid runs per gate.
+    let dir = std::env::temp_dir().join(format!(
+        "connlab-report-pipeline-invalid-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    sweep.save(&dir).unwrap();
+    let e = crate::verdicts::claim_rows(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    let e = e.unwrap();
+    assert_eq!(e.invalid_by_gate, vec![("steal".to_string(), 2)]);
+    assert_eq!(e.invalid_points, (2, 4));
+    assert!(e.noise_floor.is_none());
+    let claim = e.rows.iter().find(|r| r.text.contains("90%")).unwrap();
+    assert_eq!(claim.verdict.csv_key(), "cannot_judge_here", "{claim:?}");
 }

@@ -5,8 +5,10 @@
 //! figures, per-stream throughput over time, packet timelines (time against
 //! sequence, from linkem's log) and the foreground close-up.
 //!
-//! Every figure of ours is the median over the repetitions, with the range
-//! (min–max) beside it when there is more than one.
+//! Every figure of ours is the median over the valid repetitions (points
+//! that failed a validity gate are left out and listed in the validity
+//! section), with the range (min–max) beside it when there is more than
+//! one.
 
 use crate::{Format, ReportError};
 use connlab_lab::{
@@ -18,6 +20,8 @@ use plotters::prelude::*;
 use std::fmt::Write as _;
 
 mod plots;
+#[cfg(test)]
+mod tests;
 mod text;
 
 use crate::export::{self, Block, Page, Report};
@@ -55,12 +59,22 @@ impl Report for SingleIp<'_> {
                     environment_section(&mut environment, self.sweep);
                     vec![
                         Block::Html(html(self.sweep)?),
+                        Block::Html(crate::validity::html_with(
+                            &validity(self.sweep),
+                            crate::validity::NO_CONTROL,
+                        )),
                         Block::Html(bandwidth),
                         Block::Html(contention),
                         Block::Html(environment),
                     ]
                 }
-                _ => vec![Block::Markdown(text::markdown(self.sweep))],
+                _ => vec![
+                    Block::Markdown(text::markdown(self.sweep)),
+                    Block::Markdown(crate::validity::markdown_with(
+                        &validity(self.sweep),
+                        crate::validity::NO_CONTROL,
+                    )),
+                ],
             },
         })
     }
@@ -70,19 +84,29 @@ impl Report for SingleIp<'_> {
     }
 }
 
+/// The points as their gates left them.
+fn validity(sweep: &SingleIpSweep) -> crate::validity::Summary {
+    crate::validity::Summary::of(
+        sweep
+            .points
+            .iter()
+            .map(|r| (r.id.as_str(), r.validity.as_ref())),
+    )
+}
+
 const STYLE: &str = "
 body{font-family:system-ui,sans-serif;margin:1.2rem;max-width:1180px;color:#222}
 h1{font-size:1.35rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #ddd}
 h3{font-size:1rem}
 table{border-collapse:collapse;margin:.6rem 0;font-size:.88rem}
 th,td{border:1px solid #ccc;padding:.25rem .45rem;text-align:right;vertical-align:top}
-th{background:#f3f3f3}td{white-space:nowrap}td.l,th.l{text-align:left;white-space:normal}
-td.holds{background:#e3f4e3}td.fails{background:#f8e0e0}td.na{background:#eee}
+th{background:#f3f3f3}td{white-space:nowrap}td.l,th.l,td.label,th.label{text-align:left;white-space:normal}
+td.holds{background:#e3f4e3}td.fails{background:#f8e0e0}td.na{background:#eee}td.noisy{background:#fdf3d8}
 .note{font-size:.86rem;color:#444;max-width:950px}
 .plots{display:flex;flex-wrap:wrap;gap:.5rem}
 .plots figure{margin:0;flex:0 1 520px;min-width:0}
 .plots figure svg{width:100%}svg{max-width:100%;height:auto}
-.wrap{overflow-x:auto}
+.wrap,.scroll{overflow-x:auto}
 ";
 
 /// Median and range of values, as text (`—` for none).
@@ -185,7 +209,7 @@ fn html(sweep: &SingleIpSweep) -> Result<String, ReportError> {
     let mut h = String::new();
     let _ = writeln!(
         h,
-        "<p class=\"note\">{} of {} points{}; {} repetition(s). Ours: median over the repetitions, [min–max] when there are several. \
+        "<p class=\"note\">{} of {} points{}; {} repetition(s). Ours: median over the valid repetitions (see the validity section), [min–max] when there are several. \
          What should carry over from the paper is the ordering of the systems and their ratios, not absolute times: the paper ran \
          2000s hardware (Opteron 248 I/O server, Myrinet between I/O server and nodes, gigabit Ethernet), this run is namespaces \
          on one shared virtual machine, so every number is noisy.</p>",
@@ -287,14 +311,13 @@ fn html(sweep: &SingleIpSweep) -> Result<String, ReportError> {
         let ours = match (v.metric, v.system, v.relative_to) {
             (Some(m), Some(s), None) => sweep.values(m, s, v.param.map(|b| b.0)),
             (Some(m), Some(s), Some(over)) => {
-                // A ratio: per repetition, this system's figure over the other's.
-                let p = v.param.map(|b| b.0);
+                // A ratio: per repetition, this system's figure over the
+                // other's (repetitions where both points are valid).
                 sweep
-                    .values(m, s, p)
-                    .iter()
-                    .zip(sweep.values(m, over, p))
-                    .filter(|(_, b)| *b != 0.0)
-                    .map(|(a, b)| a / b)
+                    .paired(m, s, over, v.param.map(|b| b.0))
+                    .into_iter()
+                    .filter(|(_, _, b)| *b != 0.0)
+                    .map(|(_, a, b)| a / b)
                     .collect()
             }
             _ => Vec::new(),

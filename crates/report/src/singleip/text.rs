@@ -51,7 +51,10 @@ pub(super) fn markdown(sweep: &SingleIpSweep) -> String {
     m
 }
 
-/// One CSV row: one figure of one repetition of one point (long form).
+/// One CSV row: one figure of one repetition of one point (long form),
+/// with the point's id and validity: `valid` empty for a point measured
+/// before gates existed, `failed_gates` the gates an invalid point failed
+/// (its figures are in no table or claim).
 #[derive(Serialize)]
 pub(super) struct CsvRow {
     experiment: &'static str,
@@ -60,6 +63,10 @@ pub(super) struct CsvRow {
     repetition: u32,
     metric: String,
     value: f64,
+    point: String,
+    valid: Option<bool>,
+    attempts: Option<u32>,
+    failed_gates: String,
 }
 
 /// Every figure of every point, in the sweep's order.
@@ -93,6 +100,13 @@ pub(super) fn rows(sweep: &SingleIpSweep) -> Vec<CsvRow> {
                     repetition: r.point.repetition,
                     metric: format!("{m:?}"),
                     value,
+                    point: r.id.clone(),
+                    valid: r.validity.as_ref().map(|v| v.valid),
+                    attempts: r.validity.as_ref().map(|v| v.attempts),
+                    failed_gates: r
+                        .validity
+                        .as_ref()
+                        .map_or(String::new(), |v| v.failure_text()),
                 });
             }
         }

@@ -132,13 +132,20 @@ pub(super) fn sweep(
         .with_context(|| format!("creating {}", logs_root.display()))?;
     let key = logs_root.join("cluster.key");
     write_key(&key)?;
-    let ctx = Ctx {
+    let mut watched = vec![client_cpu as usize, front_cpu as usize];
+    watched.sort_unstable();
+    watched.dedup();
+    let mut ctx = Ctx {
         exp: &eff,
         lab: &lab,
         exe: &exe,
         key: &key,
         placement,
         shutdown,
+        attempts: super::attempts(req, &exp.validity),
+        machine: info.environment.fingerprint(),
+        watched,
+        node_servers: Vec::new(),
     };
     // The unmodified servers on the node hosts, for the whole sweep.
     let mut servers = Vec::new();
@@ -161,6 +168,7 @@ pub(super) fn sweep(
             .map_err(|e| e.context(format!("starting the server on node {j}")))?;
         servers.push(p);
     }
+    ctx.node_servers = servers.iter().map(|p| p.child.id()).collect();
 
     progress.begin(plan.len(), kept);
     let (mut measured, mut failed) = (0usize, Vec::<String>::new());
@@ -231,6 +239,20 @@ pub(super) fn sweep(
 }
 
 fn describe(r: &SingleIpRecord) -> String {
+    let validity = match &r.validity {
+        Some(v) if !v.valid => format!(
+            "; INVALID after {} attempt{}: {}",
+            v.attempts,
+            if v.attempts == 1 { "" } else { "s" },
+            v.failure_text()
+        ),
+        Some(v) if v.attempts > 1 => format!("; valid at attempt {}", v.attempts),
+        _ => String::new(),
+    };
+    format!("{}{validity}", figures(r))
+}
+
+fn figures(r: &SingleIpRecord) -> String {
     if let Some(x) = &r.rtt {
         return format!(
             "RTT min {} / median {} / mean {} / max {} µs over {}",
@@ -361,6 +383,15 @@ struct Ctx<'a> {
     key: &'a Path,
     placement: PlacementInfo,
     shutdown: &'a Shutdown,
+    /// Attempts per point, the first included.
+    attempts: u32,
+    /// The sweep's machine: each point's is checked against it.
+    machine: connlab_os::Fingerprint,
+    /// The CPUs the processes are pinned to (clients and linkem, front and
+    /// nodes): the window's CPUs.
+    watched: Vec<usize>,
+    /// The node servers (`probe serve`), running for the whole sweep.
+    node_servers: Vec<u32>,
 }
 
 /// The link of one linkem start.

@@ -5,12 +5,15 @@ use super::lab::FrontTbf;
 use super::procs::Proc;
 use super::{read_json, Ctx, LinkSpecArgs, PointDone, PORT, TIMELINE_EVERY, TIMELINE_PACKETS, VIP};
 use crate::run::unix_now;
+use crate::run::window::{edge, gated, Roles};
+use crate::validity::{self, Evidence, Gate, Validity, WindowCpu};
 use crate::{
     analyse_contention, bytes_label, summarise_rtt, transfer_result, Bottleneck, ContentionSetup,
     CpuUse, ExpKind, LinkInfo, ProbeRtt, ProbeTransfer, SingleIpPoint, SingleIpRecord, System,
     SINGLEIP_POINT_SCHEMA,
 };
 use anyhow::{anyhow, bail, Context};
+use connlab_os::window::WindowSnapshot;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -70,25 +73,127 @@ impl Ctx<'_> {
             )?),
         };
         let procs = self.start_system(system, logs)?;
+        // Every process of the group by role; the probes each point starts
+        // end inside its window and count with the runner once reaped.
+        let roles = Roles::default()
+            .with("front", procs.first().map(|p| p.child.id()))
+            .with("nodes", procs.iter().skip(1).map(|p| p.child.id()))
+            .with("servers", self.node_servers.iter().copied())
+            .with("linkem", shared_linkem.iter().map(|p| p.child.id()));
         for p in points {
             if self.shutdown.requested() {
                 bail!("interrupted");
             }
             let began = Instant::now();
-            let r = match kind {
-                ExpKind::Rtt => self.rtt_point(p, logs),
-                ExpKind::Bandwidth => self.bandwidth_point(p, logs, &procs),
-                ExpKind::Contention => self.contention_point(p, logs),
-            }
-            .map(|mut rec| {
-                rec.link = link.clone();
-                rec
-            });
+            let r = self.measure_with_attempts(kind, p, logs, &procs, &roles, &link);
             done(p, r, began.elapsed())?;
         }
         drop(procs);
         drop(shared_linkem);
         Ok(())
+    }
+
+    /// Measures a point until it passes its gates or the attempts run out
+    /// (a failed `machine` gate alone is not measured again); the last
+    /// attempt is kept, with its gates.
+    fn measure_with_attempts(
+        &self,
+        kind: ExpKind,
+        p: &SingleIpPoint,
+        logs: &Path,
+        procs: &[Proc],
+        roles: &Roles,
+        link: &LinkInfo,
+    ) -> anyhow::Result<SingleIpRecord> {
+        let mut tries = 1;
+        loop {
+            let mut rec = match kind {
+                ExpKind::Rtt => self.rtt_point(p, logs, roles),
+                ExpKind::Bandwidth => self.bandwidth_point(p, logs, procs, roles),
+                ExpKind::Contention => self.contention_point(p, logs, roles),
+            }?;
+            rec.link = link.clone();
+            let evidence = Evidence {
+                cpu: gated(rec.window_cpu.as_ref()),
+                machine: rec.machine.clone().map(|m| (m, self.machine.clone())),
+                ..Evidence::default()
+            };
+            let mut gates = Vec::new();
+            if let (Some(limit), Some((done, asked, what))) =
+                (self.exp.validity.completion.0, self.completion(p, &rec))
+            {
+                let share = if asked > 0 {
+                    done as f64 / asked as f64
+                } else {
+                    0.0
+                };
+                gates.push(Gate::at_least(
+                    "completion",
+                    share,
+                    limit,
+                    format!("{done} of {asked} {what}"),
+                ));
+            }
+            gates.extend(validity::gates(&self.exp.validity, &evidence));
+            let v = Validity::of(gates, tries);
+            let again = v.worth_retrying() && tries < self.attempts && !self.shutdown.requested();
+            rec.validity = Some(v);
+            if !again {
+                return Ok(rec);
+            }
+            tries += 1;
+        }
+    }
+
+    /// What a point completed of what it attempted: round trips measured
+    /// of those asked (rtt), transfers received whole of those asked
+    /// (bandwidth), streams received whole of those meant to finish
+    /// (contention: the foreground, and the backgrounds unless they are
+    /// stopped after a smaller foreground).
+    fn completion(
+        &self,
+        p: &SingleIpPoint,
+        rec: &SingleIpRecord,
+    ) -> Option<(u64, u64, &'static str)> {
+        match p.experiment {
+            ExpKind::Rtt => {
+                let asked = self.exp.rtt.as_ref()?.round_trips;
+                let got = rec.rtt.as_ref().map_or(0, |r| r.count as u64);
+                Some((got, u64::from(asked), "round trips measured"))
+            }
+            ExpKind::Bandwidth => {
+                let asked = self.exp.bandwidth.as_ref()?.transfers_of(p.param);
+                let whole = rec.transfers.iter().filter(|t| t.got == t.size).count() as u64;
+                Some((whole, u64::from(asked), "transfers received whole"))
+            }
+            ExpKind::Contention => {
+                let bg = self.exp.contention.as_ref()?.background.0;
+                let c = rec.contention.as_ref()?;
+                let meant: Vec<&crate::StreamResult> = c
+                    .streams
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i == 0 || p.param >= bg)
+                    .map(|(_, s)| s)
+                    .collect();
+                let whole = meant.iter().filter(|s| s.got >= s.size).count() as u64;
+                Some((
+                    whole,
+                    meant.len() as u64,
+                    "streams meant to finish received whole",
+                ))
+            }
+        }
+    }
+
+    /// Opens a point's window: the edge before its probes start.
+    fn window_open(&self, roles: &Roles) -> WindowSnapshot {
+        edge(roles)
+    }
+
+    /// Closes a point's window after its probes ended (and were reaped).
+    fn window_close(&self, roles: &Roles, before: &WindowSnapshot) -> WindowCpu {
+        WindowCpu::between(before, &edge(roles), &self.watched)
     }
 
     pub(super) fn record(&self, p: &SingleIpPoint) -> SingleIpRecord {
@@ -110,6 +215,9 @@ impl Ctx<'_> {
             cpu: None,
             warnings: Vec::new(),
             finished_unix_s: 0.0,
+            validity: None,
+            machine: Some(connlab_os::Environment::capture().fingerprint()),
+            window_cpu: None,
         }
     }
 
@@ -129,9 +237,11 @@ impl Ctx<'_> {
         &self,
         p: &SingleIpPoint,
         logs: &Path,
+        roles: &Roles,
     ) -> anyhow::Result<SingleIpRecord> {
         let r = self.exp.rtt.as_ref().context("no [rtt] section")?;
         let json = logs.join(format!("{}.rtt.json", p.id()));
+        let before = self.window_open(roles);
         let mut c = self.client(
             0,
             &[
@@ -149,8 +259,10 @@ impl Ctx<'_> {
         )?;
         let secs = 60 + u64::from(r.round_trips + r.warmup) / 100;
         c.wait(Instant::now() + Duration::from_secs(secs), self.shutdown)?;
+        let window = self.window_close(roles, &before);
         let probe: ProbeRtt = read_json(&json)?;
         let mut rec = self.record(p);
+        rec.window_cpu = Some(window);
         rec.rtt = Some(summarise_rtt(&probe.samples_us).context("no round trips measured")?);
         rec.finished_unix_s = unix_now();
         let _ = std::fs::remove_file(&json);
@@ -162,6 +274,7 @@ impl Ctx<'_> {
         p: &SingleIpPoint,
         logs: &Path,
         procs: &[Proc],
+        roles: &Roles,
     ) -> anyhow::Result<SingleIpRecord> {
         let b = self
             .exp
@@ -170,6 +283,7 @@ impl Ctx<'_> {
             .context("no [bandwidth] section")?;
         let count = b.transfers_of(p.param);
         let json = logs.join(format!("{}.get.json", p.id()));
+        let before = self.window_open(roles);
         let mut c = self.client(
             0,
             &[
@@ -199,8 +313,10 @@ impl Ctx<'_> {
         c.wait(Instant::now() + Duration::from_secs(secs), self.shutdown)?;
         let (f1, n1) = (cpu_of(front), cpu_of(nodes));
         let elapsed_s = began.elapsed().as_secs_f64();
+        let window = self.window_close(roles, &before);
         let probe: Vec<ProbeTransfer> = read_json(&json)?;
         let mut rec = self.record(p);
+        rec.window_cpu = Some(window);
         rec.transfers = probe.iter().map(transfer_result).collect();
         rec.cpu = Some(CpuUse {
             front_cpu_s: f0.zip(f1).map(|(a, b)| b - a),
@@ -222,6 +338,7 @@ impl Ctx<'_> {
         &self,
         p: &SingleIpPoint,
         logs: &Path,
+        roles: &Roles,
     ) -> anyhow::Result<SingleIpRecord> {
         let c = self
             .exp
@@ -271,6 +388,8 @@ impl Ctx<'_> {
             }
             a
         };
+        let roles = roles.clone().with("linkem", [lk.child.id()]);
+        let before = self.window_open(&roles);
         let names = ["fg", "bg1", "bg2"];
         let jsons: Vec<PathBuf> = names
             .iter()
@@ -296,6 +415,7 @@ impl Ctx<'_> {
         for cl in &mut clients {
             cl.wait(deadline, self.shutdown)?;
         }
+        let window = self.window_close(&roles, &before);
         lk.stop(Duration::from_secs(30));
         drop(lk);
         let mut streams = Vec::new();
@@ -321,6 +441,7 @@ impl Ctx<'_> {
                 .max(TIMELINE_EVERY),
         };
         let mut rec = self.record(p);
+        rec.window_cpu = Some(window);
         let mut reader = File::open(&pkts)
             .map(std::io::BufReader::new)
             .with_context(|| format!("opening linkem's log {}", pkts.display()))?;
