@@ -306,7 +306,7 @@ impl PointContext<'_> {
                 send_lag_p99_us: r.load.send_lag_us.p99,
                 writer_rate_per_s: p.rate_per_s / f64::from(r.shards.max(1)),
             }),
-            cpu: r.window_cpu.clone(),
+            cpu: super::window::gated(r.window_cpu.as_ref()),
             machine: Some((r.load.environment.fingerprint(), self.block.clone())),
             ..Evidence::default()
         }

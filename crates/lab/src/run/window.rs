@@ -74,12 +74,13 @@ pub(crate) fn sample(
                 return None;
             }
         }
-        let roles = roles.borrowed();
-        let before = WindowSnapshot::take(&roles);
+        // The runner itself (this sampler, the progress display) counts as
+        // the experiment's own, not as foreign work.
+        let before = edge(&roles);
         if shutdown.wait(length) {
             return None;
         }
-        let after = WindowSnapshot::take(&roles);
+        let after = edge(&roles);
         Some(WindowCpu::between(&before, &after, &cpus))
     })
 }
