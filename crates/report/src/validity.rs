@@ -47,8 +47,10 @@ impl Summary {
         s
     }
 
-    /// The section's opening sentence.
-    fn sentence(&self) -> String {
+    /// The section's opening sentence; `tail` says what becomes of the
+    /// invalid points (`a claim resting on them says "cannot be judged
+    /// here"`).
+    fn sentence(&self, tail: &str) -> String {
         let mut out = if self.checked == 0 {
             "No point recorded validity gates (measured before they existed): every point is judged as measured.".to_string()
         } else {
@@ -72,7 +74,7 @@ impl Summary {
                 .collect();
             let _ = write!(
                 out,
-                " {} failed (points per gate: {}); they are listed below, and a claim resting on them says \"cannot be judged here\".",
+                " {} failed (points per gate: {}); they are listed below, and {tail}.",
                 self.invalid.len(),
                 gates.join(", ")
             );
@@ -115,15 +117,27 @@ fn ratio_range(r: &[f64]) -> String {
     }
 }
 
-/// The section in HTML.
+/// What becomes of the invalid points of a report with claims.
+const CLAIMS_TAIL: &str = "a claim resting on them says \"cannot be judged here\"";
+
+/// The section in HTML; `what` names the statistic of the noise floor.
 pub(crate) fn html(s: &Summary, noise: Option<&Noise>, what: &str) -> String {
+    html_for(s, Some((noise, what)), CLAIMS_TAIL)
+}
+
+/// The section in HTML: `floor` is the A/A control's noise and what it is
+/// of (`None`: a kind without a control says nothing of one), `tail` what
+/// becomes of the invalid points.
+pub(crate) fn html_for(s: &Summary, floor: Option<(Option<&Noise>, &str)>, tail: &str) -> String {
     let mut h = String::from("<h2 id=\"validity\">Validity of the points</h2>\n");
-    let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(&s.sentence()));
-    let _ = writeln!(
-        h,
-        "<p class=\"note\">{}</p>",
-        esc(&floor_sentence(noise, what))
-    );
+    let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(&s.sentence(tail)));
+    if let Some((noise, what)) = floor {
+        let _ = writeln!(
+            h,
+            "<p class=\"note\">{}</p>",
+            esc(&floor_sentence(noise, what))
+        );
+    }
     if !s.invalid.is_empty() {
         h.push_str("<div class=\"scroll\">\n<table id=\"invalid\">\n<thead><tr><th class=\"label\">invalid point</th><th>attempts</th><th class=\"label\">gates failed</th></tr></thead>\n<tbody>\n");
         for (id, v) in &s.invalid {
@@ -140,10 +154,22 @@ pub(crate) fn html(s: &Summary, noise: Option<&Noise>, what: &str) -> String {
     h
 }
 
-/// The section in Markdown.
+/// The section in Markdown; `what` names the statistic of the noise floor.
 pub(crate) fn markdown(s: &Summary, noise: Option<&Noise>, what: &str) -> String {
+    markdown_for(s, Some((noise, what)), CLAIMS_TAIL)
+}
+
+/// The section in Markdown; see [`html_for`].
+pub(crate) fn markdown_for(
+    s: &Summary,
+    floor: Option<(Option<&Noise>, &str)>,
+    tail: &str,
+) -> String {
     let mut m = String::from("## Validity of the points\n\n");
-    let _ = writeln!(m, "{}\n\n{}\n", s.sentence(), floor_sentence(noise, what));
+    let _ = writeln!(m, "{}\n", s.sentence(tail));
+    if let Some((noise, what)) = floor {
+        let _ = writeln!(m, "{}\n", floor_sentence(noise, what));
+    }
     if !s.invalid.is_empty() {
         m.push_str("| invalid point | attempts | gates failed |\n|---|---:|---|\n");
         for (id, v) in &s.invalid {
@@ -181,5 +207,15 @@ mod tests {
         let m = markdown(&s, None, "mean service latency");
         assert!(m.contains("| b | 3 | steal 7.3 % > 2 % |"), "{m}");
         assert!(m.contains("No A/A control"), "{m}");
+        // A kind without a control says nothing of one, nor of claims.
+        let m = markdown_for(&s, None, "they are left out");
+        assert!(m.contains("| b | 3 | steal 7.3 % > 2 % |"), "{m}");
+        assert!(m.contains("listed below, and they are left out."), "{m}");
+        assert!(!m.contains("A/A") && !m.contains("claim"), "{m}");
+        let h = html_for(&s, None, "they are left out");
+        assert!(
+            h.contains("<table id=\"invalid\">") && !h.contains("A/A"),
+            "{h}"
+        );
     }
 }

@@ -83,7 +83,7 @@ fn run_points(
         outcome,
         |p| (!point_done(out, p)).then(|| p.id()),
         || shutdown.requested(),
-        |p, id| {
+        |p, id, _| {
             let ctx = PointCtx {
                 exp,
                 exe: &req.connlab,
