@@ -304,6 +304,9 @@ fn loadgen_point(p: &LoadgenParams) -> LoadgenPoint {
         ]],
         wall_s: 1.0,
         finished_unix_s: 0.0,
+        validity: Some(passed()),
+        machine: None,
+        window_cpu: None,
     }
 }
 
@@ -332,6 +335,19 @@ pub(crate) fn stolen() -> Validity {
 /// A loadgen sweep whose last point is missing.
 pub(crate) fn loadgen() -> LoadgenDir {
     loadgen_of(LOADGEN)
+}
+
+/// The loadgen sweep with the second repetition of the one-process,
+/// 100-connection point invalid (steal).
+pub(crate) fn loadgen_with_an_invalid_point() -> LoadgenDir {
+    let mut dir = loadgen();
+    let p = dir
+        .points
+        .iter_mut()
+        .find(|p| p.id == "epoll-100c-1of4-2000rps-1sh-rep2")
+        .unwrap();
+    p.validity = Some(stolen());
+    dir
 }
 
 /// The same sweep with the client on epoll and on io_uring.
