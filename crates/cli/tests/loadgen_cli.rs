@@ -29,6 +29,18 @@ rates = [200]
 duration = "1s"
 warmup = "200ms"
 shards = [1, 2]
+
+# No second attempt: it would only slow the test. The machine running the
+# tests is shared, so the gates that read its load (and a schedule kept to a
+# tenth of the interval) are off and the outcome does not depend on it.
+[validity]
+attempts = 1
+completion = "off"
+schedule = "off"
+steal = "off"
+foreign_cpu = "off"
+arrivals = false
+stationary = false
 "#;
 
 /// Bound on one `connlab` run.
@@ -59,6 +71,19 @@ fn a_tiny_loadgen_sweep_runs_resumes_and_reports() {
     );
     assert!(point["server"]["max_rss_kib"].as_u64().unwrap() > 0);
     assert_eq!(point["commands"].as_array().unwrap().len(), 3);
+    // The point's gates: the machine alone (the others are off).
+    let validity = &point["validity"];
+    assert_eq!(validity["attempts"], 1);
+    let gates = validity["gates"].as_array().expect("validity has gates");
+    assert_eq!(gates[0]["name"], "machine", "{validity}");
+    assert!(validity["valid"].is_boolean());
+    // Who used the CPUs over the measured window, by role.
+    let roles = point["window_cpu"]["role_cpu_s"].as_object().unwrap();
+    assert!(roles.contains_key("server") && roles.contains_key("clients"));
+    // One process starts at a given instant too (its window is known).
+    let (_, single) = read_point(&out, "epoll-4c-1of2-200rps-1sh-rep1");
+    let client = single["commands"][1].as_array().unwrap();
+    assert!(client.iter().any(|a| a == "--start-at"));
     assert!(out.join("loadgen.json").exists());
     assert!(out
         .join("logs/epoll-8c-1of2-200rps-2sh-rep1/client.json")
@@ -103,7 +128,7 @@ fn a_tiny_loadgen_sweep_runs_resumes_and_reports() {
         .clone();
     let csv = String::from_utf8(csv).unwrap();
     assert!(csv.starts_with(
-        "table,engine,connections,active_ratio,rate,source_addrs,shards,io,metric,unit,repetitions,median,min,max\n"
+        "table,engine,connections,active_ratio,rate,source_addrs,shards,io,metric,unit,repetitions,median,min,max,invalid,id,attempts,gates_failed\n"
     ));
     for metric in [
         "send_lag_p50_us",
@@ -127,6 +152,7 @@ fn a_tiny_loadgen_sweep_runs_resumes_and_reports() {
     let page = report_page(&out, LIMIT);
     assert!(page.contains("<table>"));
     assert!(page.contains("<th>send lag p99 (µs)</th>"));
+    assert!(page.contains("<h2 id=\"validity\">"));
 }
 
 #[test]

@@ -39,6 +39,16 @@ engine = "poll"
 name = "epoll"
 kind = "connlab-serve"
 engine = "epoll"
+
+# No A/A control and no second attempt: they would only slow the test. The
+# machine running the tests is shared, so the gates that read its load are
+# off and the outcome does not depend on it.
+[validity]
+control = "none"
+attempts = 1
+steal = "off"
+foreign_cpu = "off"
+stationary = false
 "#;
 
 /// Bound on one `connlab` run.
@@ -58,6 +68,22 @@ fn a_tiny_peers_sweep_runs_resumes_and_reports_the_ratio() {
     assert!(point["requests"].as_u64().unwrap() > 0);
     assert!(point["requests_per_cpu_s"].as_f64().unwrap() > 0.0);
     assert!(out.join("peers.json").exists());
+    // The point's gates: completion and the machine (the others are off).
+    let validity = &point["validity"];
+    assert_eq!(validity["attempts"], 1);
+    let gates: Vec<&str> = validity["gates"]
+        .as_array()
+        .expect("validity has gates")
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(gates, ["completion", "machine"], "{validity}");
+    assert!(validity["gates"][0]["value"].is_number());
+    assert!(validity["valid"].is_boolean());
+    // Who used the CPUs over the client's run, by role.
+    let roles = point["window_cpu"]["role_cpu_s"].as_object().unwrap();
+    assert!(roles.contains_key("server") && roles.contains_key("client"));
+    assert!(point["machine"]["cpu_count"].as_u64().unwrap() > 0);
 
     // Run again: both points are kept, nothing is measured anew.
     sweep(&file, &out, LIMIT)
@@ -125,7 +151,18 @@ fn dry_run_lists_the_point_ids() {
     .success()
     .stdout(contains("poll-128B-rep1"))
     .stdout(contains("epoll-128B-rep2"))
+    .stdout(contains("-aa").not())
     .stdout(contains("profile").not());
+    // By default the first baseline is measured twice per repetition, last.
+    dry_run_text(
+        &dir,
+        "control.toml",
+        &TINY.replace("control = \"none\"\n", ""),
+        LIMIT,
+    )
+    .success()
+    .stdout(contains("3 points"))
+    .stdout(contains("epoll-128B-rep1\n  poll-128B-rep1-aa\n"));
     // With profiles: one unmeasured run per contender and body size, last.
     let file = write_file(&dir, "dry.toml", TINY);
     connlab_testkit::sweep::dry_run(&file, LIMIT)

@@ -3,18 +3,35 @@
 //! and of requests per CPU second of the measured role, and each contender's
 //! ratio to the baseline, taken repetition by repetition (the baseline of the
 //! same repetition ran minutes apart at most) so its spread is the ratio's own;
-//! a dot plot per body size; the command lines; the points not measured.
+//! a dot plot per body size; the validity of the points with the A/A
+//! control's noise; the command lines; the points not measured.
+//!
+//! Only points that passed their gates count (points measured before gates
+//! existed count as valid): a contender's figures rest on its valid
+//! repetitions, and a ratio on the rounds where both it and the baseline
+//! are valid. A ratio with no such round cannot be judged here (the gates
+//! its points failed say why). A ratio is *higher* or *lower* than the
+//! baseline only when its median's interval and its median moved by the
+//! A/A noise factor either way all lie on one side of 1 (the rule of
+//! [`crate::claims`]' verdicts, with parity as the bound); otherwise it
+//! cannot be judged here.
 
+use crate::claims::{p90, Noise};
 use crate::export::{self, Block, Cell, Page, Report};
 use crate::summary;
 use crate::summary::whole;
 pub use crate::summary::Spread;
 use crate::{Format, ReportError};
+use connlab_lab::validity::{cannot_judge_reason, Validity};
 use connlab_lab::{PeerPoint, PeersDir, ProcessKind, Role};
+use connlab_measure::stats::{median_interval, MedianInterval};
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+
+/// The confidence of a ratio's interval.
+const CONFIDENCE: f64 = 0.95;
 
 /// Renders the report of a peers sweep.
 pub fn render_peers(dir: &PeersDir, format: Format) -> Result<String, ReportError> {
@@ -30,19 +47,199 @@ pub struct PeerRow {
     pub contender: String,
     /// What it runs (`nginx-return`, `connlab-serve epoll`).
     pub what: String,
-    /// Repetitions measured.
+    /// Repetitions the figures rest on: the valid ones (every one measured
+    /// when none is valid).
     pub repetitions: usize,
+    /// Repetitions whose point failed a gate.
+    pub invalid: usize,
     /// Requests per second.
     pub requests_per_s: Spread,
     /// Requests per CPU second of the measured role.
     pub requests_per_cpu_s: Spread,
-    /// Each repetition's requests per CPU second, in repetition order.
+    /// Each repetition's requests per CPU second, in repetition order (the
+    /// repetitions the figures rest on).
     pub per_rep: Vec<f64>,
     /// Per baseline at this body size: the ratio to it, repetition by
-    /// repetition; `None` without pairs.
-    pub ratios: Vec<(String, Option<Spread>)>,
+    /// repetition; `None` when no repetition has both.
+    pub ratios: Vec<(String, Option<PeerRatio>)>,
     /// Client-reported errors, summed.
     pub errors: u64,
+}
+
+/// A contender's ratio to a baseline at one body size, from the rounds
+/// (repetitions) where both points are valid.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PeerRatio {
+    /// The per-round ratios' median and range; `None` when no round has
+    /// two valid points.
+    pub spread: Option<Spread>,
+    /// The median's 95 % distribution-free interval (the rounds' range,
+    /// with its lower coverage, below six rounds).
+    pub interval: Option<MedianInterval>,
+    /// Where the contender stands against the baseline; `None` for a
+    /// baseline against itself.
+    pub standing: Option<Standing>,
+}
+
+/// Where a contender stands against a baseline.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Standing {
+    /// Above it: the interval and the median moved by the A/A noise factor
+    /// either way all lie above 1.
+    Higher,
+    /// Below it: all of them lie below 1.
+    Lower,
+    /// Cannot be judged here: the points failed their gates, or the
+    /// interval or the A/A noise reaches across 1. Says which, with figures.
+    CannotJudge(String),
+}
+
+impl Standing {
+    /// `higher`, `lower`, `cannot be judged here`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Standing::Higher => "higher",
+            Standing::Lower => "lower",
+            Standing::CannotJudge(_) => "cannot be judged here",
+        }
+    }
+
+    /// The CSV key: `higher`, `lower`, `cannot_judge_here`.
+    pub fn csv_key(&self) -> &'static str {
+        match self {
+            Standing::Higher => "higher",
+            Standing::Lower => "lower",
+            Standing::CannotJudge(_) => "cannot_judge_here",
+        }
+    }
+
+    /// Why it cannot be judged, or nothing.
+    pub fn reason(&self) -> &str {
+        match self {
+            Standing::CannotJudge(why) => why,
+            _ => "",
+        }
+    }
+}
+
+/// The standing of a ratio whose median has `iv` as its interval, against
+/// parity: the rule of a claim's verdict (`judge_noisy`) with 1 as the
+/// bound on either side.
+fn standing(iv: &MedianInterval, noise: Option<&Noise>) -> Standing {
+    let (lo, hi) = match noise {
+        Some(n) if n.factor.is_finite() => (
+            iv.lo.min(iv.median / n.factor),
+            iv.hi.max(iv.median * n.factor),
+        ),
+        _ => (iv.lo, iv.hi),
+    };
+    if lo > 1.0 {
+        return Standing::Higher;
+    }
+    if hi < 1.0 {
+        return Standing::Lower;
+    }
+    let over = if iv.coverage >= CONFIDENCE {
+        format!("95 % over {} rounds", iv.n)
+    } else if iv.n == 1 {
+        "one round".into()
+    } else {
+        format!(
+            "the range of {} rounds, {:.0} % coverage",
+            iv.n,
+            iv.coverage * 100.0
+        )
+    };
+    Standing::CannotJudge(match noise {
+        Some(n) if n.factor.is_finite() => format!(
+            "the median {:.2}× and its interval ({over}) lie within the machine's A/A noise ({}) of 1",
+            iv.median,
+            n.short()
+        ),
+        _ => format!(
+            "the interval {:.2}–{:.2}× ({over}) reaches across 1",
+            iv.lo, iv.hi
+        ),
+    })
+}
+
+/// The ratio of `points` to `base` (each by repetition), from the rounds
+/// where both are valid; `None` when no repetition has both.
+fn ratio(
+    points: &BTreeMap<u32, &PeerPoint>,
+    base: Option<&BTreeMap<u32, &PeerPoint>>,
+    itself: bool,
+    noise: Option<&Noise>,
+) -> Option<PeerRatio> {
+    let base = base?;
+    let rounds: Vec<(&PeerPoint, &PeerPoint)> = points
+        .iter()
+        .filter_map(|(rep, p)| Some((*p, *base.get(rep)?)))
+        .collect();
+    if rounds.is_empty() {
+        return None;
+    }
+    let per_round: Vec<f64> = rounds
+        .iter()
+        .filter(|(p, b)| p.is_valid() && b.is_valid() && b.requests_per_cpu_s > 0.0)
+        .map(|(p, b)| p.requests_per_cpu_s / b.requests_per_cpu_s)
+        .collect();
+    let Some(interval) = median_interval(&per_round, CONFIDENCE) else {
+        // Every round has an invalid point: the gates they failed, counted
+        // among the rounds' points (each once).
+        let records: BTreeMap<&str, &Validity> = rounds
+            .iter()
+            .flat_map(|(p, b)| [*p, *b])
+            .filter_map(|p| Some((p.id.as_str(), p.validity.as_ref()?)))
+            .collect();
+        let records: Vec<&Validity> = records.into_values().collect();
+        return Some(PeerRatio {
+            spread: None,
+            interval: None,
+            standing: Some(Standing::CannotJudge(cannot_judge_reason(&records))),
+        });
+    };
+    Some(PeerRatio {
+        spread: Spread::of(&per_round),
+        interval: Some(interval),
+        standing: (!itself).then(|| standing(&interval, noise)),
+    })
+}
+
+/// The A/A control's noise in requests per CPU second: each valid control
+/// point against its contender's valid point of the same repetition and
+/// body size (control / original), the factor the 90th percentile of
+/// `max(r, 1/r)` (the largest below ten pairs); `None` without a pair.
+pub(crate) fn aa_noise(dir: &PeersDir) -> Option<Noise> {
+    let pairs = control_pairs(dir);
+    let ratios: Vec<f64> = pairs.iter().map(|p| p.3).collect();
+    let factor = p90(ratios.iter().map(|r| r.max(1.0 / r)).collect())?;
+    let difference = p90(pairs.iter().map(|p| (p.2 - p.1).abs()).collect())?;
+    Some(Noise {
+        engine: pairs.first().map(|p| p.0.params.contender.clone())?,
+        factor,
+        difference,
+        n: ratios.len(),
+        ratios,
+    })
+}
+
+/// Each valid control point with its original's and its own requests per
+/// CPU second and their ratio, in plan order.
+fn control_pairs(dir: &PeersDir) -> Vec<(&PeerPoint, f64, f64, f64)> {
+    dir.controls()
+        .filter(|c| c.is_valid())
+        .filter_map(|c| {
+            let o = dir.measured().find(|o| {
+                o.is_valid()
+                    && o.params.contender == c.params.contender
+                    && o.params.body_bytes == c.params.body_bytes
+                    && o.params.repetition == c.params.repetition
+            })?;
+            let (a, b) = (o.requests_per_cpu_s, c.requests_per_cpu_s);
+            (a > 0.0 && b > 0.0 && a.is_finite() && b.is_finite()).then_some((c, a, b, b / a))
+        })
+        .collect()
 }
 
 fn what(dir: &PeersDir, contender: &str) -> String {
@@ -89,52 +286,42 @@ fn what(dir: &PeersDir, contender: &str) -> String {
     })
 }
 
-/// The summary rows, body sizes in plan order, contenders in file order.
+/// The summary rows, body sizes in plan order, contenders in file order,
+/// on valid points (see the module documentation); the A/A control's
+/// points only give the noise.
 pub fn summarize(dir: &PeersDir) -> Vec<PeerRow> {
     let exp = &dir.info.experiment;
-    let mut by: BTreeMap<(u64, &str), Vec<&PeerPoint>> = BTreeMap::new();
-    for p in &dir.points {
+    let noise = aa_noise(dir);
+    let mut by: BTreeMap<(u64, &str), BTreeMap<u32, &PeerPoint>> = BTreeMap::new();
+    for p in dir.measured() {
         by.entry((p.params.body_bytes, p.params.contender.as_str()))
             .or_default()
-            .push(p);
+            .insert(p.params.repetition, p);
     }
-    let mut sizes: Vec<u64> = dir.points.iter().map(|p| p.params.body_bytes).collect();
+    let mut sizes: Vec<u64> = dir.measured().map(|p| p.params.body_bytes).collect();
     sizes.sort_unstable();
     sizes.dedup();
     let mut rows = Vec::new();
     for size in sizes {
-        let bases: Vec<(&str, BTreeMap<u32, f64>)> = exp
-            .baselines_at(size)
-            .into_iter()
-            .map(|b| {
-                let per_rep = by.get(&(size, b)).map_or_else(BTreeMap::new, |ps| {
-                    ps.iter()
-                        .map(|p| (p.params.repetition, p.requests_per_cpu_s))
-                        .collect()
-                });
-                (b, per_rep)
-            })
-            .collect();
+        let bases = exp.baselines_at(size);
         for c in &exp.contender {
             let Some(points) = by.get(&(size, c.name.as_str())) else {
                 continue;
             };
-            let mut points = points.clone();
-            points.sort_by_key(|p| p.params.repetition);
-            let rps: Vec<f64> = points.iter().map(|p| p.requests_per_s).collect();
-            let rpc: Vec<f64> = points.iter().map(|p| p.requests_per_cpu_s).collect();
+            let valid: Vec<&PeerPoint> =
+                points.values().copied().filter(|p| p.is_valid()).collect();
+            let shown: Vec<&PeerPoint> = if valid.is_empty() {
+                points.values().copied().collect()
+            } else {
+                valid
+            };
+            let rps: Vec<f64> = shown.iter().map(|p| p.requests_per_s).collect();
+            let rpc: Vec<f64> = shown.iter().map(|p| p.requests_per_cpu_s).collect();
             let ratios = bases
                 .iter()
-                .map(|(name, base)| {
-                    let r: Vec<f64> = points
-                        .iter()
-                        .filter_map(|p| {
-                            base.get(&p.params.repetition)
-                                .filter(|b| **b > 0.0)
-                                .map(|b| p.requests_per_cpu_s / b)
-                        })
-                        .collect();
-                    (name.to_string(), Spread::of(&r))
+                .map(|b| {
+                    let r = ratio(points, by.get(&(size, *b)), *b == c.name, noise.as_ref());
+                    (b.to_string(), r)
                 })
                 .collect();
             let (Some(requests_per_s), Some(requests_per_cpu_s)) =
@@ -146,12 +333,13 @@ pub fn summarize(dir: &PeersDir) -> Vec<PeerRow> {
                 body_bytes: size,
                 contender: c.name.clone(),
                 what: what(dir, &c.name),
-                repetitions: points.len(),
+                repetitions: shown.iter().filter(|p| p.is_valid()).count(),
+                invalid: points.values().filter(|p| !p.is_valid()).count(),
                 requests_per_s,
                 requests_per_cpu_s,
                 per_rep: rpc,
                 ratios,
-                errors: points.iter().map(|p| p.errors).sum(),
+                errors: shown.iter().map(|p| p.errors).sum(),
             });
         }
     }
@@ -162,10 +350,33 @@ fn whole_spread(s: &Spread) -> String {
     format!("{} ({}–{})", whole(s.median), whole(s.min), whole(s.max))
 }
 
-fn ratio_spread(s: Option<Spread>) -> String {
-    s.map_or("—".into(), |s| {
-        format!("{:.2}× ({:.2}–{:.2})", s.median, s.min, s.max)
-    })
+/// A ratio cell: `1.50× (1.45–1.62) higher`, `cannot be judged here: ...`,
+/// or `—` without a pair.
+fn ratio_text(r: Option<&PeerRatio>) -> String {
+    let Some(r) = r else {
+        return "—".into();
+    };
+    match (&r.spread, &r.standing) {
+        (Some(s), standing) => {
+            let mut t = format!("{:.2}× ({:.2}–{:.2})", s.median, s.min, s.max);
+            if let Some(st) = standing {
+                let _ = write!(t, " {}", st.word());
+            }
+            t
+        }
+        (None, Some(st)) => format!("{}: {}", st.word(), st.reason()),
+        (None, None) => "—".into(),
+    }
+}
+
+/// The repetitions cell: `5`, or `4 (+1 invalid)`; `none valid (2 invalid
+/// shown)` when the figures rest on invalid points alone.
+fn reps_text(r: &PeerRow) -> String {
+    match (r.repetitions, r.invalid) {
+        (n, 0) => n.to_string(),
+        (0, bad) => format!("none valid ({bad} invalid shown)"),
+        (n, bad) => format!("{n} (+{bad} invalid)"),
+    }
 }
 
 fn size_text(bytes: u64) -> String {
@@ -204,18 +415,18 @@ fn cells(r: &PeerRow) -> Vec<String> {
         size_text(r.body_bytes),
         r.contender.clone(),
         r.what.clone(),
-        r.repetitions.to_string(),
+        reps_text(r),
         whole_spread(&r.requests_per_s),
         whole_spread(&r.requests_per_cpu_s),
         format!("{:.1}", 1e6 / r.requests_per_cpu_s.median),
     ];
-    c.extend(r.ratios.iter().map(|(_, s)| ratio_spread(*s)));
+    c.extend(r.ratios.iter().map(|(_, s)| ratio_text(s.as_ref())));
     c.push(r.errors.to_string());
     c
 }
 
-/// (name, value) facts about the sweep.
-fn facts(dir: &PeersDir) -> Vec<(String, String)> {
+/// (name, value) facts about the sweep; `noise` is the A/A control's.
+fn facts(dir: &PeersDir, noise: Option<&Noise>) -> Vec<(String, String)> {
     let i = &dir.info;
     let e = &i.experiment;
     let w = &e.workload;
@@ -261,11 +472,23 @@ fn facts(dir: &PeersDir) -> Vec<(String, String)> {
         (
             "points".into(),
             format!(
-                "{} of {}{}",
+                "{} of {}{}{}",
                 dir.points.len(),
                 i.points_total,
+                match dir.points.iter().filter(|p| !p.is_valid()).count() {
+                    0 => String::new(),
+                    n => format!(", {n} invalid"),
+                },
                 if i.quick { " (--quick)" } else { "" }
             ),
+        ),
+        (
+            "A/A control".into(),
+            match (e.control_contender(), noise) {
+                (_, Some(n)) => format!("noise {}", n.text()),
+                (Some(c), None) => format!("{c} twice per repetition, no valid pair yet"),
+                (None, None) => "none (validity.control = \"none\")".into(),
+            },
         ),
         summary::machine(i.environment.cpu_count, &i.environment.kernel),
     ];
@@ -282,6 +505,20 @@ fn facts(dir: &PeersDir) -> Vec<(String, String)> {
             .into(),
     ));
     out
+}
+
+/// The A/A control, per body size and repetition: control / original of
+/// requests per CPU second, e.g. `128 B: rep 1 1.012, rep 2 0.987`.
+fn control_lines(dir: &PeersDir) -> Vec<String> {
+    let mut by: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for (c, _, _, r) in control_pairs(dir) {
+        by.entry(c.params.body_bytes)
+            .or_default()
+            .push(format!("rep {} {r:.3}", c.params.repetition));
+    }
+    by.into_iter()
+        .map(|(size, reps)| format!("{}: {}", size_text(size), reps.join(", ")))
+        .collect()
 }
 
 /// Plan points with no result yet.
@@ -311,26 +548,48 @@ fn commands(dir: &PeersDir) -> Vec<(String, Vec<(Role, String)>)> {
     out
 }
 
-/// One CSV row: the summary of a contender at a body size, against one
-/// baseline.
-#[derive(serde::Serialize)]
+/// One CSV row. `kind` is `contender` (the summary of a contender at a body
+/// size against one baseline: `repetitions` valid, `invalid` left out, the
+/// ratio's median and range, its interval `ratio_lo`..`ratio_hi` with
+/// `ratio_coverage`, and `verdict` `higher`, `lower` or `cannot_judge_here`
+/// with the reason in `detail`), `invalid_point` (a point that failed a
+/// gate: `id`, `attempts`, the gates in `detail`) or `noise_floor` (the A/A
+/// control: its contender, `repetitions` = pairs, the range of its ratios
+/// in `ratio_min`..`ratio_max`, the factor in `noise_factor`); columns that
+/// do not apply to a kind are empty.
+#[derive(serde::Serialize, Default)]
 pub(crate) struct CsvRow {
-    body_bytes: u64,
+    kind: &'static str,
+    body_bytes: Option<u64>,
     contender: String,
     program: String,
-    repetitions: usize,
-    requests_per_s_median: f64,
-    requests_per_s_min: f64,
-    requests_per_s_max: f64,
+    repetitions: Option<usize>,
+    invalid: Option<usize>,
+    requests_per_s_median: Option<f64>,
+    requests_per_s_min: Option<f64>,
+    requests_per_s_max: Option<f64>,
     measure: &'static str,
-    requests_per_cpu_s_median: f64,
-    requests_per_cpu_s_min: f64,
-    requests_per_cpu_s_max: f64,
+    requests_per_cpu_s_median: Option<f64>,
+    requests_per_cpu_s_min: Option<f64>,
+    requests_per_cpu_s_max: Option<f64>,
     baseline: String,
     ratio_median: Option<f64>,
     ratio_min: Option<f64>,
     ratio_max: Option<f64>,
-    errors: u64,
+    ratio_lo: Option<f64>,
+    ratio_hi: Option<f64>,
+    ratio_coverage: Option<f64>,
+    verdict: &'static str,
+    detail: String,
+    errors: Option<u64>,
+    id: String,
+    attempts: Option<u32>,
+    noise_factor: Option<f64>,
+}
+
+/// Three decimals, as the CSV files hold figures.
+fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
 }
 
 /// The peers report kind.
@@ -348,13 +607,17 @@ impl Report for Peers<'_> {
         let e = &dir.info.experiment;
         let html = format == Format::Html;
         let rows = summarize(dir);
-        let mut blocks = vec![Block::Facts(facts(dir))];
+        let noise = aa_noise(dir);
+        let mut blocks = vec![Block::Facts(facts(dir, noise.as_ref()))];
         if html {
             blocks.push(Block::Note(format!(
-                "Medians across repetitions with the smallest and largest in brackets. \
-                 The ratio divides a contender's {} by the baseline's of the same repetition and body, \
-                 then takes the median and range of those quotients. Contenders alternate within a \
-                 repetition, so slow drifts of a shared machine fall on all of them.",
+                "Medians across repetitions with the smallest and largest in brackets, over the points \
+                 that passed their validity gates. The ratio divides a contender's {} by the baseline's \
+                 of the same repetition and body, both valid, then takes the median and range of those \
+                 quotients. Contenders alternate within a repetition, so slow drifts of a shared machine \
+                 fall on all of them. A ratio is higher or lower when the median's 95 % interval (the \
+                 rounds' range below six rounds) and the median moved by the A/A noise either way all \
+                 lie on one side of 1; otherwise it cannot be judged here.",
                 measure_text(e.measure)
             )));
         }
@@ -400,6 +663,32 @@ impl Report for Peers<'_> {
                 });
             }
         }
+        let validity = crate::validity::Summary::of(
+            dir.points
+                .iter()
+                .map(|p| (p.id.as_str(), p.validity.as_ref())),
+        );
+        let what = measure_text(e.measure);
+        let controls = control_lines(dir);
+        let per_rep = (!controls.is_empty()).then(|| {
+            format!(
+                "The A/A control per repetition, control / original {what}: {}.",
+                controls.join("; ")
+            )
+        });
+        let floor = Some((noise.as_ref(), what.as_str()));
+        let tail = "a ratio resting on them alone says \"cannot be judged here\"";
+        if html {
+            blocks.push(Block::Html(crate::validity::html_for(
+                &validity, floor, tail,
+            )));
+        } else {
+            let section = crate::validity::markdown_for(&validity, floor, tail);
+            blocks.push(Block::Markdown(format!("\n{}\n", section.trim_end())));
+        }
+        if let Some(line) = per_rep {
+            blocks.push(Block::Note(line));
+        }
         if html {
             blocks.push(Block::Heading("Commands".into()));
             for (id, cmds) in commands(dir) {
@@ -422,37 +711,77 @@ impl Report for Peers<'_> {
     }
 
     fn rows(&self) -> Result<Vec<CsvRow>, ReportError> {
-        let measure = self.dir.info.experiment.measure;
+        let dir = self.dir;
+        let measure = dir.info.experiment.measure;
         let mut out = Vec::new();
-        for r in summarize(self.dir) {
+        for r in summarize(dir) {
             let none = [(String::new(), None)];
-            let ratios: &[(String, Option<Spread>)] = if r.ratios.is_empty() {
+            let ratios: &[(String, Option<PeerRatio>)] = if r.ratios.is_empty() {
                 &none
             } else {
                 &r.ratios
             };
             let (rps, rpc) = (r.requests_per_s.rounded(), r.requests_per_cpu_s.rounded());
             for (baseline, ratio) in ratios {
-                let ratio = ratio.map(Spread::rounded);
+                let spread = ratio.as_ref().and_then(|x| x.spread).map(Spread::rounded);
+                let interval = ratio.as_ref().and_then(|x| x.interval);
+                let standing = ratio.as_ref().and_then(|x| x.standing.as_ref());
                 out.push(CsvRow {
-                    body_bytes: r.body_bytes,
+                    kind: "contender",
+                    body_bytes: Some(r.body_bytes),
                     contender: r.contender.clone(),
                     program: r.what.clone(),
-                    repetitions: r.repetitions,
-                    requests_per_s_median: rps.median,
-                    requests_per_s_min: rps.min,
-                    requests_per_s_max: rps.max,
+                    repetitions: Some(r.repetitions),
+                    invalid: Some(r.invalid),
+                    requests_per_s_median: Some(rps.median),
+                    requests_per_s_min: Some(rps.min),
+                    requests_per_s_max: Some(rps.max),
                     measure: measure.name(),
-                    requests_per_cpu_s_median: rpc.median,
-                    requests_per_cpu_s_min: rpc.min,
-                    requests_per_cpu_s_max: rpc.max,
+                    requests_per_cpu_s_median: Some(rpc.median),
+                    requests_per_cpu_s_min: Some(rpc.min),
+                    requests_per_cpu_s_max: Some(rpc.max),
                     baseline: baseline.clone(),
-                    ratio_median: ratio.map(|s| s.median),
-                    ratio_min: ratio.map(|s| s.min),
-                    ratio_max: ratio.map(|s| s.max),
-                    errors: r.errors,
+                    ratio_median: spread.map(|s| s.median),
+                    ratio_min: spread.map(|s| s.min),
+                    ratio_max: spread.map(|s| s.max),
+                    ratio_lo: interval.map(|i| round3(i.lo)),
+                    ratio_hi: interval.map(|i| round3(i.hi)),
+                    ratio_coverage: interval.map(|i| round3(i.coverage)),
+                    verdict: standing.map_or("", Standing::csv_key),
+                    detail: standing.map_or(String::new(), |s| s.reason().to_string()),
+                    errors: Some(r.errors),
+                    ..CsvRow::default()
                 });
             }
+        }
+        for p in dir.points.iter().filter(|p| !p.is_valid()) {
+            let Some(v) = &p.validity else {
+                continue;
+            };
+            out.push(CsvRow {
+                kind: "invalid_point",
+                body_bytes: Some(p.params.body_bytes),
+                contender: p.params.contender.clone(),
+                measure: measure.name(),
+                detail: v.failure_text(),
+                id: p.id.clone(),
+                attempts: Some(v.attempts),
+                ..CsvRow::default()
+            });
+        }
+        if let Some(n) = aa_noise(dir) {
+            let range = Spread::of(&n.ratios).map(Spread::rounded);
+            out.push(CsvRow {
+                kind: "noise_floor",
+                contender: n.engine.clone(),
+                repetitions: Some(n.n),
+                measure: measure.name(),
+                ratio_median: range.map(|s| s.median),
+                ratio_min: range.map(|s| s.min),
+                ratio_max: range.map(|s| s.max),
+                noise_factor: Some(round3(n.factor)),
+                ..CsvRow::default()
+            });
         }
         Ok(out)
     }
@@ -613,6 +942,54 @@ mod tests {
             "haproxy splice-request/-response (1 thread)"
         );
         assert_eq!(what(&dir, "proxy-splice"), "connlab-gateway --splice");
+    }
+
+    fn interval(median: f64, lo: f64, hi: f64, n: u64) -> MedianInterval {
+        MedianInterval {
+            median,
+            lo,
+            hi,
+            coverage: 1.0 - 2.0 * 0.5f64.powi(n as i32),
+            n,
+        }
+    }
+
+    fn noise(factor: f64) -> Noise {
+        Noise {
+            engine: "nginx-return".into(),
+            factor,
+            difference: 0.0,
+            n: 5,
+            ratios: Vec::new(),
+        }
+    }
+
+    /// Higher or lower only when the interval and the median moved by the
+    /// A/A noise both lie on one side of 1.
+    #[test]
+    fn a_ratio_stands_against_parity_beyond_its_interval_and_the_noise() {
+        let n = noise(1.05);
+        assert_eq!(
+            standing(&interval(1.2, 1.15, 1.3, 5), Some(&n)),
+            Standing::Higher
+        );
+        assert_eq!(
+            standing(&interval(0.8, 0.75, 0.85, 5), Some(&n)),
+            Standing::Lower
+        );
+        // The interval clears 1, the noise does not.
+        let s = standing(&interval(1.03, 1.01, 1.04, 5), Some(&n));
+        assert_eq!(s.csv_key(), "cannot_judge_here");
+        assert!(s.reason().contains("A/A noise (±5 %) of 1"), "{s:?}");
+        assert!(s.reason().contains("the range of 5 rounds"), "{s:?}");
+        // Without a control: the interval alone.
+        assert_eq!(
+            standing(&interval(1.03, 1.01, 1.04, 5), None),
+            Standing::Higher
+        );
+        let s = standing(&interval(1.0, 0.9, 1.1, 1), None);
+        assert!(s.reason().contains("reaches across 1"), "{s:?}");
+        assert!(s.reason().contains("one round"), "{s:?}");
     }
 
     /// A relay contender's flags are named with the program they go to.

@@ -69,8 +69,10 @@ impl Summary {
         }
     }
 
-    /// The section's opening sentence.
-    fn sentence(&self) -> String {
+    /// The section's opening sentence; `tail` says what becomes of the
+    /// invalid points (`a claim resting on them says "cannot be judged
+    /// here"`).
+    fn sentence(&self, tail: &str) -> String {
         let unit = self.unit();
         let one = unit.trim_end_matches('s');
         let mut out = if self.checked == 0 {
@@ -96,7 +98,7 @@ impl Summary {
                 .collect();
             let _ = write!(
                 out,
-                " {} failed ({unit} per gate: {}); they are listed below, and a claim resting on them says \"cannot be judged here\".",
+                " {} failed ({unit} per gate: {}); they are listed below, and {tail}.",
                 self.invalid.len(),
                 gates.join(", ")
             );
@@ -147,18 +149,34 @@ fn ratio_range(r: &[f64]) -> String {
 /// (single-IP, pipeline).
 pub(crate) const NO_CONTROL: &str = "This kind measures no A/A control: a comparison rests on its valid points alone, and says \"cannot be judged here\" where one side has none.";
 
-/// The section in HTML.
+/// What becomes of the invalid points of a report with claims.
+const CLAIMS_TAIL: &str = "a claim resting on them says \"cannot be judged here\"";
+
+/// The section in HTML; `what` names the statistic of the noise floor.
 pub(crate) fn html(s: &Summary, noise: Option<&Noise>, what: &str) -> String {
-    html_with(s, &floor_sentence(noise, what))
+    html_for(s, Some((noise, what)), CLAIMS_TAIL)
 }
 
-/// The section in HTML, with `floor` (what stands for the noise floor:
+/// The section in HTML with `floor` (what stands for the noise floor:
 /// [`NO_CONTROL`] for kinds without one) under the opening sentence.
 pub(crate) fn html_with(s: &Summary, floor: &str) -> String {
+    section_html(s, Some(floor.to_string()), CLAIMS_TAIL)
+}
+
+/// The section in HTML: `floor` is the A/A control's noise and what it is
+/// of (`None`: a kind without a control says nothing of one), `tail` what
+/// becomes of the invalid points.
+pub(crate) fn html_for(s: &Summary, floor: Option<(Option<&Noise>, &str)>, tail: &str) -> String {
+    section_html(s, floor.map(|(n, w)| floor_sentence(n, w)), tail)
+}
+
+fn section_html(s: &Summary, floor: Option<String>, tail: &str) -> String {
     let unit = s.unit();
     let mut h = format!("<h2 id=\"validity\">Validity of the {unit}</h2>\n");
-    let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(&s.sentence()));
-    let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(floor));
+    let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(&s.sentence(tail)));
+    if let Some(floor) = floor {
+        let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(&floor));
+    }
     if !s.invalid.is_empty() {
         let one = unit.trim_end_matches('s');
         let _ = write!(h, "<div class=\"scroll\">\n<table id=\"invalid\">\n<thead><tr><th class=\"label\">invalid {one}</th><th>attempts</th><th class=\"label\">gates failed</th></tr></thead>\n<tbody>\n");
@@ -176,16 +194,32 @@ pub(crate) fn html_with(s: &Summary, floor: &str) -> String {
     h
 }
 
-/// The section in Markdown.
+/// The section in Markdown; `what` names the statistic of the noise floor.
 pub(crate) fn markdown(s: &Summary, noise: Option<&Noise>, what: &str) -> String {
-    markdown_with(s, &floor_sentence(noise, what))
+    markdown_for(s, Some((noise, what)), CLAIMS_TAIL)
 }
 
 /// The section in Markdown, with `floor` as in [`html_with`].
 pub(crate) fn markdown_with(s: &Summary, floor: &str) -> String {
+    section_markdown(s, Some(floor.to_string()), CLAIMS_TAIL)
+}
+
+/// The section in Markdown; see [`html_for`].
+pub(crate) fn markdown_for(
+    s: &Summary,
+    floor: Option<(Option<&Noise>, &str)>,
+    tail: &str,
+) -> String {
+    section_markdown(s, floor.map(|(n, w)| floor_sentence(n, w)), tail)
+}
+
+fn section_markdown(s: &Summary, floor: Option<String>, tail: &str) -> String {
     let unit = s.unit();
     let mut m = format!("## Validity of the {unit}\n\n");
-    let _ = writeln!(m, "{}\n\n{floor}\n", s.sentence());
+    let _ = writeln!(m, "{}\n", s.sentence(tail));
+    if let Some(floor) = floor {
+        let _ = writeln!(m, "{floor}\n");
+    }
     if !s.invalid.is_empty() {
         let one = unit.trim_end_matches('s');
         let _ = writeln!(
@@ -248,5 +282,21 @@ mod tests {
         assert!(h.contains("measures no A/A control"), "{h}");
         let m = markdown_with(&s, NO_CONTROL);
         assert!(m.contains("| r1 | 1 | completion 0 % < 100 % |"), "{m}");
+    }
+
+    #[test]
+    fn a_kind_without_a_control_or_claims_says_nothing_of_them() {
+        let bad = Validity::of(vec![Gate::at_most("steal", 0.073, 0.02, String::new())], 3);
+        let s = Summary::of([("b", Some(&bad))]);
+        // A kind without a control says nothing of one, nor of claims.
+        let m = markdown_for(&s, None, "they are left out");
+        assert!(m.contains("| b | 3 | steal 7.3 % > 2 % |"), "{m}");
+        assert!(m.contains("listed below, and they are left out."), "{m}");
+        assert!(!m.contains("A/A") && !m.contains("claim"), "{m}");
+        let h = html_for(&s, None, "they are left out");
+        assert!(
+            h.contains("<table id=\"invalid\">") && !h.contains("A/A"),
+            "{h}"
+        );
     }
 }

@@ -171,6 +171,10 @@ fn peers_report(args: &ReportArgs) -> Result<ExitCode, Exit> {
                 names.join(", ")
             )));
         }
+        // The A/A control was the file's first baseline: it stays the
+        // control (the plan's ids, and so the points not measured yet).
+        let control = exp.control_contender().unwrap_or("none").to_string();
+        dir.info.experiment.validity.control = Some(control);
         dir.info.experiment.baseline = connlab_lab::Baseline::Many(args.baseline.clone());
     }
     let text = connlab_report::render_peers(&dir, args.format).map_err(|e| anyhow!(e))?;

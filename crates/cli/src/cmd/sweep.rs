@@ -37,7 +37,8 @@ Every point checks its own validity (completion, schedule, steal, foreign_cpu, m
 arrivals, stationary; limits in the file's [validity]) and is measured again when a gate
 fails (--attempts). Claims rest on valid points only; the rest say \"cannot be judged here\".
 Each cell also measures an A/A control (the same engine twice per round, id ending -aa):
-the report shows its spread, the machine's noise floor.
+the report shows its spread, the machine's noise floor. Peers sweeps measure their first
+baseline twice per repetition and body size (validity.control); loadgen sweeps have none.
 
 Running the same command again resumes: finished points are kept, the rest run. Resumed
 on another machine (CPU model or count, kernel, clock source), the sweep starts a new

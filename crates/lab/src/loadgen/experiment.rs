@@ -158,6 +158,10 @@ pub struct LoadgenExperiment {
     /// Replacements for `--quick`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quick: Option<LoadgenQuick>,
+    /// `[validity]`: the gates every point must pass and the attempts (a
+    /// loadgen sweep has no A/A control: `control` may only be `"none"`).
+    #[serde(default)]
+    pub validity: crate::validity::ValidityLimits,
 }
 
 /// One point of the plan.
@@ -332,6 +336,15 @@ impl LoadgenExperiment {
                 "tables",
                 "\"shards\" compares with one process: put 1 in workload.shards",
             );
+        }
+        self.validity.check()?;
+        if let Some(Some(c)) = self.validity.control_choice() {
+            return Err((
+                "validity.control".into(),
+                format!(
+                    "{c:?}: a loadgen sweep measures no A/A control; leave it out, or write \"none\""
+                ),
+            ));
         }
         if let Some(q) = &self.quick {
             if q.repetitions == Some(0) {

@@ -89,6 +89,8 @@ mod shipped {
     fn pacing_parses() {
         let e = parses("loadgen-pacing.toml");
         assert_eq!(e.placement.client_cpu_list().as_deref(), Some("0,1"));
+        // Its measured quantity is the schedule: no gate on it.
+        assert_eq!(e.validity.schedule.0, None);
         assert_eq!(e.plan(false)[0].connections, 1000);
         let io: Vec<&str> = e.plan(true).iter().map(|p| p.io.name()).collect();
         assert_eq!(io[..2], ["epoll", "uring"]);

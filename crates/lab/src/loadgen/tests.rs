@@ -187,3 +187,29 @@ fn bad_io_values_name_the_file_and_key() {
     let e = error(&FILE.replace("shards = [1, 2]", "shards = [1, 2]\nio = [\"urin\"]"));
     assert!(e.contains("epoll") && e.contains("uring"), "{e}");
 }
+
+#[test]
+fn validity_is_read_and_bad_values_name_the_field() {
+    let with = |section: &str| format!("{FILE}\n[validity]\n{section}\n");
+    let e = parse(&with("completion = \"off\"\nschedule = 0.2\nattempts = 1")).unwrap();
+    assert_eq!(e.validity.completion.0, None);
+    assert_eq!(e.validity.schedule.0, Some(0.2));
+    assert_eq!(e.validity.attempts, Some(1));
+    // "none" is the only control a loadgen sweep takes, and the plan stays.
+    let none = parse(&with("control = \"none\"")).unwrap();
+    assert_eq!(none.plan(false), parse(FILE).unwrap().plan(false));
+    assert!(none.same_measurement(&parse(FILE).unwrap()));
+    for (section, field) in [
+        ("foreign_cpu = 1.5", "validity.foreign_cpu"),
+        ("schedule_abs_us = 0", "validity.schedule_abs_us"),
+        ("attempts = 21", "validity.attempts"),
+        ("control = \"epoll\"", "validity.control"),
+        ("machine = \"yes\"", "validity.machine"),
+    ] {
+        let e = error(&with(section));
+        assert!(
+            e.starts_with(&format!("t.toml: {field}:")),
+            "{section}: {e}"
+        );
+    }
+}

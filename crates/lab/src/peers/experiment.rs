@@ -423,6 +423,11 @@ pub struct PeersExperiment {
     /// measured repetitions [default: false].
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub profile: bool,
+    /// `[validity]`: the gates every point must pass, the attempts, and the
+    /// A/A control (`control`: a contender, by default the first baseline,
+    /// or `"none"`).
+    #[serde(default)]
+    pub validity: crate::validity::ValidityLimits,
 }
 
 fn no_placement() -> Placement {
@@ -481,14 +486,22 @@ pub struct PeerParams {
     pub body_bytes: u64,
     /// Repetition, from 1.
     pub repetition: u32,
+    /// The A/A control: the contender measured a second time in the same
+    /// repetition and body size, as a point of its own (`-aa` ends its id).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub control: bool,
 }
 
 impl PeerParams {
-    /// `<contender>-<body>B-rep<k>`: the point's file name, stable across runs.
+    /// `<contender>-<body>B-rep<k>` (`-aa` after it for the A/A control):
+    /// the point's file name, stable across runs.
     pub fn id(&self) -> String {
         format!(
-            "{}-{}B-rep{}",
-            self.contender, self.body_bytes, self.repetition
+            "{}-{}B-rep{}{}",
+            self.contender,
+            self.body_bytes,
+            self.repetition,
+            if self.control { "-aa" } else { "" }
         )
     }
 
@@ -640,6 +653,19 @@ impl PeersExperiment {
                 None => {}
             }
         }
+        self.validity.check()?;
+        if let Some(Some(c)) = self.validity.control_choice() {
+            if !names.contains(c) {
+                let all: Vec<&str> = self.contender.iter().map(|c| c.name.as_str()).collect();
+                return bad(
+                    "validity.control",
+                    format!(
+                        "{c:?} names no contender ({}); name one of them, or \"none\"",
+                        all.join(", ")
+                    ),
+                );
+            }
+        }
         if self.measure == Role::Gateway && role != Role::Gateway && self.gateway.is_none() {
             return bad("measure", "\"gateway\" but there is no gateway".into());
         }
@@ -671,8 +697,21 @@ impl PeersExperiment {
         }
     }
 
+    /// The contender measured twice per repetition as the A/A control, if
+    /// any: the file's `validity.control`, else the first baseline.
+    pub fn control_contender(&self) -> Option<&str> {
+        match self.validity.control_choice() {
+            Some(choice) => choice,
+            None => self.baseline.names().first().copied(),
+        }
+    }
+
     /// Every point: repetitions outermost, then body sizes, then contenders
-    /// in file order, so contenders alternate within a repetition.
+    /// in file order, so contenders alternate within a repetition. The A/A
+    /// control ([`control_contender`](Self::control_contender)) runs last in
+    /// each repetition and body size it runs at: its two measurements then
+    /// lie as far apart as the first contender and the last, so its spread
+    /// covers the drift between any two contenders of a repetition.
     pub fn plan(&self, quick: bool) -> Vec<PeerParams> {
         let reps = self
             .quick_field(quick, |q| q.repetitions)
@@ -680,17 +719,24 @@ impl PeersExperiment {
         let sizes = self
             .quick_field(quick, |q| q.body_sizes.clone())
             .unwrap_or_else(|| self.workload.body_sizes.clone());
+        let control = self
+            .control_contender()
+            .and_then(|c| self.contender_named(c));
+        let runs_at =
+            |c: &Contender, size: &Bytes| c.body_sizes.as_ref().is_none_or(|s| s.contains(size));
         let mut plan = Vec::new();
         for repetition in 1..=reps {
             for size in &sizes {
-                for c in &self.contender {
-                    if c.body_sizes.as_ref().is_some_and(|s| !s.contains(size)) {
+                let contenders = self.contender.iter().map(|c| (c, false));
+                for (c, control) in contenders.chain(control.map(|c| (c, true))) {
+                    if !runs_at(c, size) {
                         continue;
                     }
                     plan.push(PeerParams {
                         contender: c.name.clone(),
                         body_bytes: size.0,
                         repetition,
+                        control,
                     });
                 }
             }
@@ -699,11 +745,12 @@ impl PeersExperiment {
     }
 
     /// The profile runs of `profile = true`: one per contender and body
-    /// size, in plan order (the points of the first repetition).
+    /// size, in plan order (the points of the first repetition, the A/A
+    /// control's aside).
     pub fn profile_plan(&self, quick: bool) -> Vec<PeerParams> {
         self.plan(quick)
             .into_iter()
-            .filter(|p| p.repetition == 1)
+            .filter(|p| p.repetition == 1 && !p.control)
             .collect()
     }
 

@@ -3,6 +3,7 @@
 use super::experiment::{PeerParams, PeersExperiment, Role};
 use super::PeersError;
 use crate::sweep_file::{self, read_json};
+use crate::validity::{Fingerprint, Validity, WindowCpu};
 use connlab_os::Environment;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -47,6 +48,26 @@ pub struct PeerPoint {
     pub commands: Vec<(Role, Vec<String>)>,
     /// When the point finished (Unix seconds).
     pub finished_unix_s: f64,
+    /// The gates this point passed or failed (absent in results written
+    /// before they existed: not checked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validity: Option<Validity>,
+    /// The machine it ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<Fingerprint>,
+    /// Who used the CPUs the roles are pinned to (all CPUs when a role is
+    /// not pinned) over the client's run: steal, foreign work, and each
+    /// role's process trees (`server`, `gateway`, `client`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_cpu: Option<WindowCpu>,
+}
+
+impl PeerPoint {
+    /// Whether the point may be judged: it passed every gate, or was
+    /// measured before gates existed.
+    pub fn is_valid(&self) -> bool {
+        self.validity.as_ref().is_none_or(|v| v.valid)
+    }
 }
 
 /// `DIR/peers.json`: the sweep as a whole.
@@ -74,11 +95,22 @@ pub struct PeersInfo {
 pub struct PeersDir {
     /// `peers.json`.
     pub info: PeersInfo,
-    /// Finished points in plan order.
+    /// Finished points in plan order, the A/A control's among them
+    /// (`params.control`).
     pub points: Vec<PeerPoint>,
 }
 
 impl PeersDir {
+    /// The points of the contenders, the A/A control's left out.
+    pub fn measured(&self) -> impl Iterator<Item = &PeerPoint> {
+        self.points.iter().filter(|p| !p.params.control)
+    }
+
+    /// The A/A control's points.
+    pub fn controls(&self) -> impl Iterator<Item = &PeerPoint> {
+        self.points.iter().filter(|p| p.params.control)
+    }
+
     /// `DIR/peers.json`.
     pub fn info_path(dir: &Path) -> PathBuf {
         dir.join("peers.json")

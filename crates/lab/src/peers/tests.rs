@@ -51,15 +51,20 @@ fn parses_into_typed_values() {
     assert_eq!(e.contender[1].engine, Some(ServeEngine::Epoll));
     assert_eq!(e.contender_role(), Role::Server);
     let ids: Vec<String> = e.plan(false).iter().map(PeerParams::id).collect();
+    // The baseline's A/A control closes every repetition and body size.
     assert_eq!(
         ids,
         [
             "poll-128B-rep1",
             "epoll-128B-rep1",
+            "poll-128B-rep1-aa",
             "poll-10240B-rep1",
+            "poll-10240B-rep1-aa",
             "poll-128B-rep2",
             "epoll-128B-rep2",
-            "poll-10240B-rep2"
+            "poll-128B-rep2-aa",
+            "poll-10240B-rep2",
+            "poll-10240B-rep2-aa"
         ]
     );
     assert_eq!(e.baselines_at(10240), ["poll"]);
@@ -212,4 +217,94 @@ fn extra_arguments_go_to_connlab_programs_and_the_relay_node_only() {
         e.starts_with("t.toml: contender[0].args[0]: an empty argument"),
         "{e}"
     );
+}
+
+#[test]
+fn the_plan_measures_the_control_last_in_each_repetition_and_size() {
+    let e = parse(FILE).unwrap();
+    assert_eq!(e.control_contender(), Some("poll"));
+    let plan = e.plan(false);
+    let controls: Vec<&PeerParams> = plan.iter().filter(|p| p.control).collect();
+    assert_eq!(controls.len(), 4, "one per repetition and body size");
+    assert!(controls.iter().all(|p| p.contender == "poll"));
+    // Each control follows the contenders of its repetition and size.
+    for (i, p) in plan.iter().enumerate().filter(|(_, p)| p.control) {
+        let next = plan.get(i + 1);
+        assert!(
+            next.is_none_or(|n| (n.repetition, n.body_bytes) != (p.repetition, p.body_bytes)),
+            "{} is not last in its cell",
+            p.id()
+        );
+    }
+    let ids: std::collections::HashSet<String> = plan.iter().map(PeerParams::id).collect();
+    assert_eq!(ids.len(), plan.len(), "ids are unique");
+    // The profiles leave the control out.
+    assert!(e.profile_plan(false).iter().all(|p| !p.control));
+
+    // Another contender as the control: only at the sizes it runs at.
+    let epoll = parse(&FILE.replace(
+        "repetitions = 2",
+        "repetitions = 2\n[validity]\ncontrol = \"epoll\"",
+    ))
+    .unwrap();
+    let ids: Vec<String> = epoll.plan(false).iter().map(PeerParams::id).collect();
+    assert_eq!(
+        ids[..4],
+        [
+            "poll-128B-rep1",
+            "epoll-128B-rep1",
+            "epoll-128B-rep1-aa",
+            "poll-10240B-rep1"
+        ]
+    );
+    // No control.
+    let none = parse(&FILE.replace(
+        "repetitions = 2",
+        "repetitions = 2\n[validity]\ncontrol = \"none\"",
+    ))
+    .unwrap();
+    assert_eq!(none.control_contender(), None);
+    assert_eq!(none.plan(false).len(), 6);
+    assert!(none.plan(false).iter().all(|p| !p.control));
+}
+
+#[test]
+fn a_point_file_without_control_reads_as_no_control() {
+    let p: PeerParams =
+        serde_json::from_str(r#"{"contender": "poll", "body_bytes": 128, "repetition": 1}"#)
+            .unwrap();
+    assert!(!p.control);
+    assert_eq!(p.id(), "poll-128B-rep1");
+    let json = serde_json::to_string(&p).unwrap();
+    assert!(!json.contains("control"), "{json}");
+}
+
+#[test]
+fn validity_is_read_and_bad_values_name_the_field() {
+    let with = |section: &str| {
+        FILE.replace(
+            "repetitions = 2",
+            &format!("repetitions = 2\n[validity]\n{section}"),
+        )
+    };
+    let e = parse(&with("steal = 0.05\nattempts = 2\nforeign_cpu = \"off\"")).unwrap();
+    assert_eq!(e.validity.steal.0, Some(0.05));
+    assert_eq!(e.validity.foreign_cpu.0, None);
+    assert_eq!(e.validity.attempts, Some(2));
+    assert_eq!(
+        parse(FILE).unwrap().validity,
+        crate::validity::ValidityLimits::default()
+    );
+    for (section, field) in [
+        ("steal = 2", "validity.steal"),
+        ("steal = \"lots\"", "validity.steal"),
+        ("attempts = 0", "validity.attempts"),
+        ("control = \"nginx\"", "validity.control"),
+        ("stael = 0.1", "validity.stael"),
+    ] {
+        let e = error(&with(section));
+        assert!(e.starts_with(&format!("t.toml: {field}")), "{section}: {e}");
+    }
+    let e = error(&with("control = \"nginx\""));
+    assert!(e.contains("poll, epoll"), "{e}");
 }

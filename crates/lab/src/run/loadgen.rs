@@ -4,9 +4,20 @@
 //! results merge exactly, stops the server and reads its `--stats`, and
 //! writes one JSON file per point, whole. Every child is stopped on every
 //! exit path (a guard per process, and the kernel's parent-death signal).
+//!
+//! Every client starts at one `--start-at` instant, so the measured window
+//! is known beforehand: [`super::window`] samples the CPUs of the server
+//! and the client over it (roles `server` and `clients`). Every point is
+//! judged by its gates ([`crate::validity`]): completion, the writers'
+//! schedule (open loop), steal, foreign work, the machine against the
+//! sweep's, and the load generator's own arrival and stationarity checks;
+//! a point failing a gate other than `machine` is measured again, up to
+//! the attempts.
 
 use super::child::{die_with_parent, log_reason};
+use super::window::{cpus_of, Roles};
 use super::{unix_now, Progress, RunError, SweepOutcome, SweepRequest};
+use crate::validity::{self, Evidence, Fingerprint, ScheduleEvidence};
 use crate::{
     ClientFigures, LoadgenDir, LoadgenExperiment, LoadgenInfo, LoadgenParams, LoadgenPoint, Rate,
     ServerFigures, LOADGEN_POINT_SCHEMA, LOADGEN_SWEEP_SCHEMA,
@@ -19,7 +30,7 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 /// How long a stopped server may take to exit before it is killed (the
 /// processes engine reaps a child per connection).
@@ -39,12 +50,14 @@ pub(super) fn sweep(
     let (out, quick) = (&req.out, req.quick);
     let plan = exp.plan(quick);
     let earlier = prepare_dir(out, exp, &req.text, quick, req.fresh)?;
+    // The machine the points are held to: the first session's.
+    let environment = super::sweep_environment(earlier.as_ref().map(|i| &i.environment), progress);
     let info = LoadgenInfo {
         schema: LOADGEN_SWEEP_SCHEMA.into(),
         experiment: exp.clone(),
         quick,
-        environment: Environment::capture(),
-        started_unix_s: earlier.unwrap_or_else(unix_now),
+        environment,
+        started_unix_s: earlier.map_or_else(unix_now, |i| i.started_unix_s),
         points_total: plan.len(),
     };
     LoadgenDir::write_json(&LoadgenDir::info_path(out), &info)
@@ -59,7 +72,8 @@ pub(super) fn sweep(
         quick,
         out,
     );
-    let result = run_points(exp, req, &plan, progress, shutdown, &mut outcome);
+    let machine = info.environment.fingerprint();
+    let result = run_points(exp, req, &plan, &machine, progress, shutdown, &mut outcome);
     progress.end();
     result?;
     outcome.interrupted = shutdown.requested();
@@ -72,18 +86,20 @@ fn run_points(
     exp: &LoadgenExperiment,
     req: &SweepRequest,
     plan: &[LoadgenParams],
+    machine: &Fingerprint,
     progress: &mut dyn Progress,
     shutdown: &Shutdown,
     outcome: &mut SweepOutcome,
 ) -> Result<(), RunError> {
     let out = &req.out;
+    let attempts = super::attempts(req, &exp.validity);
     super::each_point(
         plan,
         progress,
         outcome,
         |p| (!point_done(out, p)).then(|| p.id()),
         || shutdown.requested(),
-        |p, id| {
+        |p, id, progress| {
             let ctx = PointCtx {
                 exp,
                 exe: &req.connlab,
@@ -91,7 +107,7 @@ fn run_points(
                 quick: req.quick,
                 shutdown,
             };
-            run_point(&ctx, p).inspect_err(|e| {
+            measure_point(&ctx, p, attempts, machine, progress).inspect_err(|e| {
                 let _ =
                     connlab_os::files::write_atomic(ctx.logs.join("error.txt"), format!("{e:#}\n"));
             })
@@ -125,14 +141,14 @@ fn point_done(out: &Path, p: &LoadgenParams) -> bool {
 }
 
 /// Creates the results directory, or checks that it holds this same sweep
-/// (resume); returns when an earlier sweep there started.
+/// (resume); returns the earlier sweep's `loadgen.json` when resuming.
 fn prepare_dir(
     out: &Path,
     exp: &LoadgenExperiment,
     text: &str,
     quick: bool,
     fresh: bool,
-) -> Result<Option<f64>, RunError> {
+) -> Result<Option<LoadgenInfo>, RunError> {
     if fresh {
         for sub in ["points", "logs"] {
             let dir = out.join(sub);
@@ -162,7 +178,7 @@ fn prepare_dir(
                 }
             )));
         }
-        earlier = Some(old.started_unix_s);
+        earlier = Some(old);
     }
     let points = out.join("points");
     std::fs::create_dir_all(&points).with_context(|| format!("creating {}", points.display()))?;
@@ -180,8 +196,68 @@ struct PointCtx<'a> {
     shutdown: &'a Shutdown,
 }
 
-/// Runs one point; `None` when interrupted.
-fn run_point(ctx: &PointCtx, p: &LoadgenParams) -> anyhow::Result<Option<LoadgenPoint>> {
+/// Measures point `p` until it passes its gates or `attempts` run out (see
+/// [`super::with_attempts`]); the last attempt is kept with its record.
+/// `None` when interrupted.
+fn measure_point(
+    ctx: &PointCtx,
+    p: &LoadgenParams,
+    attempts: u32,
+    machine: &Fingerprint,
+    progress: &mut dyn Progress,
+) -> anyhow::Result<Option<LoadgenPoint>> {
+    let measured = super::with_attempts(
+        &p.id(),
+        attempts,
+        progress,
+        || ctx.shutdown.requested(),
+        || {
+            let Some((point, load)) = run_point(ctx, p)? else {
+                return Ok(None);
+            };
+            let gates = validity::gates(&ctx.exp.validity, &evidence(&point, &load, machine));
+            Ok(Some((point, gates)))
+        },
+    )?;
+    Ok(measured.map(|(mut point, v)| {
+        point.validity = Some(v);
+        point
+    }))
+}
+
+/// What the gates look at for one attempt: completed against scheduled
+/// requests (open loop: the rate over the measured seconds; closed loop:
+/// completed and errors), each writer's schedule (open loop: a shard's
+/// writer sends rate / shards), the window's CPUs, the machine against the
+/// sweep's, and the load generator's own checks.
+fn evidence(point: &LoadgenPoint, load: &LoadResult, machine: &Fingerprint) -> Evidence {
+    let q = &load.requests;
+    let (scheduled, schedule) = match point.params.rate {
+        Rate::Max => ((q.completed + q.measured_errors()) as f64, None),
+        Rate::PerSecond(rate) => (
+            rate as f64 * load.config.duration_s,
+            Some(ScheduleEvidence {
+                send_lag_p99_us: load.send_lag_us.p99,
+                writer_rate_per_s: rate as f64 / f64::from(point.params.shards.max(1)),
+            }),
+        ),
+    };
+    Evidence {
+        completion: Some((q.completed, scheduled)),
+        schedule,
+        cpu: point.window_cpu.clone(),
+        machine: point.machine.clone().map(|m| (m, machine.clone())),
+        ..Evidence::default()
+    }
+    .with_run_checks(load, None)
+}
+
+/// Runs one point once: the point (no validity yet) and the client's
+/// (merged) result; `None` when interrupted.
+fn run_point(
+    ctx: &PointCtx,
+    p: &LoadgenParams,
+) -> anyhow::Result<Option<(LoadgenPoint, LoadResult)>> {
     let exp = ctx.exp;
     if ctx.logs.exists() {
         std::fs::remove_dir_all(&ctx.logs)
@@ -209,7 +285,9 @@ fn run_point(ctx: &PointCtx, p: &LoadgenParams) -> anyhow::Result<Option<Loadgen
     let w = &exp.workload;
     let limit = setup_allowance(p.connections) + w.warmup.0 + duration + DRAIN + CLIENT_SLACK;
     let k = p.shards;
-    let start_at = (k > 1).then(|| unix_now() + setup_allowance(p.connections).as_secs_f64());
+    // One start for every client (one process too), so the measured window
+    // is known before it opens.
+    let start_at = unix_now() + setup_allowance(p.connections).as_secs_f64();
     let mut clients = Vec::new();
     let mut files = Vec::new();
     let started = Instant::now();
@@ -222,18 +300,29 @@ fn run_point(ctx: &PointCtx, p: &LoadgenParams) -> anyhow::Result<Option<Loadgen
                 ctx.logs.join(format!("shard-{i}.log")),
             )
         };
-        let shard = start_at.map(|at| (i, k, at));
-        let cmd = client_command(ctx.exe, exp, p, addr, duration, shard, &json);
+        let shard = (k > 1).then_some((i, k));
+        let cmd = client_command(ctx.exe, exp, p, addr, duration, start_at, shard, &json);
         commands.push(describe_cmd(&cmd));
         clients.push(Proc::spawn(cmd, &log)?);
         files.push(json);
     }
+    let roles = Roles::default()
+        .with("server", [server.child.id()])
+        .with("clients", clients.iter().map(|c| c.child.id()));
+    let server_cpu = exp.placement.server_cpu.map(|c| c.to_string());
+    let watched = cpus_of([
+        server_cpu.as_deref(),
+        exp.placement.client_cpu_list().as_deref(),
+    ]);
+    let window_from = UNIX_EPOCH + Duration::from_secs_f64(start_at) + w.warmup.0;
+    let probe = super::window::sample(roles, watched, window_from, duration, ctx.shutdown);
     for c in &mut clients {
         if !c.wait(started + limit, ctx.shutdown)? {
             return Ok(None);
         }
     }
     let wall_s = started.elapsed().as_secs_f64();
+    let window_cpu = probe.join().ok().flatten();
     server.stop(libc::SIGTERM);
     let server_figures = read_stats(&stats);
     if ctx.shutdown.requested() {
@@ -266,7 +355,7 @@ fn run_point(ctx: &PointCtx, p: &LoadgenParams) -> anyhow::Result<Option<Loadgen
     if result.connections.established == 0 {
         bail!("no connection was established (see {})", ctx.logs.display());
     }
-    Ok(Some(LoadgenPoint {
+    let point = LoadgenPoint {
         schema: LOADGEN_POINT_SCHEMA.into(),
         id: p.id(),
         params: p.clone(),
@@ -275,18 +364,25 @@ fn run_point(ctx: &PointCtx, p: &LoadgenParams) -> anyhow::Result<Option<Loadgen
         commands,
         wall_s,
         finished_unix_s: unix_now(),
-    }))
+        validity: None,
+        machine: Some(Environment::capture().fingerprint()),
+        window_cpu,
+    };
+    Ok(Some((point, result)))
 }
 
-/// The `connlab load` of point `p` against `addr`, as shard `(i, k,
-/// start-at)` when there are several, writing its result to `json`.
+/// The `connlab load` of point `p` against `addr`, starting at `start_at`
+/// (Unix seconds), as shard `(i, k)` when there are several, writing its
+/// result to `json`.
+#[allow(clippy::too_many_arguments)]
 fn client_command(
     exe: &Path,
     exp: &LoadgenExperiment,
     p: &LoadgenParams,
     addr: SocketAddr,
     duration: Duration,
-    shard: Option<(u32, u32, f64)>,
+    start_at: f64,
+    shard: Option<(u32, u32)>,
     json: &Path,
 ) -> Command {
     let w = &exp.workload;
@@ -314,10 +410,10 @@ fn client_command(
     if let Some(cpus) = exp.placement.client_cpu_list() {
         cmd.args(["--cpu", &cpus]);
     }
-    if let Some((i, k, at)) = shard {
-        cmd.args(["--shard", &format!("{i}/{k}")])
-            .args(["--start-at", &format!("{at:.3}")]);
+    if let Some((i, k)) = shard {
+        cmd.args(["--shard", &format!("{i}/{k}")]);
     }
+    cmd.args(["--start-at", &format!("{start_at:.3}")]);
     cmd.arg("--json").arg(json);
     cmd
 }
@@ -349,7 +445,7 @@ fn read_stats(path: &Path) -> ServerFigures {
 fn describe(p: &LoadgenPoint) -> String {
     let c = &p.client;
     format!(
-        "{} established, {:.0} req/s, service median {:.0} us, send lag p99 {:.0} us{}",
+        "{} established, {:.0} req/s, service median {:.0} us, send lag p99 {:.0} us{}{}",
         c.established,
         c.achieved_rate_per_s,
         c.service_latency_us.p50,
@@ -358,7 +454,8 @@ fn describe(p: &LoadgenPoint) -> String {
             format!(", {} errors", c.errors)
         } else {
             String::new()
-        }
+        },
+        super::validity_words(p.validity.as_ref())
     )
 }
 
@@ -511,6 +608,7 @@ mod tests {
                 p,
                 addr,
                 Duration::from_secs(1),
+                1.0,
                 None,
                 Path::new("c.json"),
             );
@@ -526,5 +624,46 @@ mod tests {
             "{}",
             args(&plan[1])
         );
+        // One process starts at the given instant too: its window is known.
+        assert!(args(&plan[0]).contains(" --start-at 1.000 "));
+        assert!(!args(&plan[0]).contains("--shard"));
+    }
+
+    #[test]
+    fn an_open_loop_point_is_judged_on_its_schedule_per_writer() {
+        let text = "kind = \"loadgen\"\nname = \"t\"\ntitle = \"t\"\ntables = [\"pacing\"]\n\
+                    [server]\nengines = [\"epoll\"]\n[workload]\nconnections = [10]\n\
+                    active_ratios = [1]\nrates = [2000]\nduration = \"1s\"\nshards = [2]\n";
+        let exp = LoadgenExperiment::from_toml(text, "t.toml").unwrap();
+        let p = exp.plan(false).remove(0);
+        let mut load: LoadResult =
+            serde_json::from_str(include_str!("../../../report/tests/fixtures/load.json")).unwrap();
+        load.config.duration_s = 1.0;
+        load.requests.completed = 1000;
+        load.requests.errors.clear();
+        load.send_lag_us.p99 = 200.0;
+        let point = LoadgenPoint {
+            schema: LOADGEN_POINT_SCHEMA.into(),
+            id: p.id(),
+            params: p,
+            client: ClientFigures::from_result(&load),
+            server: ServerFigures::default(),
+            commands: Vec::new(),
+            wall_s: 1.0,
+            finished_unix_s: 0.0,
+            validity: None,
+            machine: None,
+            window_cpu: None,
+        };
+        let e = evidence(&point, &load, &Environment::capture().fingerprint());
+        // 1,000 of the 2,000 scheduled; each of two writers sends 1,000 a second.
+        assert_eq!(e.completion, Some((1000, 2000.0)));
+        let s = e.schedule.unwrap();
+        assert_eq!(s.writer_rate_per_s, 1000.0);
+        let g = validity::gates(&exp.validity, &e);
+        let schedule = g.iter().find(|g| g.name == "schedule").unwrap();
+        // A tenth of the 1,000 us interval: 200 us of lag fails.
+        assert!(!schedule.passed, "{schedule:?}");
+        assert!(g.iter().all(|g| g.name != "machine"), "no machine recorded");
     }
 }

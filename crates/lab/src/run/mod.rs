@@ -256,15 +256,16 @@ pub(crate) struct Kept {
 /// The loop of a point-by-point sweep: the points of `plan` that `pending`
 /// names (those not kept from before), in order, until the plan ends or
 /// `stopped` says so. `measure` runs one point (`Ok(None)`: interrupted, not
-/// kept, the sweep stops; `Err`: the point failed, the sweep goes on);
-/// `keep` writes a measured point and sums it up (its error ends the sweep).
+/// kept, the sweep stops; `Err`: the point failed, the sweep goes on) and
+/// may note what it does on the progress it is given; `keep` writes a
+/// measured point and sums it up (its error ends the sweep).
 pub(crate) fn each_point<P, T>(
     plan: &[P],
     progress: &mut dyn Progress,
     outcome: &mut SweepOutcome,
     pending: impl Fn(&P) -> Option<String>,
     stopped: impl Fn() -> bool,
-    mut measure: impl FnMut(&P, &str) -> anyhow::Result<Option<T>>,
+    mut measure: impl FnMut(&P, &str, &mut dyn Progress) -> anyhow::Result<Option<T>>,
     mut keep: impl FnMut(&str, T) -> Result<Kept, RunError>,
 ) -> Result<(), RunError> {
     for p in plan {
@@ -276,7 +277,7 @@ pub(crate) fn each_point<P, T>(
         }
         progress.start(&id, None);
         let began = Instant::now();
-        match measure(p, &id) {
+        match measure(p, &id, &mut *progress) {
             Ok(Some(result)) => {
                 let kept = keep(&id, result)?;
                 progress.finish(&id, began.elapsed(), &kept.summary);
@@ -392,6 +393,51 @@ pub(crate) fn set_aside(dir: &Path, block: u32) -> Result<usize, RunError> {
         moved += 1;
     }
     Ok(moved)
+}
+
+/// Measures point `id` until it passes its gates or `attempts` run out:
+/// `attempt` measures once and judges the result (`Ok(None)`: interrupted);
+/// an attempt that fails a gate other than `machine` is measured again
+/// (with a note saying why) unless `stopped`. Returns the last attempt with
+/// its record (`attempts` = the tries made).
+pub(crate) fn with_attempts<T>(
+    id: &str,
+    attempts: u32,
+    progress: &mut dyn Progress,
+    stopped: impl Fn() -> bool,
+    mut attempt: impl FnMut() -> anyhow::Result<Option<(T, Vec<crate::validity::Gate>)>>,
+) -> anyhow::Result<Option<(T, crate::validity::Validity)>> {
+    let mut tries = 1;
+    loop {
+        let Some((measured, gates)) = attempt()? else {
+            return Ok(None);
+        };
+        let v = crate::validity::Validity::of(gates, tries);
+        if v.worth_retrying() && tries < attempts && !stopped() {
+            progress.note(&format!(
+                "{id}: attempt {tries} of {attempts} failed its gates ({}); measuring again",
+                v.failure_text()
+            ));
+            tries += 1;
+            continue;
+        }
+        return Ok(Some((measured, v)));
+    }
+}
+
+/// What a point's progress line adds about its gates: `; INVALID after 3
+/// attempts: steal 7.3 % > 2 %`, `; valid at attempt 2`, or nothing.
+pub(crate) fn validity_words(v: Option<&crate::validity::Validity>) -> String {
+    match v {
+        Some(v) if !v.valid => format!(
+            "; INVALID after {} attempt{}: {}",
+            v.attempts,
+            if v.attempts == 1 { "" } else { "s" },
+            v.failure_text()
+        ),
+        Some(v) if v.attempts > 1 => format!("; valid at attempt {}", v.attempts),
+        _ => String::new(),
+    }
 }
 
 /// The attempts per point a sweep makes: `--attempts`, else the file's,
@@ -559,6 +605,87 @@ attempts = 1
         .unwrap_err();
         assert!(matches!(err, RunError::Input(_)), "{err}");
         let _ = std::fs::remove_dir_all(&out);
+    }
+
+    #[test]
+    fn a_point_is_measured_again_while_a_gate_other_than_machine_fails() {
+        use crate::validity::Gate;
+        let steal = |v: f64| Gate::at_most("steal", v, 0.02, String::new());
+        // Steal too high, then fine: two tries, valid.
+        // Popped from the end: 7 % first.
+        let mut values = vec![0.01, 0.07];
+        let mut rec = Record::default();
+        let (n, v) = with_attempts(
+            "p",
+            3,
+            &mut rec,
+            || false,
+            || {
+                let x = values.pop().unwrap();
+                Ok(Some((x, vec![steal(x)])))
+            },
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!((n, v.valid, v.attempts), (0.01, true, 2));
+        assert!(
+            rec.notes[0].contains("attempt 1 of 3 failed its gates (steal 7 % > 2 %)"),
+            "{:?}",
+            rec.notes
+        );
+        // Always too high: the last of the attempts is kept, invalid.
+        let mut tries = 0;
+        let (_, v) = with_attempts(
+            "p",
+            3,
+            &mut rec,
+            || false,
+            || {
+                tries += 1;
+                Ok(Some(((), vec![steal(0.5)])))
+            },
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!((tries, v.valid, v.attempts), (3, false, 3));
+        assert!(validity_words(Some(&v)).starts_with("; INVALID after 3 attempts: steal"));
+        // Another machine does not change between attempts; a stop ends them.
+        let machine = Gate {
+            name: "machine".into(),
+            value: crate::validity::GateValue::Text("a".into()),
+            limit: crate::validity::GateValue::Text("b".into()),
+            passed: false,
+            detail: String::new(),
+        };
+        let mut tries = 0;
+        with_attempts(
+            "p",
+            3,
+            &mut rec,
+            || false,
+            || {
+                tries += 1;
+                Ok(Some(((), vec![machine.clone()])))
+            },
+        )
+        .unwrap();
+        assert_eq!(tries, 1);
+        let mut tries = 0;
+        with_attempts(
+            "p",
+            3,
+            &mut rec,
+            || true,
+            || {
+                tries += 1;
+                Ok(Some(((), vec![steal(0.5)])))
+            },
+        )
+        .unwrap();
+        assert_eq!(tries, 1);
+        // Interrupted: nothing.
+        let none = with_attempts("p", 3, &mut rec, || false, || Ok(None::<((), Vec<Gate>)>));
+        assert!(none.unwrap().is_none());
     }
 
     #[test]

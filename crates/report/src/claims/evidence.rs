@@ -61,7 +61,7 @@ impl Noise {
 }
 
 /// The 90th percentile of `values` (the largest below ten values).
-fn p90(mut values: Vec<f64>) -> Option<f64> {
+pub(crate) fn p90(mut values: Vec<f64>) -> Option<f64> {
     values.retain(|v| v.is_finite());
     if values.is_empty() {
         return None;

@@ -22,6 +22,7 @@ mod evidence;
 
 use checks::{along_checks, peak_checks, value_checks, versus_checks};
 pub use derived::{derived_tables, DerivedRow, DerivedTable};
+pub(crate) use evidence::p90;
 pub use evidence::{noise, Noise};
 
 /// One comparison of a claim: an engine over two rows, against another

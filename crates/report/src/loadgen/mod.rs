@@ -5,6 +5,11 @@
 //! RSS between the smallest and largest connection count, and shard scaling
 //! the ratio of N merged shards to one process, both taken repetition by
 //! repetition so their spread is their own.
+//!
+//! Only points that passed their validity gates count (points measured
+//! before gates existed count as valid): a table's row says how many of its
+//! repetitions it left out as invalid, and the validity section lists each
+//! invalid point with the gates it failed.
 
 use crate::export::{self, Block, Empty, Page, Report};
 use crate::summary;
@@ -79,11 +84,15 @@ struct Row {
     axes: [String; AXIS_COUNT],
     /// Every axis's value for CSV: numbers without separators.
     plain: [String; AXIS_COUNT],
+    /// Valid repetitions (or pairs of them) the figures rest on.
     repetitions: usize,
+    /// Repetitions left out: their point failed a gate.
+    invalid: usize,
     values: Vec<Option<Spread>>,
 }
 
-/// The settings in plan order with their points, repetitions in order.
+/// The settings in plan order with their points (invalid ones among them),
+/// repetitions in order.
 fn settings(dir: &LoadgenDir) -> Vec<(LoadgenParams, Vec<&LoadgenPoint>)> {
     let mut out: Vec<(LoadgenParams, Vec<&LoadgenPoint>)> = Vec::new();
     for p in &dir.points {
@@ -121,17 +130,22 @@ fn metric_table(
 ) -> Table {
     let rows = settings(dir)
         .into_iter()
-        .map(|(s, points)| Row {
-            axes: axis_values(&s),
-            plain: axis_plain(&s),
-            repetitions: points.len(),
-            values: metrics
-                .iter()
-                .map(|m| {
-                    let v: Vec<f64> = points.iter().filter_map(|p| (m.get)(p)).collect();
-                    Spread::of(&v)
-                })
-                .collect(),
+        .map(|(s, points)| {
+            let (valid, invalid): (Vec<&LoadgenPoint>, Vec<&LoadgenPoint>) =
+                points.into_iter().partition(|p| p.is_valid());
+            Row {
+                axes: axis_values(&s),
+                plain: axis_plain(&s),
+                repetitions: valid.len(),
+                invalid: invalid.len(),
+                values: metrics
+                    .iter()
+                    .map(|m| {
+                        let v: Vec<f64> = valid.iter().filter_map(|p| (m.get)(p)).collect();
+                        Spread::of(&v)
+                    })
+                    .collect(),
+            }
         })
         .collect();
     Table {
@@ -151,11 +165,11 @@ fn metric_table(
 type ByAxis<'a> = BTreeMap<u64, BTreeMap<u32, &'a LoadgenPoint>>;
 
 /// Groups settings by everything but one axis (`skip`: 1 connections, 5
-/// shards) and returns, per group, the points by that axis's value and
-/// repetition.
+/// shards) and returns, per group, the valid points by that axis's value
+/// and repetition.
 fn groups_without(dir: &LoadgenDir, skip: usize) -> Vec<([String; AXIS_COUNT], ByAxis<'_>)> {
     let mut out: Vec<([String; AXIS_COUNT], ByAxis)> = Vec::new();
-    for p in &dir.points {
+    for p in dir.points.iter().filter(|p| p.is_valid()) {
         let mut key = axis_values(&p.params);
         key[skip] = String::new();
         let value = if skip == 1 {
@@ -214,6 +228,7 @@ fn memory_slope_table(dir: &LoadgenDir) -> Table {
             axes: key,
             plain,
             repetitions: client.len(),
+            invalid: 0,
             values: vec![Spread::of(&client), Spread::of(&server)],
         });
     }
@@ -277,6 +292,7 @@ fn shard_ratio_table(dir: &LoadgenDir) -> Table {
                 axes: key.clone(),
                 plain,
                 repetitions: reps.keys().filter(|r| one.contains_key(r)).count(),
+                invalid: 0,
                 values,
             });
         }
@@ -402,7 +418,10 @@ fn table_cells(t: &Table) -> (Vec<String>, Vec<Vec<String>>) {
         .iter()
         .map(|r| {
             let mut c: Vec<String> = t.axes.iter().map(|i| r.axes[*i].clone()).collect();
-            c.push(r.repetitions.to_string());
+            c.push(match r.invalid {
+                0 => r.repetitions.to_string(),
+                n => format!("{} (+{n} invalid, left out)", r.repetitions),
+            });
             c.extend(
                 r.values
                     .iter()
@@ -468,10 +487,14 @@ fn facts(dir: &LoadgenDir) -> Vec<(String, String)> {
         ("points".into(), {
             let reps = plan.iter().map(|p| p.repetition).max().unwrap_or(0);
             format!(
-                "{} of {}, {reps} repetition{}{}",
+                "{} of {}, {reps} repetition{}{}{}",
                 dir.points.len(),
                 i.points_total,
                 if reps == 1 { "" } else { "s" },
+                match dir.points.iter().filter(|p| !p.is_valid()).count() {
+                    0 => String::new(),
+                    n => format!(", {n} invalid (left out of every table)"),
+                },
                 if i.quick { " (--quick)" } else { "" }
             )
         }),
@@ -502,7 +525,10 @@ fn commands(dir: &LoadgenDir) -> Vec<String> {
 const SPREAD_NOTE: &str = "Every figure is the median over repetitions with the smallest and \
                            largest in brackets (one number when they agree).";
 
-/// One CSV row: one figure of one setting (long form).
+/// One CSV row: one figure of one setting (long form; `invalid` counts the
+/// repetitions left out), or with `table` `invalid_point` a point that
+/// failed a gate (its setting, `id`, `attempts` and `gates_failed`; the
+/// figure columns empty).
 #[derive(serde::Serialize)]
 pub(crate) struct CsvRow {
     table: &'static str,
@@ -515,10 +541,14 @@ pub(crate) struct CsvRow {
     io: String,
     metric: String,
     unit: String,
-    repetitions: usize,
+    repetitions: Option<usize>,
     median: Option<f64>,
     min: Option<f64>,
     max: Option<f64>,
+    invalid: Option<usize>,
+    id: String,
+    attempts: Option<u32>,
+    gates_failed: String,
 }
 
 /// The loadgen report kind.
@@ -551,6 +581,17 @@ impl Report for Loadgen<'_> {
                 }),
             }));
         }
+        let validity = crate::validity::Summary::of(
+            dir.points
+                .iter()
+                .map(|p| (p.id.as_str(), p.validity.as_ref())),
+        );
+        let tail = "every table leaves them out";
+        blocks.push(Block::Html(crate::validity::html_for(
+            &validity, None, tail,
+        )));
+        let section = crate::validity::markdown_for(&validity, None, tail);
+        blocks.push(Block::Markdown(format!("\n{}\n", section.trim_end())));
         let cmds = commands(dir);
         if !cmds.is_empty() {
             blocks.push(Block::Heading("Commands (first point)".into()));
@@ -591,13 +632,44 @@ impl Report for Loadgen<'_> {
                         } else {
                             unit.clone()
                         },
-                        repetitions: r.repetitions,
+                        repetitions: Some(r.repetitions),
                         median: v.map(|s| s.median),
                         min: v.map(|s| s.min),
                         max: v.map(|s| s.max),
+                        invalid: Some(r.invalid),
+                        id: String::new(),
+                        attempts: None,
+                        gates_failed: String::new(),
                     });
                 }
             }
+        }
+        for p in &self.dir.points {
+            let Some(v) = p.validity.as_ref().filter(|v| !v.valid) else {
+                continue;
+            };
+            let [engine, connections, active_ratio, rate, source_addrs, shards, io] =
+                axis_plain(&p.params);
+            out.push(CsvRow {
+                table: "invalid_point",
+                engine,
+                connections,
+                active_ratio,
+                rate,
+                source_addrs,
+                shards,
+                io,
+                metric: String::new(),
+                unit: String::new(),
+                repetitions: None,
+                median: None,
+                min: None,
+                max: None,
+                invalid: None,
+                id: p.id.clone(),
+                attempts: Some(v.attempts),
+                gates_failed: v.failure_text(),
+            });
         }
         Ok(out)
     }

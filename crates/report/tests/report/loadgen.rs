@@ -1,6 +1,6 @@
 //! The loadgen report's tables, CSV columns and page.
 
-use crate::support::loadgen;
+use crate::support::{loadgen, loadgen_with_an_invalid_point};
 use connlab_report::{render_loadgen, Format};
 
 #[test]
@@ -50,7 +50,11 @@ fn csv_is_long_form_with_every_column() {
             "repetitions",
             "median",
             "min",
-            "max"
+            "max",
+            "invalid",
+            "id",
+            "attempts",
+            "gates_failed"
         ]
     );
     let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
@@ -99,4 +103,43 @@ fn the_clients_io_path_is_a_column_when_it_varies() {
     let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
     assert!(rows.iter().any(|r| &r[7] == "uring"));
     assert!(rows.iter().any(|r| &r[7] == "epoll"));
+}
+
+#[test]
+fn an_invalid_point_is_left_out_of_the_tables_and_listed() {
+    let dir = loadgen_with_an_invalid_point();
+    let md = render_loadgen(&dir, Format::Markdown).unwrap();
+    // Send lag p99 was 20 and 40 over the two repetitions; the second is
+    // invalid, so the row rests on the first alone.
+    assert!(
+        md.contains("| 100 | 1 | 1 (+1 invalid, left out) |"),
+        "{md}"
+    );
+    assert!(md.contains("| 20 | 30 | 50 | 3 | 9 |"), "{md}");
+    assert!(md.contains("7 of 8, 2 repetitions, 1 invalid (left out of every table)"));
+    assert!(md.contains("## Validity of the points"), "{md}");
+    assert!(md.contains("6 of 7 points passed every gate"), "{md}");
+    assert!(
+        md.contains("| epoll-100c-1of4-2000rps-1sh-rep2 | 3 | steal 7.3 % > 2 % |"),
+        "{md}"
+    );
+    assert!(!md.contains("A/A"), "a loadgen sweep has no control: {md}");
+    // The shard ratio of repetition 2 lost its one-process point.
+    assert!(md.contains("| 100 | 2 against 1 | 1 |"), "{md}");
+
+    let text = render_loadgen(&dir, Format::Csv).unwrap();
+    let mut r = csv::Reader::from_reader(text.as_bytes());
+    let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+    let invalid: Vec<&csv::StringRecord> =
+        rows.iter().filter(|r| &r[0] == "invalid_point").collect();
+    assert_eq!(invalid.len(), 1);
+    assert_eq!(&invalid[0][2], "100");
+    assert_eq!(&invalid[0][15], "epoll-100c-1of4-2000rps-1sh-rep2");
+    assert_eq!(&invalid[0][16], "3");
+    assert_eq!(&invalid[0][17], "steal 7.3 % > 2 %");
+    let lag = rows
+        .iter()
+        .find(|r| &r[8] == "send_lag_p99_us" && &r[2] == "100" && &r[6] == "1")
+        .unwrap();
+    assert_eq!((&lag[10], &lag[11], &lag[14]), ("1", "20.0", "1"));
 }

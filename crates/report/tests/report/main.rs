@@ -2,7 +2,8 @@
 //! binary: the locality kind with two engines and two repetitions (the
 //! paper's cells beside ours with ratios and verdicts, claims whose rows are
 //! missing, every plot with labelled axes), projections, the gateway kind,
-//! and snapshots of every format of the locality, loadgen and peers reports.
+//! the peers kind's ratios on valid points against the A/A noise, and
+//! snapshots of every format of the locality, loadgen and peers reports.
 //!
 //! The points are built in code from one real load result
 //! (`fixtures/load.json`, `fixtures/server.json`) with chosen statistics.
@@ -10,6 +11,7 @@
 mod gateway;
 mod loadgen;
 mod locality;
+mod peers;
 mod plots;
 mod projection;
 mod snapshots;

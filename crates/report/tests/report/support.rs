@@ -1,6 +1,7 @@
 //! The fixtures the tests share (a locality sweep built from one real load
 //! result, a loadgen sweep, a peers sweep), and readers of SVG plots.
 
+use connlab_lab::validity::{Gate, Validity};
 use connlab_lab::{
     ClientFigures, Experiment, LoadgenDir, LoadgenExperiment, LoadgenInfo, LoadgenParams,
     LoadgenPoint, PeerPoint, PeersDir, PeersExperiment, PeersInfo, PointResult, Role, RoleCpu,
@@ -304,12 +305,50 @@ fn loadgen_point(p: &LoadgenParams) -> LoadgenPoint {
         ]],
         wall_s: 1.0,
         finished_unix_s: 0.0,
+        validity: Some(passed()),
+        machine: None,
+        window_cpu: None,
     }
+}
+
+/// The record of a point that passed its gates at the first attempt.
+pub(crate) fn passed() -> Validity {
+    Validity::of(
+        vec![
+            Gate::at_least("completion", 1.0, 0.99, String::new()),
+            Gate::at_most("steal", 0.001, 0.02, String::new()),
+        ],
+        1,
+    )
+}
+
+/// The record of a point whose steal stayed at 7.3 % over three attempts.
+pub(crate) fn stolen() -> Validity {
+    Validity::of(
+        vec![
+            Gate::at_least("completion", 1.0, 0.99, String::new()),
+            Gate::at_most("steal", 0.073, 0.02, String::new()),
+        ],
+        3,
+    )
 }
 
 /// A loadgen sweep whose last point is missing.
 pub(crate) fn loadgen() -> LoadgenDir {
     loadgen_of(LOADGEN)
+}
+
+/// The loadgen sweep with the second repetition of the one-process,
+/// 100-connection point invalid (steal).
+pub(crate) fn loadgen_with_an_invalid_point() -> LoadgenDir {
+    let mut dir = loadgen();
+    let p = dir
+        .points
+        .iter_mut()
+        .find(|p| p.id == "epoll-100c-1of4-2000rps-1sh-rep2")
+        .unwrap();
+    p.validity = Some(stolen());
+    dir
 }
 
 /// The same sweep with the client on epoll and on io_uring.
@@ -370,17 +409,35 @@ engine = "epoll"
 
 /// A peers sweep: epoll answers 1.5 times nginx's requests per CPU second,
 /// repetition 2 is 10 % faster than repetition 1, the last point missing.
+/// The A/A control (nginx-return at 128 B, measured twice per repetition)
+/// comes out 4 % faster in repetition 1 and 2 % slower in repetition 2;
+/// nginx-static's first 10 KiB point failed its steal gate; epoll's second
+/// 128 B point passed at its second attempt.
 pub(crate) fn peers() -> PeersDir {
     let experiment = PeersExperiment::from_toml(PEERS, "fixture.toml").unwrap();
     let plan = experiment.plan(false);
     let points = plan[..plan.len() - 1]
         .iter()
         .map(|p| {
+            let control = match (p.control, p.repetition) {
+                (false, _) => 1.0,
+                (true, 1) => 1.04,
+                (true, _) => 0.98,
+            };
             let speed = match p.contender.as_str() {
                 "epoll" => 1.5,
                 "nginx-static" => 0.9,
                 _ => 1.0,
-            } * if p.repetition == 2 { 1.1 } else { 1.0 };
+            } * if p.repetition == 2 { 1.1 } else { 1.0 }
+                * control;
+            let validity = match p.id().as_str() {
+                "nginx-static-10240B-rep1" => stolen(),
+                "epoll-128B-rep2" => Validity {
+                    attempts: 2,
+                    ..passed()
+                },
+                _ => passed(),
+            };
             let requests_per_cpu_s = 40_000.0 * speed;
             PeerPoint {
                 schema: PEER_POINT_SCHEMA.into(),
@@ -403,6 +460,9 @@ pub(crate) fn peers() -> PeersDir {
                     (Role::Client, vec!["wrk".into(), "-c100".into()]),
                 ],
                 finished_unix_s: 0.0,
+                validity: Some(validity),
+                machine: None,
+                window_cpu: None,
             }
         })
         .collect();

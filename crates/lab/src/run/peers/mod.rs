@@ -8,6 +8,14 @@
 //! JSON file per point, written whole; every child is stopped on every exit
 //! path (a guard per process, and the kernel's parent-death signal). With
 //! `profile = true`, perf profiles follow the points ([`profile`]).
+//!
+//! Every point is judged by its gates ([`crate::validity`]): completion
+//! (completed / (completed + errors), the clients being closed loop),
+//! steal and foreign work on the roles' CPUs over the client's run (two
+//! [`WindowSnapshot`]s, the roles' process trees named `server`, `gateway`,
+//! `client`), the machine against the sweep's, and with `connlab load` as
+//! the client its own arrival and stationarity checks; a point failing a
+//! gate other than `machine` is measured again, up to the attempts.
 
 mod commands;
 mod output;
@@ -17,12 +25,15 @@ mod profile;
 mod tests;
 
 use crate::run::{stop_flag, unix_now, Progress, RunError, SweepOutcome, SweepRequest};
+use crate::validity::{self, Evidence, Fingerprint, WindowCpu};
 use crate::{
     PeerParams, PeerPoint, PeersDir, PeersExperiment, PeersInfo, PointSetup, ProcessKind, Role,
     RoleCpu, PEERS_SWEEP_SCHEMA, PEER_POINT_SCHEMA,
 };
 use anyhow::{anyhow, bail, Context};
 use commands::{client_command, free_addr, gateway_commands, server_command};
+use connlab_loadgen::LoadResult;
+use connlab_os::window::WindowSnapshot;
 use connlab_os::{Environment, Shutdown};
 use output::{parse_load, parse_wrk};
 use procs::{wait_listening, wait_ready, Proc};
@@ -58,6 +69,10 @@ pub(super) fn sweep(
         peer_versions.push(("perf".into(), perf));
     }
     let earlier = prepare_dir(out, &req.text, quick, req.fresh)?;
+    // The machine the points are held to: the first session's.
+    let environment = super::sweep_environment(earlier.environment.as_ref(), progress);
+    let sweep_machine = environment.fingerprint();
+    let attempts = super::attempts(req, &exp.validity);
     let info = PeersInfo {
         schema: PEERS_SWEEP_SCHEMA.into(),
         experiment: PeersExperiment {
@@ -65,9 +80,9 @@ pub(super) fn sweep(
             ..exp.clone()
         },
         quick,
-        environment: Environment::capture(),
+        environment,
         peer_versions,
-        started_unix_s: earlier.unwrap_or_else(unix_now),
+        started_unix_s: earlier.started_unix_s.unwrap_or_else(unix_now),
         points_total: plan.len(),
     };
     PeersDir::write_json(&PeersDir::info_path(out), &info)
@@ -98,7 +113,7 @@ pub(super) fn sweep(
             (!PeersDir::point_path(out, &id).exists()).then_some(id)
         },
         || stop.load(Relaxed),
-        |p, id| {
+        |p, id, progress| {
             let ctx = PointCtx {
                 exp,
                 exe: &exe,
@@ -107,7 +122,7 @@ pub(super) fn sweep(
                 duration,
                 stop: &stop,
             };
-            run_point(&ctx, p)
+            measure_point(&ctx, p, attempts, &sweep_machine, progress)
         },
         |id, point| {
             let path = PeersDir::point_path(out, id);
@@ -115,7 +130,7 @@ pub(super) fn sweep(
                 .with_context(|| format!("writing {}", path.display()))?;
             Ok(super::Kept {
                 summary: format!(
-                    "{:.0} req/s, {:.0} requests per {} CPU s{}",
+                    "{:.0} req/s, {:.0} requests per {} CPU s{}{}",
                     point.requests_per_s,
                     point.requests_per_cpu_s,
                     point.measure.name(),
@@ -123,7 +138,8 @@ pub(super) fn sweep(
                         format!(", {} ERRORS", point.errors)
                     } else {
                         String::new()
-                    }
+                    },
+                    super::validity_words(point.validity.as_ref())
                 ),
                 failed: point.errors > 0,
             })
@@ -234,8 +250,18 @@ fn check_programs(exp: &PeersExperiment) -> anyhow::Result<Vec<(String, String)>
     Ok(versions)
 }
 
-/// Creates the results directory; returns when an earlier sweep there started.
-fn prepare_dir(out: &Path, text: &str, quick: bool, fresh: bool) -> Result<Option<f64>, RunError> {
+/// What an earlier sweep in the results directory recorded.
+#[derive(Default)]
+struct Earlier {
+    /// When it started.
+    started_unix_s: Option<f64>,
+    /// The machine of its first session.
+    environment: Option<Environment>,
+}
+
+/// Creates the results directory; returns what an earlier sweep there
+/// recorded.
+fn prepare_dir(out: &Path, text: &str, quick: bool, fresh: bool) -> Result<Earlier, RunError> {
     let points = out.join("points");
     if fresh {
         for sub in ["points", "logs", "profiles"] {
@@ -246,7 +272,7 @@ fn prepare_dir(out: &Path, text: &str, quick: bool, fresh: bool) -> Result<Optio
             }
         }
     }
-    let mut earlier = None;
+    let mut earlier = Earlier::default();
     let info = PeersDir::info_path(out);
     if !fresh && info.exists() {
         let text = std::fs::read_to_string(&info)
@@ -259,7 +285,10 @@ fn prepare_dir(out: &Path, text: &str, quick: bool, fresh: bool) -> Result<Optio
                 if quick { "full" } else { "--quick" }
             )));
         }
-        earlier = old["started_unix_s"].as_f64();
+        earlier = Earlier {
+            started_unix_s: old["started_unix_s"].as_f64(),
+            environment: serde_json::from_value(old["environment"].clone()).ok(),
+        };
     }
     std::fs::create_dir_all(&points).with_context(|| format!("creating {}", points.display()))?;
     connlab_os::files::write_atomic(out.join("experiment.toml"), text)
@@ -401,8 +430,80 @@ fn start_roles(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Roles> {
     })
 }
 
-/// Runs one point; `None` when interrupted.
-fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<PeerPoint>> {
+/// Measures point `p` until it passes its gates or `attempts` run out (see
+/// [`crate::run::with_attempts`]); the last attempt is kept with its
+/// record. `None` when interrupted.
+fn measure_point(
+    ctx: &PointCtx,
+    p: &PeerParams,
+    attempts: u32,
+    sweep_machine: &Fingerprint,
+    progress: &mut dyn Progress,
+) -> anyhow::Result<Option<PeerPoint>> {
+    let limits = &ctx.exp.validity;
+    let measured = super::with_attempts(
+        &p.id(),
+        attempts,
+        progress,
+        || ctx.stop.load(Relaxed),
+        || {
+            let Some(m) = run_point(ctx, p)? else {
+                return Ok(None);
+            };
+            let gates = validity::gates(limits, &evidence(&m, sweep_machine));
+            Ok(Some((m.point, gates)))
+        },
+    )?;
+    Ok(measured.map(|(mut point, v)| {
+        point.validity = Some(v);
+        point
+    }))
+}
+
+/// One attempt at a point: the point as measured (no validity yet) and,
+/// with `connlab load` as the client, its whole result.
+struct Measured {
+    point: PeerPoint,
+    load: Option<LoadResult>,
+}
+
+/// What the gates look at for one attempt: completion of the closed-loop
+/// client (completed / (completed + errors)), the CPUs over the client's
+/// run, the machine against the sweep's, and `connlab load`'s own checks
+/// (wrk has none: those gates are left out).
+fn evidence(m: &Measured, sweep_machine: &Fingerprint) -> Evidence {
+    let p = &m.point;
+    let e = Evidence {
+        completion: Some((p.requests, (p.requests + p.errors) as f64)),
+        cpu: p.window_cpu.clone(),
+        machine: p.machine.clone().map(|f| (f, sweep_machine.clone())),
+        ..Evidence::default()
+    };
+    match &m.load {
+        Some(load) => e.with_run_checks(load, None),
+        None => e,
+    }
+}
+
+/// The CPUs the roles of a point are pinned to, sorted; empty (every CPU)
+/// when one of them is not pinned.
+fn pinned_cpus(exp: &PeersExperiment, setup: &PointSetup) -> Vec<usize> {
+    let pl = &exp.placement;
+    let mut cpus = vec![pl.server_cpu, pl.client_cpu];
+    if setup.gateway.is_some() {
+        cpus.push(pl.gateway_cpu);
+    }
+    if cpus.iter().any(Option::is_none) {
+        return Vec::new();
+    }
+    let mut cpus: Vec<usize> = cpus.into_iter().flatten().collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    cpus
+}
+
+/// Runs one point once; `None` when interrupted.
+fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<Measured>> {
     let exp = ctx.exp;
     let placement = &exp.placement;
     let mut roles = start_roles(ctx, p)?;
@@ -415,10 +516,22 @@ fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<PeerPoint>
     let gateway_before = gateway_cpu_s(&roles.gateway);
     let started = Instant::now();
     let mut client = Proc::spawn(cmd, "client", placement.client_cpu, &ctx.logs, libc::SIGINT)?;
+    // The window is the client's run: a snapshot of the CPUs and the
+    // roles' process trees now, and another once it has ended.
+    let mut watched: Vec<(&str, Vec<i32>)> = vec![("server", vec![roles.server.pid()])];
+    if !roles.gateway.is_empty() {
+        watched.push(("gateway", roles.gateway.iter().map(Proc::pid).collect()));
+    }
+    watched.push(("client", vec![client.pid()]));
+    let before = WindowSnapshot::take(&watched);
     let Some(client_cpu) = client.wait_rusage(ctx.duration + CLIENT_SLACK, ctx.stop)? else {
         return Ok(None);
     };
     let wall_s = started.elapsed().as_secs_f64();
+    let mut after = WindowSnapshot::take(&watched);
+    // The client is reaped by now: its rusage is its CPU over the run.
+    after.roles.insert("client".into(), client_cpu);
+    let window = WindowCpu::between(&before, &after, &pinned_cpus(exp, &setup));
     let server_cpu = roles.server.tree_cpu_s() - server_before;
     let gateway_cpu = gateway_cpu_s(&roles.gateway)
         .zip(gateway_before)
@@ -438,11 +551,12 @@ fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<PeerPoint>
         );
     }
 
-    let outcome = match setup.client.kind {
+    let (outcome, load) = match setup.client.kind {
         ProcessKind::Wrk => {
-            let text = std::fs::read_to_string(ctx.logs.join("client.log"))
-                .context("reading wrk's output")?;
-            parse_wrk(&text)?
+            let log = ctx.logs.join("client.log");
+            let text = std::fs::read_to_string(&log)
+                .with_context(|| format!("reading wrk's output {}", log.display()))?;
+            (parse_wrk(&text)?, None)
         }
         _ => parse_load(&ctx.logs.join(CLIENT_JSON))?,
     };
@@ -464,7 +578,7 @@ fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<PeerPoint>
     }
     .filter(|c| *c > 0.0)
     .ok_or_else(|| anyhow!("no CPU time measured for the {}", exp.measure.name()))?;
-    Ok(Some(PeerPoint {
+    let point = PeerPoint {
         schema: PEER_POINT_SCHEMA.into(),
         id: p.id(),
         params: p.clone(),
@@ -478,7 +592,11 @@ fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<PeerPoint>
         wall_s,
         commands,
         finished_unix_s: unix_now(),
-    }))
+        validity: None,
+        machine: Some(Environment::capture().fingerprint()),
+        window_cpu: Some(window),
+    };
+    Ok(Some(Measured { point, load }))
 }
 
 /// A command line for the point file.

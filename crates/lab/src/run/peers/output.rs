@@ -1,6 +1,7 @@
 //! Reading the client's summary: wrk's text or connlab load's JSON.
 
 use anyhow::{anyhow, bail, Context};
+use connlab_loadgen::LoadResult;
 use std::path::Path;
 
 /// What the client reports.
@@ -40,8 +41,9 @@ pub(super) fn parse_wrk(text: &str) -> anyhow::Result<Outcome> {
     }
 }
 
-/// Reads `connlab load --json`.
-pub(super) fn parse_load(path: &Path) -> anyhow::Result<Outcome> {
+/// Reads `connlab load --json`: its summary, and the whole result when it
+/// reads as one (for its own checks of the run).
+pub(super) fn parse_load(path: &Path) -> anyhow::Result<(Outcome, Option<LoadResult>)> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let v: serde_json::Value =
@@ -52,9 +54,10 @@ pub(super) fn parse_load(path: &Path) -> anyhow::Result<Outcome> {
     let errors = v["requests"]["errors"].as_object().map_or(0, |m| {
         m.values().filter_map(serde_json::Value::as_u64).sum()
     });
-    Ok(Outcome {
+    let outcome = Outcome {
         requests,
         requests_per_s: v["achieved_rate_per_s"].as_f64().unwrap_or(0.0),
         errors,
-    })
+    };
+    Ok((outcome, serde_json::from_value(v).ok()))
 }

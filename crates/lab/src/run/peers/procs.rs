@@ -129,6 +129,11 @@ impl Proc {
         })
     }
 
+    /// The process's id.
+    pub(super) fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
     /// This process and every descendant alive now.
     pub(super) fn tree(&self) -> Vec<i32> {
         process_tree(self.child.id() as i32)

@@ -158,3 +158,102 @@ fn extra_arguments_end_the_command_they_belong_to() {
     assert_eq!(lines[1].0, "app-node");
     assert!(lines[1].1.ends_with("--max-version 2"), "{lines:?}");
 }
+
+/// A measured attempt of `FILE`-like point with these figures.
+fn attempt(
+    requests: u64,
+    errors: u64,
+    window: Option<crate::validity::WindowCpu>,
+) -> super::Measured {
+    use crate::{PeerParams, PeerPoint, Role, RoleCpu};
+    super::Measured {
+        point: PeerPoint {
+            schema: crate::PEER_POINT_SCHEMA.into(),
+            id: "a-128B-rep1".into(),
+            params: PeerParams {
+                contender: "a".into(),
+                body_bytes: 128,
+                repetition: 1,
+                control: false,
+            },
+            measure: Role::Server,
+            requests,
+            requests_per_s: requests as f64,
+            errors,
+            cpu: RoleCpu::default(),
+            measured_cpu_s: 1.0,
+            requests_per_cpu_s: requests as f64,
+            wall_s: 1.0,
+            commands: Vec::new(),
+            finished_unix_s: 0.0,
+            validity: None,
+            machine: Some(fingerprint("AMD EPYC")),
+            window_cpu: window,
+        },
+        load: None,
+    }
+}
+
+fn fingerprint(model: &str) -> crate::validity::Fingerprint {
+    crate::validity::Fingerprint {
+        cpu_model: model.into(),
+        cpu_count: 2,
+        kernel: "Linux 6.18".into(),
+        clock_source: "tsc".into(),
+    }
+}
+
+#[test]
+fn a_closed_loop_client_is_judged_on_its_errors_and_the_roles_cpus() {
+    use crate::validity::{gates, ValidityLimits, WindowCpu};
+    let limits = ValidityLimits::default();
+    let window = WindowCpu {
+        cpus: vec![0, 1],
+        seconds: 1.0,
+        steal_share: 0.001,
+        foreign_share: 0.2,
+        ..WindowCpu::default()
+    };
+    // wrk: no arrival or stationarity check of its own, so no such gate.
+    let m = attempt(1000, 50, Some(window));
+    let g = gates(&limits, &super::evidence(&m, &fingerprint("AMD EPYC")));
+    let names: Vec<&str> = g.iter().map(|g| g.name.as_str()).collect();
+    assert_eq!(names, ["completion", "steal", "foreign_cpu", "machine"]);
+    let failed: Vec<&str> = g
+        .iter()
+        .filter(|g| !g.passed)
+        .map(|g| g.name.as_str())
+        .collect();
+    // 1000 of 1050 completed (95 %), and a fifth of the CPUs foreign.
+    assert_eq!(failed, ["completion", "foreign_cpu"]);
+    assert!(g[0].detail.contains("1000 of 1050"), "{:?}", g[0]);
+    // Another machine than the sweep's.
+    let g = gates(
+        &limits,
+        &super::evidence(&attempt(10, 0, None), &fingerprint("Intel")),
+    );
+    let failed: Vec<&str> = g
+        .iter()
+        .filter(|g| !g.passed)
+        .map(|g| g.name.as_str())
+        .collect();
+    assert_eq!(failed, ["machine"]);
+}
+
+#[test]
+fn the_cpus_watched_are_those_of_the_roles_or_all() {
+    let text = include_str!("../../../../../experiments/peers-gateway-vs-haproxy.toml");
+    let exp = crate::PeersExperiment::from_toml(text, "t.toml").unwrap();
+    let setup = exp.setup(&exp.contender[0]).unwrap();
+    let pl = &exp.placement;
+    let mut want: Vec<usize> = [pl.server_cpu, pl.gateway_cpu, pl.client_cpu]
+        .into_iter()
+        .map(Option::unwrap)
+        .collect();
+    want.sort_unstable();
+    want.dedup();
+    assert_eq!(super::pinned_cpus(&exp, &setup), want);
+    let mut loose = exp.clone();
+    loose.placement.client_cpu = None;
+    assert!(super::pinned_cpus(&loose, &setup).is_empty(), "all CPUs");
+}
