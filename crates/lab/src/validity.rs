@@ -242,6 +242,10 @@ pub struct ValidityLimits {
     /// Attempts per point, the first included (`connlab sweep --attempts`
     /// wins over it).
     pub attempts: Option<u32>,
+    /// Keep the CPUs awake with idle-priority spinners while measuring
+    /// (`auto`: on virtual machines; locality, web, loadgen and peers
+    /// sweeps; see [`connlab_os::awake`]).
+    pub keep_awake: connlab_os::awake::KeepAwakeMode,
 }
 
 impl Default for ValidityLimits {
@@ -257,6 +261,7 @@ impl Default for ValidityLimits {
             stationary: true,
             control: None,
             attempts: None,
+            keep_awake: connlab_os::awake::KeepAwakeMode::Auto,
         }
     }
 }
@@ -286,6 +291,9 @@ pub struct PointPlacement {
     pub shard_cpus: Vec<Option<String>>,
     /// The writers' scheduling (`SCHED_FIFO 10`, or `SCHED_OTHER`).
     pub writer_policy: String,
+    /// Idle-priority spinners kept the CPUs awake (`validity.keep_awake`).
+    #[serde(default)]
+    pub keep_awake: bool,
     /// How it was chosen.
     pub note: String,
 }

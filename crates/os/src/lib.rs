@@ -3,6 +3,7 @@
 //! the machine a result was measured on, and output files written whole or not at all. Thin wrappers over `libc`/`nix`; nothing
 //! here knows about protocols or the command line.
 
+pub mod awake;
 pub mod cgroup;
 mod cpu;
 mod environment;

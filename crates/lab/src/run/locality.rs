@@ -733,6 +733,7 @@ fn placement(exp: &Experiment, cpu_count: usize) -> PointPlacement {
         server_cpus: server,
         shard_cpus,
         writer_policy: String::new(),
+        keep_awake: !super::window::awake_pids().is_empty(),
         note,
     };
     p.writer_policy = match writer_priority(exp, &p) {

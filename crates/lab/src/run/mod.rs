@@ -157,6 +157,28 @@ pub fn sweep(
     progress: &mut dyn Progress,
     shutdown: &Shutdown,
 ) -> Result<SweepOutcome, RunError> {
+    // Idle-priority spinners keep the CPUs from halting while the
+    // processes measured wait for work (docs/statistics.md).
+    let mode = match exp {
+        AnyExperiment::Locality(e) | AnyExperiment::Web(e) => Some(e.validity.keep_awake),
+        AnyExperiment::Loadgen(e) => Some(e.validity.keep_awake),
+        AnyExperiment::Peers(e) => Some(e.validity.keep_awake),
+        _ => None,
+    };
+    let awake = match mode {
+        Some(m) => window::keep_awake(m)?,
+        None => None,
+    };
+    if let Some(a) = &awake {
+        progress.note(&format!(
+            "keep-awake: an idle-priority spinner on each of cpu {} (validity.keep_awake = \"off\" turns it off)",
+            a.cpus
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        ));
+    }
     match exp {
         AnyExperiment::Locality(e) | AnyExperiment::Web(e) => {
             locality::sweep(e, req, progress, shutdown)

@@ -31,6 +31,51 @@ impl Roles {
     }
 }
 
+/// The keep-awake spinners of the sweep under way (their CPU is the
+/// experiment's own, role `keep_awake`, in every window).
+static AWAKE: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// Starts idle-priority spinners on the CPUs this process may use, when
+/// `mode` applies here; every window counts them as role `keep_awake` while
+/// the returned guard lives. `None` when it does not apply.
+pub(crate) fn keep_awake(
+    mode: connlab_os::awake::KeepAwakeMode,
+) -> Result<Option<AwakeGuard>, crate::run::RunError> {
+    if !mode.applies() {
+        return Ok(None);
+    }
+    let cpus = connlab_os::current_affinity()
+        .map(|c| c.cpus().to_vec())
+        .unwrap_or_default();
+    let k = connlab_os::awake::KeepAwake::start(&cpus)
+        .map_err(|e| crate::run::RunError::Failed(format!("keeping the CPUs awake: {e}")))?;
+    if let Ok(mut a) = AWAKE.lock() {
+        *a = k.pids().into_iter().map(|p| p as i32).collect();
+    }
+    Ok(Some(AwakeGuard { _spinners: k, cpus }))
+}
+
+/// The spinners of [`keep_awake`], stopped (and forgotten by the windows)
+/// when dropped.
+pub(crate) struct AwakeGuard {
+    _spinners: connlab_os::awake::KeepAwake,
+    /// The CPUs kept awake.
+    pub(crate) cpus: Vec<usize>,
+}
+
+impl Drop for AwakeGuard {
+    fn drop(&mut self) {
+        if let Ok(mut a) = AWAKE.lock() {
+            a.clear();
+        }
+    }
+}
+
+/// The spinners' process ids while a sweep keeps the CPUs awake.
+pub(crate) fn awake_pids() -> Vec<i32> {
+    AWAKE.lock().map(|a| a.clone()).unwrap_or_default()
+}
+
 /// Windows shorter than this keep their record but leave the `steal`
 /// and `foreign_cpu` gates out: `/proc/stat` and a process's CPU time count
 /// in clock ticks (10 ms), so over a shorter window either share is mostly
@@ -50,7 +95,12 @@ pub(crate) fn gated(w: Option<&WindowCpu>) -> Option<WindowCpu> {
 /// and ends inside the window (a probe) is counted there once reaped, so
 /// leave it out of the roles; a role's live process is never counted twice.
 pub(crate) fn edge(roles: &Roles) -> WindowSnapshot {
-    let mut s = WindowSnapshot::take(&roles.borrowed());
+    let mut borrowed = roles.borrowed();
+    let awake = awake_pids();
+    if !awake.is_empty() {
+        borrowed.push(("keep_awake", awake));
+    }
+    let mut s = WindowSnapshot::take(&borrowed);
     let me = std::process::id() as i32;
     let own = connlab_os::process::process_cpu_s(me).unwrap_or(0.0);
     s.roles.insert("runner".into(), own);

@@ -98,6 +98,12 @@ pub(crate) struct RunArgs {
     /// last [default: see below].
     #[arg(long, value_name = "LIST")]
     client_cpu: Option<CpuList>,
+    /// Keep the CPUs awake with an idle-priority spinner each while
+    /// measuring: `auto` on virtual machines, where a halted vCPU waits for
+    /// the host to wake it (send-lag p99 620-740 us without, 1-26 us with,
+    /// measured on a 2-vCPU VM), `on` or `off`.
+    #[arg(long, default_value = "auto", value_name = "auto|on|off")]
+    keep_awake: connlab_os::awake::KeepAwakeMode,
     /// Write every run's JSON (DIR/runs/), the comparison
     /// (DIR/comparison.json) and a page (DIR/index.html).
     #[arg(long, value_name = "DIR")]
@@ -179,6 +185,8 @@ struct RunPlacement {
     client_cpus: Option<String>,
     /// The writer's scheduling asked for (`SCHED_FIFO 10`, `SCHED_OTHER`).
     writer_policy: String,
+    /// Idle-priority spinners kept the CPUs awake (`--keep-awake`).
+    keep_awake: bool,
     /// How it was chosen.
     note: String,
 }
@@ -195,9 +203,14 @@ impl RunPlacement {
             format!("client writer on cpu {writer}, reader on cpu {reader}")
         };
         format!(
-            "server on cpu {}, {clients}, writer {}",
+            "server on cpu {}, {clients}, writer {}{}",
             self.server_cpus.as_deref().unwrap_or("any (not pinned)"),
-            self.writer_policy
+            self.writer_policy,
+            if self.keep_awake {
+                ", CPUs kept awake"
+            } else {
+                ""
+            }
         )
     }
 }
@@ -322,6 +335,7 @@ pub(crate) fn run(mut args: RunArgs) -> Result<ExitCode, Exit> {
     }
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let exe = std::env::current_exe().context("locating the connlab binary")?;
+    let _awake = keep_awake(&placement)?;
     if let Some(dir) = &args.out {
         std::fs::create_dir_all(dir.join("runs"))
             .with_context(|| format!("creating --out directory {}", dir.display()))?;
@@ -563,8 +577,36 @@ fn placement(args: &mut RunArgs) -> Result<RunPlacement, Exit> {
             Some(p) => format!("SCHED_FIFO {p}"),
             None => "SCHED_OTHER".into(),
         },
+        keep_awake: args.keep_awake.applies(),
         note,
     })
+}
+
+/// Idle-priority spinners on the placement's CPUs (every CPU allowed when
+/// one side is not pinned), when `--keep-awake` applies; they are children
+/// of this process, so the windows count them as its own.
+fn keep_awake(p: &RunPlacement) -> Result<Option<connlab_os::awake::KeepAwake>, Exit> {
+    if !p.keep_awake {
+        return Ok(None);
+    }
+    let mut cpus: Vec<usize> = Vec::new();
+    for list in [&p.server_cpus, &p.client_cpus] {
+        match list.as_deref().and_then(|c| CpuList::parse(c).ok()) {
+            Some(l) => cpus.extend_from_slice(l.cpus()),
+            None => {
+                cpus = connlab_os::current_affinity()
+                    .map(|c| c.cpus().to_vec())
+                    .unwrap_or_default();
+                break;
+            }
+        }
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    connlab_os::awake::KeepAwake::start(&cpus)
+        .map(Some)
+        .context("starting the keep-awake spinners")
+        .map_err(Exit::from)
 }
 
 /// The gates of one run: completion, schedule, steal, foreign_cpu,
