@@ -183,62 +183,34 @@ impl WindowSnapshot {
     pub fn take(roles: &[(&str, Vec<i32>)]) -> WindowSnapshot {
         let ticks = CpuTicks::sample();
         let at = Instant::now();
+        // One pass over /proc for every role and the softirq threads: with
+        // ten thousand processes (a process per connection) a pass per role
+        // took seconds and stretched the window.
+        let all = crate::process::all_processes();
         let roles = roles
             .iter()
-            .map(|(name, roots)| ((*name).to_string(), trees_cpu_s(roots)))
+            .map(|(name, roots)| {
+                let cpu: f64 = crate::process::trees_of(&all, roots)
+                    .iter()
+                    .filter_map(|p| all.get(p).map(|s| s.cpu_s))
+                    .sum();
+                ((*name).to_string(), cpu)
+            })
+            .collect();
+        let ksoftirqd = all
+            .values()
+            .filter_map(|p| {
+                let cpu = p.comm.strip_prefix("ksoftirqd/")?.parse::<usize>().ok()?;
+                Some((cpu, p.cpu_s))
+            })
             .collect();
         WindowSnapshot {
             at,
             ticks,
             roles,
-            ksoftirqd: ksoftirqd_cpu_s(),
+            ksoftirqd,
         }
     }
-}
-
-/// CPU seconds (user + system, reaped children included) of the process
-/// trees under `roots`, each process counted once.
-pub fn trees_cpu_s(roots: &[i32]) -> f64 {
-    let mut seen: Vec<i32> = Vec::new();
-    for &r in roots {
-        for p in crate::process::process_tree(r) {
-            if !seen.contains(&p) {
-                seen.push(p);
-            }
-        }
-    }
-    crate::process::processes_cpu_s(&seen)
-}
-
-/// CPU seconds of every `ksoftirqd/N` kernel thread, by N.
-fn ksoftirqd_cpu_s() -> BTreeMap<usize, f64> {
-    let mut out = BTreeMap::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else {
-            continue;
-        };
-        let Some(cpu) = comm
-            .trim()
-            .strip_prefix("ksoftirqd/")
-            .and_then(|n| n.parse::<usize>().ok())
-        else {
-            continue;
-        };
-        if let Some(s) = crate::process::process_cpu_s(pid) {
-            out.insert(cpu, s);
-        }
-    }
-    out
 }
 
 /// What happened on a set of CPUs between two snapshots; shares are of the
