@@ -433,20 +433,23 @@ impl Evidence {
             },
         });
         let st = &c.stationarity;
-        self.stationary = match (st.stationary, st.tau, st.critical_5pc) {
-            (Some(ok), Some(tau), Some(crit)) => Some(RunCheck {
-                passed: Some(ok),
-                value: tau,
-                limit: crit,
-                detail: format!(
-                    "augmented Dickey-Fuller tau {} against {} (5 %) over {} windows",
+        self.stationary =
+            match (st.stationary, st.tau, st.critical_5pc) {
+                (Some(ok), Some(tau), Some(crit)) => {
+                    Some(RunCheck {
+                        passed: Some(ok),
+                        value: tau,
+                        limit: crit,
+                        detail: format!(
+                    "augmented Dickey-Fuller tau {} against {} (5 %) over {} latency samples",
                     short(tau),
                     short(crit),
-                    st.windows
+                    if st.samples > 0 { st.samples } else { st.windows }
                 ),
-            }),
-            _ => None,
-        };
+                    })
+                }
+                _ => None,
+            };
         if let (Some(target), Some(p99)) = (ci_target, &c.service_latency_p99) {
             if p99.value > 0.0 {
                 self.precision = Some(((p99.hi - p99.lo) / p99.value, target));

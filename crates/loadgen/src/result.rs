@@ -364,13 +364,17 @@ pub struct ArrivalCheck {
 /// The check that the run was stationary.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StationarityCheck {
-    /// Non-empty windows the test ran on.
+    /// Windows of the measured time that had completions.
     pub windows: u64,
+    /// Latency samples the test ran on (in completion order; 0 in results
+    /// that tested the windows' means instead).
+    #[serde(default)]
+    pub samples: u64,
     /// The augmented Dickey-Fuller statistic (`null`: not computed).
     pub tau: Option<f64>,
     /// Its 5 % critical value (MacKinnon 2010).
     pub critical_5pc: Option<f64>,
-    /// `tau < critical_5pc` (`null`: too few windows or a degenerate series).
+    /// `tau < critical_5pc` (`null`: too few samples or a degenerate series).
     pub stationary: Option<bool>,
     /// How the check was made, in words.
     pub method: String,
