@@ -669,18 +669,33 @@ pub(super) fn value_checks(
             out.push(check);
             continue;
         }
-        // The row that decides: the largest median for an upper bound, the
+        // Every row must hold; one that fails beyond the noise fails the
+        // check; otherwise a row within the noise leaves it unjudged.
+        let verdicts: Vec<Verdict> = measured
+            .iter()
+            .map(|(_, c)| judge_noisy(claim, c, Quantity::Value, noise))
+            .collect();
+        // The row that decides: one that fails, else one that cannot be
+        // judged, else the largest median for an upper bound and the
         // smallest for a lower one.
-        let worst = if upper {
-            measured
-                .iter()
-                .max_by(|a, b| a.1.median.total_cmp(&b.1.median))
+        let extreme = if upper {
+            (0..measured.len())
+                .max_by(|&a, &b| measured[a].1.median.total_cmp(&measured[b].1.median))
         } else {
-            measured
-                .iter()
-                .min_by(|a, b| a.1.median.total_cmp(&b.1.median))
+            (0..measured.len())
+                .min_by(|&a, &b| measured[a].1.median.total_cmp(&measured[b].1.median))
         };
-        let (worst_row, worst) = worst.expect("measured is not empty");
+        let decides = verdicts
+            .iter()
+            .position(|v| matches!(v, Verdict::DoesNotHold { .. }))
+            .or_else(|| {
+                verdicts
+                    .iter()
+                    .position(|v| matches!(v, Verdict::CannotJudge(_)))
+            })
+            .or(extreme)
+            .expect("measured is not empty");
+        let (worst_row, worst) = &measured[decides];
         check.rows = if measured.len() == 1 {
             format!("the one setting measured, {}", setting_text(worst_row))
         } else {
@@ -703,12 +718,6 @@ pub(super) fn value_checks(
         ));
         check.n = measured.iter().map(|m| m.1.n).min().unwrap_or(0);
         check.coverage = Some(worst.coverage);
-        // Every row must hold; one that fails beyond the noise fails the
-        // check; otherwise a row within the noise leaves it unjudged.
-        let verdicts: Vec<Verdict> = measured
-            .iter()
-            .map(|(_, c)| judge_noisy(claim, c, Quantity::Value, noise))
-            .collect();
         check.verdict = if verdicts
             .iter()
             .any(|v| matches!(v, Verdict::DoesNotHold { .. }))

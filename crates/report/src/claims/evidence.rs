@@ -212,12 +212,17 @@ pub(crate) fn judge_noisy(
     if claim.expect_min.is_none() && claim.expect_max.is_none() {
         return Verdict::NotJudged;
     }
-    let (lo, hi) = match (noise, quantity) {
-        (Some(n), Quantity::Difference) => (
+    // A difference, or a value that is not positive (a signed deviation),
+    // strays by the control's absolute noise; a positive value or a ratio
+    // by its factor.
+    let absolute =
+        quantity == Quantity::Difference || (quantity == Quantity::Value && c.median <= 0.0);
+    let (lo, hi) = match noise {
+        Some(n) if absolute => (
             c.lo.min(c.median - n.difference),
             c.hi.max(c.median + n.difference),
         ),
-        (Some(n), _) if n.factor.is_finite() => {
+        Some(n) if n.factor.is_finite() => {
             (c.lo.min(c.median / n.factor), c.hi.max(c.median * n.factor))
         }
         _ => (c.lo, c.hi),
@@ -358,6 +363,29 @@ mod tests {
                 None
             ),
             Verdict::NotJudged
+        );
+    }
+
+    #[test]
+    fn a_signed_value_strays_by_the_absolute_noise() {
+        // Within 1 us either way; a deviation of -1.12 us with a control
+        // that strays by 0.3 us could be -0.82 us: not judged.
+        let within_1 = claim(Some(-1.0), Some(1.0));
+        let n = Noise {
+            difference: 0.3,
+            ..noise(1.5)
+        };
+        let v = judge_noisy(
+            &within_1,
+            &cmp(-1.12, -1.12, -1.12),
+            Quantity::Value,
+            Some(&n),
+        );
+        assert!(matches!(v, Verdict::CannotJudge(_)), "{v:?}");
+        // Beyond the noise, it fails.
+        assert_eq!(
+            judge_noisy(&within_1, &cmp(-2.0, -2.1, -1.9), Quantity::Value, Some(&n)),
+            Verdict::FAILS
         );
     }
 
