@@ -220,6 +220,7 @@ pub(crate) fn aa_noise(dir: &PeersDir) -> Option<Noise> {
         factor,
         difference,
         n: ratios.len(),
+        unit: ("req/CPU-s", 1.0),
         ratios,
     })
 }
@@ -960,6 +961,7 @@ mod tests {
             factor,
             difference: 0.0,
             n: 5,
+            unit: ("req/CPU-s", 1.0),
             ratios: Vec::new(),
         }
     }

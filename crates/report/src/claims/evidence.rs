@@ -38,6 +38,9 @@ pub struct Noise {
     pub difference: f64,
     /// Pairs it rests on.
     pub n: usize,
+    /// The statistic's unit for text, and the divisor from the stored
+    /// unit to it.
+    pub unit: (&'static str, f64),
     /// The control's ratios (second / first), for the report.
     pub ratios: Vec<f64>,
 }
@@ -57,6 +60,15 @@ impl Noise {
     /// `±4.1 %`.
     pub fn short(&self) -> String {
         format!("±{} %", trimmed((self.factor - 1.0) * 100.0))
+    }
+
+    /// `±0.41 µs`: the absolute noise in the statistic's unit.
+    pub fn short_absolute(&self) -> String {
+        format!(
+            "±{} {}",
+            trimmed(self.difference / self.unit.1),
+            self.unit.0
+        )
     }
 }
 
@@ -114,6 +126,7 @@ pub fn noise(dir: &SweepDir, metric: Metric, k: usize) -> Option<Noise> {
         factor,
         difference,
         n: diffs.len(),
+        unit: stat_unit(metric, k),
         ratios,
     })
 }
@@ -241,7 +254,11 @@ pub(crate) fn judge_noisy(
         Some(n) => format!(
             "the median and its interval{} lie within the machine's A/A noise ({}) of the bound",
             interval_words(c),
-            n.short()
+            if absolute {
+                n.short_absolute()
+            } else {
+                n.short()
+            }
         ),
         None => format!("the interval{} straddles the bound", interval_words(c)),
     })
@@ -307,6 +324,7 @@ mod tests {
             factor,
             difference: 0.0,
             n: 10,
+            unit: ("µs", 1.0),
             ratios: Vec::new(),
         }
     }
@@ -381,7 +399,10 @@ mod tests {
             Quantity::Value,
             Some(&n),
         );
-        assert!(matches!(v, Verdict::CannotJudge(_)), "{v:?}");
+        assert!(
+            matches!(v, Verdict::CannotJudge(ref w) if w.contains("±0.3 µs")),
+            "{v:?}"
+        );
         // Beyond the noise, it fails.
         assert_eq!(
             judge_noisy(&within_1, &cmp(-2.0, -2.1, -1.9), Quantity::Value, Some(&n)),
