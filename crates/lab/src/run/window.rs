@@ -100,9 +100,13 @@ pub(crate) fn edge(roles: &Roles) -> WindowSnapshot {
     if !awake.is_empty() {
         borrowed.push(("keep_awake", awake));
     }
-    let mut s = WindowSnapshot::take(&borrowed);
+    // This process's CPU is read before the snapshot's pass over /proc:
+    // the pass at the window's end runs after its instant (with ten
+    // thousand processes, for most of a second), so read after it, the
+    // runner's share held a pass that belongs to no window.
     let me = std::process::id() as i32;
     let own = connlab_os::process::process_cpu_s(me).unwrap_or(0.0);
+    let mut s = WindowSnapshot::take(&borrowed);
     s.roles.insert("runner".into(), own);
     s
 }
@@ -131,8 +135,14 @@ pub(crate) fn sample(
         // The runner itself (this sampler, the progress display) counts as
         // the experiment's own, not as foreign work.
         let before = edge(&roles);
-        if shutdown.wait(length) {
-            return None;
+        // The end is fixed from the start, not from the first edge: with a
+        // process per connection, one pass over /proc takes most of a
+        // second, and a window that ran that much late outlived the load.
+        let end = from + length;
+        if let Ok(wait) = end.duration_since(SystemTime::now()) {
+            if shutdown.wait(wait) {
+                return None;
+            }
         }
         let after = edge(&roles);
         Some(WindowCpu::between(&before, &after, &cpus))
