@@ -149,53 +149,34 @@ pub fn current_cpu() -> Option<usize> {
 /// ticks): machine-wide, so it sees work no process is charged with (the
 /// kernel forwarding packets in softirq, for one).
 #[derive(Clone, Debug, Default)]
-pub struct CpuBusy(Vec<(u64, u64)>);
+pub struct CpuBusy(crate::window::CpuTicks);
 
 impl CpuBusy {
     /// Reads `/proc/stat` now; empty if it cannot be read.
     pub fn sample() -> CpuBusy {
-        std::fs::read_to_string("/proc/stat")
-            .map(|s| CpuBusy::parse(&s))
-            .unwrap_or_default()
+        CpuBusy(crate::window::CpuTicks::sample())
     }
 
+    #[cfg(test)]
     fn parse(stat: &str) -> CpuBusy {
-        let mut cpus = Vec::new();
-        for line in stat.lines() {
-            // "cpuN ..." lines; not the "cpu  ..." total.
-            let Some(rest) = line
-                .strip_prefix("cpu")
-                .filter(|r| r.starts_with(|c: char| c.is_ascii_digit()))
-            else {
-                continue;
-            };
-            let mut fields = rest.split_whitespace();
-            let Some(index) = fields.next().and_then(|i| i.parse::<usize>().ok()) else {
-                continue;
-            };
-            let v: Vec<u64> = fields.filter_map(|f| f.parse().ok()).collect();
-            // user nice system idle iowait irq softirq steal ...
-            let total: u64 = v.iter().take(8).sum();
-            let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
-            if cpus.len() <= index {
-                cpus.resize(index + 1, (0, 0));
-            }
-            cpus[index] = (total - idle.min(total), total);
-        }
-        CpuBusy(cpus)
+        CpuBusy(crate::window::CpuTicks::parse(stat))
     }
 
-    /// Each CPU's busy share (0 to 1) between `earlier` and `self`.
+    /// Each CPU's busy share (0 to 1) between `earlier` and `self`: every
+    /// column but idle and iowait, over all eight.
     pub fn shares_since(&self, earlier: &CpuBusy) -> Vec<f64> {
-        self.0
+        (self.0)
+            .0
             .iter()
-            .zip(&earlier.0)
+            .zip(&(earlier.0).0)
             .map(|(now, then)| {
-                let total = now.1.saturating_sub(then.1);
-                if total == 0 {
+                let idle = |c: &crate::window::CpuCounters| c.idle + c.iowait;
+                let all = now.total().saturating_sub(then.total());
+                let idle = idle(now).saturating_sub(idle(then)).min(all);
+                if all == 0 {
                     0.0
                 } else {
-                    now.0.saturating_sub(then.0) as f64 / total as f64
+                    (all - idle) as f64 / all as f64
                 }
             })
             .collect()
