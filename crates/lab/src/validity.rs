@@ -119,9 +119,16 @@ impl Gate {
             t => t.to_string(),
         };
         match self.name.as_str() {
-            "steal" | "foreign_cpu" => {
-                format!("{} {} > {}", self.name, pct(&self.value), pct(&self.limit))
-            }
+            "steal" => format!("steal {} > {}", pct(&self.value), pct(&self.limit)),
+            "foreign_cpu" => format!(
+                "foreign_cpu {} > {}{}",
+                pct(&self.value),
+                pct(&self.limit),
+                self.detail
+                    .split_once("; busiest others: ")
+                    .map(|(_, o)| format!(" (busiest others: {o})"))
+                    .unwrap_or_default()
+            ),
             "completion" => format!("completion {} < {}", pct(&self.value), pct(&self.limit)),
             "schedule" => format!("send-lag p99 {} us > {} us", self.value, self.limit),
             "machine" => format!("measured on another machine ({})", self.value),
@@ -129,6 +136,20 @@ impl Gate {
             _ => format!("{}: {}", self.name, self.detail),
         }
     }
+}
+
+/// `; busiest others: kdamond.0 (pid 70) 0.35 s, make (pid 9) 0.2 s`, or
+/// nothing when no other process ran 10 ms.
+fn others_text(w: &WindowCpu) -> String {
+    if w.others_top.is_empty() {
+        return String::new();
+    }
+    let named: Vec<String> = w
+        .others_top
+        .iter()
+        .map(|o| format!("{} (pid {}) {} s", o.comm, o.pid, short(o.cpu_s)))
+        .collect();
+    format!("; busiest others: {}", named.join(", "))
 }
 
 /// A point's validity record.
@@ -539,10 +560,11 @@ pub fn gates(limits: &ValidityLimits, e: &Evidence) -> Vec<Gate> {
                 w.foreign_share,
                 limit,
                 format!(
-                    "cpu {cpus} busy {:.1} %, the experiment's processes {:.1} %, kernel softirq threads {:.1} %",
+                    "cpu {cpus} busy {:.1} %, the experiment's processes {:.1} %, kernel softirq threads {:.1} %{}",
                     w.busy_share * 100.0,
                     w.own_share * 100.0,
-                    w.kernel_net_share * 100.0
+                    w.kernel_net_share * 100.0,
+                    others_text(w)
                 ),
             ));
         }
@@ -737,15 +759,25 @@ mod tests {
             "steal",
         );
         assert_eq!(v.failure_text(), "steal 7.3 % > 2 %");
-        failing(
+        let v = failing(
             Evidence {
                 cpu: Some(WindowCpu {
                     foreign_share: 0.5,
+                    others_top: vec![connlab_os::window::OtherProcess {
+                        pid: 70,
+                        comm: "kdamond.0".into(),
+                        cpu_s: 0.35,
+                    }],
                     ..good.cpu.clone().unwrap()
                 }),
                 ..good.clone()
             },
             "foreign_cpu",
+        );
+        // It names its suspects.
+        assert_eq!(
+            v.failure_text(),
+            "foreign_cpu 50 % > 5 % (busiest others: kdamond.0 (pid 70) 0.35 s)"
         );
         let v = failing(
             Evidence {

@@ -16,7 +16,7 @@
 //! it; the `ksoftirqd/N` threads, which take softirq work over under load,
 //! count as the experiment's kernel work, not as foreign.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
 /// One CPU's counters from a `cpuN` line of `/proc/stat`, in clock ticks.
@@ -175,6 +175,9 @@ pub struct WindowSnapshot {
     pub roles: BTreeMap<String, f64>,
     /// CPU seconds of each `ksoftirqd/N` thread, by CPU.
     pub ksoftirqd: BTreeMap<usize, f64>,
+    /// Every other process (in no role's tree, not a `ksoftirqd`): its
+    /// command name and CPU seconds, by pid.
+    pub others: HashMap<i32, (String, f64)>,
 }
 
 impl WindowSnapshot {
@@ -187,15 +190,23 @@ impl WindowSnapshot {
         // ten thousand processes (a process per connection) a pass per role
         // took seconds and stretched the window.
         let all = crate::process::all_processes();
+        let mut mine = HashSet::new();
         let roles = roles
             .iter()
             .map(|(name, roots)| {
-                let cpu: f64 = crate::process::trees_of(&all, roots)
+                let tree = crate::process::trees_of(&all, roots);
+                let cpu: f64 = tree
                     .iter()
                     .filter_map(|p| all.get(p).map(|s| s.cpu_s))
                     .sum();
+                mine.extend(tree);
                 ((*name).to_string(), cpu)
             })
+            .collect();
+        let others = all
+            .iter()
+            .filter(|(pid, p)| !mine.contains(*pid) && !p.comm.starts_with("ksoftirqd/"))
+            .map(|(pid, p)| (*pid, (p.comm.clone(), p.cpu_s)))
             .collect();
         let ksoftirqd = all
             .values()
@@ -209,9 +220,24 @@ impl WindowSnapshot {
             ticks,
             roles,
             ksoftirqd,
+            others,
         }
     }
 }
+
+/// A process outside the experiment that ran during a window.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct OtherProcess {
+    /// Its pid.
+    pub pid: i32,
+    /// Its command name.
+    pub comm: String,
+    /// CPU seconds it ran in the window (on any CPU).
+    pub cpu_s: f64,
+}
+
+/// How many of the busiest other processes a window keeps.
+const OTHERS_KEPT: usize = 3;
 
 /// What happened on a set of CPUs between two snapshots; shares are of the
 /// CPUs' whole time over the window (their tick totals).
@@ -241,6 +267,11 @@ pub struct WindowCpu {
     /// Each watched CPU on its own.
     #[serde(default)]
     pub per_cpu: Vec<PerCpu>,
+    /// The busiest processes outside the experiment in the window (up to
+    /// three, 10 ms or more each, on any CPU: a process's counters do not
+    /// say where it ran), so a failed `foreign_cpu` names its suspects.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub others_top: Vec<OtherProcess>,
 }
 
 /// One CPU over the window, shares of its own time.
@@ -337,7 +368,23 @@ impl WindowCpu {
                 0.0
             }
         };
+        let mut others_top: Vec<OtherProcess> = after
+            .others
+            .iter()
+            .filter_map(|(pid, (comm, cpu))| {
+                let (_, was) = before.others.get(pid)?;
+                let cpu_s = cpu - was;
+                (cpu_s >= 0.01).then(|| OtherProcess {
+                    pid: *pid,
+                    comm: comm.clone(),
+                    cpu_s,
+                })
+            })
+            .collect();
+        others_top.sort_by(|a, b| b.cpu_s.total_cmp(&a.cpu_s).then(a.pid.cmp(&b.pid)));
+        others_top.truncate(OTHERS_KEPT);
         WindowCpu {
+            others_top,
             seconds,
             steal_share: share(steal_s),
             busy_share: share(busy_s),
@@ -373,6 +420,7 @@ mod tests {
             ticks: CpuTicks::parse(stat),
             roles: roles.iter().map(|(n, s)| (n.to_string(), *s)).collect(),
             ksoftirqd: BTreeMap::new(),
+            others: HashMap::new(),
         }
     }
 
@@ -412,6 +460,41 @@ mod tests {
         assert_eq!(WindowCpu::between(&a, &b, &[]).cpus, vec![0, 1]);
         // A CPU the machine does not have is left out.
         assert_eq!(WindowCpu::between(&a, &b, &[1, 7]).cpus, vec![1]);
+    }
+
+    #[test]
+    fn the_busiest_other_processes_are_named() {
+        let t0 = Instant::now();
+        let stat = "cpu0 0 0 0 0 0 0 0 0\n";
+        let mut a = snap(stat, &[], t0);
+        let mut b = snap(stat, &[], t0 + std::time::Duration::from_secs(1));
+        for (pid, comm, was, now) in [
+            (10, "kdamond.0", 1.0, 1.35),
+            (11, "cron", 5.0, 5.001),
+            (12, "kworker/0:1", 0.0, 0.05),
+            (13, "gone", 1.0, 9.0),
+            (14, "make", 0.0, 0.2),
+            (15, "cc1", 0.0, 0.1),
+        ] {
+            if pid != 13 {
+                b.others.insert(pid, (comm.to_string(), now));
+            }
+            a.others.insert(pid, (comm.to_string(), was));
+        }
+        let w = WindowCpu::between_with(&a, &b, &[0], true);
+        let named: Vec<(&str, i64)> = w
+            .others_top
+            .iter()
+            .map(|o| (o.comm.as_str(), (o.cpu_s * 1000.0).round() as i64))
+            .collect();
+        // The three busiest of those alive at both edges; cron's 1 ms is
+        // below the floor, and a process gone by the end has no figure.
+        assert_eq!(named, vec![("kdamond.0", 350), ("make", 200), ("cc1", 100)]);
+        // A snapshot of this machine sees others, never its own roles.
+        let me = std::process::id() as i32;
+        let s = WindowSnapshot::take(&[("me", vec![me])]);
+        assert!(!s.others.contains_key(&me));
+        assert!(!s.others.is_empty());
     }
 
     #[test]

@@ -107,6 +107,7 @@ pub(crate) fn edge(roles: &Roles) -> WindowSnapshot {
     let me = std::process::id() as i32;
     let own = connlab_os::process::process_cpu_s(me).unwrap_or(0.0);
     let mut s = WindowSnapshot::take(&borrowed);
+    s.others.remove(&me);
     s.roles.insert("runner".into(), own);
     s
 }
