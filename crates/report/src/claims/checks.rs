@@ -402,6 +402,7 @@ fn of_rounds(values: &[f64]) -> Option<Compared> {
         hi: m.hi,
         n: m.n as usize,
         coverage: m.coverage,
+        paired: true,
     })
 }
 
@@ -562,6 +563,7 @@ pub(super) fn peak_checks(
                         hi,
                         n: a.n().min(b.n()),
                         coverage: 0.0,
+                        paired: false,
                     })
                 });
                 match compared {

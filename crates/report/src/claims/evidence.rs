@@ -142,9 +142,12 @@ pub(crate) struct Compared {
     pub hi: f64,
     /// Rounds (or, unpaired, the fewer repetitions of the two).
     pub n: usize,
-    /// The interval's coverage (0.95, or less with few rounds; 0 when
-    /// unpaired: then the interval is every pairing's range).
+    /// The interval's coverage (0.95, or less with few rounds; 0 with one
+    /// round, and when unpaired).
     pub coverage: f64,
+    /// Paired by round; `false` when no round had both sides and the
+    /// interval is every pairing's range.
+    pub paired: bool,
 }
 
 /// Each repetition's value of statistic `k` of a cell (valid points only).
@@ -199,6 +202,7 @@ pub(crate) fn compare_cells(
             hi: m.hi,
             n: m.n as usize,
             coverage: m.coverage,
+            paired: true,
         }));
     }
     // No round in common: every pairing of the two cells' repetitions.
@@ -210,6 +214,7 @@ pub(crate) fn compare_cells(
         hi,
         n: sa.n().min(sb.n()),
         coverage: 0.0,
+        paired: false,
     }))
 }
 
@@ -267,12 +272,12 @@ pub(crate) fn judge_noisy(
 /// ` (95 % over 5 rounds)`, ` (the range of 3 rounds, 75 %)`, ` (every
 /// pairing, unpaired)`.
 fn interval_words(c: &Compared) -> String {
-    if c.coverage == 0.0 {
+    if !c.paired {
         " (every pairing of unpaired repetitions)".into()
-    } else if c.coverage >= CONFIDENCE {
-        format!(" (95 % over {} rounds)", c.n)
     } else if c.n == 1 {
         " (one round)".into()
+    } else if c.coverage >= CONFIDENCE {
+        format!(" (95 % over {} rounds)", c.n)
     } else {
         format!(
             " (the range of {} rounds, {} % coverage)",
@@ -315,6 +320,7 @@ mod tests {
             hi,
             n: 3,
             coverage: 0.75,
+            paired: true,
         }
     }
 
