@@ -397,6 +397,42 @@ fn bad_flags_are_refused_with_exit_2() {
             vec!["--backend", "198.18.0.2:80", "--io", "uring"],
             "--io applies to --mode proxy only",
         ),
+        // Issue 29: a connect storm, and a timeout that takes every backend out.
+        (
+            vec![
+                "--backend",
+                "198.18.0.2:80",
+                "--mode",
+                "proxy",
+                "--health-interval",
+                "0s",
+            ],
+            "health interval",
+        ),
+        (
+            vec![
+                "--backend",
+                "198.18.0.2:80",
+                "--mode",
+                "proxy",
+                "--health-timeout",
+                "0s",
+            ],
+            "health timeout",
+        ),
+        (
+            vec![
+                "--backend",
+                "198.18.0.2:80",
+                "--mode",
+                "proxy",
+                "--health-interval",
+                "100ms",
+                "--health-timeout",
+                "1s",
+            ],
+            "longer than the health interval",
+        ),
     ] {
         let out = Command::new(connlab_bin())
             .args(["gateway", "--listen", VIP])
@@ -569,4 +605,73 @@ fn a_killed_nat_gateways_ip_forward_is_restored_at_the_next_start() {
         host_before,
         "the host namespace was not touched"
     );
+}
+
+/// Issue 29: the proxy at its descriptor limit resets the clients that do
+/// not fit at once (they do not wait in a queue nobody reads), counts them,
+/// and relays again once descriptors are free. On loopback: the proxy
+/// needs no namespace.
+#[test]
+fn the_proxy_sheds_at_the_descriptor_limit_and_recovers() {
+    let backend = connlab_testkit::echo_server();
+    let listen = connlab_testkit::free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("stats.json");
+    let mut cmd = Command::new(connlab_bin());
+    cmd.args([
+        "gateway",
+        "--mode",
+        "proxy",
+        "--listen",
+        &listen.to_string(),
+    ])
+    .args(["--backend", &backend.to_string(), "--policy", "round-robin"])
+    .arg("--stats")
+    .arg(&stats);
+    let mut gw = ChildGuard::spawn_piped(&mut cmd);
+    let lines = Lines::read(gw.child().stdout.take().unwrap());
+    if lines
+        .wait_for(Duration::from_secs(20), |l| l.starts_with("gateway: "))
+        .is_none()
+    {
+        gw.kill();
+        panic!("the gateway never became ready: {}", gw.stderr_text());
+    }
+    let limit = libc::rlimit {
+        rlim_cur: 64,
+        rlim_max: 64,
+    };
+    // SAFETY: valid pointers; the child is ours.
+    let rc = unsafe { libc::prlimit(gw.pid(), libc::RLIMIT_NOFILE, &limit, std::ptr::null_mut()) };
+    assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
+    // Each relayed client costs two descriptors: about 25 fit.
+    let flood: Vec<TcpStream> = (0..100)
+        .filter_map(|_| TcpStream::connect(listen).ok())
+        .collect();
+    assert_eq!(flood.len(), 100, "the flood could not connect");
+    let mut last = flood.last().unwrap();
+    last.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    match last.read(&mut byte) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("the 100th client over a limit of 64: {other:?}, expected it reset"),
+    }
+    drop(flood);
+    // Descriptors free again: a new client is relayed to the echo backend.
+    let echoed = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        let Ok(mut c) = TcpStream::connect(listen) else {
+            return false;
+        };
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut got = [0u8; 4];
+        c.write_all(b"ping").is_ok() && c.read_exact(&mut got).is_ok() && &got == b"ping"
+    });
+    assert!(echoed, "no client was relayed after the flood ended");
+    let out = stop(gw);
+    assert!(out.status.success(), "{out:?}");
+    let s = read_json(&stats);
+    assert!(s["shed"].as_u64().unwrap_or(0) >= 30, "{s}");
 }

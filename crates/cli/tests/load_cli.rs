@@ -799,6 +799,12 @@ fn bad_flags_exit_2_naming_the_flag() {
             ],
             "--io",
         ),
+        // Issue 29: an output that cannot be written fails before the run.
+        (
+            vec!["--json", "/nonexistent-connlab-dir/result.json"],
+            "--json",
+        ),
+        (vec!["--json", "/tmp"], "--json"),
     ] {
         let mut all = vec!["--target", "127.0.0.1:9"];
         all.extend(args.iter().copied());

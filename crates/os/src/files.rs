@@ -20,6 +20,26 @@ pub fn write_atomic(path: impl AsRef<Path>, bytes: impl AsRef<[u8]>) -> io::Resu
     f.commit()
 }
 
+/// Checks now that `path` can be written later with [`write_atomic`]: it
+/// names a file, not a directory, in a directory that takes a new file (a
+/// temporary one beside it, removed at once). For outputs written when a
+/// run ends, so that a mistyped or unwritable path fails before anything
+/// is measured.
+///
+/// # Errors
+///
+/// Why the file could not be written.
+pub fn check_writable(path: impl AsRef<Path>) -> io::Result<()> {
+    let path = path.as_ref();
+    if path.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is a directory", path.display()),
+        ));
+    }
+    AtomicFile::create(path).map(drop)
+}
+
 /// A file being written that replaces `path` only on [`commit`](Self::commit).
 ///
 /// Dropped without a commit, it removes its temporary file and leaves `path`

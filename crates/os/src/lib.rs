@@ -13,6 +13,7 @@ pub mod memory;
 pub mod netns;
 pub mod pipe;
 pub mod process;
+pub mod reserve;
 mod rusage;
 mod shared;
 mod shutdown;

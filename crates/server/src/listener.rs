@@ -4,8 +4,8 @@
 //! `EMFILE` neither stops the accept loop nor leaves a level-triggered listener
 //! spinning a core.
 
+use connlab_os::reserve::{FdReserve, Shed};
 use socket2::{Domain, Socket, Type};
-use std::fs::File;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -25,7 +25,7 @@ pub(crate) enum Accepted {
 /// A non-blocking listening TCP socket.
 pub(crate) struct Listener {
     socket: Socket,
-    reserve: Option<File>,
+    reserve: FdReserve,
 }
 
 impl Listener {
@@ -37,7 +37,7 @@ impl Listener {
         socket.set_nonblocking(true)?;
         Ok(Listener {
             socket,
-            reserve: File::open("/dev/null").ok(),
+            reserve: FdReserve::new(),
         })
     }
 
@@ -68,36 +68,38 @@ impl Listener {
     }
 
     fn accept_raw(&self, nonblocking: bool) -> io::Result<OwnedFd> {
-        let flags = libc::SOCK_CLOEXEC | if nonblocking { libc::SOCK_NONBLOCK } else { 0 };
-        // SAFETY: accept4 with null address pointers is valid; the result is checked.
-        let fd =
-            unsafe { libc::accept4(self.fd(), std::ptr::null_mut(), std::ptr::null_mut(), flags) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: accept4 returned a new descriptor that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        set_nodelay(fd.as_raw_fd());
-        Ok(fd)
+        accept_on(self.fd(), nonblocking)
     }
 
-    /// Frees the reserve descriptor, accepts and drops the pending
-    /// connection, and takes the reserve back.
+    /// Sheds one pending connection with the reserve descriptor
+    /// ([`FdReserve`]: the connection is closed before the reserve is taken
+    /// back; reopening first left the reserve gone for good and a
+    /// level-triggered listener waking the loop forever, issue 29).
     fn shed(&mut self, nonblocking: bool) -> Accepted {
-        if self.reserve.take().is_none() {
-            return Accepted::Failed;
-        }
-        let result = self.accept_raw(nonblocking);
-        self.reserve = File::open("/dev/null").ok();
-        match result {
-            Ok(conn) => {
-                drop(conn);
-                Accepted::Shed
-            }
-            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => Accepted::WouldBlock,
-            Err(_) => Accepted::Failed,
+        let socket = &self.socket;
+        let outcome = self
+            .reserve
+            .shed(|| accept_on(socket.as_raw_fd(), nonblocking).map(drop));
+        match outcome {
+            Shed::One => Accepted::Shed,
+            Shed::Empty => Accepted::WouldBlock,
+            Shed::Stuck => Accepted::Failed,
         }
     }
+}
+
+/// Accepts one connection on listener `fd` (TCP_NODELAY set).
+fn accept_on(fd: RawFd, nonblocking: bool) -> io::Result<OwnedFd> {
+    let flags = libc::SOCK_CLOEXEC | if nonblocking { libc::SOCK_NONBLOCK } else { 0 };
+    // SAFETY: accept4 with null address pointers is valid; the result is checked.
+    let fd = unsafe { libc::accept4(fd, std::ptr::null_mut(), std::ptr::null_mut(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: accept4 returned a new descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    set_nodelay(fd.as_raw_fd());
+    Ok(fd)
 }
 
 /// TCP_NODELAY on an accepted connection, as every engine serves it. A

@@ -117,6 +117,9 @@ pub struct ServerStats {
     /// Client connections reset at once: no node served their port, or
     /// every node serving it was at its `max_streams`.
     pub clients_no_node: u64,
+    /// Connections (clients or nodes) accepted and reset at once because
+    /// the I/O server was out of descriptors.
+    pub shed: u64,
     /// CONNECT requests carried out.
     pub connects: u64,
     /// CONNECT requests that failed.
@@ -134,8 +137,9 @@ pub struct ServerStats {
     pub bad_frames: u64,
     /// Turns the DRR writer gave to client sockets.
     pub drr_turns: u64,
-    /// Node connections reset on arrival because `max_pending_nodes`
-    /// unauthenticated ones were already open (also in `nodes_refused`).
+    /// Times a node connection arrived while `max_pending_nodes`
+    /// unauthenticated ones were open: the oldest of those was closed to
+    /// make room (also in `nodes_refused`).
     pub nodes_over_pending_cap: u64,
     /// Node connections closed for not authenticating within the auth
     /// timeout (also in `nodes_refused`).

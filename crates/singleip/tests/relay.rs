@@ -595,37 +595,32 @@ fn node_records_are_capped_and_the_rest_counted() {
 }
 
 #[test]
-fn unauthenticated_node_connections_beyond_the_cap_are_reset() {
+fn a_real_node_gets_in_while_idle_connections_hold_every_pending_slot() {
+    // Issue 29: refusing the newcomer at the cap let idle connections,
+    // renewed every auth timeout, lock every real node out without the key.
+    // Now the oldest unauthenticated connection gives its slot up.
     let server = start_server_with(|c| {
         c.max_pending_nodes = 2;
         c.handshake_timeout = Duration::from_secs(120);
     });
-    let silent: Vec<TcpStream> = (0..2)
+    let mut silent: Vec<TcpStream> = (0..2)
         .map(|_| TcpStream::connect(server.nodes).unwrap())
         .collect();
-    let mut third = TcpStream::connect(server.nodes).unwrap();
-    third
+    // Both slots held; a real node still authenticates.
+    let listener = ClusterListener::bind(server.nodes, key(), 2, server.listen.port());
+    assert!(listener.is_ok(), "{:?}", listener.err());
+    // The oldest idle connection was closed for it (an end or a reset).
+    silent[0]
         .set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
     let mut buf = [0u8; 16];
-    // Reset (or closed) at once: not a read timeout, not a GOAWAY.
-    let outcome = third.read(&mut buf).map_err(|e| e.kind());
+    let outcome = silent[0].read(&mut buf).map_err(|e| e.kind());
     assert!(
         matches!(outcome, Ok(0) | Err(std::io::ErrorKind::ConnectionReset)),
         "{outcome:?}"
     );
-    drop(silent);
-    // A node that authenticates still gets in once the silent ones are gone.
-    let listener = (0..200)
-        .find_map(|_| {
-            let l = ClusterListener::bind(server.nodes, key(), 2, server.listen.port()).ok();
-            if l.is_none() {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            l
-        })
-        .expect("a real node authenticates once pending slots are free");
     drop(listener);
+    drop(silent);
     let stats = server.stop();
     assert!(stats.nodes_over_pending_cap >= 1, "{stats:?}");
     assert!(stats.nodes_authenticated >= 1, "{stats:?}");
@@ -750,6 +745,33 @@ fn listen_outside_the_allowed_ports_and_on_the_node_port_is_refused() {
     drop(ok);
     let stats = server.stop();
     assert_eq!(stats.listens_denied, 2);
+}
+
+/// Issue 29: a port a node LISTENed on is let go (its descriptor closed)
+/// once no node serves it, so LISTEN and UNLISTEN, or nodes coming and
+/// going, cannot pile up descriptors.
+#[test]
+fn a_port_is_released_when_no_node_serves_it() {
+    let server = start_server(None);
+    let port = free_port().port();
+    let ip = server.listen.ip();
+    let node = ClusterListener::bind(server.nodes, key(), 2, port).unwrap();
+    assert!(
+        TcpListener::bind((ip, port)).is_err(),
+        "the I/O server should listen on {port} while a node serves it"
+    );
+    drop(node);
+    // The node's end reaches the server's loop a moment later.
+    let released = (0..250).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        TcpListener::bind((ip, port)).is_ok()
+    });
+    assert!(released, "port {port} still held after its only node left");
+    // Served again when a node comes back.
+    let again = ClusterListener::bind(server.nodes, key(), 2, port);
+    assert!(again.is_ok(), "{:?}", again.err());
+    drop(again);
+    server.stop();
 }
 
 /// A local server that reads to the end, answers with the count and closes:

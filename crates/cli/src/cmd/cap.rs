@@ -59,6 +59,7 @@ struct CapStats {
 
 /// Runs the command under the quota until it ends.
 pub(crate) fn run(args: CapArgs) -> Result<ExitCode, Exit> {
+    crate::cmd::check_output("--stats", args.stats.as_deref())?;
     if !args
         .name
         .chars()

@@ -103,6 +103,7 @@ struct Findings {
 
 /// Runs the checks and prints them.
 pub(crate) fn run(args: DoctorArgs) -> Result<ExitCode, Exit> {
+    crate::cmd::check_output("--json", args.json.as_deref())?;
     let suite = Suite::from_file(&args.suite)
         .with_context(|| format!("reading the suite {}", args.suite.display()))
         .map_err(Exit::usage)?;

@@ -186,6 +186,10 @@ struct GatewayStats {
     idle_closed: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     turn_budget_hits: Option<u64>,
+    /// proxy: clients reset at once because the gateway was out of
+    /// descriptors.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shed: Option<u64>,
     wall_s: f64,
     cpu_user_s: f64,
     cpu_sys_s: f64,
@@ -194,6 +198,7 @@ struct GatewayStats {
 
 /// Runs the gateway until SIGINT/SIGTERM.
 pub(crate) fn run(args: GatewayArgs) -> Result<ExitCode, Exit> {
+    crate::cmd::check_output("--stats", args.stats.as_deref())?;
     let backends: Vec<Backend> = args
         .backends
         .iter()
@@ -275,6 +280,7 @@ pub(crate) fn run(args: GatewayArgs) -> Result<ExitCode, Exit> {
         io: None,
         idle_closed: None,
         turn_budget_hits: None,
+        shed: None,
         wall_s: started.elapsed().as_secs_f64(),
         cpu_user_s: cpu.user_s,
         cpu_sys_s: cpu.sys_s,
@@ -312,6 +318,10 @@ fn finish(args: &GatewayArgs, stats: &GatewayStats) -> Result<ExitCode, Exit> {
     let limits = [
         (stats.idle_closed, "connections reset after --idle-timeout"),
         (stats.turn_budget_hits, "turns ended at --turn-budget"),
+        (
+            stats.shed,
+            "clients reset at once: the gateway was out of descriptors",
+        ),
     ];
     for (n, what) in limits {
         if let Some(n) = n.filter(|&n| n > 0) {
@@ -361,6 +371,11 @@ fn run_proxy(args: &GatewayArgs, balancer: Balancer) -> Result<ExitCode, Exit> {
         idle_timeout: args.idle_timeout,
         turn_budget,
     };
+    // Health-check settings that would storm the backends or take them all
+    // out are usage errors, before anything starts.
+    config
+        .validate()
+        .map_err(|e| Exit::usage(anyhow!("{e} (--health-interval, --health-timeout)")))?;
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let backends: Vec<(String, u32)> = balancer
         .backends()
@@ -406,6 +421,7 @@ fn run_proxy(args: &GatewayArgs, balancer: Balancer) -> Result<ExitCode, Exit> {
         io: Some(io.name()),
         idle_closed: Some(result.idle_closed),
         turn_budget_hits: Some(result.turn_budget_hits),
+        shed: Some(result.shed),
         wall_s: started.elapsed().as_secs_f64(),
         cpu_user_s: cpu.user_s,
         cpu_sys_s: cpu.sys_s,

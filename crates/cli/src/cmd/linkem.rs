@@ -213,6 +213,8 @@ fn options(link: &LinkArgs, log: Option<PathBuf>) -> EmulatorOptions {
 }
 
 fn run_router(a: RunArgs) -> Result<ExitCode, Exit> {
+    crate::cmd::check_output("--stats", a.stats.as_deref())?;
+    crate::cmd::check_output("--log", a.log.as_deref())?;
     let links = a.link.links()?;
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let mut spec = RouterSpec::new(&a.left, &a.right);
@@ -287,6 +289,8 @@ fn report_text(r: &Report) -> String {
 }
 
 fn run_lab(a: LabArgs) -> Result<ExitCode, Exit> {
+    crate::cmd::check_output("--json", a.json.as_deref())?;
+    crate::cmd::check_output("--log", a.log.as_deref())?;
     let links = a.link.links()?;
     let bulk_links = (!a.bulk_duration.is_zero()).then(|| {
         links.clone().map(|c| LinkConfig {

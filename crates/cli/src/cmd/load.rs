@@ -342,6 +342,7 @@ pub(crate) fn drive(
     max_error_ratio: f64,
 ) -> Result<ExitCode, Exit> {
     let progress = Progress::default();
+    output.check()?;
     let mut records = output.open_records()?;
     let outcome = with_progress(&progress, w, || {
         connlab_loadgen::run(

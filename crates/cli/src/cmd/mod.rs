@@ -18,3 +18,18 @@ pub(crate) mod singleip_probe;
 pub(crate) mod soak;
 pub(crate) mod sweep;
 pub(crate) mod webset;
+
+/// Fails now (exit 2) when `path`, given with `flag`, could not be written
+/// when the run ends: an output path is checked before anything is
+/// measured, not after.
+pub(crate) fn check_output(flag: &str, path: Option<&std::path::Path>) -> Result<(), crate::Exit> {
+    let Some(path) = path else {
+        return Ok(());
+    };
+    connlab_os::files::check_writable(path).map_err(|e| {
+        crate::Exit::usage(anyhow::anyhow!(
+            "{flag} {}: cannot be written: {e}",
+            path.display()
+        ))
+    })
+}

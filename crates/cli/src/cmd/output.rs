@@ -71,6 +71,13 @@ impl RecordsFile {
 }
 
 impl OutputArgs {
+    /// Checks `--json` and `--hdr-log` before the run (exit 2), so a bad
+    /// path costs nothing measured.
+    pub(crate) fn check(&self) -> Result<(), Exit> {
+        crate::cmd::check_output("--json", self.json.as_deref())?;
+        crate::cmd::check_output("--hdr-log", self.hdr_log.as_deref())
+    }
+
     /// Opens `--records` (before the run, so a bad path fails early).
     pub(crate) fn open_records(&self) -> Result<Option<RecordsFile>, Exit> {
         let Some(path) = &self.records else {

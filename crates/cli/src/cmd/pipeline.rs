@@ -248,6 +248,7 @@ fn config(args: &PipelineArgs) -> Result<PipelineConfig, Exit> {
 
 /// Runs `connlab pipeline`.
 pub(crate) fn run(args: PipelineArgs) -> Result<ExitCode, Exit> {
+    crate::cmd::check_output("--json", args.json.as_deref())?;
     if args.costs {
         return costs(&args);
     }

@@ -126,6 +126,7 @@ fn uring_features(args: &ServeArgs) -> Result<UringFeatures, Exit> {
 
 /// Runs the server until SIGINT/SIGTERM.
 pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, Exit> {
+    crate::cmd::check_output("--stats", args.stats.as_deref())?;
     if args.edge_triggered && args.engine != EngineKind::Epoll {
         return Err(Exit::usage(anyhow::anyhow!(
             "--edge-triggered needs --engine epoll (got --engine {})",

@@ -151,10 +151,14 @@ struct IoServerArgs {
     /// Credit granted to nodes per stream: bytes queued per client in user space.
     #[arg(long, default_value = "64KiB", value_parser = parse_size, value_name = "BYTES")]
     window: u64,
-    /// Node connections that may be unauthenticated at once; more are reset on arrival.
+    /// Node connections that may be unauthenticated at once; one more closes the oldest.
     #[arg(long, default_value_t = ServerConfig::DEFAULT_MAX_PENDING_NODES as u32, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=65536))]
     max_pending_nodes: u32,
+    /// Ports one node may LISTEN on at once; more are refused (EMFILE).
+    #[arg(long, default_value_t = ServerConfig::DEFAULT_MAX_LISTENS_PER_NODE as u32, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=65535))]
+    max_listens_per_node: u32,
     /// A node connection not authenticated within this time is closed (e.g. 10s, 500ms).
     #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
     auth_timeout: Duration,
@@ -415,6 +419,7 @@ fn describe_send_buffer(b: SendBuffer) -> String {
 }
 
 fn io_server(args: IoServerArgs) -> Result<ExitCode, Exit> {
+    crate::cmd::check_output("--stats", args.stats.as_deref())?;
     let send_limit = with_send_buffer(parse_send_limit(&args.send_limit)?, &args.send_buffer)?;
     if !(512..=(16 << 20)).contains(&args.quantum) {
         return Err(Exit::usage(anyhow!(
@@ -428,6 +433,7 @@ fn io_server(args: IoServerArgs) -> Result<ExitCode, Exit> {
     config.quantum = args.quantum;
     config.initial_window = window("--window", args.window)?;
     config.max_pending_nodes = args.max_pending_nodes as usize;
+    config.max_listens_per_node = args.max_listens_per_node as usize;
     if args.auth_timeout.is_zero() {
         return Err(Exit::usage(anyhow!("--auth-timeout must be above 0")));
     }
@@ -483,6 +489,7 @@ fn io_server(args: IoServerArgs) -> Result<ExitCode, Exit> {
             stats.frames_merged,
             "payloads merged (--max-frames-per-window)",
         ),
+        (stats.shed, "connections reset at once: out of descriptors"),
     ];
     let hit: Vec<String> = limits
         .iter()
@@ -527,6 +534,7 @@ fn io_server(args: IoServerArgs) -> Result<ExitCode, Exit> {
 }
 
 fn app_node(args: AppNodeArgs) -> Result<ExitCode, Exit> {
+    crate::cmd::check_output("--stats", args.stats.as_deref())?;
     let key = key(&args.key)?;
     let ports = if args.ports.is_empty() {
         vec![args.forward.port()]

@@ -30,6 +30,7 @@ mod relay;
 pub mod uring;
 
 use crate::policy::Balancer;
+use connlab_os::reserve::{is_descriptor_limit, FdReserve, Shed};
 use mio::net::{TcpListener, TcpStream};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -81,6 +82,54 @@ impl ProxyConfig {
     pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
     /// Default [`ProxyConfig::turn_budget`]: 256 KiB.
     pub const DEFAULT_TURN_BUDGET: usize = 256 * 1024;
+    /// The shortest [`ProxyConfig::health_interval`]: checks more often
+    /// than this are a connect storm against the backends, not a health
+    /// check.
+    pub const MIN_HEALTH_INTERVAL: Duration = Duration::from_millis(10);
+    /// The shortest [`ProxyConfig::health_timeout`]: a connect cannot
+    /// finish in less, even on loopback, so every backend would read dead.
+    pub const MIN_HEALTH_TIMEOUT: Duration = Duration::from_millis(1);
+
+    /// Checks the settings that would make the proxy harm its backends or
+    /// its clients: the health interval and timeout (at least
+    /// [`MIN_HEALTH_INTERVAL`](Self::MIN_HEALTH_INTERVAL) and
+    /// [`MIN_HEALTH_TIMEOUT`](Self::MIN_HEALTH_TIMEOUT), the timeout no
+    /// longer than the interval), a buffer and a turn budget above zero.
+    ///
+    /// # Errors
+    ///
+    /// A message naming the setting, its value and the bound.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.health_interval < Self::MIN_HEALTH_INTERVAL {
+            return Err(format!(
+                "health interval {:?} is below {:?}: that many checks are a connect storm \
+                 against the backends",
+                self.health_interval,
+                Self::MIN_HEALTH_INTERVAL
+            ));
+        }
+        if self.health_timeout < Self::MIN_HEALTH_TIMEOUT {
+            return Err(format!(
+                "health timeout {:?} is below {:?}: no connect finishes that fast, so every \
+                 backend would be taken out",
+                self.health_timeout,
+                Self::MIN_HEALTH_TIMEOUT
+            ));
+        }
+        if self.health_timeout > self.health_interval {
+            return Err(format!(
+                "health timeout {:?} is longer than the health interval {:?}",
+                self.health_timeout, self.health_interval
+            ));
+        }
+        if self.buffer == 0 {
+            return Err("buffer must be at least 1 byte".into());
+        }
+        if self.turn_budget == 0 {
+            return Err("turn budget must be at least 1 byte".into());
+        }
+        Ok(())
+    }
 }
 
 impl Default for ProxyConfig {
@@ -172,6 +221,9 @@ pub struct ProxyStats {
     /// Times a connection's turn ended at `turn_budget` with more to move
     /// (epoll modes; io_uring bounds each pair by its bytes in flight).
     pub turn_budget_hits: u64,
+    /// Client connections accepted and reset at once because the gateway
+    /// had no descriptor left for them (epoll modes).
+    pub shed: u64,
     /// Per backend, in the order given.
     pub backends: Vec<ProxyBackendStats>,
 }
@@ -210,6 +262,7 @@ pub fn run(
     stop: impl Fn() -> bool,
     ready: impl FnOnce(SocketAddr),
 ) -> io::Result<ProxyStats> {
+    config.validate().map_err(io::Error::other)?;
     if config.io == ProxyIo::Uring {
         return uring::run(config, balancer, stop_fd, stop, ready);
     }
@@ -254,11 +307,17 @@ pub fn run(
         .min(config.idle_timeout / 4)
         .max(Duration::from_millis(10));
     let mut next_sweep = Instant::now() + tick;
+    let mut reserve = FdReserve::new();
+    // The listener is edge-triggered: a queue left unread at the
+    // descriptor limit never signals again, so the loop retries it itself.
+    let mut accept_again = false;
     while !stop() {
-        let timeout = if backlog.is_empty() {
-            next_sweep.saturating_duration_since(Instant::now())
-        } else {
+        let timeout = if !backlog.is_empty() {
             Duration::ZERO
+        } else if accept_again {
+            ACCEPT_RETRY.min(next_sweep.saturating_duration_since(Instant::now()))
+        } else {
+            next_sweep.saturating_duration_since(Instant::now())
         };
         if let Err(e) = poll.poll(&mut events, Some(timeout)) {
             if e.kind() == io::ErrorKind::Interrupted {
@@ -266,18 +325,34 @@ pub fn run(
             }
             return Err(e);
         }
+        if accept_again {
+            accept_again = accept_all(
+                &listener,
+                &mut reserve,
+                &mut poll,
+                &mut balancer,
+                &mut pairs,
+                &mut free,
+                &mut stats,
+                config,
+                splice,
+            );
+        }
         for event in &events {
             match event.token() {
-                LISTENER => accept_all(
-                    &listener,
-                    &mut poll,
-                    &mut balancer,
-                    &mut pairs,
-                    &mut free,
-                    &mut stats,
-                    config,
-                    splice,
-                ),
+                LISTENER => {
+                    accept_again = accept_all(
+                        &listener,
+                        &mut reserve,
+                        &mut poll,
+                        &mut balancer,
+                        &mut pairs,
+                        &mut free,
+                        &mut stats,
+                        config,
+                        splice,
+                    )
+                }
                 WAKER => {
                     // Health changed: sync the balancer, reset connections
                     // to backends that went down.
@@ -370,9 +445,17 @@ pub fn run(
     Ok(stats)
 }
 
+/// How soon the loop tries the listener again after it stopped at the
+/// descriptor limit without draining the queue.
+const ACCEPT_RETRY: Duration = Duration::from_millis(10);
+
+/// Accepts every pending connection; `true` when it stopped at the
+/// descriptor limit with connections possibly still queued (the caller
+/// tries again soon).
 #[allow(clippy::too_many_arguments)]
 fn accept_all(
     listener: &TcpListener,
+    reserve: &mut FdReserve,
     poll: &mut Poll,
     balancer: &mut Balancer,
     pairs: &mut Vec<Option<Pair>>,
@@ -380,14 +463,26 @@ fn accept_all(
     stats: &mut ProxyStats,
     config: &ProxyConfig,
     splice: bool,
-) {
+) -> bool {
     loop {
         let (client, client_addr) = match listener.accept() {
             Ok(c) => c,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            // EMFILE and friends: try again at the next readiness.
-            Err(_) => return,
+            Err(e) if is_descriptor_limit(&e) => match reserve.shed(|| {
+                let (client, _) = listener.accept()?;
+                reset(&client);
+                Ok(())
+            }) {
+                Shed::One => {
+                    stats.shed += 1;
+                    continue;
+                }
+                Shed::Empty => return false,
+                Shed::Stuck => return true,
+            },
+            // Other accept errors (ENOBUFS, ENOMEM): try again soon.
+            Err(_) => return true,
         };
         stats.accepted += 1;
         let _ = client.set_nodelay(true);
@@ -639,7 +734,14 @@ fn health_loop(
     while !done.load(Relaxed) {
         let mut changed = false;
         for (i, addr) in addrs.iter().enumerate() {
-            let ok = std::net::TcpStream::connect_timeout(addr, c.health_timeout).is_ok();
+            let ok = match std::net::TcpStream::connect_timeout(addr, c.health_timeout) {
+                Ok(_) => true,
+                // The gateway's own descriptor limit says nothing of the
+                // backend: no verdict this round (it took backends out and
+                // reset every relayed session).
+                Err(e) if is_descriptor_limit(&e) => continue,
+                Err(_) => false,
+            };
             fails[i] = if ok { 0 } else { fails[i] + 1 };
             let up = fails[i] < c.health_fails.max(1);
             if healthy[i].swap(up, Relaxed) != up {
@@ -655,5 +757,25 @@ fn health_loop(
             std::thread::sleep(step);
             slept += step;
         }
+    }
+}
+
+#[cfg(test)]
+mod config_tests {
+    use super::*;
+
+    #[test]
+    fn settings_that_would_harm_backends_or_clients_are_refused() {
+        assert!(ProxyConfig::default().validate().is_ok());
+        let with = |f: &dyn Fn(&mut ProxyConfig)| {
+            let mut c = ProxyConfig::default();
+            f(&mut c);
+            c.validate().unwrap_err()
+        };
+        assert!(with(&|c| c.health_interval = Duration::ZERO).contains("connect storm"));
+        assert!(with(&|c| c.health_timeout = Duration::ZERO).contains("every"));
+        assert!(with(&|c| c.health_timeout = Duration::from_secs(5)).contains("longer"));
+        assert!(with(&|c| c.buffer = 0).contains("buffer"));
+        assert!(with(&|c| c.turn_budget = 0).contains("turn budget"));
     }
 }

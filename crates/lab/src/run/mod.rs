@@ -157,6 +157,7 @@ pub fn sweep(
     progress: &mut dyn Progress,
     shutdown: &Shutdown,
 ) -> Result<SweepOutcome, RunError> {
+    refuse_foreign_results(&req.out, &req.text, req.fresh)?;
     // Idle-priority spinners keep the CPUs from halting while the
     // processes measured wait for work (docs/statistics.md).
     let mode = match exp {
@@ -189,6 +190,38 @@ pub fn sweep(
         AnyExperiment::Loadgen(e) => loadgen::sweep(e, req, progress, shutdown),
         AnyExperiment::Suite(_) => Err(RunError::NotHere(ExperimentKind::Suite)),
     }
+}
+
+/// Refuses a results directory whose `experiment.toml` is another
+/// measurement than `text` (unless `fresh`), for every kind before it
+/// writes anything: each kind recognised only its own record, so a
+/// pipeline or loadgen sweep replaced a locality sweep's experiment file
+/// and the locality sweep could no longer resume (issue 29).
+pub(crate) fn refuse_foreign_results(out: &Path, text: &str, fresh: bool) -> Result<(), RunError> {
+    if fresh {
+        return Ok(());
+    }
+    let path = out.join("experiment.toml");
+    let Ok(old) = std::fs::read_to_string(&path) else {
+        return Ok(());
+    };
+    if crate::same_measurement(&old, text) {
+        return Ok(());
+    }
+    let kind = old
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|t| t.get("kind").and_then(|k| k.as_str()).map(str::to_string))
+        .map_or_else(
+            || "another file".to_string(),
+            |k| format!("a {k} experiment"),
+        );
+    Err(RunError::Input(format!(
+        "{} holds results of a different experiment ({kind}, see {}); use another --out, \
+         or --fresh to discard them",
+        out.display(),
+        path.display()
+    )))
 }
 
 /// `req` with its results directory made absolute: the peers' servers
@@ -486,6 +519,30 @@ pub(crate) fn create_dir(dir: &Path) -> Result<(), RunError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_of_another_experiment_is_refused() {
+        let dir = std::env::temp_dir().join(format!("connlab-foreign-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let locality = "kind = \"locality\"\nname = \"a\"\n[matrix]\nconnections = [10]\n";
+        let pipeline = "kind = \"pipeline\"\nname = \"b\"\n";
+        // Empty: anything may start there.
+        assert!(refuse_foreign_results(&dir, pipeline, false).is_ok());
+        std::fs::write(dir.join("experiment.toml"), locality).unwrap();
+        // The same measurement resumes; another is refused, naming its kind.
+        assert!(refuse_foreign_results(&dir, locality, false).is_ok());
+        let err = refuse_foreign_results(&dir, pipeline, false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("a locality experiment") && err.contains("--fresh"),
+            "{err}"
+        );
+        // --fresh discards it on purpose.
+        assert!(refuse_foreign_results(&dir, pipeline, true).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// Records what a sweep reports.
     #[derive(Default)]

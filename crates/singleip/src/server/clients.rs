@@ -7,6 +7,7 @@ use super::{token, Server, KIND_CLIENT};
 use crate::drr::After;
 use crate::relay::Relay;
 use crate::stats::{ConnStats, ServerStats};
+use connlab_os::reserve::{is_descriptor_limit, Shed};
 use connlab_proto::xfer::{ErrorCode, StreamId};
 use mio::net::TcpStream;
 use mio::Interest;
@@ -25,7 +26,7 @@ pub(super) struct Client {
 impl Server<'_> {
     pub(super) fn accept_clients(&mut self, l: usize) {
         loop {
-            let Some(listener) = self.listeners.get(l) else {
+            let Some(listener) = self.listeners.get(l).and_then(Option::as_ref) else {
                 return;
             };
             let port = listener.addr.port();
@@ -33,7 +34,28 @@ impl Server<'_> {
                 Ok(c) => c,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => return,
+                Err(e) if is_descriptor_limit(&e) => {
+                    let sock = &listener.sock;
+                    match self.reserve.shed(|| {
+                        let (c, _) = sock.accept()?;
+                        let _ = socket2::SockRef::from(&c).set_linger(Some(Duration::ZERO));
+                        Ok(())
+                    }) {
+                        Shed::One => {
+                            self.stats.shed += 1;
+                            continue;
+                        }
+                        Shed::Empty => return,
+                        Shed::Stuck => {
+                            self.accept_again = true;
+                            return;
+                        }
+                    }
+                }
+                Err(_) => {
+                    self.accept_again = true;
+                    return;
+                }
             };
             self.stats.clients_accepted += 1;
             // Round robin over the nodes serving the port; a node at its

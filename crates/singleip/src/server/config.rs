@@ -82,8 +82,9 @@ pub struct ServerConfig {
     /// considered dead: its streams are reset (a hung node costs only its own
     /// clients, and not forever).
     pub dead_after: Duration,
-    /// Node connections that may be unauthenticated at once; more are reset
-    /// on arrival and counted (`nodes_over_pending_cap`).
+    /// Node connections that may be unauthenticated at once; when one more
+    /// arrives, the oldest of them is closed to make room and counted
+    /// (`nodes_over_pending_cap`).
     pub max_pending_nodes: usize,
     /// Bytes read from one node per event-loop turn; the rest waits for the
     /// next turn, so one flooding node cannot starve clients and other nodes.
@@ -96,6 +97,10 @@ pub struct ServerConfig {
     /// bytes only (`docs/transfer-protocol.md` §6), so this bounds the
     /// per-payload overhead a node can make the server hold within a window.
     pub max_frames_per_window: usize,
+    /// Ports one node may LISTEN on at once; more are refused (EMFILE) and
+    /// counted (`listens_denied`), so one node cannot take the server's
+    /// descriptors.
+    pub max_listens_per_node: usize,
     /// Where nodes may CONNECT and which ports they may LISTEN on.
     pub access: Access,
     /// Move large DATA payloads from node connections to client sockets by
@@ -115,6 +120,8 @@ impl ServerConfig {
     pub const DEFAULT_MAX_NODE_QUEUE: usize = 64 << 20;
     /// Default [`ServerConfig::max_frames_per_window`].
     pub const DEFAULT_MAX_FRAMES_PER_WINDOW: usize = 1024;
+    /// Default [`ServerConfig::max_listens_per_node`].
+    pub const DEFAULT_MAX_LISTENS_PER_NODE: usize = 64;
 
     /// A configuration with the defaults (limit off, 16 KiB quantum,
     /// protocol default window and stream limit).
@@ -135,6 +142,7 @@ impl ServerConfig {
             node_read_budget: ServerConfig::DEFAULT_NODE_READ_BUDGET,
             max_node_queue: ServerConfig::DEFAULT_MAX_NODE_QUEUE,
             max_frames_per_window: ServerConfig::DEFAULT_MAX_FRAMES_PER_WINDOW,
+            max_listens_per_node: ServerConfig::DEFAULT_MAX_LISTENS_PER_NODE,
             access: Access::default(),
             splice: false,
         }

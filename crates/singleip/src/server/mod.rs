@@ -34,6 +34,7 @@ use crate::stats::ServerStats;
 use crate::Error;
 use buffers::Sizer;
 use clients::Client;
+use connlab_os::reserve::FdReserve;
 use connlab_proto::xfer::{ErrorCode, Event};
 use mio::net::TcpListener;
 use mio::unix::SourceFd;
@@ -74,7 +75,7 @@ pub fn run_server(
         .register(&mut SourceFd(&stop_fd), STOP, Interest::READABLE)
         .map_err(|e| Error::io("registering the stop descriptor", stop_fd, e))?;
     let bound = Bound {
-        listen: server.listeners.iter().map(|l| l.addr).collect(),
+        listen: server.listeners.iter().flatten().map(|l| l.addr).collect(),
         nodes: server.node_addr,
     };
     server.stats.listen = bound.listen.iter().map(|a| a.to_string()).collect();
@@ -88,8 +89,16 @@ pub fn run_server(
         .min(config.handshake_timeout / 2)
         .max(Duration::from_millis(1));
     while !stop() {
+        if server.accept_again {
+            server.accept_again = false;
+            server.accept_nodes();
+            for l in 0..server.listeners.len() {
+                server.accept_clients(l);
+            }
+        }
         let timeout = match &server.sizer {
             _ if !server.fq.is_empty() || !server.backlog.is_empty() => Duration::ZERO,
+            _ if server.accept_again => ACCEPT_RETRY.min(tick),
             Some(sizer) if sizer.in_pass() => Duration::ZERO,
             Some(sizer) if sizer.sent_since => {
                 tick.min(sizer.next.saturating_duration_since(Instant::now()))
@@ -152,6 +161,10 @@ pub fn run_server(
     Ok(server.finish())
 }
 
+/// How soon the loop tries a listener again after it stopped at the
+/// descriptor limit without draining its queue.
+const ACCEPT_RETRY: Duration = Duration::from_millis(10);
+
 /// A listener on a cluster address.
 struct Listener {
     sock: TcpListener,
@@ -168,7 +181,12 @@ struct Serving {
 struct Server<'c> {
     config: &'c ServerConfig,
     poll: Poll,
-    listeners: Vec<Listener>,
+    /// Listeners by token index: the configured cluster addresses first
+    /// (never closed), then ports nodes LISTEN on, closed (`None`) when no
+    /// node serves them any more.
+    listeners: Vec<Option<Listener>>,
+    /// How many of `listeners` are the configured cluster addresses.
+    configured: usize,
     node_listener: TcpListener,
     node_addr: SocketAddr,
     nodes: Vec<Option<Node>>,
@@ -188,6 +206,12 @@ struct Server<'c> {
     backlog: Vec<usize>,
     /// Node connections not authenticated yet.
     pending: usize,
+    /// The spare descriptor that sheds connections at the descriptor limit.
+    reserve: FdReserve,
+    /// A listener stopped at the descriptor limit with connections possibly
+    /// still queued: edge-triggered, it will not say so again, so the loop
+    /// retries it (the node listener and each cluster listener).
+    accept_again: bool,
     stats: ServerStats,
 }
 
@@ -211,7 +235,7 @@ impl<'c> Server<'c> {
                     Interest::READABLE,
                 )
                 .map_err(|e| Error::io("registering the listener", addr, e))?;
-            listeners.push(Listener { sock, addr });
+            listeners.push(Some(Listener { sock, addr }));
         }
         let mut node_listener = TcpListener::bind(config.nodes)
             .map_err(|e| Error::io("binding the node address", config.nodes, e))?;
@@ -241,6 +265,7 @@ impl<'c> Server<'c> {
         Ok(Server {
             config,
             poll,
+            configured: listeners.len(),
             listeners,
             node_listener,
             node_addr,
@@ -257,6 +282,8 @@ impl<'c> Server<'c> {
             scratch: vec![0; READ_CHUNK],
             backlog: Vec::new(),
             pending: 0,
+            reserve: FdReserve::new(),
+            accept_again: false,
             stats,
         })
     }

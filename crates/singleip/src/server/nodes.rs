@@ -7,6 +7,7 @@ use super::{token, Listener, Server, KIND_LISTENER, KIND_NODE};
 use crate::os_nonce;
 use crate::outbuf::OutBuf;
 use crate::stats::{NodeStats, ServerStats};
+use connlab_os::reserve::{is_descriptor_limit, Shed};
 use connlab_proto::xfer::{
     ErrorCode, Event, SockOpt, StreamId, XferConfig, XferError, XferSession,
 };
@@ -72,16 +73,62 @@ impl Server<'_> {
                 Ok(c) => c,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // EMFILE and friends: try again at the next readiness.
-                Err(_) => return,
+                Err(e) if is_descriptor_limit(&e) => {
+                    let listener = &self.node_listener;
+                    match self.reserve.shed(|| {
+                        let (c, _) = listener.accept()?;
+                        let _ = socket2::SockRef::from(&c).set_linger(Some(Duration::ZERO));
+                        Ok(())
+                    }) {
+                        Shed::One => {
+                            self.stats.shed += 1;
+                            self.stats.nodes_refused += 1;
+                            continue;
+                        }
+                        Shed::Empty => return,
+                        Shed::Stuck => {
+                            self.accept_again = true;
+                            return;
+                        }
+                    }
+                }
+                // Other accept errors (ENOBUFS): the loop tries again soon.
+                Err(_) => {
+                    self.accept_again = true;
+                    return;
+                }
             };
             self.stats.node_connections += 1;
             if self.pending >= self.config.max_pending_nodes {
-                // Counted, not listed: a flood of these must not grow memory.
+                // Every unauthenticated slot is taken: the oldest gives its
+                // slot up. Refusing the newcomer instead let sixteen idle
+                // connections, renewed every auth timeout, lock every real
+                // node out without the key (issue 29); now a flood must open
+                // a full set of connections within one handshake's round
+                // trip to keep a node out.
+                let oldest = self
+                    .nodes
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, n)| {
+                        n.as_ref().filter(|n| n.pending).map(|n| (i, n.accepted_at))
+                    })
+                    .min_by_key(|&(_, at)| at)
+                    .map(|(i, _)| i);
                 self.stats.nodes_over_pending_cap += 1;
-                self.stats.nodes_refused += 1;
-                let _ = socket2::SockRef::from(&sock).set_linger(Some(Duration::ZERO));
-                continue;
+                match oldest {
+                    Some(i) => self.drop_node(
+                        i,
+                        "refused: closed for a newer connection while every unauthenticated \
+                         slot was taken"
+                            .into(),
+                    ),
+                    None => {
+                        self.stats.nodes_refused += 1;
+                        let _ = socket2::SockRef::from(&sock).set_linger(Some(Duration::ZERO));
+                        continue;
+                    }
+                }
             }
             let mut node_stats = NodeStats {
                 addr: addr.to_string(),
@@ -292,7 +339,13 @@ impl Server<'_> {
                 st.version = version;
             }
             Event::Listen { port } => {
-                let errno = if self.config.access.may_listen(port, self.node_addr.port()) {
+                let errno = if !node.ports.contains(&port)
+                    && node.ports.len() >= self.config.max_listens_per_node
+                {
+                    // One node may not take the server's descriptors.
+                    self.stats.listens_denied += 1;
+                    libc::EMFILE as u32
+                } else if self.config.access.may_listen(port, self.node_addr.port()) {
                     self.ensure_listener(port)
                 } else {
                     self.stats.listens_denied += 1;
@@ -315,6 +368,7 @@ impl Server<'_> {
                 if let Some(serving) = self.ports.get_mut(&port) {
                     serving.nodes.retain(|&x| x != n);
                 }
+                self.release_port(port);
             }
             Event::ConnectRequest { stream, addr } => {
                 self.stats.connects += 1;
@@ -431,15 +485,31 @@ impl Server<'_> {
     /// 0 when a listener serves `port` on the cluster address (binding one on
     /// the first cluster address's IP if needed), else the bind errno.
     pub(super) fn ensure_listener(&mut self, port: u16) -> u32 {
-        if self.listeners.iter().any(|l| l.addr.port() == port) {
+        if self
+            .listeners
+            .iter()
+            .flatten()
+            .any(|l| l.addr.port() == port)
+        {
             return 0;
         }
-        let addr = SocketAddr::new(self.listeners[0].addr.ip(), port);
+        let Some(ip) = self
+            .listeners
+            .first()
+            .and_then(Option::as_ref)
+            .map(|l| l.addr.ip())
+        else {
+            return libc::EADDRNOTAVAIL as u32;
+        };
+        let addr = SocketAddr::new(ip, port);
         let mut sock = match TcpListener::bind(addr) {
             Ok(s) => s,
             Err(e) => return e.raw_os_error().unwrap_or(libc::EACCES) as u32,
         };
-        let idx = self.listeners.len();
+        // A slot a released port left, else a new one.
+        let idx = (self.configured..self.listeners.len())
+            .find(|&i| self.listeners[i].is_none())
+            .unwrap_or(self.listeners.len());
         if let Err(e) =
             self.poll
                 .registry()
@@ -447,9 +517,37 @@ impl Server<'_> {
         {
             return e.raw_os_error().unwrap_or(libc::EIO) as u32;
         }
-        self.stats.listen.push(addr.to_string());
-        self.listeners.push(Listener { sock, addr });
+        if !self.stats.listen.contains(&addr.to_string()) {
+            self.stats.listen.push(addr.to_string());
+        }
+        let listener = Some(Listener { sock, addr });
+        if idx == self.listeners.len() {
+            self.listeners.push(listener);
+        } else {
+            self.listeners[idx] = listener;
+        }
         0
+    }
+
+    /// Closes the listener of `port` once no node serves it, unless it is a
+    /// configured cluster address: a port a node gave up (UNLISTEN, or the
+    /// node went away) no longer holds a descriptor (issue 29: 3,000 LISTENs
+    /// kept 3,000 descriptors after the node left).
+    pub(super) fn release_port(&mut self, port: u16) {
+        if self.ports.get(&port).is_some_and(|s| !s.nodes.is_empty()) {
+            return;
+        }
+        self.ports.remove(&port);
+        for i in self.configured..self.listeners.len() {
+            if self.listeners[i]
+                .as_ref()
+                .is_some_and(|l| l.addr.port() == port)
+            {
+                if let Some(mut l) = self.listeners[i].take() {
+                    let _ = self.poll.registry().deregister(&mut l.sock);
+                }
+            }
+        }
     }
 
     /// Closes node connections still unauthenticated after the handshake
@@ -579,6 +677,9 @@ impl Server<'_> {
             if let Some(serving) = self.ports.get_mut(port) {
                 serving.nodes.retain(|&x| x != n);
             }
+        }
+        for &port in &node.ports {
+            self.release_port(port);
         }
         let _ = self.poll.registry().deregister(&mut node.sock);
         if node.pending {
