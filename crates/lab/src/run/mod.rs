@@ -217,8 +217,8 @@ pub(crate) fn refuse_foreign_results(out: &Path, text: &str, fresh: bool) -> Res
             |k| format!("a {k} experiment"),
         );
     Err(RunError::Input(format!(
-        "{} holds results of a different experiment ({kind}, see {}); use another --out, \
-         or --fresh to discard them",
+        "{} holds results of a different experiment file ({kind}, see {}); use another \
+         --out, or --fresh to discard them",
         out.display(),
         path.display()
     )))
