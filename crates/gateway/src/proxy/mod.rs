@@ -325,7 +325,9 @@ pub fn run(
             }
             return Err(e);
         }
-        if accept_again {
+        // New clients first: the listener said so, or it stopped at the
+        // descriptor limit last time.
+        if accept_again || events.iter().any(|e| e.token() == LISTENER) {
             accept_again = accept_all(
                 &listener,
                 &mut reserve,
@@ -340,19 +342,7 @@ pub fn run(
         }
         for event in &events {
             match event.token() {
-                LISTENER => {
-                    accept_again = accept_all(
-                        &listener,
-                        &mut reserve,
-                        &mut poll,
-                        &mut balancer,
-                        &mut pairs,
-                        &mut free,
-                        &mut stats,
-                        config,
-                        splice,
-                    )
-                }
+                LISTENER => {}
                 WAKER => {
                     // Health changed: sync the balancer, reset connections
                     // to backends that went down.
