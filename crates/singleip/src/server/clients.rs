@@ -3,11 +3,11 @@
 //! the stream credit, the deficit-round-robin writer, and ending clients.
 
 use super::buffers::ConnSizing;
-use super::{token, Server, KIND_CLIENT};
+use super::{shed_pending, token, Server, KIND_CLIENT};
 use crate::drr::After;
 use crate::relay::Relay;
 use crate::stats::{ConnStats, ServerStats};
-use connlab_os::reserve::{is_descriptor_limit, Shed};
+use connlab_os::reserve::is_descriptor_limit;
 use connlab_proto::xfer::{ErrorCode, StreamId};
 use mio::net::TcpStream;
 use mio::Interest;
@@ -35,22 +35,15 @@ impl Server<'_> {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if is_descriptor_limit(&e) => {
-                    let sock = &listener.sock;
-                    match self.reserve.shed(|| {
-                        let (c, _) = sock.accept()?;
-                        let _ = socket2::SockRef::from(&c).set_linger(Some(Duration::ZERO));
-                        Ok(())
-                    }) {
-                        Shed::One => {
-                            self.stats.shed += 1;
-                            continue;
-                        }
-                        Shed::Empty => return,
-                        Shed::Stuck => {
-                            self.accept_again = true;
-                            return;
-                        }
+                    if shed_pending(
+                        &mut self.reserve,
+                        &listener.sock,
+                        &mut self.stats.shed,
+                        &mut self.accept_again,
+                    ) {
+                        continue;
                     }
+                    return;
                 }
                 Err(_) => {
                     self.accept_again = true;

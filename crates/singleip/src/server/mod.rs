@@ -34,7 +34,7 @@ use crate::stats::ServerStats;
 use crate::Error;
 use buffers::Sizer;
 use clients::Client;
-use connlab_os::reserve::FdReserve;
+use connlab_os::reserve::{FdReserve, Shed};
 use connlab_proto::xfer::{ErrorCode, Event};
 use mio::net::TcpListener;
 use mio::unix::SourceFd;
@@ -164,6 +164,35 @@ pub fn run_server(
 /// How soon the loop tries a listener again after it stopped at the
 /// descriptor limit without draining its queue.
 const ACCEPT_RETRY: Duration = Duration::from_millis(10);
+
+/// Sheds one connection pending on `listener` at the descriptor limit
+/// (accepted with the reserve's descriptor and reset), counting it in
+/// `shed`; `true` when one was shed and the caller may accept again. When
+/// not even the reserve could be had, `accept_again` asks the loop to
+/// retry soon.
+fn shed_pending(
+    reserve: &mut FdReserve,
+    listener: &TcpListener,
+    shed: &mut u64,
+    accept_again: &mut bool,
+) -> bool {
+    let outcome = reserve.shed(|| {
+        let (c, _) = listener.accept()?;
+        let _ = socket2::SockRef::from(&c).set_linger(Some(Duration::ZERO));
+        Ok(())
+    });
+    match outcome {
+        Shed::One => {
+            *shed += 1;
+            true
+        }
+        Shed::Empty => false,
+        Shed::Stuck => {
+            *accept_again = true;
+            false
+        }
+    }
+}
 
 /// A listener on a cluster address.
 struct Listener {

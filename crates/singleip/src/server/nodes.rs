@@ -3,11 +3,11 @@
 //! their output, their timers, and ending them.
 
 use super::splice_out::{NodeSplice, SpliceStep};
-use super::{token, Listener, Server, KIND_LISTENER, KIND_NODE};
+use super::{shed_pending, token, Listener, Server, KIND_LISTENER, KIND_NODE};
 use crate::os_nonce;
 use crate::outbuf::OutBuf;
 use crate::stats::{NodeStats, ServerStats};
-use connlab_os::reserve::{is_descriptor_limit, Shed};
+use connlab_os::reserve::is_descriptor_limit;
 use connlab_proto::xfer::{
     ErrorCode, Event, SockOpt, StreamId, XferConfig, XferError, XferSession,
 };
@@ -74,23 +74,16 @@ impl Server<'_> {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if is_descriptor_limit(&e) => {
-                    let listener = &self.node_listener;
-                    match self.reserve.shed(|| {
-                        let (c, _) = listener.accept()?;
-                        let _ = socket2::SockRef::from(&c).set_linger(Some(Duration::ZERO));
-                        Ok(())
-                    }) {
-                        Shed::One => {
-                            self.stats.shed += 1;
-                            self.stats.nodes_refused += 1;
-                            continue;
-                        }
-                        Shed::Empty => return,
-                        Shed::Stuck => {
-                            self.accept_again = true;
-                            return;
-                        }
+                    if shed_pending(
+                        &mut self.reserve,
+                        &self.node_listener,
+                        &mut self.stats.shed,
+                        &mut self.accept_again,
+                    ) {
+                        self.stats.nodes_refused += 1;
+                        continue;
                     }
+                    return;
                 }
                 // Other accept errors (ENOBUFS): the loop tries again soon.
                 Err(_) => {
