@@ -483,6 +483,13 @@ fn accept_all(
         };
         let backend = match connect(balancer.backends()[idx].addr) {
             Ok(b) => b,
+            // Out of descriptors for the backend socket: the proxy's limit,
+            // not the backend's fault. Shed this client.
+            Err(e) if is_descriptor_limit(&e) => {
+                stats.shed += 1;
+                reset(&client);
+                continue;
+            }
             Err(_) => {
                 stats.backends[idx].connect_errors += 1;
                 reset(&client);
@@ -687,9 +694,18 @@ fn retry(
         if !balancer.is_healthy(idx) {
             continue;
         }
-        let Ok(mut s) = connect(balancer.backends()[idx].addr) else {
-            stats.backends[idx].connect_errors += 1;
-            continue;
+        let mut s = match connect(balancer.backends()[idx].addr) {
+            Ok(s) => s,
+            // The proxy's own limit: every other backend would fail the
+            // same way. Shed the client (the caller resets it).
+            Err(e) if is_descriptor_limit(&e) => {
+                stats.shed += 1;
+                return false;
+            }
+            Err(_) => {
+                stats.backends[idx].connect_errors += 1;
+                continue;
+            }
         };
         let token = Token(FIRST + 2 * slot + 1);
         if poll

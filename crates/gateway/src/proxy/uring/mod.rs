@@ -45,6 +45,7 @@ mod setup;
 use super::{health_loop, ProxyBackendStats, ProxyConfig, ProxyStats};
 use crate::policy::Balancer;
 use buffers::Buffers;
+use connlab_os::reserve::is_descriptor_limit;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use setup::{build, note, Features};
 use std::collections::VecDeque;

@@ -77,9 +77,19 @@ impl Relay<'_> {
         });
         self.balancer.opened(idx);
         self.stats.backends[idx].connections += 1;
-        if self.connect(slot, idx).is_err() {
-            self.stats.backends[idx].connect_errors += 1;
-            self.retry(slot)?;
+        match self.connect(slot, idx) {
+            Ok(()) => {}
+            // Out of descriptors for the backend socket: the proxy's own
+            // limit, not the backend's fault. Shed this client.
+            Err(e) if is_descriptor_limit(&e) => {
+                self.stats.shed += 1;
+                self.stats.backends[idx].connections -= 1;
+                self.close(slot, true);
+            }
+            Err(_) => {
+                self.stats.backends[idx].connect_errors += 1;
+                self.retry(slot)?;
+            }
         }
         Ok(())
     }
@@ -187,13 +197,21 @@ impl Relay<'_> {
             if !self.balancer.is_healthy(idx) {
                 continue;
             }
-            if self.connect(slot, idx).is_ok() {
-                self.balancer.closed(old);
-                self.balancer.opened(idx);
-                self.stats.backends[idx].connections += 1;
-                return Ok(());
+            match self.connect(slot, idx) {
+                Ok(()) => {
+                    self.balancer.closed(old);
+                    self.balancer.opened(idx);
+                    self.stats.backends[idx].connections += 1;
+                    return Ok(());
+                }
+                // The proxy's own limit: every other backend would fail
+                // the same way. Shed the client.
+                Err(e) if is_descriptor_limit(&e) => {
+                    self.stats.shed += 1;
+                    break;
+                }
+                Err(_) => self.stats.backends[idx].connect_errors += 1,
             }
-            self.stats.backends[idx].connect_errors += 1;
         }
         // Counted as closed on `old`, where the balancer still has it.
         self.close(slot, true);
