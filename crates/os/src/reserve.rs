@@ -67,6 +67,30 @@ impl FdReserve {
     }
 }
 
+/// Counts stretches of time at the descriptor limit ("episodes"): one
+/// begins with a connection shed after a connection served (or with the
+/// first one shed), so a flood that sheds thousands counts once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LimitEpisodes {
+    at_limit: bool,
+}
+
+impl LimitEpisodes {
+    /// A connection was shed: counts it in `shed`, and in `episodes` when
+    /// it begins a new stretch at the limit.
+    pub fn shed(&mut self, shed: &mut u64, episodes: &mut u64) {
+        *shed += 1;
+        if !std::mem::replace(&mut self.at_limit, true) {
+            *episodes += 1;
+        }
+    }
+
+    /// A connection was served: the stretch at the limit (if any) ended.
+    pub fn served(&mut self) {
+        self.at_limit = false;
+    }
+}
+
 /// Whether `e` says this process (`EMFILE`) or the system (`ENFILE`) is out
 /// of descriptors.
 pub fn is_descriptor_limit(e: &io::Error) -> bool {
@@ -76,6 +100,19 @@ pub fn is_descriptor_limit(e: &io::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_flood_at_the_limit_is_one_episode() {
+        let (mut shed, mut episodes) = (0, 0);
+        let mut e = LimitEpisodes::default();
+        for _ in 0..3 {
+            e.shed(&mut shed, &mut episodes);
+        }
+        e.served();
+        e.served();
+        e.shed(&mut shed, &mut episodes);
+        assert_eq!((shed, episodes), (4, 2));
+    }
 
     #[test]
     fn the_reserve_is_given_up_for_one_accept_and_taken_back() {

@@ -14,6 +14,9 @@ pub(crate) struct Counters {
     pub(crate) open: AtomicU64,
     pub(crate) peak: AtomicU64,
     pub(crate) shed: AtomicU64,
+    /// Times the server ran into its descriptor limit (an `EMFILE` after
+    /// a successful accept, or the first one).
+    pub(crate) fd_limit_episodes: AtomicU64,
     pub(crate) accept_errors: AtomicU64,
     pub(crate) requests: AtomicU64,
     pub(crate) bytes_in: AtomicU64,
@@ -52,6 +55,7 @@ fn _fields_are_process_shared(c: &Counters) {
         open,
         peak,
         shed,
+        fd_limit_episodes,
         accept_errors,
         requests,
         bytes_in,
@@ -71,6 +75,7 @@ fn _fields_are_process_shared(c: &Counters) {
     is(open);
     is(peak);
     is(shed);
+    is(fd_limit_episodes);
     is(accept_errors);
     is(requests);
     is(bytes_in);
@@ -95,6 +100,15 @@ impl Counters {
     /// A served connection was closed.
     pub(crate) fn closed(&self) {
         self.open.fetch_sub(1, Relaxed);
+    }
+
+    /// A connection was shed at the descriptor limit; `episode_began` when
+    /// the limit was not in force at the accept before.
+    pub(crate) fn shed_one(&self, episode_began: bool) {
+        self.shed.fetch_add(1, Relaxed);
+        if episode_began {
+            self.fd_limit_episodes.fetch_add(1, Relaxed);
+        }
     }
 
     /// A timeout closed a connection.

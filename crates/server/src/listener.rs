@@ -16,16 +16,28 @@ pub(crate) enum Accepted {
     Connection(OwnedFd),
     /// Nothing is pending.
     WouldBlock,
-    /// The descriptor limit was reached: the connection was accepted and closed.
-    Shed,
-    /// A transient accept failure such as ENOBUFS (counted; the loop goes on).
+    /// The descriptor limit was reached: the connection was accepted and
+    /// closed. `episode_began`: the accept before this one succeeded (or
+    /// none came before), so a new stretch at the limit starts here.
+    Shed { episode_began: bool },
+    /// An accept failure such as ENOBUFS, or the limit held so hard that
+    /// not even the reserve could be had (counted; the caller stops
+    /// accepting for [`ACCEPT_BACKOFF`] instead of asking again at once).
     Failed,
 }
+
+/// How long an engine stops watching the listener after
+/// [`Accepted::Failed`]: a level-triggered listener with a connection
+/// queued would otherwise wake the loop at once, again and again.
+pub(crate) const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// A non-blocking listening TCP socket.
 pub(crate) struct Listener {
     socket: Socket,
     reserve: FdReserve,
+    /// A connection was shed and none accepted since: the descriptor
+    /// limit is (still) in force.
+    at_limit: bool,
 }
 
 impl Listener {
@@ -38,6 +50,7 @@ impl Listener {
         Ok(Listener {
             socket,
             reserve: FdReserve::new(),
+            at_limit: false,
         })
     }
 
@@ -56,7 +69,10 @@ impl Listener {
     pub(crate) fn accept(&mut self, nonblocking: bool) -> Accepted {
         loop {
             match self.accept_raw(nonblocking) {
-                Ok(fd) => return Accepted::Connection(fd),
+                Ok(fd) => {
+                    self.at_limit = false;
+                    return Accepted::Connection(fd);
+                }
                 Err(e) => match e.raw_os_error() {
                     Some(libc::EAGAIN) => return Accepted::WouldBlock,
                     Some(libc::EINTR) | Some(libc::ECONNABORTED) => continue,
@@ -81,7 +97,9 @@ impl Listener {
             .reserve
             .shed(|| accept_on(socket.as_raw_fd(), nonblocking).map(drop));
         match outcome {
-            Shed::One => Accepted::Shed,
+            Shed::One => Accepted::Shed {
+                episode_began: !std::mem::replace(&mut self.at_limit, true),
+            },
             Shed::Empty => Accepted::WouldBlock,
             Shed::Stuck => Accepted::Failed,
         }

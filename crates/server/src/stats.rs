@@ -30,6 +30,12 @@ pub struct ServerStats {
     pub connections_peak: u64,
     /// Connections accepted and closed at once because descriptors ran out.
     pub connections_shed: u64,
+    /// The same count under the name every component's stats use (the
+    /// gateway's and the I/O server's `shed`).
+    pub shed: u64,
+    /// Stretches of time at the descriptor limit: each began with a shed
+    /// connection after a served one (or as the first accept).
+    pub fd_limit_episodes: u64,
     /// Other failed `accept` calls.
     pub accept_errors: u64,
     /// Complete requests answered (HTTP 400 replies to bad input excluded).
@@ -121,6 +127,8 @@ impl ServerStats {
             connections_accepted: c.accepted.load(Relaxed),
             connections_peak: c.peak.load(Relaxed),
             connections_shed: c.shed.load(Relaxed),
+            shed: c.shed.load(Relaxed),
+            fd_limit_episodes: c.fd_limit_episodes.load(Relaxed),
             accept_errors: c.accept_errors.load(Relaxed),
             requests,
             protocol_errors: ErrorKind::ALL

@@ -246,7 +246,10 @@ fn print_table(s: &ServerStats) {
         ("connections peak", s.connections_peak.to_string()),
         (
             "connections shed (fd limit)",
-            s.connections_shed.to_string(),
+            format!(
+                "{} in {} episode(s) at the limit",
+                s.connections_shed, s.fd_limit_episodes
+            ),
         ),
         ("requests", s.requests.to_string()),
         ("protocol errors", errors.to_string()),

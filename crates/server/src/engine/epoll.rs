@@ -41,7 +41,16 @@ impl Engine for Epoll {
         // Level-triggered: the interest each connection is registered with.
         let mut registered: Vec<u32> = Vec::new();
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; MAX_EVENTS];
+        // Whether the listener is in the set with EPOLLIN (left out for a
+        // moment after an accept failed: it is level-triggered).
+        let mut watching_listener = true;
         while !shutdown.requested() {
+            let accepting = reactor.accepting();
+            if accepting != watching_listener {
+                let events = if accepting { libc::EPOLLIN as u32 } else { 0 };
+                ep.ctl(libc::EPOLL_CTL_MOD, listen_fd, events)?;
+                watching_listener = accepting;
+            }
             let mut mark = timer.begin();
             let wait = wait_ms(reactor.wait());
             // SAFETY: `events` has room for MAX_EVENTS entries.

@@ -53,13 +53,21 @@ pub(crate) fn build(config: &ServerConfig) -> Box<dyn Engine> {
 
 /// Waits until `fds` has a readable descriptor (or the call is interrupted);
 /// used by the blocking engines' accept loops.
-fn wait_readable(fds: &mut [libc::pollfd]) -> io::Result<()> {
+/// `backoff`: leave the listener (slot 0) out and wait at most
+/// [`ACCEPT_BACKOFF`](crate::listener::ACCEPT_BACKOFF), after an accept
+/// failed.
+fn wait_readable(fds: &mut [libc::pollfd], backoff: bool) -> io::Result<()> {
     for p in fds.iter_mut() {
         p.events = libc::POLLIN;
         p.revents = 0;
     }
+    let mut timeout = -1;
+    if backoff {
+        fds[0].events = 0;
+        timeout = crate::listener::ACCEPT_BACKOFF.as_millis() as libc::c_int;
+    }
     // SAFETY: `fds` is a valid slice of pollfd for the duration of the call.
-    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
     if n < 0 {
         let e = io::Error::last_os_error();
         if e.kind() != io::ErrorKind::Interrupted {

@@ -28,6 +28,8 @@ impl Engine for Poll {
         };
         let mut fds = vec![entry(reactor.listener.fd()), entry(shutdown.wake_fd())];
         while !shutdown.requested() {
+            // The listener sits out a moment after an accept failed.
+            fds[0].events = if reactor.accepting() { libc::POLLIN } else { 0 };
             let mut mark = timer.begin();
             let wait = wait_ms(reactor.wait());
             // SAFETY: `fds` is a valid array of pollfd for the duration of the call.

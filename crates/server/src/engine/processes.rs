@@ -38,8 +38,9 @@ impl Engine for Processes {
                 events: 0,
                 revents: 0,
             });
+        let mut backoff = false;
         while !shutdown.requested() {
-            wait_readable(&mut fds)?;
+            wait_readable(&mut fds, std::mem::take(&mut backoff))?;
             if fds[2].revents != 0 {
                 drain(&chld_read);
                 reap(&mut children, false);
@@ -83,11 +84,12 @@ impl Engine for Processes {
                         }
                     }
                     Accepted::WouldBlock => break,
-                    Accepted::Shed => {
-                        counters.shed.fetch_add(1, Relaxed);
+                    Accepted::Shed { episode_began } => {
+                        counters.shed_one(episode_began);
                     }
                     Accepted::Failed => {
                         counters.accept_errors.fetch_add(1, Relaxed);
+                        backoff = true;
                         break;
                     }
                 }

@@ -7,7 +7,7 @@ use super::RunContext;
 use crate::connection::{Clock, Connection, SessionTemplate, Status, READ_CHUNK};
 use crate::counters::Counters;
 use crate::deadline::DeadlineQueue;
-use crate::listener::{Accepted, Listener};
+use crate::listener::{Accepted, Listener, ACCEPT_BACKOFF};
 use crate::outbox::Gather;
 use crate::socket_io::{Direct, SocketIo};
 use std::io;
@@ -44,6 +44,9 @@ pub(super) struct Reactor<'a, I: SocketIo = Direct> {
     next_id: u64,
     /// The time of this loop turn (read only when a timeout is set).
     now: Instant,
+    /// After a failed accept: the listener is left out of the interest set
+    /// until then (a timer, not a level-triggered wake-up every turn).
+    accept_paused_until: Option<Instant>,
 }
 
 impl<'a> Reactor<'a, Direct> {
@@ -66,16 +69,50 @@ impl<'a, I: SocketIo> Reactor<'a, I> {
             deadlines: DeadlineQueue::default(),
             next_id: 0,
             now: Instant::now(),
+            accept_paused_until: None,
         }
     }
 
     /// How long the engine may wait for I/O before a deadline: `None` for
     /// as long as it takes.
     pub(super) fn wait(&self) -> Option<Duration> {
-        if self.deadlines.is_empty() {
+        let pause = self
+            .accept_paused_until
+            .map(|until| until.saturating_duration_since(Instant::now()));
+        let deadline = if self.deadlines.is_empty() {
             None
         } else {
             self.deadlines.wait(Instant::now())
+        };
+        match (pause, deadline) {
+            (Some(p), Some(d)) => Some(p.min(d)),
+            (p, d) => p.or(d),
+        }
+    }
+
+    /// An accept failed: counts it and stops accepting for
+    /// [`ACCEPT_BACKOFF`].
+    pub(super) fn accept_failed(&mut self) {
+        self.counters.accept_errors.fetch_add(1, Relaxed);
+        self.pause_accepting();
+    }
+
+    /// Stops accepting for [`ACCEPT_BACKOFF`] (the engine leaves the
+    /// listener out of its interest set, or does not re-arm its accept).
+    pub(super) fn pause_accepting(&mut self) {
+        self.accept_paused_until = Some(Instant::now() + ACCEPT_BACKOFF);
+    }
+
+    /// Whether the engine should watch the listener this turn: false for
+    /// [`ACCEPT_BACKOFF`] after an accept failed.
+    pub(super) fn accepting(&mut self) -> bool {
+        match self.accept_paused_until {
+            Some(until) if Instant::now() < until => false,
+            Some(_) => {
+                self.accept_paused_until = None;
+                true
+            }
+            None => true,
         }
     }
 
@@ -152,11 +189,9 @@ impl<'a, I: SocketIo> Reactor<'a, I> {
             match outcome {
                 Accepted::Connection(fd) => added(self.adopt(fd)),
                 Accepted::WouldBlock => break,
-                Accepted::Shed => {
-                    self.counters.shed.fetch_add(1, Relaxed);
-                }
+                Accepted::Shed { episode_began } => self.counters.shed_one(episode_began),
                 Accepted::Failed => {
-                    self.counters.accept_errors.fetch_add(1, Relaxed);
+                    self.accept_failed();
                     break;
                 }
             }

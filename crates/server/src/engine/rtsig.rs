@@ -67,6 +67,8 @@ impl Engine for RtSigEngine {
         let mut fds = vec![entry(lfd), entry(wake)];
         let mut refused = Vec::new();
         while !shutdown.requested() {
+            // The listener sits out a moment after an accept failed.
+            fds[0].events = if reactor.accepting() { libc::POLLIN } else { 0 };
             let mut mark = timer.begin();
             rt.poll(&mut fds, reactor.wait())?;
             timer.called(&mut mark);

@@ -56,6 +56,8 @@ impl Engine for Select {
         let mut max_fd = listen_fd.max(wake_fd);
         let (mut rd, mut wr) = (FdBits::default(), FdBits::default());
         while !shutdown.requested() {
+            // The listener sits out a moment after an accept failed.
+            want_r.set(listen_fd, reactor.accepting());
             let words = max_fd as usize / 64 + 1;
             rd.copy_from(&want_r, words);
             wr.copy_from(&want_w, words);

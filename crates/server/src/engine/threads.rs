@@ -45,8 +45,9 @@ impl Engine for Threads {
                     revents: 0,
                 },
             ];
+            let mut backoff = false;
             while !shutdown.requested() {
-                wait_readable(&mut fds)?;
+                wait_readable(&mut fds, std::mem::take(&mut backoff))?;
                 loop {
                     match listener.accept(false) {
                         Accepted::Connection(fd) => {
@@ -72,11 +73,12 @@ impl Engine for Threads {
                             }
                         }
                         Accepted::WouldBlock => break,
-                        Accepted::Shed => {
-                            counters.shed.fetch_add(1, Relaxed);
+                        Accepted::Shed { episode_began } => {
+                            counters.shed_one(episode_began);
                         }
                         Accepted::Failed => {
                             counters.accept_errors.fetch_add(1, Relaxed);
+                            backoff = true;
                             break;
                         }
                     }
