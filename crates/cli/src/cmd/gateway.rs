@@ -190,6 +190,9 @@ struct GatewayStats {
     /// descriptors.
     #[serde(skip_serializing_if = "Option::is_none")]
     shed: Option<u64>,
+    /// proxy: stretches of time at the descriptor limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fd_limit_episodes: Option<u64>,
     wall_s: f64,
     cpu_user_s: f64,
     cpu_sys_s: f64,
@@ -281,6 +284,7 @@ pub(crate) fn run(args: GatewayArgs) -> Result<ExitCode, Exit> {
         idle_closed: None,
         turn_budget_hits: None,
         shed: None,
+        fd_limit_episodes: None,
         wall_s: started.elapsed().as_secs_f64(),
         cpu_user_s: cpu.user_s,
         cpu_sys_s: cpu.sys_s,
@@ -422,6 +426,7 @@ fn run_proxy(args: &GatewayArgs, balancer: Balancer) -> Result<ExitCode, Exit> {
         idle_closed: Some(result.idle_closed),
         turn_budget_hits: Some(result.turn_budget_hits),
         shed: Some(result.shed),
+        fd_limit_episodes: Some(result.fd_limit_episodes),
         wall_s: started.elapsed().as_secs_f64(),
         cpu_user_s: cpu.user_s,
         cpu_sys_s: cpu.sys_s,

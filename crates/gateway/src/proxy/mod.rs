@@ -30,7 +30,7 @@ mod relay;
 pub mod uring;
 
 use crate::policy::Balancer;
-use connlab_os::reserve::{is_descriptor_limit, FdReserve, Shed};
+use connlab_os::reserve::{is_descriptor_limit, FdReserve, LimitEpisodes, Shed};
 use mio::net::{TcpListener, TcpStream};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -224,8 +224,20 @@ pub struct ProxyStats {
     /// Client connections accepted and reset at once because the gateway
     /// had no descriptor left for them (epoll modes).
     pub shed: u64,
+    /// Stretches of time at the descriptor limit (each began with a shed
+    /// client after a relayed one).
+    pub fd_limit_episodes: u64,
     /// Per backend, in the order given.
     pub backends: Vec<ProxyBackendStats>,
+    /// Whether the proxy is at its descriptor limit now.
+    pub(crate) limit: LimitEpisodes,
+}
+
+impl ProxyStats {
+    /// A client was shed at the descriptor limit.
+    pub(crate) fn shed_one(&mut self) {
+        self.limit.shed(&mut self.shed, &mut self.fd_limit_episodes);
+    }
 }
 
 /// One relayed connection.
@@ -465,7 +477,7 @@ fn accept_all(
                 Ok(())
             }) {
                 Shed::One => {
-                    stats.shed += 1;
+                    stats.shed_one();
                     continue;
                 }
                 Shed::Empty => return false,
@@ -486,7 +498,7 @@ fn accept_all(
             // Out of descriptors for the backend socket: the proxy's limit,
             // not the backend's fault. Shed this client.
             Err(e) if is_descriptor_limit(&e) => {
-                stats.shed += 1;
+                stats.shed_one();
                 reset(&client);
                 continue;
             }
@@ -544,6 +556,7 @@ fn accept_all(
         }
         balancer.opened(idx);
         stats.backends[idx].connections += 1;
+        stats.limit.served();
         pairs[slot] = Some(pair);
     }
 }
@@ -699,7 +712,7 @@ fn retry(
             // The proxy's own limit: every other backend would fail the
             // same way. Shed the client (the caller resets it).
             Err(e) if is_descriptor_limit(&e) => {
-                stats.shed += 1;
+                stats.shed_one();
                 return false;
             }
             Err(_) => {

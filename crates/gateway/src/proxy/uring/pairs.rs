@@ -78,11 +78,11 @@ impl Relay<'_> {
         self.balancer.opened(idx);
         self.stats.backends[idx].connections += 1;
         match self.connect(slot, idx) {
-            Ok(()) => {}
+            Ok(()) => self.stats.limit.served(),
             // Out of descriptors for the backend socket: the proxy's own
             // limit, not the backend's fault. Shed this client.
             Err(e) if is_descriptor_limit(&e) => {
-                self.stats.shed += 1;
+                self.stats.shed_one();
                 self.stats.backends[idx].connections -= 1;
                 self.close(slot, true);
             }
@@ -207,7 +207,7 @@ impl Relay<'_> {
                 // The proxy's own limit: every other backend would fail
                 // the same way. Shed the client.
                 Err(e) if is_descriptor_limit(&e) => {
-                    self.stats.shed += 1;
+                    self.stats.shed_one();
                     break;
                 }
                 Err(_) => self.stats.backends[idx].connect_errors += 1,
