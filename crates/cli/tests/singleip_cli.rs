@@ -624,6 +624,25 @@ fn help_shows_examples_and_bad_flags_exit_2() {
         (io(&["--max-version", "0"], good), "1..=2"),
         (node(&["--max-version", "3"]), "1..=2"),
         (node(&["--max-version", "two"]), "--max-version"),
+        // Issue 29: one address for clients and nodes is a usage error, not
+        // "Address already in use".
+        (
+            vec![
+                "singleip",
+                "io-server",
+                "--listen",
+                "127.0.0.1:7311",
+                "--nodes",
+                "127.0.0.1:7311",
+                "--key",
+                good,
+            ],
+            "the same address",
+        ),
+        (
+            io(&["--max-pending-per-source", "0"], good),
+            "--max-pending-per-source",
+        ),
     ];
     for (args, needle) in cases {
         let out = Command::new(connlab_bin()).args(&args).output().unwrap();

@@ -56,7 +56,17 @@ pub struct NodeConfig {
     /// Move the local servers' bytes to the I/O server with splice(2)
     /// through a pipe (one per node connection), not through user space.
     pub splice: bool,
+    /// Times to connect again when the I/O server ends the session before
+    /// it is authenticated (GOAWAY REFUSED, or the connection closed: its
+    /// unauthenticated slots were full), waiting [`NodeConfig::retry_backoff`]
+    /// doubled each time, up to 5 s. A wrong key is not retried.
+    pub refused_retries: u32,
+    /// The first wait before such a retry.
+    pub retry_backoff: Duration,
 }
+
+/// The longest wait between two retries of a refused session.
+const MAX_RETRY_BACKOFF: Duration = Duration::from_secs(5);
 
 /// A local listener of the node: each connection to `listen` becomes a
 /// connection from the I/O server (the cluster address) to `connect`.
@@ -89,6 +99,8 @@ impl NodeConfig {
             dead_after: Duration::from_secs(20),
             outbound: Vec::new(),
             splice: false,
+            refused_retries: 8,
+            retry_backoff: Duration::from_millis(100),
         }
     }
 }
@@ -120,21 +132,79 @@ pub fn run_node_with_stats(
     stop: impl Fn() -> bool,
     ready: impl FnOnce(),
 ) -> (NodeRunStats, Result<(), Error>) {
-    let mut stats = NodeRunStats {
-        schema: "connlab.singleip.app-node.stats/1",
-        io_server: config.io_server.to_string(),
-        forward: config.forward.to_string(),
-        ports: config.ports.clone(),
-        splice: config.splice,
-        end: "open".into(),
-        ..NodeRunStats::default()
-    };
-    let result = node_loop(config, stop_fd, stop, ready, &mut stats);
-    stats.end = match &result {
-        Ok(()) => "stopped".into(),
-        Err(e) => e.to_string(),
-    };
-    (stats, result)
+    let mut ready = Some(ready);
+    let mut retries = 0;
+    loop {
+        let mut stats = NodeRunStats {
+            schema: "connlab.singleip.app-node.stats/1",
+            io_server: config.io_server.to_string(),
+            forward: config.forward.to_string(),
+            ports: config.ports.clone(),
+            splice: config.splice,
+            end: "open".into(),
+            refused_retries: u64::from(retries),
+            ..NodeRunStats::default()
+        };
+        let mut refused = false;
+        let result = node_loop(
+            config,
+            stop_fd,
+            &stop,
+            || {
+                if let Some(f) = ready.take() {
+                    f();
+                }
+            },
+            &mut stats,
+            &mut refused,
+        );
+        if let Err(e) = &result {
+            if refused && retries < config.refused_retries && !stop() {
+                let wait = config
+                    .retry_backoff
+                    .saturating_mul(1 << retries.min(16))
+                    .min(MAX_RETRY_BACKOFF);
+                retries += 1;
+                eprintln!(
+                    "singleip app-node: {e}; connecting again in {wait:?} (retry {retries} of {})",
+                    config.refused_retries
+                );
+                if !sleep_unless_stopped(stop_fd, wait, &stop) {
+                    continue;
+                }
+                stats.end = "stopped".into();
+                return (stats, Ok(()));
+            }
+        }
+        stats.end = match &result {
+            Ok(()) => "stopped".into(),
+            Err(e) => e.to_string(),
+        };
+        return (stats, result);
+    }
+}
+
+/// Waits `wait`, or until `stop_fd` is readable and `stop()` says so;
+/// true when stopped.
+fn sleep_unless_stopped(stop_fd: RawFd, wait: Duration, stop: impl Fn() -> bool) -> bool {
+    let until = Instant::now() + wait;
+    loop {
+        if stop() {
+            return true;
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        let mut fd = libc::pollfd {
+            fd: stop_fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = left.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
+        // SAFETY: one valid pollfd for the duration of the call.
+        unsafe { libc::poll(&mut fd, 1, ms) };
+    }
 }
 
 fn node_loop(
@@ -143,6 +213,7 @@ fn node_loop(
     stop: impl Fn() -> bool,
     ready: impl FnOnce(),
     stats: &mut NodeRunStats,
+    refused: &mut bool,
 ) -> Result<(), Error> {
     let addr = config.io_server;
     let session_error = |reason: String| Error::Session {
@@ -222,6 +293,8 @@ fn node_loop(
         .min(config.ping_interval / 2)
         .max(Duration::from_millis(1));
     let (mut last_input, mut last_ping) = (Instant::now(), Instant::now());
+    // The code of a GOAWAY that ended the session (not a refusal).
+    let mut goaway: Option<ErrorCode> = None;
     let result: Result<(), Error> = 'run: loop {
         // Output first: the HELLO is queued from the start.
         wire.out.take_session_output(&mut session);
@@ -423,6 +496,13 @@ fn node_loop(
                         }
                     }
                     Event::GoAway { code, reason } => {
+                        if code == ErrorCode::REFUSED && !session.is_established() {
+                            break 'run Err(session_error(format!(
+                                "the I/O server refused the session before authentication: \
+                                 {reason} (GOAWAY {code})"
+                            )));
+                        }
+                        goaway = Some(code);
                         break 'run Err(session_error(format!("GOAWAY {code}: {reason}")));
                     }
                     _ => {}
@@ -551,6 +631,23 @@ fn node_loop(
                 }
             }
         }
+    };
+    // Ended before authentication, and not for the key or the version:
+    // the I/O server had no unauthenticated slot for this connection
+    // (a GOAWAY REFUSED, or a close or reset that raced it). Worth a retry.
+    let result = match result {
+        Err(Error::Session { reason, .. }) if !session.is_established() && goaway.is_none() => {
+            *refused = true;
+            if reason.starts_with("the I/O server refused") {
+                Err(session_error(reason))
+            } else {
+                Err(session_error(format!(
+                    "the I/O server ended the session before authentication ({reason}): \
+                     its unauthenticated slots may be full"
+                )))
+            }
+        }
+        other => other,
     };
     let _ = session.close(ErrorCode::NO_ERROR, "the node is stopping");
     wire.flush_once(&mut session);

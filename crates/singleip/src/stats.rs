@@ -120,6 +120,9 @@ pub struct ServerStats {
     /// Connections (clients or nodes) accepted and reset at once because
     /// the I/O server was out of descriptors.
     pub shed: u64,
+    /// Stretches of time at the descriptor limit (each began with a shed
+    /// connection after an accepted one).
+    pub fd_limit_episodes: u64,
     /// CONNECT requests carried out.
     pub connects: u64,
     /// CONNECT requests that failed.
@@ -141,6 +144,10 @@ pub struct ServerStats {
     /// unauthenticated ones were open: the oldest of those was closed to
     /// make room (also in `nodes_refused`).
     pub nodes_over_pending_cap: u64,
+    /// Node connections that found their source address holding
+    /// `max_pending_per_source` unauthenticated connections: its oldest
+    /// was closed (also in `nodes_refused`).
+    pub nodes_over_source_cap: u64,
     /// Node connections closed for not authenticating within the auth
     /// timeout (also in `nodes_refused`).
     pub nodes_auth_timeout: u64,
@@ -227,6 +234,9 @@ pub struct NodeRunStats {
     /// Of those, or refused before, the ones that failed (CONNECT_FAILED,
     /// no stream free): the local connection was reset.
     pub outbound_failures: u64,
+    /// Times the node connected again because the I/O server ended the
+    /// session before authentication (its unauthenticated slots full).
+    pub refused_retries: u64,
     /// How the session ended.
     pub end: String,
 }

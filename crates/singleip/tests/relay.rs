@@ -609,21 +609,172 @@ fn a_real_node_gets_in_while_idle_connections_hold_every_pending_slot() {
     // Both slots held; a real node still authenticates.
     let listener = ClusterListener::bind(server.nodes, key(), 2, server.listen.port());
     assert!(listener.is_ok(), "{:?}", listener.err());
-    // The oldest idle connection was closed for it (an end or a reset).
-    silent[0]
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    let mut buf = [0u8; 16];
-    let outcome = silent[0].read(&mut buf).map_err(|e| e.kind());
-    assert!(
-        matches!(outcome, Ok(0) | Err(std::io::ErrorKind::ConnectionReset)),
-        "{outcome:?}"
-    );
+    // The oldest idle connection was closed for it (a GOAWAY REFUSED, then
+    // an end or a reset).
+    assert!(closed_by_server(&mut silent[0]));
     drop(listener);
     drop(silent);
     let stats = server.stop();
     assert!(stats.nodes_over_pending_cap >= 1, "{stats:?}");
     assert!(stats.nodes_authenticated >= 1, "{stats:?}");
+}
+
+/// A TCP connection to `to` from source address `from` (any port).
+fn connect_from(from: &str, to: SocketAddr) -> TcpStream {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let src: SocketAddr = format!("{from}:0").parse().unwrap();
+    s.bind(&src.into()).unwrap();
+    s.connect(&to.into()).unwrap();
+    s.into()
+}
+
+/// Whether the server ended `s` (an end or a reset, after what it sent:
+/// a GOAWAY REFUSED) within 20 s.
+fn closed_by_server(s: &mut TcpStream) -> bool {
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut got = Vec::new();
+    matches!(
+        s.read_to_end(&mut got).map_err(|e| e.kind()),
+        Ok(_) | Err(std::io::ErrorKind::ConnectionReset)
+    )
+}
+
+#[test]
+fn one_address_cannot_hold_more_than_its_share_of_pending_slots() {
+    // Issue 29: unauthenticated connections are limited per source
+    // address; one more from a full address closes that address's oldest,
+    // never another address's.
+    let server = start_server_with(|c| {
+        c.max_pending_nodes = 8;
+        c.max_pending_per_source = 2;
+        c.handshake_timeout = Duration::from_secs(120);
+    });
+    let mut bystander = connect_from("127.0.0.1", server.nodes);
+    let mut flood: Vec<TcpStream> = (0..5)
+        .map(|_| connect_from("127.0.0.2", server.nodes))
+        .collect();
+    for (i, s) in flood.iter_mut().take(3).enumerate() {
+        assert!(closed_by_server(s), "flood connection {i} was not closed");
+    }
+    // The last two of the flood and the bystander are still open; a real
+    // node from a third address authenticates.
+    let listener = ClusterListener::bind(server.nodes, key(), 2, server.listen.port());
+    assert!(listener.is_ok(), "{:?}", listener.err());
+    drop(listener);
+    bystander.write_all(b"x").unwrap();
+    let stats = server.stop();
+    assert_eq!(stats.nodes_over_source_cap, 3, "{stats:?}");
+    assert_eq!(stats.nodes_over_pending_cap, 0, "{stats:?}");
+    let ended_for_source = stats
+        .nodes
+        .iter()
+        .filter(|n| n.end.contains("--max-pending-per-source"))
+        .count();
+    assert_eq!(ended_for_source, 3, "{:?}", stats.nodes);
+    assert!(
+        stats
+            .nodes
+            .iter()
+            .filter(|n| n.addr.starts_with("127.0.0.1:"))
+            .all(|n| !n.end.contains("--max-pending-per-source")),
+        "{:?}",
+        stats.nodes
+    );
+}
+
+#[test]
+fn a_refused_node_says_why_and_retries_until_it_gets_in() {
+    // Issue 29: a node refused before authentication exited with "writing:
+    // Connection reset by peer" and never tried again. In front of a real
+    // I/O server, a stand-in refuses the first connection the way the
+    // server does when its unauthenticated slots are full (GOAWAY REFUSED,
+    // then closed) and passes the next one through.
+    let server = start_server(None);
+    let front = TcpListener::bind("127.0.0.1:0").unwrap();
+    let front_addr = front.local_addr().unwrap();
+    let real = server.nodes;
+    let stand_in = std::thread::spawn(move || {
+        let (mut first, _) = front.accept().unwrap();
+        first
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut hello = [0u8; 512];
+        let _ = first.read(&mut hello);
+        let mut payload = 6u32.to_be_bytes().to_vec(); // REFUSED
+        payload.extend_from_slice(b"unauthenticated slots full");
+        first.write_all(&frame(0x06, 0, &payload)).unwrap();
+        first.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut rest = Vec::new();
+        let _ = first.read_to_end(&mut rest);
+        let (client, _) = front.accept().unwrap();
+        let upstream = TcpStream::connect(real).unwrap();
+        let pipe = |mut from: TcpStream, mut to: TcpStream| {
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut from, &mut to);
+                let _ = to.shutdown(std::net::Shutdown::Write);
+            })
+        };
+        let a = pipe(client.try_clone().unwrap(), upstream.try_clone().unwrap());
+        let b = pipe(upstream, client);
+        a.join().unwrap();
+        b.join().unwrap();
+    });
+    let mut config = NodeConfig::new(front_addr, key(), vec![], echo_server());
+    config.retry_backoff = Duration::from_millis(10);
+    let stop = Arc::new(Shutdown::new().unwrap());
+    let (tx, rx) = mpsc::channel();
+    let s = stop.clone();
+    let node = std::thread::spawn(move || {
+        run_node_with_stats(
+            &config,
+            s.wake_fd(),
+            || s.requested(),
+            || tx.send(()).unwrap(),
+        )
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("the node never got in after the refusal");
+    stop.trigger();
+    let (stats, result) = node.join().unwrap();
+    result.unwrap();
+    assert_eq!(stats.refused_retries, 1, "{stats:?}");
+    assert!(stats.version > 0, "{stats:?}");
+    drop(server.stop());
+    stand_in.join().unwrap();
+}
+
+#[test]
+fn a_node_refused_every_time_gives_up_with_the_reason() {
+    let front = TcpListener::bind("127.0.0.1:0").unwrap();
+    let front_addr = front.local_addr().unwrap();
+    let stand_in = std::thread::spawn(move || {
+        for _ in 0..3 {
+            let (mut c, _) = front.accept().unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut hello = [0u8; 512];
+            let _ = c.read(&mut hello);
+            let mut payload = 6u32.to_be_bytes().to_vec();
+            payload.extend_from_slice(b"unauthenticated slots full");
+            c.write_all(&frame(0x06, 0, &payload)).unwrap();
+            c.shutdown(std::net::Shutdown::Write).unwrap();
+            let mut rest = Vec::new();
+            let _ = c.read_to_end(&mut rest);
+        }
+    });
+    let mut config = NodeConfig::new(front_addr, key(), vec![], echo_server());
+    config.retry_backoff = Duration::from_millis(10);
+    config.refused_retries = 2;
+    let stop = Shutdown::new().unwrap();
+    let (stats, result) = run_node_with_stats(&config, stop.wake_fd(), || stop.requested(), || {});
+    let err = result.expect_err("refused three times").to_string();
+    assert!(
+        err.contains("refused the session before authentication")
+            && err.contains("unauthenticated slots full"),
+        "{err}"
+    );
+    assert_eq!(stats.refused_retries, 2);
+    assert_eq!(stats.end, err);
+    stand_in.join().unwrap();
 }
 
 #[test]

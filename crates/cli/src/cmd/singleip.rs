@@ -52,8 +52,10 @@ is the paper's unlimited case: kernel default buffers, each socket written as fa
 it takes.
 
 Limits toward nodes (each hit is counted in --stats): at most --max-pending-nodes
-node connections may be unauthenticated at once (more are reset on arrival), and one
-that has not authenticated within --auth-timeout is closed; each node is read at most
+node connections may be unauthenticated at once, and at most --max-pending-per-source
+of them from one address (one more closes the oldest, so idle connections cannot
+lock real nodes out), and one that has not authenticated within --auth-timeout is
+closed; each node is read at most
 --node-read-budget bytes per loop turn; a node that leaves more than --max-node-queue
 bytes of replies unread is dropped; a stream's queue toward its client holds at most
 --max-frames-per-window DATA payloads (credit counts payload bytes only, so more are
@@ -155,6 +157,10 @@ struct IoServerArgs {
     #[arg(long, default_value_t = ServerConfig::DEFAULT_MAX_PENDING_NODES as u32, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=65536))]
     max_pending_nodes: u32,
+    /// Unauthenticated node connections one source address may hold; one more closes its oldest.
+    #[arg(long, default_value_t = ServerConfig::DEFAULT_MAX_PENDING_PER_SOURCE as u32, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=65536))]
+    max_pending_per_source: u32,
     /// Ports one node may LISTEN on at once; more are refused (EMFILE).
     #[arg(long, default_value_t = ServerConfig::DEFAULT_MAX_LISTENS_PER_NODE as u32, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=65535))]
@@ -240,6 +246,12 @@ struct AppNodeArgs {
     #[arg(long, default_value_t = MAX_VERSION, value_name = "1|2",
           value_parser = clap::value_parser!(u16).range(i64::from(MIN_VERSION)..=i64::from(MAX_VERSION)))]
     max_version: u16,
+    /// Times to connect again when the I/O server ends the session before
+    /// authentication (its unauthenticated slots full), waiting 100 ms, then
+    /// twice as long each time up to 5 s; 0 gives up at once. A wrong key is
+    /// not retried.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    retries: u32,
     /// Write the statistics as JSON to FILE on exit.
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
@@ -418,8 +430,34 @@ fn describe_send_buffer(b: SendBuffer) -> String {
     }
 }
 
+/// Two listeners on one address: the second bind would fail with "Address
+/// already in use", which reads like another program's fault (issue 29).
+/// Port 0 (any free port) never collides.
+fn same_address(listen: &[SocketAddr], nodes: SocketAddr) -> Result<(), Exit> {
+    let overlaps = |a: SocketAddr, b: SocketAddr| {
+        a.port() != 0
+            && a.port() == b.port()
+            && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
+    };
+    for (i, &a) in listen.iter().enumerate() {
+        if overlaps(a, nodes) {
+            return Err(Exit::usage(anyhow!(
+                "--listen {a} and --nodes {nodes} are the same address: clients and nodes need \
+                 a listener each"
+            )));
+        }
+        if let Some(&b) = listen[..i].iter().find(|&&b| overlaps(a, b)) {
+            return Err(Exit::usage(anyhow!(
+                "--listen {a} is given twice (or overlaps --listen {b})"
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn io_server(args: IoServerArgs) -> Result<ExitCode, Exit> {
     crate::cmd::check_output("--stats", args.stats.as_deref())?;
+    same_address(&args.listen, args.nodes)?;
     let send_limit = with_send_buffer(parse_send_limit(&args.send_limit)?, &args.send_buffer)?;
     if !(512..=(16 << 20)).contains(&args.quantum) {
         return Err(Exit::usage(anyhow!(
@@ -433,6 +471,7 @@ fn io_server(args: IoServerArgs) -> Result<ExitCode, Exit> {
     config.quantum = args.quantum;
     config.initial_window = window("--window", args.window)?;
     config.max_pending_nodes = args.max_pending_nodes as usize;
+    config.max_pending_per_source = args.max_pending_per_source as usize;
     config.max_listens_per_node = args.max_listens_per_node as usize;
     if args.auth_timeout.is_zero() {
         return Err(Exit::usage(anyhow!("--auth-timeout must be above 0")));
@@ -477,6 +516,7 @@ fn io_server(args: IoServerArgs) -> Result<ExitCode, Exit> {
     .map_err(setup_error)?;
     let limits = [
         (stats.nodes_over_pending_cap, "over --max-pending-nodes"),
+        (stats.nodes_over_source_cap, "over --max-pending-per-source"),
         (stats.nodes_auth_timeout, "past --auth-timeout"),
         (
             stats.node_read_budget_hits,
@@ -548,6 +588,7 @@ fn app_node(args: AppNodeArgs) -> Result<ExitCode, Exit> {
     config.outbound = args.outbound.clone();
     config.splice = args.splice;
     config.max_version = args.max_version;
+    config.refused_retries = args.retries;
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let started = Instant::now();
     let (stats, result) = run_node_with_stats(

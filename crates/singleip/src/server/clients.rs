@@ -38,7 +38,7 @@ impl Server<'_> {
                     if shed_pending(
                         &mut self.reserve,
                         &listener.sock,
-                        &mut self.stats.shed,
+                        (&mut self.limit, &mut self.stats),
                         &mut self.accept_again,
                     ) {
                         continue;
@@ -51,6 +51,7 @@ impl Server<'_> {
                 }
             };
             self.stats.clients_accepted += 1;
+            self.limit.served();
             // Round robin over the nodes serving the port; a node at its
             // stream limit is skipped.
             let mut opened = None;

@@ -86,6 +86,10 @@ pub struct ServerConfig {
     /// arrives, the oldest of them is closed to make room and counted
     /// (`nodes_over_pending_cap`).
     pub max_pending_nodes: usize,
+    /// Of those, how many one source address may hold; when one more comes
+    /// from it, its own oldest is closed (`nodes_over_source_cap`), so a
+    /// single address cannot take every slot.
+    pub max_pending_per_source: usize,
     /// Bytes read from one node per event-loop turn; the rest waits for the
     /// next turn, so one flooding node cannot starve clients and other nodes.
     pub node_read_budget: usize,
@@ -114,6 +118,9 @@ impl ServerConfig {
     pub const DEFAULT_QUANTUM: u64 = 16 * 1024;
     /// Default [`ServerConfig::max_pending_nodes`].
     pub const DEFAULT_MAX_PENDING_NODES: usize = 16;
+    /// Default [`ServerConfig::max_pending_per_source`]: a quarter of the
+    /// default slots.
+    pub const DEFAULT_MAX_PENDING_PER_SOURCE: usize = 4;
     /// Default [`ServerConfig::node_read_budget`]: 256 KiB.
     pub const DEFAULT_NODE_READ_BUDGET: usize = 256 * 1024;
     /// Default [`ServerConfig::max_node_queue`]: 64 MiB.
@@ -139,6 +146,7 @@ impl ServerConfig {
             ping_interval: Duration::from_secs(5),
             dead_after: Duration::from_secs(20),
             max_pending_nodes: ServerConfig::DEFAULT_MAX_PENDING_NODES,
+            max_pending_per_source: ServerConfig::DEFAULT_MAX_PENDING_PER_SOURCE,
             node_read_budget: ServerConfig::DEFAULT_NODE_READ_BUDGET,
             max_node_queue: ServerConfig::DEFAULT_MAX_NODE_QUEUE,
             max_frames_per_window: ServerConfig::DEFAULT_MAX_FRAMES_PER_WINDOW,

@@ -34,7 +34,7 @@ use crate::stats::ServerStats;
 use crate::Error;
 use buffers::Sizer;
 use clients::Client;
-use connlab_os::reserve::{FdReserve, Shed};
+use connlab_os::reserve::{FdReserve, LimitEpisodes, Shed};
 use connlab_proto::xfer::{ErrorCode, Event};
 use mio::net::TcpListener;
 use mio::unix::SourceFd;
@@ -167,13 +167,14 @@ const ACCEPT_RETRY: Duration = Duration::from_millis(10);
 
 /// Sheds one connection pending on `listener` at the descriptor limit
 /// (accepted with the reserve's descriptor and reset), counting it in
-/// `shed`; `true` when one was shed and the caller may accept again. When
+/// `shed` (and a new stretch at the limit in `fd_limit_episodes`); `true`
+/// when one was shed and the caller may accept again. When
 /// not even the reserve could be had, `accept_again` asks the loop to
 /// retry soon.
 fn shed_pending(
     reserve: &mut FdReserve,
     listener: &TcpListener,
-    shed: &mut u64,
+    (limit, stats): (&mut LimitEpisodes, &mut ServerStats),
     accept_again: &mut bool,
 ) -> bool {
     let outcome = reserve.shed(|| {
@@ -183,7 +184,7 @@ fn shed_pending(
     });
     match outcome {
         Shed::One => {
-            *shed += 1;
+            limit.shed(&mut stats.shed, &mut stats.fd_limit_episodes);
             true
         }
         Shed::Empty => false,
@@ -237,6 +238,8 @@ struct Server<'c> {
     pending: usize,
     /// The spare descriptor that sheds connections at the descriptor limit.
     reserve: FdReserve,
+    /// Whether the server is at its descriptor limit now.
+    limit: LimitEpisodes,
     /// A listener stopped at the descriptor limit with connections possibly
     /// still queued: edge-triggered, it will not say so again, so the loop
     /// retries it (the node listener and each cluster listener).
@@ -312,6 +315,7 @@ impl<'c> Server<'c> {
             backlog: Vec::new(),
             pending: 0,
             reserve: FdReserve::new(),
+            limit: LimitEpisodes::default(),
             accept_again: false,
             stats,
         })

@@ -15,7 +15,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::Interest;
 use std::collections::{BTreeSet, HashMap};
 use std::io::{self, Read, Write};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 /// Whether `ip` is one of this host's own addresses (what a CONNECT may not
@@ -23,9 +23,9 @@ use std::time::{Duration, Instant};
 /// socket can bind here (the kernel's own answer, interfaces and aliases
 /// included). With `net.ipv4.ip_nonlocal_bind` set every address binds, so
 /// every CONNECT needs an explicit rule: the check fails closed.
-fn is_own_address(ip: std::net::IpAddr) -> bool {
+fn is_own_address(ip: IpAddr) -> bool {
     let ip = match ip {
-        std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, std::net::IpAddr::V4),
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
     };
     if ip.is_loopback() || ip.is_unspecified() || ip.is_multicast() {
@@ -56,6 +56,8 @@ pub(super) struct Node {
     pub(super) stats: NodeStats,
     /// Not authenticated yet: counted against `max_pending_nodes`.
     pub(super) pending: bool,
+    /// The address it connected from (`max_pending_per_source`).
+    pub(super) source: IpAddr,
     /// Its read stopped at the budget with input left: in `Server::backlog`.
     pub(super) in_backlog: bool,
     pub(super) accepted_at: Instant,
@@ -77,7 +79,7 @@ impl Server<'_> {
                     if shed_pending(
                         &mut self.reserve,
                         &self.node_listener,
-                        &mut self.stats.shed,
+                        (&mut self.limit, &mut self.stats),
                         &mut self.accept_again,
                     ) {
                         self.stats.nodes_refused += 1;
@@ -92,6 +94,23 @@ impl Server<'_> {
                 }
             };
             self.stats.node_connections += 1;
+            self.limit.served();
+            let source = addr.ip();
+            let from_source = self.oldest_pending(Some(source));
+            if from_source.1 >= self.config.max_pending_per_source {
+                // This address already holds its share of unauthenticated
+                // slots: its own oldest gives way, so one address cannot
+                // fill every slot (issue 29).
+                self.stats.nodes_over_source_cap += 1;
+                if let Some(i) = from_source.0 {
+                    self.evict_pending(
+                        i,
+                        "unauthenticated slots full: too many from this address",
+                        "refused: closed for a newer connection from the same address \
+                         (--max-pending-per-source)",
+                    );
+                }
+            }
             if self.pending >= self.config.max_pending_nodes {
                 // Every unauthenticated slot is taken: the oldest gives its
                 // slot up. Refusing the newcomer instead let sixteen idle
@@ -99,22 +118,14 @@ impl Server<'_> {
                 // node out without the key (issue 29); now a flood must open
                 // a full set of connections within one handshake's round
                 // trip to keep a node out.
-                let oldest = self
-                    .nodes
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, n)| {
-                        n.as_ref().filter(|n| n.pending).map(|n| (i, n.accepted_at))
-                    })
-                    .min_by_key(|&(_, at)| at)
-                    .map(|(i, _)| i);
+                let oldest = self.oldest_pending(None).0;
                 self.stats.nodes_over_pending_cap += 1;
                 match oldest {
-                    Some(i) => self.drop_node(
+                    Some(i) => self.evict_pending(
                         i,
+                        "unauthenticated slots full",
                         "refused: closed for a newer connection while every unauthenticated \
-                         slot was taken"
-                            .into(),
+                         slot was taken",
                     ),
                     None => {
                         self.stats.nodes_refused += 1;
@@ -176,6 +187,7 @@ impl Server<'_> {
                 ports: BTreeSet::new(),
                 stats: node_stats,
                 pending: true,
+                source,
                 in_backlog: false,
                 accepted_at: Instant::now(),
                 last_input: Instant::now(),
@@ -184,6 +196,25 @@ impl Server<'_> {
             });
             self.on_node(idx);
         }
+    }
+
+    /// The oldest unauthenticated node connection (from `source` only, if
+    /// given) and how many there are.
+    fn oldest_pending(&self, source: Option<IpAddr>) -> (Option<usize>, usize) {
+        let mut count = 0;
+        let oldest = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| {
+                n.as_ref()
+                    .filter(|n| n.pending && source.is_none_or(|s| s == n.source))
+                    .map(|n| (i, n.accepted_at))
+            })
+            .inspect(|_| count += 1)
+            .min_by_key(|&(_, at)| at)
+            .map(|(i, _)| i);
+        (oldest, count)
     }
 
     /// Reads what the node sent, acts on it, and writes what is queued for it.
@@ -588,6 +619,18 @@ impl Server<'_> {
             self.flush_node(n);
             self.drop_node(n, end);
         }
+    }
+
+    /// Closes unauthenticated node connection `n` to make room for a newer
+    /// one: GOAWAY REFUSED with `reason` (best effort, so the node can say
+    /// why and retry), then closed with `end` as its record's end.
+    fn evict_pending(&mut self, n: usize, reason: &str, end: &str) {
+        if let Some(node) = self.nodes.get_mut(n).and_then(Option::as_mut) {
+            let _ = node.session.close(ErrorCode::REFUSED, reason);
+            node.writable = true;
+        }
+        self.flush_node(n);
+        self.drop_node(n, end.into());
     }
 
     /// Lists a node connection's record (the first
