@@ -420,6 +420,66 @@ fn dry_run_lists_the_shipped_experiments_points() {
     assert!(stdout.contains("epoll-c400-a1-r500-rep1-aa"), "{stdout}");
 }
 
+/// Issue 29: a pipeline or loadgen sweep replaced another experiment's
+/// `experiment.toml` and added its files. Every kind now refuses a
+/// directory holding another experiment's results, with one message, and
+/// leaves the directory as it was.
+#[test]
+fn every_kind_refuses_another_experiments_results() {
+    let root = connlab_testkit::workspace_root().join("experiments");
+    let files = [
+        ("locality", "locality-table3.toml"),
+        ("web", "gateway-web.toml"),
+        ("pipeline", "pipeline-tables.toml"),
+        ("singleip", "singleip-saps.toml"),
+        ("peers", "peers-serve-vs-nginx.toml"),
+        ("loadgen", "loadgen-pacing.toml"),
+    ];
+    for (kind, file) in files {
+        let file = root.join(file);
+        // The results of another kind's experiment.
+        let other = if kind == "pipeline" {
+            "locality-table5.toml"
+        } else {
+            "pipeline-extended.toml"
+        };
+        let other_text = std::fs::read_to_string(root.join(other)).unwrap();
+        let out = scratch(&format!("foreign-{kind}"));
+        std::fs::write(out.join("experiment.toml"), &other_text).unwrap();
+        let before: Vec<_> = std::fs::read_dir(&out)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        let run = connlab(
+            &[
+                "sweep",
+                file.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            Duration::from_secs(60),
+        );
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "[{kind}] {stderr}");
+        assert!(
+            stderr.contains("different experiment file"),
+            "[{kind}] {stderr}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(out.join("experiment.toml")).unwrap(),
+            other_text,
+            "[{kind}] the other experiment's file was replaced"
+        );
+        let after: Vec<_> = std::fs::read_dir(&out)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(before, after, "[{kind}] files were added");
+    }
+}
+
 #[test]
 fn report_refuses_a_directory_that_is_not_a_sweep() {
     let dir = scratch("notasweep");

@@ -188,6 +188,8 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
         out
     };
     if args.dry_run {
+        // What --dry-run can know of the machine: a CPU it does not have.
+        lab_run::check_pinned_cpus(&exp).map_err(|e| Exit::usage(anyhow!(e)))?;
         match points {
             Some(e) => print_plan(e, &e.plan(args.quick), &out)?,
             None if matches!(exp.kind(), ExperimentKind::Peers | ExperimentKind::Loadgen) => {

@@ -138,12 +138,69 @@ pub fn plan(exp: &AnyExperiment, quick: bool) -> Vec<String> {
 /// Checks what parsing cannot: that every point of the plan can be set up
 /// (a pipeline run's configuration). `connlab sweep --dry-run` calls it too.
 pub fn check(exp: &AnyExperiment, quick: bool) -> Result<(), RunError> {
+    check_pinned_cpus(exp)?;
     if let AnyExperiment::Locality(e) | AnyExperiment::Web(e) = exp {
         locality::check_descriptors(e, &e.plan(quick))?;
     }
     if let AnyExperiment::Pipeline(e) = exp {
         for p in &e.plan(quick) {
             pipeline::run_config(e, p).map_err(RunError::Input)?;
+        }
+    }
+    Ok(())
+}
+
+/// Every CPU the file pins a process to, with the field naming it.
+fn pinned_cpus(exp: &AnyExperiment) -> Vec<(&'static str, usize)> {
+    let list = |field: &'static str, text: Option<&str>| -> Vec<(&'static str, usize)> {
+        text.and_then(|t| connlab_os::CpuList::parse(t).ok())
+            .map(|l| l.cpus().iter().map(|&c| (field, c)).collect())
+            .unwrap_or_default()
+    };
+    let one = |field: &'static str, cpu: Option<usize>| cpu.map(|c| (field, c));
+    match exp {
+        AnyExperiment::Locality(e) | AnyExperiment::Web(e) => {
+            let mut v = list("server.cpu", e.server.cpu.as_deref());
+            v.extend(list("client.cpu", e.client.cpu.as_deref()));
+            v
+        }
+        AnyExperiment::Loadgen(e) => [
+            one("placement.server_cpu", e.placement.server_cpu),
+            one("placement.writer_cpu", e.placement.writer_cpu),
+            one("placement.reader_cpu", e.placement.reader_cpu),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+        AnyExperiment::Peers(e) => [
+            one("placement.server_cpu", e.placement.server_cpu),
+            one("placement.gateway_cpu", e.placement.gateway_cpu),
+            one("placement.client_cpu", e.placement.client_cpu),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+        AnyExperiment::Singleip(e) => vec![
+            ("placement.client_cpu", e.placement.client_cpu as usize),
+            ("placement.front_cpu", e.placement.front_cpu as usize),
+        ],
+        AnyExperiment::Pipeline(_) | AnyExperiment::Suite(_) => Vec::new(),
+    }
+}
+
+/// Refuses a file that pins a process to a CPU this machine does not offer
+/// (`server_cpu = 7` on two CPUs passed `--dry-run`, then failed every
+/// point: issue 29).
+pub fn check_pinned_cpus(exp: &AnyExperiment) -> Result<(), RunError> {
+    let Ok(allowed) = connlab_os::current_affinity() else {
+        return Ok(());
+    };
+    for (field, cpu) in pinned_cpus(exp) {
+        if !allowed.cpus().contains(&cpu) {
+            return Err(RunError::Input(format!(
+                "{field}: CPU {cpu} is not one this process may run on here (CPUs {allowed}); \
+                 pin to one of those"
+            )));
         }
     }
     Ok(())
