@@ -805,6 +805,12 @@ fn bad_flags_exit_2_naming_the_flag() {
             "--json",
         ),
         (vec!["--json", "/tmp"], "--json"),
+        (
+            vec!["--records", "/nonexistent-connlab-dir/records.csv"],
+            "--records",
+        ),
+        // A start two hours ahead is a typo, not a plan.
+        (vec!["--start-at", "+2h"], "--start-at"),
     ] {
         let mut all = vec!["--target", "127.0.0.1:9"];
         all.extend(args.iter().copied());
@@ -816,6 +822,32 @@ fn bad_flags_exit_2_naming_the_flag() {
             "{args:?} should name {flag}: {stderr}"
         );
     }
+}
+
+/// Issue 29: a run that fails leaves no header-only records file behind.
+#[test]
+fn a_failed_run_leaves_no_records_file() {
+    let records = out_path("failed-run.csv");
+    let _ = std::fs::remove_file(&records);
+    // Nothing listens on the discard port: every connect is refused.
+    let out = load(&[
+        "--target",
+        "127.0.0.1:9",
+        "-c",
+        "2",
+        "-d",
+        "1s",
+        "--records",
+        records.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "stderr:\n{stderr}");
+    assert!(
+        !records.exists(),
+        "a failed run left {}: {:?}",
+        records.display(),
+        std::fs::read_to_string(&records)
+    );
 }
 
 #[test]

@@ -163,18 +163,34 @@ fn parse_error_ratio(s: &str) -> Result<f64, String> {
     }
 }
 
-/// `--start-at`: Unix seconds, or `+DURATION` from now.
+/// The furthest `--start-at` may lie ahead: shards are aligned seconds
+/// apart, so an hour is a typo (milliseconds given as seconds), not a plan.
+pub(crate) const MAX_START_WAIT: Duration = Duration::from_secs(3600);
+
+/// `--start-at`: Unix seconds, or `+DURATION` from now; at most
+/// [`MAX_START_WAIT`] ahead.
 pub(crate) fn parse_start_at(s: &str) -> Result<SystemTime, String> {
-    if let Some(rel) = s.strip_prefix('+') {
-        return parse_duration(rel).map(|d| SystemTime::now() + d);
-    }
-    match s.parse::<f64>() {
-        Ok(t) if t.is_finite() && (0.0..1e11).contains(&t) => {
-            Ok(SystemTime::UNIX_EPOCH + Duration::from_secs_f64(t))
+    let at = if let Some(rel) = s.strip_prefix('+') {
+        SystemTime::now() + parse_duration(rel)?
+    } else {
+        match s.parse::<f64>() {
+            Ok(t) if t.is_finite() && (0.0..1e11).contains(&t) => {
+                SystemTime::UNIX_EPOCH + Duration::from_secs_f64(t)
+            }
+            _ => {
+                return Err(format!(
+                    "{s:?} is not an instant: give Unix seconds (e.g. $(( $(date +%s) + 5 ))) or +DURATION (e.g. +2s)"
+                ))
+            }
         }
-        _ => Err(format!(
-            "{s:?} is not an instant: give Unix seconds (e.g. $(( $(date +%s) + 5 ))) or +DURATION (e.g. +2s)"
+    };
+    match at.duration_since(SystemTime::now()) {
+        Ok(ahead) if ahead > MAX_START_WAIT => Err(format!(
+            "{s:?} is {:.0} s from now: at most {} s ahead (shards are started seconds apart)",
+            ahead.as_secs_f64(),
+            MAX_START_WAIT.as_secs()
         )),
+        _ => Ok(at),
     }
 }
 
@@ -327,6 +343,16 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode, Exit> {
         }
     }
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
+    if let Some(ahead) = args
+        .start_at
+        .and_then(|at| at.duration_since(SystemTime::now()).ok())
+        .filter(|d| *d >= Duration::from_secs(1))
+    {
+        eprintln!(
+            "connlab load: waiting {:.1} s for --start-at before the warm-up begins (Ctrl-C stops)",
+            ahead.as_secs_f64()
+        );
+    }
     let outcome = drive(&workload, &shutdown, &args.output, args.max_error_ratio)?;
     Ok(outcome)
 }
@@ -354,7 +380,9 @@ pub(crate) fn drive(
                 .map(|r| r as &mut dyn connlab_loadgen::RecordSink),
         )
     });
-    if let Some(r) = records {
+    // A failed run leaves no records file (not even its header): the
+    // temporary file goes away unrenamed.
+    if let (Some(r), Ok(_)) = (records, &outcome) {
         r.finish().context("writing --records")?;
     }
     let mut outcome = match outcome {

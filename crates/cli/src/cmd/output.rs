@@ -71,10 +71,11 @@ impl RecordsFile {
 }
 
 impl OutputArgs {
-    /// Checks `--json` and `--hdr-log` before the run (exit 2), so a bad
+    /// Checks `--json`, `--records` and `--hdr-log` before the run (exit 2), so a bad
     /// path costs nothing measured.
     pub(crate) fn check(&self) -> Result<(), Exit> {
         crate::cmd::check_output("--json", self.json.as_deref())?;
+        crate::cmd::check_output("--records", self.records.as_deref())?;
         crate::cmd::check_output("--hdr-log", self.hdr_log.as_deref())
     }
 
