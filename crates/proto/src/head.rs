@@ -63,6 +63,18 @@ impl HeadReader {
         self.scanner.state == State::Start
     }
 
+    /// Whether the first line of the unfinished head has arrived whole
+    /// (its bytes are in [`HeadReader::unfinished`]).
+    pub(crate) fn first_line_done(&self) -> bool {
+        self.scanner.line_ends > 0
+    }
+
+    /// The unfinished head kept so far (leading blank lines included),
+    /// after [`HeadReader::read`] returned `None`.
+    pub(crate) fn unfinished(&self) -> &[u8] {
+        &self.partial
+    }
+
     /// Bytes of the unfinished head received so far.
     pub(crate) fn received(&self) -> u64 {
         self.scanner.scanned as u64
@@ -88,6 +100,8 @@ impl HeadReader {
 struct Scanner {
     state: State,
     scanned: usize,
+    /// Line ends passed inside the head (the first one ends its first line).
+    line_ends: usize,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -130,6 +144,7 @@ impl Scanner {
                         self.scanned += at + 1;
                         i += at + 1;
                         self.state = State::Lf;
+                        self.line_ends += 1;
                     }
                     None => {
                         self.scanned += room;
@@ -297,7 +312,7 @@ mod tests {
         ) {
             let bytes: Vec<u8> = pieces.concat();
             let cut = cut.min(bytes.len());
-            let mut fast = Scanner { state: State::Start, scanned: start_scanned };
+            let mut fast = Scanner { state: State::Start, scanned: start_scanned, line_ends: 0 };
             let mut slow = fast;
             for part in [&bytes[..cut], &bytes[cut..]] {
                 let (a, b) = (fast.scan(part), scan_bytewise(&mut slow, part));

@@ -140,6 +140,28 @@ pub(crate) fn answer(
     })
 }
 
+/// Checks the request line of a head that has not ended yet: garbage
+/// without a blank line after it would otherwise wait for the header
+/// timeout instead of drawing a 400 at once (issue 29). `Ok` while the
+/// line is incomplete or valid.
+pub(crate) fn check_request_line(unfinished: &[u8]) -> Result<(), RequestError> {
+    let start = unfinished
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(unfinished.len());
+    let text = &unfinished[start..];
+    let Some(end) = memchr::memchr(b'\n', text) else {
+        return Ok(());
+    };
+    // No room for fields: only the request line is judged here.
+    let mut fields = [httparse::EMPTY_HEADER; 1];
+    let mut request = httparse::Request::new(&mut fields);
+    match request.parse(&text[..=end]) {
+        Ok(_) | Err(httparse::Error::TooManyHeaders) => Ok(()),
+        Err(e) => Err(malformed(&describe(e, "request line"))),
+    }
+}
+
 /// What the `Connection` header fields of one message say (RFC 9112 §9.3).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct ConnectionOptions {
@@ -368,6 +390,16 @@ mod tests {
                 value: "chunked".into()
             }
         );
+    }
+
+    #[test]
+    fn judges_the_request_line_before_the_head_ends() {
+        assert!(check_request_line(b"GET / HT").is_ok());
+        assert!(check_request_line(b"GET / HTTP/1.1\r\n").is_ok());
+        assert!(check_request_line(b"\r\nGET /x HTTP/1.0\r\nHost: a\r\n").is_ok());
+        let err = check_request_line(b"GARBAGE\r\n").unwrap_err();
+        assert!(err.to_string().contains("request line"), "{err}");
+        assert!(check_request_line(b"\x16\x03\x01 hello\n").is_err());
     }
 
     #[test]

@@ -177,6 +177,7 @@ impl ServerSession {
             }),
             Protocol::Http => Machine::Http(HttpServer {
                 head: HeadReader::default(),
+                first_line_checked: false,
                 max_message: config.max_message,
                 files: config.files,
             }),
@@ -306,6 +307,8 @@ impl Clb1Server {
 #[derive(Debug)]
 struct HttpServer {
     head: HeadReader,
+    /// The request line of the unfinished head was judged already.
+    first_line_checked: bool,
     max_message: u32,
     files: Option<&'static FileSizes>,
 }
@@ -322,8 +325,20 @@ impl HttpServer {
                 .head
                 .read(&mut input, |head| http1::answer(head, max_message, files))
             {
-                Ok(None) => break,
-                Ok(Some(answer)) => answer,
+                Ok(None) => {
+                    if self.first_line_checked || !self.head.first_line_done() {
+                        break;
+                    }
+                    self.first_line_checked = true;
+                    match http1::check_request_line(self.head.unfinished()) {
+                        Ok(()) => break,
+                        Err(e) => Err(e),
+                    }
+                }
+                Ok(Some(answer)) => {
+                    self.first_line_checked = false;
+                    answer
+                }
                 Err(too_large) => Err(RequestError::HeaderTooLarge {
                     len: too_large.len,
                     max: MAX_HEADER_SECTION,

@@ -390,6 +390,24 @@ fn rejects_a_malformed_request_line_with_400() {
 }
 
 #[test]
+fn rejects_garbage_without_a_blank_line_at_once() {
+    // Issue 29: the head never ends, so only the request line can tell.
+    let (_, responses, results) = run(Protocol::Http, &[b"GARB", b"AGE\r\n"]);
+    assert_eq!(responses, [BAD_REQUEST]);
+    assert!(results[0].is_ok());
+    let err = results[1].clone().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::HttpMalformed);
+    assert!(err.to_string().contains("request line"), "{err}");
+    // A valid request line whose head is still coming waits for it.
+    let (_, responses, results) = run(
+        Protocol::Http,
+        &[b"GET /bytes/1 HTTP/1.1\r\n", b"Host: a\r\n", b"\r\n"],
+    );
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert_eq!(responses.len(), 1);
+}
+
+#[test]
 fn rejects_too_many_headers_with_400() {
     let mut request = b"GET /bytes/1 HTTP/1.1\r\n".to_vec();
     for i in 0..65 {
