@@ -293,12 +293,14 @@ fn node_loop(
         .min(config.ping_interval / 2)
         .max(Duration::from_millis(1));
     let (mut last_input, mut last_ping) = (Instant::now(), Instant::now());
-    // The code of a GOAWAY that ended the session (not a refusal).
-    let mut goaway: Option<ErrorCode> = None;
+    // The I/O server ended the connection (an end, a reset, or GOAWAY
+    // REFUSED), as opposed to this node giving up on what it was sent.
+    let mut server_ended = false;
     let result: Result<(), Error> = 'run: loop {
         // Output first: the HELLO is queued from the start.
         wire.out.take_session_output(&mut session);
         if let Err(e) = wire.flush() {
+            server_ended = true;
             break 'run Err(session_error(format!("writing: {e}")));
         }
         if stop() {
@@ -368,6 +370,7 @@ fn node_loop(
                         Err(e) => format!("the I/O server closed the connection: {e}"),
                         Ok(()) => "the I/O server closed the connection".to_string(),
                     };
+                    server_ended = true;
                     break 'run Err(session_error(why));
                 }
                 Ok(k) => {
@@ -383,7 +386,10 @@ fn node_loop(
                     break;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => break 'run Err(session_error(format!("reading: {e}"))),
+                Err(e) => {
+                    server_ended = true;
+                    break 'run Err(session_error(format!("reading: {e}")));
+                }
             };
             let fed = session.feed(&scratch[..got], &mut |e| evs.push(e));
             let now = Instant::now();
@@ -497,12 +503,12 @@ fn node_loop(
                     }
                     Event::GoAway { code, reason } => {
                         if code == ErrorCode::REFUSED && !session.is_established() {
+                            server_ended = true;
                             break 'run Err(session_error(format!(
                                 "the I/O server refused the session before authentication: \
                                  {reason} (GOAWAY {code})"
                             )));
                         }
-                        goaway = Some(code);
                         break 'run Err(session_error(format!("GOAWAY {code}: {reason}")));
                     }
                     _ => {}
@@ -561,6 +567,7 @@ fn node_loop(
         // Relays that waited for the node connection go on once it is idle.
         if !wire_wait.is_empty() {
             if let Err(e) = wire.flush() {
+                server_ended = true;
                 break 'run Err(session_error(format!("writing: {e}")));
             }
             if wire.idle() {
@@ -636,7 +643,7 @@ fn node_loop(
     // the I/O server had no unauthenticated slot for this connection
     // (a GOAWAY REFUSED, or a close or reset that raced it). Worth a retry.
     let result = match result {
-        Err(Error::Session { reason, .. }) if !session.is_established() && goaway.is_none() => {
+        Err(Error::Session { reason, .. }) if !session.is_established() && server_ended => {
             *refused = true;
             if reason.starts_with("the I/O server refused") {
                 Err(session_error(reason))
