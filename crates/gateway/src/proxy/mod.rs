@@ -214,7 +214,8 @@ pub struct ProxyStats {
     /// Client connections closed at once because no backend was healthy.
     pub no_backend: u64,
     /// Client connections reset because their relay could not be set up
-    /// (`--splice` out of descriptors for the pipes; io_uring out of slots).
+    /// (`--splice` pipes failing other than at the descriptor limit, which
+    /// counts as `shed`; io_uring out of slots).
     pub no_relay: u64,
     /// Connections reset after `idle_timeout` with no bytes moving.
     pub idle_closed: u64,
@@ -512,8 +513,14 @@ fn accept_all(
             .and_then(|up| Ok((up, Relay::new(config.buffer, splice)?)))
         {
             Ok(relays) => relays,
+            // Out of descriptors for the pipes: shed, as at accept.
+            Err(e) if is_descriptor_limit(&e) => {
+                stats.shed_one();
+                reset(&client);
+                continue;
+            }
             Err(_) => {
-                // Out of descriptors for the pipes: this client only.
+                // The pipes failed otherwise: this client only.
                 stats.no_relay += 1;
                 reset(&client);
                 continue;
