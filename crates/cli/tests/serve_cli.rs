@@ -322,28 +322,10 @@ fn engines_shed_at_the_descriptor_limit_without_spinning() {
 }
 
 fn sheds_at_the_limit(variant: Variant) {
+    use connlab_testkit::limits;
     use std::io::Read as _;
     let server = Server::start(variant, Protocol::Clb1, &[]);
-    let limit = libc::rlimit {
-        rlim_cur: 64,
-        rlim_max: 64,
-    };
-    // SAFETY: valid pointers; lowering a child's limit is allowed to its
-    // parent's user.
-    let rc = unsafe {
-        libc::prlimit(
-            server.pid(),
-            libc::RLIMIT_NOFILE,
-            &limit,
-            std::ptr::null_mut(),
-        )
-    };
-    assert_eq!(
-        rc,
-        0,
-        "[{variant}] prlimit: {}",
-        std::io::Error::last_os_error()
-    );
+    limits::lower_nofile(server.pid(), 64);
     let mut flood: Vec<std::net::TcpStream> = (0..100)
         .filter_map(|_| std::net::TcpStream::connect(server.addr).ok())
         .collect();
@@ -363,15 +345,12 @@ fn sheds_at_the_limit(variant: Variant) {
     }
     // At the limit for 2 s, with a new client every 100 ms: the server's
     // own CPU time (from /proc, not this test's clock) stays under 10 %.
-    let cpu = || connlab_os::process::process_cpu_s(server.pid()).expect("the server runs");
-    let before = cpu();
-    for _ in 0..20 {
-        std::thread::sleep(Duration::from_millis(100));
+    let span = Duration::from_secs(2);
+    let spent = limits::cpu_during(server.pid(), span, || {
         if let Ok(c) = std::net::TcpStream::connect(server.addr) {
             flood.push(c);
         }
-    }
-    let spent = cpu() - before;
+    });
     if spent >= 0.2 {
         let stopped = server.stop_with_output(libc::SIGTERM);
         panic!(
@@ -383,21 +362,18 @@ fn sheds_at_the_limit(variant: Variant) {
     let clients = flood.len() as u64;
     drop(flood);
     // Descriptors free again: a new client is served within 2 s.
-    let released = std::time::Instant::now();
-    let mut served = false;
-    while !served && released.elapsed() < Duration::from_secs(2) {
-        std::thread::sleep(Duration::from_millis(50));
-        served = std::panic::catch_unwind(|| {
+    let recovery = limits::served_within(Duration::from_secs(2), || {
+        std::panic::catch_unwind(|| {
             server
                 .connect("after the flood")
                 .clb1_round_trip(128, KIB, 1)
         })
-        .is_ok();
-    }
-    assert!(
-        served,
-        "[{variant}] no client served within 2 s of the flood's release"
-    );
+        .is_ok()
+    });
+    let Some(recovery) = recovery else {
+        panic!("[{variant}] no client served within 2 s of the flood's release");
+    };
+    limits::report(&format!("serve --engine {variant}"), spent, span, recovery);
     let stats = server.stop();
     let shed = counter(variant, &stats, "shed");
     let accepted = counter(variant, &stats, "connections_accepted");

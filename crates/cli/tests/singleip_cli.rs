@@ -253,6 +253,40 @@ fn client_reaches_an_unmodified_server(splice: bool) {
     assert_eq!(n["bytes_from_local"], total);
 }
 
+/// Issue 29: the I/O server at its descriptor limit sheds clients and
+/// node connections that do not fit, neither spins nor wedges its queues,
+/// and relays again once descriptors are free.
+#[test]
+fn the_io_server_sheds_at_the_descriptor_limit_and_recovers() {
+    use connlab_testkit::limits;
+    let dir = temp_dir();
+    let key = key_file(dir.path(), "key", b"a shared key of 32 bytes, ok....");
+    let stats = dir.path().join("io.json");
+    let (server, cluster, nodes) = io_server(&key, &[], &stats);
+    let echo = echo_server();
+    let node = app_node(nodes, &key, echo, cluster.port(), "1");
+    limits::lower_nofile(server.child.pid(), 64);
+    // Each relayed client costs one descriptor: about 50 fit; node
+    // connections are shed alike.
+    let span = Duration::from_secs(2);
+    let (_, spent) =
+        limits::flood_and_hold(server.child.pid(), &[(cluster, 100), (nodes, 10)], span);
+    assert!(
+        spent < 0.2,
+        "{spent:.2} CPU s in 2 s at the descriptor limit: the I/O server spins"
+    );
+    let Some(recovery) = limits::served_within(span, || limits::echoes(cluster)) else {
+        panic!("no client relayed within 2 s of the flood's release");
+    };
+    limits::report("singleip io-server", spent, span, recovery);
+    let (code, err) = node.stop();
+    assert_eq!(code, 0, "app-node: {err}");
+    let s = stop_io_server(server, &stats);
+    assert!(s["shed"].as_u64().unwrap_or(0) >= 30, "{s}");
+    assert!(s["fd_limit_episodes"].as_u64().unwrap_or(0) >= 1, "{s}");
+    assert_eq!(s["nodes_authenticated"], 1, "{s}");
+}
+
 #[test]
 fn max_version_1_on_either_side_relays_100_kib_responses_at_version_1() {
     const LEN: usize = 100 * 1024;

@@ -3,13 +3,15 @@
 //! and reaped when dropped ([`ChildGuard`]), loopback servers and clients
 //! ([`net`]), the reference server `connlab serve` under a guard with an
 //! independent CLB1/HTTP client ([`serve`], [`wire`]), JSON and schema
-//! assertions ([`json`]), and the root check [`require_root!`].
+//! assertions ([`json`]), the descriptor-limit checks ([`limits`]), and the
+//! root check [`require_root!`].
 //!
 //! A dev-dependency only: nothing here is part of connlab itself, and the
 //! wire client is written from `shared/protocol.md`, not from
 //! `connlab-proto`, so it checks the server against the spec.
 
 pub mod json;
+pub mod limits;
 pub mod net;
 pub mod process;
 mod root;
