@@ -925,6 +925,38 @@ fn a_port_is_released_when_no_node_serves_it() {
     server.stop();
 }
 
+/// Issue 29: one node asked for 3,000 ports and got 2,998. LISTENs beyond
+/// `max_listens_per_node` are refused with EMFILE and counted; UNLISTEN
+/// frees a place for another.
+#[test]
+fn listens_beyond_the_per_node_cap_are_refused() {
+    let server = start_server_with(|c| c.max_listens_per_node = 3);
+    let (mut sock, mut session) = raw_node(server.nodes, None);
+    let ports: Vec<u16> = (0..5).map(|_| free_port().port()).collect();
+    let listen = |sock: &mut TcpStream, session: &mut XferSession, port: u16| -> u32 {
+        session.listen(port).unwrap();
+        let mut out = Vec::new();
+        session.drain_output(&mut out);
+        sock.write_all(&out).unwrap();
+        raw_node_await(sock, session, |e| match e {
+            Event::ListenResult { port: p, errno } if *p == port => Some(*errno),
+            _ => None,
+        })
+    };
+    let errnos: Vec<u32> = ports
+        .iter()
+        .map(|&p| listen(&mut sock, &mut session, p))
+        .collect();
+    assert_eq!(errnos[..3], [0, 0, 0]);
+    assert_eq!(errnos[3..], [libc::EMFILE as u32; 2], "{errnos:?}");
+    // One given back: the next is granted.
+    session.unlisten(ports[0]).unwrap();
+    assert_eq!(listen(&mut sock, &mut session, ports[3]), 0);
+    drop(sock);
+    let stats = server.stop();
+    assert_eq!(stats.listens_denied, 2, "{stats:?}");
+}
+
 /// A local server that reads to the end, answers with the count and closes:
 /// its answer and its FIN reach the node together.
 fn count_then_close_server() -> SocketAddr {
