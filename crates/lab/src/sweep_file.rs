@@ -40,6 +40,26 @@ pub enum SweepFileError {
     },
 }
 
+/// The same error in the peers' and loadgen's words.
+impl From<crate::ExperimentError> for SweepFileError {
+    fn from(e: crate::ExperimentError) -> SweepFileError {
+        use crate::ExperimentError as E;
+        match e {
+            E::Read { path, source } => SweepFileError::Read { path, source },
+            E::Parse { origin, message } => SweepFileError::Syntax { origin, message },
+            E::Invalid {
+                origin,
+                field,
+                message,
+            } => SweepFileError::Field {
+                origin,
+                field,
+                message,
+            },
+        }
+    }
+}
+
 impl SweepFileError {
     /// Names `origin` in a `(field, message)` error of a validation.
     pub(crate) fn in_field(origin: &str) -> impl Fn((String, String)) -> SweepFileError + '_ {
@@ -87,24 +107,36 @@ pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> std::io::Resul
 }
 
 /// A byte count in a file: a number or text such as `10KiB`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "RawSize", into = "u64")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(into = "u64")]
 pub struct Bytes(pub u64);
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum RawSize {
-    Number(u64),
-    Text(String),
-}
-
-impl TryFrom<RawSize> for Bytes {
-    type Error = String;
-    fn try_from(v: RawSize) -> Result<Self, String> {
-        match v {
-            RawSize::Number(n) => Ok(Bytes(n)),
-            RawSize::Text(t) => connlab_measure::units::parse_size(&t).map(Bytes),
+/// By hand rather than through an untagged enum, whose error ("did not
+/// match any variant of untagged enum") said neither what was expected
+/// nor where (issue 29).
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = Bytes;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a size: a whole number of bytes or text such as \"10KiB\"")
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Bytes, E> {
+                Ok(Bytes(n))
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Bytes, E> {
+                u64::try_from(n)
+                    .map(Bytes)
+                    .map_err(|_| E::custom(format!("{n} is not a size: bytes cannot be negative")))
+            }
+            fn visit_str<E: serde::de::Error>(self, t: &str) -> Result<Bytes, E> {
+                connlab_measure::units::parse_size(t)
+                    .map(Bytes)
+                    .map_err(E::custom)
+            }
         }
+        d.deserialize_any(Visit)
     }
 }
 
@@ -115,27 +147,43 @@ impl From<Bytes> for u64 {
 }
 
 /// A duration in a file: text such as `10s` or `500ms`, or a number of seconds.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "RawDuration", into = "String")]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(into = "String")]
 pub struct Span(pub Duration);
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum RawDuration {
-    Seconds(f64),
-    Text(String),
-}
-
-impl TryFrom<RawDuration> for Span {
-    type Error = String;
-    fn try_from(v: RawDuration) -> Result<Self, String> {
-        match v {
-            RawDuration::Seconds(s) if s.is_finite() && s > 0.0 => {
-                Ok(Span(Duration::from_secs_f64(s)))
+/// By hand, as [`Bytes`] is.
+impl<'de> Deserialize<'de> for Span {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = Span;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(
+                    "a duration: text such as \"10s\" or \"500ms\", or a positive number of seconds",
+                )
             }
-            RawDuration::Seconds(s) => Err(format!("{s} is not a positive number of seconds")),
-            RawDuration::Text(t) => connlab_measure::units::parse_duration(&t).map(Span),
+            fn visit_f64<E: serde::de::Error>(self, s: f64) -> Result<Span, E> {
+                if s.is_finite() && s > 0.0 {
+                    Ok(Span(Duration::from_secs_f64(s)))
+                } else {
+                    Err(E::custom(format!(
+                        "{s} is not a positive number of seconds"
+                    )))
+                }
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Span, E> {
+                self.visit_f64(n as f64)
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Span, E> {
+                self.visit_f64(n as f64)
+            }
+            fn visit_str<E: serde::de::Error>(self, t: &str) -> Result<Span, E> {
+                connlab_measure::units::parse_duration(t)
+                    .map(Span)
+                    .map_err(E::custom)
+            }
         }
+        d.deserialize_any(Visit)
     }
 }
 

@@ -233,16 +233,8 @@ impl LoadgenExperiment {
 
     /// Parses and validates experiment text; `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<LoadgenExperiment, LoadgenError> {
-        let de = toml::Deserializer::parse(text).map_err(|e| LoadgenError::Syntax {
-            origin: origin.into(),
-            message: e.to_string().trim_end().into(),
-        })?;
-        let exp: LoadgenExperiment =
-            serde_path_to_error::deserialize(de).map_err(|e| LoadgenError::Field {
-                origin: origin.into(),
-                field: e.path().to_string(),
-                message: e.inner().message().trim().to_string(),
-            })?;
+        // Every error names the field and the line (crate::values::parse_toml).
+        let exp: LoadgenExperiment = crate::values::parse_toml(text, origin)?;
         exp.validate().map_err(SweepFileError::in_field(origin))?;
         Ok(exp)
     }

@@ -3,7 +3,7 @@
 
 use super::PeersError;
 use crate::sweep_file::{read_text, Bytes, Span, SweepFileError};
-use crate::{ClientIo, ExperimentError};
+use crate::ClientIo;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -521,21 +521,9 @@ impl PeersExperiment {
 
     /// Parses and validates experiment text; `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<PeersExperiment, PeersError> {
-        let to_peers = |e: ExperimentError| match e {
-            ExperimentError::Read { path, source } => PeersError::Read { path, source },
-            ExperimentError::Parse { origin, message } => PeersError::Syntax { origin, message },
-            ExperimentError::Invalid {
-                origin,
-                field,
-                message,
-            } => PeersError::Field {
-                origin,
-                field,
-                message,
-            },
-        };
-        crate::kind::expect(text, origin, &[crate::ExperimentKind::Peers]).map_err(to_peers)?;
-        let exp: PeersExperiment = crate::values::parse_toml(text, origin).map_err(to_peers)?;
+        crate::kind::expect(text, origin, &[crate::ExperimentKind::Peers])?;
+        // Every error names the field and the line (crate::values::parse_toml).
+        let exp: PeersExperiment = crate::values::parse_toml(text, origin)?;
         exp.validate().map_err(SweepFileError::in_field(origin))?;
         Ok(exp)
     }
