@@ -389,6 +389,18 @@ fn bad_experiment_files_exit_2_naming_the_field() {
             "server.engines[0]",
         ),
         ("duration = \"1s\"", "duration = 1", "duration"),
+        // Issue 29: a type error names the field and the line; a CPU the
+        // machine lacks fails the dry run, not every point.
+        (
+            "duration = \"1s\"",
+            "duration = true",
+            "matrix.duration: invalid type: boolean",
+        ),
+        (
+            "[server]\n",
+            "[server]\ncpu = \"4095\"\n",
+            "server.cpu: CPU 4095",
+        ),
     ] {
         let file = dir.join("bad.toml");
         std::fs::write(&file, TINY.replacen(from, to, 1)).unwrap();

@@ -189,7 +189,8 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
     };
     if args.dry_run {
         // What --dry-run can know of the machine: a CPU it does not have.
-        lab_run::check_pinned_cpus(&exp).map_err(|e| Exit::usage(anyhow!(e)))?;
+        lab_run::check_pinned_cpus(&exp)
+            .map_err(|e| Exit::usage(anyhow!("{}: {e}", args.file.display())))?;
         match points {
             Some(e) => print_plan(e, &e.plan(args.quick), &out)?,
             None if matches!(exp.kind(), ExperimentKind::Peers | ExperimentKind::Loadgen) => {
@@ -202,7 +203,8 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    lab_run::check(&exp, args.quick).map_err(|e| Exit::usage(anyhow!(e)))?;
+    lab_run::check(&exp, args.quick)
+        .map_err(|e| Exit::usage(anyhow!("{}: {e}", args.file.display())))?;
     if points.is_some() || matches!(exp.kind(), ExperimentKind::Peers | ExperimentKind::Loadgen) {
         raise_limit();
     }
