@@ -232,6 +232,21 @@ pub struct PaperClaim {
     /// The claim cannot be measured on this setup, and why.
     #[serde(default)]
     pub unmeasurable: Option<String>,
+    /// Only the rows at these rates (req/s): a claim whose tolerance the
+    /// paper gives per rate is written once per tolerance. Not with a claim
+    /// along the rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rates: Option<Vec<f64>>,
+}
+
+impl PaperClaim {
+    /// Whether a row at `rate` req/s is one this claim is about.
+    pub fn covers_rate(&self, rate: f64) -> bool {
+        self.rates.as_ref().is_none_or(|rs| {
+            rs.iter()
+                .any(|r| (r - rate).abs() <= 1e-9 * r.abs().max(1.0))
+        })
+    }
 }
 
 /// The shape of a [`PaperClaim`].
@@ -477,6 +492,26 @@ impl Experiment {
                     ))
                 }
                 _ => {}
+            }
+            if let Some(rates) = &c.rates {
+                if rates.is_empty() || rates.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
+                    return Err(bad(
+                        field("rates"),
+                        "a list of positive rates (req/s)".into(),
+                    ));
+                }
+                if c.versus.is_some() || c.from.is_none() || c.over != Over::Rows {
+                    return Err(bad(
+                        field("rates"),
+                        "only for a claim from one row to another (from and to)".into(),
+                    ));
+                }
+                if c.along.unwrap_or(p.vary) == Vary::Rate {
+                    return Err(bad(
+                        field("rates"),
+                        "a claim along the rate takes from and to, not rates".into(),
+                    ));
+                }
             }
             if let (Some(lo), Some(hi)) = (c.expect_min, c.expect_max) {
                 if lo > hi {

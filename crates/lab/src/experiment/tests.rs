@@ -243,6 +243,18 @@ fn paper_sections_parse_into_typed_values() {
 }
 
 #[test]
+fn a_claim_with_rates_covers_only_those_rates() {
+    let text =
+        MINIMAL.to_string() + &PAPER.replace("to = 40\n", "to = 40\nrates = [100.0, 2000.0]\n");
+    let e = Experiment::from_toml(&text, "t.toml").unwrap();
+    let claim = &e.paper.as_ref().unwrap().claims[0];
+    assert!(claim.covers_rate(100.0) && claim.covers_rate(2000.0));
+    assert!(!claim.covers_rate(500.0));
+    // Without rates every rate is covered.
+    assert!(e.paper.as_ref().unwrap().claims[1].covers_rate(500.0));
+}
+
+#[test]
 fn bad_paper_fields_are_named() {
     let text = MINIMAL.to_string() + PAPER;
     for (from, to, says) in [
@@ -262,6 +274,22 @@ fn bad_paper_fields_are_named() {
             "paper.derived[0].cells[1].engine",
         ),
         ("to = 40\n", "", "paper.claims[0].to"),
+        // Issue 30: a tolerance per rate, on a claim from one row to another.
+        (
+            "to = 40\n",
+            "to = 40\nrates = []\n",
+            "paper.claims[0].rates",
+        ),
+        (
+            "to = 40\n",
+            "to = 40\nrates = [-5.0]\n",
+            "paper.claims[0].rates",
+        ),
+        (
+            "versus = \"epoll\"",
+            "versus = \"epoll\"\nrates = [100.0]",
+            "paper.claims[2].rates",
+        ),
         ("expect_max = 1000.0", "", "paper.claims[1].expect_max"),
         (
             "versus = \"epoll\"",

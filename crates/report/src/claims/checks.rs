@@ -123,6 +123,8 @@ pub(super) fn along_checks(
             push(&mut groups, g);
         }
     }
+    // A claim written for some rates only (its tolerance differs by rate).
+    groups.retain(|g| g[2].is_none_or(|rate| claim.covers_rate(rate)));
     let mut out = Vec::new();
     for engine in &claim.engines {
         let Some(col) = t.engines.iter().position(|e| e == engine) else {
