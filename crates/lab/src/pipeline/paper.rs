@@ -76,6 +76,12 @@ pub enum ClaimStatistic {
     /// Efficiency at the most `layers` below that at the fewest, at every
     /// message size.
     EfficiencyFalls,
+    /// Relative capacity at the most `layers` above that at the fewest, at
+    /// every message size.
+    CapacityRises,
+    /// At each of `layers`, efficiency higher with each larger message
+    /// size (the paper: 32 KiB > 8 KiB > 1 KiB at every layer count).
+    EfficiencyBySize,
     /// Not measurable here; `unmeasurable` says why.
     NotMeasured,
 }
@@ -186,9 +192,20 @@ pub(super) fn validate_paper(p: &PipelinePaper, bad: &Bad<'_>) -> Result<(), Exp
                     ));
                 }
             }
-            ClaimStatistic::EfficiencyFalls => {
+            ClaimStatistic::EfficiencyFalls | ClaimStatistic::CapacityRises => {
                 if c.layers.len() < 2 {
                     return Err(bad(&f("layers"), "name at least two layer counts".into()));
+                }
+            }
+            ClaimStatistic::EfficiencyBySize => {
+                if c.layers.is_empty() {
+                    return Err(bad(&f("layers"), "name at least one layer count".into()));
+                }
+                if c.message_sizes.as_ref().is_some_and(|s| s.len() < 2) {
+                    return Err(bad(
+                        &f("message_sizes"),
+                        "name at least two sizes to compare (or none: the paper's)".into(),
+                    ));
                 }
             }
             _ => {

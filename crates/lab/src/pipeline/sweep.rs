@@ -591,28 +591,86 @@ impl PipelineSweep {
             }
             parts.push(format!("{at}: {}", e.text()));
         };
+        if c.statistic == ClaimStatistic::EfficiencyBySize {
+            // Per layer count: every repetition of a larger size above every
+            // one of the next smaller.
+            for &l in &c.layers {
+                let at = format!("{l} {}", if l == 1 { "layer" } else { "layers" });
+                let per_size: Result<Vec<(u64, Vec<f64>)>, Missing> = sizes
+                    .iter()
+                    .map(|&size| {
+                        self.values(c, from, size, l, ClaimStatistic::Efficiency)
+                            .map(|v| (size, v))
+                    })
+                    .collect();
+                match per_size {
+                    Ok(mut v) => {
+                        v.sort_by_key(|(size, _)| *size);
+                        let ok = v.windows(2).all(|w| {
+                            w[1].1.iter().copied().fold(f64::MAX, f64::min)
+                                > w[0].1.iter().copied().fold(f64::MIN, f64::max)
+                        });
+                        judged += 1;
+                        failed |= !ok;
+                        let listed: Vec<String> = v
+                            .iter()
+                            .map(|(size, x)| format!("{} {}", size_text(*size), values_text(x)))
+                            .collect();
+                        let left: usize = sizes.iter().map(|&s| self.left_out(c, from, s, l)).sum();
+                        parts.push(format!(
+                            "{at}: {}{}{}",
+                            listed.join(", "),
+                            if ok { "" } else { " (not rising with size)" },
+                            left_out_text(left)
+                        ));
+                    }
+                    Err(e) => missing(at, e, &mut parts),
+                }
+            }
+        }
         for &size in &sizes {
-            if c.statistic == ClaimStatistic::EfficiencyFalls {
+            if c.statistic == ClaimStatistic::EfficiencyBySize {
+                break;
+            }
+            if matches!(
+                c.statistic,
+                ClaimStatistic::EfficiencyFalls | ClaimStatistic::CapacityRises
+            ) {
                 let (lo, hi) = (
                     c.layers.iter().copied().min().unwrap_or(1),
                     c.layers.iter().copied().max().unwrap_or(1),
                 );
-                let stat = ClaimStatistic::Efficiency;
+                let rises = c.statistic == ClaimStatistic::CapacityRises;
+                let stat = if rises {
+                    ClaimStatistic::RelativeCapacity
+                } else {
+                    ClaimStatistic::Efficiency
+                };
                 match (
                     self.values(c, from, size, lo, stat),
                     self.values(c, from, size, hi, stat),
                 ) {
                     (Ok(a), Ok(b)) => {
-                        let ok = b.iter().copied().fold(f64::MIN, f64::max)
-                            < a.iter().copied().fold(f64::MAX, f64::min);
+                        let max = |v: &[f64]| v.iter().copied().fold(f64::MIN, f64::max);
+                        let min = |v: &[f64]| v.iter().copied().fold(f64::MAX, f64::min);
+                        let ok = if rises {
+                            min(&b) > max(&a)
+                        } else {
+                            max(&b) < min(&a)
+                        };
                         judged += 1;
                         failed |= !ok;
+                        let lo_text = format!("{lo} {}", if lo == 1 { "layer" } else { "layers" });
                         parts.push(format!(
-                            "{}: {} at {lo} layers, {} at {hi}{}{}",
+                            "{}: {} at {lo_text}, {} at {hi}{}{}",
                             size_text(size),
                             values_text(&a),
                             values_text(&b),
-                            if ok { "" } else { " (not lower)" },
+                            match (ok, rises) {
+                                (true, _) => "",
+                                (false, true) => " (not higher)",
+                                (false, false) => " (not lower)",
+                            },
                             left_out_text(
                                 self.left_out(c, from, size, lo) + self.left_out(c, from, size, hi)
                             )

@@ -101,6 +101,17 @@ fn bad_values_name_their_field() {
             "statistic = \"not-measured\"",
             "paper.claims[0].unmeasurable",
         ),
+        // Issue 30's two claims: two layer counts to compare; two sizes.
+        (
+            "statistic = \"efficiency\"",
+            "statistic = \"capacity-rises\"",
+            "paper.claims[0].layers",
+        ),
+        (
+            "statistic = \"efficiency\"",
+            "statistic = \"efficiency-by-size\"\nmessage_sizes = [\"8KiB\"]",
+            "paper.claims[0].message_sizes",
+        ),
         (
             "link = \"memory:800mbit\"\nmessages",
             "link = \"tcp\"\nmessages",
