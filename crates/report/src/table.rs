@@ -134,6 +134,7 @@ pub fn metric_name(metric: Metric) -> &'static str {
         Metric::ServiceLatency => "service latency",
         Metric::SendDeviation => "send-timing deviation",
         Metric::PollCall => "time per polling call",
+        Metric::Cycle => "server cycle",
         Metric::BackendCpu => "backend CPU",
         Metric::Throughput => "throughput",
         Metric::GatewayCpu => "gateway CPU",
@@ -152,7 +153,7 @@ pub fn unit(metric: Metric) -> (&'static str, f64) {
 pub fn stat_unit(metric: Metric, k: usize) -> (&'static str, f64) {
     match (metric, k) {
         (Metric::ServiceLatency, _) => ("ms", 1000.0),
-        (Metric::SendDeviation | Metric::PollCall, _) => ("µs", 1.0),
+        (Metric::SendDeviation | Metric::PollCall | Metric::Cycle, _) => ("µs", 1.0),
         (Metric::BackendCpu, _) | (Metric::GatewayCpu, 1) => ("CPUs", 1.0),
         (Metric::GatewayCpu, _) => ("share", 1.0),
         (Metric::Throughput, 0) => ("req/s", 1.0),
@@ -236,6 +237,11 @@ pub fn our_stats(exp: &Experiment, metric: Metric, p: &PointResult) -> [Option<f
             let s = &p.load.send_deviation_us;
             [Some(s.stddev), Some(s.median), Some(s.max)]
         }
+        Metric::Cycle => [
+            server_stat(p, "cycle_us", "mean"),
+            server_stat(p, "cycle_us", "p50"),
+            server_stat(p, "cycle_us", "p99"),
+        ],
         Metric::PollCall => {
             // The call's cost is its thread CPU time: the wall time also
             // holds waiting for work and preemption by other threads.

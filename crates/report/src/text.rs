@@ -344,7 +344,7 @@ pub(crate) struct CsvRow {
 /// hold it): `us` for times, else the statistic's own (`CPUs`, `req/s`).
 fn stored_unit(m: Metric, k: usize) -> &'static str {
     match m {
-        Metric::ServiceLatency | Metric::SendDeviation | Metric::PollCall => "us",
+        Metric::ServiceLatency | Metric::SendDeviation | Metric::PollCall | Metric::Cycle => "us",
         _ => stat_unit(m, k).0,
     }
 }

@@ -331,13 +331,16 @@ pub enum Metric {
     /// Time per polling call at the server (`--profile-poll`): the polling
     /// paper's Figures 6, 7, 9 and 10.
     PollCall,
+    /// The server's cycle (`--profile-poll`): one polling call and the I/O
+    /// it reported, the polling paper's Figure 9.
+    Cycle,
     /// Web experiments: each backend's CPU as a share of one CPU, over the
     /// backends the configuration uses (`direct` one, `nat:4` four): the
     /// load-balancing paper's Figure 2 and Table 2.
     BackendCpu,
-    /// Web experiments: the achieved request rate, the response traffic and
-    /// the share of requests that failed: the load-balancing paper's peak
-    /// rate (Figure 2) and Table 2.
+    /// The achieved request rate, the response traffic and the share of
+    /// requests that failed: the load-balancing paper's peak rate (Figure 2)
+    /// and Table 2, the polling paper's Figure 7.
     Throughput,
     /// Web experiments: the busy share of the gateway's CPU (`/proc/stat`,
     /// so the kernel's forwarding counts), the gateway process's own CPU,
@@ -353,18 +356,17 @@ impl Metric {
             Metric::ServiceLatency => ["mean", "median", "stddev"],
             Metric::SendDeviation => ["stddev", "median", "max"],
             Metric::PollCall => ["CPU mean", "wall median", "wall mean"],
+            Metric::Cycle => ["mean", "median", "p99"],
             Metric::BackendCpu => ["mean", "busiest", "total"],
             Metric::Throughput => ["rate", "traffic", "errors"],
             Metric::GatewayCpu => ["busy", "process", "others busy"],
         }
     }
 
-    /// Whether the metric is measured only by web experiments (`[web]`).
+    /// Whether the metric is measured only by web experiments (`[web]`):
+    /// throughput is the clients' and every experiment has it.
     pub fn is_web(self) -> bool {
-        matches!(
-            self,
-            Metric::BackendCpu | Metric::Throughput | Metric::GatewayCpu
-        )
+        matches!(self, Metric::BackendCpu | Metric::GatewayCpu)
     }
 }
 
