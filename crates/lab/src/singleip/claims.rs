@@ -120,6 +120,38 @@ pub enum Check {
         /// The bound.
         value: f64,
     },
+    /// Every repetition of every system lies within `min`..=`max`: a number
+    /// the paper states, with the tolerance the file gives it.
+    Within {
+        /// The figure.
+        metric: SingleIpMetric,
+        /// Its parameter, if any.
+        #[serde(default)]
+        param: Option<Bytes>,
+        /// The systems.
+        systems: Vec<System>,
+        /// The lower bound.
+        min: f64,
+        /// The upper bound.
+        max: f64,
+    },
+    /// `over`'s figure divided by `under`'s lies within `min`..=`max` for
+    /// every pairing of their repetitions (the paper's "about 2.5x").
+    Ratio {
+        /// The figure.
+        metric: SingleIpMetric,
+        /// Its parameter, if any.
+        #[serde(default)]
+        param: Option<Bytes>,
+        /// The numerator's system.
+        over: System,
+        /// The denominator's system.
+        under: System,
+        /// The lower bound of the ratio.
+        min: f64,
+        /// The upper bound of the ratio.
+        max: f64,
+    },
     /// Not measurable here.
     Unmeasurable {
         /// Why.
@@ -360,7 +392,9 @@ pub fn judge(sweep: &SingleIpSweep, check: &Check) -> Judgement {
     let (metric, param) = match check {
         Check::Order { metric, param, .. }
         | Check::Similar { metric, param, .. }
-        | Check::AtLeast { metric, param, .. } => (*metric, *param),
+        | Check::AtLeast { metric, param, .. }
+        | Check::Within { metric, param, .. }
+        | Check::Ratio { metric, param, .. } => (*metric, *param),
         _ => return judge_at(sweep, check),
     };
     let Some(Bytes(want)) = param else {
@@ -373,7 +407,9 @@ pub fn judge(sweep: &SingleIpSweep, check: &Check) -> Judgement {
     match &mut c {
         Check::Order { param, .. }
         | Check::Similar { param, .. }
-        | Check::AtLeast { param, .. } => *param = Some(Bytes(at)),
+        | Check::AtLeast { param, .. }
+        | Check::Within { param, .. }
+        | Check::Ratio { param, .. } => *param = Some(Bytes(at)),
         _ => {}
     }
     let v = judge_at(sweep, &c);
@@ -526,6 +562,77 @@ fn judge_at(sweep: &SingleIpSweep, check: &Check) -> Judgement {
                 Judgement::does_not_hold(what)
             };
             with_left_out(j, sweep, *metric, systems, p)
+        }
+        Check::Within {
+            metric,
+            param,
+            systems,
+            min,
+            max,
+        } => {
+            let mut parts = Vec::new();
+            let mut ok = true;
+            let p = param.map(|b| b.0);
+            for s in systems {
+                let v = match valid_values(sweep, *metric, *s, p) {
+                    Ok(v) => v,
+                    Err(j) => return j,
+                };
+                ok &= v.iter().all(|x| (*min..=*max).contains(x));
+                parts.push(format!("{} {}", s.name(), range_text(&v)));
+            }
+            let what = format!(
+                "{} within {}-{}: {}",
+                metric.label(),
+                fmt_num(*min),
+                fmt_num(*max),
+                parts.join(", ")
+            );
+            let j = if ok {
+                Judgement::holds(what)
+            } else {
+                Judgement::does_not_hold(what)
+            };
+            with_left_out(j, sweep, *metric, systems, p)
+        }
+        Check::Ratio {
+            metric,
+            param,
+            over,
+            under,
+            min,
+            max,
+        } => {
+            let p = param.map(|b| b.0);
+            let (a, b) = match (
+                valid_values(sweep, *metric, *over, p),
+                valid_values(sweep, *metric, *under, p),
+            ) {
+                (Ok(a), Ok(b)) => (a, b),
+                (Err(e), _) | (_, Err(e)) => return e,
+            };
+            let lo = a.iter().copied().fold(f64::INFINITY, f64::min)
+                / b.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let hi = a.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+                / b.iter().copied().fold(f64::INFINITY, f64::min);
+            let what = format!(
+                "{}: {} {} / {} {} = {}-{}x, expected {}-{}x",
+                metric.label(),
+                over.name(),
+                range_text(&a),
+                under.name(),
+                range_text(&b),
+                fmt_num(lo),
+                fmt_num(hi),
+                fmt_num(*min),
+                fmt_num(*max)
+            );
+            let j = if lo >= *min && hi <= *max {
+                Judgement::holds(what)
+            } else {
+                Judgement::does_not_hold(what)
+            };
+            with_left_out(j, sweep, *metric, &[*over, *under], p)
         }
     }
 }

@@ -484,6 +484,14 @@ impl SingleIpExperiment {
         }
         check_validity(&exp.validity, &bad)?;
         for (i, c) in exp.paper.claims.iter().enumerate() {
+            if let Check::Within { min, max, .. } | Check::Ratio { min, max, .. } = c.check {
+                if !(min.is_finite() && max.is_finite() && min <= max) {
+                    return Err(bad(
+                        &format!("paper.claims[{i}].check.min"),
+                        format!("{min}..{max}: finite bounds, min at most max"),
+                    ));
+                }
+            }
             if let Check::Similar { tolerance, .. } = c.check {
                 if !(0.0..1.0).contains(&tolerance) {
                     return Err(bad(

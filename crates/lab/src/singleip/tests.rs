@@ -315,6 +315,44 @@ mod validity {
     }
 
     #[test]
+    fn numbers_are_judged_within_their_bounds_and_ratios_over_every_pairing() {
+        let s = sweep(vec![
+            point(System::Io16k, 1, 100.0, None),
+            point(System::Nat, 1, 240.0, None),
+            point(System::Io16k, 2, 110.0, None),
+            point(System::Nat, 2, 260.0, None),
+        ]);
+        let within = |min: f64, max: f64| Check::Within {
+            metric: SingleIpMetric::RttMeanUs,
+            param: None,
+            systems: vec![System::Io16k],
+            min,
+            max,
+        };
+        assert_eq!(judge(&s, &within(90.0, 120.0)).verdict, Verdict::Holds);
+        assert!(matches!(
+            judge(&s, &within(90.0, 105.0)).verdict,
+            Verdict::DoesNotHold { .. }
+        ));
+        // nat / io16k: 240/110 = 2.18 to 260/100 = 2.6.
+        let ratio = |min: f64, max: f64| Check::Ratio {
+            metric: SingleIpMetric::RttMeanUs,
+            param: None,
+            over: System::Nat,
+            under: System::Io16k,
+            min,
+            max,
+        };
+        let j = judge(&s, &ratio(2.0, 3.0));
+        assert_eq!(j.verdict, Verdict::Holds, "{}", j.detail);
+        assert!(j.detail.contains("2.18-2.6x"), "{}", j.detail);
+        assert!(matches!(
+            judge(&s, &ratio(2.3, 3.0)).verdict,
+            Verdict::DoesNotHold { .. }
+        ));
+    }
+
+    #[test]
     fn claims_rest_on_valid_points_and_note_those_left_out() {
         // Repetition 2 of nat measured 50 µs on a stolen CPU: left out, the
         // order holds on the rest.
