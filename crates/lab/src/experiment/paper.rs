@@ -586,14 +586,19 @@ impl Experiment {
                     "a short heading, or leave label out".into(),
                 ));
             }
+            // Without bounds a value claim is a context row: the paper's
+            // number beside ours, not judged (issue 30: a 300 MHz gateway's
+            // figure that no current CPU can miss).
             if single
                 && c.expect_min.is_none()
                 && c.expect_max.is_none()
                 && c.unmeasurable.is_none()
+                && c.paper_value.is_none()
+                && c.paper_range.is_none()
             {
                 return Err(bad(
                     field("expect_max"),
-                    "a value claim (no from/to, no versus) or a peak without versus needs expect_min or expect_max, or unmeasurable".into(),
+                    "a value claim (no from/to, no versus) or a peak without versus needs expect_min or expect_max, unmeasurable, or (a context row) paper_value".into(),
                 ));
             }
             if c.unmeasurable
