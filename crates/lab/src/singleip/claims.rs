@@ -386,6 +386,36 @@ fn order(
     with_left_out(j, sweep, m, &[lo, hi], p)
 }
 
+/// Holds when every valid repetition of every system lies within
+/// `bounds` (inclusive); `bound_text` says the bounds in the detail.
+fn every_within(
+    sweep: &SingleIpSweep,
+    metric: SingleIpMetric,
+    param: Option<Bytes>,
+    systems: &[System],
+    (min, max): (f64, f64),
+    bound_text: &str,
+) -> Judgement {
+    let mut parts = Vec::new();
+    let mut ok = true;
+    let p = param.map(|b| b.0);
+    for s in systems {
+        let v = match valid_values(sweep, metric, *s, p) {
+            Ok(v) => v,
+            Err(j) => return j,
+        };
+        ok &= v.iter().all(|x| (min..=max).contains(x));
+        parts.push(format!("{} {}", s.name(), range_text(&v)));
+    }
+    let what = format!("{} {bound_text}: {}", metric.label(), parts.join(", "));
+    let j = if ok {
+        Judgement::holds(what)
+    } else {
+        Judgement::does_not_hold(what)
+    };
+    with_left_out(j, sweep, metric, systems, p)
+}
+
 /// Judges a claim from a sweep's points: the verdict and the values
 /// compared (or why there are none).
 pub fn judge(sweep: &SingleIpSweep, check: &Check) -> Judgement {
@@ -538,63 +568,28 @@ fn judge_at(sweep: &SingleIpSweep, check: &Check) -> Judgement {
             param,
             systems,
             value,
-        } => {
-            let mut parts = Vec::new();
-            let mut ok = true;
-            let p = param.map(|b| b.0);
-            for s in systems {
-                let v = match valid_values(sweep, *metric, *s, p) {
-                    Ok(v) => v,
-                    Err(j) => return j,
-                };
-                ok &= v.iter().all(|x| *x >= *value);
-                parts.push(format!("{} {}", s.name(), range_text(&v)));
-            }
-            let what = format!(
-                "{} ≥ {}: {}",
-                metric.label(),
-                fmt_num(*value),
-                parts.join(", ")
-            );
-            let j = if ok {
-                Judgement::holds(what)
-            } else {
-                Judgement::does_not_hold(what)
-            };
-            with_left_out(j, sweep, *metric, systems, p)
-        }
+        } => every_within(
+            sweep,
+            *metric,
+            *param,
+            systems,
+            (*value, f64::INFINITY),
+            &format!("≥ {}", fmt_num(*value)),
+        ),
         Check::Within {
             metric,
             param,
             systems,
             min,
             max,
-        } => {
-            let mut parts = Vec::new();
-            let mut ok = true;
-            let p = param.map(|b| b.0);
-            for s in systems {
-                let v = match valid_values(sweep, *metric, *s, p) {
-                    Ok(v) => v,
-                    Err(j) => return j,
-                };
-                ok &= v.iter().all(|x| (*min..=*max).contains(x));
-                parts.push(format!("{} {}", s.name(), range_text(&v)));
-            }
-            let what = format!(
-                "{} within {}-{}: {}",
-                metric.label(),
-                fmt_num(*min),
-                fmt_num(*max),
-                parts.join(", ")
-            );
-            let j = if ok {
-                Judgement::holds(what)
-            } else {
-                Judgement::does_not_hold(what)
-            };
-            with_left_out(j, sweep, *metric, systems, p)
-        }
+        } => every_within(
+            sweep,
+            *metric,
+            *param,
+            systems,
+            (*min, *max),
+            &format!("within {}-{}", fmt_num(*min), fmt_num(*max)),
+        ),
         Check::Ratio {
             metric,
             param,
