@@ -112,7 +112,12 @@ fn start_gateway_to(
         .args(flags)
         .arg("--stats")
         .arg(stats);
-    let mut gw = ChildGuard::spawn_piped(&mut cmd);
+    spawn_ready(&mut cmd)
+}
+
+/// Spawns a `connlab gateway` command and waits for its ready line.
+fn spawn_ready(cmd: &mut Command) -> ChildGuard {
+    let mut gw = ChildGuard::spawn_piped(cmd);
     let lines = Lines::read(gw.child().stdout.take().unwrap());
     if lines
         .wait_for(Duration::from_secs(20), |l| l.starts_with("gateway: "))
@@ -638,18 +643,7 @@ fn proxy_at_the_limit(io: &str) {
     .args(["--backend", &backend.to_string(), "--policy", "round-robin"])
     .arg("--stats")
     .arg(&stats);
-    let mut gw = ChildGuard::spawn_piped(&mut cmd);
-    let lines = Lines::read(gw.child().stdout.take().unwrap());
-    if lines
-        .wait_for(Duration::from_secs(20), |l| l.starts_with("gateway: "))
-        .is_none()
-    {
-        gw.kill();
-        panic!(
-            "[{io}] the gateway never became ready: {}",
-            gw.stderr_text()
-        );
-    }
+    let gw = spawn_ready(&mut cmd);
     limits::lower_nofile(gw.pid(), 64);
     // Each relayed client costs two descriptors (four with pipes): about
     // 25 fit.
