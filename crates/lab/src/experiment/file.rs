@@ -380,6 +380,11 @@ pub enum Over {
     /// The highest value over the engine's rows, per repetition: the
     /// load-balancing paper's peak request rate.
     Peak,
+    /// How the ratio against the `versus` engine changes from row `from` to
+    /// row `to`: (engine / versus at `to`) / (engine / versus at `from`),
+    /// per repetition. The polling paper's "the gain is larger at a small
+    /// active ratio".
+    Change,
 }
 
 /// How a claim compares two values (`compare`).

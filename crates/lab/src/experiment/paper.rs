@@ -154,6 +154,13 @@ impl PaperCell {
 ///   whose mean service latency stays within it), taken per repetition,
 ///   divided by the `versus` engine's peak, or judged as a value without
 ///   `versus`;
+/// - **a change of a ratio** (`over = "change"`, with `versus`, `from`
+///   and `to`): each engine's ratio against `versus` at row `to` divided
+///   by the same ratio at row `from`, per repetition;
+/// - **against another metric** (`versus_metric`): at every row (or those
+///   in `[from, to]`), each point's statistic divided by the same point's
+///   statistic of the other metric (the polling paper's response time
+///   against the server's cycle);
 /// - **a plain value** (none of these): the statistic itself at every row.
 ///
 /// `compare = "difference"` subtracts instead of dividing (along, versus
@@ -237,6 +244,10 @@ pub struct PaperClaim {
     /// along the rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rates: Option<Vec<f64>>,
+    /// Divide by this metric of the same point instead of by another row or
+    /// engine (its statistic of the same name, else its first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versus_metric: Option<Metric>,
 }
 
 impl PaperClaim {
@@ -274,6 +285,24 @@ pub enum ClaimShape<'a> {
         /// Rows considered: `along` within `[from, to]`; all rows if `None`.
         range: Option<(f64, f64)>,
     },
+    /// How each engine's ratio against `versus` changes from row `from` to
+    /// row `to`.
+    Change {
+        /// The engine divided by.
+        versus: &'a str,
+        /// Start row.
+        from: f64,
+        /// End row.
+        to: f64,
+    },
+    /// Each point's statistic against another metric of the same point, at
+    /// rows in `range`.
+    Metrics {
+        /// The metric divided by.
+        other: Metric,
+        /// Rows compared: `along` within `[from, to]`; all rows if `None`.
+        range: Option<(f64, f64)>,
+    },
     /// The statistic itself, at every row.
     Value,
 }
@@ -287,6 +316,15 @@ impl PaperClaim {
     /// The parameter the claim's rows vary along, given the paper's.
     pub fn along_in(&self, paper: &Paper) -> Vary {
         self.along.unwrap_or(paper.vary)
+    }
+
+    /// Index in `versus_metric`'s statistics of the one the claim's
+    /// statistic is divided by: the one of the same name, else the first.
+    pub fn versus_statistic_index(&self, paper: &Paper) -> usize {
+        let name = self.metric_in(paper).stat_names()[self.statistic_index(paper)];
+        self.versus_metric
+            .and_then(|m| m.stat_names().iter().position(|n| *n == name))
+            .unwrap_or(0)
     }
 
     /// Index of the claim's statistic in its metric's
@@ -309,6 +347,17 @@ impl PaperClaim {
 
     /// The claim's shape.
     pub fn shape(&self) -> ClaimShape<'_> {
+        if let (Over::Change, Some(versus), Some(from), Some(to)) =
+            (self.over, self.versus.as_deref(), self.from, self.to)
+        {
+            return ClaimShape::Change { versus, from, to };
+        }
+        if let Some(other) = self.versus_metric {
+            return ClaimShape::Metrics {
+                other,
+                range: self.from.zip(self.to).map(|(a, b)| (a.min(b), a.max(b))),
+            };
+        }
         if self.over == Over::Peak {
             return ClaimShape::Peak {
                 versus: self.versus.as_deref(),
@@ -485,7 +534,12 @@ impl Experiment {
                 (None, Some(_)) => {
                     return Err(bad(field("from"), "give from with to (or neither)".into()))
                 }
-                (Some(f), Some(t)) if c.versus.is_none() && c.over == Over::Rows && f == t => {
+                (Some(f), Some(t))
+                    if c.versus.is_none()
+                        && c.versus_metric.is_none()
+                        && c.over == Over::Rows
+                        && f == t =>
+                {
                     return Err(bad(
                         field("to"),
                         format!("{t}: the same row as from; a ratio needs two rows"),
@@ -512,6 +566,43 @@ impl Experiment {
                         "a claim along the rate takes from and to, not rates".into(),
                     ));
                 }
+            }
+            if c.over == Over::Change {
+                if c.versus.is_none() || c.from.is_none() {
+                    return Err(bad(
+                        field("over"),
+                        "\"change\" compares the ratio against versus at two rows: give versus, from and to".into(),
+                    ));
+                }
+                if c.from == c.to {
+                    return Err(bad(
+                        field("to"),
+                        "the same row as from; a change needs two rows".into(),
+                    ));
+                }
+            }
+            if let Some(m) = c.versus_metric {
+                web_metric(field("versus_metric"), m)?;
+                if m == metric {
+                    return Err(bad(
+                        field("versus_metric"),
+                        format!("{}: the claim's own metric", serde_name(&m)),
+                    ));
+                }
+                if c.versus.is_some() || c.over != Over::Rows {
+                    return Err(bad(
+                        field("versus_metric"),
+                        "against another metric of the same point: not with versus or over".into(),
+                    ));
+                }
+            }
+            if (c.over == Over::Change || c.versus_metric.is_some())
+                && c.compare == Compare::Difference
+            {
+                return Err(bad(
+                    field("compare"),
+                    "a change of a ratio, or a metric against another, is a ratio".into(),
+                ));
             }
             if let (Some(lo), Some(hi)) = (c.expect_min, c.expect_max) {
                 if lo > hi {

@@ -254,6 +254,40 @@ fn a_claim_with_rates_covers_only_those_rates() {
     assert!(e.paper.as_ref().unwrap().claims[1].covers_rate(500.0));
 }
 
+/// Issue 30: the polling paper's two new claim shapes.
+#[test]
+fn a_change_claim_and_a_metric_claim_have_their_shapes() {
+    let text = MINIMAL.to_string()
+        + &PAPER
+            .replace(
+                "to = 40\n",
+                "to = 40\nversus = \"epoll\"\nover = \"change\"\n",
+            )
+            .replace(
+                "statistic = \"max\"",
+                "statistic = \"max\"\nversus_metric = \"cycle\"",
+            );
+    let e = Experiment::from_toml(&text, "t.toml").unwrap();
+    let p = e.paper.as_ref().unwrap();
+    assert_eq!(
+        p.claims[0].shape(),
+        ClaimShape::Change {
+            versus: "epoll",
+            from: 10.0,
+            to: 40.0
+        }
+    );
+    assert_eq!(
+        p.claims[1].shape(),
+        ClaimShape::Metrics {
+            other: Metric::Cycle,
+            range: None
+        }
+    );
+    // The cycle has no "max": the claim's max is divided by its first, the mean.
+    assert_eq!(p.claims[1].versus_statistic_index(p), 0);
+}
+
 #[test]
 fn bad_paper_fields_are_named() {
     let text = MINIMAL.to_string() + PAPER;
@@ -306,6 +340,23 @@ fn bad_paper_fields_are_named() {
             "engine = \"select\"\nconnections",
             "engine = \"poll\"\nconnections",
             "paper.cells[0].engine",
+        ),
+        // Issue 30: a ratio's change needs versus; a metric against another
+        // is not against itself, nor with versus.
+        (
+            "to = 40\n",
+            "to = 40\nover = \"change\"\n",
+            "paper.claims[0].over",
+        ),
+        (
+            "statistic = \"max\"",
+            "statistic = \"max\"\nversus_metric = \"send_deviation\"",
+            "paper.claims[1].versus_metric",
+        ),
+        (
+            "versus = \"epoll\"",
+            "versus = \"epoll\"\nversus_metric = \"cycle\"",
+            "paper.claims[2].versus_metric",
         ),
     ] {
         assert!(text.contains(from), "{from}");

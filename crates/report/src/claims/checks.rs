@@ -3,8 +3,11 @@
 //! on valid points only, paired by round, and is judged against the A/A
 //! noise floor ([`super::evidence`]).
 
-use super::evidence::{compare_cells, invalid_reason, judge_noisy, Compared, Noise, CONFIDENCE};
+use super::evidence::{
+    by_round, compare_cells, invalid_reason, judge_noisy, Compared, Noise, CONFIDENCE,
+};
 use super::*;
+use crate::metric_name;
 use connlab_measure::stats::median_interval;
 
 /// Fills a check from a comparison, or says why there is none: the cells'
@@ -79,22 +82,16 @@ fn paper_at(
         .and_then(|c| c.stats(metric)[k])
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn along_checks(
-    dir: &SweepDir,
+/// The settings a claim along `along` is judged at: our rows' other
+/// parameters, then the paper's cells' where we have none (the `along`
+/// slot left empty), limited to the claim's rates.
+fn groups_along(
     t: &PaperTable,
     claim: &PaperClaim,
-    metric: Metric,
-    k: usize,
-    along: Vary,
     cells: &[&PaperCell],
-    from: f64,
-    to: f64,
-    noise: Option<&Noise>,
-) -> Vec<ClaimCheck> {
-    let quantity = pair_quantity(claim);
+    along: Vary,
+) -> Vec<Group> {
     let s = slot(along);
-    // Groups: our rows' other parameters, then the paper's where we have none.
     let mut groups: Vec<Group> = Vec::new();
     let push = |groups: &mut Vec<Group>, g: Group| {
         if !groups.iter().any(|h| {
@@ -125,6 +122,25 @@ pub(super) fn along_checks(
     }
     // A claim written for some rates only (its tolerance differs by rate).
     groups.retain(|g| g[2].is_none_or(|rate| claim.covers_rate(rate)));
+    groups
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn along_checks(
+    dir: &SweepDir,
+    t: &PaperTable,
+    claim: &PaperClaim,
+    metric: Metric,
+    k: usize,
+    along: Vary,
+    cells: &[&PaperCell],
+    from: f64,
+    to: f64,
+    noise: Option<&Noise>,
+) -> Vec<ClaimCheck> {
+    let quantity = pair_quantity(claim);
+    let s = slot(along);
+    let groups = groups_along(t, claim, cells, along);
     let mut out = Vec::new();
     for engine in &claim.engines {
         let Some(col) = t.engines.iter().position(|e| e == engine) else {
@@ -754,6 +770,185 @@ pub(super) fn value_checks(
             verdicts.first().cloned().unwrap_or(Verdict::NotJudged)
         };
         out.push(check);
+    }
+    out
+}
+
+/// A check without figures yet, for `subject` at `rows`.
+fn blank_check(name: String, subject: &str, rows: String, paper: Option<f64>) -> ClaimCheck {
+    ClaimCheck {
+        engine: name,
+        subject: subject.to_string(),
+        rows,
+        paper,
+        paper_from_cells: false,
+        ours: None,
+        spread: None,
+        n: 0,
+        coverage: None,
+        verdict: Verdict::NotJudged,
+        context: None,
+    }
+}
+
+/// Fills a check from per-round values, or says why there are none: the
+/// cells' invalid points, else `missing`.
+fn settle_rounds(
+    check: &mut ClaimCheck,
+    dir: &SweepDir,
+    claim: &PaperClaim,
+    per_round: &[f64],
+    cells: &[&Cell],
+    noise: Option<&Noise>,
+    missing: impl FnOnce() -> String,
+) {
+    match of_rounds(per_round) {
+        Some(c) => fill(check, claim, &c, Quantity::Ratio, noise),
+        None => {
+            check.verdict = match invalid_reason(dir, cells) {
+                Some(why) => Verdict::CannotJudge(why),
+                None => Verdict::CannotMeasure(missing()),
+            }
+        }
+    }
+}
+
+/// `over = "change"`: for each engine and setting, (engine / versus at
+/// `to`) / (engine / versus at `from`), per repetition in which all four
+/// points are valid.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn change_checks(
+    dir: &SweepDir,
+    t: &PaperTable,
+    claim: &PaperClaim,
+    metric: Metric,
+    k: usize,
+    along: Vary,
+    versus: &str,
+    from: f64,
+    to: f64,
+    noise: Option<&Noise>,
+) -> Vec<ClaimCheck> {
+    let Some(vcol) = t.engines.iter().position(|e| e == versus) else {
+        return Vec::new();
+    };
+    let groups = groups_along(t, claim, &[], along);
+    let s = slot(along);
+    let mut out = Vec::new();
+    for engine in &claim.engines {
+        let Some(col) = t.engines.iter().position(|e| e == engine) else {
+            continue;
+        };
+        for g in &groups {
+            let row_at = |v: f64| {
+                t.rows.iter().find(|r| {
+                    let p = row_params(r);
+                    in_group(&p, g) && close(p[s], v)
+                })
+            };
+            let mut check = blank_check(
+                format!("{engine} / {versus}"),
+                engine,
+                format!(
+                    "{} over {} at {}",
+                    param_text(along, to),
+                    param_text(along, from),
+                    group_text(g)
+                ),
+                paper_stated(claim),
+            );
+            let (Some(rf), Some(rt)) = (row_at(from), row_at(to)) else {
+                check.verdict = Verdict::CannotMeasure(format!(
+                    "{} or {} not in this run",
+                    param_text(along, from),
+                    param_text(along, to)
+                ));
+                out.push(check);
+                continue;
+            };
+            let four = [
+                &rf.cells[col],
+                &rf.cells[vcol],
+                &rt.cells[col],
+                &rt.cells[vcol],
+            ];
+            let rounds: Vec<Vec<(u32, f64)>> =
+                four.iter().map(|c| by_round(dir, c, metric, k)).collect();
+            let at = |i: usize, rep: u32| {
+                rounds[i]
+                    .iter()
+                    .find(|(r, v)| *r == rep && *v > 0.0)
+                    .map(|x| x.1)
+            };
+            let per_round: Vec<f64> = rounds[0]
+                .iter()
+                .filter_map(|&(rep, _)| {
+                    let (ef, vf, et, vt) = (at(0, rep)?, at(1, rep)?, at(2, rep)?, at(3, rep)?);
+                    Some((et / vt) / (ef / vf))
+                })
+                .collect();
+            settle_rounds(&mut check, dir, claim, &per_round, &four, noise, || {
+                "no repetition with all four points finished".into()
+            });
+            out.push(check);
+        }
+    }
+    out
+}
+
+/// `versus_metric`: at every row (in `range`), each point's statistic `k`
+/// of `metric` divided by statistic `k_other` of `other` of the same point.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn metric_checks(
+    dir: &SweepDir,
+    t: &PaperTable,
+    claim: &PaperClaim,
+    metric: Metric,
+    k: usize,
+    along: Vary,
+    other: Metric,
+    k_other: usize,
+    range: Option<(f64, f64)>,
+    noise: Option<&Noise>,
+) -> Vec<ClaimCheck> {
+    let mut out = Vec::new();
+    for engine in &claim.engines {
+        let Some(col) = t.engines.iter().position(|e| e == engine) else {
+            continue;
+        };
+        for r in t.rows.iter().filter(|r| {
+            range.is_none_or(|(lo, hi)| {
+                let v = r.value(along);
+                (v >= lo || close(v, lo)) && (v <= hi || close(v, hi))
+            })
+        }) {
+            let cell = &r.cells[col];
+            let mut check = blank_check(
+                format!("{engine}: {} / {}", metric_name(metric), metric_name(other)),
+                engine,
+                setting_text(r),
+                paper_stated(claim),
+            );
+            let per_round: Vec<f64> = cell
+                .points
+                .iter()
+                .filter_map(|&i| {
+                    let p = &dir.points[i];
+                    let a = our_stats(&dir.experiment, metric, p)[k]?;
+                    let b = our_stats(&dir.experiment, other, p)[k_other]?;
+                    (a.is_finite() && b.is_finite() && b > 0.0).then(|| a / b)
+                })
+                .collect();
+            settle_rounds(&mut check, dir, claim, &per_round, &[cell], noise, || {
+                format!(
+                    "{} has no point with both {} and {}",
+                    setting_text(r),
+                    metric_name(metric),
+                    metric_name(other)
+                )
+            });
+            out.push(check);
+        }
     }
     out
 }

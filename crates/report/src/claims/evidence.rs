@@ -151,7 +151,7 @@ pub(crate) struct Compared {
 }
 
 /// Each repetition's value of statistic `k` of a cell (valid points only).
-fn by_round(dir: &SweepDir, cell: &Cell, metric: Metric, k: usize) -> Vec<(u32, f64)> {
+pub(crate) fn by_round(dir: &SweepDir, cell: &Cell, metric: Metric, k: usize) -> Vec<(u32, f64)> {
     cell.points
         .iter()
         .filter_map(|&i| {

@@ -20,7 +20,9 @@ mod checks;
 mod derived;
 mod evidence;
 
-use checks::{along_checks, peak_checks, value_checks, versus_checks};
+use checks::{
+    along_checks, change_checks, metric_checks, peak_checks, value_checks, versus_checks,
+};
 pub use derived::{derived_tables, DerivedRow, DerivedTable};
 pub(crate) use evidence::p90;
 pub use evidence::{noise, Noise};
@@ -355,6 +357,13 @@ pub fn check_claims(dir: &SweepDir, t: &PaperTable) -> Vec<ClaimResult> {
                     range,
                     n,
                 ),
+                ClaimShape::Change { versus, from, to } => {
+                    change_checks(dir, t, claim, metric, k, along, versus, from, to, n)
+                }
+                ClaimShape::Metrics { other, range } => {
+                    let k_other = claim.versus_statistic_index(paper);
+                    metric_checks(dir, t, claim, metric, k, along, other, k_other, range, n)
+                }
                 ClaimShape::Value => value_checks(dir, t, claim, metric, k, n),
             };
             if let Some(why) = &claim.unmeasurable {

@@ -185,3 +185,88 @@ fn the_a_a_noise_floor_decides_close_calls() {
         .unwrap();
     assert_eq!(slower.verdict, connlab_report::Verdict::Holds);
 }
+
+/// A claim on how one engine's ratio against another changes between two
+/// rows (`over = "change"`), and one on a metric against another of the
+/// same point (`versus_metric`): both judged per repetition.
+#[test]
+fn a_change_of_a_ratio_and_a_metric_against_another_are_judged() {
+    let toml = r#"
+name = "fixture"
+title = "Fixture: a ratio's change and latency against the cycle"
+[topology]
+client_hosts = 2
+[server]
+engines = ["poll", "rtsig"]
+cpu = "1"
+profile_poll = true
+[matrix]
+connections = [1000]
+active_ratios = ["1/4", "1/64"]
+rates = [500]
+request_size = 128
+response_size = "10KiB"
+duration = "1s"
+repetitions = 3
+[paper]
+table = "Figure 7"
+source = "fixture"
+metric = "service_latency"
+vary = "connections"
+[[paper.claims]]
+text = "rtsig gains more against poll at a small ratio"
+engines = ["rtsig"]
+versus = "poll"
+along = "active_ratio"
+over = "change"
+from = 0.25
+to = 0.015625
+expect_max = 0.9
+[[paper.claims]]
+text = "the gain does not change"
+engines = ["rtsig"]
+versus = "poll"
+along = "active_ratio"
+over = "change"
+from = 0.25
+to = 0.015625
+expect_min = 0.9
+[[paper.claims]]
+text = "latency is about a cycle"
+engines = ["poll", "rtsig"]
+versus_metric = "cycle"
+expect_min = 0.5
+expect_max = 1.5
+"#;
+    // poll's latency is 400 µs at both ratios; rtsig's is 200 µs at 1/4
+    // and 50 µs at 1/64, so rtsig / poll falls from 0.5 to 0.125: 0.25x.
+    // The cycle (3x the poll-call figure) equals the latency.
+    let dir = sweep(toml, |p| {
+        let mean = match (p.engine.as_str(), p.active_ratio_label.as_str()) {
+            ("rtsig", "1/4") => 200.0,
+            ("rtsig", _) => 50.0,
+            _ => 400.0,
+        };
+        (mean, 10.0, mean / 3.0)
+    });
+    let table = connlab_report::PaperTable::of(&dir);
+    let claims = connlab_report::check_claims(&dir, &table);
+    let by = |t: &str| claims.iter().find(|c| c.text == t).unwrap();
+    let gains = by("rtsig gains more against poll at a small ratio");
+    assert_eq!(gains.verdict, connlab_report::Verdict::Holds);
+    let ours = gains.checks[0].ours.unwrap();
+    assert!((ours - 0.25).abs() < 1e-9, "{ours}");
+    assert_eq!(gains.checks[0].n, 3);
+    assert!(gains.is_ratio);
+    assert!(matches!(
+        by("the gain does not change").verdict,
+        connlab_report::Verdict::DoesNotHold { .. }
+    ));
+    let cycle = by("latency is about a cycle");
+    assert_eq!(cycle.verdict, connlab_report::Verdict::Holds);
+    // One check per engine and row, each 1.0x.
+    assert_eq!(cycle.checks.len(), 4);
+    for c in &cycle.checks {
+        assert!((c.ours.unwrap() - 1.0).abs() < 1e-9, "{c:?}");
+    }
+}
