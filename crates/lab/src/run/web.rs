@@ -98,6 +98,19 @@ fn addr(topo: &Topology, host: &str, port: u16) -> anyhow::Result<SocketAddr> {
     Ok(SocketAddr::from((ip, port)))
 }
 
+/// The HAProxy rule that sends `client` to backend `low byte mod
+/// backends`, as the gateway's ip-mod does with equal weights.
+fn haproxy_ip_mod_rule(client: std::net::IpAddr, backends: usize) -> String {
+    let low = match client {
+        std::net::IpAddr::V4(a) => a.octets()[3],
+        std::net::IpAddr::V6(a) => a.octets()[15],
+    };
+    format!(
+        "  use-server s{} if {{ src {client} }}\n",
+        usize::from(low) % backends.max(1)
+    )
+}
+
 /// Waits until `target` accepts a connection from `from`'s namespace.
 fn wait_listening(topo: &Topology, from: &str, target: SocketAddr) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -211,11 +224,21 @@ pub(super) fn start(
                 "least-connections" => "leastconn",
                 _ => "source",
             };
-            let servers: String = pool
+            let mut servers: String = pool
                 .iter()
                 .enumerate()
                 .map(|(i, b)| format!("  server s{i} {b}\n"))
                 .collect();
+            // ip-mod (the paper's rule: the client address's low byte modulo
+            // the backends) is not one of HAProxy's algorithms; the clients'
+            // addresses are known, so each gets its backend by name and
+            // `balance source` only covers any other address.
+            if web.policy.as_str() == "ip-mod" {
+                for host in exp.client_hosts() {
+                    let ip = addr(topo, &host, 0)?.ip();
+                    servers.push_str(&haproxy_ip_mod_rule(ip, pool.len()));
+                }
+            }
             std::fs::write(
                 &cfg,
                 format!(
@@ -312,5 +335,25 @@ impl WebSide {
         std::fs::read_to_string(&self.gateway_stats)
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::haproxy_ip_mod_rule;
+
+    /// HAProxy under ip-mod sends each client where the gateway's nat map
+    /// would: the address's low byte modulo the backends.
+    #[test]
+    fn haproxy_follows_the_ip_mod_rule() {
+        let ip = |s: &str| s.parse().unwrap();
+        assert_eq!(
+            haproxy_ip_mod_rule(ip("10.77.0.7"), 4),
+            "  use-server s3 if { src 10.77.0.7 }\n"
+        );
+        assert_eq!(
+            haproxy_ip_mod_rule(ip("10.77.0.6"), 6),
+            "  use-server s0 if { src 10.77.0.6 }\n"
+        );
     }
 }
