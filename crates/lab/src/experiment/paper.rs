@@ -248,6 +248,11 @@ pub struct PaperClaim {
     /// engine (its statistic of the same name, else its first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub versus_metric: Option<Metric>,
+    /// A value or a peak without `versus`: our figure divided by this
+    /// before it is compared (the gateway's traffic over six segments,
+    /// against the paper's traffic per segment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub divide_by: Option<f64>,
 }
 
 impl PaperClaim {
@@ -554,13 +559,17 @@ impl Experiment {
                         "a list of positive rates (req/s)".into(),
                     ));
                 }
-                if c.versus.is_some() || c.from.is_none() || c.over != Over::Rows {
+                let value = c.versus.is_none()
+                    && c.from.is_none()
+                    && c.versus_metric.is_none()
+                    && c.over == Over::Rows;
+                if !value && (c.versus.is_some() || c.from.is_none() || c.over != Over::Rows) {
                     return Err(bad(
                         field("rates"),
-                        "only for a claim from one row to another (from and to)".into(),
+                        "only for a claim from one row to another (from and to), or a value at every row".into(),
                     ));
                 }
-                if c.along.unwrap_or(p.vary) == Vary::Rate {
+                if !value && c.along.unwrap_or(p.vary) == Vary::Rate {
                     return Err(bad(
                         field("rates"),
                         "a claim along the rate takes from and to, not rates".into(),
@@ -663,6 +672,17 @@ impl Experiment {
                         "give the paper's number once: paper_range, paper_ratio or paper_value"
                             .into(),
                     ));
+                }
+            }
+            if let Some(d) = c.divide_by {
+                if !single {
+                    return Err(bad(
+                        field("divide_by"),
+                        "only a value, or a peak without versus, is divided".into(),
+                    ));
+                }
+                if !(d.is_finite() && d > 0.0) {
+                    return Err(bad(field("divide_by"), format!("{d}: a positive number")));
                 }
             }
             if c.percent && (single || c.compare == Compare::Difference) {

@@ -348,6 +348,17 @@ fn bad_paper_fields_are_named() {
             "to = 40\nover = \"change\"\n",
             "paper.claims[0].over",
         ),
+        // A divisor only for a single value; and a positive one.
+        (
+            "to = 40\n",
+            "to = 40\ndivide_by = 6.0\n",
+            "paper.claims[0].divide_by",
+        ),
+        (
+            "statistic = \"max\"",
+            "statistic = \"max\"\ndivide_by = 0.0",
+            "paper.claims[1].divide_by",
+        ),
         (
             "statistic = \"max\"",
             "statistic = \"max\"\nversus_metric = \"send_deviation\"",

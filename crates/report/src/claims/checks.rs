@@ -606,7 +606,8 @@ pub(super) fn peak_checks(
                 let from_cells = paper_peak(engine);
                 check.paper = from_cells.or(claim.paper_stated());
                 check.paper_from_cells = from_cells.is_some();
-                let values: Vec<f64> = ours.by_round.values().copied().collect();
+                let per = claim.divide_by.unwrap_or(1.0);
+                let values: Vec<f64> = ours.by_round.values().map(|v| v / per).collect();
                 match of_rounds(&values) {
                     Some(c) => fill(&mut check, claim, &c, Quantity::Value, noise),
                     None => check.verdict = peak_missing(dir, &[&ours], missing(engine)),
@@ -633,15 +634,18 @@ pub(super) fn value_checks(
             continue;
         };
         // Each row's repetitions: their median and interval.
+        let per = claim.divide_by.unwrap_or(1.0);
         let measured: Vec<(&Row, Compared)> = t
             .rows
             .iter()
+            .filter(|r| claim.covers_rate(r.rate_per_s))
             .filter_map(|r| {
                 let values: Vec<f64> = r.cells[col]
                     .points
                     .iter()
                     .filter_map(|&i| our_stats(&dir.experiment, metric, &dir.points[i])[k])
                     .filter(|v| v.is_finite())
+                    .map(|v| v / per)
                     .collect();
                 Some((r, of_rounds(&values)?))
             })
