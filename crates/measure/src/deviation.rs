@@ -22,6 +22,16 @@ pub struct DeviationSummary {
     pub median: f64,
     /// Largest absolute deviation.
     pub max: f64,
+    /// Share of the sends whose deviation exceeds 10 us either way (the
+    /// locality paper's Figure 2: about 5 % of sends under its polling
+    /// engines). Results from before this field read 0.
+    #[serde(default)]
+    pub share_over_10us: f64,
+    /// Share of the sends within 1 us either side of the median: the
+    /// 2 us band that holds over 90 % of the paper's sends (its -3.5 to
+    /// -1.5 us in Figure 2). Results from before this field read 0.
+    #[serde(default)]
+    pub share_near_median: f64,
 }
 
 /// Accumulates actual send instants of a fixed-interval schedule.
@@ -104,11 +114,15 @@ impl SendDeviation {
         } else {
             (dev[n / 2 - 1] + dev[n / 2]) / 2.0
         };
+        let share =
+            |f: &dyn Fn(f64) -> bool| dev.iter().filter(|d| f(**d)).count() as f64 / n as f64;
         DeviationSummary {
             count: n as u64,
             stddev: var.sqrt(),
             median,
             max: dev.iter().fold(0.0f64, |m, d| m.max(d.abs())),
+            share_over_10us: share(&|d| d.abs() > 10.0),
+            share_near_median: share(&|d| (d - median).abs() <= 1.0),
         }
     }
 
@@ -241,12 +255,35 @@ impl DeviationHistogram {
         if n == 0 {
             return DeviationSummary::default();
         }
+        let median = self.quantile_us(0.5);
+        let over = self.count_between_us(f64::NEG_INFINITY, -10.0)
+            + self.count_between_us(10.0, f64::INFINITY);
         DeviationSummary {
             count: n,
             stddev: (self.sum_sq_us2 / n as f64).sqrt(),
-            median: self.quantile_us(0.5),
+            median,
             max: self.max_abs_us,
+            share_over_10us: over as f64 / n as f64,
+            share_near_median: self.count_between_us(median - 1.0, median + 1.0) as f64 / n as f64,
         }
+    }
+
+    /// Sends whose signed deviation lies in `[lo, hi]` us, to the
+    /// histograms' 3 significant digits (an open end is infinite).
+    fn count_between_us(&self, lo: f64, hi: f64) -> u64 {
+        let ns = |us: f64| (us * 1e3).round().clamp(0.0, Self::HIGHEST_NS as f64) as u64;
+        let mut n = 0;
+        // The others (zero and positive), by magnitude.
+        if hi >= 0.0 {
+            n += self
+                .positive
+                .count_between(ns(lo.max(0.0)), ns(hi.min(Self::HIGHEST_NS as f64)));
+        }
+        // The negative ones, by magnitude: -hi..-lo.
+        if lo < 0.0 {
+            n += self.negative.count_between(ns((-hi).max(0.0)), ns(-lo));
+        }
+        n
     }
 
     /// `points` evenly spaced quantiles (signed, us).
@@ -397,11 +434,32 @@ mod tests {
         assert!((approx.stddev - exact.stddev).abs() < 1e-6 * exact.stddev.max(1.0));
         assert!((approx.max - exact.max).abs() < 1e-9);
         assert!((approx.median - exact.median).abs() <= 0.01 * exact.median.abs().max(10.0));
+        assert!((approx.share_over_10us - exact.share_over_10us).abs() < 1e-12);
+        assert!((approx.share_near_median - exact.share_near_median).abs() < 1e-12);
         let back = DeviationHistogram::from_parts(&h.to_parts()).unwrap();
         assert_eq!(back.summary(), approx);
         let cdf = h.cdf(21);
         assert_eq!(cdf.len(), 21);
         assert!(cdf.windows(2).all(|w| w[0].value_us <= w[1].value_us));
+    }
+
+    /// Figure 2's two shares: beyond 10 us either way, and within 1 us of
+    /// the median; the histogram agrees with the exact summary.
+    #[test]
+    fn shares_of_far_sends_and_of_sends_near_the_median() {
+        let mut h = DeviationHistogram::new();
+        // 16 sends: 12 within a 2 us band around -2.5, two beyond 10 us
+        // either way, two in between.
+        let values = [
+            -3.4, -3.0, -2.9, -2.6, -2.5, -2.5, -2.4, -2.2, -2.0, -1.9, -1.7, -1.6, -12.0, 25.0,
+            4.0, -6.0,
+        ];
+        for v in values {
+            h.record_us(v);
+        }
+        let s = h.summary();
+        assert!((s.share_over_10us - 2.0 / 16.0).abs() < 1e-12, "{s:?}");
+        assert!((s.share_near_median - 12.0 / 16.0).abs() < 1e-12, "{s:?}");
     }
 
     #[test]

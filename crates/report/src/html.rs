@@ -95,6 +95,7 @@ fn repetitions_text(reps: usize) -> String {
 fn metric_whose(metric: connlab_lab::Metric) -> &'static str {
     use connlab_lab::Metric;
     match metric {
+        Metric::SendShares => "at the merged client shards, over every send of the measured window: the share deviating more than 10 µs either way from its ideal instant, the share within 1 µs of the median deviation, and the number of sends",
         Metric::Cycle => "at the server (--profile-poll): wall time of one cycle, a polling call and the I/O it reported",
         Metric::PollCall => "at the server (--profile-poll): thread CPU time per call, and wall time per call, which also holds waiting for work and preemption",
         Metric::BackendCpu => "of each backend (user and system time of its cgroup over the measured window, as a share of one CPU): the mean over the backends the configuration uses, the busiest one, and their total",

@@ -133,6 +133,7 @@ pub fn metric_name(metric: Metric) -> &'static str {
     match metric {
         Metric::ServiceLatency => "service latency",
         Metric::SendDeviation => "send-timing deviation",
+        Metric::SendShares => "send deviation shares",
         Metric::PollCall => "time per polling call",
         Metric::Cycle => "server cycle",
         Metric::BackendCpu => "backend CPU",
@@ -154,6 +155,8 @@ pub fn stat_unit(metric: Metric, k: usize) -> (&'static str, f64) {
     match (metric, k) {
         (Metric::ServiceLatency, _) => ("ms", 1000.0),
         (Metric::SendDeviation | Metric::PollCall | Metric::Cycle, _) => ("µs", 1.0),
+        (Metric::SendShares, 2) => ("sends", 1.0),
+        (Metric::SendShares, _) => ("share", 1.0),
         (Metric::BackendCpu, _) | (Metric::GatewayCpu, 1) => ("CPUs", 1.0),
         (Metric::GatewayCpu, _) => ("share", 1.0),
         (Metric::Throughput, 0) => ("req/s", 1.0),
@@ -236,6 +239,16 @@ pub fn our_stats(exp: &Experiment, metric: Metric, p: &PointResult) -> [Option<f
         Metric::SendDeviation => {
             let s = &p.load.send_deviation_us;
             [Some(s.stddev), Some(s.median), Some(s.max)]
+        }
+        Metric::SendShares => {
+            let s = &p.load.send_deviation_us;
+            // Results from before the shares carry none.
+            let known = s.count > 0 && (s.share_over_10us > 0.0 || s.share_near_median > 0.0);
+            [
+                known.then_some(s.share_over_10us),
+                known.then_some(s.share_near_median),
+                Some(s.count as f64),
+            ]
         }
         Metric::Cycle => [
             server_stat(p, "cycle_us", "mean"),

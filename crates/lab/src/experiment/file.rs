@@ -328,6 +328,10 @@ pub enum Metric {
     ServiceLatency,
     /// Send-timing deviation from the ideal schedule: Table 5 and Figure 2.
     SendDeviation,
+    /// How the send deviations spread (the locality paper's Figure 2): the
+    /// share of sends beyond 10 µs either way, the share within 1 µs of the
+    /// median, and the number of sends.
+    SendShares,
     /// Time per polling call at the server (`--profile-poll`): the polling
     /// paper's Figures 6, 7, 9 and 10.
     PollCall,
@@ -355,6 +359,7 @@ impl Metric {
         match self {
             Metric::ServiceLatency => ["mean", "median", "stddev"],
             Metric::SendDeviation => ["stddev", "median", "max"],
+            Metric::SendShares => ["over 10 us", "near median", "sends"],
             Metric::PollCall => ["CPU mean", "wall median", "wall mean"],
             Metric::Cycle => ["mean", "median", "p99"],
             Metric::BackendCpu => ["mean", "busiest", "total"],

@@ -134,6 +134,7 @@ impl PaperCell {
             Metric::ServiceLatency => [self.mean_us, self.median_us, self.stddev_us],
             Metric::SendDeviation => [self.stddev_us, self.median_us, self.max_us],
             Metric::PollCall | Metric::Cycle => [self.mean_us, self.median_us, None],
+            Metric::SendShares => [None; 3],
             Metric::BackendCpu => [self.backend_cpu_share, None, None],
             Metric::Throughput => [self.req_per_s, self.mbit_per_s, None],
             Metric::GatewayCpu => [self.gateway_cpu_share, None, None],

@@ -270,3 +270,57 @@ expect_max = 1.5
         assert!((c.ours.unwrap() - 1.0).abs() < 1e-9, "{c:?}");
     }
 }
+
+/// Figure 2's shares are judged from each point's send-deviation shares;
+/// results from before the shares existed cannot be measured.
+#[test]
+fn figure_2_shares_are_judged_from_every_send() {
+    let toml = LOCALITY.to_string()
+        + r#"
+[[paper.claims]]
+source = "Figure 2"
+text = "few sends beyond 10 us"
+engines = ["select"]
+metric = "send_shares"
+statistic = "over 10 us"
+paper_value = 0.05
+expect_max = 0.10
+[[paper.claims]]
+source = "Figure 2"
+text = "most sends near the median"
+engines = ["select"]
+metric = "send_shares"
+statistic = "near median"
+paper_value = 0.9
+expect_min = 0.9
+"#;
+    let old = sweep(&toml, |_| (100.0, 10.0, 1.0));
+    let mut dir = sweep(&toml, |_| (100.0, 10.0, 1.0));
+    for p in dir.points.iter_mut().chain(dir.controls.iter_mut()) {
+        p.load.send_deviation_us.count = 1000;
+        p.load.send_deviation_us.share_over_10us = 0.04;
+        p.load.send_deviation_us.share_near_median = 0.93;
+    }
+    let verdict = |dir: &connlab_lab::SweepDir, text: &str| {
+        let table = connlab_report::PaperTable::of(dir);
+        connlab_report::check_claims(dir, &table)
+            .into_iter()
+            .find(|c| c.text == text)
+            .unwrap()
+            .verdict
+    };
+    for text in ["few sends beyond 10 us", "most sends near the median"] {
+        assert_eq!(
+            verdict(&dir, text),
+            connlab_report::Verdict::Holds,
+            "{text}"
+        );
+        assert!(
+            matches!(
+                verdict(&old, text),
+                connlab_report::Verdict::CannotMeasure(_)
+            ),
+            "{text}"
+        );
+    }
+}
