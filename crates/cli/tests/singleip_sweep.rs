@@ -100,6 +100,7 @@ fn record(system: System, samples: &[f64]) -> SingleIpRecord {
             rate_bps: None,
             queue_packets: None,
             bottleneck: None,
+            switch_queue_packets: None,
         },
         congestion_control: "reno".into(),
         rtt: summarise_rtt(samples),

@@ -143,6 +143,8 @@ fn contention_from_streams_and_a_log() {
         delay_ms: 1.0,
         client_addrs: ["1.0.0.1".into(), "1.0.0.2".into(), "1.0.0.3".into()],
         timeline_every: 1,
+        fair_window_s: 0.2,
+        fair_jain: 0.95,
     };
     let streams = vec![
         ("fg".to_string(), t(1000, 100.0, vec![10; 10])),
@@ -227,6 +229,7 @@ mod validity {
                 rate_bps: None,
                 queue_packets: None,
                 bottleneck: None,
+                switch_queue_packets: None,
             },
             congestion_control: "reno".into(),
             rtt: summarise_rtt(&[mean - 1.0, mean, mean + 1.0]),
@@ -395,4 +398,204 @@ mod validity {
         let text = serde_json::to_string(&old).unwrap();
         assert!(!text.contains("validity"), "{text}");
     }
+}
+
+// ------------------------------------------------------------------ issue 30
+
+/// `FILE` with `[rtt]`'s and `[bandwidth]`'s `link_rate` and more
+/// `[contention]` fields.
+fn with_links(rtt: &str, bandwidth: &str, contention: &str) -> String {
+    FILE.replace(
+        "round_trips = 100\n",
+        &format!("round_trips = 100\n{rtt}\n"),
+    )
+    .replace(
+        "bytes_per_point = \"1MB\"\n",
+        &format!("bytes_per_point = \"1MB\"\n{bandwidth}\n"),
+    )
+    .replace(
+        "background_after_small = \"4s\"\n",
+        &format!("background_after_small = \"4s\"\n{contention}\n"),
+    )
+}
+
+#[test]
+fn link_rates_of_rtt_and_bandwidth_are_read_and_checked() {
+    let e = SingleIpExperiment::from_toml(FILE, "t.toml").unwrap();
+    assert_eq!(e.rtt.unwrap().link_rate_bps(), None);
+    let text = with_links("link_rate = \"1gbit\"", "link_rate = \"100mbit\"", "");
+    let e = SingleIpExperiment::from_toml(&text, "t.toml").unwrap();
+    assert_eq!(e.rtt.unwrap().link_rate_bps(), Some(1_000_000_000));
+    assert_eq!(e.bandwidth.unwrap().link_rate_bps(), Some(100_000_000));
+    let text = with_links("link_rate = \"none\"", "", "");
+    let e = SingleIpExperiment::from_toml(&text, "t.toml").unwrap();
+    assert_eq!(e.rtt.unwrap().link_rate_bps(), None);
+    for (rtt, bandwidth, field, value) in [
+        ("link_rate = \"fast\"", "", "rtt.link_rate", "fast"),
+        (
+            "link_rate = \"500kbit\"",
+            "",
+            "rtt.link_rate",
+            "\"500kbit\"",
+        ),
+        (
+            "",
+            "link_rate = \"20gbit\"",
+            "bandwidth.link_rate",
+            "\"20gbit\"",
+        ),
+        ("", "link_rate = 1000", "bandwidth.link_rate", "1000"),
+    ] {
+        let err = SingleIpExperiment::from_toml(&with_links(rtt, bandwidth, ""), "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("t.toml") && err.contains(field) && err.contains(value),
+            "{rtt}{bandwidth}: {err}"
+        );
+    }
+}
+
+#[test]
+fn the_front_bottleneck_and_the_nat_switch_queue_are_read_and_checked() {
+    use super::experiment::Bottleneck;
+    let text = with_links("", "", "bottleneck = \"front\"\nnat_switch_queue = 40");
+    let c = SingleIpExperiment::from_toml(&text, "t.toml")
+        .unwrap()
+        .contention
+        .unwrap();
+    assert_eq!(
+        (c.bottleneck, c.nat_switch_queue),
+        (Bottleneck::Front, Some(40))
+    );
+    let c = SingleIpExperiment::from_toml(FILE, "t.toml")
+        .unwrap()
+        .contention
+        .unwrap();
+    assert_eq!(
+        (c.bottleneck, c.nat_switch_queue),
+        (Bottleneck::Emulator, None)
+    );
+    for (line, field) in [
+        ("nat_switch_queue = 0", "contention.nat_switch_queue"),
+        ("bottleneck = \"switch\"", "switch"),
+        ("nat_switch_queue = -1", "nat_switch_queue"),
+    ] {
+        let err = SingleIpExperiment::from_toml(&with_links("", "", line), "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(field) && err.contains("t.toml"),
+            "{line}: {err}"
+        );
+    }
+}
+
+/// Three 100 MB-class streams from `epoch` 100.0 with these per-bin byte
+/// counts (bins of 0.1 s).
+fn three_streams(bins: [Vec<u64>; 3]) -> Vec<(String, ProbeTransfer)> {
+    let names = ["fg", "bg1", "bg2"];
+    bins.into_iter()
+        .zip(names)
+        .map(|(bins, name)| {
+            let size = 1000;
+            (
+                name.to_string(),
+                ProbeTransfer {
+                    size,
+                    got: size,
+                    t0: 100.0,
+                    t_conn: 100.001,
+                    t_first: Some(100.002),
+                    t_last: Some(100.0 + bins.len() as f64 * 0.1),
+                    bins,
+                },
+            )
+        })
+        .collect()
+}
+
+fn setup() -> ContentionSetup {
+    ContentionSetup {
+        background: 1000,
+        bin_s: 0.1,
+        early_window_s: 0.5,
+        rate_bps: 100_000_000,
+        delay_ms: 1.0,
+        client_addrs: ["1.0.0.1".into(), "1.0.0.2".into(), "1.0.0.3".into()],
+        timeline_every: 1,
+        fair_window_s: 0.5,
+        fair_jain: 0.95,
+    }
+}
+
+#[test]
+fn fair_after_is_the_start_of_the_first_fair_window() {
+    // Unequal (4:1:1) for 16 bins, equal after: the first window of five
+    // bins with Jain >= 0.95 starts at bin 15 (1.5 s after the start).
+    let uneven = |a: u64| -> Vec<u64> { (0..30).map(|k| if k < 16 { a } else { 10 }).collect() };
+    let s = three_streams([uneven(20), uneven(5), uneven(5)]);
+    let c = analyse_contention(&setup(), 100.0, &s, None).unwrap();
+    assert!((c.fair_after_s.unwrap() - 1.5).abs() < 1e-9, "{c:?}");
+    // Never fair: the whole overlap.
+    let s = three_streams([vec![20; 30], vec![5; 30], vec![5; 30]]);
+    let c = analyse_contention(&setup(), 100.0, &s, None).unwrap();
+    assert!((c.fair_after_s.unwrap() - 3.0).abs() < 1e-9, "{c:?}");
+    // Fair from the first whole bin.
+    let s = three_streams([vec![10; 30], vec![10; 30], vec![10; 30]]);
+    let c = analyse_contention(&setup(), 100.0, &s, None).unwrap();
+    assert!((c.fair_after_s.unwrap() - 0.1).abs() < 1e-9, "{c:?}");
+}
+
+#[test]
+fn host_queue_samples_give_the_pseudo_delay() {
+    use super::contention::{apply_host_queue, summarise_host_queue};
+    use super::records::QueueSample;
+    let names = vec!["switch port".to_string(), "front eth0".to_string()];
+    let s = |t_s: f64, sw: u64, front: u64, drops: u64| QueueSample {
+        t_s,
+        bytes: vec![sw, front],
+        packets: vec![sw / 1514, front / 1514],
+        drops: vec![drops, 0],
+    };
+    let samples = vec![
+        s(10.000, 0, 0, 3),
+        s(10.005, 1514 * 40, 1514 * 60, 5),
+        s(10.010, 1514 * 20, 0, 7),
+        s(10.015, 0, 1514 * 10, 9),
+        // A torn reading is left out.
+        QueueSample {
+            t_s: 10.02,
+            bytes: vec![1 << 40],
+            packets: vec![],
+            drops: vec![],
+        },
+    ];
+    let q = summarise_host_queue(&names, &samples, 100_000_000, Some((10.004, 10.011))).unwrap();
+    assert_eq!(q.samples, 4);
+    assert!((q.period_ms - 5.0).abs() < 1e-6);
+    // 100 full-size packets together: 151,400 bytes, 12.1 ms at 100 Mbit/s.
+    assert_eq!(q.peak_bytes, 151_400);
+    assert!((q.peak_full_packets - 100.0).abs() < 1e-9);
+    assert!((q.peak_ms - 12.112).abs() < 1e-9);
+    assert_eq!(
+        (
+            q.queues[0].peak_packets,
+            q.queues[0].drops,
+            q.queues[1].drops
+        ),
+        (40, 6, 0)
+    );
+    assert!((q.queues[1].peak_ms - 1514.0 * 60.0 * 8.0 / 1e5).abs() < 1e-9);
+    // The foreground ran during the second and third samples.
+    let fg = q.fg_median_ms.unwrap();
+    assert!((fg - (12.112 + 1514.0 * 20.0 * 8.0 / 1e5) / 2.0).abs() < 1e-9);
+    let streams = three_streams([vec![10; 30], vec![10; 30], vec![10; 30]]);
+    let mut c = analyse_contention(&setup(), 100.0, &streams, None).unwrap();
+    c.drops = 1;
+    apply_host_queue(&mut c, q.clone(), true);
+    assert_eq!(c.queue_ms_fg_median, q.fg_median_ms);
+    assert_eq!(c.queue_ms_median, Some(q.median_ms));
+    assert_eq!(c.drops, 7);
+    assert!(summarise_host_queue(&names, &[], 100_000_000, None).is_none());
 }
