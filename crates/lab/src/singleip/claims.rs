@@ -189,8 +189,8 @@ pub enum SingleIpMetric {
     FrontCpuSPerGb,
     /// App-node CPU seconds per GB relayed (bandwidth points).
     NodesCpuSPerGb,
-    /// Time from the start of the three streams' overlap until they first
-    /// share fairly, s (the overlap's length if never).
+    /// Time from the start of the large streams' overlap until they first
+    /// share fairly, s (the overlap's whole bins if never).
     FairAfterS,
     /// Largest sampled backlog of the host queues in front of the
     /// bottleneck, as its time to send at the link rate, ms.

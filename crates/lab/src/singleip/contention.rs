@@ -117,7 +117,8 @@ pub fn analyse_contention(
             let fair = first_fair_bin(k0, k1, w, setup.fair_jain, |a, b| {
                 big.iter().map(|t| sum(t, a, b)).collect()
             });
-            fair_after_s = Some(fair.map_or(hi, |k| k as f64 * bin) - lo);
+            // Never fair: the end of the overlap's last whole bin.
+            fair_after_s = Some(fair.unwrap_or(k1) as f64 * bin - lo);
             link_utilisation =
                 Some(totals.iter().sum::<f64>() * 8.0 / secs / setup.rate_bps as f64);
         }

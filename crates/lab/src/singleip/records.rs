@@ -276,10 +276,12 @@ pub struct ContentionResult {
     pub timeline: Vec<TimelinePacket>,
     /// Sampling of the non-foreground packets on the timeline.
     pub timeline_every: u32,
-    /// Time from the start of the three-stream overlap to the start of the
-    /// first window in which the streams share fairly (see
+    /// Time from the start of the overlap of the streams as large as the
+    /// background (all three with a 100 MB foreground) to the start of the
+    /// first window in which they share fairly (see
     /// [`ContentionSetup::fair_window_s`](super::ContentionSetup)), s; the
-    /// overlap's length when no window is fair (the paper's Figure 12:
+    /// end of the overlap's last whole bin when no window is fair, so never
+    /// more than the overlap lasted (the paper's Figure 12:
     /// NAT's unequal first ~1.6 s).
     #[serde(default)]
     pub fair_after_s: Option<f64>,
