@@ -51,7 +51,17 @@ fn a_bad_field_is_named_with_the_file() {
     let text = std::fs::read_to_string(shipped()).unwrap();
     for (from, to, needle) in [
         ("round_trips = 1000", "round_trip = 1000", "round_trip"),
-        ("queue = 1000", "queue = \"lots\"", "queue"),
+        ("queue = 100\n", "queue = \"lots\"\n", "queue"),
+        (
+            "link_rate = \"1gbit\"",
+            "link_rate = \"fast\"",
+            "rtt.link_rate",
+        ),
+        (
+            "nat_switch_queue = 40",
+            "nat_switch_queue = 0",
+            "nat_switch_queue",
+        ),
         ("rate = \"100mbit\"", "rate = \"quick\"", "rate"),
         (
             "systems = [\"io16k\", \"iooff\", \"nat\"]",
@@ -100,6 +110,7 @@ fn record(system: System, samples: &[f64]) -> SingleIpRecord {
             rate_bps: None,
             queue_packets: None,
             bottleneck: None,
+            switch_queue_packets: None,
         },
         congestion_control: "reno".into(),
         rtt: summarise_rtt(samples),

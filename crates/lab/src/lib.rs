@@ -55,13 +55,15 @@ pub use results::{
     PointResult, ResultsError, SweepDir, SweepInfo, TopologyInfo, POINT_SCHEMA, SWEEP_SCHEMA,
 };
 pub use singleip::{
-    analyse_contention, bytes_label, fmt_num, jain, judge, median, parse_bytes, percentile,
-    summarise_rtt, transfer_result, BandwidthSection, BitRate, Bottleneck, Check, ContentionResult,
-    ContentionSection, ContentionSetup, CpuUse, Dur, ExpKind, Kind, LinkInfo, PaperValue,
-    PlacementInfo, ProbeRtt, ProbeTransfer, QuickSection, RttResult, RttSection, SingleIpClaim,
-    SingleIpError, SingleIpExperiment, SingleIpMetric, SingleIpPaper, SingleIpPoint,
-    SingleIpRecord, SingleIpSweep, SingleIpSweepInfo, StreamResult, System, TimelinePacket,
-    TransferResult, RTT_BYTES, SINGLEIP_POINT_SCHEMA, SINGLEIP_SWEEP_SCHEMA,
+    analyse_contention, apply_host_queue, bytes_label, fmt_num, jain, judge, median, parse_bytes,
+    percentile, summarise_host_queue, summarise_rtt, transfer_result, BandwidthSection, BitRate,
+    Bottleneck, Check, ContentionResult, ContentionSection, ContentionSetup, CpuUse, Dur, ExpKind,
+    HostQueue, Kind, LinkInfo, PaperValue, PlacementInfo, ProbeRtt, ProbeTransfer, QueueSample,
+    QueueStats, QuickSection, RttResult, RttSection, SingleIpClaim, SingleIpError,
+    SingleIpExperiment, SingleIpMetric, SingleIpPaper, SingleIpPoint, SingleIpRecord,
+    SingleIpSweep, SingleIpSweepInfo, StreamResult, System, TimelinePacket, TransferResult,
+    FAIR_JAIN, FAIR_WINDOW_S, FULL_PACKET_BYTES, LINK_QUEUE, RTT_BYTES, SINGLEIP_POINT_SCHEMA,
+    SINGLEIP_SWEEP_SCHEMA,
 };
 pub use singleip::{Bytes as SingleIpBytes, Placement as SingleIpPlacement};
 pub use suite::{experiment_name, Suite, SuiteKind, SuitePaper, DEFAULT_SUITE};

@@ -117,6 +117,19 @@ impl Relay {
         self.read_eof && self.write_shut
     }
 
+    /// Whether the stream is over for the client even if the relay has not
+    /// seen all of it yet: everything toward the client written and its
+    /// write side shut, and the client's end (EOF, no byte before it)
+    /// already arrived, looked at now if not yet read. A node lost then
+    /// costs the stream nothing: its hangup and the client's end were
+    /// merely handled in the other order.
+    pub(crate) fn ended_by_client(&self) -> bool {
+        if !self.write_shut || self.queued > 0 {
+            return false;
+        }
+        self.read_eof || matches!(self.sock.peek(&mut [0u8; 1]), Ok(0))
+    }
+
     /// A DATA payload from the session. With `max_chunks` payloads queued
     /// already it is appended to the last one instead (true returned), so
     /// a peer sending many small frames within its credit cannot make the
@@ -345,6 +358,44 @@ mod tests {
         let (b, _) = l.accept().unwrap();
         b.set_nonblocking(true).unwrap();
         (Relay::new(TcpStream::from_std(b), StreamId(2), false), a)
+    }
+
+    #[test]
+    fn a_stream_ends_by_the_client_once_written_shut_and_its_end_arrived() {
+        // The client's end arrived (a blocking peek waits for it on a
+        // clone of the socket), everything toward it written and shut.
+        let (mut r, peer) = relay();
+        assert!(!r.ended_by_client(), "write side still open");
+        r.write_shut = true;
+        drop(peer);
+        let probe = wait_readable(&r);
+        assert_eq!(probe, 0);
+        assert!(r.ended_by_client());
+        // Bytes still queued toward it: not ended.
+        r.push(vec![1], Instant::now(), 8);
+        assert!(!r.ended_by_client());
+        // A client that sent a byte before its end: not ended either (the
+        // byte was for the node).
+        let (mut r, mut peer) = relay();
+        r.write_shut = true;
+        peer.write_all(b"x").unwrap();
+        drop(peer);
+        assert_eq!(wait_readable(&r), 1);
+        assert!(!r.ended_by_client());
+    }
+
+    /// Waits (blocking, on a duplicate of the relay's socket) until the
+    /// socket has a byte or its end; what a peek then sees.
+    fn wait_readable(r: &Relay) -> usize {
+        use std::os::fd::{AsFd, OwnedFd};
+        let fd: OwnedFd = r.sock.as_fd().try_clone_to_owned().unwrap();
+        let dup = std::net::TcpStream::from(fd);
+        dup.set_nonblocking(false).unwrap();
+        let n = dup.peek(&mut [0u8; 1]).unwrap();
+        // The duplicate shares the file status flags: make it non-blocking
+        // again for the relay.
+        dup.set_nonblocking(true).unwrap();
+        n
     }
 
     #[test]

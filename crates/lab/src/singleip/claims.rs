@@ -189,6 +189,16 @@ pub enum SingleIpMetric {
     FrontCpuSPerGb,
     /// App-node CPU seconds per GB relayed (bandwidth points).
     NodesCpuSPerGb,
+    /// Time from the start of the large streams' overlap until they first
+    /// share fairly, s (the overlap's whole bins if never).
+    FairAfterS,
+    /// Largest sampled backlog of the host queues in front of the
+    /// bottleneck, as its time to send at the link rate, ms.
+    QueuePeakMs,
+    /// The same backlog, bytes.
+    QueuePeakBytes,
+    /// The same backlog in full-size (1,514-byte) frames.
+    QueuePeakPackets,
 }
 
 impl SingleIpMetric {
@@ -223,6 +233,10 @@ impl SingleIpMetric {
             SingleIpMetric::LinkUtilisation => "link utilisation",
             SingleIpMetric::FrontCpuSPerGb => "front CPU s per GB",
             SingleIpMetric::NodesCpuSPerGb => "app-node CPU s per GB",
+            SingleIpMetric::FairAfterS => "time until fair sharing (s)",
+            SingleIpMetric::QueuePeakMs => "host queue peak (ms at link rate)",
+            SingleIpMetric::QueuePeakBytes => "host queue peak (bytes)",
+            SingleIpMetric::QueuePeakPackets => "host queue peak (full-size packets)",
         }
     }
 
@@ -248,6 +262,10 @@ impl SingleIpMetric {
             }
             SingleIpMetric::FrontCpuSPerGb => r.cpu.as_ref().and_then(CpuUse::front_s_per_gb),
             SingleIpMetric::NodesCpuSPerGb => r.cpu.as_ref().and_then(CpuUse::nodes_s_per_gb),
+            SingleIpMetric::FairAfterS => r.contention.as_ref().and_then(|c| c.fair_after_s),
+            SingleIpMetric::QueuePeakMs => r.host_queue().map(|q| q.peak_ms),
+            SingleIpMetric::QueuePeakBytes => r.host_queue().map(|q| q.peak_bytes as f64),
+            SingleIpMetric::QueuePeakPackets => r.host_queue().map(|q| q.peak_full_packets),
         }
     }
 }

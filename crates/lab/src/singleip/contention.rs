@@ -2,7 +2,8 @@
 //! into per-stream rates and fairness.
 
 use super::records::{
-    jain, median, percentile, ContentionResult, ProbeTransfer, StreamResult, TimelinePacket,
+    jain, median, percentile, ContentionResult, HostQueue, ProbeTransfer, QueueSample, QueueStats,
+    StreamResult, TimelinePacket, FULL_PACKET_BYTES,
 };
 use serde::Deserialize;
 use std::io::BufRead;
@@ -26,6 +27,31 @@ pub struct ContentionSetup {
     pub client_addrs: [String; 3],
     /// Every n-th non-foreground packet goes on the timeline.
     pub timeline_every: u32,
+    /// Length of the windows judged for `fair_after_s`, s.
+    pub fair_window_s: f64,
+    /// Jain's index a window must reach to count as fair.
+    pub fair_jain: f64,
+}
+
+/// The windows judged for [`ContentionResult::fair_after_s`], s: long
+/// enough to average out a round of Reno's sawtooth at the contention
+/// link's rates, short next to the paper's 1.6 s.
+pub const FAIR_WINDOW_S: f64 = 0.5;
+/// Jain's index from which a window counts as fair (the threshold of the
+/// Figure 10 claim).
+pub const FAIR_JAIN: f64 = 0.95;
+
+/// The first bin `k` in `k0..k1` from which a window of `w` bins has
+/// `totals(k, k + w)` with Jain's index of at least `threshold`; `None`
+/// when no window does (or the overlap is shorter than one window).
+fn first_fair_bin(
+    k0: i64,
+    k1: i64,
+    w: i64,
+    threshold: f64,
+    totals: impl Fn(i64, i64) -> Vec<f64>,
+) -> Option<i64> {
+    (k0..=k1 - w).find(|&k| jain(&totals(k, k + w)).is_some_and(|j| j >= threshold))
 }
 
 /// The streams' results and the fairness over their overlap.
@@ -60,7 +86,7 @@ pub fn analyse_contention(
         .filter(|t| t.size >= setup.background)
         .collect();
     let (mut jain_overlap, mut jain_early, mut jain_bin_median) = (None, None, None);
-    let (mut overlap_s, mut link_utilisation) = (None, None);
+    let (mut overlap_s, mut link_utilisation, mut fair_after_s) = (None, None, None);
     if big.len() >= 2 && big.iter().all(|t| t.t_last.is_some()) {
         let lo = big.iter().map(|t| t.t0).fold(f64::NEG_INFINITY, f64::max) - epoch;
         let hi = big
@@ -87,6 +113,12 @@ pub fn analyse_contention(
             jain_bin_median = median(per_bin);
             let secs = (k1 - k0) as f64 * bin;
             overlap_s = Some(secs);
+            let w = ((setup.fair_window_s / bin).round() as i64).max(1);
+            let fair = first_fair_bin(k0, k1, w, setup.fair_jain, |a, b| {
+                big.iter().map(|t| sum(t, a, b)).collect()
+            });
+            // Never fair: the end of the overlap's last whole bin.
+            fair_after_s = Some(fair.unwrap_or(k1) as f64 * bin - lo);
             link_utilisation =
                 Some(totals.iter().sum::<f64>() * 8.0 / secs / setup.rate_bps as f64);
         }
@@ -107,6 +139,8 @@ pub fn analyse_contention(
         drops: 0,
         timeline: Vec::new(),
         timeline_every: setup.timeline_every,
+        fair_after_s,
+        host_queue: None,
     };
     if let Some(log) = log {
         let bg1_t0 = streams.get(1).map_or(fg.t0, |s| s.1.t0);
@@ -229,4 +263,77 @@ fn read_packet_log(
     out.queue_ms_p95 = percentile(&q_all, 95.0);
     out.queue_ms_fg_median = median(q_fg);
     Ok(())
+}
+
+// ------------------------------------------------------------------ host queues
+
+/// The host queues' figures from their samples (`names` in the order a
+/// packet crosses them, each sample with one entry per name), at the link
+/// rate `rate_bps`; `fg` is the foreground's run (unix s, connect to last
+/// byte). `None` without samples.
+pub fn summarise_host_queue(
+    names: &[String],
+    samples: &[QueueSample],
+    rate_bps: u64,
+    fg: Option<(f64, f64)>,
+) -> Option<HostQueue> {
+    let ok: Vec<&QueueSample> = samples
+        .iter()
+        .filter(|s| s.bytes.len() == names.len() && s.packets.len() == names.len())
+        .collect();
+    if ok.is_empty() || names.is_empty() || rate_bps == 0 {
+        return None;
+    }
+    let ms = |bytes: u64| bytes as f64 * 8.0 / rate_bps as f64 * 1e3;
+    let queues = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let peak_bytes = ok.iter().map(|s| s.bytes[i]).max().unwrap_or(0);
+            let drops = |s: &QueueSample| s.drops.get(i).copied().unwrap_or(0);
+            QueueStats {
+                name: name.clone(),
+                peak_bytes,
+                peak_packets: ok.iter().map(|s| s.packets[i]).max().unwrap_or(0),
+                peak_ms: ms(peak_bytes),
+                median_ms: median(ok.iter().map(|s| ms(s.bytes[i]))).unwrap_or(0.0),
+                drops: drops(ok[ok.len() - 1]).saturating_sub(drops(ok[0])),
+            }
+        })
+        .collect();
+    let total = |s: &QueueSample| s.bytes.iter().sum::<u64>();
+    let mut delays: Vec<f64> = ok.iter().map(|s| ms(total(s))).collect();
+    delays.sort_by(f64::total_cmp);
+    let peak_bytes = ok.iter().map(|s| total(s)).max().unwrap_or(0);
+    let fg_median_ms = fg.and_then(|(a, b)| {
+        median(
+            ok.iter()
+                .filter(|s| (a..=b).contains(&s.t_s))
+                .map(|s| ms(total(s))),
+        )
+    });
+    Some(HostQueue {
+        queues,
+        samples: ok.len(),
+        period_ms: median(ok.windows(2).map(|w| (w[1].t_s - w[0].t_s) * 1e3)).unwrap_or(0.0),
+        peak_bytes,
+        peak_full_packets: peak_bytes as f64 / FULL_PACKET_BYTES as f64,
+        peak_ms: ms(peak_bytes),
+        median_ms: median(delays.iter().copied()).unwrap_or(0.0),
+        p95_ms: percentile(&delays, 95.0).unwrap_or(0.0),
+        fg_median_ms,
+    })
+}
+
+/// Puts the host queues into a result: with the bottleneck on a host the
+/// emulator only delays, so the queueing delays come from the host queues
+/// (`replace_delays`), and their drops add to the emulator's.
+pub fn apply_host_queue(out: &mut ContentionResult, q: HostQueue, replace_delays: bool) {
+    if replace_delays {
+        out.queue_ms_median = Some(q.median_ms);
+        out.queue_ms_p95 = Some(q.p95_ms);
+        out.queue_ms_fg_median = q.fg_median_ms;
+    }
+    out.drops += q.queues.iter().map(|s| s.drops).sum::<u64>();
+    out.host_queue = Some(q);
 }

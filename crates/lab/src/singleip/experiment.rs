@@ -4,6 +4,7 @@
 use super::claims::{Check, SingleIpPaper};
 use super::values::{bytes_label, BitRate, Bytes, Dur};
 use crate::experiment::ExperimentError;
+use crate::values::LinkRate;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
@@ -214,6 +215,26 @@ pub struct RttSection {
     /// One-way delay of the emulated link (the paper: none for this test).
     #[serde(default)]
     pub delay: Dur,
+    /// Rate of the emulated link (`"1gbit"`, or `"none"`, the default: as
+    /// fast as the emulator forwards), with a queue of [`LINK_QUEUE`] packets.
+    #[serde(default)]
+    pub link_rate: Option<LinkRate>,
+}
+
+/// The emulator's queue, in packets, behind a `link_rate` of `[rtt]` or
+/// `[bandwidth]`: Linux's default interface queue length (the paper's
+/// section 2.2.1).
+pub const LINK_QUEUE: u32 = 1000;
+
+fn link_rate_bps(rate: Option<&LinkRate>) -> Option<u64> {
+    rate.and_then(LinkRate::bps)
+}
+
+impl RttSection {
+    /// The link's rate, bit/s, if limited.
+    pub fn link_rate_bps(&self) -> Option<u64> {
+        link_rate_bps(self.link_rate.as_ref())
+    }
 }
 
 fn fifty() -> u32 {
@@ -235,9 +256,17 @@ pub struct BandwidthSection {
     /// One-way delay of the emulated link (the paper: none for this test).
     #[serde(default)]
     pub delay: Dur,
+    /// Rate of the emulated link, as in `[rtt]`.
+    #[serde(default)]
+    pub link_rate: Option<LinkRate>,
 }
 
 impl BandwidthSection {
+    /// The link's rate, bit/s, if limited.
+    pub fn link_rate_bps(&self) -> Option<u64> {
+        link_rate_bps(self.link_rate.as_ref())
+    }
+
     /// Transfers of `size` in one point.
     pub fn transfers_of(&self, size: u64) -> u32 {
         let by_bytes = self.bytes_per_point.0 / size.max(1);
@@ -276,6 +305,11 @@ pub struct ContentionSection {
     /// Where the rate limit and its queue sit.
     #[serde(default)]
     pub bottleneck: Bottleneck,
+    /// The NAT system only: an output queue of this many packets at `rate`
+    /// on the switch port toward the front host (the paper's Ethernet
+    /// switch between the nodes and the NAT router). None: no queue there.
+    #[serde(default)]
+    pub nat_switch_queue: Option<u32>,
 }
 
 /// Where the contention experiment's rate limit and queue sit.
@@ -425,8 +459,21 @@ impl SingleIpExperiment {
             }
             Ok(())
         };
+        let link_rate = |field: &str, rate: Option<&LinkRate>| -> Result<(), ExperimentError> {
+            match link_rate_bps(rate) {
+                Some(bps) if !(1_000_000..=10_000_000_000).contains(&bps) => Err(bad(
+                    field,
+                    format!(
+                        "{:?}: between 1mbit and 10gbit, or \"none\"",
+                        rate.map_or("", LinkRate::as_str)
+                    ),
+                )),
+                _ => Ok(()),
+            }
+        };
         if let Some(r) = &exp.rtt {
             systems("rtt.systems", &r.systems)?;
+            link_rate("rtt.link_rate", r.link_rate.as_ref())?;
             if !(1..=10_000_000).contains(&r.round_trips) {
                 return Err(bad(
                     "rtt.round_trips",
@@ -436,6 +483,7 @@ impl SingleIpExperiment {
         }
         if let Some(b) = &exp.bandwidth {
             systems("bandwidth.systems", &b.systems)?;
+            link_rate("bandwidth.link_rate", b.link_rate.as_ref())?;
             if b.sizes.is_empty() {
                 return Err(bad("bandwidth.sizes", "name at least one size".into()));
             }
@@ -469,6 +517,12 @@ impl SingleIpExperiment {
             }
             if c.queue == 0 {
                 return Err(bad("contention.queue", "0: at least 1 packet".into()));
+            }
+            if c.nat_switch_queue == Some(0) {
+                return Err(bad(
+                    "contention.nat_switch_queue",
+                    "0: at least 1 packet, or leave it out for no switch queue".into(),
+                ));
             }
             if c.bin.0 < Duration::from_millis(10) {
                 return Err(bad("contention.bin", "at least 10ms".into()));

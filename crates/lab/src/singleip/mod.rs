@@ -34,16 +34,21 @@ mod tests;
 mod values;
 
 pub use claims::{fmt_num, judge, Check, PaperValue, SingleIpClaim, SingleIpMetric, SingleIpPaper};
-pub use contention::{analyse_contention, ContentionSetup};
+pub use contention::{
+    analyse_contention, apply_host_queue, summarise_host_queue, ContentionSetup, FAIR_JAIN,
+    FAIR_WINDOW_S,
+};
 pub(crate) use experiment::check_validity;
 pub use experiment::{
     BandwidthSection, Bottleneck, ContentionSection, ExpKind, Kind, Placement, QuickSection,
-    RttSection, SingleIpExperiment, SingleIpPoint, System, RTT_BYTES,
+    RttSection, SingleIpExperiment, SingleIpPoint, System, LINK_QUEUE, RTT_BYTES,
 };
+
 pub use records::{
-    jain, median, percentile, summarise_rtt, transfer_result, ContentionResult, CpuUse, LinkInfo,
-    PlacementInfo, ProbeRtt, ProbeTransfer, RttResult, SingleIpError, SingleIpRecord,
-    SingleIpSweep, SingleIpSweepInfo, StreamResult, TimelinePacket, TransferResult,
+    jain, median, percentile, summarise_rtt, transfer_result, ContentionResult, CpuUse, HostQueue,
+    LinkInfo, PlacementInfo, ProbeRtt, ProbeTransfer, QueueSample, QueueStats, RttResult,
+    SingleIpError, SingleIpRecord, SingleIpSweep, SingleIpSweepInfo, StreamResult, TimelinePacket,
+    TransferResult, FULL_PACKET_BYTES,
 };
 pub use values::{bytes_label, parse_bytes, BitRate, Bytes, Dur};
 

@@ -105,6 +105,10 @@ pub struct LinkInfo {
     /// Where the rate limit sits (contention points).
     #[serde(default)]
     pub bottleneck: Option<Bottleneck>,
+    /// The NAT switch's output queue, packets (contention points of `nat`
+    /// with `nat_switch_queue`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch_queue_packets: Option<u32>,
 }
 
 /// CPU time of the front process and of the app-nodes during a point.
@@ -272,6 +276,81 @@ pub struct ContentionResult {
     pub timeline: Vec<TimelinePacket>,
     /// Sampling of the non-foreground packets on the timeline.
     pub timeline_every: u32,
+    /// Time from the start of the overlap of the streams as large as the
+    /// background (all three with a 100 MB foreground) to the start of the
+    /// first window in which they share fairly (see
+    /// [`ContentionSetup::fair_window_s`](super::ContentionSetup)), s; the
+    /// end of the overlap's last whole bin when no window is fair, so never
+    /// more than the overlap lasted (the paper's Figure 12:
+    /// NAT's unequal first ~1.6 s).
+    #[serde(default)]
+    pub fair_after_s: Option<f64>,
+    /// The host queues in front of the bottleneck (`bottleneck = "front"`,
+    /// the NAT switch), sampled while the streams ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_queue: Option<HostQueue>,
+}
+
+/// Bytes of one full-size Ethernet frame: the unit of the queue limits and
+/// of [`HostQueue::peak_full_packets`].
+pub const FULL_PACKET_BYTES: u64 = 1514;
+
+/// One reading of the sampled queues (`tc -s qdisc`), in the order of
+/// [`HostQueue::queues`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QueueSample {
+    /// Unix seconds.
+    pub t_s: f64,
+    /// Each queue's backlog, bytes.
+    pub bytes: Vec<u64>,
+    /// Each queue's length as the qdisc counts it (a GSO packet counts once).
+    pub packets: Vec<u64>,
+    /// Each queue's drops so far.
+    pub drops: Vec<u64>,
+}
+
+/// One queue's figures over the samples.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QueueStats {
+    /// Where it is (`front eth0`, `switch port`).
+    pub name: String,
+    /// Largest backlog, bytes.
+    pub peak_bytes: u64,
+    /// Largest length as the qdisc counts it.
+    pub peak_packets: u64,
+    /// Largest backlog's time to send at the link rate, ms.
+    pub peak_ms: f64,
+    /// Median of the same, ms.
+    pub median_ms: f64,
+    /// Packets it dropped while sampled.
+    pub drops: u64,
+}
+
+/// The host queues in front of the bottleneck, from periodic samples of
+/// their backlog: a packet entering when a sample is taken waits the
+/// backlog's time to send at the link rate (the paper's pseudo-delay,
+/// section 2.2.1). Delays add up over the queues a packet crosses.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HostQueue {
+    /// Each queue, in the order a packet crosses them.
+    pub queues: Vec<QueueStats>,
+    /// Samples taken.
+    pub samples: usize,
+    /// Time between samples, ms (median).
+    pub period_ms: f64,
+    /// Largest total backlog, bytes.
+    pub peak_bytes: u64,
+    /// The same in full-size frames ([`FULL_PACKET_BYTES`]).
+    pub peak_full_packets: f64,
+    /// The same's time to send at the link rate, ms.
+    pub peak_ms: f64,
+    /// Median total delay, ms.
+    pub median_ms: f64,
+    /// 95th percentile of the total delay, ms.
+    pub p95_ms: f64,
+    /// Median total delay over the samples taken while the foreground
+    /// ran (connect to last byte), ms.
+    pub fg_median_ms: Option<f64>,
 }
 
 /// One finished point.
@@ -321,6 +400,11 @@ pub struct SingleIpRecord {
 }
 
 impl SingleIpRecord {
+    /// The sampled host queues of a contention point, if any.
+    pub fn host_queue(&self) -> Option<&HostQueue> {
+        self.contention.as_ref()?.host_queue.as_ref()
+    }
+
     /// Whether claims may rest on the point: it passed every gate, or was
     /// measured before gates existed.
     pub fn is_valid(&self) -> bool {

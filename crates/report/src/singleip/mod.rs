@@ -336,7 +336,7 @@ fn html(sweep: &SingleIpSweep) -> Result<String, ReportError> {
         );
     }
     h.push_str("</table></div>\n");
-    h.push_str("<p class=\"note\">The paper's foreground delays (Figures 8-9) are the delays the sender observed; ours is the median time the foreground's packets spent queued in the emulator beyond the link's own delay. NAT's 1.6 s is compared through the early-window fairness below.</p>\n");
+    h.push_str("<p class=\"note\">The paper's foreground delays (Figures 8-9) are the delays the sender observed; ours is the median time the foreground's packets spent queued: in the emulator beyond the link's own delay, or, with the bottleneck on the front host, the sampled backlog of the host queues (the front's interface, NAT's switch port) over the link rate while the foreground ran. NAT's 1.6 s is compared through the time until the streams first share fairly and the early-window fairness below.</p>\n");
     Ok(h)
 }
 
@@ -448,11 +448,13 @@ fn bandwidth_section(h: &mut String, sweep: &SingleIpSweep) -> Result<(), Report
     Ok(())
 }
 
-const CONTENTION_COLUMNS: [(SingleIpMetric, &str); 6] = [
+const CONTENTION_COLUMNS: [(SingleIpMetric, &str); 8] = [
     (SingleIpMetric::FgCompletionMs, "foreground completion (ms)"),
     (SingleIpMetric::FgQueueMs, "foreground queueing (ms)"),
+    (SingleIpMetric::QueuePeakMs, "host queue peak (ms)"),
     (SingleIpMetric::Jain, "Jain, overlap"),
     (SingleIpMetric::JainEarly, "Jain, early window"),
+    (SingleIpMetric::FairAfterS, "fair after (s)"),
     (SingleIpMetric::LinkUtilisation, "link utilisation"),
     (SingleIpMetric::TransferMs, "drops"),
 ];
@@ -490,16 +492,30 @@ fn contention_section(h: &mut String, sweep: &SingleIpSweep) -> Result<(), Repor
     if let Some(c) = &c {
         let _ = writeln!(
             h,
-            "<p class=\"note\">Two {} background streams, then after {} s the foreground; link {} Mbit/s, {} ms each way, queue {} packets. \
+            "<p class=\"note\">Two {} background streams, then after {} s the foreground; link {} Mbit/s, {} ms each way, queue {} packets {}. \
              The io16k send limit stands for the paper's IFQ limit, iooff for its runs without it. Jain's index is over the streams as large \
-             as the background, in the whole {} ms bins in which all of them ran; the early window is its first {} s.</p>",
+             as the background, in the whole {} ms bins in which all of them ran; the early window is its first {} s; fair after: from the start of the overlap to the first {} s window with Jain's index of at least {}.</p>",
             bytes_label(c.background.0),
             fmt_num(c.foreground_delay.0.as_secs_f64()),
             fmt_num(c.rate.0 as f64 / 1e6),
             fmt_num(c.delay.0.as_secs_f64() * 1e3),
             c.queue,
+            match (c.bottleneck, c.nat_switch_queue) {
+                (connlab_lab::Bottleneck::Front, Some(n)) => format!(
+                    "on the front host's egress (sampled every 5 ms), nat's packets first through a {n}-packet switch queue at the same rate"
+                ),
+                (connlab_lab::Bottleneck::Front, None) => {
+                    "on the front host's egress (sampled every 5 ms)".to_string()
+                }
+                (connlab_lab::Bottleneck::Emulator, Some(n)) => {
+                    format!("in the emulator, nat's packets first through a {n}-packet switch queue")
+                }
+                (connlab_lab::Bottleneck::Emulator, None) => "in the emulator".to_string(),
+            },
             fmt_num(c.bin.0.as_secs_f64() * 1e3),
-            fmt_num(c.early_window.0.as_secs_f64())
+            fmt_num(c.early_window.0.as_secs_f64()),
+            fmt_num(connlab_lab::FAIR_WINDOW_S),
+            fmt_num(connlab_lab::FAIR_JAIN)
         );
     }
     h.push_str("<div class=\"wrap\"><table>\n<tr><th class=\"l\">foreground</th><th class=\"l\">system</th>");

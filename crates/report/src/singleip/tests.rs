@@ -54,6 +54,7 @@ fn point(system: System, rep: u32, mean: f64, steal: f64) -> SingleIpRecord {
             rate_bps: None,
             queue_packets: None,
             bottleneck: None,
+            switch_queue_packets: None,
         },
         congestion_control: "reno".into(),
         rtt: summarise_rtt(&[mean - 1.0, mean, mean + 1.0]),

@@ -706,8 +706,20 @@ impl Server<'_> {
         };
         let slots: Vec<usize> = node.streams.values().copied().collect();
         for slot in slots {
+            // A stream the client already ended after receiving all of it
+            // closed normally: the node's hangup was only handled before
+            // the client's end.
+            let ended = self
+                .clients
+                .get(slot)
+                .and_then(Option::as_ref)
+                .is_some_and(|c| c.relay.ended_by_client());
             // The node entry is already out of the table: no RESET is queued.
-            self.drop_client(slot, "node lost", None, true);
+            if ended {
+                self.drop_client(slot, "closed", None, false);
+            } else {
+                self.drop_client(slot, "node lost", None, true);
+            }
         }
         for port in &node.ports {
             if let Some(serving) = self.ports.get_mut(port) {

@@ -1,5 +1,5 @@
 //! The namespaces of a single-IP run (clients, router, front, nodes), their
-//! sysctls, and the rate limit on the front's egress.
+//! sysctls, and the rate limits on the front's egress and the switch port.
 
 use super::{node_addr, FRONT_NODE_SIDE};
 use anyhow::{bail, Context};
@@ -19,6 +19,8 @@ pub(super) struct SiLab {
     pub(super) clients: Vec<String>,
     pub(super) router: String,
     pub(super) front: String,
+    /// The switch namespace (bridge `br0`; port `front` leads to the front).
+    pub(super) switch: String,
     pub(super) nodes: Vec<String>,
     /// What setting the hosts up could not do but the sweep survives.
     pub(super) warnings: Vec<String>,
@@ -42,6 +44,7 @@ impl SiLab {
             clients,
             router,
             front,
+            switch: String::new(),
             nodes: Vec::new(),
             warnings: Vec::new(),
         };
@@ -59,6 +62,7 @@ impl SiLab {
         let sw = format!("{base}-si-sw");
         add_ns(&sw)?;
         self.extra.push(sw.clone());
+        self.switch = sw.clone();
         add_bridge(&sw, "br0")?;
         sysctl(&self.front, "net/ipv4/ip_forward", "1")?;
         ip(&[
@@ -187,33 +191,39 @@ fn sysctl(ns: &str, key: &str, value: &str) -> anyhow::Result<()> {
     })?
 }
 
-/// A `tbf` rate limit on the front host's egress (eth0), removed on drop.
-pub(super) struct FrontTbf {
+/// A `tbf` rate limit with a queue of `queue` full-size packets (in bytes)
+/// on a device's egress: the front host's eth0 (its interface queue) or the
+/// switch's port toward the front (the NAT switch); removed on drop.
+pub(super) struct Tbf {
     ns: String,
+    dev: String,
 }
 
-impl FrontTbf {
-    pub(super) fn install(ns: &str, rate_bps: u64, queue: u32) -> anyhow::Result<FrontTbf> {
+impl Tbf {
+    pub(super) fn install(ns: &str, dev: &str, rate_bps: u64, queue: u32) -> anyhow::Result<Tbf> {
         let st = Command::new("tc")
             .args([
-                "-n", ns, "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate",
+                "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf", "rate",
             ])
             .arg(format!("{rate_bps}bit"))
             .args(["burst", "32kb", "limit"])
-            .arg((u64::from(queue) * 1514).to_string())
+            .arg((u64::from(queue) * crate::FULL_PACKET_BYTES).to_string())
             .status()
             .context("running tc")?;
         if !st.success() {
-            bail!("tc qdisc replace ... tbf on the front's eth0 failed ({st})");
+            bail!("tc qdisc replace ... tbf on {dev} in {ns} failed ({st})");
         }
-        Ok(FrontTbf { ns: ns.to_string() })
+        Ok(Tbf {
+            ns: ns.to_string(),
+            dev: dev.to_string(),
+        })
     }
 }
 
-impl Drop for FrontTbf {
+impl Drop for Tbf {
     fn drop(&mut self) {
         let _ = Command::new("tc")
-            .args(["-n", &self.ns, "qdisc", "del", "dev", "eth0", "root"])
+            .args(["-n", &self.ns, "qdisc", "del", "dev", &self.dev, "root"])
             .status();
     }
 }

@@ -23,6 +23,7 @@
 mod lab;
 mod points;
 mod procs;
+mod qdisc;
 mod system;
 
 use crate::run::{unix_now, Progress, RunError, SweepOutcome, SweepRequest};
@@ -400,6 +401,9 @@ struct LinkSpecArgs {
     delay: Duration,
     rate: Option<(u64, u32)>,
     log: Option<PathBuf>,
+    /// One read per wire packet (`--no-offload`): exact per-segment
+    /// queueing and logs, at a cost in forwarding rate.
+    per_packet: bool,
 }
 
 fn read_json<T: for<'de> serde::Deserialize<'de>>(path: &Path) -> anyhow::Result<T> {

@@ -1,15 +1,17 @@
 //! Running one point of each experiment (rtt, bandwidth, contention) and
 //! recording it.
 
-use super::lab::FrontTbf;
+use super::lab::Tbf;
 use super::procs::Proc;
+use super::qdisc::Sampler;
 use super::{read_json, Ctx, LinkSpecArgs, PointDone, PORT, TIMELINE_EVERY, TIMELINE_PACKETS, VIP};
 use crate::run::unix_now;
 use crate::run::window::{edge, gated, Roles};
 use crate::validity::{self, Evidence, Gate, Validity, WindowCpu};
 use crate::{
-    analyse_contention, bytes_label, summarise_rtt, transfer_result, Bottleneck, ContentionSetup,
-    CpuUse, ExpKind, LinkInfo, ProbeRtt, ProbeTransfer, SingleIpPoint, SingleIpRecord, System,
+    analyse_contention, apply_host_queue, bytes_label, summarise_host_queue, summarise_rtt,
+    transfer_result, Bottleneck, ContentionSetup, CpuUse, ExpKind, LinkInfo, ProbeRtt,
+    ProbeTransfer, SingleIpPoint, SingleIpRecord, System, FAIR_JAIN, FAIR_WINDOW_S, LINK_QUEUE,
     SINGLEIP_POINT_SCHEMA,
 };
 use anyhow::{anyhow, bail, Context};
@@ -19,24 +21,26 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 impl Ctx<'_> {
-    pub(super) fn link_of(&self, kind: ExpKind) -> LinkInfo {
+    /// The link of a group's points (the NAT switch's queue for `nat`'s
+    /// contention points only).
+    pub(super) fn link_of(&self, kind: ExpKind, system: System) -> LinkInfo {
         let e = self.exp;
+        let plain = |delay: Option<Duration>, rate: Option<u64>| LinkInfo {
+            delay_us: delay.map_or(0, |d| d.as_micros() as u64),
+            rate_bps: rate,
+            queue_packets: rate.map(|_| LINK_QUEUE),
+            bottleneck: None,
+            switch_queue_packets: None,
+        };
         match kind {
-            ExpKind::Rtt => LinkInfo {
-                delay_us: e.rtt.as_ref().map_or(0, |r| r.delay.0.as_micros() as u64),
-                rate_bps: None,
-                queue_packets: None,
-                bottleneck: None,
-            },
-            ExpKind::Bandwidth => LinkInfo {
-                delay_us: e
-                    .bandwidth
-                    .as_ref()
-                    .map_or(0, |r| r.delay.0.as_micros() as u64),
-                rate_bps: None,
-                queue_packets: None,
-                bottleneck: None,
-            },
+            ExpKind::Rtt => {
+                let r = e.rtt.as_ref();
+                plain(r.map(|r| r.delay.0), r.and_then(|r| r.link_rate_bps()))
+            }
+            ExpKind::Bandwidth => {
+                let b = e.bandwidth.as_ref();
+                plain(b.map(|b| b.delay.0), b.and_then(|b| b.link_rate_bps()))
+            }
             ExpKind::Contention => {
                 let c = e.contention.as_ref();
                 LinkInfo {
@@ -44,6 +48,9 @@ impl Ctx<'_> {
                     rate_bps: c.map(|c| c.rate.0),
                     queue_packets: c.map(|c| c.queue),
                     bottleneck: c.map(|c| c.bottleneck),
+                    switch_queue_packets: c
+                        .and_then(|c| c.nat_switch_queue)
+                        .filter(|_| system == System::Nat),
                 }
             }
         }
@@ -59,14 +66,15 @@ impl Ctx<'_> {
         logs: &Path,
         done: &mut PointDone<'_>,
     ) -> anyhow::Result<()> {
-        let link = self.link_of(kind);
+        let link = self.link_of(kind, system);
         let shared_linkem = match kind {
             ExpKind::Contention => None,
             _ => Some(self.linkem(
                 &LinkSpecArgs {
                     delay: Duration::from_micros(link.delay_us),
-                    rate: None,
+                    rate: link.rate_bps.zip(link.queue_packets),
                     log: None,
+                    per_packet: false,
                 },
                 logs,
                 "group",
@@ -110,7 +118,7 @@ impl Ctx<'_> {
             let mut rec = match kind {
                 ExpKind::Rtt => self.rtt_point(p, logs, roles),
                 ExpKind::Bandwidth => self.bandwidth_point(p, logs, procs, roles),
-                ExpKind::Contention => self.contention_point(p, logs, roles),
+                ExpKind::Contention => self.contention_point(p, logs, roles, link),
             }?;
             rec.link = link.clone();
             let evidence = Evidence {
@@ -207,6 +215,7 @@ impl Ctx<'_> {
                 rate_bps: None,
                 queue_packets: None,
                 bottleneck: None,
+                switch_queue_packets: None,
             },
             congestion_control: self.exp.congestion_control.clone(),
             rtt: None,
@@ -339,6 +348,7 @@ impl Ctx<'_> {
         p: &SingleIpPoint,
         logs: &Path,
         roles: &Roles,
+        info: &LinkInfo,
     ) -> anyhow::Result<SingleIpRecord> {
         let c = self
             .exp
@@ -352,12 +362,24 @@ impl Ctx<'_> {
             delay: c.delay.0,
             rate: (!front).then_some((c.rate.0, c.queue)),
             log: Some(pkts.clone()),
+            per_packet: true,
         };
-        let _tbf = if front {
-            Some(FrontTbf::install(&self.lab.front, c.rate.0, c.queue)?)
-        } else {
-            None
-        };
+        // The host queues, in the order a packet toward the clients
+        // crosses them: the NAT switch's port, then the front's interface.
+        let mut tbfs = Vec::new();
+        let mut queues: Vec<(String, String, String)> = Vec::new();
+        if let Some(n) = info.switch_queue_packets {
+            tbfs.push(Tbf::install(&self.lab.switch, "front", c.rate.0, n)?);
+            queues.push((
+                "switch port".into(),
+                self.lab.switch.clone(),
+                "front".into(),
+            ));
+        }
+        if front {
+            tbfs.push(Tbf::install(&self.lab.front, "eth0", c.rate.0, c.queue)?);
+            queues.push(("front eth0".into(), self.lab.front.clone(), "eth0".into()));
+        }
         let mut lk = self.linkem(&link, logs, &id)?;
         std::thread::sleep(Duration::from_millis(300));
         let epoch = unix_now() + 1.0;
@@ -389,6 +411,15 @@ impl Ctx<'_> {
             a
         };
         let roles = roles.clone().with("linkem", [lk.child.id()]);
+        let targets: Vec<(String, String)> = queues
+            .iter()
+            .map(|(_, n, d)| (n.clone(), d.clone()))
+            .collect();
+        let sampler = if targets.is_empty() {
+            None
+        } else {
+            Some(Sampler::start(&targets)?)
+        };
         let before = self.window_open(&roles);
         let names = ["fg", "bg1", "bg2"];
         let jsons: Vec<PathBuf> = names
@@ -416,8 +447,10 @@ impl Ctx<'_> {
             cl.wait(deadline, self.shutdown)?;
         }
         let window = self.window_close(&roles, &before);
+        let samples = sampler.map(Sampler::finish).transpose();
         lk.stop(Duration::from_secs(30));
         drop(lk);
+        drop(tbfs);
         let mut streams = Vec::new();
         for (i, name) in names.iter().enumerate() {
             let t: Vec<ProbeTransfer> = read_json(&jsons[i])?;
@@ -439,15 +472,32 @@ impl Ctx<'_> {
             timeline_every: u32::try_from(bg.max(p.param) / 1448 / TIMELINE_PACKETS)
                 .unwrap_or(u32::MAX)
                 .max(TIMELINE_EVERY),
+            fair_window_s: FAIR_WINDOW_S,
+            fair_jain: FAIR_JAIN,
         };
         let mut rec = self.record(p);
         rec.window_cpu = Some(window);
         let mut reader = File::open(&pkts)
             .map(std::io::BufReader::new)
             .with_context(|| format!("opening linkem's log {}", pkts.display()))?;
-        let result = analyse_contention(&setup, epoch, &streams, Some(&mut reader))
+        let mut result = analyse_contention(&setup, epoch, &streams, Some(&mut reader))
             .map_err(|e| anyhow!("{}: {e}", pkts.display()))?;
         let _ = std::fs::remove_file(&pkts);
+        match samples {
+            Ok(Some(samples)) => {
+                let names: Vec<String> = queues.iter().map(|(n, _, _)| n.clone()).collect();
+                let fg = &streams[0].1;
+                let fg_run = fg.t_last.map(|l| (fg.t0, l));
+                match summarise_host_queue(&names, &samples, c.rate.0, fg_run) {
+                    Some(q) => apply_host_queue(&mut result, q, front),
+                    None => rec.warnings.push("no sample of the host queues".into()),
+                }
+            }
+            Ok(None) => {}
+            Err(e) => rec
+                .warnings
+                .push(format!("sampling the host queues: {e:#}")),
+        }
         for s in &result.streams {
             if s.got < s.size && s.size < bg.max(p.param) {
                 rec.warnings.push(format!(

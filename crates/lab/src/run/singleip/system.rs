@@ -94,7 +94,7 @@ impl Ctx<'_> {
                 queue.to_string(),
             ]);
         }
-        if link.rate.is_some() || link.log.is_some() {
+        if link.per_packet {
             // One read per wire packet: exact per-segment queueing and logs.
             args.push("--no-offload".into());
         }
