@@ -15,7 +15,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 use rtrb::{Consumer, Producer};
@@ -64,6 +64,57 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// One worker's count of its layer-lock acquisitions, per layer: how many,
+/// how many found the lock held by another worker, and how long those
+/// waited (the lock contention of shared connection state).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LockCounts {
+    pub(crate) acquired: Vec<u64>,
+    pub(crate) contended: Vec<u64>,
+    pub(crate) wait: Vec<Duration>,
+}
+
+impl LockCounts {
+    fn new(n: usize) -> LockCounts {
+        LockCounts {
+            acquired: vec![0; n],
+            contended: vec![0; n],
+            wait: vec![Duration::ZERO; n],
+        }
+    }
+
+    /// Adds another worker's counts.
+    pub(crate) fn add(&mut self, other: &LockCounts) {
+        for (a, b) in self.acquired.iter_mut().zip(&other.acquired) {
+            *a += b;
+        }
+        for (a, b) in self.contended.iter_mut().zip(&other.contended) {
+            *a += b;
+        }
+        for (a, b) in self.wait.iter_mut().zip(&other.wait) {
+            *a += *b;
+        }
+    }
+}
+
+/// Locks layer `j`'s state, counting the acquisition, and whether (and how
+/// long) it had to wait for another worker. An uncontended acquisition costs
+/// one `try_lock`; only a contended one reads the clock.
+fn lock_layer<'s, T>(m: &'s Mutex<T>, counts: &mut LockCounts, j: usize) -> MutexGuard<'s, T> {
+    counts.acquired[j] += 1;
+    match m.try_lock() {
+        Ok(g) => g,
+        Err(TryLockError::Poisoned(e)) => e.into_inner(),
+        Err(TryLockError::WouldBlock) => {
+            counts.contended[j] += 1;
+            let t0 = Instant::now();
+            let g = lock(m);
+            counts.wait[j] += t0.elapsed();
+            g
+        }
+    }
+}
+
 enum Work<'p> {
     FromBelow(Buf<'p>),
     FromAbove(Buf<'p>, Service),
@@ -101,6 +152,8 @@ struct Carrier<'a, 'p> {
     sink_time: Duration,
     /// Entity calls per layer, for [`Carrier::timer`].
     calls: Vec<u32>,
+    /// Layer-lock acquisitions and contention.
+    locks: LockCounts,
 }
 
 /// One entity call in this many (per layer) is timed, and counted this many
@@ -132,7 +185,8 @@ impl<'p> Carrier<'_, 'p> {
         while let Some((j, work)) = self.queue.pop_front() {
             let t0 = self.timer(j);
             let mut acts = std::mem::take(&mut self.acts);
-            let mut guard = lock(&self.side.layers[j]);
+            let side = self.side;
+            let mut guard = lock_layer(&side.layers[j], &mut self.locks, j);
             match work {
                 Work::FromBelow(b) => guard.on_pdu(b, now, &mut acts),
                 Work::FromAbove(b, s) => guard.send(b, s, now, &mut acts),
@@ -198,12 +252,14 @@ impl<'p> Carrier<'_, 'p> {
     }
 }
 
-/// What a worker reports: its thread report and the time it spent in each
-/// layer (including waiting for that layer's lock) and in the sink.
+/// What a worker reports: its thread report, the time it spent in each
+/// layer (including waiting for that layer's lock) and in the sink, and its
+/// layer-lock counts.
 pub(crate) struct WorkerReport {
     pub(crate) thread: ThreadReport,
     pub(crate) layer_time: Vec<Duration>,
     pub(crate) sink_time: Duration,
+    pub(crate) locks: LockCounts,
 }
 
 /// The loop of one worker.
@@ -223,12 +279,14 @@ pub(crate) fn run_worker<'p>(
         layer_time: vec![Duration::ZERO; n],
         sink_time: Duration::ZERO,
         calls: vec![0; n],
+        locks: LockCounts::new(n),
     };
     if !ctx.pin(w.cpu, &w.name) {
         return WorkerReport {
             thread: report,
             layer_time: c.layer_time,
             sink_time: c.sink_time,
+            locks: c.locks,
         };
     }
     let clock = CpuClock::start();
@@ -239,7 +297,7 @@ pub(crate) fn run_worker<'p>(
         let now = Instant::now();
         for j in 0..n {
             let mut acts = Vec::new();
-            lock(&side.layers[j]).connect(now, &mut acts);
+            lock_layer(&side.layers[j], &mut c.locks, j).connect(now, &mut acts);
             c.acts = acts;
             c.carry(j, Work::Poll(false), now);
         }
@@ -266,7 +324,7 @@ pub(crate) fn run_worker<'p>(
             let _ = ctx.first_send.set(now);
             for _ in 0..BATCH {
                 let mut acts = std::mem::take(&mut c.acts);
-                let mut top = lock(&side.layers[n - 1]);
+                let mut top = lock_layer(&side.layers[n - 1], &mut c.locks, n - 1);
                 if !top.wants_data() {
                     c.acts = acts;
                     break;
@@ -314,15 +372,13 @@ pub(crate) fn run_worker<'p>(
             idler.reset();
             continue;
         }
-        let deadline = side
-            .layers
-            .iter()
-            .filter_map(|l| lock(l).next_deadline())
+        let deadline = (0..n)
+            .filter_map(|j| lock_layer(&side.layers[j], &mut c.locks, j).next_deadline())
             .min();
         let wants_more = side.initiator
             && ctx.sender_open.load(Ordering::SeqCst)
             && lock(&side.source).next < ctx.cfg.messages
-            && lock(&side.layers[n - 1]).wants_data();
+            && lock_layer(&side.layers[n - 1], &mut c.locks, n - 1).wants_data();
         if wants_more {
             idler.reset();
             continue;
@@ -334,6 +390,7 @@ pub(crate) fn run_worker<'p>(
         thread: report,
         layer_time: c.layer_time,
         sink_time: c.sink_time,
+        locks: c.locks,
     }
 }
 
@@ -418,6 +475,7 @@ pub(crate) fn run_rtc<'p>(
     let [s_ends, r_ends] = ends;
     let mut collected = Collected::default();
     let mut layer_time = [vec![Duration::ZERO; n], vec![Duration::ZERO; n]];
+    let mut locks = [LockCounts::new(n), LockCounts::new(n)];
     let spawned: Result<(), PipelineError> = std::thread::scope(|s| {
         let mut worker_handles = Vec::new();
         let mut line_handles = Vec::new();
@@ -474,6 +532,7 @@ pub(crate) fn run_rtc<'p>(
                     if let Some(top) = layer_time[si].last_mut() {
                         *top = top.saturating_sub(r.sink_time);
                     }
+                    locks[si].add(&r.locks);
                     collected.threads.push(r.thread);
                 }
                 Err(_) => collected.panicked.push(name),
@@ -496,6 +555,7 @@ pub(crate) fn run_rtc<'p>(
     };
     collected.rtc_counters = Some([counters(&sender), counters(&receiver)]);
     collected.rtc_layer_time = Some(layer_time);
+    collected.rtc_locks = Some(locks);
     let src = sender
         .source
         .lock()
