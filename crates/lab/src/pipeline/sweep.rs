@@ -332,14 +332,15 @@ impl PipelineSweep {
         Some((LinkSpec::parse(&p.link).ok()?.label(), p.messages))
     }
 
-    /// Our line alone, Mbit/s of user data, and what stands in for it: the
-    /// pipeline needs at least one layer, so the paper's line's configured
-    /// rate (a frame without layer headers is all user data) stands in.
-    pub fn line_alone_mbit_s(&self) -> Option<f64> {
-        match LinkSpec::parse(&self.experiment.paper.as_ref()?.link).ok()? {
-            LinkSpec::Memory(Some(bps)) => Some(bps as f64 / 1e6),
-            _ => None,
-        }
+    /// The configured rate of the paper's line at a message size, Mbit/s
+    /// of user data (a frame without layer headers is all user data): what
+    /// stands in for our line alone where no zero-layer run measured it.
+    /// `None` for an unlimited or UDP line.
+    pub fn line_alone_mbit_s(&self, message_size: u64) -> Option<f64> {
+        let link = LinkSpec::parse(&self.experiment.paper.as_ref()?.link).ok()?;
+        self.experiment
+            .line_rate(link, message_size)
+            .map(|bps| bps as f64 / 1e6)
     }
 
     /// Our line alone (the zero-layer runs) at a size over a line (label)
@@ -524,7 +525,7 @@ impl PipelineSweep {
                 }
                 if alone.is_empty() {
                     let line = self
-                        .line_alone_mbit_s()
+                        .line_alone_mbit_s(size)
                         .ok_or("the paper's line has no rate here (unlimited or UDP)")?;
                     set[0].iter().map(|v| v / line).collect()
                 } else {

@@ -187,7 +187,13 @@ fn the_experiment_files_parse_into_typed_values() {
         .all(|r| r.mode == "layer-parallel"));
     assert!(plan
         .iter()
-        .all(|r| r.messages == 500 && r.link == LinkSpec::Memory(Some(800_000_000))));
+        .all(|r| r.messages == 500 && r.link == LinkSpec::MemoryPerSize));
+    // The line paced at the paper's line-alone rate at each size.
+    for (size, line) in [(1024, 4_700_000), (8192, 35_800_000), (32768, 98_200_000)] {
+        assert_eq!(paper.line_rate(LinkSpec::MemoryPerSize, size), Some(line));
+        let paper_line = paper.paper_line(size).map(|l| l.mbit_s * 1e6);
+        assert_eq!(paper_line, Some(line as f64));
+    }
     assert!(paper.plan(true).len() <= 21);
     let ext = PipelineExperiment::from_toml(
         include_str!("../../../../experiments/pipeline-extended.toml"),
@@ -521,4 +527,105 @@ fn results_written_before_validity_existed_still_read() {
         .iter()
         .all(|r| r.validity.is_none() && r.is_valid()));
     assert_eq!(old.claims()[0].measured.verdict, Verdict::FAILS);
+}
+
+/// `FILE` with its lines replaced by the line paced per message size.
+fn per_size_file(table: &str) -> String {
+    FILE.replacen(
+        "links = [\"memory:800mbit\", \"memory:unlimited\"]",
+        &format!("links = [\"memory:per-size\"]\n{table}"),
+        1,
+    )
+    .replacen("link = \"memory:800mbit\"", "link = \"memory:per-size\"", 1)
+}
+
+const PER_SIZE: &str = "[pipeline.line_per_size]\n1024 = \"4.7mbit\"\n\"8KiB\" = \"35.8mbit\"";
+
+#[test]
+fn the_line_is_paced_per_message_size() {
+    let e = PipelineExperiment::from_toml(&per_size_file(PER_SIZE), "p.toml").unwrap();
+    assert_eq!(
+        LinkSpec::parse("memory:per-size"),
+        Ok(LinkSpec::MemoryPerSize)
+    );
+    assert_eq!(LinkSpec::MemoryPerSize.label(), "memory-per-size");
+    assert_eq!(e.line_rate(LinkSpec::MemoryPerSize, 1024), Some(4_700_000));
+    assert_eq!(e.line_rate(LinkSpec::MemoryPerSize, 8192), Some(35_800_000));
+    assert_eq!(e.line_rate(LinkSpec::MemoryPerSize, 4096), None);
+    assert_eq!(
+        e.line_rate(LinkSpec::Memory(Some(800_000_000)), 1024),
+        Some(800_000_000)
+    );
+    let plan = e.plan(false);
+    assert!(plan.iter().all(|p| p.link == LinkSpec::MemoryPerSize));
+    assert_eq!(
+        plan[0].id(),
+        "layer-parallel-memory-per-size-s1024-m500-l1-rep1"
+    );
+    // The line-alone stand-in of the paper's line is per size too.
+    let s = PipelineSweep {
+        schema: PIPELINE_SWEEP_SCHEMA.into(),
+        experiment: e,
+        quick: false,
+        environment: Environment::capture(),
+        started_unix_s: 0.0,
+        runs_total: 0,
+        runs: Vec::new(),
+    };
+    assert_eq!(s.line_alone_mbit_s(1024), Some(4.7));
+    assert_eq!(s.line_alone_mbit_s(8192), Some(35.8));
+}
+
+#[test]
+fn line_per_size_errors_name_the_field_and_value() {
+    for (text, field, value) in [
+        // The per-size line without its table, and the table unused.
+        (per_size_file(""), "pipeline.links[0]", "line_per_size"),
+        (
+            FILE.replacen("[quick]", &format!("{PER_SIZE}\n[quick]"), 1),
+            "pipeline.line_per_size",
+            "memory:per-size",
+        ),
+        // A key that is no size, a rate that is no rate or unlimited.
+        (
+            per_size_file(&PER_SIZE.replace("1024 =", "\"big\" =")),
+            "pipeline.line_per_size.\"big\"",
+            "message size",
+        ),
+        (
+            per_size_file(&PER_SIZE.replace("4.7mbit", "fast")),
+            "pipeline.line_per_size.\"1024\"",
+            "\"fast\"",
+        ),
+        (
+            per_size_file(&PER_SIZE.replace("4.7mbit", "unlimited")),
+            "pipeline.line_per_size.\"1024\"",
+            "\"unlimited\"",
+        ),
+        // The same size twice, a size of the matrix or of [quick] missing.
+        (
+            per_size_file(&format!("{PER_SIZE}\n\"1KiB\" = \"5mbit\"")),
+            "pipeline.line_per_size.",
+            "a second rate for 1024 B",
+        ),
+        (
+            per_size_file(&PER_SIZE.replace("\"8KiB\" = \"35.8mbit\"", "")),
+            "pipeline.line_per_size",
+            "no rate for 8192 B (pipeline.message_sizes[1])",
+        ),
+        (
+            per_size_file(PER_SIZE).replacen(
+                "layers = [3]\nmessages = 50",
+                "layers = [3]\nmessage_sizes = [2048]\nmessages = 50",
+                1,
+            ),
+            "pipeline.line_per_size",
+            "no rate for 2048 B (quick.message_sizes[0])",
+        ),
+    ] {
+        let err = PipelineExperiment::from_toml(&text, "p.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(field) && err.contains(value), "{err}");
+    }
 }

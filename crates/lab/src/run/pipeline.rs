@@ -25,8 +25,17 @@ pub(crate) fn run_config(
     let m = &exp.pipeline;
     let defaults = PipelineConfig::default();
     let link = match p.link {
-        LinkSpec::Memory(bandwidth_bit_s) => LinkConfig::Memory {
-            bandwidth_bit_s,
+        LinkSpec::Memory(_) | LinkSpec::MemoryPerSize => LinkConfig::Memory {
+            bandwidth_bit_s: match exp.line_rate(p.link, p.message_size) {
+                None if p.link == LinkSpec::MemoryPerSize => {
+                    return Err(format!(
+                        "{}: pipeline.line_per_size has no rate for {} B",
+                        p.id(),
+                        p.message_size
+                    ))
+                }
+                rate => rate,
+            },
             latency: Duration::ZERO,
             loss: m.loss,
             reorder: 0.0,
@@ -334,4 +343,46 @@ pub(super) fn sweep(
     progress.end();
     outcome.interrupted = stop.load(Relaxed);
     Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_run_is_paced_at_its_sizes_line_rate() {
+        let text = r#"kind = "pipeline"
+name = "p"
+title = "P"
+[pipeline]
+layers = [2]
+message_sizes = [1024, "32KiB"]
+messages = 10
+modes = ["layer-parallel", "run-to-completion"]
+links = ["memory:per-size", "memory:800mbit"]
+line_alone = true
+[pipeline.line_per_size]
+1024 = "4.7mbit"
+32768 = "98.2mbit"
+"#;
+        let exp = PipelineExperiment::from_toml(text, "p.toml").unwrap();
+        let plan = exp.plan(false);
+        assert!(plan
+            .iter()
+            .any(|p| p.layers == 0 && p.link == LinkSpec::MemoryPerSize));
+        for p in &plan {
+            let cfg = run_config(&exp, p).unwrap();
+            let want = match (p.link, p.message_size) {
+                (LinkSpec::MemoryPerSize, 1024) => 4_700_000,
+                (LinkSpec::MemoryPerSize, _) => 98_200_000,
+                _ => 800_000_000,
+            };
+            assert!(
+                matches!(cfg.link, LinkConfig::Memory { bandwidth_bit_s: Some(b), .. } if b == want),
+                "{}: {:?}",
+                p.id(),
+                cfg.link
+            );
+        }
+    }
 }

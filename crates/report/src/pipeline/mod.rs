@@ -7,7 +7,7 @@
 
 use crate::export::{self, Block, Page, Report};
 use crate::{iso, Format, ReportError};
-use connlab_lab::{size_text, ClaimResult, OursCell, PipelineSweep, Spread, Verdict};
+use connlab_lab::{size_text, ClaimResult, LinkSpec, OursCell, PipelineSweep, Spread, Verdict};
 use std::fmt::Write as _;
 
 mod html;
@@ -361,9 +361,18 @@ fn grid(sweep: &PipelineSweep, g: &Group, size: u64) -> Grid {
                 .collect(),
         });
     }
+    // The per-size line's rate at this size.
+    let paced = sweep
+        .runs
+        .iter()
+        .find(|r| r.params.link.label() == g.link && r.params.link == LinkSpec::MemoryPerSize)
+        .and_then(|r| exp.line_rate(r.params.link, size))
+        .map_or(String::new(), |bps| {
+            format!(" ({} Mbit/s at this size)", number(bps as f64 / 1e6, 1))
+        });
     Grid {
         title: format!(
-            "{}{} messages over {}, {} per run",
+            "{}{} messages over {}{paced}, {} per run",
             table.map_or(String::new(), |t| format!("{t}: ")),
             size_text(size),
             g.link,
@@ -492,7 +501,7 @@ fn line_rows(sweep: &PipelineSweep) -> Vec<LineRow> {
                 ours_line: if ours_line_measured {
                     alone
                 } else {
-                    sweep.line_alone_mbit_s().into_iter().collect()
+                    sweep.line_alone_mbit_s(size).into_iter().collect()
                 },
                 ours_line_measured,
                 ours_one: one.measured[0].clone(),
