@@ -410,6 +410,29 @@ impl PipelineExperiment {
         }
     }
 
+    /// The library's mode for a mode as the file names it, with the file's
+    /// workers per side for run-to-completion.
+    pub fn library_mode(&self, mode: &str) -> connlab_pipeline::Mode {
+        if mode == crate::values::PipelineMode::RunToCompletion.as_str() {
+            connlab_pipeline::Mode::RunToCompletion {
+                threads: self.pipeline.rtc_threads,
+            }
+        } else {
+            connlab_pipeline::Mode::LayerParallel
+        }
+    }
+
+    /// Threads a run of `mode` at `layers` starts (see
+    /// [`connlab_pipeline::PipelineConfig::thread_count`]).
+    pub fn threads_of(&self, mode: &str, layers: u32) -> usize {
+        connlab_pipeline::PipelineConfig {
+            layers: layers as usize,
+            mode: self.library_mode(mode),
+            ..connlab_pipeline::PipelineConfig::default()
+        }
+        .thread_count()
+    }
+
     /// The paper's cell for a message size and layer count, if it has one.
     pub fn paper_cell(&self, message_size: u64, layers: u32) -> Option<&PipelinePaperCell> {
         self.paper

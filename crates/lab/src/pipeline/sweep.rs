@@ -68,6 +68,13 @@ pub struct PipelineSweep {
     pub runs_total: usize,
     /// Finished runs, in plan order.
     pub runs: Vec<PipelineRunRecord>,
+    /// CPUs the runs' threads could use (the distinct CPUs of
+    /// `pipeline.cpu_map`, else the sweep's affinity): measured relative
+    /// capacity and efficiency are judged only at layer counts whose runs
+    /// (and one-layer runs) start no more threads than this. Absent in
+    /// results written before it was recorded: the machine's CPU count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<usize>,
 }
 
 /// Relative capacity and efficiency of `throughput` at `layers` against
@@ -197,18 +204,25 @@ pub struct OursCell {
     pub bounds: Vec<String>,
 }
 
-/// A claim judged on the paper's own values, our measured and our
-/// projected figures.
+/// A claim judged on the paper's own values and our measured figures, with
+/// our projected figures beside them.
 #[derive(Clone, Debug)]
 pub struct ClaimResult {
     /// The claim.
     pub claim: PipelineClaim,
     /// On the paper's tables.
     pub paper: Judgement,
-    /// On our measured figures (this machine's CPUs shared by every thread).
+    /// On our measured figures. A claim on relative capacity or efficiency
+    /// is judged only at the layer counts whose runs, and their one-layer
+    /// runs, start no more threads than [`ClaimResult::cpus`]; the detail
+    /// gives the projected figures of the other layer counts, unjudged.
     pub measured: Judgement,
-    /// On our projected figures (one core per thread).
-    pub projected: Judgement,
+    /// Our projected figures (one core per thread) at every layer count the
+    /// claim speaks of, and whether each meets the claim's bounds: shown as
+    /// a projection, never a verdict.
+    pub projection: String,
+    /// The CPUs measured figures were held to ([`PipelineSweep::judging_cpus`]).
+    pub cpus: usize,
 }
 
 /// Why a comparison of a claim has no values.
@@ -263,6 +277,20 @@ enum Source {
     Paper,
     Measured,
     Projected,
+}
+
+/// Whether a statistic compares a run with its one-layer run (relative
+/// capacity, efficiency): on this machine's shared CPUs such a ratio
+/// measures the sharing, so it is judged only where the threads fit.
+fn rests_on_capacity(s: ClaimStatistic) -> bool {
+    matches!(
+        s,
+        ClaimStatistic::Efficiency
+            | ClaimStatistic::RelativeCapacity
+            | ClaimStatistic::EfficiencyFalls
+            | ClaimStatistic::CapacityRises
+            | ClaimStatistic::EfficiencyBySize
+    )
 }
 
 fn within(v: f64, c: &PipelineClaim) -> bool {
@@ -443,9 +471,31 @@ impl PipelineSweep {
                 claim: c.clone(),
                 paper: self.judge(c, Source::Paper),
                 measured: self.judge(c, Source::Measured),
-                projected: self.judge(c, Source::Projected),
+                projection: self.judge(c, Source::Projected).detail,
+                cpus: self.judging_cpus(),
             })
             .collect()
+    }
+
+    /// CPUs the runs' threads could use: [`PipelineSweep::cpus`] as
+    /// recorded, else the machine's CPU count.
+    pub fn judging_cpus(&self) -> usize {
+        self.cpus.unwrap_or(self.environment.cpu_count).max(1)
+    }
+
+    /// Whether measured relative capacity or efficiency of `mode` at each of
+    /// `layers` may be judged: every such run and the one-layer run it is
+    /// held against start no more threads than [`Self::judging_cpus`].
+    /// `None` when they fit, else why not (`22 threads for 2 CPUs`).
+    pub fn beyond_cpus(&self, mode: &str, layers: &[u32]) -> Option<String> {
+        let cpus = self.judging_cpus();
+        let need = layers
+            .iter()
+            .chain(std::iter::once(&1))
+            .map(|&l| self.experiment.threads_of(mode, l))
+            .max()
+            .unwrap_or(0);
+        (need > cpus).then(|| format!("{need} threads for {cpus} CPUs"))
     }
 
     fn claim_sizes(&self, c: &PipelineClaim) -> Vec<u64> {
@@ -592,11 +642,32 @@ impl PipelineSweep {
             }
             parts.push(format!("{at}: {}", e.text()));
         };
+        // Measured capacity and efficiency only where the threads fit.
+        let fit_rule = from == Source::Measured && rests_on_capacity(c.statistic);
+        let mut beyond = 0;
+        let mut not_here = |at: &str, why: String, projected: String, parts: &mut Vec<String>| {
+            beyond += 1;
+            parts.push(format!("{at}: not judged ({why}), projected {projected}"));
+        };
         if c.statistic == ClaimStatistic::EfficiencyBySize {
             // Per layer count: every repetition of a larger size above every
             // one of the next smaller.
             for &l in &c.layers {
                 let at = format!("{l} {}", if l == 1 { "layer" } else { "layers" });
+                if let Some(why) = self.beyond_cpus(&c.mode, &[l]).filter(|_| fit_rule) {
+                    let projected: Vec<String> = sizes
+                        .iter()
+                        .map(|&size| {
+                            format!(
+                                "{} {}",
+                                size_text(size),
+                                self.projected_text(c, size, l, ClaimStatistic::Efficiency)
+                            )
+                        })
+                        .collect();
+                    not_here(&at, why, projected.join(", "), &mut parts);
+                    continue;
+                }
                 let per_size: Result<Vec<(u64, Vec<f64>)>, Missing> = sizes
                     .iter()
                     .map(|&size| {
@@ -647,6 +718,15 @@ impl PipelineSweep {
                 } else {
                     ClaimStatistic::Efficiency
                 };
+                if let Some(why) = self.beyond_cpus(&c.mode, &[lo, hi]).filter(|_| fit_rule) {
+                    let projected = format!(
+                        "{} at {lo}, {} at {hi}",
+                        self.projected_text(c, size, lo, stat),
+                        self.projected_text(c, size, hi, stat)
+                    );
+                    not_here(&size_text(size), why, projected, &mut parts);
+                    continue;
+                }
                 match (
                     self.values(c, from, size, lo, stat),
                     self.values(c, from, size, hi, stat),
@@ -687,6 +767,11 @@ impl PipelineSweep {
                     size_text(size),
                     if l == 1 { "layer" } else { "layers" }
                 );
+                if let Some(why) = self.beyond_cpus(&c.mode, &[l]).filter(|_| fit_rule) {
+                    let projected = self.projected_text(c, size, l, c.statistic);
+                    not_here(&at, why, projected, &mut parts);
+                    continue;
+                }
                 match self.values(c, from, size, l, c.statistic) {
                     Ok(v) => {
                         let ok = v.iter().all(|x| within(*x, c));
@@ -704,6 +789,12 @@ impl PipelineSweep {
             }
         }
         let detail = parts.join("; ");
+        if judged == 0 && beyond > 0 && !failed && unjudged.is_empty() {
+            return Judgement::cannot_measure(format!(
+                "no layer count it speaks of runs with a CPU per thread here (measured figures are judged only where a run's threads, and its one-layer run's, fit the {} CPUs): {detail}",
+                self.judging_cpus()
+            ));
+        }
         if failed {
             // A comparison that fails on valid runs decides the claim.
             Judgement::does_not_hold(detail)
@@ -716,6 +807,21 @@ impl PipelineSweep {
             Judgement::cannot_measure(detail)
         } else {
             Judgement::holds(detail)
+        }
+    }
+
+    /// Our projected values of a statistic at one size and layer count, as
+    /// text (`0.91–0.95`, or why there are none).
+    fn projected_text(
+        &self,
+        c: &PipelineClaim,
+        size: u64,
+        layers: u32,
+        statistic: ClaimStatistic,
+    ) -> String {
+        match self.values(c, Source::Projected, size, layers, statistic) {
+            Ok(v) => values_text(&v),
+            Err(e) => format!("none ({})", e.text()),
         }
     }
 

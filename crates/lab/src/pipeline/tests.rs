@@ -259,6 +259,8 @@ fn sweep(measured_5: [f64; 2], projected_5: [Option<f64>; 2]) -> PipelineSweep {
         started_unix_s: 0.0,
         runs_total: 4,
         runs,
+        // Enough CPUs for every run here to be judged on measured figures.
+        cpus: Some(64),
     }
 }
 
@@ -289,22 +291,18 @@ fn a_claim_holds_only_across_the_spread() {
         "{}",
         c.measured.detail
     );
+    // The projection: values within the bounds, no verdict.
     assert_eq!(
-        c.projected.verdict,
-        Verdict::Holds,
+        c.projection, "8 KiB 5 layers: 0.97–0.99",
         "{}",
-        c.projected.detail
+        c.projection
     );
+    assert_eq!(c.cpus, 64);
     // Both repetitions at 0.9 or more: holds.
     let s = sweep([95.0, 90.0], [None, None]);
     let c = &s.claims()[0];
     assert_eq!(c.measured.verdict, Verdict::Holds);
-    assert!(matches!(c.projected.verdict, Verdict::CannotMeasure(_)));
-    assert!(
-        c.projected.detail.contains("no projection"),
-        "{}",
-        c.projected.detail
-    );
+    assert!(c.projection.contains("no projection"), "{}", c.projection);
 }
 
 #[test]
@@ -454,7 +452,7 @@ fn a_claim_on_invalid_runs_cannot_be_judged_and_says_why() {
         "{}",
         c.measured.detail
     );
-    assert!(matches!(c.projected.verdict, Verdict::CannotJudge(_)));
+    assert!(c.projection.contains("no valid run"), "{}", c.projection);
     assert_eq!(
         s.cell("layer-parallel", "memory-800mbit", 8192, 500, 5)
             .runs,
@@ -571,6 +569,7 @@ fn the_line_is_paced_per_message_size() {
         started_unix_s: 0.0,
         runs_total: 0,
         runs: Vec::new(),
+        cpus: None,
     };
     assert_eq!(s.line_alone_mbit_s(1024), Some(4.7));
     assert_eq!(s.line_alone_mbit_s(8192), Some(35.8));
@@ -628,4 +627,75 @@ fn line_per_size_errors_name_the_field_and_value() {
             .to_string();
         assert!(err.contains(field) && err.contains(value), "{err}");
     }
+}
+
+#[test]
+fn measured_efficiency_is_judged_only_where_the_threads_fit() {
+    // 5 layers start 14 threads, their one-layer runs 6: with 2 CPUs
+    // neither fits, so the measured efficiency (0.80-0.90, outside the
+    // claim) is not judged and the projection stands beside it, unjudged.
+    let mut s = sweep([90.0, 80.0], [Some(690.0), Some(680.0)]);
+    assert_eq!(s.experiment.threads_of("layer-parallel", 5), 14);
+    assert_eq!(s.experiment.threads_of("layer-parallel", 1), 6);
+    assert_eq!(s.experiment.threads_of("run-to-completion", 11), 4);
+    s.cpus = Some(2);
+    assert_eq!(
+        s.beyond_cpus("layer-parallel", &[5]).as_deref(),
+        Some("14 threads for 2 CPUs")
+    );
+    let c = &s.claims()[0];
+    assert_eq!(c.cpus, 2);
+    assert!(
+        matches!(&c.measured.verdict, Verdict::CannotMeasure(why) if why.contains("fit the 2 CPUs")),
+        "{:?}",
+        c.measured.verdict
+    );
+    assert!(
+        c.measured
+            .detail
+            .contains("8 KiB 5 layers: not judged (14 threads for 2 CPUs), projected 0.97–0.99"),
+        "{}",
+        c.measured.detail
+    );
+    // The paper's own values are judged as before.
+    assert_eq!(c.paper.verdict, Verdict::Holds);
+    // With 6 CPUs the one-layer runs fit but the 5-layer ones do not.
+    s.cpus = Some(6);
+    assert_eq!(
+        s.beyond_cpus("layer-parallel", &[1]),
+        None,
+        "one layer: 6 threads"
+    );
+    assert!(s.beyond_cpus("layer-parallel", &[5]).is_some());
+    // With 14 the whole claim is judged on measured figures: 0.80 fails.
+    s.cpus = Some(14);
+    let c = &s.claims()[0];
+    assert_eq!(c.measured.verdict, Verdict::FAILS, "{}", c.measured.detail);
+    // Results written before the count was recorded: the machine's CPUs.
+    s.cpus = None;
+    assert_eq!(s.judging_cpus(), s.environment.cpu_count.max(1));
+}
+
+#[test]
+fn a_claim_over_several_layer_counts_is_judged_at_those_that_fit() {
+    // At 1 and 5 layers: with 6 CPUs, 1 layer (6 threads) is judged on
+    // its measured efficiency (1.0, within), 5 layers shown as projection.
+    let text = FILE.replace("layers = [5]\nexpect_min", "layers = [1, 5]\nexpect_min");
+    let mut s = sweep([90.0, 80.0], [Some(690.0), Some(680.0)]);
+    s.experiment = PipelineExperiment::from_toml(&text, "p.toml").unwrap();
+    s.cpus = Some(6);
+    let c = &s.claims()[0];
+    assert_eq!(c.measured.verdict, Verdict::Holds, "{}", c.measured.detail);
+    assert!(
+        c.measured.detail.contains("8 KiB 1 layer: 1.00"),
+        "{}",
+        c.measured.detail
+    );
+    assert!(
+        c.measured
+            .detail
+            .contains("8 KiB 5 layers: not judged (14 threads for 6 CPUs)"),
+        "{}",
+        c.measured.detail
+    );
 }

@@ -6,13 +6,12 @@ use super::window::{edge, gated, Roles};
 use super::{create_dir, stop_flag, unix_now, write_experiment, Progress, RunError};
 use super::{SweepOutcome, SweepRequest};
 use crate::validity::{self, Evidence, Gate, Validity, ValidityLimits, WindowCpu};
-use crate::values::PipelineMode;
 use crate::{
     capacity, projected_capacity, LinkSpec, PipelineExperiment, PipelineRunParams,
     PipelineRunRecord, PipelineSweep, PIPELINE_SWEEP_SCHEMA,
 };
 use connlab_os::Shutdown;
-use connlab_pipeline::{LinkConfig, Mode, PipelineConfig, PipelineResult};
+use connlab_pipeline::{LinkConfig, PipelineConfig, PipelineResult};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -68,13 +67,7 @@ pub(crate) fn run_config(
         message_size: usize::try_from(p.message_size).map_err(|e| format!("{}: {e}", p.id()))?,
         messages: p.messages,
         window: m.window.unwrap_or(defaults.window),
-        mode: if p.mode == PipelineMode::RunToCompletion.as_str() {
-            Mode::RunToCompletion {
-                threads: m.rtc_threads,
-            }
-        } else {
-            Mode::LayerParallel
-        },
+        mode: exp.library_mode(&p.mode),
         link,
         seed: m.seed,
         cpu_map,
@@ -83,6 +76,25 @@ pub(crate) fn run_config(
     };
     cfg.validate().map_err(|e| format!("{}: {e}", p.id()))?;
     Ok(cfg)
+}
+
+/// CPUs the runs' threads can use: the distinct CPUs of `pipeline.cpu_map`,
+/// or this process's affinity (what the claims' fit rule holds thread
+/// counts against, recorded as [`PipelineSweep::cpus`]).
+fn run_cpus(exp: &PipelineExperiment) -> usize {
+    let mapped = exp
+        .pipeline
+        .cpu_map
+        .as_ref()
+        .and_then(|text| text.parse::<connlab_os::CpuList>().ok())
+        .map(|c| {
+            let mut v = c.cpus().to_vec();
+            v.sort_unstable();
+            v.dedup();
+            v.len()
+        })
+        .filter(|n| *n > 0);
+    mapped.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// What every run of a sweep is held to.
@@ -221,6 +233,7 @@ pub(super) fn sweep(
         started_unix_s: earlier.as_ref().map_or_else(unix_now, |e| e.started_unix_s),
         runs_total: plan.len(),
         runs: Vec::new(),
+        cpus: Some(run_cpus(exp)),
     };
     // Keep earlier runs that are still in the plan.
     if let Some(e) = earlier {
