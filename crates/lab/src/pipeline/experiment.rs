@@ -48,7 +48,7 @@ pub struct PipelineMatrix {
     /// Messages per run: one count or a list (the paper's 500, and more for
     /// stable numbers).
     pub messages: MessageCounts,
-    /// `layer-parallel`, `run-to-completion`.
+    /// `layer-parallel`, `run-to-completion`, `run-to-completion-shared`.
     pub modes: Vec<crate::values::PipelineMode>,
     /// Lines: `memory:800mbit`, `memory:unlimited`, `udp`, or
     /// `memory:per-size` (paced at the rate `line_per_size` gives each
@@ -77,6 +77,11 @@ pub struct PipelineMatrix {
     /// Threads per side in run-to-completion mode.
     #[serde(default = "one_usize")]
     pub rtc_threads: usize,
+    /// Workers per side in `run-to-completion-shared` mode (2 to 16): each
+    /// takes whole messages through every layer, all of them sharing each
+    /// layer's connection state under its lock.
+    #[serde(default = "two_usize")]
+    pub shared_workers: usize,
     /// CPUs for the threads, as `connlab pipeline --cpu-map` takes them.
     #[serde(default)]
     pub cpu_map: Option<String>,
@@ -90,6 +95,9 @@ pub(super) fn one() -> u32 {
 }
 fn one_usize() -> usize {
     1
+}
+fn two_usize() -> usize {
+    2
 }
 fn one_u64() -> u64 {
     1
@@ -193,7 +201,7 @@ impl LinkSpec {
 pub struct PipelineRunParams {
     /// The line.
     pub link: LinkSpec,
-    /// `layer-parallel` or `run-to-completion`.
+    /// `layer-parallel`, `run-to-completion` or `run-to-completion-shared`.
     pub mode: String,
     /// User bytes per message.
     pub message_size: u64,
@@ -230,7 +238,11 @@ impl PipelineRunParams {
 }
 
 /// The modes a pipeline experiment may name.
-pub const PIPELINE_MODES: [&str; 2] = ["layer-parallel", "run-to-completion"];
+pub const PIPELINE_MODES: [&str; 3] = [
+    "layer-parallel",
+    "run-to-completion",
+    "run-to-completion-shared",
+];
 
 impl PipelineExperiment {
     /// Reads and validates a file.
@@ -305,6 +317,15 @@ impl PipelineExperiment {
             return Err(bad(
                 "pipeline.rtc_threads",
                 format!("{}: between 1 and 16", m.rtc_threads),
+            ));
+        }
+        if !(2..=16).contains(&m.shared_workers) {
+            return Err(bad(
+                "pipeline.shared_workers",
+                format!(
+                    "{}: between 2 and 16 (one worker per side is run-to-completion)",
+                    m.shared_workers
+                ),
             ));
         }
         if m.window == Some(0) {
@@ -411,14 +432,18 @@ impl PipelineExperiment {
     }
 
     /// The library's mode for a mode as the file names it, with the file's
-    /// workers per side for run-to-completion.
+    /// workers per side for run-to-completion (`rtc_threads`) and
+    /// run-to-completion-shared (`shared_workers`).
     pub fn library_mode(&self, mode: &str) -> connlab_pipeline::Mode {
-        if mode == crate::values::PipelineMode::RunToCompletion.as_str() {
-            connlab_pipeline::Mode::RunToCompletion {
+        use crate::values::PipelineMode;
+        match mode.parse::<PipelineMode>() {
+            Ok(PipelineMode::RunToCompletion) => connlab_pipeline::Mode::RunToCompletion {
                 threads: self.pipeline.rtc_threads,
-            }
-        } else {
-            connlab_pipeline::Mode::LayerParallel
+            },
+            Ok(PipelineMode::RunToCompletionShared) => connlab_pipeline::Mode::RunToCompletion {
+                threads: self.pipeline.shared_workers,
+            },
+            Ok(PipelineMode::LayerParallel) | Err(_) => connlab_pipeline::Mode::LayerParallel,
         }
     }
 

@@ -202,6 +202,10 @@ pub struct OursCell {
     pub no_projected_capacity: Vec<String>,
     /// What bounded the projections (distinct).
     pub bounds: Vec<String>,
+    /// Run-to-completion: the share of layer-lock acquisitions that found
+    /// the lock held by another worker, per valid repetition (none in
+    /// layer-parallel mode, which takes no layer lock).
+    pub lock_contention: Vec<f64>,
 }
 
 /// A claim judged on the paper's own values and our measured figures, with
@@ -277,6 +281,21 @@ enum Source {
     Paper,
     Measured,
     Projected,
+}
+
+/// `1.2 %–3.4 %`: shares as percentages.
+fn percent_text(v: &[f64]) -> String {
+    Spread::of(v).map_or("—".into(), |s| {
+        let (a, b) = (
+            format!("{:.1} %", s.min * 100.0),
+            format!("{:.1} %", s.max * 100.0),
+        );
+        if a == b {
+            a
+        } else {
+            format!("{a}–{b}")
+        }
+    })
 }
 
 /// Whether a statistic compares a run with its one-layer run (relative
@@ -433,6 +452,7 @@ impl PipelineSweep {
                 }
                 None => None,
             };
+            c.lock_contention.extend(x.lock_contention());
             c.measured[0].push(x.throughput_mbit_s);
             let (rc, eff) = capacity(
                 x.throughput_mbit_s,
@@ -525,6 +545,9 @@ impl PipelineSweep {
         statistic: ClaimStatistic,
     ) -> Result<Vec<f64>, Missing> {
         let exp = &self.experiment;
+        if statistic == ClaimStatistic::LockContention {
+            return self.lock_contention(c, from, size, layers);
+        }
         if from == Source::Paper {
             let cell = exp
                 .paper_cell(size, layers)
@@ -779,7 +802,11 @@ impl PipelineSweep {
                         failed |= !ok;
                         parts.push(format!(
                             "{at}: {}{}{}",
-                            values_text(&v),
+                            if c.statistic == ClaimStatistic::LockContention {
+                                percent_text(&v)
+                            } else {
+                                values_text(&v)
+                            },
                             if ok { "" } else { " (outside)" },
                             left_out_text(self.left_out(c, from, size, l))
                         ));
@@ -808,6 +835,58 @@ impl PipelineSweep {
         } else {
             Judgement::holds(detail)
         }
+    }
+
+    /// The lock-contention share of each valid run of the claim's mode at
+    /// one size and layer count over the paper's line, or why none.
+    fn lock_contention(
+        &self,
+        c: &PipelineClaim,
+        from: Source,
+        size: u64,
+        layers: u32,
+    ) -> Result<Vec<f64>, Missing> {
+        match from {
+            Source::Paper => {
+                return Err("the paper measures no lock contention: it cites another study".into())
+            }
+            Source::Projected => return Err("no projection models lock waits".into()),
+            Source::Measured => {}
+        }
+        let (link, messages) = self
+            .paper_conditions()
+            .ok_or("the experiment names no paper line")?;
+        let runs: Vec<&PipelineRunRecord> = self
+            .runs
+            .iter()
+            .filter(|r| {
+                r.params.mode == c.mode
+                    && r.params.link.label() == link
+                    && r.params.message_size == size
+                    && r.params.messages == messages
+                    && r.params.layers == layers
+            })
+            .collect();
+        let invalid: Vec<Validity> = runs
+            .iter()
+            .filter_map(|r| r.validity.clone().filter(|v| !v.valid))
+            .collect();
+        let v: Vec<f64> = runs
+            .iter()
+            .filter(|r| r.is_valid())
+            .filter_map(|r| r.result.lock_contention())
+            .collect();
+        if v.is_empty() && !invalid.is_empty() {
+            return Err(Missing::Judge(invalid_text("no valid run", &invalid)));
+        }
+        if v.is_empty() {
+            return Err(format!(
+                "no {} run with layer locks over {link} with {messages} messages",
+                c.mode
+            )
+            .into());
+        }
+        Ok(v)
     }
 
     /// Our projected values of a statistic at one size and layer count, as

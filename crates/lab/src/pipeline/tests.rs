@@ -172,14 +172,20 @@ fn the_experiment_files_parse_into_typed_values() {
     );
     assert_eq!(paper.paper_line(1024).map(|l| l.mbit_s), Some(4.7));
     assert_eq!(paper.paper_line(32768).map(|l| l.mbit_s), Some(98.2));
-    assert!(p
-        .claims
-        .iter()
-        .any(|c| c.statistic == ClaimStatistic::NotMeasured));
-    // The paper's matrix: 6 layer counts x 3 sizes x 2 modes x 3
+    // Section 4 (3) is measured on the workers sharing layer state.
+    let rtc = p.claims.iter().find(|c| c.id == "rtc-locking").unwrap();
+    assert_eq!(rtc.statistic, ClaimStatistic::LockContention);
+    assert_eq!(rtc.mode, "run-to-completion-shared");
+    assert_eq!(paper.pipeline.shared_workers, 2);
+    assert_eq!(
+        paper.library_mode("run-to-completion-shared"),
+        connlab_pipeline::Mode::RunToCompletion { threads: 2 }
+    );
+    assert_eq!(paper.threads_of("run-to-completion-shared", 11), 6);
+    // The paper's matrix: 6 layer counts x 3 sizes x 3 modes x 3
     // repetitions, and the line alone at each size and repetition.
     let plan = paper.plan(false);
-    assert_eq!(plan.len(), 6 * 3 * 2 * 3 + 3 * 3);
+    assert_eq!(plan.len(), 6 * 3 * 3 * 3 + 3 * 3);
     assert_eq!(plan.iter().filter(|r| r.layers == 0).count(), 9);
     assert!(plan
         .iter()
@@ -194,7 +200,7 @@ fn the_experiment_files_parse_into_typed_values() {
         let paper_line = paper.paper_line(size).map(|l| l.mbit_s * 1e6);
         assert_eq!(paper_line, Some(line as f64));
     }
-    assert!(paper.plan(true).len() <= 21);
+    assert_eq!(paper.plan(true).len(), 3 * 3 * 3 + 3);
     let ext = PipelineExperiment::from_toml(
         include_str!("../../../../experiments/pipeline-extended.toml"),
         "pipeline-extended.toml",
@@ -698,4 +704,138 @@ fn a_claim_over_several_layer_counts_is_judged_at_those_that_fit() {
         "{}",
         c.measured.detail
     );
+}
+
+#[test]
+fn shared_workers_and_lock_contention_are_checked_on_load() {
+    for (from, to, field, value) in [
+        (
+            "modes = [\"layer-parallel\", \"run-to-completion\"]",
+            "modes = [\"run-to-completion-shared\"]\nshared_workers = 1",
+            "pipeline.shared_workers",
+            "1: between 2 and 16",
+        ),
+        (
+            "modes = [\"layer-parallel\", \"run-to-completion\"]",
+            "modes = [\"run-to-completion-shared\"]\nshared_workers = 17",
+            "pipeline.shared_workers",
+            "17",
+        ),
+        (
+            "statistic = \"efficiency\"",
+            "statistic = \"lock-contention\"",
+            "paper.claims[0].mode",
+            "\"layer-parallel\"",
+        ),
+        (
+            "statistic = \"efficiency\"",
+            "statistic = \"efficiency\"\nmode = \"rtc-shared\"",
+            "paper.claims[0].mode",
+            "run-to-completion-shared",
+        ),
+    ] {
+        let text = FILE.replacen(from, to, 1);
+        let err = PipelineExperiment::from_toml(&text, "p.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(field) && err.contains(value), "{err}");
+    }
+    let text = FILE.replacen(
+        "modes = [\"layer-parallel\", \"run-to-completion\"]",
+        "modes = [\"run-to-completion-shared\"]\nshared_workers = 3",
+        1,
+    );
+    let e = PipelineExperiment::from_toml(&text, "p.toml").unwrap();
+    assert!(e
+        .plan(false)
+        .iter()
+        .all(|p| p.mode == "run-to-completion-shared"));
+    assert_eq!(
+        e.library_mode("run-to-completion-shared"),
+        connlab_pipeline::Mode::RunToCompletion { threads: 3 }
+    );
+    assert_eq!(e.threads_of("run-to-completion-shared", 5), 8);
+}
+
+/// A run-to-completion-shared result whose layers took `acquired` locks,
+/// `contended` of them waiting.
+fn locked(layers: usize, acquired: u64, contended: u64) -> connlab_pipeline::PipelineResult {
+    let mut r = connlab_pipeline::PipelineResult::synthetic(
+        layers,
+        8192,
+        connlab_pipeline::Mode::RunToCompletion { threads: 2 },
+        30.0,
+        projection(Some(35.0), "line"),
+    );
+    let layer: connlab_pipeline::LayerStats = serde_json::from_value(serde_json::json!({
+        "side": "sender", "layer": 1, "cpu_s": 0.1, "messages": 500,
+        "cpu_ns_per_message": 1.0, "retransmissions": 0,
+        "queue_occupancy_mean": 0.0, "queue_occupancy_max": 0, "cpu": null,
+        "busy_s": 0.1, "busy_ns_per_message": 1.0, "timeouts": 0,
+        "duplicates": 0, "out_of_order": 0, "rejected": 0,
+        "max_outstanding": 8, "retransmit_copies": 0,
+        "lock_acquisitions": acquired, "lock_contended": contended, "lock_wait_s": 0.001,
+    }))
+    .unwrap();
+    r.per_layer = vec![layer.clone(), layer];
+    r
+}
+
+#[test]
+fn lock_contention_is_judged_on_the_shared_workers_runs() {
+    let text = FILE.replacen(
+        "modes = [\"layer-parallel\", \"run-to-completion\"]",
+        "modes = [\"layer-parallel\", \"run-to-completion-shared\"]",
+        1,
+    ) + "[[paper.claims]]\nid = \"rtc-locking\"\nsource = \"Section 4 (3)\"\ntext = \"locks\"\nstatistic = \"lock-contention\"\nmode = \"run-to-completion-shared\"\nlayers = [5]\nexpect_min = 0.01\n";
+    let mut s = sweep([95.0, 90.0], [Some(690.0), Some(680.0)]);
+    s.experiment = PipelineExperiment::from_toml(&text, "p.toml").unwrap();
+    // Two shared-state runs at 5 layers: 4 % and 10 % contended.
+    for (rep, contended) in [(1, 20), (2, 50)] {
+        let params = PipelineRunParams {
+            link: LinkSpec::Memory(Some(800_000_000)),
+            mode: "run-to-completion-shared".into(),
+            message_size: 8192,
+            layers: 5,
+            messages: 500,
+            repetition: rep,
+        };
+        s.runs.push(PipelineRunRecord {
+            id: params.id(),
+            params,
+            result: locked(5, 500, contended),
+            relative_capacity: None,
+            efficiency: None,
+            projected_relative_capacity: None,
+            projected_efficiency: None,
+            finished_unix_s: 0.0,
+            validity: None,
+            machine: None,
+            window_cpu: None,
+        });
+    }
+    // Even on 2 CPUs: contention is not a ratio to a one-layer run.
+    s.cpus = Some(2);
+    let claims = s.claims();
+    let c = claims.iter().find(|c| c.claim.id == "rtc-locking").unwrap();
+    assert_eq!(c.measured.verdict, Verdict::Holds, "{}", c.measured.detail);
+    assert_eq!(c.measured.detail, "8 KiB 5 layers: 4.0 %–10.0 %");
+    assert!(matches!(c.paper.verdict, Verdict::CannotMeasure(_)));
+    assert!(
+        c.projection.contains("no projection models lock waits"),
+        "{}",
+        c.projection
+    );
+    let cell = s.cell("run-to-completion-shared", "memory-800mbit", 8192, 500, 5);
+    assert_eq!(cell.lock_contention, [0.04, 0.1]);
+    // Below the floor in one repetition: does not hold.
+    s.runs.last_mut().unwrap().result = locked(5, 500, 2);
+    let claims = s.claims();
+    let c = claims.iter().find(|c| c.claim.id == "rtc-locking").unwrap();
+    assert_eq!(c.measured.verdict, Verdict::FAILS, "{}", c.measured.detail);
+    // Layer-parallel runs take no layer lock.
+    assert!(s
+        .cell("layer-parallel", "memory-800mbit", 8192, 500, 5)
+        .lock_contention
+        .is_empty());
 }

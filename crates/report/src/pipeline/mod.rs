@@ -345,6 +345,22 @@ fn grid(sweep: &PipelineSweep, g: &Group, size: u64) -> Grid {
             }
         }
     }
+    for (mode, per_layer) in cells
+        .iter()
+        .filter(|(_, c)| c.iter().any(|c| !c.lock_contention.is_empty()))
+    {
+        rows.push(GridRow {
+            label: format!("{mode}: layer-lock acquisitions contended, %"),
+            paper: false,
+            cells: per_layer
+                .iter()
+                .map(|c| {
+                    let pct: Vec<f64> = c.lock_contention.iter().map(|v| v * 100.0).collect();
+                    spread_text(&pct, 1)
+                })
+                .collect(),
+        });
+    }
     for (mode, per_layer) in &cells {
         rows.push(GridRow {
             label: format!("{mode}: projection bound"),
@@ -416,12 +432,13 @@ fn summary_lines(sweep: &PipelineSweep) -> Vec<(String, String)> {
                 .join(", "),
         ),
         (
-            "window, loss, run-to-completion workers per side".into(),
+            "window, loss, run-to-completion workers per side (shared-state mode)".into(),
             format!(
-                "{} PDUs per layer, {}, {}",
+                "{} PDUs per layer, {}, {} ({})",
                 m.window.map_or("default (32)".into(), |w| w.to_string()),
                 m.loss,
-                m.rtc_threads
+                m.rtc_threads,
+                m.shared_workers
             ),
         ),
         ("retransmissions (all runs)".into(), retx.to_string()),
