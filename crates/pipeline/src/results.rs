@@ -94,8 +94,10 @@ pub struct LayerStats {
     pub max_outstanding: u64,
     /// Retransmissions that had to copy the PDU.
     pub retransmit_copies: u64,
-    /// Run-to-completion: acquisitions of this layer's lock, summed over
-    /// the side's workers (0 in layer-parallel mode, which has no layer lock).
+    /// Run-to-completion: acquisitions of this layer's lock to carry work
+    /// (a PDU, an SDU, a release, the connection; not idle polls of its
+    /// timers), summed over the side's workers (0 in layer-parallel mode,
+    /// which has no layer lock).
     #[serde(default)]
     pub lock_acquisitions: u64,
     /// Run-to-completion: acquisitions that found the lock held by another
@@ -212,9 +214,10 @@ fn unrecorded_projection() -> Projection {
 }
 
 impl PipelineResult {
-    /// The share of layer-lock acquisitions, over every layer of both
-    /// sides, that found the lock held by another worker; `None` when no
-    /// layer lock was taken (layer-parallel mode).
+    /// The share of work-carrying layer-lock acquisitions
+    /// ([`LayerStats::lock_acquisitions`]), over every layer of both sides,
+    /// that found the lock held by another worker; `None` when no layer
+    /// lock was taken (layer-parallel mode).
     pub fn lock_contention(&self) -> Option<f64> {
         let acquired: u64 = self.per_layer.iter().map(|l| l.lock_acquisitions).sum();
         let contended: u64 = self.per_layer.iter().map(|l| l.lock_contended).sum();

@@ -64,9 +64,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// One worker's count of its layer-lock acquisitions, per layer: how many,
-/// how many found the lock held by another worker, and how long those
-/// waited (the lock contention of shared connection state).
+/// One worker's count of its layer-lock acquisitions that carry work (a
+/// PDU from below, an SDU from above, a release, the connection and each
+/// new message; not the idle polls of timers and deadlines), per layer:
+/// how many, how many found the lock held by another worker, and how long
+/// those waited (the lock contention of shared connection state).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct LockCounts {
     pub(crate) acquired: Vec<u64>,
@@ -186,7 +188,14 @@ impl<'p> Carrier<'_, 'p> {
             let t0 = self.timer(j);
             let mut acts = std::mem::take(&mut self.acts);
             let side = self.side;
-            let mut guard = lock_layer(&side.layers[j], &mut self.locks, j);
+            // Only acquisitions that carry a PDU or a release count: idle
+            // polls take every lock many times per message and would
+            // drown the contention of the work itself.
+            let mut guard = if matches!(work, Work::Poll(_)) {
+                lock(&side.layers[j])
+            } else {
+                lock_layer(&side.layers[j], &mut self.locks, j)
+            };
             match work {
                 Work::FromBelow(b) => guard.on_pdu(b, now, &mut acts),
                 Work::FromAbove(b, s) => guard.send(b, s, now, &mut acts),
@@ -373,12 +382,12 @@ pub(crate) fn run_worker<'p>(
             continue;
         }
         let deadline = (0..n)
-            .filter_map(|j| lock_layer(&side.layers[j], &mut c.locks, j).next_deadline())
+            .filter_map(|j| lock(&side.layers[j]).next_deadline())
             .min();
         let wants_more = side.initiator
             && ctx.sender_open.load(Ordering::SeqCst)
             && lock(&side.source).next < ctx.cfg.messages
-            && lock_layer(&side.layers[n - 1], &mut c.locks, n - 1).wants_data();
+            && lock(&side.layers[n - 1]).wants_data();
         if wants_more {
             idler.reset();
             continue;
