@@ -85,6 +85,15 @@ impl LockCounts {
         }
     }
 
+    /// Counts one acquisition of layer `j`'s lock and its wait, if any.
+    fn record(&mut self, j: usize, wait: Option<Duration>) {
+        self.acquired[j] += 1;
+        if let Some(w) = wait {
+            self.contended[j] += 1;
+            self.wait[j] += w;
+        }
+    }
+
     /// Adds another worker's counts.
     pub(crate) fn add(&mut self, other: &LockCounts) {
         for (a, b) in self.acquired.iter_mut().zip(&other.acquired) {
@@ -103,16 +112,21 @@ impl LockCounts {
 /// long) it had to wait for another worker. An uncontended acquisition costs
 /// one `try_lock`; only a contended one reads the clock.
 fn lock_layer<'s, T>(m: &'s Mutex<T>, counts: &mut LockCounts, j: usize) -> MutexGuard<'s, T> {
-    counts.acquired[j] += 1;
+    let (g, wait) = lock_timed(m);
+    counts.record(j, wait);
+    g
+}
+
+/// Locks `m`: the guard, and how long it waited if the lock was held by
+/// another thread (`None` when the first `try_lock` took it).
+fn lock_timed<T>(m: &Mutex<T>) -> (MutexGuard<'_, T>, Option<Duration>) {
     match m.try_lock() {
-        Ok(g) => g,
-        Err(TryLockError::Poisoned(e)) => e.into_inner(),
+        Ok(g) => (g, None),
+        Err(TryLockError::Poisoned(e)) => (e.into_inner(), None),
         Err(TryLockError::WouldBlock) => {
-            counts.contended[j] += 1;
             let t0 = Instant::now();
             let g = lock(m);
-            counts.wait[j] += t0.elapsed();
-            g
+            (g, Some(t0.elapsed()))
         }
     }
 }
@@ -333,7 +347,9 @@ pub(crate) fn run_worker<'p>(
             let _ = ctx.first_send.set(now);
             for _ in 0..BATCH {
                 let mut acts = std::mem::take(&mut c.acts);
-                let mut top = lock_layer(&side.layers[n - 1], &mut c.locks, n - 1);
+                // Counted only when it sends: a look at a full window is a
+                // poll, not work.
+                let (mut top, wait) = lock_timed(&side.layers[n - 1]);
                 if !top.wants_data() {
                     c.acts = acts;
                     break;
@@ -350,6 +366,7 @@ pub(crate) fn run_worker<'p>(
                     c.acts = acts;
                     break;
                 };
+                c.locks.record(n - 1, wait);
                 // Only the entity's work is layer time (message generation
                 // is the source's, as in layer-parallel mode).
                 let t0 = c.timer(n - 1);
