@@ -82,8 +82,9 @@ pub enum ClaimStatistic {
     /// At each of `layers`, efficiency higher with each larger message
     /// size (the paper: 32 KiB > 8 KiB > 1 KiB at every layer count).
     EfficiencyBySize,
-    /// The share of layer-lock acquisitions that found the lock held by
-    /// another worker, over every layer of both sides, in each run of a
+    /// The share of work-carrying layer-lock acquisitions (a PDU, an SDU,
+    /// a release, a new message; not idle polls) that found the lock held
+    /// by another worker, over every layer of both sides, in each run of a
     /// run-to-completion mode at each of `layers`, within the bounds (the
     /// lock contention of connection state shared between workers; the
     /// paper's Section 4 (3)). Judged on measured runs only: no projection
