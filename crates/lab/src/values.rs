@@ -182,6 +182,9 @@ named_enum!(
         LayerParallel => "layer-parallel",
         /// One worker per side through every layer.
         RunToCompletion => "run-to-completion",
+        /// Several workers per side through every layer, sharing each
+        /// layer's state under its lock.
+        RunToCompletionShared => "run-to-completion-shared",
     }
 );
 

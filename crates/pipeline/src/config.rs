@@ -405,6 +405,17 @@ impl PipelineConfig {
             )
     }
 
+    /// Threads a run of this configuration starts: layer-parallel, one per
+    /// layer per side plus the source, the sink and the two line threads
+    /// (`2 * layers + 4`); run-to-completion, the workers of both sides and
+    /// the two line threads (`2 * threads + 2`).
+    pub fn thread_count(&self) -> usize {
+        match self.mode {
+            Mode::LayerParallel => crate::parallel::thread_count(self.layers),
+            Mode::RunToCompletion { threads } => crate::rtc::thread_count(threads),
+        }
+    }
+
     /// The pool size used when `pool_buffers` is `None`: every queue full,
     /// every window full on both sides, the wire queues and some slack.
     pub fn default_pool_buffers(&self) -> usize {

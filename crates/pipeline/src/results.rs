@@ -94,6 +94,20 @@ pub struct LayerStats {
     pub max_outstanding: u64,
     /// Retransmissions that had to copy the PDU.
     pub retransmit_copies: u64,
+    /// Run-to-completion: acquisitions of this layer's lock to carry work
+    /// (a PDU, an SDU, a release, the connection; not idle polls of its
+    /// timers), summed over the side's workers (0 in layer-parallel mode,
+    /// which has no layer lock).
+    #[serde(default)]
+    pub lock_acquisitions: u64,
+    /// Run-to-completion: acquisitions that found the lock held by another
+    /// worker and had to wait.
+    #[serde(default)]
+    pub lock_contended: u64,
+    /// Run-to-completion: seconds those acquisitions waited, summed over
+    /// workers (wall clock).
+    #[serde(default)]
+    pub lock_wait_s: f64,
 }
 
 /// Any thread of the run (layers, source, sink, lines, workers).
@@ -200,6 +214,22 @@ fn unrecorded_projection() -> Projection {
 }
 
 impl PipelineResult {
+    /// The share of work-carrying layer-lock acquisitions
+    /// ([`LayerStats::lock_acquisitions`]), over every layer of both sides,
+    /// that found the lock held by another worker; `None` when no layer
+    /// lock was taken (layer-parallel mode).
+    pub fn lock_contention(&self) -> Option<f64> {
+        let acquired: u64 = self.per_layer.iter().map(|l| l.lock_acquisitions).sum();
+        let contended: u64 = self.per_layer.iter().map(|l| l.lock_contended).sum();
+        (acquired > 0).then(|| contended as f64 / acquired as f64)
+    }
+
+    /// Seconds every worker waited for layer locks, summed over layers and
+    /// sides (0 in layer-parallel mode).
+    pub fn lock_wait_s(&self) -> f64 {
+        self.per_layer.iter().map(|l| l.lock_wait_s).sum()
+    }
+
     /// A verified result with the given throughput and projection and no
     /// per-thread detail, for report fixtures and tests (no run needed).
     pub fn synthetic(
@@ -293,6 +323,9 @@ fn layer_stats(
         rejected: c.rejected,
         max_outstanding: c.max_outstanding,
         retransmit_copies: c.retransmit_copies,
+        lock_acquisitions: 0,
+        lock_contended: 0,
+        lock_wait_s: 0.0,
     }
 }
 
@@ -318,15 +351,15 @@ pub(crate) fn assemble(
             for (si, side) in Side::BOTH.into_iter().enumerate() {
                 for l in 0..n {
                     let t = times[si][l].as_secs_f64();
-                    per_layer.push(layer_stats(
-                        side,
-                        l + 1,
-                        t,
-                        (t, t),
-                        &counters[si][l],
-                        (0.0, 0),
-                        None,
-                    ));
+                    let mut stats =
+                        layer_stats(side, l + 1, t, (t, t), &counters[si][l], (0.0, 0), None);
+                    if let Some(locks) = &collected.rtc_locks {
+                        let k = &locks[si];
+                        stats.lock_acquisitions = k.acquired.get(l).copied().unwrap_or(0);
+                        stats.lock_contended = k.contended.get(l).copied().unwrap_or(0);
+                        stats.lock_wait_s = k.wait.get(l).map_or(0.0, |d| d.as_secs_f64());
+                    }
+                    per_layer.push(stats);
                 }
             }
         }

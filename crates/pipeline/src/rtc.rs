@@ -15,7 +15,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 use rtrb::{Consumer, Producer};
@@ -64,6 +64,73 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// One worker's count of its layer-lock acquisitions that carry work (a
+/// PDU from below, an SDU from above, a release, the connection and each
+/// new message; not the idle polls of timers and deadlines), per layer:
+/// how many, how many found the lock held by another worker, and how long
+/// those waited (the lock contention of shared connection state).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LockCounts {
+    pub(crate) acquired: Vec<u64>,
+    pub(crate) contended: Vec<u64>,
+    pub(crate) wait: Vec<Duration>,
+}
+
+impl LockCounts {
+    fn new(n: usize) -> LockCounts {
+        LockCounts {
+            acquired: vec![0; n],
+            contended: vec![0; n],
+            wait: vec![Duration::ZERO; n],
+        }
+    }
+
+    /// Counts one acquisition of layer `j`'s lock and its wait, if any.
+    fn record(&mut self, j: usize, wait: Option<Duration>) {
+        self.acquired[j] += 1;
+        if let Some(w) = wait {
+            self.contended[j] += 1;
+            self.wait[j] += w;
+        }
+    }
+
+    /// Adds another worker's counts.
+    pub(crate) fn add(&mut self, other: &LockCounts) {
+        for (a, b) in self.acquired.iter_mut().zip(&other.acquired) {
+            *a += b;
+        }
+        for (a, b) in self.contended.iter_mut().zip(&other.contended) {
+            *a += b;
+        }
+        for (a, b) in self.wait.iter_mut().zip(&other.wait) {
+            *a += *b;
+        }
+    }
+}
+
+/// Locks layer `j`'s state, counting the acquisition, and whether (and how
+/// long) it had to wait for another worker. An uncontended acquisition costs
+/// one `try_lock`; only a contended one reads the clock.
+fn lock_layer<'s, T>(m: &'s Mutex<T>, counts: &mut LockCounts, j: usize) -> MutexGuard<'s, T> {
+    let (g, wait) = lock_timed(m);
+    counts.record(j, wait);
+    g
+}
+
+/// Locks `m`: the guard, and how long it waited if the lock was held by
+/// another thread (`None` when the first `try_lock` took it).
+fn lock_timed<T>(m: &Mutex<T>) -> (MutexGuard<'_, T>, Option<Duration>) {
+    match m.try_lock() {
+        Ok(g) => (g, None),
+        Err(TryLockError::Poisoned(e)) => (e.into_inner(), None),
+        Err(TryLockError::WouldBlock) => {
+            let t0 = Instant::now();
+            let g = lock(m);
+            (g, Some(t0.elapsed()))
+        }
+    }
+}
+
 enum Work<'p> {
     FromBelow(Buf<'p>),
     FromAbove(Buf<'p>, Service),
@@ -101,6 +168,8 @@ struct Carrier<'a, 'p> {
     sink_time: Duration,
     /// Entity calls per layer, for [`Carrier::timer`].
     calls: Vec<u32>,
+    /// Layer-lock acquisitions and contention.
+    locks: LockCounts,
 }
 
 /// One entity call in this many (per layer) is timed, and counted this many
@@ -132,7 +201,15 @@ impl<'p> Carrier<'_, 'p> {
         while let Some((j, work)) = self.queue.pop_front() {
             let t0 = self.timer(j);
             let mut acts = std::mem::take(&mut self.acts);
-            let mut guard = lock(&self.side.layers[j]);
+            let side = self.side;
+            // Only acquisitions that carry a PDU or a release count: idle
+            // polls take every lock many times per message and would
+            // drown the contention of the work itself.
+            let mut guard = if matches!(work, Work::Poll(_)) {
+                lock(&side.layers[j])
+            } else {
+                lock_layer(&side.layers[j], &mut self.locks, j)
+            };
             match work {
                 Work::FromBelow(b) => guard.on_pdu(b, now, &mut acts),
                 Work::FromAbove(b, s) => guard.send(b, s, now, &mut acts),
@@ -198,12 +275,14 @@ impl<'p> Carrier<'_, 'p> {
     }
 }
 
-/// What a worker reports: its thread report and the time it spent in each
-/// layer (including waiting for that layer's lock) and in the sink.
+/// What a worker reports: its thread report, the time it spent in each
+/// layer (including waiting for that layer's lock) and in the sink, and its
+/// layer-lock counts.
 pub(crate) struct WorkerReport {
     pub(crate) thread: ThreadReport,
     pub(crate) layer_time: Vec<Duration>,
     pub(crate) sink_time: Duration,
+    pub(crate) locks: LockCounts,
 }
 
 /// The loop of one worker.
@@ -223,12 +302,14 @@ pub(crate) fn run_worker<'p>(
         layer_time: vec![Duration::ZERO; n],
         sink_time: Duration::ZERO,
         calls: vec![0; n],
+        locks: LockCounts::new(n),
     };
     if !ctx.pin(w.cpu, &w.name) {
         return WorkerReport {
             thread: report,
             layer_time: c.layer_time,
             sink_time: c.sink_time,
+            locks: c.locks,
         };
     }
     let clock = CpuClock::start();
@@ -239,7 +320,7 @@ pub(crate) fn run_worker<'p>(
         let now = Instant::now();
         for j in 0..n {
             let mut acts = Vec::new();
-            lock(&side.layers[j]).connect(now, &mut acts);
+            lock_layer(&side.layers[j], &mut c.locks, j).connect(now, &mut acts);
             c.acts = acts;
             c.carry(j, Work::Poll(false), now);
         }
@@ -266,7 +347,9 @@ pub(crate) fn run_worker<'p>(
             let _ = ctx.first_send.set(now);
             for _ in 0..BATCH {
                 let mut acts = std::mem::take(&mut c.acts);
-                let mut top = lock(&side.layers[n - 1]);
+                // Counted only when it sends: a look at a full window is a
+                // poll, not work.
+                let (mut top, wait) = lock_timed(&side.layers[n - 1]);
                 if !top.wants_data() {
                     c.acts = acts;
                     break;
@@ -283,6 +366,7 @@ pub(crate) fn run_worker<'p>(
                     c.acts = acts;
                     break;
                 };
+                c.locks.record(n - 1, wait);
                 // Only the entity's work is layer time (message generation
                 // is the source's, as in layer-parallel mode).
                 let t0 = c.timer(n - 1);
@@ -314,10 +398,8 @@ pub(crate) fn run_worker<'p>(
             idler.reset();
             continue;
         }
-        let deadline = side
-            .layers
-            .iter()
-            .filter_map(|l| lock(l).next_deadline())
+        let deadline = (0..n)
+            .filter_map(|j| lock(&side.layers[j]).next_deadline())
             .min();
         let wants_more = side.initiator
             && ctx.sender_open.load(Ordering::SeqCst)
@@ -334,6 +416,7 @@ pub(crate) fn run_worker<'p>(
         thread: report,
         layer_time: c.layer_time,
         sink_time: c.sink_time,
+        locks: c.locks,
     }
 }
 
@@ -418,6 +501,7 @@ pub(crate) fn run_rtc<'p>(
     let [s_ends, r_ends] = ends;
     let mut collected = Collected::default();
     let mut layer_time = [vec![Duration::ZERO; n], vec![Duration::ZERO; n]];
+    let mut locks = [LockCounts::new(n), LockCounts::new(n)];
     let spawned: Result<(), PipelineError> = std::thread::scope(|s| {
         let mut worker_handles = Vec::new();
         let mut line_handles = Vec::new();
@@ -474,6 +558,7 @@ pub(crate) fn run_rtc<'p>(
                     if let Some(top) = layer_time[si].last_mut() {
                         *top = top.saturating_sub(r.sink_time);
                     }
+                    locks[si].add(&r.locks);
                     collected.threads.push(r.thread);
                 }
                 Err(_) => collected.panicked.push(name),
@@ -496,6 +581,7 @@ pub(crate) fn run_rtc<'p>(
     };
     collected.rtc_counters = Some([counters(&sender), counters(&receiver)]);
     collected.rtc_layer_time = Some(layer_time);
+    collected.rtc_locks = Some(locks);
     let src = sender
         .source
         .lock()

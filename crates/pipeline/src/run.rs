@@ -88,6 +88,8 @@ pub(crate) struct Collected {
     /// Run-to-completion: time per layer per side, summed over workers.
     pub(crate) rtc_layer_time: Option<[Vec<Duration>; 2]>,
     pub(crate) rtc_counters: Option<[Vec<layer::LayerCounters>; 2]>,
+    /// Run-to-completion: layer-lock counts per side, summed over workers.
+    pub(crate) rtc_locks: Option<[rtc::LockCounts; 2]>,
     pub(crate) panicked: Vec<String>,
 }
 
@@ -109,10 +111,7 @@ pub fn run(config: &PipelineConfig, stop: &AtomicBool) -> Result<PipelineResult,
         } => Some(udp_pair(*sender_addr, *receiver_addr)?),
         LinkConfig::Memory { .. } => None,
     };
-    let threads = match config.mode {
-        Mode::LayerParallel => parallel::thread_count(config.layers),
-        Mode::RunToCompletion { threads } => rtc::thread_count(threads),
-    };
+    let threads = config.thread_count();
     let ctx = Ctx::new(config, &pool, threads);
     let wall_start = Instant::now();
     let mut timed_out = false;

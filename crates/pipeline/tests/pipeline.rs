@@ -308,3 +308,44 @@ fn bad_config_values_are_errors() {
         );
     }
 }
+
+#[test]
+fn shared_state_workers_deliver_byte_exact_and_count_their_locks() {
+    // Several run-to-completion workers per side share every layer's state
+    // under its lock: the stream must still arrive once, in order, intact,
+    // and every acquisition of a layer lock is counted.
+    let layer_parallel = run_ok(&PipelineConfig {
+        message_size: 1024,
+        ..base(3, Mode::LayerParallel, 9)
+    });
+    assert_eq!(layer_parallel.lock_contention(), None, "no layer lock");
+    for workers in [2, 3] {
+        let cfg = PipelineConfig {
+            message_size: 1024,
+            ..base(3, Mode::RunToCompletion { threads: workers }, 9)
+        };
+        assert_eq!(cfg.thread_count(), 2 * workers + 2);
+        let r = run_ok(&cfg);
+        assert_complete(&r, &cfg);
+        assert_eq!(r.stream_checksum, layer_parallel.stream_checksum);
+        let workers_seen = r
+            .stages
+            .iter()
+            .filter(|s| s.name.contains("worker"))
+            .count();
+        assert_eq!(workers_seen, 2 * workers);
+        for l in &r.per_layer {
+            assert!(
+                l.lock_acquisitions >= l.messages,
+                "{} layer {}: {} acquisitions for {} messages",
+                l.side,
+                l.layer,
+                l.lock_acquisitions,
+                l.messages
+            );
+            assert!(l.lock_contended <= l.lock_acquisitions);
+        }
+        let share = r.lock_contention().expect("locks were taken");
+        assert!((0.0..=1.0).contains(&share), "{share}");
+    }
+}

@@ -290,13 +290,13 @@ fn pipeline_rows(sweep: &PipelineSweep) -> Vec<ClaimRow> {
             text: c.claim.text.clone(),
             paper: c.paper.detail.clone(),
             ours: format!(
-                "measured: {}; projected to a core per thread: {}",
-                c.measured.detail, c.projected.detail
+                "measured: {}; projected to a core per thread (not a verdict): {}",
+                c.measured.detail, c.projection
             ),
             verdict: c.measured.verdict.clone(),
             reason: format!(
-                "judged on the measured figures; on the projection it {}",
-                c.projected.verdict.word()
+                "judged on the measured figures where a run's threads fit {} CPUs; the projection is shown, not judged",
+                c.cpus
             ),
             table: false,
         });

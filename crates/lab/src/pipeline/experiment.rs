@@ -4,6 +4,7 @@
 use super::paper::{size_of, validate_paper, PipelinePaper, PipelinePaperCell, PipelinePaperLine};
 use crate::experiment::{parse_link_rate, ExperimentError, SizeValue};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// A pipeline experiment file.
@@ -47,10 +48,18 @@ pub struct PipelineMatrix {
     /// Messages per run: one count or a list (the paper's 500, and more for
     /// stable numbers).
     pub messages: MessageCounts,
-    /// `layer-parallel`, `run-to-completion`.
+    /// `layer-parallel`, `run-to-completion`, `run-to-completion-shared`.
     pub modes: Vec<crate::values::PipelineMode>,
-    /// Lines: `memory:800mbit`, `memory:unlimited`, `udp`.
+    /// Lines: `memory:800mbit`, `memory:unlimited`, `udp`, or
+    /// `memory:per-size` (paced at the rate `line_per_size` gives each
+    /// message size).
     pub links: Vec<String>,
+    /// `[pipeline.line_per_size]`: the rate of the `memory:per-size` line
+    /// for each message size, keyed by size (`1024`, `"8KiB"`), valued as
+    /// `memory:RATE` takes rates (`"4.7mbit"`). Required with that line, for
+    /// every size the matrix and `[quick]` run; not allowed without it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub line_per_size: BTreeMap<String, String>,
     /// Window of every layer, in PDUs (the library's default when absent).
     #[serde(default)]
     pub window: Option<u32>,
@@ -68,6 +77,11 @@ pub struct PipelineMatrix {
     /// Threads per side in run-to-completion mode.
     #[serde(default = "one_usize")]
     pub rtc_threads: usize,
+    /// Workers per side in `run-to-completion-shared` mode (2 to 16): each
+    /// takes whole messages through every layer, all of them sharing each
+    /// layer's connection state under its lock.
+    #[serde(default = "two_usize")]
+    pub shared_workers: usize,
     /// CPUs for the threads, as `connlab pipeline --cpu-map` takes them.
     #[serde(default)]
     pub cpu_map: Option<String>,
@@ -81,6 +95,9 @@ pub(super) fn one() -> u32 {
 }
 fn one_usize() -> usize {
     1
+}
+fn two_usize() -> usize {
+    2
 }
 fn one_u64() -> u64 {
     1
@@ -133,28 +150,43 @@ pub(super) fn layer_parallel() -> String {
 pub enum LinkSpec {
     /// The in-process wire; `None` is unlimited.
     Memory(Option<u64>),
+    /// The in-process wire paced at a rate per message size
+    /// (`[pipeline.line_per_size]`; see [`PipelineExperiment::line_rate`]).
+    MemoryPerSize,
     /// UDP sockets on loopback.
     Udp,
 }
 
+/// How `links` names the line paced per message size.
+pub(super) const PER_SIZE_LINK: &str = "memory:per-size";
+
 impl LinkSpec {
-    /// Parses `memory`, `memory:800mbit`, `memory:unlimited` or `udp`.
+    /// Parses `memory`, `memory:800mbit`, `memory:unlimited`,
+    /// `memory:per-size` or `udp`.
     pub fn parse(text: &str) -> Result<LinkSpec, String> {
         let t = text.trim();
         match t.split_once(':') {
             None if t == "udp" => Ok(LinkSpec::Udp),
             None if t == "memory" => Ok(LinkSpec::Memory(None)),
+            Some(("memory", "per-size")) => Ok(LinkSpec::MemoryPerSize),
             Some(("memory", rate)) => Ok(LinkSpec::Memory(parse_link_rate(rate)?)),
             _ => Err(format!(
-                "{text:?}: a line is memory, memory:RATE (800mbit, unlimited) or udp"
+                "{text:?}: a line is memory, memory:RATE (800mbit, unlimited), {PER_SIZE_LINK} or udp"
             )),
         }
     }
 
-    /// The label used in ids and tables: `memory-800mbit`, `memory-unlimited`, `udp`.
+    /// Whether this is an in-process wire (which may carry the line alone).
+    pub fn is_memory(&self) -> bool {
+        matches!(self, LinkSpec::Memory(_) | LinkSpec::MemoryPerSize)
+    }
+
+    /// The label used in ids and tables: `memory-800mbit`,
+    /// `memory-unlimited`, `memory-per-size`, `udp`.
     pub fn label(&self) -> String {
         match self {
             LinkSpec::Udp => "udp".into(),
+            LinkSpec::MemoryPerSize => "memory-per-size".into(),
             LinkSpec::Memory(None) => "memory-unlimited".into(),
             LinkSpec::Memory(Some(bps)) if bps % 1_000_000 == 0 => {
                 format!("memory-{}mbit", bps / 1_000_000)
@@ -169,7 +201,7 @@ impl LinkSpec {
 pub struct PipelineRunParams {
     /// The line.
     pub link: LinkSpec,
-    /// `layer-parallel` or `run-to-completion`.
+    /// `layer-parallel`, `run-to-completion` or `run-to-completion-shared`.
     pub mode: String,
     /// User bytes per message.
     pub message_size: u64,
@@ -206,7 +238,11 @@ impl PipelineRunParams {
 }
 
 /// The modes a pipeline experiment may name.
-pub const PIPELINE_MODES: [&str; 2] = ["layer-parallel", "run-to-completion"];
+pub const PIPELINE_MODES: [&str; 3] = [
+    "layer-parallel",
+    "run-to-completion",
+    "run-to-completion-shared",
+];
 
 impl PipelineExperiment {
     /// Reads and validates a file.
@@ -267,6 +303,7 @@ impl PipelineExperiment {
         for (i, l) in m.links.iter().enumerate() {
             LinkSpec::parse(l).map_err(|e| bad(&format!("pipeline.links[{i}]"), e))?;
         }
+        check_line_per_size(&exp, &bad)?;
         if !(0.0..=0.5).contains(&m.loss) {
             return Err(bad(
                 "pipeline.loss",
@@ -280,6 +317,15 @@ impl PipelineExperiment {
             return Err(bad(
                 "pipeline.rtc_threads",
                 format!("{}: between 1 and 16", m.rtc_threads),
+            ));
+        }
+        if !(2..=16).contains(&m.shared_workers) {
+            return Err(bad(
+                "pipeline.shared_workers",
+                format!(
+                    "{}: between 2 and 16 (one worker per side is run-to-completion)",
+                    m.shared_workers
+                ),
             ));
         }
         if m.window == Some(0) {
@@ -340,7 +386,7 @@ impl PipelineExperiment {
             for &messages in &counts {
                 for link in &links {
                     for &message_size in &sizes {
-                        if m.line_alone && m.loss == 0.0 && matches!(link, LinkSpec::Memory(_)) {
+                        if m.line_alone && m.loss == 0.0 && link.is_memory() {
                             plan.push(PipelineRunParams {
                                 link: *link,
                                 mode: "layer-parallel".into(),
@@ -367,6 +413,49 @@ impl PipelineExperiment {
             }
         }
         plan
+    }
+
+    /// The rate of a line at a message size, bit/s: a `memory:RATE` line's
+    /// rate, the `memory:per-size` line's rate for that size from
+    /// `[pipeline.line_per_size]`, `None` for an unlimited or UDP line (or
+    /// a size the table lacks, which validation rules out for planned runs).
+    pub fn line_rate(&self, link: LinkSpec, message_size: u64) -> Option<u64> {
+        match link {
+            LinkSpec::Memory(rate) => rate,
+            LinkSpec::MemoryPerSize => line_per_size(&self.pipeline)
+                .ok()?
+                .into_iter()
+                .find(|(size, _)| *size == message_size)
+                .map(|(_, bps)| bps),
+            LinkSpec::Udp => None,
+        }
+    }
+
+    /// The library's mode for a mode as the file names it, with the file's
+    /// workers per side for run-to-completion (`rtc_threads`) and
+    /// run-to-completion-shared (`shared_workers`).
+    pub fn library_mode(&self, mode: &str) -> connlab_pipeline::Mode {
+        use crate::values::PipelineMode;
+        match mode.parse::<PipelineMode>() {
+            Ok(PipelineMode::RunToCompletion) => connlab_pipeline::Mode::RunToCompletion {
+                threads: self.pipeline.rtc_threads,
+            },
+            Ok(PipelineMode::RunToCompletionShared) => connlab_pipeline::Mode::RunToCompletion {
+                threads: self.pipeline.shared_workers,
+            },
+            Ok(PipelineMode::LayerParallel) | Err(_) => connlab_pipeline::Mode::LayerParallel,
+        }
+    }
+
+    /// Threads a run of `mode` at `layers` starts (see
+    /// [`connlab_pipeline::PipelineConfig::thread_count`]).
+    pub fn threads_of(&self, mode: &str, layers: u32) -> usize {
+        connlab_pipeline::PipelineConfig {
+            layers: layers as usize,
+            mode: self.library_mode(mode),
+            ..connlab_pipeline::PipelineConfig::default()
+        }
+        .thread_count()
     }
 
     /// The paper's cell for a message size and layer count, if it has one.
@@ -403,4 +492,83 @@ impl PipelineExperiment {
         v.dedup();
         v
     }
+}
+
+/// `[pipeline.line_per_size]` as (bytes, bit/s) pairs, or the first entry
+/// that does not parse as `(field, message)`.
+fn line_per_size(m: &PipelineMatrix) -> Result<Vec<(u64, u64)>, (String, String)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for (key, rate) in &m.line_per_size {
+        let field = format!("pipeline.line_per_size.{key:?}");
+        let size = size_of(&SizeValue::Text(key.clone())).map_err(|e| {
+            (
+                field.clone(),
+                format!("the key must be a message size: {e}"),
+            )
+        })?;
+        let bps = match parse_link_rate(rate) {
+            Ok(Some(bps)) if bps > 0 => bps,
+            Ok(_) => {
+                return Err((
+                    field,
+                    format!("{rate:?}: a positive rate such as \"4.7mbit\" (not unlimited)"),
+                ))
+            }
+            Err(e) => return Err((field, format!("{rate:?}: {e}"))),
+        };
+        if out.iter().any(|(s, _)| *s == size) {
+            return Err((field, format!("a second rate for {size} B")));
+        }
+        out.push((size, bps));
+    }
+    Ok(out)
+}
+
+/// `[pipeline.line_per_size]` parses, is given exactly when a line (or the
+/// paper's line) is `memory:per-size`, and has a rate for every message
+/// size the matrix and `[quick]` run.
+fn check_line_per_size(
+    exp: &PipelineExperiment,
+    bad: &dyn Fn(&str, String) -> ExperimentError,
+) -> Result<(), ExperimentError> {
+    let m = &exp.pipeline;
+    let rates = line_per_size(m).map_err(|(field, message)| bad(&field, message))?;
+    let per_size = |l: &String| LinkSpec::parse(l).ok() == Some(LinkSpec::MemoryPerSize);
+    let used = m.links.iter().position(per_size);
+    match (used, rates.is_empty()) {
+        (Some(i), true) => {
+            return Err(bad(
+                &format!("pipeline.links[{i}]"),
+                format!(
+                    "{PER_SIZE_LINK} needs [pipeline.line_per_size]: a rate for each message size"
+                ),
+            ))
+        }
+        (None, false) => {
+            return Err(bad(
+                "pipeline.line_per_size",
+                format!("given, but no line of pipeline.links is {PER_SIZE_LINK}"),
+            ))
+        }
+        _ => {}
+    }
+    if used.is_none() {
+        return Ok(());
+    }
+    let quick = exp.quick.as_ref().and_then(|q| q.message_sizes.as_ref());
+    for (field, sizes) in [
+        ("pipeline.message_sizes", Some(&m.message_sizes)),
+        ("quick.message_sizes", quick),
+    ] {
+        for (i, v) in sizes.into_iter().flatten().enumerate() {
+            let Ok(size) = size_of(v) else { continue };
+            if !rates.iter().any(|(s, _)| *s == size) {
+                return Err(bad(
+                    "pipeline.line_per_size",
+                    format!("no rate for {size} B ({field}[{i}]); the {PER_SIZE_LINK} line needs one for every size"),
+                ));
+            }
+        }
+    }
+    Ok(())
 }

@@ -68,6 +68,13 @@ pub struct PipelineSweep {
     pub runs_total: usize,
     /// Finished runs, in plan order.
     pub runs: Vec<PipelineRunRecord>,
+    /// CPUs the runs' threads could use (the distinct CPUs of
+    /// `pipeline.cpu_map`, else the sweep's affinity): measured relative
+    /// capacity and efficiency are judged only at layer counts whose runs
+    /// (and one-layer runs) start no more threads than this. Absent in
+    /// results written before it was recorded: the machine's CPU count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<usize>,
 }
 
 /// Relative capacity and efficiency of `throughput` at `layers` against
@@ -195,20 +202,31 @@ pub struct OursCell {
     pub no_projected_capacity: Vec<String>,
     /// What bounded the projections (distinct).
     pub bounds: Vec<String>,
+    /// Run-to-completion: the share of layer-lock acquisitions that found
+    /// the lock held by another worker, per valid repetition (none in
+    /// layer-parallel mode, which takes no layer lock).
+    pub lock_contention: Vec<f64>,
 }
 
-/// A claim judged on the paper's own values, our measured and our
-/// projected figures.
+/// A claim judged on the paper's own values and our measured figures, with
+/// our projected figures beside them.
 #[derive(Clone, Debug)]
 pub struct ClaimResult {
     /// The claim.
     pub claim: PipelineClaim,
     /// On the paper's tables.
     pub paper: Judgement,
-    /// On our measured figures (this machine's CPUs shared by every thread).
+    /// On our measured figures. A claim on relative capacity or efficiency
+    /// is judged only at the layer counts whose runs, and their one-layer
+    /// runs, start no more threads than [`ClaimResult::cpus`]; the detail
+    /// gives the projected figures of the other layer counts, unjudged.
     pub measured: Judgement,
-    /// On our projected figures (one core per thread).
-    pub projected: Judgement,
+    /// Our projected figures (one core per thread) at every layer count the
+    /// claim speaks of, and whether each meets the claim's bounds: shown as
+    /// a projection, never a verdict.
+    pub projection: String,
+    /// The CPUs measured figures were held to ([`PipelineSweep::judging_cpus`]).
+    pub cpus: usize,
 }
 
 /// Why a comparison of a claim has no values.
@@ -263,6 +281,35 @@ enum Source {
     Paper,
     Measured,
     Projected,
+}
+
+/// `1.2 %–3.4 %`: shares as percentages.
+fn percent_text(v: &[f64]) -> String {
+    Spread::of(v).map_or("—".into(), |s| {
+        let (a, b) = (
+            format!("{:.1} %", s.min * 100.0),
+            format!("{:.1} %", s.max * 100.0),
+        );
+        if a == b {
+            a
+        } else {
+            format!("{a}–{b}")
+        }
+    })
+}
+
+/// Whether a statistic compares a run with its one-layer run (relative
+/// capacity, efficiency): on this machine's shared CPUs such a ratio
+/// measures the sharing, so it is judged only where the threads fit.
+fn rests_on_capacity(s: ClaimStatistic) -> bool {
+    matches!(
+        s,
+        ClaimStatistic::Efficiency
+            | ClaimStatistic::RelativeCapacity
+            | ClaimStatistic::EfficiencyFalls
+            | ClaimStatistic::CapacityRises
+            | ClaimStatistic::EfficiencyBySize
+    )
 }
 
 fn within(v: f64, c: &PipelineClaim) -> bool {
@@ -332,14 +379,15 @@ impl PipelineSweep {
         Some((LinkSpec::parse(&p.link).ok()?.label(), p.messages))
     }
 
-    /// Our line alone, Mbit/s of user data, and what stands in for it: the
-    /// pipeline needs at least one layer, so the paper's line's configured
-    /// rate (a frame without layer headers is all user data) stands in.
-    pub fn line_alone_mbit_s(&self) -> Option<f64> {
-        match LinkSpec::parse(&self.experiment.paper.as_ref()?.link).ok()? {
-            LinkSpec::Memory(Some(bps)) => Some(bps as f64 / 1e6),
-            _ => None,
-        }
+    /// The configured rate of the paper's line at a message size, Mbit/s
+    /// of user data (a frame without layer headers is all user data): what
+    /// stands in for our line alone where no zero-layer run measured it.
+    /// `None` for an unlimited or UDP line.
+    pub fn line_alone_mbit_s(&self, message_size: u64) -> Option<f64> {
+        let link = LinkSpec::parse(&self.experiment.paper.as_ref()?.link).ok()?;
+        self.experiment
+            .line_rate(link, message_size)
+            .map(|bps| bps as f64 / 1e6)
     }
 
     /// Our line alone (the zero-layer runs) at a size over a line (label)
@@ -404,6 +452,7 @@ impl PipelineSweep {
                 }
                 None => None,
             };
+            c.lock_contention.extend(x.lock_contention());
             c.measured[0].push(x.throughput_mbit_s);
             let (rc, eff) = capacity(
                 x.throughput_mbit_s,
@@ -442,9 +491,31 @@ impl PipelineSweep {
                 claim: c.clone(),
                 paper: self.judge(c, Source::Paper),
                 measured: self.judge(c, Source::Measured),
-                projected: self.judge(c, Source::Projected),
+                projection: self.judge(c, Source::Projected).detail,
+                cpus: self.judging_cpus(),
             })
             .collect()
+    }
+
+    /// CPUs the runs' threads could use: [`PipelineSweep::cpus`] as
+    /// recorded, else the machine's CPU count.
+    pub fn judging_cpus(&self) -> usize {
+        self.cpus.unwrap_or(self.environment.cpu_count).max(1)
+    }
+
+    /// Whether measured relative capacity or efficiency of `mode` at each of
+    /// `layers` may be judged: every such run and the one-layer run it is
+    /// held against start no more threads than [`Self::judging_cpus`].
+    /// `None` when they fit, else why not (`22 threads for 2 CPUs`).
+    pub fn beyond_cpus(&self, mode: &str, layers: &[u32]) -> Option<String> {
+        let cpus = self.judging_cpus();
+        let need = layers
+            .iter()
+            .chain(std::iter::once(&1))
+            .map(|&l| self.experiment.threads_of(mode, l))
+            .max()
+            .unwrap_or(0);
+        (need > cpus).then(|| format!("{need} threads for {cpus} CPUs"))
     }
 
     fn claim_sizes(&self, c: &PipelineClaim) -> Vec<u64> {
@@ -474,6 +545,9 @@ impl PipelineSweep {
         statistic: ClaimStatistic,
     ) -> Result<Vec<f64>, Missing> {
         let exp = &self.experiment;
+        if statistic == ClaimStatistic::LockContention {
+            return self.lock_contention(c, from, size, layers);
+        }
         if from == Source::Paper {
             let cell = exp
                 .paper_cell(size, layers)
@@ -524,7 +598,7 @@ impl PipelineSweep {
                 }
                 if alone.is_empty() {
                     let line = self
-                        .line_alone_mbit_s()
+                        .line_alone_mbit_s(size)
                         .ok_or("the paper's line has no rate here (unlimited or UDP)")?;
                     set[0].iter().map(|v| v / line).collect()
                 } else {
@@ -591,11 +665,32 @@ impl PipelineSweep {
             }
             parts.push(format!("{at}: {}", e.text()));
         };
+        // Measured capacity and efficiency only where the threads fit.
+        let fit_rule = from == Source::Measured && rests_on_capacity(c.statistic);
+        let mut beyond = 0;
+        let mut not_here = |at: &str, why: String, projected: String, parts: &mut Vec<String>| {
+            beyond += 1;
+            parts.push(format!("{at}: not judged ({why}), projected {projected}"));
+        };
         if c.statistic == ClaimStatistic::EfficiencyBySize {
             // Per layer count: every repetition of a larger size above every
             // one of the next smaller.
             for &l in &c.layers {
                 let at = format!("{l} {}", if l == 1 { "layer" } else { "layers" });
+                if let Some(why) = self.beyond_cpus(&c.mode, &[l]).filter(|_| fit_rule) {
+                    let projected: Vec<String> = sizes
+                        .iter()
+                        .map(|&size| {
+                            format!(
+                                "{} {}",
+                                size_text(size),
+                                self.projected_text(c, size, l, ClaimStatistic::Efficiency)
+                            )
+                        })
+                        .collect();
+                    not_here(&at, why, projected.join(", "), &mut parts);
+                    continue;
+                }
                 let per_size: Result<Vec<(u64, Vec<f64>)>, Missing> = sizes
                     .iter()
                     .map(|&size| {
@@ -646,6 +741,15 @@ impl PipelineSweep {
                 } else {
                     ClaimStatistic::Efficiency
                 };
+                if let Some(why) = self.beyond_cpus(&c.mode, &[lo, hi]).filter(|_| fit_rule) {
+                    let projected = format!(
+                        "{} at {lo}, {} at {hi}",
+                        self.projected_text(c, size, lo, stat),
+                        self.projected_text(c, size, hi, stat)
+                    );
+                    not_here(&size_text(size), why, projected, &mut parts);
+                    continue;
+                }
                 match (
                     self.values(c, from, size, lo, stat),
                     self.values(c, from, size, hi, stat),
@@ -686,6 +790,11 @@ impl PipelineSweep {
                     size_text(size),
                     if l == 1 { "layer" } else { "layers" }
                 );
+                if let Some(why) = self.beyond_cpus(&c.mode, &[l]).filter(|_| fit_rule) {
+                    let projected = self.projected_text(c, size, l, c.statistic);
+                    not_here(&at, why, projected, &mut parts);
+                    continue;
+                }
                 match self.values(c, from, size, l, c.statistic) {
                     Ok(v) => {
                         let ok = v.iter().all(|x| within(*x, c));
@@ -693,7 +802,11 @@ impl PipelineSweep {
                         failed |= !ok;
                         parts.push(format!(
                             "{at}: {}{}{}",
-                            values_text(&v),
+                            if c.statistic == ClaimStatistic::LockContention {
+                                percent_text(&v)
+                            } else {
+                                values_text(&v)
+                            },
                             if ok { "" } else { " (outside)" },
                             left_out_text(self.left_out(c, from, size, l))
                         ));
@@ -703,6 +816,12 @@ impl PipelineSweep {
             }
         }
         let detail = parts.join("; ");
+        if judged == 0 && beyond > 0 && !failed && unjudged.is_empty() {
+            return Judgement::cannot_measure(format!(
+                "no layer count it speaks of runs with a CPU per thread here (measured figures are judged only where a run's threads, and its one-layer run's, fit the {} CPUs): {detail}",
+                self.judging_cpus()
+            ));
+        }
         if failed {
             // A comparison that fails on valid runs decides the claim.
             Judgement::does_not_hold(detail)
@@ -715,6 +834,73 @@ impl PipelineSweep {
             Judgement::cannot_measure(detail)
         } else {
             Judgement::holds(detail)
+        }
+    }
+
+    /// The lock-contention share of each valid run of the claim's mode at
+    /// one size and layer count over the paper's line, or why none.
+    fn lock_contention(
+        &self,
+        c: &PipelineClaim,
+        from: Source,
+        size: u64,
+        layers: u32,
+    ) -> Result<Vec<f64>, Missing> {
+        match from {
+            Source::Paper => {
+                return Err("the paper measures no lock contention: it cites another study".into())
+            }
+            Source::Projected => return Err("no projection models lock waits".into()),
+            Source::Measured => {}
+        }
+        let (link, messages) = self
+            .paper_conditions()
+            .ok_or("the experiment names no paper line")?;
+        let runs: Vec<&PipelineRunRecord> = self
+            .runs
+            .iter()
+            .filter(|r| {
+                r.params.mode == c.mode
+                    && r.params.link.label() == link
+                    && r.params.message_size == size
+                    && r.params.messages == messages
+                    && r.params.layers == layers
+            })
+            .collect();
+        let invalid: Vec<Validity> = runs
+            .iter()
+            .filter_map(|r| r.validity.clone().filter(|v| !v.valid))
+            .collect();
+        let v: Vec<f64> = runs
+            .iter()
+            .filter(|r| r.is_valid())
+            .filter_map(|r| r.result.lock_contention())
+            .collect();
+        if v.is_empty() && !invalid.is_empty() {
+            return Err(Missing::Judge(invalid_text("no valid run", &invalid)));
+        }
+        if v.is_empty() {
+            return Err(format!(
+                "no {} run with layer locks over {link} with {messages} messages",
+                c.mode
+            )
+            .into());
+        }
+        Ok(v)
+    }
+
+    /// Our projected values of a statistic at one size and layer count, as
+    /// text (`0.91–0.95`, or why there are none).
+    fn projected_text(
+        &self,
+        c: &PipelineClaim,
+        size: u64,
+        layers: u32,
+        statistic: ClaimStatistic,
+    ) -> String {
+        match self.values(c, Source::Projected, size, layers, statistic) {
+            Ok(v) => values_text(&v),
+            Err(e) => format!("none ({})", e.text()),
         }
     }
 

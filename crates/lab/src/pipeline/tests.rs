@@ -172,14 +172,20 @@ fn the_experiment_files_parse_into_typed_values() {
     );
     assert_eq!(paper.paper_line(1024).map(|l| l.mbit_s), Some(4.7));
     assert_eq!(paper.paper_line(32768).map(|l| l.mbit_s), Some(98.2));
-    assert!(p
-        .claims
-        .iter()
-        .any(|c| c.statistic == ClaimStatistic::NotMeasured));
-    // The paper's matrix: 6 layer counts x 3 sizes x 2 modes x 3
+    // Section 4 (3) is measured on the workers sharing layer state.
+    let rtc = p.claims.iter().find(|c| c.id == "rtc-locking").unwrap();
+    assert_eq!(rtc.statistic, ClaimStatistic::LockContention);
+    assert_eq!(rtc.mode, "run-to-completion-shared");
+    assert_eq!(paper.pipeline.shared_workers, 2);
+    assert_eq!(
+        paper.library_mode("run-to-completion-shared"),
+        connlab_pipeline::Mode::RunToCompletion { threads: 2 }
+    );
+    assert_eq!(paper.threads_of("run-to-completion-shared", 11), 6);
+    // The paper's matrix: 6 layer counts x 3 sizes x 3 modes x 3
     // repetitions, and the line alone at each size and repetition.
     let plan = paper.plan(false);
-    assert_eq!(plan.len(), 6 * 3 * 2 * 3 + 3 * 3);
+    assert_eq!(plan.len(), 6 * 3 * 3 * 3 + 3 * 3);
     assert_eq!(plan.iter().filter(|r| r.layers == 0).count(), 9);
     assert!(plan
         .iter()
@@ -187,8 +193,14 @@ fn the_experiment_files_parse_into_typed_values() {
         .all(|r| r.mode == "layer-parallel"));
     assert!(plan
         .iter()
-        .all(|r| r.messages == 500 && r.link == LinkSpec::Memory(Some(800_000_000))));
-    assert!(paper.plan(true).len() <= 21);
+        .all(|r| r.messages == 500 && r.link == LinkSpec::MemoryPerSize));
+    // The line paced at the paper's line-alone rate at each size.
+    for (size, line) in [(1024, 4_700_000), (8192, 35_800_000), (32768, 98_200_000)] {
+        assert_eq!(paper.line_rate(LinkSpec::MemoryPerSize, size), Some(line));
+        let paper_line = paper.paper_line(size).map(|l| l.mbit_s * 1e6);
+        assert_eq!(paper_line, Some(line as f64));
+    }
+    assert_eq!(paper.plan(true).len(), 3 * 3 * 3 + 3);
     let ext = PipelineExperiment::from_toml(
         include_str!("../../../../experiments/pipeline-extended.toml"),
         "pipeline-extended.toml",
@@ -253,6 +265,8 @@ fn sweep(measured_5: [f64; 2], projected_5: [Option<f64>; 2]) -> PipelineSweep {
         started_unix_s: 0.0,
         runs_total: 4,
         runs,
+        // Enough CPUs for every run here to be judged on measured figures.
+        cpus: Some(64),
     }
 }
 
@@ -283,22 +297,18 @@ fn a_claim_holds_only_across_the_spread() {
         "{}",
         c.measured.detail
     );
+    // The projection: values within the bounds, no verdict.
     assert_eq!(
-        c.projected.verdict,
-        Verdict::Holds,
+        c.projection, "8 KiB 5 layers: 0.97–0.99",
         "{}",
-        c.projected.detail
+        c.projection
     );
+    assert_eq!(c.cpus, 64);
     // Both repetitions at 0.9 or more: holds.
     let s = sweep([95.0, 90.0], [None, None]);
     let c = &s.claims()[0];
     assert_eq!(c.measured.verdict, Verdict::Holds);
-    assert!(matches!(c.projected.verdict, Verdict::CannotMeasure(_)));
-    assert!(
-        c.projected.detail.contains("no projection"),
-        "{}",
-        c.projected.detail
-    );
+    assert!(c.projection.contains("no projection"), "{}", c.projection);
 }
 
 #[test]
@@ -448,7 +458,7 @@ fn a_claim_on_invalid_runs_cannot_be_judged_and_says_why() {
         "{}",
         c.measured.detail
     );
-    assert!(matches!(c.projected.verdict, Verdict::CannotJudge(_)));
+    assert!(c.projection.contains("no valid run"), "{}", c.projection);
     assert_eq!(
         s.cell("layer-parallel", "memory-800mbit", 8192, 500, 5)
             .runs,
@@ -521,4 +531,311 @@ fn results_written_before_validity_existed_still_read() {
         .iter()
         .all(|r| r.validity.is_none() && r.is_valid()));
     assert_eq!(old.claims()[0].measured.verdict, Verdict::FAILS);
+}
+
+/// `FILE` with its lines replaced by the line paced per message size.
+fn per_size_file(table: &str) -> String {
+    FILE.replacen(
+        "links = [\"memory:800mbit\", \"memory:unlimited\"]",
+        &format!("links = [\"memory:per-size\"]\n{table}"),
+        1,
+    )
+    .replacen("link = \"memory:800mbit\"", "link = \"memory:per-size\"", 1)
+}
+
+const PER_SIZE: &str = "[pipeline.line_per_size]\n1024 = \"4.7mbit\"\n\"8KiB\" = \"35.8mbit\"";
+
+#[test]
+fn the_line_is_paced_per_message_size() {
+    let e = PipelineExperiment::from_toml(&per_size_file(PER_SIZE), "p.toml").unwrap();
+    assert_eq!(
+        LinkSpec::parse("memory:per-size"),
+        Ok(LinkSpec::MemoryPerSize)
+    );
+    assert_eq!(LinkSpec::MemoryPerSize.label(), "memory-per-size");
+    assert_eq!(e.line_rate(LinkSpec::MemoryPerSize, 1024), Some(4_700_000));
+    assert_eq!(e.line_rate(LinkSpec::MemoryPerSize, 8192), Some(35_800_000));
+    assert_eq!(e.line_rate(LinkSpec::MemoryPerSize, 4096), None);
+    assert_eq!(
+        e.line_rate(LinkSpec::Memory(Some(800_000_000)), 1024),
+        Some(800_000_000)
+    );
+    let plan = e.plan(false);
+    assert!(plan.iter().all(|p| p.link == LinkSpec::MemoryPerSize));
+    assert_eq!(
+        plan[0].id(),
+        "layer-parallel-memory-per-size-s1024-m500-l1-rep1"
+    );
+    // The line-alone stand-in of the paper's line is per size too.
+    let s = PipelineSweep {
+        schema: PIPELINE_SWEEP_SCHEMA.into(),
+        experiment: e,
+        quick: false,
+        environment: Environment::capture(),
+        started_unix_s: 0.0,
+        runs_total: 0,
+        runs: Vec::new(),
+        cpus: None,
+    };
+    assert_eq!(s.line_alone_mbit_s(1024), Some(4.7));
+    assert_eq!(s.line_alone_mbit_s(8192), Some(35.8));
+}
+
+#[test]
+fn line_per_size_errors_name_the_field_and_value() {
+    for (text, field, value) in [
+        // The per-size line without its table, and the table unused.
+        (per_size_file(""), "pipeline.links[0]", "line_per_size"),
+        (
+            FILE.replacen("[quick]", &format!("{PER_SIZE}\n[quick]"), 1),
+            "pipeline.line_per_size",
+            "memory:per-size",
+        ),
+        // A key that is no size, a rate that is no rate or unlimited.
+        (
+            per_size_file(&PER_SIZE.replace("1024 =", "\"big\" =")),
+            "pipeline.line_per_size.\"big\"",
+            "message size",
+        ),
+        (
+            per_size_file(&PER_SIZE.replace("4.7mbit", "fast")),
+            "pipeline.line_per_size.\"1024\"",
+            "\"fast\"",
+        ),
+        (
+            per_size_file(&PER_SIZE.replace("4.7mbit", "unlimited")),
+            "pipeline.line_per_size.\"1024\"",
+            "\"unlimited\"",
+        ),
+        // The same size twice, a size of the matrix or of [quick] missing.
+        (
+            per_size_file(&format!("{PER_SIZE}\n\"1KiB\" = \"5mbit\"")),
+            "pipeline.line_per_size.",
+            "a second rate for 1024 B",
+        ),
+        (
+            per_size_file(&PER_SIZE.replace("\"8KiB\" = \"35.8mbit\"", "")),
+            "pipeline.line_per_size",
+            "no rate for 8192 B (pipeline.message_sizes[1])",
+        ),
+        (
+            per_size_file(PER_SIZE).replacen(
+                "layers = [3]\nmessages = 50",
+                "layers = [3]\nmessage_sizes = [2048]\nmessages = 50",
+                1,
+            ),
+            "pipeline.line_per_size",
+            "no rate for 2048 B (quick.message_sizes[0])",
+        ),
+    ] {
+        let err = PipelineExperiment::from_toml(&text, "p.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(field) && err.contains(value), "{err}");
+    }
+}
+
+#[test]
+fn measured_efficiency_is_judged_only_where_the_threads_fit() {
+    // 5 layers start 14 threads, their one-layer runs 6: with 2 CPUs
+    // neither fits, so the measured efficiency (0.80-0.90, outside the
+    // claim) is not judged and the projection stands beside it, unjudged.
+    let mut s = sweep([90.0, 80.0], [Some(690.0), Some(680.0)]);
+    assert_eq!(s.experiment.threads_of("layer-parallel", 5), 14);
+    assert_eq!(s.experiment.threads_of("layer-parallel", 1), 6);
+    assert_eq!(s.experiment.threads_of("run-to-completion", 11), 4);
+    s.cpus = Some(2);
+    assert_eq!(
+        s.beyond_cpus("layer-parallel", &[5]).as_deref(),
+        Some("14 threads for 2 CPUs")
+    );
+    let c = &s.claims()[0];
+    assert_eq!(c.cpus, 2);
+    assert!(
+        matches!(&c.measured.verdict, Verdict::CannotMeasure(why) if why.contains("fit the 2 CPUs")),
+        "{:?}",
+        c.measured.verdict
+    );
+    assert!(
+        c.measured
+            .detail
+            .contains("8 KiB 5 layers: not judged (14 threads for 2 CPUs), projected 0.97–0.99"),
+        "{}",
+        c.measured.detail
+    );
+    // The paper's own values are judged as before.
+    assert_eq!(c.paper.verdict, Verdict::Holds);
+    // With 6 CPUs the one-layer runs fit but the 5-layer ones do not.
+    s.cpus = Some(6);
+    assert_eq!(
+        s.beyond_cpus("layer-parallel", &[1]),
+        None,
+        "one layer: 6 threads"
+    );
+    assert!(s.beyond_cpus("layer-parallel", &[5]).is_some());
+    // With 14 the whole claim is judged on measured figures: 0.80 fails.
+    s.cpus = Some(14);
+    let c = &s.claims()[0];
+    assert_eq!(c.measured.verdict, Verdict::FAILS, "{}", c.measured.detail);
+    // Results written before the count was recorded: the machine's CPUs.
+    s.cpus = None;
+    assert_eq!(s.judging_cpus(), s.environment.cpu_count.max(1));
+}
+
+#[test]
+fn a_claim_over_several_layer_counts_is_judged_at_those_that_fit() {
+    // At 1 and 5 layers: with 6 CPUs, 1 layer (6 threads) is judged on
+    // its measured efficiency (1.0, within), 5 layers shown as projection.
+    let text = FILE.replace("layers = [5]\nexpect_min", "layers = [1, 5]\nexpect_min");
+    let mut s = sweep([90.0, 80.0], [Some(690.0), Some(680.0)]);
+    s.experiment = PipelineExperiment::from_toml(&text, "p.toml").unwrap();
+    s.cpus = Some(6);
+    let c = &s.claims()[0];
+    assert_eq!(c.measured.verdict, Verdict::Holds, "{}", c.measured.detail);
+    assert!(
+        c.measured.detail.contains("8 KiB 1 layer: 1.00"),
+        "{}",
+        c.measured.detail
+    );
+    assert!(
+        c.measured
+            .detail
+            .contains("8 KiB 5 layers: not judged (14 threads for 6 CPUs)"),
+        "{}",
+        c.measured.detail
+    );
+}
+
+#[test]
+fn shared_workers_and_lock_contention_are_checked_on_load() {
+    for (from, to, field, value) in [
+        (
+            "modes = [\"layer-parallel\", \"run-to-completion\"]",
+            "modes = [\"run-to-completion-shared\"]\nshared_workers = 1",
+            "pipeline.shared_workers",
+            "1: between 2 and 16",
+        ),
+        (
+            "modes = [\"layer-parallel\", \"run-to-completion\"]",
+            "modes = [\"run-to-completion-shared\"]\nshared_workers = 17",
+            "pipeline.shared_workers",
+            "17",
+        ),
+        (
+            "statistic = \"efficiency\"",
+            "statistic = \"lock-contention\"",
+            "paper.claims[0].mode",
+            "\"layer-parallel\"",
+        ),
+        (
+            "statistic = \"efficiency\"",
+            "statistic = \"efficiency\"\nmode = \"rtc-shared\"",
+            "paper.claims[0].mode",
+            "run-to-completion-shared",
+        ),
+    ] {
+        let text = FILE.replacen(from, to, 1);
+        let err = PipelineExperiment::from_toml(&text, "p.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(field) && err.contains(value), "{err}");
+    }
+    let text = FILE.replacen(
+        "modes = [\"layer-parallel\", \"run-to-completion\"]",
+        "modes = [\"run-to-completion-shared\"]\nshared_workers = 3",
+        1,
+    );
+    let e = PipelineExperiment::from_toml(&text, "p.toml").unwrap();
+    assert!(e
+        .plan(false)
+        .iter()
+        .all(|p| p.mode == "run-to-completion-shared"));
+    assert_eq!(
+        e.library_mode("run-to-completion-shared"),
+        connlab_pipeline::Mode::RunToCompletion { threads: 3 }
+    );
+    assert_eq!(e.threads_of("run-to-completion-shared", 5), 8);
+}
+
+/// A run-to-completion-shared result whose layers took `acquired` locks,
+/// `contended` of them waiting.
+fn locked(layers: usize, acquired: u64, contended: u64) -> connlab_pipeline::PipelineResult {
+    let mut r = connlab_pipeline::PipelineResult::synthetic(
+        layers,
+        8192,
+        connlab_pipeline::Mode::RunToCompletion { threads: 2 },
+        30.0,
+        projection(Some(35.0), "line"),
+    );
+    let layer: connlab_pipeline::LayerStats = serde_json::from_value(serde_json::json!({
+        "side": "sender", "layer": 1, "cpu_s": 0.1, "messages": 500,
+        "cpu_ns_per_message": 1.0, "retransmissions": 0,
+        "queue_occupancy_mean": 0.0, "queue_occupancy_max": 0, "cpu": null,
+        "busy_s": 0.1, "busy_ns_per_message": 1.0, "timeouts": 0,
+        "duplicates": 0, "out_of_order": 0, "rejected": 0,
+        "max_outstanding": 8, "retransmit_copies": 0,
+        "lock_acquisitions": acquired, "lock_contended": contended, "lock_wait_s": 0.001,
+    }))
+    .unwrap();
+    r.per_layer = vec![layer.clone(), layer];
+    r
+}
+
+#[test]
+fn lock_contention_is_judged_on_the_shared_workers_runs() {
+    let text = FILE.replacen(
+        "modes = [\"layer-parallel\", \"run-to-completion\"]",
+        "modes = [\"layer-parallel\", \"run-to-completion-shared\"]",
+        1,
+    ) + "[[paper.claims]]\nid = \"rtc-locking\"\nsource = \"Section 4 (3)\"\ntext = \"locks\"\nstatistic = \"lock-contention\"\nmode = \"run-to-completion-shared\"\nlayers = [5]\nexpect_min = 0.01\n";
+    let mut s = sweep([95.0, 90.0], [Some(690.0), Some(680.0)]);
+    s.experiment = PipelineExperiment::from_toml(&text, "p.toml").unwrap();
+    // Two shared-state runs at 5 layers: 4 % and 10 % contended.
+    for (rep, contended) in [(1, 20), (2, 50)] {
+        let params = PipelineRunParams {
+            link: LinkSpec::Memory(Some(800_000_000)),
+            mode: "run-to-completion-shared".into(),
+            message_size: 8192,
+            layers: 5,
+            messages: 500,
+            repetition: rep,
+        };
+        s.runs.push(PipelineRunRecord {
+            id: params.id(),
+            params,
+            result: locked(5, 500, contended),
+            relative_capacity: None,
+            efficiency: None,
+            projected_relative_capacity: None,
+            projected_efficiency: None,
+            finished_unix_s: 0.0,
+            validity: None,
+            machine: None,
+            window_cpu: None,
+        });
+    }
+    // Even on 2 CPUs: contention is not a ratio to a one-layer run.
+    s.cpus = Some(2);
+    let claims = s.claims();
+    let c = claims.iter().find(|c| c.claim.id == "rtc-locking").unwrap();
+    assert_eq!(c.measured.verdict, Verdict::Holds, "{}", c.measured.detail);
+    assert_eq!(c.measured.detail, "8 KiB 5 layers: 4.0 %–10.0 %");
+    assert!(matches!(c.paper.verdict, Verdict::CannotMeasure(_)));
+    assert!(
+        c.projection.contains("no projection models lock waits"),
+        "{}",
+        c.projection
+    );
+    let cell = s.cell("run-to-completion-shared", "memory-800mbit", 8192, 500, 5);
+    assert_eq!(cell.lock_contention, [0.04, 0.1]);
+    // Below the floor in one repetition: does not hold.
+    s.runs.last_mut().unwrap().result = locked(5, 500, 2);
+    let claims = s.claims();
+    let c = claims.iter().find(|c| c.claim.id == "rtc-locking").unwrap();
+    assert_eq!(c.measured.verdict, Verdict::FAILS, "{}", c.measured.detail);
+    // Layer-parallel runs take no layer lock.
+    assert!(s
+        .cell("layer-parallel", "memory-800mbit", 8192, 500, 5)
+        .lock_contention
+        .is_empty());
 }

@@ -6,13 +6,12 @@ use super::window::{edge, gated, Roles};
 use super::{create_dir, stop_flag, unix_now, write_experiment, Progress, RunError};
 use super::{SweepOutcome, SweepRequest};
 use crate::validity::{self, Evidence, Gate, Validity, ValidityLimits, WindowCpu};
-use crate::values::PipelineMode;
 use crate::{
     capacity, projected_capacity, LinkSpec, PipelineExperiment, PipelineRunParams,
     PipelineRunRecord, PipelineSweep, PIPELINE_SWEEP_SCHEMA,
 };
 use connlab_os::Shutdown;
-use connlab_pipeline::{LinkConfig, Mode, PipelineConfig, PipelineResult};
+use connlab_pipeline::{LinkConfig, PipelineConfig, PipelineResult};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,8 +24,17 @@ pub(crate) fn run_config(
     let m = &exp.pipeline;
     let defaults = PipelineConfig::default();
     let link = match p.link {
-        LinkSpec::Memory(bandwidth_bit_s) => LinkConfig::Memory {
-            bandwidth_bit_s,
+        LinkSpec::Memory(_) | LinkSpec::MemoryPerSize => LinkConfig::Memory {
+            bandwidth_bit_s: match exp.line_rate(p.link, p.message_size) {
+                None if p.link == LinkSpec::MemoryPerSize => {
+                    return Err(format!(
+                        "{}: pipeline.line_per_size has no rate for {} B",
+                        p.id(),
+                        p.message_size
+                    ))
+                }
+                rate => rate,
+            },
             latency: Duration::ZERO,
             loss: m.loss,
             reorder: 0.0,
@@ -59,13 +67,7 @@ pub(crate) fn run_config(
         message_size: usize::try_from(p.message_size).map_err(|e| format!("{}: {e}", p.id()))?,
         messages: p.messages,
         window: m.window.unwrap_or(defaults.window),
-        mode: if p.mode == PipelineMode::RunToCompletion.as_str() {
-            Mode::RunToCompletion {
-                threads: m.rtc_threads,
-            }
-        } else {
-            Mode::LayerParallel
-        },
+        mode: exp.library_mode(&p.mode),
         link,
         seed: m.seed,
         cpu_map,
@@ -74,6 +76,25 @@ pub(crate) fn run_config(
     };
     cfg.validate().map_err(|e| format!("{}: {e}", p.id()))?;
     Ok(cfg)
+}
+
+/// CPUs the runs' threads can use: the distinct CPUs of `pipeline.cpu_map`,
+/// or this process's affinity (what the claims' fit rule holds thread
+/// counts against, recorded as [`PipelineSweep::cpus`]).
+fn run_cpus(exp: &PipelineExperiment) -> usize {
+    let mapped = exp
+        .pipeline
+        .cpu_map
+        .as_ref()
+        .and_then(|text| text.parse::<connlab_os::CpuList>().ok())
+        .map(|c| {
+            let mut v = c.cpus().to_vec();
+            v.sort_unstable();
+            v.dedup();
+            v.len()
+        })
+        .filter(|n| *n > 0);
+    mapped.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// What every run of a sweep is held to.
@@ -212,6 +233,7 @@ pub(super) fn sweep(
         started_unix_s: earlier.as_ref().map_or_else(unix_now, |e| e.started_unix_s),
         runs_total: plan.len(),
         runs: Vec::new(),
+        cpus: Some(run_cpus(exp)),
     };
     // Keep earlier runs that are still in the plan.
     if let Some(e) = earlier {
@@ -334,4 +356,84 @@ pub(super) fn sweep(
     progress.end();
     outcome.interrupted = stop.load(Relaxed);
     Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_run_is_paced_at_its_sizes_line_rate() {
+        let text = r#"kind = "pipeline"
+name = "p"
+title = "P"
+[pipeline]
+layers = [2]
+message_sizes = [1024, "32KiB"]
+messages = 10
+modes = ["layer-parallel", "run-to-completion"]
+links = ["memory:per-size", "memory:800mbit"]
+line_alone = true
+[pipeline.line_per_size]
+1024 = "4.7mbit"
+32768 = "98.2mbit"
+"#;
+        let exp = PipelineExperiment::from_toml(text, "p.toml").unwrap();
+        let plan = exp.plan(false);
+        assert!(plan
+            .iter()
+            .any(|p| p.layers == 0 && p.link == LinkSpec::MemoryPerSize));
+        for p in &plan {
+            let cfg = run_config(&exp, p).unwrap();
+            let want = match (p.link, p.message_size) {
+                (LinkSpec::MemoryPerSize, 1024) => 4_700_000,
+                (LinkSpec::MemoryPerSize, _) => 98_200_000,
+                _ => 800_000_000,
+            };
+            assert!(
+                matches!(cfg.link, LinkConfig::Memory { bandwidth_bit_s: Some(b), .. } if b == want),
+                "{}: {:?}",
+                p.id(),
+                cfg.link
+            );
+        }
+    }
+
+    #[test]
+    fn the_shared_state_mode_delivers_every_byte() {
+        // A short real run: two workers per side share every layer's
+        // state; the stream arrives once, in order, intact, and the lock
+        // counts are recorded.
+        let text = r#"kind = "pipeline"
+name = "p"
+title = "P"
+[pipeline]
+layers = [3]
+message_sizes = [1024]
+messages = 200
+modes = ["run-to-completion-shared"]
+links = ["memory:unlimited"]
+shared_workers = 2
+"#;
+        let exp = PipelineExperiment::from_toml(text, "p.toml").unwrap();
+        let p = exp.plan(false).into_iter().find(|p| p.layers == 3).unwrap();
+        assert_eq!(
+            p.id(),
+            "run-to-completion-shared-memory-unlimited-s1024-m200-l3-rep1"
+        );
+        let mut cfg = run_config(&exp, &p).unwrap();
+        assert_eq!(
+            cfg.mode,
+            connlab_pipeline::Mode::RunToCompletion { threads: 2 }
+        );
+        cfg.handoff_items = 1000;
+        cfg.time_limit = Some(Duration::from_secs(60));
+        let r = connlab_pipeline::run(&cfg, &AtomicBool::new(false)).unwrap();
+        assert!(r.verified, "{:?}", r.errors);
+        assert_eq!(r.messages_delivered, 200);
+        assert_eq!(r.bytes_delivered, 200 * 1024);
+        assert_eq!(r.stream_checksum, r.sender_checksum);
+        assert!(r.lock_contention().is_some());
+        assert!(r.per_layer.iter().all(|l| l.lock_acquisitions > 0));
+    }
 }

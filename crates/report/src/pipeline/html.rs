@@ -138,7 +138,14 @@ pub(super) fn page(sweep: &PipelineSweep) -> Result<Page, ReportError> {
     let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(NOTE));
     let claims = claim_rows(sweep);
     if !claims.is_empty() {
-        h.push_str("<h2>The paper's claims</h2>\n<div class=\"scroll\"><table id=\"claims\">\n<thead><tr><th class=\"label\">claim</th><th class=\"label\">where</th><th class=\"label\">on the paper's values</th><th class=\"label\">on ours, measured</th><th class=\"label\">on ours, projected</th></tr></thead>\n<tbody>\n");
+        let cpus = claims.first().map_or(0, |c| c.cpus);
+        let _ = writeln!(
+            h,
+            "<h2>The paper's claims</h2>\n<p class=\"note\">{}</p>\n<div class=\"scroll\"><table id=\"claims\">\n<thead><tr><th class=\"label\">claim</th><th class=\"label\">where</th><th class=\"label\">on the paper's values</th><th class=\"label\">{}</th><th class=\"label\">{}</th></tr></thead>\n<tbody>",
+            esc(&claims_note(cpus)),
+            esc(&measured_heading(cpus)),
+            esc(PROJECTED_HEADING)
+        );
         for c in &claims {
             let _ = writeln!(
                 h,
@@ -148,7 +155,10 @@ pub(super) fn page(sweep: &PipelineSweep) -> Result<Page, ReportError> {
                 esc(&c.claim.source),
                 verdict_cell(&c.paper.verdict, &c.paper.detail),
                 verdict_cell(&c.measured.verdict, &c.measured.detail),
-                verdict_cell(&c.projected.verdict, &c.projected.detail),
+                format_args!(
+                    "<td class=\"label\"><small>{}</small></td>",
+                    esc(&projection_text(&c.projection))
+                ),
             );
         }
         h.push_str("</tbody></table></div>\n");

@@ -7,7 +7,7 @@
 
 use crate::export::{self, Block, Page, Report};
 use crate::{iso, Format, ReportError};
-use connlab_lab::{size_text, ClaimResult, OursCell, PipelineSweep, Spread, Verdict};
+use connlab_lab::{size_text, ClaimResult, LinkSpec, OursCell, PipelineSweep, Spread, Verdict};
 use std::fmt::Write as _;
 
 mod html;
@@ -345,6 +345,22 @@ fn grid(sweep: &PipelineSweep, g: &Group, size: u64) -> Grid {
             }
         }
     }
+    for (mode, per_layer) in cells
+        .iter()
+        .filter(|(_, c)| c.iter().any(|c| !c.lock_contention.is_empty()))
+    {
+        rows.push(GridRow {
+            label: format!("{mode}: layer-lock acquisitions contended, %"),
+            paper: false,
+            cells: per_layer
+                .iter()
+                .map(|c| {
+                    let pct: Vec<f64> = c.lock_contention.iter().map(|v| v * 100.0).collect();
+                    spread_text(&pct, 1)
+                })
+                .collect(),
+        });
+    }
     for (mode, per_layer) in &cells {
         rows.push(GridRow {
             label: format!("{mode}: projection bound"),
@@ -361,9 +377,18 @@ fn grid(sweep: &PipelineSweep, g: &Group, size: u64) -> Grid {
                 .collect(),
         });
     }
+    // The per-size line's rate at this size.
+    let paced = sweep
+        .runs
+        .iter()
+        .find(|r| r.params.link.label() == g.link && r.params.link == LinkSpec::MemoryPerSize)
+        .and_then(|r| exp.line_rate(r.params.link, size))
+        .map_or(String::new(), |bps| {
+            format!(" ({} Mbit/s at this size)", number(bps as f64 / 1e6, 1))
+        });
     Grid {
         title: format!(
-            "{}{} messages over {}, {} per run",
+            "{}{} messages over {}{paced}, {} per run",
             table.map_or(String::new(), |t| format!("{t}: ")),
             size_text(size),
             g.link,
@@ -407,12 +432,13 @@ fn summary_lines(sweep: &PipelineSweep) -> Vec<(String, String)> {
                 .join(", "),
         ),
         (
-            "window, loss, run-to-completion workers per side".into(),
+            "window, loss, run-to-completion workers per side (shared-state mode)".into(),
             format!(
-                "{} PDUs per layer, {}, {}",
+                "{} PDUs per layer, {}, {} ({})",
                 m.window.map_or("default (32)".into(), |w| w.to_string()),
                 m.loss,
-                m.rtc_threads
+                m.rtc_threads,
+                m.shared_workers
             ),
         ),
         ("retransmissions (all runs)".into(), retx.to_string()),
@@ -425,6 +451,18 @@ fn summary_lines(sweep: &PipelineSweep) -> Vec<(String, String)> {
             format!(
                 "{}, {} CPUs (affinity {}), clock {}; up to {} threads per run",
                 e.kernel, e.cpu_count, e.cpu_affinity, e.clock_source, most_threads
+            ),
+        ),
+        (
+            "CPUs the claims hold thread counts to".into(),
+            format!(
+                "{}{}",
+                sweep.judging_cpus(),
+                if sweep.cpus.is_some() {
+                    " (recorded by the sweep)"
+                } else {
+                    " (not recorded: the machine's CPU count)"
+                }
             ),
         ),
         (
@@ -444,6 +482,28 @@ fn summary_lines(sweep: &PipelineSweep) -> Vec<(String, String)> {
 }
 
 const NOTE: &str = "Each of our figures is the median over the valid repetitions (runs that failed a validity gate are left out and listed under the validity of the runs), with the smallest and largest in brackets when they differ. Relative capacity = throughput × layers / the one-layer throughput of the same mode, line, size and repetition; efficiency = relative capacity / layers (the paper's definitions). Measured figures come from this machine, where every thread of a run shares its CPUs. Projected figures assume one core per thread: the slowest layer stage's busy time per message plus one SPSC hand-off, bounded by the stages the layers leave out (source, sink and both line threads at their own busy time per message), by the line's rate, and by the CPU share (at most threads / CPUs times the measured rate, the most extra CPU one core per thread can give), and never below the measured rate. A run gets no projection when the stage that sets the bound was timed in fewer than 20 rounds or mostly in rounds the scheduler interrupted, and no projected relative capacity when its one-layer run has no projection or the ratio would put efficiency above 1.1. Where a projection's bound reads \"line\", the projected throughput is the line's rate less the layer headers every frame carries, so its relative capacity and efficiency measure only the headers' share of the line. A claim holds only when every repetition's value meets it.";
+
+/// The heading of the claims' measured column.
+fn measured_heading(cpus: usize) -> String {
+    format!("on ours, measured (where a run's threads fit {cpus} CPUs)")
+}
+
+/// The heading of the claims' projected column.
+const PROJECTED_HEADING: &str = "ours, projected to one core per thread (not a verdict)";
+
+/// What the claims' columns mean.
+fn claims_note(cpus: usize) -> String {
+    format!("A claim on relative capacity or efficiency compares a run with its one-layer run; where their threads outnumber the CPUs, the ratio measures how the threads share the CPUs rather than the design, so measured figures are judged only at layer counts whose runs and one-layer runs start at most {cpus} threads (the CPUs the runs could use). The other layer counts show their projected figures in the measured column, unjudged. The projected column gives our projected figures at every layer count and whether they fall within the claim's bounds: a projection, not a verdict.")
+}
+
+/// A projection cell: the values, without a verdict word.
+fn projection_text(detail: &str) -> String {
+    if detail.is_empty() {
+        "—".into()
+    } else {
+        format!("projection: {detail}")
+    }
+}
 
 fn claim_rows(sweep: &PipelineSweep) -> Vec<ClaimResult> {
     sweep.claims()
@@ -492,7 +552,7 @@ fn line_rows(sweep: &PipelineSweep) -> Vec<LineRow> {
                 ours_line: if ours_line_measured {
                     alone
                 } else {
-                    sweep.line_alone_mbit_s().into_iter().collect()
+                    sweep.line_alone_mbit_s(size).into_iter().collect()
                 },
                 ours_line_measured,
                 ours_one: one.measured[0].clone(),
@@ -532,7 +592,8 @@ fn markdown(sweep: &PipelineSweep) -> String {
     s += &format!("\n{NOTE}\n");
     let claims = claim_rows(sweep);
     if !claims.is_empty() {
-        s += "\n## The paper's claims\n\n| claim | where | on the paper's values | on ours, measured | on ours, projected |\n|---|---|---|---|---|\n";
+        let cpus = claims.first().map_or(0, |c| c.cpus);
+        s += &format!("\n## The paper's claims\n\n{}\n\n| claim | where | on the paper's values | {} | {} |\n|---|---|---|---|---|\n", claims_note(cpus), measured_heading(cpus), PROJECTED_HEADING);
         for c in &claims {
             s += &format!(
                 "| {} ({}) | {} | {} | {} | {} |\n",
@@ -541,7 +602,7 @@ fn markdown(sweep: &PipelineSweep) -> String {
                 c.claim.source,
                 judgement_text(&c.paper.verdict, &c.paper.detail),
                 judgement_text(&c.measured.verdict, &c.measured.detail),
-                judgement_text(&c.projected.verdict, &c.projected.detail),
+                projection_text(&c.projection),
             );
         }
     }

@@ -120,6 +120,8 @@ fn fixture() -> PipelineSweep {
         started_unix_s: 0.0,
         runs_total: 4,
         runs,
+        // Enough CPUs for the measured figures to be judged.
+        cpus: Some(64),
     }
 }
 
@@ -288,4 +290,25 @@ fn invalid_runs_are_listed_and_their_claims_cannot_be_judged() {
     assert!(e.noise_floor.is_none());
     let claim = e.rows.iter().find(|r| r.text.contains("90%")).unwrap();
     assert_eq!(claim.verdict.csv_key(), "cannot_judge_here", "{claim:?}");
+}
+
+#[test]
+fn claims_show_the_cpus_and_the_projection_apart_from_the_verdict() {
+    let mut sweep = fixture();
+    sweep.cpus = Some(2);
+    let md = render_pipeline(&sweep, Format::Markdown).unwrap();
+    assert!(
+        md.contains("on ours, measured (where a run's threads fit 2 CPUs)"),
+        "{md}"
+    );
+    assert!(
+        md.contains("not judged (14 threads for 2 CPUs), projected"),
+        "{md}"
+    );
+    assert!(md.contains("projection: 8 KiB 5 layers:"), "{md}");
+    assert!(md.contains("CPUs the claims hold thread counts to: 2 (recorded by the sweep)"));
+    // Nothing fits: the measured efficiency is not a verdict on 2 CPUs.
+    assert!(!md.contains("**does not hold**"), "{md}");
+    let html = render_pipeline(&sweep, Format::Html).unwrap();
+    assert!(html.contains("ours, projected to one core per thread (not a verdict)"));
 }
