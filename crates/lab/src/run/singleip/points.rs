@@ -420,6 +420,11 @@ impl Ctx<'_> {
         } else {
             Some(Sampler::start(&targets)?)
         };
+        // The sampler's tc processes are the experiment's own work.
+        let roles = match &sampler {
+            Some(s) => roles.with("sampler", s.pids().iter().copied()),
+            None => roles,
+        };
         let before = self.window_open(&roles);
         let names = ["fg", "bg1", "bg2"];
         let jsons: Vec<PathBuf> = names

@@ -70,6 +70,9 @@ impl Drop for Tc {
 pub(super) struct Sampler {
     stop: Arc<AtomicBool>,
     thread: JoinHandle<anyhow::Result<Vec<QueueSample>>>,
+    /// The `tc` processes reading the queues: the experiment's own work,
+    /// never foreign CPU.
+    pids: Vec<u32>,
 }
 
 impl Sampler {
@@ -96,6 +99,7 @@ impl Sampler {
                 .with_context(|| format!("reading the qdisc of {dev} in {ns}"))?;
             tcs.push(tc);
         }
+        let pids = tcs.iter().map(|t| t.child.id()).collect();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::spawn(move || -> anyhow::Result<Vec<QueueSample>> {
@@ -126,7 +130,12 @@ impl Sampler {
             }
             Ok(out)
         });
-        Ok(Sampler { stop, thread })
+        Ok(Sampler { stop, thread, pids })
+    }
+
+    /// The `tc` processes' ids, for the window's roles.
+    pub(super) fn pids(&self) -> &[u32] {
+        &self.pids
     }
 
     /// Stops sampling; the samples taken.
