@@ -233,8 +233,12 @@ pub(crate) fn judge_noisy(
     // A difference, or a value that is not positive (a signed deviation),
     // strays by the control's absolute noise; a positive value or a ratio
     // by its factor.
-    let absolute =
-        quantity == Quantity::Difference || (quantity == Quantity::Value && c.median <= 0.0);
+    // A share (0-1: a CPU's busy share, a share of sends) strays by the
+    // control's absolute noise too: a factor on a share near zero says
+    // nothing (0.001 against 0.01 is 10x and one send in a thousand).
+    let share = noise.is_some_and(|n| n.unit.0 == "share");
+    let absolute = quantity == Quantity::Difference
+        || (quantity == Quantity::Value && (c.median <= 0.0 || share));
     let (lo, hi) = match noise {
         Some(n) if absolute => (
             c.lo.min(c.median - n.difference),
