@@ -160,19 +160,13 @@ pub(super) fn along_checks(
             let paper_cells = paper_at(cells, metric, k, engine, along, &params_at(from))
                 .zip(paper_at(cells, metric, k, engine, along, &params_at(to)))
                 .and_then(|(a, b)| compare_paper(claim, a, b));
-            let mut check = ClaimCheck {
-                engine: engine.clone(),
-                subject: engine.clone(),
-                rows: format!("{} at {}", span_text(along, from, to), group_text(g)),
-                paper: paper_cells.or(paper_stated(claim)),
-                paper_from_cells: paper_cells.is_some(),
-                ours: None,
-                spread: None,
-                n: 0,
-                coverage: None,
-                verdict: Verdict::NotJudged,
-                context: None,
-            };
+            let mut check = blank_check(
+                engine.clone(),
+                engine,
+                format!("{} at {}", span_text(along, from, to), group_text(g)),
+                paper_cells.or(paper_stated(claim)),
+            );
+            check.paper_from_cells = paper_cells.is_some();
             let cell_at = |v: f64| {
                 rows.iter()
                     .find(|r| close(r.value(along), v))
@@ -286,30 +280,14 @@ pub(super) fn versus_checks(
         let name = format!("{engine} {} {versus}", pair_sign(claim));
         if rows.is_empty() {
             let (lo, hi) = range.unwrap_or((0.0, 0.0));
-            out.push(ClaimCheck {
-                engine: name.clone(),
-                subject: engine.clone(),
-                rows: if close(lo, hi) {
-                    param_text(along, lo)
-                } else {
-                    format!("{} to {}", param_text(along, lo), param_text(along, hi))
-                },
-                paper: paper_stated(claim),
-                paper_from_cells: false,
-                ours: None,
-                spread: None,
-                n: 0,
-                coverage: None,
-                verdict: Verdict::CannotMeasure(format!(
-                    "no row with {} in this run",
-                    if close(lo, hi) {
-                        param_text(along, lo)
-                    } else {
-                        format!("{} to {}", param_text(along, lo), param_text(along, hi))
-                    }
-                )),
-                context: None,
-            });
+            let span = if close(lo, hi) {
+                param_text(along, lo)
+            } else {
+                format!("{} to {}", param_text(along, lo), param_text(along, hi))
+            };
+            let mut check = blank_check(name.clone(), engine, span.clone(), paper_stated(claim));
+            check.verdict = Verdict::CannotMeasure(format!("no row with {span} in this run"));
+            out.push(check);
             continue;
         }
         for r in &rows {
@@ -318,19 +296,13 @@ pub(super) fn versus_checks(
             let paper_cells = paper_at(cells, metric, k, versus, along, &params)
                 .zip(paper_at(cells, metric, k, engine, along, &params))
                 .and_then(|(b, a)| compare_paper(claim, b, a));
-            let mut check = ClaimCheck {
-                engine: name.clone(),
-                subject: engine.clone(),
-                rows: setting_text(r),
-                paper: paper_cells.or(paper_stated(claim)),
-                paper_from_cells: paper_cells.is_some(),
-                ours: None,
-                spread: None,
-                n: 0,
-                coverage: None,
-                verdict: Verdict::NotJudged,
-                context: None,
-            };
+            let mut check = blank_check(
+                name.clone(),
+                engine,
+                setting_text(r),
+                paper_cells.or(paper_stated(claim)),
+            );
+            check.paper_from_cells = paper_cells.is_some();
             settle(
                 &mut check,
                 dir,
@@ -538,22 +510,15 @@ pub(super) fn peak_checks(
             continue;
         };
         let ours = peak(col);
-        let mut check = ClaimCheck {
-            engine: engine.clone(),
-            subject: engine.clone(),
-            rows: format!(
+        let mut check = blank_check(
+            engine.clone(),
+            engine,
+            format!(
                 "{over}{within}: {engine} {}",
                 peak_at_text(along, &ours.at, whole)
             ),
-            paper: None,
-            paper_from_cells: false,
-            ours: None,
-            spread: None,
-            n: 0,
-            coverage: None,
-            verdict: Verdict::NotJudged,
-            context: None,
-        };
+            None,
+        );
         match (versus, &versus_peak) {
             (Some(v), Some(vp)) => {
                 check.engine = format!("{engine} {} {v}", pair_sign(claim));
@@ -670,19 +635,13 @@ pub(super) fn value_checks(
             .find(|c| c.engine == *engine)
             .and_then(|c| c.stats(metric)[k])
             .or(worst_cell);
-        let mut check = ClaimCheck {
-            engine: engine.clone(),
-            subject: engine.clone(),
-            rows: String::new(),
-            paper: paper_value.or(claim.paper_stated()),
-            paper_from_cells: paper_value.is_some(),
-            ours: None,
-            spread: None,
-            n: 0,
-            coverage: None,
-            verdict: Verdict::NotJudged,
-            context: None,
-        };
+        let mut check = blank_check(
+            engine.clone(),
+            engine,
+            String::new(),
+            paper_value.or(claim.paper_stated()),
+        );
+        check.paper_from_cells = paper_value.is_some();
         let invalid: Vec<&Cell> = t.rows.iter().map(|r| &r.cells[col]).collect();
         if measured.is_empty() {
             check.rows = "every setting".into();
