@@ -380,10 +380,11 @@ pub fn check_claims(dir: &SweepDir, t: &PaperTable) -> Vec<ClaimResult> {
                 (_, Compare::Difference) => Quantity::Difference,
                 (_, Compare::Ratio) => Quantity::Ratio,
             };
-            let unit = if quantity == Quantity::Ratio {
-                ("×", 1.0)
-            } else {
-                stat_unit(metric, k)
+            let unit = match (quantity, stat_unit(metric, k)) {
+                (Quantity::Ratio, _) => ("×", 1.0),
+                // CPUs divided by a quota in CPUs (`divide_by`) are a share.
+                (_, ("CPUs", _)) if claim.divide_by.is_some() => ("share", 1.0),
+                (_, u) => u,
             };
             let mut result = ClaimResult {
                 source: claim.source.clone(),

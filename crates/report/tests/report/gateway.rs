@@ -466,4 +466,10 @@ fn the_shipped_gateway_peak_is_the_highest_rate_served() {
     assert!((ours - 8800.0 / 4500.0).abs() < 1e-9, "{ours}");
     assert_eq!(peak.checks[0].paper, Some(1.9));
     assert_eq!(peak.verdict, connlab_report::Verdict::Holds);
+    // A backend's CPUs divided by its quota in CPUs read as a share.
+    let quota = claims
+        .iter()
+        .find(|c| c.text.contains("as a share of its 25 % quota"))
+        .expect("Figure 3's quota row");
+    assert_eq!(quota.unit.0, "share");
 }
