@@ -1,12 +1,10 @@
 //! Which kind of experiment a file describes: its explicit `kind` tag, checked
 //! against the file's shape, or (for files written before the tag existed,
 //! such as the `experiment.toml` copy in an older results directory) inferred
-//! from that shape. [`AnyExperiment`] holds the parsed file of any kind.
+//! from that shape. Which parser reads a kind, and what a kind runs and
+//! reports, is the kind's entry in the registry of `connlab-kinds`.
 
-use crate::{
-    Experiment, ExperimentError, LoadgenExperiment, PeersExperiment, PipelineExperiment,
-    SingleIpExperiment, Suite, SweepFileError,
-};
+use crate::{ExperimentError, SweepFileError};
 use std::fmt;
 use std::path::Path;
 
@@ -184,7 +182,7 @@ fn kind_list() -> String {
 }
 
 /// The kind a file's sections imply, if they imply one.
-fn shape_of(t: &toml::Table) -> Option<ExperimentKind> {
+pub fn shape_of(t: &toml::Table) -> Option<ExperimentKind> {
     let has = |k: &str| t.contains_key(k);
     // A suite's `paper` is an array of tables; an experiment's is one table.
     if t.get("paper").is_some_and(toml::Value::is_array) {
@@ -217,88 +215,6 @@ fn read(path: &Path) -> Result<String, ExperimentError> {
         path: path.display().to_string(),
         source,
     })
-}
-
-/// A parsed and validated experiment file of any kind.
-#[derive(Clone, Debug)]
-pub enum AnyExperiment {
-    /// [`ExperimentKind::Locality`].
-    Locality(Experiment),
-    /// [`ExperimentKind::Web`].
-    Web(Experiment),
-    /// [`ExperimentKind::Pipeline`].
-    Pipeline(PipelineExperiment),
-    /// [`ExperimentKind::Singleip`].
-    Singleip(SingleIpExperiment),
-    /// [`ExperimentKind::Peers`].
-    Peers(PeersExperiment),
-    /// [`ExperimentKind::Loadgen`].
-    Loadgen(LoadgenExperiment),
-    /// [`ExperimentKind::Suite`].
-    Suite(Suite),
-}
-
-impl AnyExperiment {
-    /// Reads, parses and validates an experiment file of any kind.
-    pub fn from_file(path: &Path) -> Result<AnyExperiment, ExperimentError> {
-        let text = read(path)?;
-        let mut exp = AnyExperiment::from_text(&text, &path.display().to_string())?;
-        if let AnyExperiment::Suite(s) = &mut exp {
-            // Checks that the listed files exist and sets their base.
-            *s = Suite::from_file(path)?;
-        }
-        Ok(exp)
-    }
-
-    /// Parses and validates experiment text of any kind; `origin` names it in
-    /// errors. A suite's experiment paths are not checked (see
-    /// [`Suite::from_file`]).
-    pub fn from_text(text: &str, origin: &str) -> Result<AnyExperiment, ExperimentError> {
-        Ok(match ExperimentKind::of_text(text, origin)? {
-            ExperimentKind::Locality => {
-                AnyExperiment::Locality(Experiment::from_toml(text, origin)?)
-            }
-            ExperimentKind::Web => AnyExperiment::Web(Experiment::from_toml(text, origin)?),
-            ExperimentKind::Pipeline => {
-                AnyExperiment::Pipeline(PipelineExperiment::from_toml(text, origin)?)
-            }
-            ExperimentKind::Singleip => {
-                AnyExperiment::Singleip(SingleIpExperiment::from_toml(text, origin)?)
-            }
-            ExperimentKind::Peers => AnyExperiment::Peers(
-                PeersExperiment::from_toml(text, origin).map_err(ExperimentError::from)?,
-            ),
-            ExperimentKind::Loadgen => AnyExperiment::Loadgen(
-                LoadgenExperiment::from_toml(text, origin).map_err(ExperimentError::from)?,
-            ),
-            ExperimentKind::Suite => AnyExperiment::Suite(Suite::from_toml(text, origin)?),
-        })
-    }
-
-    /// The file's kind.
-    pub fn kind(&self) -> ExperimentKind {
-        match self {
-            AnyExperiment::Locality(_) => ExperimentKind::Locality,
-            AnyExperiment::Web(_) => ExperimentKind::Web,
-            AnyExperiment::Pipeline(_) => ExperimentKind::Pipeline,
-            AnyExperiment::Singleip(_) => ExperimentKind::Singleip,
-            AnyExperiment::Peers(_) => ExperimentKind::Peers,
-            AnyExperiment::Loadgen(_) => ExperimentKind::Loadgen,
-            AnyExperiment::Suite(_) => ExperimentKind::Suite,
-        }
-    }
-
-    /// The experiment's short name (results directory).
-    pub fn name(&self) -> &str {
-        match self {
-            AnyExperiment::Locality(e) | AnyExperiment::Web(e) => &e.name,
-            AnyExperiment::Pipeline(e) => &e.name,
-            AnyExperiment::Singleip(e) => &e.name,
-            AnyExperiment::Peers(e) => &e.name,
-            AnyExperiment::Loadgen(e) => &e.name,
-            AnyExperiment::Suite(s) => &s.name,
-        }
-    }
 }
 
 impl From<SweepFileError> for ExperimentError {
@@ -391,9 +307,6 @@ duration = "1s"
                 "{}",
                 path.display()
             );
-            let any = AnyExperiment::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(any.kind(), kind);
-            assert!(!any.name().is_empty());
             n += 1;
         }
         assert!(n >= 10);
@@ -441,10 +354,6 @@ duration = "1s"
             .to_string();
         assert!(err.starts_with("t.toml: kind: \"sweep\""), "{err}");
         assert!(err.contains("locality, web, pipeline"), "{err}");
-        let err = AnyExperiment::from_text(&text, "t.toml")
-            .unwrap_err()
-            .to_string();
-        assert!(err.starts_with("t.toml: kind: "), "{err}");
     }
 
     #[test]

@@ -6,11 +6,12 @@
 //! measurement, each with a stable id so an interrupted sweep resumes where it
 //! stopped. A sweep writes one directory ([`SweepDir`]): the experiment file, a
 //! [`SweepInfo`] and one [`PointResult`] per finished point; `connlab report`
-//! reads nothing else. Every file names its kind ([`ExperimentKind`], read
-//! into an [`AnyExperiment`]) and holds typed values ([`values`]). [`run`]
-//! runs a sweep of any kind (network namespaces, child processes, or the
-//! pipeline in this process) and reports through a [`run::Progress`]; the
-//! CLI keeps flags, display and exit codes.
+//! reads nothing else. Every file names its kind ([`ExperimentKind`]) and
+//! holds typed values ([`values`]). [`run`] holds each kind's runner
+//! (network namespaces, child processes, or the pipeline in this process),
+//! reporting through a [`run::Progress`]; the registry of kinds
+//! (`connlab-kinds`) picks them, and the CLI keeps flags, display and exit
+//! codes.
 
 pub mod compare;
 mod experiment;
@@ -19,6 +20,7 @@ mod loadgen;
 mod peers;
 mod pipeline;
 mod results;
+mod results_dir;
 pub mod run;
 mod singleip;
 mod suite;
@@ -33,7 +35,7 @@ pub use experiment::{
     PaperClaim, PaperDerived, PaperProjection, PointParams, RateValue, RatioValue, ServerSection,
     SizeValue, TopologySection, Vary, WebSection, ENGINES, WEB_CONFIGS,
 };
-pub use kind::{same_measurement, AnyExperiment, ExperimentKind, KINDS};
+pub use kind::{same_measurement, shape_of, ExperimentKind, KINDS};
 pub use loadgen::{
     ClientFigures, ClientIo, LoadgenDir, LoadgenError, LoadgenExperiment, LoadgenInfo,
     LoadgenParams, LoadgenPlacement, LoadgenPoint, LoadgenQuick, LoadgenServer, LoadgenTable,
@@ -54,6 +56,7 @@ pub use pipeline::{
 pub use results::{
     PointResult, ResultsError, SweepDir, SweepInfo, TopologyInfo, POINT_SCHEMA, SWEEP_SCHEMA,
 };
+pub use results_dir::{check_schema, ResultsDir};
 pub use singleip::{
     analyse_contention, apply_host_queue, bytes_label, fmt_num, jain, judge, median, parse_bytes,
     percentile, summarise_host_queue, summarise_rtt, transfer_result, BandwidthSection, BitRate,

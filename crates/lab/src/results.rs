@@ -11,6 +11,8 @@
 //! point file that exists is a finished point.
 
 use crate::experiment::{Experiment, ExperimentError, PointParams};
+pub(crate) use crate::results_dir::read_json;
+use crate::results_dir::{check_schema, ResultsDir};
 use connlab_loadgen::LoadResult;
 use connlab_os::Environment;
 use serde::{Deserialize, Serialize};
@@ -182,65 +184,45 @@ pub struct SweepDir {
 }
 
 impl SweepDir {
+    /// The directory's layout (see [`ResultsDir`]).
+    pub fn layout(dir: &Path) -> ResultsDir {
+        ResultsDir::new(dir, "sweep.json")
+    }
+
     /// `DIR/experiment.toml`.
     pub fn experiment_path(dir: &Path) -> PathBuf {
-        dir.join("experiment.toml")
+        Self::layout(dir).experiment_path()
     }
 
     /// `DIR/sweep.json`.
     pub fn info_path(dir: &Path) -> PathBuf {
-        dir.join("sweep.json")
+        Self::layout(dir).info_path()
     }
 
     /// `DIR/points/<id>.json`.
     pub fn point_path(dir: &Path, id: &str) -> PathBuf {
-        dir.join("points").join(format!("{id}.json"))
+        Self::layout(dir).point_path(id)
     }
 
     /// `DIR/logs/<id>/`.
     pub fn log_dir(dir: &Path, id: &str) -> PathBuf {
-        dir.join("logs").join(id)
+        Self::layout(dir).log_dir(id)
     }
 
     /// Reads a results directory written by `connlab sweep`.
     pub fn open(dir: &Path) -> Result<SweepDir, ResultsError> {
-        let info: SweepInfo = read_json(&Self::info_path(dir))?;
-        if info.schema != SWEEP_SCHEMA {
-            return Err(ResultsError::Format {
-                path: Self::info_path(dir).display().to_string(),
-                message: format!("schema {:?}, expected {SWEEP_SCHEMA:?}", info.schema),
-            });
-        }
-        let experiment = Experiment::from_file(&Self::experiment_path(dir))?;
+        let layout = Self::layout(dir);
+        let info: SweepInfo = layout.read_info()?;
+        check_schema(&layout.info_path(), &info.schema, SWEEP_SCHEMA)?;
+        let experiment = Experiment::from_file(&layout.experiment_path())?;
         let order: Vec<String> = experiment
             .plan_with(info.quick, info.repetitions)
             .iter()
             .map(PointParams::id)
             .collect();
-        let points_dir = dir.join("points");
-        let mut points = Vec::new();
-        let entries = match std::fs::read_dir(&points_dir) {
-            Ok(e) => e
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|source| ResultsError::Io {
-                    path: points_dir.display().to_string(),
-                    source,
-                })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(source) => {
-                return Err(ResultsError::Io {
-                    path: points_dir.display().to_string(),
-                    source,
-                })
-            }
-        };
-        for entry in entries {
-            let path = entry.path();
-            if path.extension().and_then(|e| e.to_str()) != Some("json") {
-                continue;
-            }
-            let point = Self::read_point(&path)?;
-            points.push(point);
+        let mut points: Vec<PointResult> = layout.read_all_points()?;
+        for p in &points {
+            check_schema(&layout.point_path(&p.id), &p.schema, POINT_SCHEMA)?;
         }
         points.sort_by_key(|p| {
             (
@@ -264,40 +246,19 @@ impl SweepDir {
     /// Reads one point file, checking its schema.
     pub fn read_point(path: &Path) -> Result<PointResult, ResultsError> {
         let point: PointResult = read_json(path)?;
-        if point.schema != POINT_SCHEMA {
-            return Err(ResultsError::Format {
-                path: path.display().to_string(),
-                message: format!("schema {:?}, expected {POINT_SCHEMA:?}", point.schema),
-            });
-        }
+        check_schema(path, &point.schema, POINT_SCHEMA)?;
         Ok(point)
     }
 
     /// Writes a point file whole: to `<id>.json.tmp`, then renamed.
     pub fn write_point(dir: &Path, point: &PointResult) -> Result<(), ResultsError> {
-        write_json_atomic(&Self::point_path(dir, &point.id), point)
+        Self::layout(dir).write_point(&point.id, point, true)
     }
 
     /// Writes `sweep.json` whole.
     pub fn write_info(dir: &Path, info: &SweepInfo) -> Result<(), ResultsError> {
-        write_json_atomic(&Self::info_path(dir), info)
+        Self::layout(dir).write_info(info)
     }
-}
-
-/// Reads a JSON file of any results directory; errors name the file.
-pub(crate) fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, ResultsError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ResultsError::Io {
-        path: path.display().to_string(),
-        source,
-    })?;
-    serde_json::from_str(&text).map_err(|e| ResultsError::Format {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    })
-}
-
-fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), ResultsError> {
-    write_json_whole(path, value, true)
 }
 
 /// Writes `value` as JSON to `path` whole (a temporary file, then a rename),

@@ -1,10 +1,10 @@
 //! What the peers and loadgen sweeps share: the error of reading their
-//! files, reading text and JSON with the failing field named, the byte
-//! counts and durations their experiment files write, and the point files
-//! of their results directories.
+//! files, reading text, the byte counts and durations their experiment
+//! files write, and writing JSON whole (their results directories are
+//! [`ResultsDir`](crate::ResultsDir)s).
 
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 /// Why a peers or loadgen experiment file or results directory could not be
@@ -38,6 +38,20 @@ pub enum SweepFileError {
         /// The parser's message.
         message: String,
     },
+}
+
+/// A results directory's error in the peers' and loadgen's words.
+impl From<crate::ResultsError> for SweepFileError {
+    fn from(e: crate::ResultsError) -> SweepFileError {
+        match e {
+            crate::ResultsError::Io { path, source } => SweepFileError::Read { path, source },
+            crate::ResultsError::Format { path, message } => SweepFileError::Syntax {
+                origin: path,
+                message,
+            },
+            crate::ResultsError::Experiment(e) => e.into(),
+        }
+    }
 }
 
 /// The same error in the peers' and loadgen's words.
@@ -77,28 +91,6 @@ pub(crate) fn read_text(path: &Path) -> Result<String, SweepFileError> {
         path: path.display().to_string(),
         source,
     })
-}
-
-/// Reads `path` as JSON; an error names the field at fault.
-pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, SweepFileError> {
-    let origin = path.display().to_string();
-    let text = read_text(path)?;
-    let mut de = serde_json::Deserializer::from_str(&text);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| SweepFileError::Field {
-        origin,
-        field: e.path().to_string(),
-        message: first_line(&e.inner().to_string()),
-    })
-}
-
-/// The first line of `s`, trimmed.
-pub(crate) fn first_line(s: &str) -> String {
-    s.lines().next().unwrap_or_default().trim().to_string()
-}
-
-/// `DIR/points/<id>.json`.
-pub(crate) fn point_path(dir: &Path, id: &str) -> PathBuf {
-    dir.join("points").join(format!("{id}.json"))
 }
 
 /// Writes `value` as JSON to `path` whole: a temporary file, then a rename.

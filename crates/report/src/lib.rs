@@ -40,7 +40,7 @@ pub use table::{
     backends_used, grouped, metric_name, our_stats, param_text, rate_text, ratio_text, stat_names,
     stat_unit, unit, Cell, PaperTable, Row, Spread,
 };
-pub use verdicts::{claim_rows, ExperimentClaims};
+pub use verdicts::{pipeline_claims, singleip_claims, sweep_claims, ExperimentClaims};
 
 use connlab_lab::{PointResult, SweepDir};
 use export::{Page, Report};

@@ -1,13 +1,12 @@
 //! The rows each kind of results directory contributes to the `connlab
 //! reproduce` index: its title, how far it ran, and its tables and claims as
-//! [`ClaimRow`]s. One function per experiment kind, chosen by what the
-//! directory holds.
+//! [`ClaimRow`]s. One function per experiment kind; the kind's entry in the
+//! registry (`connlab-kinds`) picks it.
 
 use crate::claims::{check_claims, derived_tables, ClaimResult, Verdict};
 use crate::index::ClaimRow;
 use crate::table::{metric_name, Cell, PaperTable};
 use connlab_lab::{PipelineSweep, SingleIpSweep, SweepDir};
-use std::path::Path;
 
 /// What one results directory says on the index.
 #[derive(Clone, Debug, Default)]
@@ -26,59 +25,57 @@ pub struct ExperimentClaims {
     pub noise_floor: Option<String>,
 }
 
-/// Reads a results directory of any experiment kind and returns its index
-/// rows; the error says why the directory could not be read.
-pub fn claim_rows(dir: &Path) -> Result<ExperimentClaims, String> {
-    if dir.join("pipeline.json").exists() {
-        let sweep = PipelineSweep::open(dir).map_err(|e| e.to_string())?;
-        let (invalid_by_gate, invalid_points) =
-            invalid_of(sweep.runs.iter().map(|r| r.validity.as_ref()));
-        return Ok(ExperimentClaims {
-            title: sweep.experiment.title.clone(),
-            progress: format!("{} of {} runs", sweep.runs.len(), sweep.runs_total),
-            rows: pipeline_rows(&sweep),
-            invalid_by_gate,
-            invalid_points,
-            noise_floor: None,
-        });
+/// The index rows of a pipeline sweep.
+pub fn pipeline_claims(sweep: &PipelineSweep) -> ExperimentClaims {
+    let (invalid_by_gate, invalid_points) =
+        invalid_of(sweep.runs.iter().map(|r| r.validity.as_ref()));
+    ExperimentClaims {
+        title: sweep.experiment.title.clone(),
+        progress: format!("{} of {} runs", sweep.runs.len(), sweep.runs_total),
+        rows: pipeline_rows(sweep),
+        invalid_by_gate,
+        invalid_points,
+        noise_floor: None,
     }
-    if SingleIpSweep::is_singleip_dir(dir) {
-        let sweep = SingleIpSweep::open(dir).map_err(|e| e.to_string())?;
-        let (invalid_by_gate, invalid_points) =
-            invalid_of(sweep.points.iter().map(|r| r.validity.as_ref()));
-        return Ok(ExperimentClaims {
-            title: sweep.experiment.title.clone(),
-            progress: format!(
-                "{} of {} points",
-                sweep.points.len(),
-                sweep.info.points_total
-            ),
-            rows: singleip_rows(&sweep),
-            invalid_by_gate,
-            invalid_points,
-            noise_floor: None,
-        });
+}
+
+/// The index rows of a single-IP sweep.
+pub fn singleip_claims(sweep: &SingleIpSweep) -> ExperimentClaims {
+    let (invalid_by_gate, invalid_points) =
+        invalid_of(sweep.points.iter().map(|r| r.validity.as_ref()));
+    ExperimentClaims {
+        title: sweep.experiment.title.clone(),
+        progress: format!(
+            "{} of {} points",
+            sweep.points.len(),
+            sweep.info.points_total
+        ),
+        rows: singleip_rows(sweep),
+        invalid_by_gate,
+        invalid_points,
+        noise_floor: None,
     }
-    if !SweepDir::info_path(dir).exists() {
-        return Err(format!("{}: no results", dir.display()));
-    }
-    let sweep = SweepDir::open(dir).map_err(|e| e.to_string())?;
-    let table = PaperTable::of(&sweep);
+}
+
+/// The index rows of a locality or web sweep: the paper's table and derived
+/// tables beside ours, then each claim.
+pub fn sweep_claims(sweep: &SweepDir) -> ExperimentClaims {
+    let table = PaperTable::of(sweep);
     let mut rows = Vec::new();
     if sweep.experiment.paper.is_some() {
         let cells: Vec<&Cell> = table.rows.iter().flat_map(|r| r.cells.iter()).collect();
         rows.push(table_row(&table.table, metric_name(table.metric), &cells));
-        for d in derived_tables(&sweep, &table) {
+        for d in derived_tables(sweep, &table) {
             let cells: Vec<&Cell> = d.rows.iter().map(|r| &r.cell).collect();
             rows.push(table_row(&d.table, metric_name(d.metric), &cells));
         }
     }
-    rows.extend(check_claims(&sweep, &table).iter().map(claim_row));
+    rows.extend(check_claims(sweep, &table).iter().map(claim_row));
     let all: Vec<&connlab_lab::PointResult> =
         sweep.points.iter().chain(sweep.controls.iter()).collect();
     let checked: Vec<&connlab_lab::validity::Validity> =
         all.iter().filter_map(|p| p.validity.as_ref()).collect();
-    Ok(ExperimentClaims {
+    ExperimentClaims {
         title: sweep.info.title.clone(),
         progress: format!(
             "{} of {} points",
@@ -88,8 +85,8 @@ pub fn claim_rows(dir: &Path) -> Result<ExperimentClaims, String> {
         rows,
         invalid_by_gate: connlab_lab::validity::failures_by_gate(checked.iter().copied()),
         invalid_points: (checked.iter().filter(|v| !v.valid).count(), checked.len()),
-        noise_floor: crate::claims::noise(&sweep, table.metric, 0).map(|n| n.text()),
-    })
+        noise_floor: crate::claims::noise(sweep, table.metric, 0).map(|n| n.text()),
+    }
 }
 
 /// The invalid points (or runs) of a directory per gate, and how many of

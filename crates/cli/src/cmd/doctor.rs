@@ -10,8 +10,9 @@ use crate::cmd::run::{calibrate, with_run_defaults, RunArgs};
 use crate::Exit;
 use anyhow::{anyhow, Context};
 use clap::{Args, FromArgMatches as _};
+use connlab_kinds::{Here, Registry};
 use connlab_lab::validity::ValidityLimits;
-use connlab_lab::{AnyExperiment, Compare, Experiment, Suite, DEFAULT_SUITE};
+use connlab_lab::{Suite, DEFAULT_SUITE};
 use connlab_os::window::{WindowCpu, WindowSnapshot};
 use connlab_os::{Environment, Shutdown};
 use serde::Serialize;
@@ -210,17 +211,18 @@ pub(crate) fn run(args: DoctorArgs) -> Result<ExitCode, Exit> {
         .is_some_and(|c| c.valid_runs * 2 < c.runs);
     let mut experiments = Vec::new();
     println!("\n  experiments of {}:", args.suite.display());
+    let registry = Registry::builtin();
+    let here = Here {
+        environment: env.clone(),
+        nofile_hard: hard,
+        root,
+        programs: programs.clone(),
+        noise,
+        noisy: noisy_machine,
+        schedule_fails,
+    };
     for (_paper, path) in suite.experiment_paths() {
-        let a = assess(
-            &path,
-            &env,
-            hard,
-            root,
-            &programs,
-            noise,
-            noisy_machine,
-            schedule_fails,
-        );
+        let a = assess(&path, &registry, &here);
         println!("    {:<20} {}", a.experiment, a.outlook);
         for w in &a.why {
             println!("    {:<20}   {w}", "");
@@ -324,45 +326,17 @@ fn calibration(runs: usize, shutdown: &Shutdown) -> Result<Calibration, Exit> {
     })
 }
 
-/// The tightest margin of an experiment's claims, as a factor: how far
-/// (either way, relative) its results may move before a verdict turns. Two
-/// bounds leave the square root of their quotient; one bound and a stated
-/// paper value leave their quotient.
-fn tightest_margin(exp: &Experiment) -> Option<(f64, String)> {
-    let paper = exp.paper.as_ref()?;
-    paper
-        .claims
-        .iter()
-        .filter(|c| c.unmeasurable.is_none() && c.compare == Compare::Ratio)
-        .filter_map(|c| {
-            let m = match (c.expect_min, c.expect_max, c.paper_stated()) {
-                (Some(lo), Some(hi), _) if lo > 0.0 && hi > lo => (hi / lo).sqrt(),
-                (Some(lo), None, Some(p)) if lo > 0.0 && p > lo => p / lo,
-                (None, Some(hi), Some(p)) if p > 0.0 && hi > p => hi / p,
-                _ => return None,
-            };
-            Some((m, c.text.clone()))
-        })
-        .min_by(|a, b| a.0.total_cmp(&b.0))
-}
-
-/// Whether an experiment of the suite can run here and be judged.
-#[allow(clippy::too_many_arguments)]
-fn assess(
-    path: &std::path::Path,
-    env: &Environment,
-    nofile_hard: u64,
-    root: bool,
-    programs: &[(String, bool)],
-    noise: Option<f64>,
-    noisy_machine: bool,
-    schedule_fails: bool,
-) -> Assessment {
+/// Whether an experiment of the suite can run here and be judged: what its
+/// kind says of the machine `here`, and whether the machine is quiet.
+fn assess(path: &std::path::Path, registry: &Registry, here: &Here) -> Assessment {
     let name = connlab_lab::experiment_name(path);
     let exp = match std::fs::read_to_string(path)
         .map_err(|e| e.to_string())
         .and_then(|t| {
-            AnyExperiment::from_text(&t, &path.display().to_string()).map_err(|e| e.to_string())
+            let origin = path.display().to_string();
+            let kind = registry.kind_of(&t, &origin).map_err(|e| e.to_string())?;
+            let exp = kind.load(&t, &origin).map_err(|e| e.to_string())?;
+            Ok((kind.name().to_string(), exp))
         }) {
         Ok(e) => e,
         Err(e) => {
@@ -374,76 +348,14 @@ fn assess(
             }
         }
     };
-    let have = |p: &str| programs.iter().any(|(q, ok)| q == p && *ok);
-    let mut blockers = Vec::new();
-    let mut doubts = Vec::new();
-    let kind = exp.kind().name().to_string();
-    if matches!(kind.as_str(), "locality" | "web" | "singleip") && !root {
-        blockers.push("needs root for its network namespaces".to_string());
-    }
-    if let AnyExperiment::Locality(e) | AnyExperiment::Web(e) = &exp {
-        if e.web.is_some() && !have("nginx") {
-            blockers.push("needs nginx (apt-get install nginx)".into());
-        }
-        if e.server.engines.iter().any(|x| x.starts_with("haproxy")) && !have("haproxy") {
-            blockers.push("needs HAProxy (apt-get install haproxy)".into());
-        }
-        if let Err(err) = connlab_lab::run::check(&exp, false) {
-            blockers.push(err.to_string());
-        }
-        let max_conns = e
-            .plan(false)
-            .iter()
-            .map(|p| p.connections)
-            .max()
-            .unwrap_or(0);
-        if max_conns + 64 > nofile_hard {
-            blockers.push(format!(
-                "{max_conns} connections in one server process, over the open-files limit {nofile_hard}"
-            ));
-        }
-        let pinned = [e.server.cpu.as_ref(), e.client.cpu.as_ref()]
-            .iter()
-            .flatten()
-            .filter_map(|c| connlab_os::CpuList::parse(c.as_str()).ok())
-            .flat_map(|c| c.cpus().to_vec())
-            .max();
-        if pinned.is_some_and(|c| c >= env.cpu_count) {
-            blockers.push(format!(
-                "it pins CPU {} and this machine has {}",
-                pinned.unwrap_or(0),
-                env.cpu_count
-            ));
-        }
-        let shards = e.topology.client_hosts as usize;
-        if e.web.is_none() && env.cpu_count < shards + 2 {
-            doubts.push(format!(
-                "its {shards} client shards share {} CPU(s) with the kernel's network work ({} CPUs here; {} would give each its own)",
-                env.cpu_count.saturating_sub(1).max(1),
-                env.cpu_count,
-                shards + 2
-            ));
-        }
-        if let (Some(f), Some((m, text))) = (noise, tightest_margin(e)) {
-            if f >= m {
-                doubts.push(format!(
-                    "its tightest claim leaves ±{:.0} % before the verdict turns, and this machine's A/A noise is ±{:.0} % (\"{}\")",
-                    (m - 1.0) * 100.0,
-                    (f - 1.0) * 100.0,
-                    short(&text)
-                ));
-            }
-        }
-    }
-    if noisy_machine {
+    let (kind, exp) = exp;
+    let connlab_kinds::Assessment {
+        blockers,
+        mut doubts,
+    } = exp.assess(here);
+    if here.noisy {
         doubts.push(
             "the machine is not quiet now (steal or other processes over their limits)".into(),
-        );
-    }
-    if schedule_fails && matches!(kind.as_str(), "locality" | "web") {
-        doubts.push(
-            "most calibration runs failed their gates: points will need their retries and may stay invalid"
-                .into(),
         );
     }
     let (outlook, why) = if !blockers.is_empty() {
@@ -458,15 +370,5 @@ fn assess(
         kind,
         outlook,
         why,
-    }
-}
-
-/// The first 70 characters of a claim.
-fn short(text: &str) -> String {
-    let t: String = text.chars().take(70).collect();
-    if t.len() < text.len() {
-        format!("{t}...")
-    } else {
-        t
     }
 }

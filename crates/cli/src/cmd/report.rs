@@ -1,10 +1,10 @@
-//! `connlab report`: tables and plots from a sweep's results directory.
+//! `connlab report`: tables and plots from a sweep's results directory; the
+//! registry of kinds opens it and the kind renders it.
 
 use crate::Exit;
 use anyhow::{anyhow, Context};
 use clap::Args;
-use connlab_lab::SweepDir;
-use connlab_report::Format;
+use connlab_kinds::{Format, Registry, ReportOptions};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -39,38 +39,15 @@ pub(crate) struct ReportArgs {
     baseline: Vec<String>,
 }
 
-/// Renders the report.
+/// Renders the report of a results directory of any kind.
 pub(crate) fn run(args: ReportArgs) -> Result<ExitCode, Exit> {
-    if connlab_lab::SingleIpSweep::is_singleip_dir(&args.dir) {
-        return singleip_report(&args);
-    }
-    if connlab_lab::PeersDir::info_path(&args.dir).exists() {
-        return peers_report(&args);
-    }
-    if !args.baseline.is_empty() {
-        return Err(Exit::usage(anyhow!(
-            "--baseline: only for the results of a peers experiment (kind = \"peers\"); {} is not one",
-            args.dir.display()
-        )));
-    }
-    if connlab_lab::LoadgenDir::info_path(&args.dir).exists() {
-        let dir = connlab_lab::LoadgenDir::open(&args.dir).map_err(|e| Exit::usage(e.into()))?;
-        let text = connlab_report::render_loadgen(&dir, args.format).map_err(|e| anyhow!(e))?;
-        let html = (args.format == Format::Html).then(|| args.dir.join("report.html"));
-        write_output(args.output.clone().or(html), &text)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    if args.dir.join("pipeline.json").exists() {
-        return pipeline_report(&args);
-    }
-    if !SweepDir::info_path(&args.dir).exists() {
-        return Err(Exit::usage(anyhow!(
-            "{}: no sweep.json here; give the directory `connlab sweep --out DIR` wrote",
-            args.dir.display()
-        )));
-    }
-    let dir = SweepDir::open(&args.dir).map_err(|e| Exit::usage(e.into()))?;
-    let text = connlab_report::render(&dir, args.format).map_err(|e| anyhow!(e))?;
+    let options = ReportOptions {
+        baseline: args.baseline.clone(),
+    };
+    let results = Registry::builtin()
+        .open(&args.dir, &options)
+        .map_err(|e| Exit::usage(anyhow!(e)))?;
+    let text = results.render(args.format).map_err(|e| anyhow!(e))?;
     let output = args
         .output
         .clone()
@@ -80,10 +57,9 @@ pub(crate) fn run(args: ReportArgs) -> Result<ExitCode, Exit> {
             connlab_os::files::write_atomic(&path, &text)
                 .with_context(|| format!("writing {}", path.display()))?;
             eprintln!(
-                "connlab report: {} ({} of {} points) -> {}",
-                dir.info.name,
-                dir.points.len(),
-                dir.info.points_total,
+                "connlab report: {} ({}) -> {}",
+                results.name(),
+                results.done(),
                 path.display()
             );
         }
@@ -94,103 +70,5 @@ pub(crate) fn run(args: ReportArgs) -> Result<ExitCode, Exit> {
                 .context("writing the report to standard output")?;
         }
     }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The report of a pipeline sweep (`DIR/pipeline.json`).
-fn pipeline_report(args: &ReportArgs) -> Result<ExitCode, Exit> {
-    let sweep = connlab_lab::PipelineSweep::open(&args.dir).map_err(|e| Exit::usage(e.into()))?;
-    let text = connlab_report::render_pipeline(&sweep, args.format).map_err(|e| anyhow!(e))?;
-    let output = args
-        .output
-        .clone()
-        .or_else(|| (args.format == Format::Html).then(|| args.dir.join("report.html")));
-    write_output(output, &text)?;
-    if let Some(path) = &args.output {
-        eprintln!(
-            "connlab report: {} ({} of {} runs) -> {}",
-            sweep.experiment.name,
-            sweep.runs.len(),
-            sweep.runs_total,
-            path.display()
-        );
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The report of a single-IP sweep (`kind = "singleip"`).
-fn singleip_report(args: &ReportArgs) -> Result<ExitCode, Exit> {
-    let sweep = connlab_lab::SingleIpSweep::open(&args.dir).map_err(|e| Exit::usage(e.into()))?;
-    let text = connlab_report::render_singleip(&sweep, args.format).map_err(|e| anyhow!(e))?;
-    let output = args
-        .output
-        .clone()
-        .or_else(|| (args.format == Format::Html).then(|| args.dir.join("report.html")));
-    if let Some(path) = &output {
-        eprintln!(
-            "connlab report: {} ({} of {} points) -> {}",
-            sweep.experiment.name,
-            sweep.points.len(),
-            sweep.info.points_total,
-            path.display()
-        );
-    }
-    write_output(output, &text)?;
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Writes the report to `path`, or to standard output.
-fn write_output(path: Option<PathBuf>, text: &str) -> Result<(), Exit> {
-    match path {
-        Some(path) => connlab_os::files::write_atomic(&path, text)
-            .with_context(|| format!("writing {}", path.display()))?,
-        None => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes())
-                .and_then(|()| out.flush())
-                .context("writing the report to standard output")?;
-        }
-    }
-    Ok(())
-}
-
-/// The report of a peers sweep (`DIR/peers.json`).
-fn peers_report(args: &ReportArgs) -> Result<ExitCode, Exit> {
-    let mut dir = connlab_lab::PeersDir::open(&args.dir).map_err(|e| Exit::usage(e.into()))?;
-    if !args.baseline.is_empty() {
-        let exp = &dir.info.experiment;
-        if let Some(unknown) = args
-            .baseline
-            .iter()
-            .find(|b| exp.contender_named(b).is_none())
-        {
-            let names: Vec<&str> = exp.contender.iter().map(|c| c.name.as_str()).collect();
-            return Err(Exit::usage(anyhow!(
-                "--baseline {unknown:?}: no such contender in {} (contenders: {})",
-                args.dir.display(),
-                names.join(", ")
-            )));
-        }
-        // The A/A control was the file's first baseline: it stays the
-        // control (the plan's ids, and so the points not measured yet).
-        let control = exp.control_contender().unwrap_or("none").to_string();
-        dir.info.experiment.validity.control = Some(control);
-        dir.info.experiment.baseline = connlab_lab::Baseline::Many(args.baseline.clone());
-    }
-    let text = connlab_report::render_peers(&dir, args.format).map_err(|e| anyhow!(e))?;
-    let output = args
-        .output
-        .clone()
-        .or_else(|| (args.format == Format::Html).then(|| args.dir.join("report.html")));
-    if let Some(path) = &output {
-        eprintln!(
-            "connlab report: {} ({} of {} points) -> {}",
-            dir.info.experiment.name,
-            dir.points.len(),
-            dir.info.points_total,
-            path.display()
-        );
-    }
-    write_output(output, &text)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -7,6 +7,7 @@
 use crate::Exit;
 use anyhow::{anyhow, Context};
 use clap::Args;
+use connlab_kinds::{Registry, ReportOptions};
 use connlab_lab::{experiment_name, Suite, DEFAULT_SUITE};
 use connlab_report::{Format, Index, IndexExperiment, IndexPaper};
 use std::path::{Path, PathBuf};
@@ -91,6 +92,7 @@ pub(crate) fn run(args: ReproduceArgs) -> Result<ExitCode, Exit> {
     let mut failed = 0usize;
     let mut interrupted = false;
     let mut papers: Vec<IndexPaper> = Vec::new();
+    let registry = Registry::builtin();
     for (i, (paper, path)) in selected.iter().enumerate() {
         let name = experiment_name(path);
         let dir = out.join(&name);
@@ -145,8 +147,10 @@ pub(crate) fn run(args: ReproduceArgs) -> Result<ExitCode, Exit> {
                 }
             }
         }
-        let claims =
-            connlab_report::claim_rows(&dir).unwrap_or_else(|e| connlab_report::ExperimentClaims {
+        let claims = registry
+            .open(&dir, &ReportOptions::default())
+            .map(|r| r.claims())
+            .unwrap_or_else(|e| connlab_report::ExperimentClaims {
                 title: name.clone(),
                 progress: format!("no results ({e})"),
                 ..connlab_report::ExperimentClaims::default()

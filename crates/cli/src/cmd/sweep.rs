@@ -1,20 +1,20 @@
-//! `connlab sweep`: runs an experiment file. The file's kind (its `kind`
-//! tag) picks the runner; every kind's runner lives in `connlab_lab::run`.
-//! This file keeps the flags, the
-//! dry-run listing, the progress display, the summary and the exit codes:
-//! 0 done, 1 points failed, 2 bad input, 130 interrupted (resume by running
-//! the same command again).
+//! `connlab sweep`: runs an experiment file of any kind. The registry of
+//! kinds (`connlab_kinds::Registry`) reads the file; the kind plans, checks,
+//! lists, runs and words its ending (exit codes 0 done, 1 points failed, 2
+//! bad input, 130 interrupted: resume by running the same command again).
+//! This file keeps the flags, the progress display and the rounds added by
+//! `--max-repetitions`.
 
 use crate::cmd::load::raise_limit;
 use crate::Exit;
 use anyhow::{anyhow, Context};
 use clap::Args;
+use connlab_kinds::{duration_words as human, Lines, Listing, Registry, RunError};
 use connlab_lab::run as lab_run;
-use connlab_lab::{AnyExperiment, Experiment, ExperimentKind, PointParams, SweepDir};
 use connlab_os::Shutdown;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -119,66 +119,22 @@ pub(crate) fn run(args: SweepArgs) -> Result<ExitCode, Exit> {
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("reading {}", args.file.display()))
         .map_err(Exit::usage)?;
-    let kind = ExperimentKind::of_text(&text, &args.file.display().to_string())
+    let file = args.file.display().to_string();
+    let registry = Registry::builtin();
+    let exp = registry
+        .load(&text, &file)
         .map_err(|e| Exit::usage(e.into()))?;
-    match kind {
-        ExperimentKind::Suite => Err(Exit::usage(anyhow!(
-            "{}: a suite of experiment files (kind = \"suite\"); run it with `connlab reproduce --suite {}`",
-            args.file.display(),
-            args.file.display()
-        ))),
-        ExperimentKind::Locality
-        | ExperimentKind::Web
-        | ExperimentKind::Pipeline
-        | ExperimentKind::Singleip
-        | ExperimentKind::Peers
-        | ExperimentKind::Loadgen => run_in_lab(&args, text),
-    }
-}
-
-/// The claims of a locality or web results directory that cannot be judged
-/// here, each as `SOURCE: TEXT`.
-fn undecided_claims(dir: &Path) -> Result<Vec<String>, Exit> {
-    let sweep = SweepDir::open(dir).map_err(|e| Exit::from(anyhow!(e)))?;
-    let table = connlab_report::PaperTable::of(&sweep);
-    Ok(connlab_report::check_claims(&sweep, &table)
-        .iter()
-        .filter(|c| matches!(c.verdict, connlab_report::Verdict::CannotJudge(_)))
-        .map(|c| format!("{}: {}", c.source, short(&c.text)))
-        .collect())
-}
-
-/// The first 60 characters of a claim.
-fn short(text: &str) -> String {
-    let t: String = text.chars().take(60).collect();
-    if t.len() < text.len() {
-        format!("{t}...")
-    } else {
-        t
-    }
-}
-
-/// Runs a kind whose runner lives in `connlab_lab::run`: the CLI's part is
-/// the dry-run listing, the progress display, the summary and the exit code.
-fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
-    let exp = AnyExperiment::from_text(&text, &args.file.display().to_string())
-        .map_err(|e| Exit::usage(e.into()))?;
-    if args.profile && exp.kind() != ExperimentKind::Peers {
+    let traits = exp.traits();
+    if args.profile && !traits.profiles {
         return Err(Exit::usage(anyhow!(
-            "--profile: only for peers experiments (kind = \"peers\"); {} is not one",
-            args.file.display()
+            "--profile: only for peers experiments (kind = \"peers\"); {file} is not one"
         )));
     }
     let out = args.out.clone().unwrap_or_else(|| {
         let suffix = if args.quick { "-quick" } else { "" };
         PathBuf::from("results").join(format!("{}{suffix}", exp.name()))
     });
-    let points = match &exp {
-        AnyExperiment::Locality(e) | AnyExperiment::Web(e) => Some(e),
-        _ => None,
-    };
-    let loadgen = exp.kind() == ExperimentKind::Loadgen;
-    let out = if points.is_some() || loadgen {
+    let out = if traits.children {
         // Children (nginx above all) resolve relative paths against their
         // own directories, so every path handed to them starts absolute.
         std::path::absolute(&out)
@@ -187,25 +143,18 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
     } else {
         out
     };
+    let in_file = |e: RunError| Exit::usage(anyhow!("{file}: {e}"));
+    // What --dry-run can know of the machine too: a CPU it does not have.
+    lab_run::check_pinned_cpus(&exp.pinned_cpus()).map_err(in_file)?;
     if args.dry_run {
-        // What --dry-run can know of the machine: a CPU it does not have.
-        lab_run::check_pinned_cpus(&exp)
-            .map_err(|e| Exit::usage(anyhow!("{}: {e}", args.file.display())))?;
-        match points {
-            Some(e) => print_plan(e, &e.plan(args.quick), &out)?,
-            None if matches!(exp.kind(), ExperimentKind::Peers | ExperimentKind::Loadgen) => {
-                print_runs(&exp, args.quick, args.profile, &out);
-            }
-            None => {
-                lab_run::check(&exp, args.quick).map_err(|e| Exit::usage(anyhow!(e)))?;
-                print_runs(&exp, args.quick, args.profile, &out);
-            }
-        }
+        let listing = exp
+            .listing(args.quick, args.profile, &out)
+            .map_err(in_file)?;
+        print_listing(&listing)?;
         return Ok(ExitCode::SUCCESS);
     }
-    lab_run::check(&exp, args.quick)
-        .map_err(|e| Exit::usage(anyhow!("{}: {e}", args.file.display())))?;
-    if points.is_some() || matches!(exp.kind(), ExperimentKind::Peers | ExperimentKind::Loadgen) {
+    exp.check(args.quick).map_err(in_file)?;
+    if traits.children {
         raise_limit();
     }
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
@@ -222,30 +171,26 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
         repetitions: None,
     };
     let started = Instant::now();
-    let singleip = exp.kind() == ExperimentKind::Singleip;
     let mut progress = CliProgress {
-        style: match exp.kind() {
-            ExperimentKind::Locality | ExperimentKind::Web => Lines::Points,
-            ExperimentKind::Singleip => Lines::Results,
-            _ => Lines::Runs,
-        },
+        style: traits.lines,
         ..CliProgress::default()
     };
     let run_sweep = |req: &lab_run::SweepRequest, progress: &mut CliProgress| {
-        lab_run::sweep(&exp, req, progress, &shutdown).map_err(|e| match e {
-            lab_run::RunError::Failed(_) => Exit::from(anyhow!(e)),
-            _ => Exit::usage(anyhow!(e)),
+        exp.run(req, progress, &shutdown).map_err(|e| match e {
+            RunError::Failed(_) => Exit::from(anyhow!(e)),
+            RunError::Input(_) => Exit::usage(anyhow!(e)),
         })
     };
     let mut outcome = run_sweep(&req, &mut progress)?;
-    if let (Some(max), Some(e)) = (args.max_repetitions, points) {
+    if let (Some(max), Some(mut rounds)) = (args.max_repetitions, exp.rounds(args.quick)) {
         let mut req = req.clone();
-        let mut rounds = e.repetitions(args.quick);
         loop {
             if outcome.interrupted || shutdown.requested() {
                 break;
             }
-            let undecided = undecided_claims(&outcome.out)?;
+            let undecided = exp
+                .undecided(&outcome.out)
+                .map_err(|e| Exit::from(anyhow!(e)))?;
             if undecided.is_empty() {
                 eprintln!("connlab sweep: every claim decided after {rounds} rounds");
                 break;
@@ -276,184 +221,34 @@ fn run_in_lab(args: &SweepArgs, text: String) -> Result<ExitCode, Exit> {
             outcome = lab_run::SweepOutcome { failed, ..next };
         }
     }
-    let o = &outcome;
-    if singleip && o.kept == o.total && o.failed.is_empty() && !o.interrupted {
-        // Nothing was left to run.
-        eprintln!("next: connlab report {} -o report.html", o.out.display());
-        return Ok(ExitCode::SUCCESS);
+    let ending = exp.ending(&outcome, started.elapsed());
+    for line in &ending.lines {
+        eprintln!("{line}");
     }
-    if points.is_some() || singleip {
-        eprintln!(
-            "connlab sweep: {} of {} points done ({} measured now, {} kept), {} failed; results in {}",
-            o.kept + o.measured,
-            o.total,
-            o.measured,
-            o.kept,
-            o.failed.len(),
-            o.out.display()
-        );
-        for w in &o.warnings {
-            eprintln!("connlab sweep: warning: {w}");
-        }
-        for id in o.failed.iter().filter(|_| !singleip) {
-            eprintln!(
-                "  failed: {id} (see {})",
-                SweepDir::log_dir(&o.out, id).display()
-            );
-        }
-        if o.interrupted {
-            eprintln!(
-                "connlab sweep: interrupted; run the same command again to resume ({} points left)",
-                o.total - o.kept - o.measured
-            );
-            return Ok(ExitCode::from(130));
-        }
-        eprintln!("next: connlab report {} -o report.html", o.out.display());
-        return Ok(if o.failed.is_empty() {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(1)
-        });
-    }
-    let (unit, bad) = match exp.kind() {
-        ExperimentKind::Peers => ("points", "failed or with errors"),
-        ExperimentKind::Loadgen => ("points", "failed"),
-        _ => ("runs", "failed or unverified"),
-    };
-    eprintln!(
-        "connlab sweep: {} of {} {unit} done in {:.0} s, {} {bad}; results in {}",
-        o.kept + o.measured,
-        o.total,
-        started.elapsed().as_secs_f64(),
-        o.failed.len(),
-        o.out.display()
-    );
-    for w in &o.warnings {
-        eprintln!("connlab sweep: warning: {w}");
-    }
-    if loadgen && o.interrupted {
-        eprintln!("connlab sweep: interrupted; run the same command again to resume");
-        return Ok(ExitCode::from(130));
-    }
-    eprintln!("next: connlab report {} -o report.html", o.out.display());
-    if o.interrupted {
-        return Ok(ExitCode::from(130));
-    }
-    if !o.failed.is_empty() {
-        let what = match exp.kind() {
-            ExperimentKind::Peers => "points failed or had errors",
-            ExperimentKind::Loadgen => "points failed",
-            _ => "runs failed or unverified",
-        };
-        return Err(anyhow!("{what}: {}", o.failed.join(", ")).into());
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Lists a pipeline, single-IP, peers or loadgen plan on stdout; a closed
-/// pipe (`| head`) ends it quietly. A peers plan ends with its profile runs
-/// when the file or `--profile` asks for them.
-fn print_runs(exp: &AnyExperiment, quick: bool, profile: bool, out: &Path) {
-    use std::io::Write as _;
-    let mut ids = lab_run::plan(exp, quick);
-    let mut stdout = std::io::stdout().lock();
-    let _ = match exp {
-        AnyExperiment::Singleip(e) => writeln!(
-            stdout,
-            "{}: {} points (results in {})",
-            e.name,
-            ids.len(),
-            out.display()
-        ),
-        AnyExperiment::Peers(e) => {
-            let duration = e.duration(quick).as_secs_f64();
-            let points = ids.len();
-            let profiles: Vec<String> = if e.profile || profile {
-                e.profile_plan(quick)
-                    .iter()
-                    .map(|p| format!("profile {}", p.profile_id()))
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            let and_profiles = match profiles.len() {
-                0 => String::new(),
-                n => format!(" and {n} unmeasured profile runs"),
-            };
-            let runs = points + profiles.len();
-            ids.extend(profiles);
-            writeln!(
-                stdout,
-                "{}: {points} points{and_profiles} of {duration:.0} s each, about {:.0} s in all (results in {})",
-                e.name,
-                runs as f64 * (duration + 1.5),
-                out.display()
-            )
-        }
-        AnyExperiment::Loadgen(e) => {
-            let total: f64 = e
-                .plan(quick)
-                .iter()
-                .map(|p| lab_run::loadgen_estimate(e, p, quick).as_secs_f64())
-                .sum();
-            writeln!(
-                stdout,
-                "{}: {} points of {:.0} s measured each, about {total:.0} s in all (results in {})",
-                e.name,
-                ids.len(),
-                e.duration(quick).as_secs_f64(),
-                out.display()
-            )
-        }
-        _ => writeln!(
-            stdout,
-            "{}: {} runs of the layer-parallel pipeline (results in {})",
-            exp.name(),
-            ids.len(),
-            out.display()
-        ),
-    };
-    for id in &ids {
-        if writeln!(stdout, "  {id}").is_err() {
-            break;
-        }
+    match ending.error {
+        Some(e) => Err(anyhow!(e).into()),
+        None => Ok(ExitCode::from(ending.code)),
     }
 }
 
-/// Lists the plan on stdout; a closed pipe (`| head`) ends the listing quietly.
-fn print_plan(exp: &Experiment, plan: &[PointParams], out: &Path) -> anyhow::Result<()> {
+/// Prints a dry-run listing on stdout; a closed pipe (`| head`) ends it
+/// quietly.
+fn print_listing(listing: &Listing) -> Result<(), Exit> {
     use std::io::Write;
-    let total: Duration = plan.iter().map(|p| lab_run::estimate(exp, p)).sum();
     let mut stdout = std::io::stdout().lock();
-    let written = writeln!(
-        stdout,
-        "{}: {} points, about {} (results in {})",
-        exp.name,
-        plan.len(),
-        human(total),
-        out.display()
-    )
-    .and_then(|()| {
-        plan.iter()
-            .try_for_each(|p| writeln!(stdout, "  {}", p.id()))
-    })
-    .and_then(|()| stdout.flush());
+    let written = writeln!(stdout, "{}", listing.head)
+        .and_then(|()| {
+            listing
+                .ids
+                .iter()
+                .try_for_each(|id| writeln!(stdout, "  {id}"))
+        })
+        .and_then(|()| stdout.flush());
     match written {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(anyhow!(e).context("writing the plan"))
+            Err(anyhow!(e).context("writing the plan").into())
         }
         _ => Ok(()),
-    }
-}
-
-fn human(d: Duration) -> String {
-    let s = d.as_secs();
-    if s >= 3600 {
-        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
-    } else if s >= 60 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else {
-        format!("{s}s")
     }
 }
 
@@ -465,18 +260,6 @@ struct CliProgress {
     style: Lines,
     total: usize,
     done: usize,
-}
-
-/// The lines a kind prints per point when standard error is no terminal.
-#[derive(Clone, Copy, Default, PartialEq, Eq)]
-enum Lines {
-    /// `[i/n] id ... what` (pipeline, peers, loadgen).
-    #[default]
-    Runs,
-    /// `[i/n] id  (eta ...)`, then `  id: what (t s)` (locality, web).
-    Points,
-    /// `[i/n] id: what` when a point ends (single-IP: points run in groups).
-    Results,
 }
 
 impl lab_run::Progress for CliProgress {

@@ -3,7 +3,7 @@
 
 use super::experiment::{LoadgenExperiment, LoadgenParams};
 use super::LoadgenError;
-use crate::sweep_file::{self, read_json};
+use crate::sweep_file;
 use crate::validity::{Fingerprint, Validity, WindowCpu};
 use connlab_loadgen::LoadResult;
 use connlab_measure::{DeviationSummary, Summary};
@@ -156,19 +156,24 @@ pub struct LoadgenDir {
 }
 
 impl LoadgenDir {
+    /// The directory's layout (see [`ResultsDir`](crate::ResultsDir)).
+    pub fn layout(dir: &Path) -> crate::ResultsDir {
+        crate::ResultsDir::new(dir, "loadgen.json")
+    }
+
     /// `DIR/loadgen.json`.
     pub fn info_path(dir: &Path) -> PathBuf {
-        dir.join("loadgen.json")
+        Self::layout(dir).info_path()
     }
 
     /// `DIR/points/<id>.json`.
     pub fn point_path(dir: &Path, id: &str) -> PathBuf {
-        sweep_file::point_path(dir, id)
+        Self::layout(dir).point_path(id)
     }
 
     /// `DIR/logs/<id>/`.
     pub fn log_dir(dir: &Path, id: &str) -> PathBuf {
-        dir.join("logs").join(id)
+        Self::layout(dir).log_dir(id)
     }
 
     /// Writes `value` as JSON to `path` whole: a temporary file, then a rename.
@@ -178,27 +183,25 @@ impl LoadgenDir {
 
     /// Reads `loadgen.json`.
     pub fn read_info(dir: &Path) -> Result<LoadgenInfo, LoadgenError> {
-        read_json(&LoadgenDir::info_path(dir))
+        Ok(Self::layout(dir).read_info()?)
     }
 
     /// Reads one point file.
     pub fn read_point(path: &Path) -> Result<LoadgenPoint, LoadgenError> {
-        read_json(path)
+        Ok(crate::results::read_json(path)?)
     }
 
-    /// Reads a results directory; points not in the plan are left out.
+    /// Reads a results directory; points not in the plan, or measured with
+    /// other parameters, are left out.
     pub fn open(dir: &Path) -> Result<LoadgenDir, LoadgenError> {
         let info = LoadgenDir::read_info(dir)?;
-        let mut points = Vec::new();
-        for p in info.experiment.plan(info.quick) {
-            let path = LoadgenDir::point_path(dir, &p.id());
-            if path.exists() {
-                let point = LoadgenDir::read_point(&path)?;
-                if point.params == p {
-                    points.push(point);
-                }
-            }
-        }
+        let plan = info.experiment.plan(info.quick);
+        let points: Vec<LoadgenPoint> =
+            Self::layout(dir).read_points(plan.iter().map(|p| p.id()))?;
+        let points = points
+            .into_iter()
+            .filter(|point| plan.contains(&point.params))
+            .collect();
         Ok(LoadgenDir { info, points })
     }
 }

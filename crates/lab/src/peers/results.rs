@@ -2,7 +2,7 @@
 
 use super::experiment::{PeerParams, PeersExperiment, Role};
 use super::PeersError;
-use crate::sweep_file::{self, read_json};
+use crate::sweep_file;
 use crate::validity::{Fingerprint, Validity, WindowCpu};
 use connlab_os::Environment;
 use serde::{Deserialize, Serialize};
@@ -111,14 +111,19 @@ impl PeersDir {
         self.points.iter().filter(|p| p.params.control)
     }
 
+    /// The directory's layout (see [`ResultsDir`](crate::ResultsDir)).
+    pub fn layout(dir: &Path) -> crate::ResultsDir {
+        crate::ResultsDir::new(dir, "peers.json")
+    }
+
     /// `DIR/peers.json`.
     pub fn info_path(dir: &Path) -> PathBuf {
-        dir.join("peers.json")
+        Self::layout(dir).info_path()
     }
 
     /// `DIR/points/<id>.json`.
     pub fn point_path(dir: &Path, id: &str) -> PathBuf {
-        sweep_file::point_path(dir, id)
+        Self::layout(dir).point_path(id)
     }
 
     /// Writes `value` as JSON to `path` whole: a temporary file, then a rename.
@@ -128,16 +133,9 @@ impl PeersDir {
 
     /// Reads a results directory; points not in the plan are left out.
     pub fn open(dir: &Path) -> Result<PeersDir, PeersError> {
-        let info: PeersInfo = read_json(&PeersDir::info_path(dir))?;
-        let plan = info.experiment.plan(info.quick);
-        let mut points = Vec::new();
-        for p in &plan {
-            let path = PeersDir::point_path(dir, &p.id());
-            if path.exists() {
-                let point: PeerPoint = read_json(&path)?;
-                points.push(point);
-            }
-        }
+        let layout = Self::layout(dir);
+        let info: PeersInfo = layout.read_info()?;
+        let points = layout.read_points(info.experiment.plan(info.quick).iter().map(|p| p.id()))?;
         Ok(PeersDir { info, points })
     }
 }

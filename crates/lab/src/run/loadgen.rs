@@ -149,15 +149,6 @@ fn prepare_dir(
     quick: bool,
     fresh: bool,
 ) -> Result<Option<LoadgenInfo>, RunError> {
-    if fresh {
-        for sub in ["points", "logs"] {
-            let dir = out.join(sub);
-            if dir.exists() {
-                std::fs::remove_dir_all(&dir)
-                    .with_context(|| format!("removing {}", dir.display()))?;
-            }
-        }
-    }
     let mut earlier = None;
     if !fresh && LoadgenDir::info_path(out).exists() {
         let old = LoadgenDir::read_info(out).map_err(|e| {
@@ -180,10 +171,9 @@ fn prepare_dir(
         }
         earlier = Some(old);
     }
-    let points = out.join("points");
-    std::fs::create_dir_all(&points).with_context(|| format!("creating {}", points.display()))?;
-    connlab_os::files::write_atomic(out.join("experiment.toml"), text)
-        .with_context(|| format!("writing {}/experiment.toml", out.display()))?;
+    LoadgenDir::layout(out)
+        .prepare(text, fresh, &[])
+        .map_err(|e| RunError::Failed(e.to_string()))?;
     Ok(earlier)
 }
 

@@ -4,12 +4,13 @@
 //! maps a [`SweepOutcome`] or [`RunError`] to its exit code; nothing here
 //! prints.
 //!
-//! One runner per kind: `locality.rs` with `web.rs` (child processes in
-//! network namespaces), `pipeline.rs` (in this process), `singleip.rs`
-//! (namespaces and the user-space link emulator), `peers.rs` and
-//! `loadgen.rs` (processes on loopback); `child.rs` starts, signals and
-//! stops child processes. A suite is no sweep: [`sweep`] answers
-//! [`RunError::NotHere`] for it.
+//! One runner per kind, each behind a public `sweep_<kind>` entry point that
+//! the kind's registry entry (`connlab-kinds`) calls: `locality.rs` with
+//! `web.rs` (child processes in network namespaces), `pipeline.rs` (in this
+//! process), `singleip/` (namespaces and the user-space link emulator),
+//! `peers/` and `loadgen.rs` (processes on loopback); `child.rs` starts,
+//! signals and stops child processes. [`guarded`] is what every sweep does
+//! around its runner.
 
 pub mod child;
 mod loadgen;
@@ -23,7 +24,9 @@ pub(crate) mod window;
 pub use loadgen::estimate as loadgen_estimate;
 pub use locality::estimate;
 
-use crate::{AnyExperiment, ExperimentKind};
+use crate::{
+    Experiment, LoadgenExperiment, PeersExperiment, PipelineExperiment, SingleIpExperiment,
+};
 use connlab_os::Shutdown;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -94,9 +97,6 @@ pub enum RunError {
     /// Running failed outside any one point (exit 1 in the CLI).
     #[error("{0}")]
     Failed(String),
-    /// This kind is not a sweep (a suite: `connlab reproduce` runs it).
-    #[error("a {0} file is not a sweep")]
-    NotHere(ExperimentKind),
 }
 
 impl From<anyhow::Error> for RunError {
@@ -121,82 +121,15 @@ pub trait Progress {
     fn end(&mut self);
 }
 
-/// The points of an experiment's plan, by id, in run order.
-pub fn plan(exp: &AnyExperiment, quick: bool) -> Vec<String> {
-    match exp {
-        AnyExperiment::Locality(e) | AnyExperiment::Web(e) => {
-            e.plan(quick).iter().map(crate::PointParams::id).collect()
-        }
-        AnyExperiment::Pipeline(e) => e.plan(quick).iter().map(|p| p.id()).collect(),
-        AnyExperiment::Singleip(e) => e.plan(quick).iter().map(|p| p.id()).collect(),
-        AnyExperiment::Peers(e) => e.plan(quick).iter().map(crate::PeerParams::id).collect(),
-        AnyExperiment::Loadgen(e) => e.plan(quick).iter().map(|p| p.id()).collect(),
-        AnyExperiment::Suite(_) => Vec::new(),
-    }
-}
-
-/// Checks what parsing cannot: that every point of the plan can be set up
-/// (a pipeline run's configuration). `connlab sweep --dry-run` calls it too.
-pub fn check(exp: &AnyExperiment, quick: bool) -> Result<(), RunError> {
-    check_pinned_cpus(exp)?;
-    if let AnyExperiment::Locality(e) | AnyExperiment::Web(e) = exp {
-        locality::check_descriptors(e, &e.plan(quick))?;
-    }
-    if let AnyExperiment::Pipeline(e) = exp {
-        for p in &e.plan(quick) {
-            pipeline::run_config(e, p).map_err(RunError::Input)?;
-        }
-    }
-    Ok(())
-}
-
-/// Every CPU the file pins a process to, with the field naming it.
-fn pinned_cpus(exp: &AnyExperiment) -> Vec<(&'static str, usize)> {
-    let list = |field: &'static str, text: Option<&str>| -> Vec<(&'static str, usize)> {
-        text.and_then(|t| connlab_os::CpuList::parse(t).ok())
-            .map(|l| l.cpus().iter().map(|&c| (field, c)).collect())
-            .unwrap_or_default()
-    };
-    let one = |field: &'static str, cpu: Option<usize>| cpu.map(|c| (field, c));
-    match exp {
-        AnyExperiment::Locality(e) | AnyExperiment::Web(e) => {
-            let mut v = list("server.cpu", e.server.cpu.as_deref());
-            v.extend(list("client.cpu", e.client.cpu.as_deref()));
-            v
-        }
-        AnyExperiment::Loadgen(e) => [
-            one("placement.server_cpu", e.placement.server_cpu),
-            one("placement.writer_cpu", e.placement.writer_cpu),
-            one("placement.reader_cpu", e.placement.reader_cpu),
-        ]
-        .into_iter()
-        .flatten()
-        .collect(),
-        AnyExperiment::Peers(e) => [
-            one("placement.server_cpu", e.placement.server_cpu),
-            one("placement.gateway_cpu", e.placement.gateway_cpu),
-            one("placement.client_cpu", e.placement.client_cpu),
-        ]
-        .into_iter()
-        .flatten()
-        .collect(),
-        AnyExperiment::Singleip(e) => vec![
-            ("placement.client_cpu", e.placement.client_cpu as usize),
-            ("placement.front_cpu", e.placement.front_cpu as usize),
-        ],
-        AnyExperiment::Pipeline(_) | AnyExperiment::Suite(_) => Vec::new(),
-    }
-}
-
 /// Refuses a file that pins a process to a CPU this machine does not offer
 /// (`server_cpu = 7` on two CPUs passed `--dry-run`, then failed every
-/// point: issue 29).
-pub fn check_pinned_cpus(exp: &AnyExperiment) -> Result<(), RunError> {
+/// point: issue 29). `pins` lists each pinned CPU with the field naming it.
+pub fn check_pinned_cpus(pins: &[(&'static str, usize)]) -> Result<(), RunError> {
     let Ok(allowed) = connlab_os::current_affinity() else {
         return Ok(());
     };
-    for (field, cpu) in pinned_cpus(exp) {
-        if !allowed.cpus().contains(&cpu) {
+    for (field, cpu) in pins {
+        if !allowed.cpus().contains(cpu) {
             return Err(RunError::Input(format!(
                 "{field}: CPU {cpu} is not one this process may run on here (CPUs {allowed}); \
                  pin to one of those"
@@ -206,24 +139,104 @@ pub fn check_pinned_cpus(exp: &AnyExperiment) -> Result<(), RunError> {
     Ok(())
 }
 
-/// Runs an experiment's sweep into `req.out`, resuming what an earlier
-/// sweep of the same experiment finished there.
-pub fn sweep(
-    exp: &AnyExperiment,
+/// The CPUs named by a CPU-list field (`"0,1"`, `"0-3"`), each with the
+/// field's name, for [`check_pinned_cpus`]; an unreadable list names none
+/// (parsing reported it).
+pub fn listed_cpus(field: &'static str, text: Option<&str>) -> Vec<(&'static str, usize)> {
+    text.and_then(|t| connlab_os::CpuList::parse(t).ok())
+        .map(|l| l.cpus().iter().map(|&c| (field, c)).collect())
+        .unwrap_or_default()
+}
+
+/// Checks what parsing cannot for a locality or web file: the descriptors
+/// its largest point needs. `connlab sweep --dry-run` calls it too.
+pub fn check_locality(exp: &Experiment, quick: bool) -> Result<(), RunError> {
+    locality::check_descriptors(exp, &exp.plan(quick))
+}
+
+/// Checks what parsing cannot for a pipeline file: that every run of the
+/// plan can be set up.
+pub fn check_pipeline(exp: &PipelineExperiment, quick: bool) -> Result<(), RunError> {
+    for p in &exp.plan(quick) {
+        pipeline::run_config(exp, p).map_err(RunError::Input)?;
+    }
+    Ok(())
+}
+
+/// Runs a locality or web sweep (see [`guarded`]).
+pub fn sweep_locality(
+    exp: &Experiment,
     req: &SweepRequest,
     progress: &mut dyn Progress,
     shutdown: &Shutdown,
 ) -> Result<SweepOutcome, RunError> {
+    guarded(req, Some(exp.validity.keep_awake), progress, |p| {
+        locality::sweep(exp, req, p, shutdown)
+    })
+}
+
+/// Runs a pipeline sweep (in this process).
+pub fn sweep_pipeline(
+    exp: &PipelineExperiment,
+    req: &SweepRequest,
+    progress: &mut dyn Progress,
+    shutdown: &Shutdown,
+) -> Result<SweepOutcome, RunError> {
+    guarded(req, None, progress, |p| {
+        pipeline::sweep(exp, req, p, shutdown)
+    })
+}
+
+/// Runs a single-IP sweep.
+pub fn sweep_singleip(
+    exp: &SingleIpExperiment,
+    req: &SweepRequest,
+    progress: &mut dyn Progress,
+    shutdown: &Shutdown,
+) -> Result<SweepOutcome, RunError> {
+    guarded(req, None, progress, |p| {
+        singleip::sweep(exp, req, p, shutdown)
+    })
+}
+
+/// Runs a peers sweep, its results directory made absolute.
+pub fn sweep_peers(
+    exp: &PeersExperiment,
+    req: &SweepRequest,
+    progress: &mut dyn Progress,
+    shutdown: &Shutdown,
+) -> Result<SweepOutcome, RunError> {
+    let req = with_absolute_out(req)?;
+    guarded(&req, Some(exp.validity.keep_awake), progress, |p| {
+        peers::sweep(exp, &req, p, shutdown)
+    })
+}
+
+/// Runs a loadgen sweep.
+pub fn sweep_loadgen(
+    exp: &LoadgenExperiment,
+    req: &SweepRequest,
+    progress: &mut dyn Progress,
+    shutdown: &Shutdown,
+) -> Result<SweepOutcome, RunError> {
+    guarded(req, Some(exp.validity.keep_awake), progress, |p| {
+        loadgen::sweep(exp, req, p, shutdown)
+    })
+}
+
+/// What every sweep does around its kind's runner: refuses a results
+/// directory of another experiment, and keeps the CPUs from halting with
+/// idle-priority spinners while the processes measured wait for work
+/// (`keep_awake`: the file's mode, `None` for kinds that measure no
+/// waiting process; docs/statistics.md).
+pub fn guarded(
+    req: &SweepRequest,
+    keep_awake: Option<connlab_os::awake::KeepAwakeMode>,
+    progress: &mut dyn Progress,
+    runner: impl FnOnce(&mut dyn Progress) -> Result<SweepOutcome, RunError>,
+) -> Result<SweepOutcome, RunError> {
     refuse_foreign_results(&req.out, &req.text, req.fresh)?;
-    // Idle-priority spinners keep the CPUs from halting while the
-    // processes measured wait for work (docs/statistics.md).
-    let mode = match exp {
-        AnyExperiment::Locality(e) | AnyExperiment::Web(e) => Some(e.validity.keep_awake),
-        AnyExperiment::Loadgen(e) => Some(e.validity.keep_awake),
-        AnyExperiment::Peers(e) => Some(e.validity.keep_awake),
-        _ => None,
-    };
-    let awake = match mode {
+    let awake = match keep_awake {
         Some(m) => window::keep_awake(m)?,
         None => None,
     };
@@ -237,16 +250,7 @@ pub fn sweep(
                 .join(",")
         ));
     }
-    match exp {
-        AnyExperiment::Locality(e) | AnyExperiment::Web(e) => {
-            locality::sweep(e, req, progress, shutdown)
-        }
-        AnyExperiment::Pipeline(e) => pipeline::sweep(e, req, progress, shutdown),
-        AnyExperiment::Peers(e) => peers::sweep(e, &with_absolute_out(req)?, progress, shutdown),
-        AnyExperiment::Singleip(e) => singleip::sweep(e, req, progress, shutdown),
-        AnyExperiment::Loadgen(e) => loadgen::sweep(e, req, progress, shutdown),
-        AnyExperiment::Suite(_) => Err(RunError::NotHere(ExperimentKind::Suite)),
-    }
+    runner(progress)
 }
 
 /// Refuses a results directory whose `experiment.toml` is another
@@ -651,7 +655,7 @@ attempts = 1
 
     #[test]
     fn a_pipeline_sweep_reports_progress_and_resumes() {
-        let exp = AnyExperiment::from_text(TINY, "tiny.toml").unwrap();
+        let exp = PipelineExperiment::from_toml(TINY, "tiny.toml").unwrap();
         let out = scratch("pipeline");
         let req = SweepRequest {
             text: TINY.into(),
@@ -665,11 +669,11 @@ attempts = 1
             ci_max_duration: None,
             repetitions: None,
         };
-        let ids = plan(&exp, false);
+        let ids: Vec<String> = exp.plan(false).iter().map(|p| p.id()).collect();
         assert_eq!(ids.len(), 2);
         let shutdown = Shutdown::new().unwrap();
         let mut rec = Record::default();
-        let o = sweep(&exp, &req, &mut rec, &shutdown).unwrap();
+        let o = sweep_pipeline(&exp, &req, &mut rec, &shutdown).unwrap();
         assert_eq!((o.total, o.kept, o.measured), (2, 0, 2), "{o:?}");
         assert!(o.failed.is_empty() && !o.interrupted, "{o:?}");
         assert_eq!(rec.begun, Some((2, 0)));
@@ -712,7 +716,7 @@ attempts = 1
             ..req
         };
         let mut rec = Record::default();
-        let o = sweep(&exp, &req, &mut rec, &shutdown).unwrap();
+        let o = sweep_pipeline(&exp, &req, &mut rec, &shutdown).unwrap();
         assert_eq!((o.kept, o.measured), (2, 0), "{o:?}");
         assert!(rec.started.is_empty());
         assert!(
@@ -732,7 +736,7 @@ attempts = 1
         );
 
         // The other way round: --quick on a full sweep's directory is refused.
-        let err = sweep(
+        let err = sweep_pipeline(
             &exp,
             &SweepRequest { quick: true, ..req },
             &mut rec,
@@ -841,35 +845,5 @@ attempts = 1
         let abs = with_absolute_out(&req).unwrap();
         assert!(abs.out.is_absolute(), "{}", abs.out.display());
         assert!(abs.out.ends_with("results/peers"));
-    }
-
-    #[test]
-    fn a_suite_is_no_sweep() {
-        let text = "kind = \"suite\"\nname = \"s\"\ntitle = \"S\"\n[[paper]]\nid = \"a\"\ntitle = \"A\"\nsource = \"x\"\nexperiments = [\"a.toml\"]\n";
-        let exp = AnyExperiment::from_text(text, "s.toml").unwrap();
-        let req = SweepRequest {
-            text: text.into(),
-            out: scratch("suite"),
-            quick: false,
-            fresh: false,
-            profile: false,
-            connlab: PathBuf::from("connlab"),
-            attempts: None,
-            ci_target: None,
-            ci_max_duration: None,
-            repetitions: None,
-        };
-        let err = sweep(
-            &exp,
-            &req,
-            &mut Record::default(),
-            &Shutdown::new().unwrap(),
-        )
-        .unwrap_err();
-        assert!(
-            matches!(err, RunError::NotHere(ExperimentKind::Suite)),
-            "{err}"
-        );
-        assert!(plan(&exp, false).is_empty());
     }
 }

@@ -207,7 +207,7 @@ pub(super) fn sweep(
 ) -> Result<SweepOutcome, RunError> {
     let (out, quick) = (&req.out, req.quick);
     let plan = exp.plan(quick);
-    super::check(&crate::AnyExperiment::Pipeline(exp.clone()), quick)?;
+    super::check_pipeline(exp, quick)?;
     create_dir(out)?;
     let earlier = if req.fresh {
         None

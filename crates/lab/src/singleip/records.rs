@@ -8,6 +8,7 @@ use super::experiment::{
 use super::values::bytes_label;
 use super::{SINGLEIP_POINT_SCHEMA, SINGLEIP_SWEEP_SCHEMA};
 use crate::experiment::ExperimentError;
+use crate::results_dir::check_schema;
 use crate::validity::Validity;
 use connlab_os::Environment;
 use serde::{Deserialize, Serialize};
@@ -471,14 +472,19 @@ pub enum SingleIpError {
 }
 
 impl SingleIpSweep {
+    /// The directory's layout (see [`ResultsDir`](crate::ResultsDir)).
+    pub fn layout(dir: &Path) -> crate::ResultsDir {
+        crate::ResultsDir::new(dir, "sweep.json")
+    }
+
     /// `DIR/points/<id>.json`.
     pub fn point_path(dir: &Path, id: &str) -> PathBuf {
-        dir.join("points").join(format!("{id}.json"))
+        Self::layout(dir).point_path(id)
     }
 
     /// `DIR/logs/<id>/`.
     pub fn log_dir(dir: &Path, id: &str) -> PathBuf {
-        dir.join("logs").join(id)
+        Self::layout(dir).log_dir(id)
     }
 
     /// True when `DIR` holds a single-IP sweep (its experiment file says so).
@@ -488,24 +494,14 @@ impl SingleIpSweep {
 
     /// Reads a directory.
     pub fn open(dir: &Path) -> Result<SingleIpSweep, SingleIpError> {
-        let info: SingleIpSweepInfo = read_json(&dir.join("sweep.json"))?;
-        if info.schema != SINGLEIP_SWEEP_SCHEMA {
-            return Err(SingleIpError::Format {
-                path: dir.join("sweep.json").display().to_string(),
-                message: format!(
-                    "schema {:?}, expected {SINGLEIP_SWEEP_SCHEMA:?}",
-                    info.schema
-                ),
-            });
-        }
-        let experiment = SingleIpExperiment::from_file(&dir.join("experiment.toml"))?;
-        let plan = experiment.plan(info.quick);
-        let mut points = Vec::new();
-        for p in &plan {
-            let path = Self::point_path(dir, &p.id());
-            if path.exists() {
-                points.push(Self::read_point(&path)?);
-            }
+        let layout = Self::layout(dir);
+        let info: SingleIpSweepInfo = layout.read_info()?;
+        check_schema(&layout.info_path(), &info.schema, SINGLEIP_SWEEP_SCHEMA)?;
+        let experiment = SingleIpExperiment::from_file(&layout.experiment_path())?;
+        let points: Vec<SingleIpRecord> =
+            layout.read_points(experiment.plan(info.quick).iter().map(|p| p.id()))?;
+        for r in &points {
+            check_schema(&layout.point_path(&r.id), &r.schema, SINGLEIP_POINT_SCHEMA)?;
         }
         Ok(SingleIpSweep {
             path: dir.to_path_buf(),
@@ -517,24 +513,19 @@ impl SingleIpSweep {
 
     /// Reads one point file, checking its schema.
     pub fn read_point(path: &Path) -> Result<SingleIpRecord, SingleIpError> {
-        let r: SingleIpRecord = read_json(path)?;
-        if r.schema != SINGLEIP_POINT_SCHEMA {
-            return Err(SingleIpError::Format {
-                path: path.display().to_string(),
-                message: format!("schema {:?}, expected {SINGLEIP_POINT_SCHEMA:?}", r.schema),
-            });
-        }
+        let r: SingleIpRecord = crate::results::read_json(path)?;
+        check_schema(path, &r.schema, SINGLEIP_POINT_SCHEMA)?;
         Ok(r)
     }
 
     /// Writes a point file whole (temporary name, then rename).
     pub fn write_point(dir: &Path, r: &SingleIpRecord) -> Result<(), SingleIpError> {
-        write_json_atomic(&Self::point_path(dir, &r.id), r)
+        Ok(Self::layout(dir).write_point(&r.id, r, false)?)
     }
 
     /// Writes `sweep.json` whole.
     pub fn write_info(dir: &Path, info: &SingleIpSweepInfo) -> Result<(), SingleIpError> {
-        write_json_atomic(&dir.join("sweep.json"), info)
+        Ok(Self::layout(dir).write_info(info)?)
     }
 
     /// The points of one experiment, system and parameter (every repetition).
@@ -646,14 +637,6 @@ impl SingleIpSweep {
             })
             .collect()
     }
-}
-
-fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, SingleIpError> {
-    Ok(crate::results::read_json(path)?)
-}
-
-fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), SingleIpError> {
-    Ok(crate::results::write_json_whole(path, value, false)?)
 }
 
 impl From<crate::ResultsError> for SingleIpError {

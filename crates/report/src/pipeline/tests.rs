@@ -282,7 +282,7 @@ fn invalid_runs_are_listed_and_their_claims_cannot_be_judged() {
     ));
     std::fs::create_dir_all(&dir).unwrap();
     sweep.save(&dir).unwrap();
-    let e = crate::verdicts::claim_rows(&dir);
+    let e = PipelineSweep::open(&dir).map(|s| crate::verdicts::pipeline_claims(&s));
     let _ = std::fs::remove_dir_all(&dir);
     let e = e.unwrap();
     assert_eq!(e.invalid_by_gate, vec![("steal".to_string(), 2)]);

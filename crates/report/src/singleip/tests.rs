@@ -157,7 +157,7 @@ fn invalid_points_are_listed_and_left_out_of_tables_and_claims() {
     assert!(bad
         .iter()
         .all(|r| &r[col("valid")] == "false" && &r[col("failed_gates")] == "steal 7.3 % > 2 %"));
-    let e = crate::verdicts::claim_rows(f.path()).unwrap();
+    let e = crate::verdicts::singleip_claims(&SingleIpSweep::open(f.path()).unwrap());
     assert_eq!(e.invalid_by_gate, vec![("steal".to_string(), 1)]);
     assert_eq!(e.invalid_points, (1, 4));
     assert_eq!(e.rows[0].verdict, Verdict::Holds, "{:?}", e.rows[0]);
@@ -174,7 +174,7 @@ fn a_claim_whose_system_has_no_valid_point_cannot_be_judged() {
             point(System::Nat, 2, 50.0, 0.073),
         ],
     );
-    let e = crate::verdicts::claim_rows(f.path()).unwrap();
+    let e = crate::verdicts::singleip_claims(&SingleIpSweep::open(f.path()).unwrap());
     assert_eq!(e.invalid_points, (2, 4));
     assert_eq!(
         e.rows[0].verdict,

@@ -262,16 +262,6 @@ struct Earlier {
 /// Creates the results directory; returns what an earlier sweep there
 /// recorded.
 fn prepare_dir(out: &Path, text: &str, quick: bool, fresh: bool) -> Result<Earlier, RunError> {
-    let points = out.join("points");
-    if fresh {
-        for sub in ["points", "logs", "profiles"] {
-            let dir = out.join(sub);
-            if dir.exists() {
-                std::fs::remove_dir_all(&dir)
-                    .with_context(|| format!("removing {}", dir.display()))?;
-            }
-        }
-    }
     let mut earlier = Earlier::default();
     let info = PeersDir::info_path(out);
     if !fresh && info.exists() {
@@ -290,9 +280,9 @@ fn prepare_dir(out: &Path, text: &str, quick: bool, fresh: bool) -> Result<Earli
             environment: serde_json::from_value(old["environment"].clone()).ok(),
         };
     }
-    std::fs::create_dir_all(&points).with_context(|| format!("creating {}", points.display()))?;
-    connlab_os::files::write_atomic(out.join("experiment.toml"), text)
-        .with_context(|| format!("writing {}/experiment.toml", out.display()))?;
+    PeersDir::layout(out)
+        .prepare(text, fresh, &["profiles"])
+        .map_err(|e| RunError::Failed(e.to_string()))?;
     Ok(earlier)
 }
 

@@ -1,0 +1,115 @@
+//! The pipeline kind: the layer-parallel protocol pipeline, run in this
+//! process (`[pipeline]`); its results are one `pipeline.json`.
+
+use crate::{Ending, Kind, Lines, Listing, ReportOptions, Results, Sweep, SweepTraits};
+use connlab_lab::run::{self as lab_run, Progress, RunError, SweepOutcome, SweepRequest};
+use connlab_lab::{ExperimentError, ExperimentKind, PipelineExperiment, PipelineSweep};
+use connlab_os::Shutdown;
+use connlab_report::{ExperimentClaims, Format, ReportError};
+use std::path::Path;
+use std::time::Duration;
+
+/// `kind = "pipeline"`.
+pub(crate) struct Pipeline;
+
+impl Kind for Pipeline {
+    fn name(&self) -> &'static str {
+        ExperimentKind::Pipeline.name()
+    }
+
+    fn fits(&self, file: &toml::Table) -> bool {
+        connlab_lab::shape_of(file) == Some(ExperimentKind::Pipeline)
+    }
+
+    fn load(&self, text: &str, origin: &str) -> Result<Box<dyn Sweep>, ExperimentError> {
+        Ok(Box::new(PipelineExperiment::from_toml(text, origin)?))
+    }
+
+    fn holds(&self, dir: &Path) -> bool {
+        dir.join("pipeline.json").exists()
+    }
+
+    fn open(&self, dir: &Path, options: &ReportOptions) -> Result<Box<dyn Results>, String> {
+        options.none_for(dir)?;
+        Ok(Box::new(
+            PipelineSweep::open(dir).map_err(|e| e.to_string())?,
+        ))
+    }
+}
+
+impl Sweep for PipelineExperiment {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn plan(&self, quick: bool) -> Vec<String> {
+        PipelineExperiment::plan(self, quick)
+            .iter()
+            .map(|p| p.id())
+            .collect()
+    }
+
+    fn traits(&self) -> SweepTraits {
+        SweepTraits {
+            children: false,
+            profiles: false,
+            lines: Lines::Runs,
+        }
+    }
+
+    fn check(&self, quick: bool) -> Result<(), RunError> {
+        lab_run::check_pipeline(self, quick)
+    }
+
+    fn listing(&self, quick: bool, _profile: bool, out: &Path) -> Result<Listing, RunError> {
+        lab_run::check_pipeline(self, quick)?;
+        let ids = Sweep::plan(self, quick);
+        Ok(Listing {
+            head: format!(
+                "{}: {} runs of the layer-parallel pipeline (results in {})",
+                self.name,
+                ids.len(),
+                out.display()
+            ),
+            ids,
+        })
+    }
+
+    fn run(
+        &self,
+        req: &SweepRequest,
+        progress: &mut dyn Progress,
+        shutdown: &Shutdown,
+    ) -> Result<SweepOutcome, RunError> {
+        lab_run::sweep_pipeline(self, req, progress, shutdown)
+    }
+
+    fn ending(&self, outcome: &SweepOutcome, took: Duration) -> Ending {
+        Ending::runs(
+            outcome,
+            took,
+            "runs",
+            "failed or unverified",
+            "runs failed or unverified",
+            false,
+        )
+    }
+}
+
+impl Results for PipelineSweep {
+    fn name(&self) -> &str {
+        &self.experiment.name
+    }
+
+    fn done(&self) -> String {
+        format!("{} of {} runs", self.runs.len(), self.runs_total)
+    }
+
+    fn render(&self, format: Format) -> Result<String, ReportError> {
+        connlab_report::render_pipeline(self, format)
+    }
+
+    fn claims(&self) -> ExperimentClaims {
+        connlab_report::pipeline_claims(self)
+    }
+}
