@@ -5,6 +5,7 @@
 
 mod cap_cli;
 mod crate_graph;
+mod doc_paths;
 mod doctor_cli;
 mod gateway_cli;
 mod linkem_cli;
