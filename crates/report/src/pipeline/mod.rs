@@ -35,13 +35,12 @@ impl Report for Pipeline<'_> {
                 description: self.sweep.experiment.description.clone(),
                 style: "",
                 viewport: false,
-                blocks: vec![
-                    Block::Markdown(markdown(self.sweep)),
-                    Block::Markdown(crate::validity::markdown_with(
+                blocks: std::iter::once(Block::Markdown(markdown(self.sweep)))
+                    .chain(crate::validity::blocks_with(
                         &validity(self.sweep),
                         crate::validity::NO_CONTROL,
-                    )),
-                ],
+                    ))
+                    .collect(),
             }),
         }
     }

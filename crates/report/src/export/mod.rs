@@ -4,9 +4,14 @@
 //! ([`HtmlExporter`], [`MarkdownExporter`], [`CsvExporter`]).
 
 use crate::{Format, ReportError};
-use html_escape::encode_text as esc;
 use serde::Serialize;
 use std::fmt::Write as _;
+
+mod html;
+mod markdown;
+
+pub(crate) use html::HtmlExporter;
+pub(crate) use markdown::MarkdownExporter;
 
 /// A report kind: the blocks of its page and the rows of its CSV.
 pub(crate) trait Report {
@@ -57,14 +62,33 @@ pub(crate) struct Page {
 pub(crate) enum Block {
     /// A section heading.
     Heading(String),
+    /// A section heading other pages can link to (`#id` in HTML).
+    Anchor {
+        /// The heading.
+        title: String,
+        /// Its HTML id.
+        id: &'static str,
+    },
     /// A paragraph of prose.
     Note(String),
     /// (name, value) facts: a two-column table in HTML, a list in Markdown.
-    Facts(Vec<(String, String)>),
+    Facts {
+        /// The HTML id of the table, if any.
+        id: Option<&'static str>,
+        /// The facts in order.
+        facts: Vec<(String, String)>,
+    },
     /// A table.
     Table(Table),
+    /// Claims, each a header line with its verdict over the comparisons
+    /// it rests on.
+    Verdicts(Verdicts),
+    /// A bulleted list.
+    List(List),
     /// A figure: an SVG plot and its caption (HTML only).
     Figure {
+        /// The HTML id, if any.
+        id: Option<String>,
         /// The SVG document.
         svg: String,
         /// The caption, as text.
@@ -87,18 +111,59 @@ pub(crate) enum Block {
 }
 
 /// A table of text cells.
+#[derive(Default)]
 pub(crate) struct Table {
-    /// Column headings.
+    /// The HTML id, if any.
+    pub(crate) id: Option<String>,
+    /// The HTML class, if any (`brief`).
+    pub(crate) class: Option<&'static str>,
+    /// Column headings; with `groups`, the leading columns only.
     pub(crate) head: Vec<String>,
-    /// Rows of cells, as wide as the head.
+    /// Column groups after `head`, each a heading over its own columns
+    /// (two header rows in HTML; `group: column` headings in Markdown).
+    pub(crate) groups: Vec<Group>,
+    /// Rows of cells, as wide as the head and the groups' columns.
     pub(crate) rows: Vec<Vec<Cell>>,
     /// Leading columns that are labels (left-aligned in HTML).
     pub(crate) labels: usize,
+    /// Further columns of text, by index (left-aligned in HTML too).
+    pub(crate) text_columns: Vec<usize>,
     /// Leading columns HTML leaves out because the heading above the table
     /// already says them (Markdown keeps them).
     pub(crate) html_skip: usize,
+    /// Whether HTML spans equal first cells of consecutive rows into one
+    /// (and marks each span's first row); Markdown repeats them.
+    pub(crate) merge_first: bool,
+    /// HTML folds the table under this summary line (Markdown shows it).
+    pub(crate) folded: Option<String>,
     /// What to say in place of rows when there are none (nothing if `None`).
     pub(crate) empty: Option<Empty>,
+}
+
+/// Columns under one heading.
+pub(crate) struct Group {
+    /// The heading over the columns.
+    pub(crate) title: String,
+    /// A smaller line under the heading (its sources), if any.
+    pub(crate) small: Option<String>,
+    /// The columns.
+    pub(crate) columns: Vec<String>,
+}
+
+impl Table {
+    /// Every column heading as Markdown prints it: the head, then each
+    /// group's columns as `group: column`.
+    pub(crate) fn flat_head(&self) -> Vec<String> {
+        let mut head = self.head.clone();
+        for g in &self.groups {
+            let title = match &g.small {
+                Some(s) => format!("{} ({s})", g.title),
+                None => g.title.clone(),
+            };
+            head.extend(g.columns.iter().map(|c| format!("{title}: {c}")));
+        }
+        head
+    }
 }
 
 /// What a table says when it has no rows: HTML and Markdown wordings.
@@ -109,21 +174,166 @@ pub(crate) struct Empty {
     pub(crate) markdown: &'static str,
 }
 
+/// How a cell is shown beside its text.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Tone {
+    /// Plain.
+    #[default]
+    Plain,
+    /// The paper's value (grey italics in HTML).
+    Paper,
+    /// A ratio of ours to the paper's.
+    Vs,
+    /// A verdict, by its key (`holds`, `fails`): coloured in HTML.
+    Verdict(&'static str),
+}
+
+impl Tone {
+    fn class(self) -> Option<&'static str> {
+        match self {
+            Tone::Plain => None,
+            Tone::Paper => Some("paper"),
+            Tone::Vs => Some("vs"),
+            Tone::Verdict(key) => Some(key),
+        }
+    }
+}
+
 /// One table cell.
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Cell {
     /// The text.
     pub(crate) text: String,
     /// Bold.
     pub(crate) strong: bool,
+    /// How it is shown.
+    pub(crate) tone: Tone,
+    /// Kept on one line in HTML.
+    pub(crate) nowrap: bool,
+    /// The spread under the value: a small line in HTML, `[spread]` in
+    /// Markdown.
+    pub(crate) spread: Option<String>,
+    /// A remark under the text: small in HTML, `(remark)` in Markdown.
+    pub(crate) small: Option<String>,
+    /// A verdict on the value, by key and in words: HTML colours the cell,
+    /// Markdown says the words after it.
+    pub(crate) judged: Option<(&'static str, String)>,
+    /// Where the text links to.
+    pub(crate) link: Option<String>,
 }
 
 impl From<String> for Cell {
     fn from(text: String) -> Cell {
         Cell {
             text,
-            strong: false,
+            ..Cell::default()
         }
     }
+}
+
+impl From<&str> for Cell {
+    fn from(text: &str) -> Cell {
+        Cell::from(text.to_string())
+    }
+}
+
+impl Cell {
+    /// The same cell in `tone`.
+    pub(crate) fn tone(self, tone: Tone) -> Cell {
+        Cell { tone, ..self }
+    }
+
+    /// The same cell kept on one line.
+    pub(crate) fn nowrap(self) -> Cell {
+        Cell {
+            nowrap: true,
+            ..self
+        }
+    }
+
+    /// The same cell in bold when `strong`.
+    pub(crate) fn strong(self, strong: bool) -> Cell {
+        Cell { strong, ..self }
+    }
+
+    /// The same cell with a spread under it.
+    pub(crate) fn spread(self, spread: Option<String>) -> Cell {
+        Cell { spread, ..self }
+    }
+
+    /// The same cell with a remark under it.
+    pub(crate) fn small(self, small: Option<String>) -> Cell {
+        Cell { small, ..self }
+    }
+
+    /// The same cell judged: coloured by `key`, said in `words`.
+    pub(crate) fn judged(self, key: &'static str, words: String) -> Cell {
+        Cell {
+            judged: Some((key, words)),
+            ..self
+        }
+    }
+
+    /// The same cell linking to `href`.
+    pub(crate) fn link(self, href: Option<String>) -> Cell {
+        Cell { link: href, ..self }
+    }
+}
+
+/// A bulleted list.
+#[derive(Default)]
+pub(crate) struct List {
+    /// The HTML id, if any.
+    pub(crate) id: Option<&'static str>,
+    /// The HTML class, if any.
+    pub(crate) class: Option<&'static str>,
+    /// The items.
+    pub(crate) items: Vec<Item>,
+    /// What the list says when it has no items (nothing if `None`).
+    pub(crate) empty: Option<&'static str>,
+}
+
+/// One list item.
+pub(crate) struct Item {
+    /// The text.
+    pub(crate) text: String,
+    /// A smaller remark after it, if any.
+    pub(crate) small: Option<String>,
+}
+
+impl From<String> for Item {
+    fn from(text: String) -> Item {
+        Item { text, small: None }
+    }
+}
+
+/// Claims with their verdicts, each over the comparisons it rests on: one
+/// table in HTML (a header row per claim), a nested list in Markdown.
+pub(crate) struct Verdicts {
+    /// The HTML id, if any.
+    pub(crate) id: Option<&'static str>,
+    /// The columns of a comparison; the last is its verdict.
+    pub(crate) head: Vec<String>,
+    /// Leading columns that are labels.
+    pub(crate) labels: usize,
+    /// The claims.
+    pub(crate) claims: Vec<Claim>,
+    /// What the table shows and how it judges.
+    pub(crate) caption: String,
+}
+
+/// One claim of a [`Verdicts`] block.
+pub(crate) struct Claim {
+    /// Where the claim is from (bold).
+    pub(crate) source: String,
+    /// The claim.
+    pub(crate) text: String,
+    /// What it compares, in a smaller line.
+    pub(crate) detail: String,
+    /// The claim's verdict: key and words.
+    pub(crate) verdict: (&'static str, String),
+    /// Its comparisons, each as wide as the head.
+    pub(crate) rows: Vec<Vec<Cell>>,
 }
 
 /// One Markdown table row, without a line end; `|` inside a cell is
@@ -134,203 +344,6 @@ pub(crate) fn md_row(cells: &[String]) -> String {
         let _ = write!(s, " {} |", c.replace('|', "\\|").replace('\n', " "));
     }
     s
-}
-
-/// The HTML format.
-pub(crate) struct HtmlExporter;
-
-impl HtmlExporter {
-    /// The head of a page with its inline style, the title and the
-    /// description.
-    pub(crate) fn start(title: &str, description: &str, style: &str, viewport: bool) -> String {
-        let mut h = String::new();
-        let _ = write!(
-            h,
-            "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n{}<title>{t}</title>\n<style>{style}</style>\n</head>\n<body>\n<h1>{t}</h1>\n",
-            if viewport {
-                "<meta name=\"viewport\" content=\"width=device-width\">\n"
-            } else {
-                ""
-            },
-            t = esc(title),
-        );
-        if !description.trim().is_empty() {
-            let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(description.trim()));
-        }
-        h
-    }
-
-    fn table(h: &mut String, t: &Table) {
-        let label = |i: usize| {
-            if i < t.html_skip + t.labels {
-                " class=\"label\""
-            } else {
-                ""
-            }
-        };
-        h.push_str("<div class=\"scroll\"><table>\n<thead><tr>\n");
-        for (i, c) in t.head.iter().enumerate().skip(t.html_skip) {
-            let _ = write!(h, "<th{}>{}</th>", label(i), esc(c));
-        }
-        h.push_str("</tr></thead>\n<tbody>\n");
-        for r in &t.rows {
-            h.push_str("<tr>");
-            for (i, c) in r.iter().enumerate().skip(t.html_skip) {
-                if c.strong {
-                    let _ = write!(h, "<td{}><strong>{}</strong></td>", label(i), esc(&c.text));
-                } else {
-                    let _ = write!(h, "<td{}>{}</td>", label(i), esc(&c.text));
-                }
-            }
-            h.push_str("</tr>\n");
-        }
-        h.push_str("</tbody></table></div>\n");
-        if let (true, Some(e)) = (t.rows.is_empty(), &t.empty) {
-            let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(e.html));
-        }
-    }
-
-    fn block(h: &mut String, b: &Block) {
-        match b {
-            Block::Heading(t) => {
-                let _ = writeln!(h, "<h2>{}</h2>", esc(t));
-            }
-            Block::Note(t) => {
-                let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(t));
-            }
-            Block::Facts(facts) => {
-                h.push_str("<table>\n");
-                for (k, v) in facts {
-                    let _ = writeln!(
-                        h,
-                        "<tr><th class=\"label\">{}</th><td class=\"label\">{}</td></tr>",
-                        esc(k),
-                        esc(v)
-                    );
-                }
-                h.push_str("</table>\n");
-            }
-            Block::Table(t) => Self::table(h, t),
-            Block::Figure { svg, caption } => {
-                let _ = writeln!(
-                    h,
-                    "<figure class=\"plot\">{svg}<figcaption>{}</figcaption></figure>",
-                    esc(caption)
-                );
-            }
-            Block::Commands { label, lines } => {
-                match label {
-                    Some(l) => {
-                        let _ = writeln!(h, "<p class=\"note\">{}:</p><ul>", esc(l));
-                    }
-                    None => h.push_str("<ul>\n"),
-                }
-                for (prefix, c) in lines {
-                    let prefix = prefix.as_ref().map(|p| format!("{}: ", esc(p)));
-                    let _ = writeln!(
-                        h,
-                        "<li>{}<code>{}</code></li>",
-                        prefix.unwrap_or_default(),
-                        esc(c)
-                    );
-                }
-                h.push_str("</ul>\n");
-            }
-            Block::Html(text) => h.push_str(text),
-            Block::Markdown(_) => {}
-            Block::Missing(ids) => {
-                if !ids.is_empty() {
-                    let _ = writeln!(
-                        h,
-                        "<h2>Not measured yet</h2>\n<p class=\"note\">{}</p>",
-                        esc(&ids.join(", "))
-                    );
-                }
-            }
-        }
-    }
-}
-
-impl Exporter for HtmlExporter {
-    fn export<R: Report + ?Sized>(&self, report: &R) -> Result<String, ReportError> {
-        let page = report.page(Format::Html)?;
-        let mut h = Self::start(&page.title, &page.description, page.style, page.viewport);
-        for b in &page.blocks {
-            Self::block(&mut h, b);
-        }
-        h.push_str("</body>\n</html>\n");
-        Ok(h)
-    }
-}
-
-/// The Markdown format: each block after a blank line.
-pub(crate) struct MarkdownExporter;
-
-impl MarkdownExporter {
-    fn block(m: &mut String, b: &Block) {
-        match b {
-            Block::Heading(t) => {
-                let _ = writeln!(m, "\n## {t}");
-            }
-            Block::Note(t) => {
-                let _ = writeln!(m, "\n{t}");
-            }
-            Block::Facts(facts) => {
-                for (k, v) in facts {
-                    let _ = writeln!(m, "- **{k}**: {v}");
-                }
-            }
-            Block::Table(t) => {
-                let _ = writeln!(m, "\n{}", md_row(&t.head));
-                let _ = writeln!(m, "{}", md_row(&vec!["---".to_string(); t.head.len()]));
-                for r in &t.rows {
-                    let cells: Vec<String> = r.iter().map(|c| c.text.clone()).collect();
-                    let _ = writeln!(m, "{}", md_row(&cells));
-                }
-                if let (true, Some(e)) = (t.rows.is_empty(), &t.empty) {
-                    let _ = writeln!(m, "\n{}", e.markdown);
-                }
-            }
-            Block::Figure { .. } => {}
-            Block::Commands { label, lines } => {
-                m.push('\n');
-                if let Some(l) = label {
-                    let _ = writeln!(m, "{l}:\n");
-                }
-                for (prefix, c) in lines {
-                    match prefix {
-                        Some(p) => {
-                            let _ = writeln!(m, "    {p}: {c}");
-                        }
-                        None => {
-                            let _ = writeln!(m, "    {c}");
-                        }
-                    }
-                }
-            }
-            Block::Markdown(text) => m.push_str(text),
-            Block::Html(_) => {}
-            Block::Missing(ids) => {
-                if !ids.is_empty() {
-                    let _ = writeln!(m, "\nNot measured yet: {}", ids.join(", "));
-                }
-            }
-        }
-    }
-}
-
-impl Exporter for MarkdownExporter {
-    fn export<R: Report + ?Sized>(&self, report: &R) -> Result<String, ReportError> {
-        let page = report.page(Format::Markdown)?;
-        let mut m = format!("# {}\n\n", page.title);
-        if !page.description.trim().is_empty() {
-            let _ = writeln!(m, "{}\n", page.description.trim());
-        }
-        for b in &page.blocks {
-            Self::block(&mut m, b);
-        }
-        Ok(m)
-    }
 }
 
 /// The CSV format: a header from the row type's field names, then a line
@@ -358,6 +371,29 @@ impl Exporter for CsvExporter {
     fn export<R: Report + ?Sized>(&self, report: &R) -> Result<String, ReportError> {
         Self::write(report.rows()?)
     }
+}
+
+/// `blocks` on a bare page in `format` (HTML or Markdown), for tests of
+/// the sections that make them.
+#[cfg(test)]
+pub(crate) fn render_blocks(blocks: Vec<Block>, format: Format) -> String {
+    struct Bare(std::cell::RefCell<Vec<Block>>);
+    impl Report for Bare {
+        type Row = ();
+        fn page(&self, _: Format) -> Result<Page, ReportError> {
+            Ok(Page {
+                title: String::new(),
+                description: String::new(),
+                style: "",
+                viewport: false,
+                blocks: self.0.take(),
+            })
+        }
+        fn rows(&self) -> Result<Vec<()>, ReportError> {
+            Ok(Vec::new())
+        }
+    }
+    export(&Bare(std::cell::RefCell::new(blocks)), format).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -389,14 +425,11 @@ mod tests {
                         rows: vec![vec![
                             "1 KiB".to_string().into(),
                             "x".to_string().into(),
-                            Cell {
-                                text: "2".into(),
-                                strong: true,
-                            },
+                            Cell::from("2").strong(true),
                         ]],
                         labels: 1,
                         html_skip: 1,
-                        empty: None,
+                        ..Table::default()
                     }),
                     Block::Missing(Vec::new()),
                     Block::Missing(vec!["p1".into(), "p2".into()]),
