@@ -482,4 +482,145 @@ mod tests {
         let c = export(&Fixed, Format::Csv).unwrap();
         assert_eq!(c, "name,value\n\"a, \"\"b\"\"\",1.5\nc,\n");
     }
+
+    /// A grouped table with merged first cells, a verdicts block and a
+    /// list, in both formats.
+    fn model_blocks() -> Vec<Block> {
+        let row = |setting: &str, engine: &str| {
+            vec![
+                Cell::from(setting),
+                Cell::from(engine),
+                Cell::from("1.1").tone(Tone::Paper).nowrap(),
+                Cell::from("0.29")
+                    .spread(Some("0.28–0.31".into()))
+                    .judged("holds", "holds".into()),
+                Cell::from("a.json").link(Some("runs/a.json".into())),
+            ]
+        };
+        vec![
+            Block::Anchor {
+                title: "Section".into(),
+                id: "sec",
+            },
+            Block::Table(Table {
+                id: Some("t".into()),
+                class: Some("brief"),
+                head: vec!["setting".into(), "engine".into()],
+                groups: vec![
+                    Group {
+                        title: "mean".into(),
+                        small: Some("Table 3".into()),
+                        columns: vec!["paper".into(), "ours".into()],
+                    },
+                    Group {
+                        title: "run".into(),
+                        small: None,
+                        columns: vec!["JSON".into()],
+                    },
+                ],
+                rows: vec![
+                    row("400", "select"),
+                    row("400", "epoll"),
+                    row("2,000", "select"),
+                ],
+                labels: 2,
+                merge_first: true,
+                ..Table::default()
+            }),
+            Block::Verdicts(Verdicts {
+                id: Some("claims"),
+                head: vec!["engine".into(), "ours".into(), "verdict".into()],
+                labels: 1,
+                claims: vec![Claim {
+                    source: "Table 3".into(),
+                    text: "select grows".into(),
+                    detail: "ratio of the mean".into(),
+                    verdict: ("fails", "does not hold".into()),
+                    rows: vec![vec![
+                        Cell::from("select").small(Some("context".into())),
+                        Cell::from("5.0×"),
+                        Cell::from("does not hold").tone(Tone::Verdict("fails")),
+                    ]],
+                }],
+                caption: "How it is judged.".into(),
+            }),
+            Block::List(List {
+                id: Some("warnings"),
+                items: vec![Item {
+                    text: "w".into(),
+                    small: Some("(1: p1)".into()),
+                }],
+                ..List::default()
+            }),
+            Block::List(List {
+                empty: Some("none"),
+                ..List::default()
+            }),
+        ]
+    }
+
+    #[test]
+    fn html_groups_merges_judges_and_links() {
+        let h = render_blocks(model_blocks(), Format::Html);
+        assert!(h.contains("<h2 id=\"sec\">Section</h2>"), "{h}");
+        assert!(h.contains("<table id=\"t\" class=\"brief\">"), "{h}");
+        assert!(
+            h.contains("<th class=\"label\" rowspan=\"2\">setting</th>"),
+            "{h}"
+        );
+        assert!(
+            h.contains(
+                "<th colspan=\"2\">mean<br><small>Table 3</small></th><th colspan=\"1\">run</th>"
+            ),
+            "{h}"
+        );
+        // 400 spans its two rows; 2,000 starts a span of one.
+        assert!(
+            h.contains("<tr class=\"first\"><td class=\"label\" rowspan=\"2\">400</td>"),
+            "{h}"
+        );
+        assert!(h.contains("<tr><td class=\"label\">epoll</td>"), "{h}");
+        assert!(
+            h.contains("<tr class=\"first\"><td class=\"label\">2,000</td>"),
+            "{h}"
+        );
+        assert!(h.contains("<td class=\"paper nowrap\">1.1</td>"), "{h}");
+        assert!(
+            h.contains("<td class=\"holds\">0.29<span class=\"spread\">0.28–0.31</span></td>"),
+            "{h}"
+        );
+        assert!(h.contains("<a href=\"runs/a.json\">a.json</a>"), "{h}");
+        assert!(h.contains("<tr class=\"claim first\"><td colspan=\"2\"><strong>Table 3</strong> · select grows<br><small>ratio of the mean</small></td><td class=\"fails\">does not hold</td></tr>"), "{h}");
+        assert!(
+            h.contains("<td class=\"label\">select<br><small>context</small></td>"),
+            "{h}"
+        );
+        assert!(h.contains("<caption>How it is judged.</caption>"), "{h}");
+        assert!(
+            h.contains("<ul id=\"warnings\">\n<li>w <small>(1: p1)</small></li>"),
+            "{h}"
+        );
+        assert!(h.contains("<li>none</li>"), "{h}");
+    }
+
+    #[test]
+    fn markdown_flattens_groups_and_says_verdicts_in_words() {
+        let m = render_blocks(model_blocks(), Format::Markdown);
+        assert!(m.contains("\n## Section\n"), "{m}");
+        assert!(
+            m.contains(
+                "| setting | engine | mean (Table 3): paper | mean (Table 3): ours | run: JSON |"
+            ),
+            "{m}"
+        );
+        assert!(
+            m.contains("| 400 | epoll | 1.1 | 0.29 [0.28–0.31] (holds) | [a.json](runs/a.json) |"),
+            "{m}"
+        );
+        assert!(m.contains("- **Table 3: select grows** (ratio of the mean): **does not hold**\n  - engine: select (context); ours: 5.0×; verdict: does not hold\n"), "{m}");
+        assert!(m.contains("\nHow it is judged.\n"), "{m}");
+        assert!(m.contains("- w (1: p1)\n"), "{m}");
+        assert!(m.contains("\nnone\n"), "{m}");
+        assert!(!m.contains("\n\n\n"), "{m}");
+    }
 }
