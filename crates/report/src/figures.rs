@@ -5,7 +5,7 @@ use crate::plots::{self, Line, Series};
 use crate::table::{
     cell_matches, grouped, rate_text, ratio_of, ratio_text, server_stat, PaperTable, Spread,
 };
-use crate::ReportError;
+use crate::{distinct, ReportError};
 use connlab_lab::{Metric, PaperCell, PointResult, SweepDir};
 use std::collections::BTreeMap;
 
@@ -116,205 +116,260 @@ const WEB_VALUES: [Value; 3] = [
     },
 ];
 
-/// The plots: (id, caption, svg).
-pub(crate) fn plots(
-    dir: &SweepDir,
-    t: &PaperTable,
-) -> Result<Vec<(String, String, String)>, ReportError> {
-    const MAX_PER_KIND: usize = 6;
-    type XOf = fn(&PointResult) -> f64;
-    type GroupOf = fn(&PointResult) -> String;
-    type CellX = fn(&PaperCell) -> Option<f64>;
+/// A plot: (id, caption, svg).
+type Plot = (String, String, String);
+
+/// At most this many plots per kind (a group of settings each).
+const MAX_PER_KIND: usize = 6;
+
+/// A parameter plotted along the x axis: a plot per group of the other
+/// parameters, a line per engine.
+struct Along {
+    /// The plot ids' prefix: `connections`, `ratio` or `rate`.
+    kind: &'static str,
+    /// The x axis.
+    x_desc: &'static str,
+    /// A point's x.
+    x_of: fn(&PointResult) -> f64,
+    /// A point's group: the other parameters, in words.
+    group_of: fn(&PointResult) -> String,
+    /// A paper cell's x, where it gives one.
+    cell_x: fn(&PaperCell) -> Option<f64>,
+}
+
+/// Against connections, the active ratio and the rate.
+const ALONG: [Along; 3] = [
+    Along {
+        kind: "connections",
+        x_desc: "total connections",
+        x_of: |p| p.params.connections as f64,
+        group_of: |p| {
+            format!(
+                "ratio {} · {}",
+                p.params.active_ratio_label,
+                rate_text(p.params.rate_per_s)
+            )
+        },
+        cell_x: |c| c.connections.map(|c| c as f64),
+    },
+    Along {
+        kind: "ratio",
+        x_desc: "active ratio",
+        x_of: |p| p.params.active_ratio,
+        group_of: |p| {
+            format!(
+                "{} conns · {}",
+                grouped(p.params.connections as f64),
+                rate_text(p.params.rate_per_s)
+            )
+        },
+        cell_x: |c| c.active_ratio.as_ref().and_then(ratio_of),
+    },
+    Along {
+        kind: "rate",
+        x_desc: "offered request rate (req/s)",
+        x_of: |p| p.params.rate_per_s,
+        group_of: |p| {
+            format!(
+                "{} conns · ratio {}",
+                grouped(p.params.connections as f64),
+                p.params.active_ratio_label
+            )
+        },
+        cell_x: |c| c.rate_per_s,
+    },
+];
+
+/// The plots: against each parameter, then the web experiments' against
+/// the backend count, then the send-deviation CDFs.
+pub(crate) fn plots(dir: &SweepDir, t: &PaperTable) -> Result<Vec<Plot>, ReportError> {
     let mut out = Vec::new();
-    let paper = dir.experiment.paper.as_ref();
-    // Against connections, the active ratio and the rate: a plot per group
-    // of the other parameters, a line per engine.
-    let kinds: [(&str, &str, XOf, GroupOf, CellX); 3] = [
-        (
-            "connections",
-            "total connections",
-            |p| p.params.connections as f64,
-            |p| {
-                format!(
-                    "ratio {} · {}",
-                    p.params.active_ratio_label,
-                    rate_text(p.params.rate_per_s)
-                )
-            },
-            |c| c.connections.map(|c| c as f64),
-        ),
-        (
-            "ratio",
-            "active ratio",
-            |p| p.params.active_ratio,
-            |p| {
-                format!(
-                    "{} conns · {}",
-                    grouped(p.params.connections as f64),
-                    rate_text(p.params.rate_per_s)
-                )
-            },
-            |c| c.active_ratio.as_ref().and_then(ratio_of),
-        ),
-        (
-            "rate",
-            "offered request rate (req/s)",
-            |p| p.params.rate_per_s,
-            |p| {
-                format!(
-                    "{} conns · ratio {}",
-                    grouped(p.params.connections as f64),
-                    p.params.active_ratio_label
-                )
-            },
-            |c| c.rate_per_s,
-        ),
-    ];
-    for (kind, x_desc, x_of, group_of, cell_x) in kinds {
+    let web = dir.experiment.web.is_some();
+    for along in &ALONG {
         // Plots against the rate are the web experiments' (the paper's
         // CPU and response time against request rate).
-        let web = dir.experiment.web.is_some();
-        if (kind == "rate") != web {
-            continue;
-        }
-        // Groups in numeric order of their settings (a string sort put
-        // 2,000 req/s between 125 and 500).
-        let mut ordered: Vec<_> = dir.points.iter().collect();
-        ordered.sort_by(|a, b| {
-            let key = |p: &&PointResult| {
-                (
-                    p.params.connections,
-                    p.params.active_ratio,
-                    p.params.rate_per_s,
-                )
-            };
-            let (ka, kb) = (key(a), key(b));
-            ka.0.cmp(&kb.0)
-                .then(ka.1.total_cmp(&kb.1))
-                .then(ka.2.total_cmp(&kb.2))
-        });
-        let mut groups: Vec<String> = Vec::new();
-        for g in ordered.into_iter().map(group_of) {
-            if !groups.contains(&g) {
-                groups.push(g);
-            }
-        }
-        // The polling-cost experiment plots the server's timings, the
-        // throughput and the response time; the others plot latency.
-        let values: &[Value] = if web {
-            &WEB_VALUES
-        } else if t.metric == Metric::PollCall {
-            if kind == "connections" {
-                &POLL_VALUES
-            } else {
-                &POLL_VALUES[..1]
-            }
-        } else {
-            &LATENCY_VALUES
-        };
-        for value in values {
-            for group in groups.iter().take(MAX_PER_KIND) {
-                let Some(rep) = dir.points.iter().find(|p| group_of(p) == *group) else {
-                    continue;
-                };
-                let mut lines: Vec<Line> = Vec::new();
-                for e in &t.engines {
-                    let line = median_line(
-                        e,
-                        dir.points
-                            .iter()
-                            .filter(|p| p.params.engine == *e && group_of(p) == *group)
-                            .filter_map(|p| Some((x_of(p), (value.of)(p)?))),
-                        true,
-                    );
-                    if line.points.len() >= 2 {
-                        lines.push(line);
-                    }
-                }
-                if lines.is_empty() {
-                    continue;
-                }
-                // The paper's cells of this group, where it gives them.
-                let mut paper_lines = 0;
-                if let (Some(paper), Some((metric, k))) = (paper, value.paper) {
-                    if paper.metric == metric {
-                        for e in &t.engines {
-                            let mut pts: Vec<(f64, f64)> = paper
-                                .cells
-                                .iter()
-                                .filter(|c| c.engine == *e)
-                                .filter_map(|c| {
-                                    let x = cell_x(c)?;
-                                    // Match the group's other parameters.
-                                    let (conns, ratio, rate) = match kind {
-                                        "connections" => (
-                                            c.connections.unwrap_or(0),
-                                            rep.params.active_ratio,
-                                            rep.params.rate_per_s,
-                                        ),
-                                        "ratio" => (
-                                            rep.params.connections,
-                                            ratio_of(c.active_ratio.as_ref()?)?,
-                                            rep.params.rate_per_s,
-                                        ),
-                                        _ => (
-                                            rep.params.connections,
-                                            rep.params.active_ratio,
-                                            c.rate_per_s?,
-                                        ),
-                                    };
-                                    let y = c.stats(metric)[k]?;
-                                    (cell_matches(c, e, conns, ratio, rate) && y > 0.0)
-                                        .then_some((x, y))
-                                })
-                                .collect();
-                            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                            if !pts.is_empty() {
-                                paper_lines += 1;
-                                lines.push(Line {
-                                    name: format!("{e} (paper)"),
-                                    colour_key: e.clone(),
-                                    points: pts,
-                                    spread: Vec::new(),
-                                    paper: true,
-                                });
-                            }
-                        }
-                    }
-                }
-                let title = format!("{} against {x_desc} ({group})", value.name);
-                let svg = if kind == "ratio" {
-                    plots::log_log_labelled(&title, x_desc, value.axis, &lines, ratio_text)?
-                } else {
-                    plots::log_log_lines(&title, x_desc, value.axis, &lines)?
-                };
-                let id = format!("{kind}-{}", out.len());
-                let mut name = value.name.to_string();
-                name[..1].make_ascii_uppercase();
-                out.push((
-                    id,
-                    format!(
-                        "{name} against {x_desc}, one line per engine, {group}: the median over repetitions, bars from the lowest to the highest repetition{}; both axes logarithmic.",
-                        if paper_lines > 0 {
-                            "; dashed lines with hollow markers are the paper's values"
-                        } else {
-                            ""
-                        }
-                    ),
-                    svg,
-                ));
-            }
+        if (along.kind == "rate") == web {
+            parameter_plots(dir, t, along, &mut out)?;
         }
     }
-    if dir.experiment.web.is_some() {
+    if web {
         out.extend(backend_count_plots(dir)?);
     }
     // Closed loop has no send schedule: no deviation to plot.
-    if dir.points.iter().all(|p| p.params.closed_loop()) {
-        return Ok(out);
+    if !dir.points.iter().all(|p| p.params.closed_loop()) {
+        deviation_cdfs(dir, t, &mut out)?;
     }
-    // CDF of send deviation: a plot per setting, a line per engine, every
-    // repetition of the point pooled.
+    Ok(out)
+}
+
+/// The groups of `along` in numeric order of their settings (a string
+/// sort put 2,000 req/s between 125 and 500).
+fn groups(dir: &SweepDir, along: &Along) -> Vec<String> {
+    let mut ordered: Vec<_> = dir.points.iter().collect();
+    ordered.sort_by(|a, b| {
+        let key = |p: &&PointResult| {
+            (
+                p.params.connections,
+                p.params.active_ratio,
+                p.params.rate_per_s,
+            )
+        };
+        let (ka, kb) = (key(a), key(b));
+        ka.0.cmp(&kb.0)
+            .then(ka.1.total_cmp(&kb.1))
+            .then(ka.2.total_cmp(&kb.2))
+    });
+    distinct(ordered.into_iter().map(along.group_of))
+}
+
+/// What is plotted against `along`: the polling-cost experiment plots the
+/// server's timings, the throughput and the response time; the web
+/// experiments the backends' CPU, response time and throughput; the
+/// others latency.
+fn values(dir: &SweepDir, t: &PaperTable, along: &Along) -> &'static [Value] {
+    if dir.experiment.web.is_some() {
+        &WEB_VALUES
+    } else if t.metric == Metric::PollCall {
+        if along.kind == "connections" {
+            &POLL_VALUES
+        } else {
+            &POLL_VALUES[..1]
+        }
+    } else {
+        &LATENCY_VALUES
+    }
+}
+
+/// A plot per value and group (up to [`MAX_PER_KIND`] groups) against
+/// `along`: our medians per engine, the paper's cells beside them.
+fn parameter_plots(
+    dir: &SweepDir,
+    t: &PaperTable,
+    along: &Along,
+    out: &mut Vec<Plot>,
+) -> Result<(), ReportError> {
+    let groups = groups(dir, along);
+    for value in values(dir, t, along) {
+        for group in groups.iter().take(MAX_PER_KIND) {
+            let Some(rep) = dir.points.iter().find(|p| (along.group_of)(p) == *group) else {
+                continue;
+            };
+            let mut lines: Vec<Line> = t
+                .engines
+                .iter()
+                .map(|e| {
+                    median_line(
+                        e,
+                        dir.points
+                            .iter()
+                            .filter(|p| p.params.engine == *e && (along.group_of)(p) == *group)
+                            .filter_map(|p| Some(((along.x_of)(p), (value.of)(p)?))),
+                        true,
+                    )
+                })
+                .filter(|line| line.points.len() >= 2)
+                .collect();
+            if lines.is_empty() {
+                continue;
+            }
+            let paper = paper_lines(dir, t, along, value, rep);
+            let paper_lines = paper.len();
+            lines.extend(paper);
+            let x_desc = along.x_desc;
+            let title = format!("{} against {x_desc} ({group})", value.name);
+            let svg = if along.kind == "ratio" {
+                plots::log_log_labelled(&title, x_desc, value.axis, &lines, ratio_text)?
+            } else {
+                plots::log_log_lines(&title, x_desc, value.axis, &lines)?
+            };
+            let id = format!("{}-{}", along.kind, out.len());
+            out.push((
+                id,
+                format!(
+                    "{} against {x_desc}, one line per engine, {group}: the median over repetitions, bars from the lowest to the highest repetition{}; both axes logarithmic.",
+                    capitalised(value.name),
+                    if paper_lines > 0 {
+                        "; dashed lines with hollow markers are the paper's values"
+                    } else {
+                        ""
+                    }
+                ),
+                svg,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `name` with its first letter in upper case.
+fn capitalised(name: &str) -> String {
+    let mut name = name.to_string();
+    name[..1].make_ascii_uppercase();
+    name
+}
+
+/// The paper's cells of the group `rep` is in, a line per engine, where
+/// the paper gives the plotted statistic.
+fn paper_lines(
+    dir: &SweepDir,
+    t: &PaperTable,
+    along: &Along,
+    value: &Value,
+    rep: &PointResult,
+) -> Vec<Line> {
+    let (Some(paper), Some((metric, k))) = (dir.experiment.paper.as_ref(), value.paper) else {
+        return Vec::new();
+    };
+    if paper.metric != metric {
+        return Vec::new();
+    }
+    let mut lines = Vec::new();
+    for e in &t.engines {
+        let mut pts: Vec<(f64, f64)> = paper
+            .cells
+            .iter()
+            .filter(|c| c.engine == *e)
+            .filter_map(|c| {
+                let x = (along.cell_x)(c)?;
+                // Match the group's other parameters.
+                let (conns, ratio, rate) = match along.kind {
+                    "connections" => (
+                        c.connections.unwrap_or(0),
+                        rep.params.active_ratio,
+                        rep.params.rate_per_s,
+                    ),
+                    "ratio" => (
+                        rep.params.connections,
+                        ratio_of(c.active_ratio.as_ref()?)?,
+                        rep.params.rate_per_s,
+                    ),
+                    _ => (
+                        rep.params.connections,
+                        rep.params.active_ratio,
+                        c.rate_per_s?,
+                    ),
+                };
+                let y = c.stats(metric)[k]?;
+                (cell_matches(c, e, conns, ratio, rate) && y > 0.0).then_some((x, y))
+            })
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        if !pts.is_empty() {
+            lines.push(Line {
+                name: format!("{e} (paper)"),
+                colour_key: e.clone(),
+                points: pts,
+                spread: Vec::new(),
+                paper: true,
+            });
+        }
+    }
+    lines
+}
+
+/// CDF of send deviation: a plot per setting (up to [`MAX_PER_KIND`]), a
+/// line per engine, every repetition of the point pooled.
+fn deviation_cdfs(dir: &SweepDir, t: &PaperTable, out: &mut Vec<Plot>) -> Result<(), ReportError> {
     for row in t.rows.iter().take(MAX_PER_KIND) {
         let mut pooled_reps = 0;
         let mut first_only = false;
@@ -345,33 +400,12 @@ pub(crate) fn plots(
         if series.is_empty() {
             continue;
         }
-        // The central 98% of sends: a few outliers would squeeze the rest
-        // into one pixel column (the table gives the maximum).
-        let lo = series
-            .iter()
-            .filter_map(|s| s.points.iter().find(|p| p.1 >= 0.01).map(|p| p.0))
-            .fold(f64::INFINITY, f64::min);
-        let hi = series
-            .iter()
-            .filter_map(|s| s.points.iter().find(|p| p.1 >= 0.99).map(|p| p.0))
-            .fold(f64::NEG_INFINITY, f64::max);
-        let series: Vec<Series> = series
-            .into_iter()
-            .map(|s| Series {
-                name: s.name,
-                points: s
-                    .points
-                    .into_iter()
-                    .map(|(x, y)| (x.clamp(lo, hi), y))
-                    .collect(),
-            })
-            .collect();
         let title = format!("CDF of send deviation ({})", row.label);
         let svg = plots::cdf(
             &title,
             "send deviation from the ideal schedule (µs), 1st to 99th percentile",
             "fraction of sends",
-            &series,
+            &central(series),
         )?;
         let id = format!("cdf-{}", out.len());
         out.push((
@@ -384,13 +418,37 @@ pub(crate) fn plots(
             svg,
         ));
     }
-    Ok(out)
+    Ok(())
+}
+
+/// The central 98% of sends: a few outliers would squeeze the rest into
+/// one pixel column (the table gives the maximum).
+fn central(series: Vec<Series>) -> Vec<Series> {
+    let lo = series
+        .iter()
+        .filter_map(|s| s.points.iter().find(|p| p.1 >= 0.01).map(|p| p.0))
+        .fold(f64::INFINITY, f64::min);
+    let hi = series
+        .iter()
+        .filter_map(|s| s.points.iter().find(|p| p.1 >= 0.99).map(|p| p.0))
+        .fold(f64::NEG_INFINITY, f64::max);
+    series
+        .into_iter()
+        .map(|s| Series {
+            name: s.name,
+            points: s
+                .points
+                .into_iter()
+                .map(|(x, y)| (x.clamp(lo, hi), y))
+                .collect(),
+        })
+        .collect()
 }
 
 /// The gateway's limit (web engines named `config:N`): throughput, traffic
 /// and gateway CPU against the number of backends, a plot per rate, a line
 /// per gateway configuration.
-fn backend_count_plots(dir: &SweepDir) -> Result<Vec<(String, String, String)>, ReportError> {
+fn backend_count_plots(dir: &SweepDir) -> Result<Vec<Plot>, ReportError> {
     type Of = Box<dyn Fn(&PointResult) -> Option<f64>>;
     // The gateway's CPU as /proc/stat sees it: with nat, the kernel forwards
     // in softirq and the gateway process itself stays idle.
@@ -499,12 +557,11 @@ fn backend_count_plots(dir: &SweepDir) -> Result<Vec<(String, String, String)>, 
             }
             let title = format!("{value_name} against backends ({})", rate_text(rate));
             let svg = plots::linear_lines(&title, "backends", axis, &series, None, true)?;
-            let mut name = value_name.to_string();
-            name[..1].make_ascii_uppercase();
             out.push((
                 format!("backends-{}", out.len()),
                 format!(
-                    "{name} against the number of backends, one line per gateway configuration (median over repetitions, bars: lowest to highest), {}: where a line stops rising, the gateway (or the clients' CPU) is the limit.{}",
+                    "{} against the number of backends, one line per gateway configuration (median over repetitions, bars: lowest to highest), {}: where a line stops rising, the gateway (or the clients' CPU) is the limit.{}",
+                    capitalised(value_name),
                     rate_text(rate),
                     if paper.is_empty() {
                         ""

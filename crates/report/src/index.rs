@@ -373,7 +373,7 @@ impl Report for Index {
         Ok(Page {
             title: self.title.clone(),
             description: self.description.clone(),
-            style: crate::html::STYLE,
+            style: crate::locality::STYLE,
             viewport: false,
             blocks: vec![match format {
                 Format::Html => Block::Html(self.html()),

@@ -12,9 +12,9 @@ mod brief;
 mod claims;
 mod export;
 mod figures;
-mod html;
 mod index;
 mod loadgen;
+mod locality;
 mod peers;
 mod pipeline;
 mod plots;
@@ -23,7 +23,6 @@ pub mod run;
 mod singleip;
 mod summary;
 mod table;
-mod text;
 mod validity;
 mod verdicts;
 pub use claims::{
@@ -128,17 +127,14 @@ impl<'a> Model<'a> {
 }
 
 impl Report for Model<'_> {
-    type Row = text::CsvRow;
+    type Row = locality::rows::CsvRow;
 
     fn page(&self, format: Format) -> Result<Page, ReportError> {
-        match format {
-            Format::Html => html::page(self),
-            _ => Ok(text::page(self)),
-        }
+        locality::page(self, format)
     }
 
-    fn rows(&self) -> Result<Vec<text::CsvRow>, ReportError> {
-        Ok(text::rows(self))
+    fn rows(&self) -> Result<Vec<locality::rows::CsvRow>, ReportError> {
+        Ok(locality::rows::rows(self))
     }
 }
 

@@ -609,7 +609,10 @@ impl Report for Peers<'_> {
         let html = format == Format::Html;
         let rows = summarize(dir);
         let noise = aa_noise(dir);
-        let mut blocks = vec![Block::Facts(facts(dir, noise.as_ref()))];
+        let mut blocks = vec![Block::Facts {
+            id: None,
+            facts: facts(dir, noise.as_ref()),
+        }];
         if html {
             blocks.push(Block::Note(format!(
                 "Medians across repetitions with the smallest and largest in brackets, over the points \
@@ -637,12 +640,13 @@ impl Report for Peers<'_> {
                         cells(r)
                             .into_iter()
                             .enumerate()
-                            .map(|(i, text)| Cell {
-                                text,
+                            .map(|(i, text)| {
                                 // A ratio to another contender's baseline.
-                                strong: i >= 7
-                                    && i < 7 + r.ratios.len()
-                                    && r.ratios[i - 7].0 != r.contender,
+                                Cell::from(text).strong(
+                                    i >= 7
+                                        && i < 7 + r.ratios.len()
+                                        && r.ratios[i - 7].0 != r.contender,
+                                )
                             })
                             .collect()
                     })
@@ -650,10 +654,11 @@ impl Report for Peers<'_> {
                 labels: 2,
                 // The heading says the body size.
                 html_skip: 1,
-                empty: None,
+                ..export::Table::default()
             }));
             if html {
                 blocks.push(Block::Figure {
+                    id: None,
                     svg: dot_plot(
                         &format!("{}, {} body", measure_text(e.measure), size_text(size)),
                         &measure_text(e.measure),
@@ -679,14 +684,7 @@ impl Report for Peers<'_> {
         });
         let floor = Some((noise.as_ref(), what.as_str()));
         let tail = "a ratio resting on them alone says \"cannot be judged here\"";
-        if html {
-            blocks.push(Block::Html(crate::validity::html_for(
-                &validity, floor, tail,
-            )));
-        } else {
-            let section = crate::validity::markdown_for(&validity, floor, tail);
-            blocks.push(Block::Markdown(format!("\n{}\n", section.trim_end())));
-        }
+        blocks.extend(crate::validity::blocks_for(&validity, floor, tail));
         if let Some(line) = per_rep {
             blocks.push(Block::Note(line));
         }

@@ -292,21 +292,9 @@ fn all_y(lines: &[Line]) -> Vec<f64> {
         .collect()
 }
 
-/// Lines with markers on log-log axes (latency against a parameter); the
-/// plain-[`Series`] form of [`log_log_lines`], kept for other reports.
-#[allow(dead_code)]
-pub(crate) fn log_log(
-    title: &str,
-    x_desc: &str,
-    y_desc: &str,
-    series: &[Series],
-) -> Result<String, ReportError> {
-    let lines: Vec<Line> = series.iter().map(Line::from).collect();
-    log_log_lines(title, x_desc, y_desc, &lines)
-}
-
-/// [`log_log`] with spreads and paper lines; the x axis ticks on the
-/// measured parameter values when they are few.
+/// Lines with markers on log-log axes (a figure against a parameter),
+/// with spreads and paper lines; the x axis ticks on the measured
+/// parameter values when they are few.
 pub(crate) fn log_log_lines(
     title: &str,
     x_desc: &str,

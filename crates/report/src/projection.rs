@@ -8,10 +8,9 @@
 //! explains most of the variation when there are three or more points;
 //! otherwise "no projection" and why.
 
+use crate::export::{Block, Cell, Table};
 use crate::table::{param_text, PaperTable};
 use connlab_lab::{PaperProjection, SweepDir};
-use html_escape::encode_text as esc;
-use std::fmt::Write as _;
 
 /// The least R² a fit through three or more points needs.
 const MIN_R2: f64 = 0.8;
@@ -213,53 +212,29 @@ fn cells(spec: &PaperProjection, t: &PaperTable, p: &Projection) -> [String; 5] 
     ]
 }
 
-/// The projection section of the HTML report (empty when none is asked for).
-pub(crate) fn html(dir: &SweepDir, t: &PaperTable) -> String {
+/// The projection section's blocks (none when none is asked for): the
+/// heading, why and how, and a row per engine and setting.
+pub(crate) fn blocks(dir: &SweepDir, t: &PaperTable) -> Vec<Block> {
     let Some(spec) = spec(dir) else {
-        return String::new();
+        return Vec::new();
     };
-    let mut h = format!(
-        "<h2>{}</h2>\n<p class=\"note\">{}</p>\n",
-        esc(&heading(spec)),
-        esc(&note(spec, t))
-    );
-    h.push_str("<div class=\"scroll\">\n<table class=\"projection\" id=\"projection\">\n<thead><tr><th class=\"label\">engine</th><th class=\"label\">setting</th><th class=\"label\">measured</th><th class=\"label\">projected</th><th>R²</th></tr></thead>\n<tbody>\n");
-    for p in &projections(dir, t) {
-        let [engine, group, measured, projected, r2] = cells(spec, t, p);
-        let _ = writeln!(
-            h,
-            "<tr><td class=\"label\">{}</td><td class=\"label\">{}</td><td class=\"label\">{}</td><td class=\"label\">{}</td><td>{}</td></tr>",
-            esc(&engine),
-            esc(&group),
-            esc(&measured),
-            esc(&projected),
-            esc(&r2)
-        );
-    }
-    h.push_str("</tbody>\n</table>\n</div>\n");
-    h
-}
-
-/// The projection section of the Markdown report (empty when none is
-/// asked for).
-pub(crate) fn markdown(dir: &SweepDir, t: &PaperTable) -> String {
-    let Some(spec) = spec(dir) else {
-        return String::new();
-    };
-    let mut out = format!("## {}\n\n", heading(spec));
-    out.push_str(&crate::text::md_row(&[
-        "engine".into(),
-        "setting".into(),
-        "measured".into(),
-        "projected".into(),
-        "R²".into(),
-    ]));
-    out.push_str(&crate::text::md_row(&vec!["---".to_string(); 5]));
-    for p in &projections(dir, t) {
-        out.push_str(&crate::text::md_row(&cells(spec, t, p)));
-    }
-    let _ = writeln!(out, "\n{}\n", note(spec, t));
-    out
+    vec![
+        Block::Heading(heading(spec)),
+        Block::Note(note(spec, t)),
+        Block::Table(Table {
+            id: Some("projection".into()),
+            class: Some("projection"),
+            head: ["engine", "setting", "measured", "projected", "R²"]
+                .map(String::from)
+                .to_vec(),
+            rows: projections(dir, t)
+                .iter()
+                .map(|p| cells(spec, t, p).map(Cell::from).to_vec())
+                .collect(),
+            labels: 4,
+            ..Table::default()
+        }),
+    ]
 }
 
 #[cfg(test)]

@@ -5,11 +5,10 @@
 //! placement and environment. The CLI measures and fills a [`RunPage`];
 //! this module only lays it out.
 
+use crate::export::{Block, Cell, Exporter, HtmlExporter, Item, List, Page, Report, Table};
 use crate::plots::{self, Series};
-use crate::ReportError;
+use crate::{Format, ReportError};
 use connlab_lab::compare::{coverage_text, ratio_text, Better, Comparison, Figure, Standing};
-use html_escape::{encode_double_quoted_attribute as attr, encode_text as esc};
-use std::fmt::Write as _;
 
 /// Everything the page shows.
 #[derive(Clone, Debug)]
@@ -79,7 +78,6 @@ h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid 
 table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem}
 th,td{border:1px solid #ccc;padding:.25rem .45rem;text-align:right;white-space:nowrap}
 th{background:#f3f3f3}td.label,th.label{text-align:left;white-space:normal}
-tr.best td{font-weight:600}
 figure.plot{margin:.5rem 0}
 figure.plot svg{max-width:100%;height:auto}
 figcaption{font-size:.8rem;color:#555;max-width:720px}
@@ -116,84 +114,134 @@ fn standing_text(s: Standing) -> &'static str {
     }
 }
 
-/// Renders the page.
-pub fn render_run(page: &RunPage) -> Result<String, ReportError> {
-    let c = &page.comparison;
-    let mut h = format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width\">\n<title>{t}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{t}</h1>\n",
-        t = esc(&page.title)
-    );
-    let _ = writeln!(
-        h,
-        "<p class=\"note\"><code>{}</code></p>\n<p class=\"note\">{}</p>\n<p class=\"note\">Placement: {}</p>",
-        esc(&page.command),
-        esc(&page.workload),
-        esc(&page.placement)
-    );
+/// The page as a report of blocks (HTML only: `connlab run` writes its
+/// JSON beside it, so there are no CSV rows).
+struct Run<'a>(&'a RunPage);
 
-    h.push_str("<h2>Verdict</h2>\n<ul class=\"verdict\">\n");
-    for line in &c.verdict {
-        let _ = writeln!(h, "<li>{}</li>", esc(line));
+impl Report for Run<'_> {
+    type Row = ();
+
+    fn page(&self, _: Format) -> Result<Page, ReportError> {
+        let page = self.0;
+        let mut blocks = vec![
+            Block::Commands {
+                label: None,
+                lines: vec![(None, page.command.clone())],
+            },
+            Block::Note(page.workload.clone()),
+            Block::Note(format!("Placement: {}", page.placement)),
+            Block::Heading("Verdict".into()),
+            Block::List(List {
+                class: Some("verdict"),
+                items: page
+                    .comparison
+                    .verdict
+                    .iter()
+                    .cloned()
+                    .map(Item::from)
+                    .collect(),
+                ..List::default()
+            }),
+        ];
+        blocks.extend(comparison(&page.comparison));
+        blocks.extend(latency(page)?);
+        blocks.extend(runs(page));
+        blocks.extend(validity(page));
+        let mut facts = vec![("placement".to_string(), page.placement.clone())];
+        facts.extend(page.environment.iter().cloned());
+        blocks.push(Block::Heading("Placement and environment".into()));
+        blocks.push(Block::Facts { id: None, facts });
+        Ok(Page {
+            title: page.title.clone(),
+            description: String::new(),
+            style: STYLE,
+            viewport: true,
+            blocks,
+        })
     }
-    h.push_str("</ul>\n");
 
+    fn rows(&self) -> Result<Vec<()>, ReportError> {
+        Ok(Vec::new())
+    }
+}
+
+/// The comparison: how rows are ranked, a row each with its ratio to the
+/// best and its standing, and what the server's figures are.
+fn comparison(c: &Comparison) -> Vec<Block> {
     let closed = c.better == Better::Higher;
     let unit = if closed { "req/s" } else { "µs" };
-    let _ = writeln!(
-        h,
-        "<h2>Comparison</h2>\n<p class=\"note\">Rows are ranked by {} ({}: {} is better): the median over \
-         repetitions with the lowest and highest in brackets. The ratio to the best is taken in each \
-         round (this row over the best of the same round) and the median of those is shown, with the \
-         distribution-free interval of that median ({:.0}% where there are six rounds or more, else \
-         the range of the rounds with the coverage it has). A row ties the best when its interval \
-         includes 1 and differs when it does not. Rounds that failed their validity gates twice are \
-         left out.</p>",
-        esc(&c.metric),
-        unit,
-        if closed { "higher" } else { "lower" },
-        c.confidence * 100.0,
-    );
-    let _ = writeln!(
-        h,
-        "<table>\n<tr><th class=\"label\">row</th><th>{} ({unit})</th><th>ratio to best</th><th>interval (coverage)</th><th class=\"label\">standing</th><th>server CPU per request (µs)</th><th>wake-ups per request</th><th>memory per connection (KiB)</th></tr>",
-        esc(&c.metric),
-    );
-    for (i, r) in c.rows.iter().enumerate() {
-        let class = if Some(i) == c.best {
-            " class=\"best\""
-        } else {
-            ""
-        };
-        let digits = if closed { 0 } else { 1 };
-        let _ = writeln!(
-            h,
-            "<tr{class}><td class=\"label\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"label\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&r.label),
-            fig(&r.primary, 1.0, digits),
-            r.ratio_to_best.map_or("—".into(), ratio_text),
-            r.ratio_ci.map_or("—".into(), |(lo, hi)| format!(
-                "{}–{} ({})",
-                ratio_text(lo),
-                ratio_text(hi),
-                coverage_text(r.ratio_ci_coverage.unwrap_or(c.confidence))
-            )),
-            standing_text(r.standing),
-            fig(&r.cpu_us_per_request, 1.0, 1),
-            fig(&r.wakeups_per_request, 1.0, 2),
-            fig(&r.memory_per_connection_bytes, 1024.0, 2),
-        );
-    }
-    h.push_str("</table>\n");
-    h.push_str(
-        "<p class=\"note\">Server CPU per request: the server's CPU time over the run (its own \
-         <code>--stats</code> for the engines, <code>/proc/PID/stat</code> of the process tree for a \
-         server under test) divided by the responses completed, warm-up included. Wake-ups per \
-         request: voluntary context switches (times the server slept and was woken) per response. \
-         Memory per connection: the process tree's proportional set size with every connection open, \
-         less the same before connecting, per connection (user-space memory only: socket buffers \
-         and kernel stacks are not in it).</p>\n",
-    );
+    let digits = if closed { 0 } else { 1 };
+    let rows = c
+        .rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            [
+                r.label.clone(),
+                fig(&r.primary, 1.0, digits),
+                r.ratio_to_best.map_or("—".into(), ratio_text),
+                r.ratio_ci.map_or("—".into(), |(lo, hi)| {
+                    format!(
+                        "{}–{} ({})",
+                        ratio_text(lo),
+                        ratio_text(hi),
+                        coverage_text(r.ratio_ci_coverage.unwrap_or(c.confidence))
+                    )
+                }),
+                standing_text(r.standing).into(),
+                fig(&r.cpu_us_per_request, 1.0, 1),
+                fig(&r.wakeups_per_request, 1.0, 2),
+                fig(&r.memory_per_connection_bytes, 1024.0, 2),
+            ]
+            .map(|t| Cell::from(t).strong(Some(i) == c.best))
+            .to_vec()
+        })
+        .collect();
+    vec![
+        Block::Heading("Comparison".into()),
+        Block::Note(format!(
+            "Rows are ranked by {} ({unit}: {} is better): the median over \
+             repetitions with the lowest and highest in brackets. The ratio to the best is taken in each \
+             round (this row over the best of the same round) and the median of those is shown, with the \
+             distribution-free interval of that median ({:.0}% where there are six rounds or more, else \
+             the range of the rounds with the coverage it has). A row ties the best when its interval \
+             includes 1 and differs when it does not. Rounds that failed their validity gates twice are \
+             left out. The best row is in bold.",
+            c.metric,
+            if closed { "higher" } else { "lower" },
+            c.confidence * 100.0,
+        )),
+        Block::Table(Table {
+            head: vec![
+                "row".into(),
+                format!("{} ({unit})", c.metric),
+                "ratio to best".into(),
+                "interval (coverage)".into(),
+                "standing".into(),
+                "server CPU per request (µs)".into(),
+                "wake-ups per request".into(),
+                "memory per connection (KiB)".into(),
+            ],
+            rows,
+            labels: 1,
+            text_columns: vec![4],
+            ..Table::default()
+        }),
+        Block::Note(
+            "Server CPU per request: the server's CPU time over the run (its own \
+             --stats for the engines, /proc/PID/stat of the process tree for a \
+             server under test) divided by the responses completed, warm-up included. Wake-ups per \
+             request: voluntary context switches (times the server slept and was woken) per response. \
+             Memory per connection: the process tree's proportional set size with every connection open, \
+             less the same before connecting, per connection (user-space memory only: socket buffers \
+             and kernel stacks are not in it)."
+                .into(),
+        ),
+    ]
+}
 
+/// The latency CDF of every row, if any row has one.
+fn latency(page: &RunPage) -> Result<Vec<Block>, ReportError> {
     let series: Vec<Series> = page
         .rows
         .iter()
@@ -205,99 +253,123 @@ pub fn render_run(page: &RunPage) -> Result<String, ReportError> {
         })
         .filter(|s| !s.points.is_empty())
         .collect();
-    if !series.is_empty() {
-        let svg = plots::cdf(
-            "Service latency CDF per row",
-            "service latency (µs)",
-            "fraction of requests",
-            &series,
-        )?;
-        let _ = writeln!(
-            h,
-            "<h2>Latency</h2>\n<figure class=\"plot\">{svg}<figcaption>For each row, the repetition whose \
-             primary figure is nearest the row's median, up to the 99.5th percentile.</figcaption></figure>"
-        );
+    if series.is_empty() {
+        return Ok(Vec::new());
     }
+    let svg = plots::cdf(
+        "Service latency CDF per row",
+        "service latency (µs)",
+        "fraction of requests",
+        &series,
+    )?;
+    Ok(vec![
+        Block::Heading("Latency".into()),
+        Block::Figure {
+            id: None,
+            svg,
+            caption: "For each row, the repetition whose primary figure is nearest the row's \
+                      median, up to the 99.5th percentile."
+                .into(),
+        },
+    ])
+}
 
-    h.push_str("<h2>Runs</h2>\n<table>\n<tr><th class=\"label\">row</th><th class=\"label\">what</th><th>round</th><th>p50 µs</th><th>p99 µs</th><th>achieved/s</th><th>errors</th><th>CPU µs/request</th><th>wake-ups/request</th><th>KiB/connection</th><th class=\"label\">JSON</th></tr>\n");
-    for row in &page.rows {
-        for run in &row.runs {
-            let link = run.file.as_deref().map_or("—".into(), |f| {
-                format!("<a href=\"{}\">{}</a>", attr(f), esc(f))
-            });
-            let _ = writeln!(
-                h,
-                "<tr><td class=\"label\">{}</td><td class=\"label\">{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"label\">{link}</td></tr>",
-                esc(&row.label),
-                esc(&row.kind),
-                run.round,
-                run.p50_us,
-                run.p99_us,
-                run.achieved_per_s,
-                run.errors,
-                num(run.cpu_us_per_request, 1),
-                num(run.wakeups_per_request, 2),
-                num(run.memory_per_connection_bytes.map(|b| b / 1024.0), 2),
-            );
-        }
-    }
-    h.push_str("</table>\n");
-    let warnings: Vec<String> = page
+/// Every run of every row, with a link to its JSON.
+fn runs(page: &RunPage) -> Vec<Block> {
+    let rows = page
         .rows
         .iter()
-        .flat_map(|r| {
-            r.runs.iter().flat_map(move |run| {
-                run.warnings
-                    .iter()
-                    .map(move |w| format!("{} round {}: {w}", r.label, run.round))
+        .flat_map(|row| {
+            row.runs.iter().map(move |run| {
+                let mut cells: Vec<Cell> = [
+                    row.label.clone(),
+                    row.kind.clone(),
+                    run.round.to_string(),
+                    format!("{:.1}", run.p50_us),
+                    format!("{:.1}", run.p99_us),
+                    format!("{:.1}", run.achieved_per_s),
+                    run.errors.to_string(),
+                    num(run.cpu_us_per_request, 1),
+                    num(run.wakeups_per_request, 2),
+                    num(run.memory_per_connection_bytes.map(|b| b / 1024.0), 2),
+                ]
+                .map(Cell::from)
+                .to_vec();
+                cells.push(
+                    Cell::from(run.file.clone().unwrap_or_else(|| "—".into()))
+                        .link(run.file.clone()),
+                );
+                cells
             })
         })
         .collect();
-    let invalid: Vec<String> = page
-        .rows
-        .iter()
-        .flat_map(|r| {
-            r.runs.iter().filter_map(move |run| {
-                run.invalid
-                    .as_ref()
-                    .map(|w| format!("{} round {}: {w}", r.label, run.round))
+    vec![
+        Block::Heading("Runs".into()),
+        Block::Table(Table {
+            head: [
+                "row",
+                "what",
+                "round",
+                "p50 µs",
+                "p99 µs",
+                "achieved/s",
+                "errors",
+                "CPU µs/request",
+                "wake-ups/request",
+                "KiB/connection",
+                "JSON",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows,
+            labels: 2,
+            text_columns: vec![10],
+            ..Table::default()
+        }),
+    ]
+}
+
+/// The runs left out for failing their gates, and every run's warnings.
+fn validity(page: &RunPage) -> Vec<Block> {
+    let each = |f: &dyn Fn(&RunPageRun) -> Vec<String>| -> Vec<Item> {
+        page.rows
+            .iter()
+            .flat_map(|r| {
+                r.runs.iter().flat_map(move |run| {
+                    f(run)
+                        .into_iter()
+                        .map(move |w| Item::from(format!("{} round {}: {w}", r.label, run.round)))
+                })
             })
-        })
-        .collect();
-    h.push_str("<h2>Validity</h2>\n");
+            .collect()
+    };
+    let invalid = each(&|run| run.invalid.iter().cloned().collect());
+    let warnings = each(&|run| run.warnings.clone());
+    let mut blocks = vec![Block::Heading("Validity".into())];
     if invalid.is_empty() {
-        h.push_str("<p class=\"note\">Every run kept passed its gates (completion, schedule, steal, foreign_cpu, arrivals, stationary).</p>\n");
+        blocks.push(Block::Note("Every run kept passed its gates (completion, schedule, steal, foreign_cpu, arrivals, stationary).".into()));
     } else {
-        h.push_str("<p class=\"note\">These runs failed their gates twice and are left out of the comparison:</p>\n<ul>\n");
-        for w in &invalid {
-            let _ = writeln!(h, "<li>{}</li>", esc(w));
-        }
-        h.push_str("</ul>\n");
+        blocks.push(Block::Note(
+            "These runs failed their gates twice and are left out of the comparison:".into(),
+        ));
+        blocks.push(Block::List(List {
+            items: invalid,
+            ..List::default()
+        }));
     }
     if !warnings.is_empty() {
-        h.push_str("<h2>Warnings</h2>\n<ul>\n");
-        for w in &warnings {
-            let _ = writeln!(h, "<li>{}</li>", esc(w));
-        }
-        h.push_str("</ul>\n");
+        blocks.push(Block::Heading("Warnings".into()));
+        blocks.push(Block::List(List {
+            items: warnings,
+            ..List::default()
+        }));
     }
+    blocks
+}
 
-    h.push_str("<h2>Placement and environment</h2>\n<table>\n");
-    let _ = writeln!(
-        h,
-        "<tr><th class=\"label\">placement</th><td class=\"label\">{}</td></tr>",
-        esc(&page.placement)
-    );
-    for (k, v) in &page.environment {
-        let _ = writeln!(
-            h,
-            "<tr><th class=\"label\">{}</th><td class=\"label\">{}</td></tr>",
-            esc(k),
-            esc(v)
-        );
-    }
-    h.push_str("</table>\n</body>\n</html>\n");
-    Ok(h)
+/// Renders the page.
+pub fn render_run(page: &RunPage) -> Result<String, ReportError> {
+    HtmlExporter.export(&Run(page))
 }
 
 #[cfg(test)]

@@ -514,11 +514,6 @@ impl PaperTable {
         }
     }
 
-    /// The row's value along the varied parameter.
-    pub fn vary_value(&self, row: &Row) -> f64 {
-        row.value(self.vary)
-    }
-
     /// Most repetitions of any cell.
     pub fn max_repetitions(&self) -> usize {
         self.rows

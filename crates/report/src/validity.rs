@@ -3,8 +3,8 @@
 //! them), and the A/A control's noise floor.
 
 use crate::claims::Noise;
+use crate::export::{Block, Cell, Table};
 use connlab_lab::validity::{failures_by_gate, Validity, GATE_NAMES};
-use html_escape::encode_text as esc;
 use std::fmt::Write as _;
 
 /// The points of a report as their gates left them.
@@ -152,95 +152,73 @@ pub(crate) const NO_CONTROL: &str = "This kind measures no A/A control: a compar
 /// What becomes of the invalid points of a report with claims.
 const CLAIMS_TAIL: &str = "a claim resting on them says \"cannot be judged here\"";
 
-/// The section in HTML; `what` names the statistic of the noise floor.
-pub(crate) fn html(s: &Summary, noise: Option<&Noise>, what: &str) -> String {
-    html_for(s, Some((noise, what)), CLAIMS_TAIL)
+/// The section's blocks; `what` names the statistic of the noise floor.
+pub(crate) fn blocks(s: &Summary, noise: Option<&Noise>, what: &str) -> Vec<Block> {
+    blocks_for(s, Some((noise, what)), CLAIMS_TAIL)
 }
 
-/// The section in HTML with `floor` (what stands for the noise floor:
+/// The section's blocks with `floor` (what stands for the noise floor:
 /// [`NO_CONTROL`] for kinds without one) under the opening sentence.
-pub(crate) fn html_with(s: &Summary, floor: &str) -> String {
-    section_html(s, Some(floor.to_string()), CLAIMS_TAIL)
+pub(crate) fn blocks_with(s: &Summary, floor: &str) -> Vec<Block> {
+    section(s, Some(floor.to_string()), CLAIMS_TAIL)
 }
 
-/// The section in HTML: `floor` is the A/A control's noise and what it is
+/// The section's blocks: `floor` is the A/A control's noise and what it is
 /// of (`None`: a kind without a control says nothing of one), `tail` what
 /// becomes of the invalid points.
-pub(crate) fn html_for(s: &Summary, floor: Option<(Option<&Noise>, &str)>, tail: &str) -> String {
-    section_html(s, floor.map(|(n, w)| floor_sentence(n, w)), tail)
-}
-
-fn section_html(s: &Summary, floor: Option<String>, tail: &str) -> String {
-    let unit = s.unit();
-    let mut h = format!("<h2 id=\"validity\">Validity of the {unit}</h2>\n");
-    let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(&s.sentence(tail)));
-    if let Some(floor) = floor {
-        let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(&floor));
-    }
-    if !s.invalid.is_empty() {
-        let one = unit.trim_end_matches('s');
-        let _ = write!(h, "<div class=\"scroll\">\n<table id=\"invalid\">\n<thead><tr><th class=\"label\">invalid {one}</th><th>attempts</th><th class=\"label\">gates failed</th></tr></thead>\n<tbody>\n");
-        for (id, v) in &s.invalid {
-            let _ = writeln!(
-                h,
-                "<tr><td class=\"label\">{}</td><td>{}</td><td class=\"label\">{}</td></tr>",
-                esc(id),
-                v.attempts,
-                esc(&v.failure_text())
-            );
-        }
-        h.push_str("</tbody>\n</table>\n</div>\n");
-    }
-    h
-}
-
-/// The section in Markdown; `what` names the statistic of the noise floor.
-pub(crate) fn markdown(s: &Summary, noise: Option<&Noise>, what: &str) -> String {
-    markdown_for(s, Some((noise, what)), CLAIMS_TAIL)
-}
-
-/// The section in Markdown, with `floor` as in [`html_with`].
-pub(crate) fn markdown_with(s: &Summary, floor: &str) -> String {
-    section_markdown(s, Some(floor.to_string()), CLAIMS_TAIL)
-}
-
-/// The section in Markdown; see [`html_for`].
-pub(crate) fn markdown_for(
+pub(crate) fn blocks_for(
     s: &Summary,
     floor: Option<(Option<&Noise>, &str)>,
     tail: &str,
-) -> String {
-    section_markdown(s, floor.map(|(n, w)| floor_sentence(n, w)), tail)
+) -> Vec<Block> {
+    section(s, floor.map(|(n, w)| floor_sentence(n, w)), tail)
 }
 
-fn section_markdown(s: &Summary, floor: Option<String>, tail: &str) -> String {
+fn section(s: &Summary, floor: Option<String>, tail: &str) -> Vec<Block> {
     let unit = s.unit();
-    let mut m = format!("## Validity of the {unit}\n\n");
-    let _ = writeln!(m, "{}\n", s.sentence(tail));
+    let mut blocks = vec![
+        Block::Anchor {
+            title: format!("Validity of the {unit}"),
+            id: "validity",
+        },
+        Block::Note(s.sentence(tail)),
+    ];
     if let Some(floor) = floor {
-        let _ = writeln!(m, "{floor}\n");
+        blocks.push(Block::Note(floor));
     }
     if !s.invalid.is_empty() {
         let one = unit.trim_end_matches('s');
-        let _ = writeln!(
-            m,
-            "| invalid {one} | attempts | gates failed |\n|---|---:|---|"
-        );
-        for (id, v) in &s.invalid {
-            let _ = writeln!(
-                m,
-                "{}",
-                crate::export::md_row(&[id.clone(), v.attempts.to_string(), v.failure_text()])
-            );
-        }
-        m.push('\n');
+        blocks.push(Block::Table(Table {
+            id: Some("invalid".into()),
+            head: vec![
+                format!("invalid {one}"),
+                "attempts".into(),
+                "gates failed".into(),
+            ],
+            rows: s
+                .invalid
+                .iter()
+                .map(|(id, v)| {
+                    vec![
+                        Cell::from(id.as_str()),
+                        Cell::from(v.attempts.to_string()),
+                        Cell::from(v.failure_text()),
+                    ]
+                })
+                .collect(),
+            labels: 1,
+            text_columns: vec![2],
+            ..Table::default()
+        }));
     }
-    m
+    blocks
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::export::render_blocks;
+    use crate::Format;
     use connlab_lab::validity::Gate;
 
     #[test]
@@ -249,7 +227,7 @@ mod tests {
         let bad = Validity::of(vec![Gate::at_most("steal", 0.073, 0.02, String::new())], 3);
         let s = Summary::of([("a", Some(&ok)), ("b", Some(&bad)), ("c", None)]);
         assert_eq!((s.checked, s.unchecked, s.retried), (2, 1, 1));
-        let h = html(&s, None, "mean service latency");
+        let h = render_blocks(blocks(&s, None, "mean service latency"), Format::Html);
         assert!(h.contains("1 of 2 points passed every gate"), "{h}");
         assert!(h.contains("steal 1"), "{h}");
         assert!(
@@ -258,7 +236,7 @@ mod tests {
             ),
             "{h}"
         );
-        let m = markdown(&s, None, "mean service latency");
+        let m = render_blocks(blocks(&s, None, "mean service latency"), Format::Markdown);
         assert!(m.contains("| b | 3 | steal 7.3 % > 2 % |"), "{m}");
         assert!(m.contains("No A/A control"), "{m}");
         assert!(m.contains("passed every gate (steal)"), "{m}");
@@ -271,7 +249,7 @@ mod tests {
             1,
         );
         let s = Summary::of([("r1", Some(&bad)), ("r2", None)]).of_unit("runs");
-        let h = html_with(&s, NO_CONTROL);
+        let h = render_blocks(blocks_with(&s, NO_CONTROL), Format::Html);
         assert!(h.contains("Validity of the runs"), "{h}");
         assert!(
             h.contains("0 of 1 runs passed every gate (completion)"),
@@ -280,7 +258,7 @@ mod tests {
         assert!(h.contains("1 run was measured before gates existed"), "{h}");
         assert!(h.contains("<th class=\"label\">invalid run</th>"), "{h}");
         assert!(h.contains("measures no A/A control"), "{h}");
-        let m = markdown_with(&s, NO_CONTROL);
+        let m = render_blocks(blocks_with(&s, NO_CONTROL), Format::Markdown);
         assert!(m.contains("| r1 | 1 | completion 0 % < 100 % |"), "{m}");
     }
 
@@ -289,11 +267,11 @@ mod tests {
         let bad = Validity::of(vec![Gate::at_most("steal", 0.073, 0.02, String::new())], 3);
         let s = Summary::of([("b", Some(&bad))]);
         // A kind without a control says nothing of one, nor of claims.
-        let m = markdown_for(&s, None, "they are left out");
+        let m = render_blocks(blocks_for(&s, None, "they are left out"), Format::Markdown);
         assert!(m.contains("| b | 3 | steal 7.3 % > 2 % |"), "{m}");
         assert!(m.contains("listed below, and they are left out."), "{m}");
         assert!(!m.contains("A/A") && !m.contains("claim"), "{m}");
-        let h = html_for(&s, None, "they are left out");
+        let h = render_blocks(blocks_for(&s, None, "they are left out"), Format::Html);
         assert!(
             h.contains("<table id=\"invalid\">") && !h.contains("A/A"),
             "{h}"

@@ -584,6 +584,34 @@ pub(super) fn peak_checks(
     out
 }
 
+/// The paper's value of a value claim for `engine`: a derived table of
+/// `metric` gives the engine's worst case; else the worst of the paper's
+/// own cells of `metric` (the largest for an upper bound, the smallest for
+/// a lower one).
+fn paper_worst(
+    paper: Option<&connlab_lab::Paper>,
+    metric: Metric,
+    k: usize,
+    engine: &str,
+    upper: bool,
+) -> Option<f64> {
+    let worst_cell = paper
+        .filter(|p| p.metric == metric)
+        .into_iter()
+        .flat_map(|p| p.cells.iter())
+        .filter(|c| c.engine == engine)
+        .filter_map(|c| c.stats(metric)[k])
+        .reduce(|a, b| if upper { a.max(b) } else { a.min(b) });
+    paper
+        .into_iter()
+        .flat_map(|p| p.derived.iter())
+        .filter(|d| d.metric == metric)
+        .flat_map(|d| d.cells.iter())
+        .find(|c| c.engine == engine)
+        .and_then(|c| c.stats(metric)[k])
+        .or(worst_cell)
+}
+
 pub(super) fn value_checks(
     dir: &SweepDir,
     t: &PaperTable,
@@ -615,26 +643,8 @@ pub(super) fn value_checks(
                 Some((r, of_rounds(&values)?))
             })
             .collect();
-        // The paper's value: a derived table of this metric gives the
-        // engine's worst case; else the worst of the paper's own cells of
-        // this metric (the largest for an upper bound, the smallest for a
-        // lower one).
         let upper = claim.expect_max.is_some() || claim.expect_min.is_none();
-        let worst_cell = paper
-            .filter(|p| p.metric == metric)
-            .into_iter()
-            .flat_map(|p| p.cells.iter())
-            .filter(|c| c.engine == *engine)
-            .filter_map(|c| c.stats(metric)[k])
-            .reduce(|a, b| if upper { a.max(b) } else { a.min(b) });
-        let paper_value = paper
-            .into_iter()
-            .flat_map(|p| p.derived.iter())
-            .filter(|d| d.metric == metric)
-            .flat_map(|d| d.cells.iter())
-            .find(|c| c.engine == *engine)
-            .and_then(|c| c.stats(metric)[k])
-            .or(worst_cell);
+        let paper_value = paper_worst(paper, metric, k, engine, upper);
         let mut check = blank_check(
             engine.clone(),
             engine,

@@ -562,7 +562,13 @@ impl Report for Loadgen<'_> {
     fn page(&self, _: Format) -> Result<Page, ReportError> {
         let dir = self.dir;
         let e = &dir.info.experiment;
-        let mut blocks = vec![Block::Facts(facts(dir)), Block::Note(SPREAD_NOTE.into())];
+        let mut blocks = vec![
+            Block::Facts {
+                id: None,
+                facts: facts(dir),
+            },
+            Block::Note(SPREAD_NOTE.into()),
+        ];
         for t in tables(dir) {
             let (head, rows) = table_cells(&t);
             blocks.push(Block::Heading(t.title.clone()));
@@ -579,6 +585,7 @@ impl Report for Loadgen<'_> {
                     html: "No points measured for this table yet.",
                     markdown: "(no points measured for this table yet)",
                 }),
+                ..export::Table::default()
             }));
         }
         let validity = crate::validity::Summary::of(
@@ -587,11 +594,7 @@ impl Report for Loadgen<'_> {
                 .map(|p| (p.id.as_str(), p.validity.as_ref())),
         );
         let tail = "every table leaves them out";
-        blocks.push(Block::Html(crate::validity::html_for(
-            &validity, None, tail,
-        )));
-        let section = crate::validity::markdown_for(&validity, None, tail);
-        blocks.push(Block::Markdown(format!("\n{}\n", section.trim_end())));
+        blocks.extend(crate::validity::blocks_for(&validity, None, tail));
         let cmds = commands(dir);
         if !cmds.is_empty() {
             blocks.push(Block::Heading("Commands (first point)".into()));

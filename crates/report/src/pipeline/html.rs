@@ -236,18 +236,22 @@ pub(super) fn page(sweep: &PipelineSweep) -> Result<Page, ReportError> {
     Ok(Page {
         title: exp.title.clone(),
         description: exp.description.clone(),
-        style: crate::html::STYLE,
+        style: crate::locality::STYLE,
         viewport: false,
-        blocks: vec![
-            Block::Facts(summary_lines(sweep)),
+        blocks: [
+            Block::Facts {
+                id: None,
+                facts: summary_lines(sweep),
+            },
             Block::Html(h),
-            Block::Html(crate::validity::html_with(
-                &validity(sweep),
-                crate::validity::NO_CONTROL,
-            )),
-            Block::Html(projections),
-            Block::Html(costs),
-        ],
+        ]
+        .into_iter()
+        .chain(crate::validity::blocks_with(
+            &validity(sweep),
+            crate::validity::NO_CONTROL,
+        ))
+        .chain([Block::Html(projections), Block::Html(costs)])
+        .collect(),
     })
 }
 

@@ -35,13 +35,12 @@ impl Report for Pipeline<'_> {
                 description: self.sweep.experiment.description.clone(),
                 style: "",
                 viewport: false,
-                blocks: vec![
-                    Block::Markdown(markdown(self.sweep)),
-                    Block::Markdown(crate::validity::markdown_with(
+                blocks: std::iter::once(Block::Markdown(markdown(self.sweep)))
+                    .chain(crate::validity::blocks_with(
                         &validity(self.sweep),
                         crate::validity::NO_CONTROL,
-                    )),
-                ],
+                    ))
+                    .collect(),
             }),
         }
     }
@@ -262,6 +261,43 @@ fn grid(sweep: &PipelineSweep, g: &Group, size: u64) -> Grid {
         .filter(|_| g.paper)
         .map(|c| c.table.clone());
     let mut notes = Vec::new();
+    let mut rows = figure_rows(sweep, g, size, &layers, &cells, &mut notes);
+    rows.extend(run_rows(&cells));
+    // The per-size line's rate at this size.
+    let paced = sweep
+        .runs
+        .iter()
+        .find(|r| r.params.link.label() == g.link && r.params.link == LinkSpec::MemoryPerSize)
+        .and_then(|r| exp.line_rate(r.params.link, size))
+        .map_or(String::new(), |bps| {
+            format!(" ({} Mbit/s at this size)", number(bps as f64 / 1e6, 1))
+        });
+    Grid {
+        title: format!(
+            "{}{} messages over {}{paced}, {} per run",
+            table.map_or(String::new(), |t| format!("{t}: ")),
+            size_text(size),
+            g.link,
+            number(g.messages as f64, 0)
+        ),
+        layers,
+        rows,
+        notes,
+    }
+}
+
+/// The grid's rows of each figure: the paper's, then per mode measured,
+/// projected and (layer-parallel, where the paper gives values) each over
+/// the paper's. Reasons without a projection go to `notes`.
+fn figure_rows(
+    sweep: &PipelineSweep,
+    g: &Group,
+    size: u64,
+    layers: &[u32],
+    cells: &[(String, Vec<OursCell>)],
+    notes: &mut Vec<String>,
+) -> Vec<GridRow> {
+    let exp = &sweep.experiment;
     let mut rows = Vec::new();
     for (fi, (figure, digits)) in FIGURES.iter().enumerate() {
         let paper: Vec<Option<f64>> = layers
@@ -287,7 +323,7 @@ fn grid(sweep: &PipelineSweep, g: &Group, size: u64) -> Grid {
                     .collect(),
             });
         }
-        for (mode, per_layer) in &cells {
+        for (mode, per_layer) in cells {
             rows.push(GridRow {
                 label: format!("{figure}: {mode} measured"),
                 paper: false,
@@ -301,26 +337,7 @@ fn grid(sweep: &PipelineSweep, g: &Group, size: u64) -> Grid {
                 paper: false,
                 cells: per_layer
                     .iter()
-                    .map(|c| {
-                        let why = if fi == 0 {
-                            &c.no_projection
-                        } else {
-                            &c.no_projected_capacity
-                        };
-                        let mut t = if c.projected[fi].is_empty() && c.runs > 0 {
-                            "no projection".to_string()
-                        } else {
-                            spread_text(&c.projected[fi], *digits)
-                        };
-                        if c.runs > 0 && !why.is_empty() {
-                            let marks: Vec<String> = why
-                                .iter()
-                                .map(|w| format!("[{}]", note(&mut notes, w.clone())))
-                                .collect();
-                            t += &format!(" {}", marks.join(""));
-                        }
-                        t
-                    })
+                    .map(|c| projected_text(c, fi, *digits, notes))
                     .collect(),
             });
             if has_paper && mode == "layer-parallel" {
@@ -345,6 +362,36 @@ fn grid(sweep: &PipelineSweep, g: &Group, size: u64) -> Grid {
             }
         }
     }
+    rows
+}
+
+/// One cell of a projected row: the projection's spread, or why there is
+/// none, with marks to the notes on what bounds or prevents it.
+fn projected_text(c: &OursCell, fi: usize, digits: usize, notes: &mut Vec<String>) -> String {
+    let why = if fi == 0 {
+        &c.no_projection
+    } else {
+        &c.no_projected_capacity
+    };
+    let mut t = if c.projected[fi].is_empty() && c.runs > 0 {
+        "no projection".to_string()
+    } else {
+        spread_text(&c.projected[fi], digits)
+    };
+    if c.runs > 0 && !why.is_empty() {
+        let marks: Vec<String> = why
+            .iter()
+            .map(|w| format!("[{}]", note(notes, w.clone())))
+            .collect();
+        t += &format!(" {}", marks.join(""));
+    }
+    t
+}
+
+/// The grid's rows of what the runs saw: lock contention (where measured)
+/// and each mode's projection bound.
+fn run_rows(cells: &[(String, Vec<OursCell>)]) -> Vec<GridRow> {
+    let mut rows = Vec::new();
     for (mode, per_layer) in cells
         .iter()
         .filter(|(_, c)| c.iter().any(|c| !c.lock_contention.is_empty()))
@@ -361,7 +408,7 @@ fn grid(sweep: &PipelineSweep, g: &Group, size: u64) -> Grid {
                 .collect(),
         });
     }
-    for (mode, per_layer) in &cells {
+    for (mode, per_layer) in cells {
         rows.push(GridRow {
             label: format!("{mode}: projection bound"),
             paper: false,
@@ -377,27 +424,7 @@ fn grid(sweep: &PipelineSweep, g: &Group, size: u64) -> Grid {
                 .collect(),
         });
     }
-    // The per-size line's rate at this size.
-    let paced = sweep
-        .runs
-        .iter()
-        .find(|r| r.params.link.label() == g.link && r.params.link == LinkSpec::MemoryPerSize)
-        .and_then(|r| exp.line_rate(r.params.link, size))
-        .map_or(String::new(), |bps| {
-            format!(" ({} Mbit/s at this size)", number(bps as f64 / 1e6, 1))
-        });
-    Grid {
-        title: format!(
-            "{}{} messages over {}{paced}, {} per run",
-            table.map_or(String::new(), |t| format!("{t}: ")),
-            size_text(size),
-            g.link,
-            number(g.messages as f64, 0)
-        ),
-        layers,
-        rows,
-        notes,
-    }
+    rows
 }
 
 fn summary_lines(sweep: &PipelineSweep) -> Vec<(String, String)> {

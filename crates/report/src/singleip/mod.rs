@@ -57,24 +57,26 @@ impl Report for SingleIp<'_> {
                     bandwidth_section(&mut bandwidth, self.sweep)?;
                     contention_section(&mut contention, self.sweep)?;
                     environment_section(&mut environment, self.sweep);
-                    vec![
-                        Block::Html(html(self.sweep)?),
-                        Block::Html(crate::validity::html_with(
-                            &validity(self.sweep),
-                            crate::validity::NO_CONTROL,
-                        )),
+                    let mut blocks = vec![Block::Html(html(self.sweep)?)];
+                    blocks.extend(crate::validity::blocks_with(
+                        &validity(self.sweep),
+                        crate::validity::NO_CONTROL,
+                    ));
+                    blocks.extend([
                         Block::Html(bandwidth),
                         Block::Html(contention),
                         Block::Html(environment),
-                    ]
+                    ]);
+                    blocks
                 }
-                _ => vec![
-                    Block::Markdown(text::markdown(self.sweep)),
-                    Block::Markdown(crate::validity::markdown_with(
+                _ => {
+                    let mut blocks = vec![Block::Markdown(text::markdown(self.sweep))];
+                    blocks.extend(crate::validity::blocks_with(
                         &validity(self.sweep),
                         crate::validity::NO_CONTROL,
-                    )),
-                ],
+                    ));
+                    blocks
+                }
             },
         })
     }

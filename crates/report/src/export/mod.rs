@@ -1,0 +1,626 @@
+//! One trait for every output format, after hyperfine's exporters: a report
+//! kind says what it shows ([`Report`]: a [`Page`] of blocks for HTML and
+//! Markdown, serde rows for CSV), and an [`Exporter`] per format says how
+//! ([`HtmlExporter`], [`MarkdownExporter`], [`CsvExporter`]).
+
+use crate::{Format, ReportError};
+use serde::Serialize;
+use std::fmt::Write as _;
+
+mod html;
+mod markdown;
+
+pub(crate) use html::HtmlExporter;
+pub(crate) use markdown::MarkdownExporter;
+
+/// A report kind: the blocks of its page and the rows of its CSV.
+pub(crate) trait Report {
+    /// One CSV line, in long form; its field names are the header.
+    type Row: Serialize;
+
+    /// The page in `format` (HTML or Markdown): a report may leave out what
+    /// a format cannot carry, such as plots in Markdown.
+    fn page(&self, format: Format) -> Result<Page, ReportError>;
+
+    /// The CSV rows.
+    fn rows(&self) -> Result<Vec<Self::Row>, ReportError>;
+}
+
+/// Writes a report in one format.
+pub(crate) trait Exporter {
+    /// The report as text.
+    fn export<R: Report + ?Sized>(&self, report: &R) -> Result<String, ReportError>;
+}
+
+/// Renders `report` with the exporter of `format`.
+pub(crate) fn export<R: Report + ?Sized>(
+    report: &R,
+    format: Format,
+) -> Result<String, ReportError> {
+    match format {
+        Format::Html => HtmlExporter.export(report),
+        Format::Markdown => MarkdownExporter.export(report),
+        Format::Csv => CsvExporter.export(report),
+    }
+}
+
+/// A page: its title, description and blocks in order.
+pub(crate) struct Page {
+    /// The `<title>`, `<h1>` and `#` heading.
+    pub(crate) title: String,
+    /// Prose under the title; empty for none.
+    pub(crate) description: String,
+    /// The page's inline CSS.
+    pub(crate) style: &'static str,
+    /// Whether the HTML head asks for the device's width.
+    pub(crate) viewport: bool,
+    /// The content.
+    pub(crate) blocks: Vec<Block>,
+}
+
+/// A piece of a page.
+pub(crate) enum Block {
+    /// A section heading.
+    Heading(String),
+    /// A section heading other pages can link to (`#id` in HTML).
+    Anchor {
+        /// The heading.
+        title: String,
+        /// Its HTML id.
+        id: &'static str,
+    },
+    /// A paragraph of prose.
+    Note(String),
+    /// (name, value) facts: a two-column table in HTML, a list in Markdown.
+    Facts {
+        /// The HTML id of the table, if any.
+        id: Option<&'static str>,
+        /// The facts in order.
+        facts: Vec<(String, String)>,
+    },
+    /// A table.
+    Table(Table),
+    /// Claims, each a header line with its verdict over the comparisons
+    /// it rests on.
+    Verdicts(Verdicts),
+    /// A bulleted list.
+    List(List),
+    /// A figure: an SVG plot and its caption (HTML only).
+    Figure {
+        /// The HTML id, if any.
+        id: Option<String>,
+        /// The SVG document.
+        svg: String,
+        /// The caption, as text.
+        caption: String,
+    },
+    /// Command lines: an HTML list, an indented block in Markdown. The
+    /// label, when there is one, introduces the list.
+    Commands {
+        /// What the commands belong to.
+        label: Option<String>,
+        /// (prefix such as a role, command line) pairs.
+        lines: Vec<(Option<String>, String)>,
+    },
+    /// Ids of the points not measured yet (nothing when there are none).
+    Missing(Vec<String>),
+    /// HTML the report wrote itself (the Markdown exporter skips it).
+    Html(String),
+    /// Markdown the report wrote itself (the HTML exporter skips it).
+    Markdown(String),
+}
+
+/// A table of text cells.
+#[derive(Default)]
+pub(crate) struct Table {
+    /// The HTML id, if any.
+    pub(crate) id: Option<String>,
+    /// The HTML class, if any (`brief`).
+    pub(crate) class: Option<&'static str>,
+    /// Column headings; with `groups`, the leading columns only.
+    pub(crate) head: Vec<String>,
+    /// Column groups after `head`, each a heading over its own columns
+    /// (two header rows in HTML; `group: column` headings in Markdown).
+    pub(crate) groups: Vec<Group>,
+    /// Rows of cells, as wide as the head and the groups' columns.
+    pub(crate) rows: Vec<Vec<Cell>>,
+    /// Leading columns that are labels (left-aligned in HTML).
+    pub(crate) labels: usize,
+    /// Further columns of text, by index (left-aligned in HTML too).
+    pub(crate) text_columns: Vec<usize>,
+    /// Leading columns HTML leaves out because the heading above the table
+    /// already says them (Markdown keeps them).
+    pub(crate) html_skip: usize,
+    /// Whether HTML spans equal first cells of consecutive rows into one
+    /// (and marks each span's first row); Markdown repeats them.
+    pub(crate) merge_first: bool,
+    /// HTML folds the table under this summary line (Markdown shows it).
+    pub(crate) folded: Option<String>,
+    /// What to say in place of rows when there are none (nothing if `None`).
+    pub(crate) empty: Option<Empty>,
+}
+
+/// Columns under one heading.
+pub(crate) struct Group {
+    /// The heading over the columns.
+    pub(crate) title: String,
+    /// A smaller line under the heading (its sources), if any.
+    pub(crate) small: Option<String>,
+    /// The columns.
+    pub(crate) columns: Vec<String>,
+}
+
+impl Table {
+    /// Every column heading as Markdown prints it: the head, then each
+    /// group's columns as `group: column`.
+    pub(crate) fn flat_head(&self) -> Vec<String> {
+        let mut head = self.head.clone();
+        for g in &self.groups {
+            let title = match &g.small {
+                Some(s) => format!("{} ({s})", g.title),
+                None => g.title.clone(),
+            };
+            head.extend(g.columns.iter().map(|c| format!("{title}: {c}")));
+        }
+        head
+    }
+}
+
+/// What a table says when it has no rows: HTML and Markdown wordings.
+pub(crate) struct Empty {
+    /// HTML: a note under the table.
+    pub(crate) html: &'static str,
+    /// Markdown: a line under the table.
+    pub(crate) markdown: &'static str,
+}
+
+/// How a cell is shown beside its text.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Tone {
+    /// Plain.
+    #[default]
+    Plain,
+    /// The paper's value (grey italics in HTML).
+    Paper,
+    /// A ratio of ours to the paper's.
+    Vs,
+    /// A verdict, by its key (`holds`, `fails`): coloured in HTML.
+    Verdict(&'static str),
+}
+
+impl Tone {
+    fn class(self) -> Option<&'static str> {
+        match self {
+            Tone::Plain => None,
+            Tone::Paper => Some("paper"),
+            Tone::Vs => Some("vs"),
+            Tone::Verdict(key) => Some(key),
+        }
+    }
+}
+
+/// One table cell.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Cell {
+    /// The text.
+    pub(crate) text: String,
+    /// Bold.
+    pub(crate) strong: bool,
+    /// How it is shown.
+    pub(crate) tone: Tone,
+    /// Kept on one line in HTML.
+    pub(crate) nowrap: bool,
+    /// The spread under the value: a small line in HTML, `[spread]` in
+    /// Markdown.
+    pub(crate) spread: Option<String>,
+    /// A remark under the text: small in HTML, `(remark)` in Markdown.
+    pub(crate) small: Option<String>,
+    /// A verdict on the value, by key and in words: HTML colours the cell,
+    /// Markdown says the words after it.
+    pub(crate) judged: Option<(&'static str, String)>,
+    /// Where the text links to.
+    pub(crate) link: Option<String>,
+}
+
+impl From<String> for Cell {
+    fn from(text: String) -> Cell {
+        Cell {
+            text,
+            ..Cell::default()
+        }
+    }
+}
+
+impl From<&str> for Cell {
+    fn from(text: &str) -> Cell {
+        Cell::from(text.to_string())
+    }
+}
+
+impl Cell {
+    /// The same cell in `tone`.
+    pub(crate) fn tone(self, tone: Tone) -> Cell {
+        Cell { tone, ..self }
+    }
+
+    /// The same cell kept on one line.
+    pub(crate) fn nowrap(self) -> Cell {
+        Cell {
+            nowrap: true,
+            ..self
+        }
+    }
+
+    /// The same cell in bold when `strong`.
+    pub(crate) fn strong(self, strong: bool) -> Cell {
+        Cell { strong, ..self }
+    }
+
+    /// The same cell with a spread under it.
+    pub(crate) fn spread(self, spread: Option<String>) -> Cell {
+        Cell { spread, ..self }
+    }
+
+    /// The same cell with a remark under it.
+    pub(crate) fn small(self, small: Option<String>) -> Cell {
+        Cell { small, ..self }
+    }
+
+    /// The same cell judged: coloured by `key`, said in `words`.
+    pub(crate) fn judged(self, key: &'static str, words: String) -> Cell {
+        Cell {
+            judged: Some((key, words)),
+            ..self
+        }
+    }
+
+    /// The same cell linking to `href`.
+    pub(crate) fn link(self, href: Option<String>) -> Cell {
+        Cell { link: href, ..self }
+    }
+}
+
+/// A bulleted list.
+#[derive(Default)]
+pub(crate) struct List {
+    /// The HTML id, if any.
+    pub(crate) id: Option<&'static str>,
+    /// The HTML class, if any.
+    pub(crate) class: Option<&'static str>,
+    /// The items.
+    pub(crate) items: Vec<Item>,
+    /// What the list says when it has no items (nothing if `None`).
+    pub(crate) empty: Option<&'static str>,
+}
+
+/// One list item.
+pub(crate) struct Item {
+    /// The text.
+    pub(crate) text: String,
+    /// A smaller remark after it, if any.
+    pub(crate) small: Option<String>,
+}
+
+impl From<String> for Item {
+    fn from(text: String) -> Item {
+        Item { text, small: None }
+    }
+}
+
+/// Claims with their verdicts, each over the comparisons it rests on: one
+/// table in HTML (a header row per claim), a nested list in Markdown.
+pub(crate) struct Verdicts {
+    /// The HTML id, if any.
+    pub(crate) id: Option<&'static str>,
+    /// The columns of a comparison; the last is its verdict.
+    pub(crate) head: Vec<String>,
+    /// Leading columns that are labels.
+    pub(crate) labels: usize,
+    /// The claims.
+    pub(crate) claims: Vec<Claim>,
+    /// What the table shows and how it judges.
+    pub(crate) caption: String,
+}
+
+/// One claim of a [`Verdicts`] block.
+pub(crate) struct Claim {
+    /// Where the claim is from (bold).
+    pub(crate) source: String,
+    /// The claim.
+    pub(crate) text: String,
+    /// What it compares, in a smaller line.
+    pub(crate) detail: String,
+    /// The claim's verdict: key and words.
+    pub(crate) verdict: (&'static str, String),
+    /// Its comparisons, each as wide as the head.
+    pub(crate) rows: Vec<Vec<Cell>>,
+}
+
+/// One Markdown table row, without a line end; `|` inside a cell is
+/// escaped and a line break becomes a space.
+pub(crate) fn md_row(cells: &[String]) -> String {
+    let mut s = String::from("|");
+    for c in cells {
+        let _ = write!(s, " {} |", c.replace('|', "\\|").replace('\n', " "));
+    }
+    s
+}
+
+/// The CSV format: a header from the row type's field names, then a line
+/// per row, quoted where a field needs it.
+pub(crate) struct CsvExporter;
+
+impl CsvExporter {
+    /// `rows` as CSV text.
+    pub(crate) fn write<T: Serialize>(
+        rows: impl IntoIterator<Item = T>,
+    ) -> Result<String, ReportError> {
+        let err = |e: csv::Error| ReportError::Csv(e.to_string());
+        let mut w = csv::Writer::from_writer(Vec::new());
+        for r in rows {
+            w.serialize(r).map_err(err)?;
+        }
+        let bytes = w
+            .into_inner()
+            .map_err(|e| ReportError::Csv(e.to_string()))?;
+        String::from_utf8(bytes).map_err(|e| ReportError::Csv(e.to_string()))
+    }
+}
+
+impl Exporter for CsvExporter {
+    fn export<R: Report + ?Sized>(&self, report: &R) -> Result<String, ReportError> {
+        Self::write(report.rows()?)
+    }
+}
+
+/// `blocks` on a bare page in `format` (HTML or Markdown), for tests of
+/// the sections that make them.
+#[cfg(test)]
+pub(crate) fn render_blocks(blocks: Vec<Block>, format: Format) -> String {
+    struct Bare(std::cell::RefCell<Vec<Block>>);
+    impl Report for Bare {
+        type Row = ();
+        fn page(&self, _: Format) -> Result<Page, ReportError> {
+            Ok(Page {
+                title: String::new(),
+                description: String::new(),
+                style: "",
+                viewport: false,
+                blocks: self.0.take(),
+            })
+        }
+        fn rows(&self) -> Result<Vec<()>, ReportError> {
+            Ok(Vec::new())
+        }
+    }
+    export(&Bare(std::cell::RefCell::new(blocks)), format).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report of fixed blocks and two CSV rows.
+    struct Fixed;
+
+    #[derive(Serialize)]
+    struct Row {
+        name: &'static str,
+        value: Option<f64>,
+    }
+
+    impl Report for Fixed {
+        type Row = Row;
+
+        fn page(&self, _: Format) -> Result<Page, ReportError> {
+            Ok(Page {
+                title: "T <1>".into(),
+                description: "About it.".into(),
+                style: "p{}",
+                viewport: false,
+                blocks: vec![
+                    Block::Heading("Section".into()),
+                    Block::Table(Table {
+                        head: vec!["size".into(), "name".into(), "a|b".into()],
+                        rows: vec![vec![
+                            "1 KiB".to_string().into(),
+                            "x".to_string().into(),
+                            Cell::from("2").strong(true),
+                        ]],
+                        labels: 1,
+                        html_skip: 1,
+                        ..Table::default()
+                    }),
+                    Block::Missing(Vec::new()),
+                    Block::Missing(vec!["p1".into(), "p2".into()]),
+                    Block::Html("<hr>\n".into()),
+                    Block::Markdown("---\n".into()),
+                ],
+            })
+        }
+
+        fn rows(&self) -> Result<Vec<Row>, ReportError> {
+            Ok(vec![
+                Row {
+                    name: "a, \"b\"",
+                    value: Some(1.5),
+                },
+                Row {
+                    name: "c",
+                    value: None,
+                },
+            ])
+        }
+    }
+
+    #[test]
+    fn html_escapes_skips_lead_columns_and_marks_labels() {
+        let h = export(&Fixed, Format::Html).unwrap();
+        assert!(h.starts_with("<!DOCTYPE html>"));
+        assert!(h.contains("<title>T &lt;1&gt;</title>"));
+        assert!(h.contains("<p class=\"note\">About it.</p>\n<h2>Section</h2>"));
+        // The size column is left out; the name is a label; 2 is bold.
+        assert!(!h.contains("1 KiB"));
+        assert!(h.contains("<th class=\"label\">name</th><th>a|b</th>"));
+        assert!(h.contains("<td class=\"label\">x</td><td><strong>2</strong></td>"));
+        assert_eq!(h.matches("Not measured yet").count(), 1);
+        assert!(h.contains("<hr>") && !h.contains("---"));
+        assert!(h.ends_with("</body>\n</html>\n"));
+    }
+
+    #[test]
+    fn markdown_keeps_every_column_and_escapes_pipes() {
+        let m = export(&Fixed, Format::Markdown).unwrap();
+        assert!(m.starts_with("# T <1>\n\nAbout it.\n\n"));
+        assert!(m.contains("| size | name | a\\|b |\n| --- | --- | --- |\n| 1 KiB | x | 2 |\n"));
+        assert!(m.contains("\nNot measured yet: p1, p2\n"));
+        assert!(m.contains("---\n") && !m.contains("<hr>"));
+    }
+
+    #[test]
+    fn csv_has_a_header_and_quotes_where_needed() {
+        let c = export(&Fixed, Format::Csv).unwrap();
+        assert_eq!(c, "name,value\n\"a, \"\"b\"\"\",1.5\nc,\n");
+    }
+
+    /// A grouped table with merged first cells, a verdicts block and a
+    /// list, in both formats.
+    fn model_blocks() -> Vec<Block> {
+        let row = |setting: &str, engine: &str| {
+            vec![
+                Cell::from(setting),
+                Cell::from(engine),
+                Cell::from("1.1").tone(Tone::Paper).nowrap(),
+                Cell::from("0.29")
+                    .spread(Some("0.28–0.31".into()))
+                    .judged("holds", "holds".into()),
+                Cell::from("a.json").link(Some("runs/a.json".into())),
+            ]
+        };
+        vec![
+            Block::Anchor {
+                title: "Section".into(),
+                id: "sec",
+            },
+            Block::Table(Table {
+                id: Some("t".into()),
+                class: Some("brief"),
+                head: vec!["setting".into(), "engine".into()],
+                groups: vec![
+                    Group {
+                        title: "mean".into(),
+                        small: Some("Table 3".into()),
+                        columns: vec!["paper".into(), "ours".into()],
+                    },
+                    Group {
+                        title: "run".into(),
+                        small: None,
+                        columns: vec!["JSON".into()],
+                    },
+                ],
+                rows: vec![
+                    row("400", "select"),
+                    row("400", "epoll"),
+                    row("2,000", "select"),
+                ],
+                labels: 2,
+                merge_first: true,
+                ..Table::default()
+            }),
+            Block::Verdicts(Verdicts {
+                id: Some("claims"),
+                head: vec!["engine".into(), "ours".into(), "verdict".into()],
+                labels: 1,
+                claims: vec![Claim {
+                    source: "Table 3".into(),
+                    text: "select grows".into(),
+                    detail: "ratio of the mean".into(),
+                    verdict: ("fails", "does not hold".into()),
+                    rows: vec![vec![
+                        Cell::from("select").small(Some("context".into())),
+                        Cell::from("5.0×"),
+                        Cell::from("does not hold").tone(Tone::Verdict("fails")),
+                    ]],
+                }],
+                caption: "How it is judged.".into(),
+            }),
+            Block::List(List {
+                id: Some("warnings"),
+                items: vec![Item {
+                    text: "w".into(),
+                    small: Some("(1: p1)".into()),
+                }],
+                ..List::default()
+            }),
+            Block::List(List {
+                empty: Some("none"),
+                ..List::default()
+            }),
+        ]
+    }
+
+    #[test]
+    fn html_groups_merges_judges_and_links() {
+        let h = render_blocks(model_blocks(), Format::Html);
+        assert!(h.contains("<h2 id=\"sec\">Section</h2>"), "{h}");
+        assert!(h.contains("<table id=\"t\" class=\"brief\">"), "{h}");
+        assert!(
+            h.contains("<th class=\"label\" rowspan=\"2\">setting</th>"),
+            "{h}"
+        );
+        assert!(
+            h.contains(
+                "<th colspan=\"2\">mean<br><small>Table 3</small></th><th colspan=\"1\">run</th>"
+            ),
+            "{h}"
+        );
+        // 400 spans its two rows; 2,000 starts a span of one.
+        assert!(
+            h.contains("<tr class=\"first\"><td class=\"label\" rowspan=\"2\">400</td>"),
+            "{h}"
+        );
+        assert!(h.contains("<tr><td class=\"label\">epoll</td>"), "{h}");
+        assert!(
+            h.contains("<tr class=\"first\"><td class=\"label\">2,000</td>"),
+            "{h}"
+        );
+        assert!(h.contains("<td class=\"paper nowrap\">1.1</td>"), "{h}");
+        assert!(
+            h.contains("<td class=\"holds\">0.29<span class=\"spread\">0.28–0.31</span></td>"),
+            "{h}"
+        );
+        assert!(h.contains("<a href=\"runs/a.json\">a.json</a>"), "{h}");
+        assert!(h.contains("<tr class=\"claim first\"><td colspan=\"2\"><strong>Table 3</strong> · select grows<br><small>ratio of the mean</small></td><td class=\"fails\">does not hold</td></tr>"), "{h}");
+        assert!(
+            h.contains("<td class=\"label\">select<br><small>context</small></td>"),
+            "{h}"
+        );
+        assert!(h.contains("<caption>How it is judged.</caption>"), "{h}");
+        assert!(
+            h.contains("<ul id=\"warnings\">\n<li>w <small>(1: p1)</small></li>"),
+            "{h}"
+        );
+        assert!(h.contains("<li>none</li>"), "{h}");
+    }
+
+    #[test]
+    fn markdown_flattens_groups_and_says_verdicts_in_words() {
+        let m = render_blocks(model_blocks(), Format::Markdown);
+        assert!(m.contains("\n## Section\n"), "{m}");
+        assert!(
+            m.contains(
+                "| setting | engine | mean (Table 3): paper | mean (Table 3): ours | run: JSON |"
+            ),
+            "{m}"
+        );
+        assert!(
+            m.contains("| 400 | epoll | 1.1 | 0.29 [0.28–0.31] (holds) | [a.json](runs/a.json) |"),
+            "{m}"
+        );
+        assert!(m.contains("- **Table 3: select grows** (ratio of the mean): **does not hold**\n  - engine: select (context); ours: 5.0×; verdict: does not hold\n"), "{m}");
+        assert!(m.contains("\nHow it is judged.\n"), "{m}");
+        assert!(m.contains("- w (1: p1)\n"), "{m}");
+        assert!(m.contains("\nnone\n"), "{m}");
+        assert!(!m.contains("\n\n\n"), "{m}");
+    }
+}
