@@ -283,6 +283,16 @@ mod tests {
         assert_eq!(notes.len(), usize::from(!accept) + usize::from(!recv));
     }
 
+    /// The multishot decisions rest on this.
+    #[test]
+    fn kernel_release_parses_to_major_and_minor() {
+        use crate::parse_kernel_version as parse;
+        assert_eq!(parse("6.18.44-fc-v669"), Some((6, 18)));
+        assert_eq!(parse("5.4.0"), Some((5, 4)));
+        assert_eq!(parse("6.1"), Some((6, 1)));
+        assert_eq!(parse("linux"), None);
+    }
+
     #[test]
     fn a_too_old_kernel_gets_notes_for_multishot() {
         let support = Support {
