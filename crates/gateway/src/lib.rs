@@ -9,6 +9,8 @@
 //!
 //! - [`proxy`]: `--mode proxy`, a user-space L4 proxy with health checks.
 
+#![warn(clippy::unwrap_used)]
+
 pub mod forward;
 pub mod nat;
 pub mod policy;

@@ -20,12 +20,14 @@
 
 use crate::reader::{Core, ReaderOutcome, ReaderPlan};
 use crate::request::RequestTemplate;
-use io_uring::types::{BufRingEntry, Fd, SubmitArgs, Timespec};
-use io_uring::{cqueue, opcode, squeue, IoUring, Probe};
+use connlab_os::uring::{
+    self, BufRing, BufferPool, OutsidePool, RegisterError, RingConfig, Support,
+};
+use io_uring::types::{Fd, SubmitArgs, Timespec};
+use io_uring::{cqueue, opcode, squeue, IoUring};
 use std::collections::VecDeque;
 use std::io;
-use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU16, Ordering, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 /// Submission queue entries (completion queue: four times as many).
@@ -65,21 +67,18 @@ fn unavailable(why: impl std::fmt::Display) -> String {
 /// registered provided-buffer ring (Linux 5.19). The message names `--io epoll`.
 pub(crate) fn probe() -> Result<(), String> {
     let ring = build_ring().map_err(|e| unavailable(format!("io_uring_setup failed: {e}")))?;
-    let mut probe = Probe::new();
-    ring.submitter()
-        .register_probe(&mut probe)
-        .map_err(|e| unavailable(format!("the opcode probe failed: {e}")))?;
-    for (code, name) in [
+    let support =
+        Support::probe(&ring).map_err(|e| unavailable(format!("the opcode probe failed: {e}")))?;
+    let missing = support.first_missing(&[
         (opcode::Recv::CODE, "RECV"),
         (opcode::PollAdd::CODE, "POLL_ADD"),
         (opcode::SendMsg::CODE, "SENDMSG"),
         (opcode::AsyncCancel::CODE, "ASYNC_CANCEL"),
-    ] {
-        if !probe.is_supported(code) {
-            return Err(unavailable(format!("no IORING_OP_{name}")));
-        }
+    ]);
+    if let Some(name) = missing {
+        return Err(unavailable(format!("no IORING_OP_{name}")));
     }
-    match kernel_version() {
+    match support.kernel() {
         Some(v) if v >= (6, 0) => {}
         Some((major, minor)) => {
             return Err(unavailable(format!(
@@ -89,162 +88,54 @@ pub(crate) fn probe() -> Result<(), String> {
         None => return Err(unavailable("the kernel version is unreadable")),
     }
     // A small buffer ring, registered and dropped again.
-    let test = BufRing::map(8).map_err(|e| unavailable(format!("mmap failed: {e}")))?;
-    // SAFETY: the mapping is 8 entries long and is unregistered before it is unmapped.
-    let registered = unsafe {
-        ring.submitter()
-            .register_buf_ring_with_flags(test.entries.as_ptr() as u64, 8, GROUP, 0)
-    };
-    if let Err(e) = registered {
-        test.unmap();
-        return Err(unavailable(format!(
+    match BufRing::register(&ring, 8, GROUP) {
+        Ok(test) => {
+            let _ = test.unregister(&ring);
+            Ok(())
+        }
+        Err(RegisterError::Map(e)) => Err(unavailable(format!("mmap failed: {e}"))),
+        Err(RegisterError::Register(e)) => Err(unavailable(format!(
             "registering a provided-buffer ring failed: {e}"
-        )));
+        ))),
     }
-    let _ = ring.submitter().unregister_buf_ring(GROUP);
-    test.unmap();
-    Ok(())
 }
-
-use connlab_os::kernel_version;
 
 /// The ring: `SINGLE_ISSUER` + `DEFER_TASKRUN` (completions run only when
 /// the reader enters the kernel to wait), else `COOP_TASKRUN`, else plain.
 fn build_ring() -> io::Result<IoUring> {
-    let mut last = None;
-    for attempt in 0..3 {
-        let mut b = IoUring::builder();
-        b.setup_cqsize(ENTRIES * 4);
-        match attempt {
-            0 => {
-                b.setup_single_issuer().setup_defer_taskrun();
-            }
-            1 => {
-                b.setup_coop_taskrun().setup_taskrun_flag();
-            }
-            _ => {}
+    let config = RingConfig {
+        entries: ENTRIES,
+        sqpoll_idle_ms: None,
+        defer_taskrun: true,
+    };
+    // The reader prints nothing: what the kernel lacks only slows it.
+    uring::build(config, &mut Vec::new()).map(|built| built.ring)
+}
+
+/// The receive buffers ([`BUFFERS`] chunks of [`BUF_LEN`] bytes) and the
+/// registered ring that hands them to the kernel, every buffer given to it.
+/// Both are leaked, not freed: when the ring is torn down at the end of the
+/// run, a receive the kernel is still cancelling could write into them (one
+/// pool per run).
+fn register_buffers(uring: &IoUring) -> io::Result<(BufferPool, BufRing)> {
+    let pool = BufferPool::new(BUFFERS, BUF_LEN)?;
+    let mut ring = match BufRing::register(uring, BUFFERS, GROUP) {
+        Ok(ring) => ring,
+        Err(e) => {
+            // SAFETY: never lent to the kernel.
+            unsafe { pool.unmap() };
+            return Err(e.into());
         }
-        match b.build(ENTRIES) {
-            Ok(ring) => return Ok(ring),
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => last = Some(e),
-            Err(e) => return Err(e),
-        }
+    };
+    for bid in 0..BUFFERS {
+        ring.push(&pool, bid).map_err(outside)?;
     }
-    Err(last.unwrap_or_else(|| io::Error::from_raw_os_error(libc::EINVAL)))
+    ring.publish();
+    Ok((pool, ring))
 }
 
-/// The receive buffers ([`BUFFERS`] chunks of [`BUF_LEN`] bytes), a raw
-/// region the kernel writes between completions, and the registered ring
-/// that hands them to it. Both are leaked, not freed: when the ring is torn
-/// down at the end of the run, a receive the kernel is still cancelling
-/// could write into them (one region per run).
-struct Buffers {
-    base: NonNull<u8>,
-    ring: BufRing,
-    /// The tail as the reader counts it (published by [`Buffers::publish`]).
-    tail: u16,
-}
-
-impl Buffers {
-    const LEN: usize = BUFFERS as usize * BUF_LEN;
-
-    /// Allocates the buffers, registers the ring and gives the kernel every buffer.
-    fn register(uring: &IoUring) -> io::Result<Buffers> {
-        let region: Box<[u8]> = vec![0u8; Self::LEN].into_boxed_slice();
-        let raw: *mut [u8] = Box::into_raw(region);
-        // SAFETY: `Box::into_raw` never returns null.
-        let base = unsafe { NonNull::new_unchecked(raw.cast::<u8>()) };
-        let ring = BufRing::map(BUFFERS)?;
-        // SAFETY: the mapping is `BUFFERS` entries long and never unmapped,
-        // so it outlives the registration.
-        unsafe {
-            uring.submitter().register_buf_ring_with_flags(
-                ring.entries.as_ptr() as u64,
-                BUFFERS,
-                GROUP,
-                0,
-            )?;
-        }
-        let mut bufs = Buffers {
-            base,
-            ring,
-            tail: 0,
-        };
-        for bid in 0..BUFFERS {
-            bufs.give_back(bid)?;
-        }
-        bufs.publish();
-        Ok(bufs)
-    }
-
-    /// Where buffer `bid` starts; `None` outside the region.
-    fn buffer(&self, bid: u16) -> Option<*mut u8> {
-        let at = usize::from(bid) * BUF_LEN;
-        // SAFETY: `at` is inside the region (checked first).
-        (at < Self::LEN).then(|| unsafe { self.base.as_ptr().add(at) })
-    }
-
-    /// The first `len` bytes of buffer `bid`, which a completion just returned.
-    ///
-    /// # Safety
-    ///
-    /// The kernel must be done with buffer `bid` (its completion was taken)
-    /// and the buffer must not be given back while the slice lives.
-    unsafe fn completed(&self, bid: u16, len: usize) -> io::Result<&[u8]> {
-        let start = self.buffer(bid).ok_or_else(|| outside(bid))?;
-        // SAFETY: the caller guarantees nothing writes the buffer while the
-        // slice lives; start and length stay inside the region; the bytes
-        // were initialised (zeroed, then written by the kernel).
-        Ok(unsafe { std::slice::from_raw_parts(start, len.min(BUF_LEN)) })
-    }
-
-    /// Puts buffer `bid` at the tail (the kernel sees it after [`Buffers::publish`]).
-    fn give_back(&mut self, bid: u16) -> io::Result<()> {
-        let addr = self.buffer(bid).ok_or_else(|| outside(bid))?;
-        let slot = usize::from(self.tail & (BUFFERS - 1));
-        // SAFETY: `slot < BUFFERS`, inside the mapping; the kernel reads only
-        // entries up to the published tail, and this one is past it.
-        let entry = unsafe { &mut *self.ring.entries.as_ptr().add(slot) };
-        entry.set_addr(addr as u64);
-        entry.set_len(BUF_LEN as u32);
-        entry.set_bid(bid);
-        self.tail = self.tail.wrapping_add(1);
-        Ok(())
-    }
-
-    /// Makes the buffers given back so far visible to the kernel.
-    fn publish(&self) {
-        // SAFETY: the tail field lies in the first entry of the live mapping;
-        // the kernel reads it as an atomic u16.
-        let tail = unsafe { &*BufRingEntry::tail(self.ring.entries.as_ptr()).cast::<AtomicU16>() };
-        tail.store(self.tail, Ordering::Release);
-    }
-}
-
-fn outside(bid: u16) -> io::Error {
-    io::Error::other(format!(
-        "--io uring: buffer id {bid} is outside the pool of {BUFFERS}"
-    ))
-}
-
-/// An anonymous mapping of buffer-ring entries.
-struct BufRing {
-    entries: NonNull<BufRingEntry>,
-    len: usize,
-}
-
-impl BufRing {
-    fn map(count: u16) -> io::Result<BufRing> {
-        let len = usize::from(count) * size_of::<BufRingEntry>();
-        let entries = connlab_os::memory::map_anonymous(len)?.cast::<BufRingEntry>();
-        Ok(BufRing { entries, len })
-    }
-
-    /// Unmaps a ring the kernel no longer holds.
-    fn unmap(self) {
-        // SAFETY: the mapping made by `map`, no longer registered.
-        unsafe { connlab_os::memory::unmap_anonymous(self.entries.cast(), self.len) };
-    }
+fn outside(e: OutsidePool) -> io::Error {
+    io::Error::other(format!("--io uring: {e}"))
 }
 
 /// Queues an entry, submitting first when the queue is full.
@@ -496,7 +387,7 @@ pub(crate) fn run_reader(plan: ReaderPlan<'_, '_>) -> io::Result<ReaderOutcome> 
     let mut ring = build_ring().map_err(|e| {
         io::Error::new(e.kind(), unavailable(format!("io_uring_setup failed: {e}")))
     })?;
-    let mut bufs = Buffers::register(&ring).map_err(|e| {
+    let (pool, mut bufs) = register_buffers(&ring).map_err(|e| {
         io::Error::new(
             e.kind(),
             unavailable(format!("registering the buffer ring failed: {e}")),
@@ -580,7 +471,7 @@ pub(crate) fn run_reader(plan: ReaderPlan<'_, '_>) -> io::Result<ReaderOutcome> 
                         // SAFETY: this completion returned buffer `bid` with `res`
                         // bytes written; it is given back only after `bytes` was
                         // last used.
-                        let bytes = unsafe { bufs.completed(bid, res as usize)? };
+                        let bytes = unsafe { pool.completed(bid, res as usize).map_err(outside)? };
                         match core.on_bytes(c, bytes) {
                             Ok(n) => core.send_next(c, n),
                             Err(kind) => core.fail(c, kind),
@@ -588,7 +479,7 @@ pub(crate) fn run_reader(plan: ReaderPlan<'_, '_>) -> io::Result<ReaderOutcome> 
                     }
                     // An idle connection's unexpected bytes are dropped, as the
                     // epoll reader drops them.
-                    bufs.give_back(bid)?;
+                    bufs.push(&pool, bid).map_err(outside)?;
                 }
             } else if res == 0 {
                 if !core.is_closed(c) {
@@ -638,14 +529,6 @@ pub(crate) fn run_reader(plan: ReaderPlan<'_, '_>) -> io::Result<ReaderOutcome> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use connlab_os::parse_kernel_version as parse_version;
-
-    #[test]
-    fn kernel_release_parses_to_major_and_minor() {
-        assert_eq!(parse_version("6.18.44-fc-v669"), Some((6, 18)));
-        assert_eq!(parse_version("5.4.0"), Some((5, 4)));
-        assert_eq!(parse_version("linux"), None);
-    }
 
     #[test]
     fn buffers_are_a_power_of_two_as_a_ring_needs() {

@@ -18,6 +18,7 @@ mod rusage;
 mod shared;
 mod shutdown;
 pub mod tcp;
+pub mod uring;
 pub mod window;
 
 pub use cpu::{

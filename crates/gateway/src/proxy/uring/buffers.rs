@@ -1,26 +1,22 @@
 //! The relay's receive buffers and the registered provided-buffer ring
-//! that lends them to the kernel.
+//! that lends them to the kernel ([`connlab_os::uring`]), lent
+//! [`BUFFER_STEP`] at a time.
 
 use super::{BUFFERS, BUFFER_STEP, CHUNK, GROUP};
-use connlab_os::memory::{map_anonymous, unmap_anonymous};
-use io_uring::types::BufRingEntry;
+use connlab_os::uring::{BufRing, BufferPool, RegisterError};
 use io_uring::IoUring;
 use std::io;
-use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU16, Ordering};
 
-/// The receive buffers ([`BUFFERS`] of [`CHUNK`] bytes, one anonymous
-/// mapping) and the provided-buffer ring that hands them to the kernel
-/// (another mapping, registered as group [`GROUP`]).
+/// The receive buffers ([`BUFFERS`] of [`CHUNK`] bytes) and the
+/// provided-buffer ring that hands them to the kernel (registered as group
+/// [`GROUP`]).
 ///
 /// The kernel writes into the buffers while the loop runs, so the loop
 /// holds raw pointers only, and reads nothing from a buffer: it passes a
 /// buffer the kernel filled straight to a send.
 pub(super) struct Buffers {
-    region: NonNull<u8>,
-    entries: NonNull<BufRingEntry>,
-    /// The tail as the loop counts it (published by [`Buffers::publish`]).
-    tail: u16,
+    pool: BufferPool,
+    ring: BufRing,
     /// Buffers given back since the last publish.
     pub(super) returned: usize,
     /// Buffers handed to the kernel so far (`0..provided`).
@@ -28,49 +24,32 @@ pub(super) struct Buffers {
 }
 
 impl Buffers {
-    const REGION: usize = BUFFERS as usize * CHUNK;
-    const RING: usize = BUFFERS as usize * size_of::<BufRingEntry>();
-    const MASK: u16 = BUFFERS - 1;
-
-    /// Maps both, registers the ring and provides every buffer.
+    /// Maps both, registers the ring and provides the first buffers.
     pub(super) fn register(ring: &IoUring) -> io::Result<Buffers> {
-        let region = map_anonymous(Buffers::REGION)?;
-        let entries = match map_anonymous(Buffers::RING) {
-            Ok(e) => e.cast::<BufRingEntry>(),
+        let pool = BufferPool::new(BUFFERS, CHUNK)?;
+        let buf_ring = match BufRing::register(ring, BUFFERS, GROUP) {
+            Ok(r) => r,
             Err(e) => {
-                // SAFETY: the mapping made above, not shared with anyone.
-                unsafe { unmap_anonymous(region, Buffers::REGION) };
-                return Err(e);
+                // SAFETY: the pool was never lent to the kernel.
+                unsafe { pool.unmap() };
+                return Err(match e {
+                    RegisterError::Map(e) => e,
+                    RegisterError::Register(e) => io::Error::new(
+                        e.kind(),
+                        format!(
+                            "--io uring: registering a provided-buffer ring failed ({e}): \
+                             the relay needs Linux 5.19 or later; use --io copy"
+                        ),
+                    ),
+                });
             }
         };
         let mut b = Buffers {
-            region,
-            entries,
-            tail: 0,
+            pool,
+            ring: buf_ring,
             returned: 0,
             provided: 0,
         };
-        // SAFETY: the mapping is page-aligned and BUFFERS entries long; it
-        // is unmapped only after the ring is gone ([`Buffers::release`]).
-        let registered = unsafe {
-            ring.submitter().register_buf_ring_with_flags(
-                entries.as_ptr() as u64,
-                BUFFERS,
-                GROUP,
-                0,
-            )
-        };
-        if let Err(e) = registered {
-            // SAFETY: neither mapping was handed to the kernel.
-            unsafe { b.unmap() };
-            return Err(io::Error::new(
-                e.kind(),
-                format!(
-                    "--io uring: registering a provided-buffer ring failed ({e}): \
-                     the relay needs Linux 5.19 or later; use --io copy"
-                ),
-            ));
-        }
         b.grow();
         b.publish();
         b.returned = 0;
@@ -87,45 +66,41 @@ impl Buffers {
         self.provided = to;
     }
 
-    /// Where buffer `bid` starts.
-    pub(super) fn at(&self, bid: u16) -> *const u8 {
-        let i = usize::from(bid & Buffers::MASK);
-        // SAFETY: `i < BUFFERS`, so the offset stays inside the region.
-        unsafe { self.region.as_ptr().add(i * CHUNK) }
+    /// Where the bytes of buffer `bid` from `offset` on start.
+    pub(super) fn at(&self, bid: u16, offset: usize) -> io::Result<*const u8> {
+        match self.pool.buffer(bid) {
+            // Not dereferenced here; `offset <= CHUNK` keeps it in the buffer.
+            Some(start) if offset <= CHUNK => Ok(start.wrapping_add(offset).cast_const()),
+            _ => Err(io::Error::other(format!(
+                "--io uring: byte {offset} of buffer {bid} is outside the pool of \
+                 {BUFFERS} buffers of {CHUNK} bytes"
+            ))),
+        }
     }
 
     /// Puts buffer `bid` at the tail (the kernel sees it after
-    /// [`Buffers::publish`]).
+    /// [`Buffers::publish`]). Ids come from the kernel's completions, so
+    /// all are the pool's; another is not given back.
     pub(super) fn give_back(&mut self, bid: u16) {
-        let addr = self.at(bid) as u64;
-        let slot = usize::from(self.tail & Buffers::MASK);
-        // SAFETY: `slot < BUFFERS`, inside the mapping; the kernel reads
-        // only entries between its head and the published tail, and this
-        // one is past the published tail.
-        let entry = unsafe { &mut *self.entries.as_ptr().add(slot) };
-        entry.set_addr(addr);
-        entry.set_len(CHUNK as u32);
-        entry.set_bid(bid & Buffers::MASK);
-        self.tail = self.tail.wrapping_add(1);
-        self.returned += 1;
+        if self.ring.push(&self.pool, bid).is_ok() {
+            self.returned += 1;
+        }
     }
 
     /// Makes the buffers given back so far visible to the kernel.
     pub(super) fn publish(&self) {
-        // SAFETY: the tail field lies in the first entry of the live
-        // mapping; the kernel reads it as an atomic u16.
-        let tail = unsafe { &*BufRingEntry::tail(self.entries.as_ptr()).cast::<AtomicU16>() };
-        tail.store(self.tail, Ordering::Release);
+        self.ring.publish();
     }
 
     /// # Safety
     ///
-    /// No kernel operation may use either mapping any more.
-    pub(super) unsafe fn unmap(&mut self) {
-        // SAFETY: the caller's promise; both are our own mappings.
+    /// The ring they were registered with must be gone, and no kernel
+    /// operation may use the buffers any more.
+    pub(super) unsafe fn unmap(self) {
+        // SAFETY: the caller's promise.
         unsafe {
-            unmap_anonymous(self.region, Buffers::REGION);
-            unmap_anonymous(self.entries.cast(), Buffers::RING);
+            self.pool.unmap();
+            self.ring.unmap();
         }
     }
 }

@@ -143,10 +143,9 @@ impl Relay<'_> {
         let Some(c) = d.queue.front().copied() else {
             return Ok(());
         };
+        let at = self.buffers.at(c.bid, c.start)?;
         d.sending = true;
         p.ops += 1;
-        // SAFETY: `start < end <= CHUNK` keeps the pointer inside the buffer.
-        let at = unsafe { self.buffers.at(c.bid).add(c.start) };
         let entry = opcode::Send::new(types::Fd(p.raw[1 - dir]), at, (c.end - c.start) as u32)
             .flags(libc::MSG_WAITALL | libc::MSG_NOSIGNAL)
             .build()

@@ -358,7 +358,7 @@ pub(super) fn run(
     let drained = relay.drain(Instant::now() + Duration::from_secs(2));
     let Relay {
         ring,
-        mut buffers,
+        buffers,
         stats,
         ..
     } = relay;

@@ -20,7 +20,6 @@
 //! are closed only after the turn's entries went to the kernel, so no entry
 //! queued for a closed connection can reach a new one with the same number.
 
-mod buffers;
 mod setup;
 
 use super::reactor::{Interest, Reactor};
@@ -31,11 +30,22 @@ use crate::listener::set_nodelay;
 use crate::outbox::Gather;
 use crate::profile::LoopTimer;
 use crate::socket_io::SocketIo;
-use buffers::{outside_pool, BufferPool, Recycle, BUFFERS, GROUP};
+use connlab_os::uring::{BufferPool, OutsidePool, Provider};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::cell::RefCell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// Buffers in the provided-buffer group (a power of two, as a buffer ring
+/// needs; READ_CHUNK each). Taken and given back within a loop turn, so
+/// they bound the receives one turn completes, not the connections.
+const BUFFERS: u16 = 256;
+/// The buffer group id.
+const GROUP: u16 = 1;
+
+fn outside_pool(e: OutsidePool) -> io::Error {
+    io::Error::other(format!("--engine uring: {e}"))
+}
 
 pub(super) struct Uring {
     pub(super) features: UringFeatures,
@@ -210,7 +220,8 @@ struct Ring {
     /// Connections whose receive ended for want of buffers.
     starved: Vec<RawFd>,
     stages: Stages,
-    recycle: Recycle,
+    /// How used receive buffers go back to the kernel.
+    provider: Provider,
     /// Size of the registered file table (0: none).
     fixed_table: u32,
 }
@@ -383,25 +394,17 @@ impl Ring {
 
     /// Hands buffers `first..first + count` to the kernel.
     fn provide(&mut self, pool: &BufferPool, first: u16, count: u16) -> io::Result<()> {
-        if let Recycle::Ring(r) = &mut self.recycle {
-            for bid in first..first + count {
-                r.push(pool, bid)?;
-            }
-            return Ok(());
+        match self.provider.provide(pool, first, count) {
+            Ok(None) => Ok(()),
+            Ok(Some(entry)) => self.push(&entry.user_data(tag(PROVIDE, 0, 0))),
+            Err(e) => Err(outside_pool(e)),
         }
-        let start = pool.buffer(first).ok_or_else(|| outside_pool(first))?;
-        let entry = opcode::ProvideBuffers::new(start, READ_CHUNK as i32, count, GROUP, first)
-            .build()
-            .user_data(tag(PROVIDE, 0, 0));
-        self.push(&entry)
     }
 
     /// Makes buffers given back this turn visible to the kernel (ring only;
     /// provide entries go with the next submission).
     fn publish_buffers(&self) {
-        if let Recycle::Ring(r) = &self.recycle {
-            r.publish();
-        }
+        self.provider.publish();
     }
 
     /// A new connection: fresh slot state, registered in the file table
@@ -503,9 +506,9 @@ fn open_files_limit() -> u32 {
 }
 
 /// Prints the features in use, once at start.
-fn announce(features: UringFeatures, recycle: &Recycle, fixed_table: u32) {
+fn announce(features: UringFeatures, provider: &Provider, fixed_table: u32) {
     let mut used = features;
-    if matches!(recycle, Recycle::Provide) {
+    if !provider.is_ring() {
         used = used.with(UringFeature::BufRing, false);
     }
     if fixed_table == 0 {
@@ -522,7 +525,21 @@ impl Engine for Uring {
         let mut reactor = Reactor::with_io(ctx, &closer);
         let listen_fd = reactor.listener.fd();
         let setup::Setup { ring, features } = setup::build(self.features)?;
-        let recycle = Recycle::new(&ring, features.has(UringFeature::BufRing));
+        let pool = BufferPool::new(BUFFERS, READ_CHUNK).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("--engine uring: mapping the receive buffers failed: {e}"),
+            )
+        })?;
+        let mut notes = Vec::new();
+        let provider = Provider::new(
+            &ring,
+            &pool,
+            GROUP,
+            features.has(UringFeature::BufRing),
+            &mut notes,
+        );
+        setup::print_notes(&mut notes);
         let mut fixed_table = 0;
         if features.has(UringFeature::FixedFiles) {
             let want = open_files_limit();
@@ -535,15 +552,14 @@ impl Engine for Uring {
                 ),
             }
         }
-        announce(features, &recycle, fixed_table);
-        let pool = BufferPool::new();
+        announce(features, &provider, fixed_table);
         let mut ring = Ring {
             ring,
             features,
             slots: Vec::new(),
             starved: Vec::new(),
             stages: Stages::default(),
-            recycle,
+            provider,
             fixed_table,
         };
         ring.provide(&pool, 0, BUFFERS)?;
@@ -636,7 +652,7 @@ impl Engine for Uring {
                                     // `res` bytes written; it is provided again only
                                     // below, after `data` was last used.
                                     Some(bid) if res > 0 => unsafe {
-                                        pool.completed(bid, res as usize)?
+                                        pool.completed(bid, res as usize).map_err(outside_pool)?
                                     },
                                     _ => &[],
                                 };
@@ -771,6 +787,11 @@ mod tests {
             let stale = Tag::decode(tag(RECV, slot.generation.wrapping_sub(1), 9));
             assert!(!slot.is_current(stale.generation));
         }
+    }
+
+    #[test]
+    fn buffers_are_a_power_of_two_as_a_ring_needs() {
+        const { assert!(BUFFERS.is_power_of_two()) };
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! Building the ring: every optional feature of [`UringFeatures`] asked for is
-//! probed here (setup flags by trying them, opcodes with the kernel's probe,
-//! multishot flags by kernel version) and dropped with a message on stderr
-//! naming the fallback when the kernel lacks it. The engine then uses only
-//! the features [`Setup::features`] holds.
+//! probed with [`connlab_os::uring`] (setup flags by trying them, opcodes with
+//! the kernel's probe, multishot flags by kernel version) and dropped with a
+//! message on stderr naming the fallback when the kernel lacks it. The engine
+//! then uses only the features [`Setup::features`] holds.
 
 use crate::config::{UringFeature, UringFeatures};
-use io_uring::{opcode, IoUring, Probe};
+use connlab_os::uring::{self, Feature, Note, RingConfig, Support, TaskRun};
+use io_uring::{opcode, IoUring};
 use std::io;
 
 /// Submission queue size.
@@ -29,32 +30,27 @@ pub(super) fn note(feature: UringFeature, why: &str, instead: &str) {
     );
 }
 
-use connlab_os::kernel_version;
-
-/// Setup flags to try, most wanted first, each with the feature it brings
-/// and the message if it is refused.
-struct Attempt {
-    single_issuer: bool,
-    defer_taskrun: bool,
-    coop_taskrun: bool,
+/// The `--uring-features` name of a feature a [`Note`] is about (none for
+/// `COOP_TASKRUN`, the engine's fallback rather than a feature of its own).
+fn engine_feature(feature: Feature) -> Option<UringFeature> {
+    match feature {
+        Feature::Sqpoll => Some(UringFeature::Sqpoll),
+        Feature::DeferTaskrun => Some(UringFeature::DeferTaskrun),
+        Feature::MultishotAccept => Some(UringFeature::MultishotAccept),
+        Feature::MultishotRecv => Some(UringFeature::MultishotRecv),
+        Feature::BufRing => Some(UringFeature::BufRing),
+        Feature::CoopTaskrun => None,
+    }
 }
 
-fn try_build(sqpoll: bool, a: &Attempt) -> io::Result<IoUring> {
-    let mut b = IoUring::builder();
-    b.setup_cqsize(ENTRIES * 4);
-    if sqpoll {
-        b.setup_sqpoll(SQPOLL_IDLE_MS);
+/// Prints (and clears) what [`connlab_os::uring`] dropped, as [`note`] does.
+pub(super) fn print_notes(notes: &mut Vec<Note>) {
+    for n in notes.drain(..) {
+        match engine_feature(n.feature) {
+            Some(feature) => note(feature, &n.why, n.instead),
+            None => eprintln!("connlab serve: io_uring: {}", n.sentence()),
+        }
     }
-    if a.single_issuer {
-        b.setup_single_issuer();
-    }
-    if a.defer_taskrun {
-        b.setup_defer_taskrun();
-    }
-    if a.coop_taskrun {
-        b.setup_coop_taskrun().setup_taskrun_flag();
-    }
-    b.build(ENTRIES)
 }
 
 fn setup_failed(e: io::Error) -> io::Error {
@@ -69,82 +65,19 @@ fn setup_failed(e: io::Error) -> io::Error {
 
 /// Builds the ring with as many of `wanted` as the kernel has.
 pub(super) fn build(wanted: UringFeatures) -> io::Result<Setup> {
-    let mut features = wanted;
-    let sqpoll = wanted.has(UringFeature::Sqpoll);
-    if sqpoll && wanted.has(UringFeature::DeferTaskrun) {
-        note(
-            UringFeature::DeferTaskrun,
-            "the kernel refuses DEFER_TASKRUN with SQPOLL",
-            "the SQPOLL thread runs completions",
-        );
-        features = features.with(UringFeature::DeferTaskrun, false);
-    }
-    // DEFER_TASKRUN needs SINGLE_ISSUER; COOP_TASKRUN is the fallback and the
-    // choice when defer-taskrun is off; plain task work is the last resort.
-    let mut attempts = Vec::new();
-    if features.has(UringFeature::DeferTaskrun) {
-        attempts.push(Attempt {
-            single_issuer: true,
-            defer_taskrun: true,
-            coop_taskrun: false,
-        });
-    }
-    attempts.push(Attempt {
-        single_issuer: false,
-        defer_taskrun: false,
-        coop_taskrun: !sqpoll,
-    });
-    attempts.push(Attempt {
-        single_issuer: false,
-        defer_taskrun: false,
-        coop_taskrun: false,
-    });
-    let mut built = None;
-    let mut last_err = None;
-    for attempt in &attempts {
-        match try_build(sqpoll, attempt) {
-            Ok(ring) => {
-                built = Some(ring);
-                break;
-            }
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                if attempt.defer_taskrun {
-                    note(
-                        UringFeature::DeferTaskrun,
-                        "SINGLE_ISSUER + DEFER_TASKRUN refused (Linux 6.1 and later)",
-                        "trying COOP_TASKRUN",
-                    );
-                    features = features.with(UringFeature::DeferTaskrun, false);
-                } else if attempt.coop_taskrun {
-                    eprintln!(
-                        "connlab serve: io_uring: COOP_TASKRUN refused (Linux 5.19 and later); \
-                         completions interrupt the loop as task work"
-                    );
-                }
-                last_err = Some(e);
-            }
-            Err(e) if sqpoll && e.raw_os_error() == Some(libc::EPERM) => {
-                note(
-                    UringFeature::Sqpoll,
-                    "SQPOLL not permitted here",
-                    "submitting with io_uring_enter",
-                );
-                features = features.with(UringFeature::Sqpoll, false);
-                return build(features);
-            }
-            Err(e) => return Err(setup_failed(e)),
-        }
-    }
-    let ring = match built {
-        Some(ring) => ring,
-        None => {
-            return Err(setup_failed(
-                last_err.unwrap_or_else(|| io::Error::from_raw_os_error(libc::EINVAL)),
-            ))
-        }
+    let mut notes = Vec::new();
+    let config = RingConfig {
+        entries: ENTRIES,
+        sqpoll_idle_ms: wanted.has(UringFeature::Sqpoll).then_some(SQPOLL_IDLE_MS),
+        defer_taskrun: wanted.has(UringFeature::DeferTaskrun),
     };
-    let mut probe = Probe::new();
-    ring.submitter().register_probe(&mut probe).map_err(|e| {
+    let built = uring::build(config, &mut notes);
+    print_notes(&mut notes);
+    let built = built.map_err(setup_failed)?;
+    let mut features = wanted
+        .with(UringFeature::DeferTaskrun, built.task_run == TaskRun::Defer)
+        .with(UringFeature::Sqpoll, built.sqpoll);
+    let support = Support::probe(&built.ring).map_err(|e| {
         io::Error::new(
             e.kind(),
             format!(
@@ -152,20 +85,19 @@ pub(super) fn build(wanted: UringFeatures) -> io::Result<Setup> {
             ),
         )
     })?;
-    for (code, name) in [
+    let missing = support.first_missing(&[
         (opcode::Accept::CODE, "ACCEPT"),
         (opcode::Recv::CODE, "RECV"),
         (opcode::AsyncCancel::CODE, "ASYNC_CANCEL"),
         (opcode::PollAdd::CODE, "POLL_ADD"),
         (opcode::ProvideBuffers::CODE, "PROVIDE_BUFFERS"),
-    ] {
-        if !probe.is_supported(code) {
-            return Err(io::Error::other(format!(
-                "--engine uring: this kernel's io_uring has no IORING_OP_{name}"
-            )));
-        }
+    ]);
+    if let Some(name) = missing {
+        return Err(io::Error::other(format!(
+            "--engine uring: this kernel's io_uring has no IORING_OP_{name}"
+        )));
     }
-    if features.has(UringFeature::RingSend) && !probe.is_supported(opcode::SendMsg::CODE) {
+    if features.has(UringFeature::RingSend) && !support.has(opcode::SendMsg::CODE) {
         note(
             UringFeature::RingSend,
             "no IORING_OP_SENDMSG",
@@ -173,36 +105,32 @@ pub(super) fn build(wanted: UringFeatures) -> io::Result<Setup> {
         );
         features = features.with(UringFeature::RingSend, false);
     }
-    let version = kernel_version();
-    let at_least = |want: (u32, u32)| version.is_some_and(|v| v >= want);
-    if features.has(UringFeature::MultishotAccept) && !at_least((5, 19)) {
-        note(
-            UringFeature::MultishotAccept,
-            "needs Linux 5.19",
-            "one accept per completion",
-        );
-        features = features.with(UringFeature::MultishotAccept, false);
-    }
-    if features.has(UringFeature::MultishotRecv) && !at_least((6, 0)) {
-        note(
-            UringFeature::MultishotRecv,
-            "needs Linux 6.0",
-            "one receive per completion",
-        );
-        features = features.with(UringFeature::MultishotRecv, false);
-    }
-    Ok(Setup { ring, features })
+    let accept = support.multishot_accept(features.has(UringFeature::MultishotAccept), &mut notes);
+    let recv = support.multishot_recv(features.has(UringFeature::MultishotRecv), &mut notes);
+    print_notes(&mut notes);
+    features = features
+        .with(UringFeature::MultishotAccept, accept)
+        .with(UringFeature::MultishotRecv, recv);
+    Ok(Setup {
+        ring: built.ring,
+        features,
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    use connlab_os::parse_kernel_version as parse_version;
+    use super::*;
 
     #[test]
-    fn kernel_release_parses_to_major_and_minor() {
-        assert_eq!(parse_version("6.18.44-fc-v669"), Some((6, 18)));
-        assert_eq!(parse_version("5.4.0"), Some((5, 4)));
-        assert_eq!(parse_version("6.1"), Some((6, 1)));
-        assert_eq!(parse_version("linux"), None);
+    fn notes_print_under_the_engine_feature_names() {
+        assert_eq!(
+            engine_feature(Feature::MultishotRecv).map(UringFeature::name),
+            Some("multishot-recv")
+        );
+        assert_eq!(
+            engine_feature(Feature::BufRing).map(UringFeature::name),
+            Some("buf-ring")
+        );
+        assert_eq!(engine_feature(Feature::CoopTaskrun), None);
     }
 }
