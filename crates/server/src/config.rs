@@ -57,7 +57,8 @@ impl EngineKind {
         }
     }
 
-    /// One line on what the engine does, for `--help`.
+    /// What the engine does, one sentence for `connlab serve --help` (which
+    /// wraps it).
     pub fn describe(self) -> &'static str {
         match self {
             EngineKind::Processes => "a process per connection (fork after accept)",
@@ -66,10 +67,13 @@ impl EngineKind {
             EngineKind::Poll => "one thread, poll(2)",
             EngineKind::Epoll => "one thread, epoll(7); level-triggered, or --edge-triggered",
             EngineKind::Uring => {
-                "one thread, io_uring: multishot accept and receive into a buffer ring, ring sends"
+                "one thread, io_uring: multishot accept, multishot receive into a \
+                 provided-buffer ring, sendmsg entries submitted with the wait, \
+                 SINGLE_ISSUER + DEFER_TASKRUN (Linux 6.1; see --uring-features)"
             }
             EngineKind::Rtsig => {
-                "one thread, poll loop over the RT-signal readiness table (connlab-rtsig)"
+                "one thread, the poll loop over connlab-rtsig: a readiness table kept by \
+                 real-time signals (F_SETSIG) and the results of non-blocking I/O"
             }
         }
     }
