@@ -47,4 +47,5 @@ pub use idle::IdleConfig;
 pub use pool::{Buf, BufferPool, LockFreePool, MutexPool, PoolKind};
 pub use projection::{project, Bound, Projection, ProjectionInput, StageCost, StageRole};
 pub use results::{relative_capacity, LayerStats, PipelineResult, Side, StageStats};
-pub use run::{run, PipelineError};
+pub use run::run;
+pub use runtime::PipelineError;
