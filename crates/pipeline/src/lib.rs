@@ -17,6 +17,8 @@
 //! with one core per layer thread ([`PipelineResult::projected_throughput_mbit_s`]).
 //! [`measure_handoff`] and [`measure_pool`] are the microbenchmarks.
 
+#![warn(clippy::unwrap_used)]
+
 pub mod content;
 pub mod header;
 pub mod layer;
