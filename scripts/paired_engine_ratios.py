@@ -8,6 +8,10 @@ This reads that sweep's point files and prints, per connection count, the
 ratio of two engines' throughput and requests per server CPU second in each
 repetition (measured back to back): median, lowest and highest.
 
+The report cannot give these yet: a locality claim (`[[paper.claims]]` with
+`versus`) pairs throughput by round, but no claim metric is the server's
+requests per CPU second, and uring-polling.toml states no claims.
+
   connlab sweep experiments/uring-polling.toml --out results/uring-polling
   scripts/paired_engine_ratios.py results/uring-polling [uring epoll]
 """

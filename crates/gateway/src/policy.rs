@@ -43,15 +43,6 @@ impl PolicyKind {
             PolicyKind::Maglev => "maglev",
         }
     }
-
-    /// Whether the choice depends only on the client's address (so the
-    /// kernel can apply it statelessly per packet: NAT mode).
-    pub fn is_address_based(self) -> bool {
-        matches!(
-            self,
-            PolicyKind::IpMod | PolicyKind::SourceHash | PolicyKind::Maglev
-        )
-    }
 }
 
 impl std::str::FromStr for PolicyKind {
@@ -193,11 +184,6 @@ impl Balancer {
             self.healthy[i] = healthy;
             self.rebuild();
         }
-    }
-
-    /// Open connections counted on backend `i`.
-    pub fn open_connections(&self, i: usize) -> u64 {
-        self.open.get(i).copied().unwrap_or(0)
     }
 
     /// A connection to backend `i` was opened (least-connections counts them).

@@ -45,7 +45,7 @@ pub use loadgen::{
 pub use peers::{
     Baseline, Bytes, Contender, PeerParams, PeerPoint, PeersDir, PeersError, PeersExperiment,
     PeersInfo, PeersQuick, PeersTag, Placement, PointSetup, Process, ProcessKind, Role, RoleCpu,
-    ServeEngine, Span, Workload, PEERS_SWEEP_SCHEMA, PEER_POINT_SCHEMA,
+    Span, Workload, PEERS_SWEEP_SCHEMA, PEER_POINT_SCHEMA,
 };
 pub use pipeline::{
     capacity, projected_capacity, size_text, ClaimResult, ClaimStatistic, LinkSpec, MessageCounts,

@@ -2,30 +2,29 @@
 //! set, run the writer and reader threads, and assemble the [`LoadResult`]
 //! with its honesty warnings.
 
+mod threads;
+
 use crate::checks::{arrival_check, Claimed};
 use crate::connect::open_all;
 use crate::preflight::{check_capacity, Capacity};
-use crate::reader::{run_reader, ClosedLoop, ReaderOutcome, ReaderPlan, SendEvent};
-use crate::request::RequestTemplate;
+use crate::reader::ReaderOutcome;
 use crate::result::{
     ConnectionCounts, CpuSeconds, Histograms, LoadResult, Placement, RequestCounts, RunConfig,
     ShardInfo, HISTOGRAM_ENCODING, LOAD_SCHEMA,
 };
-use crate::sender::Sender;
 use crate::workload::{ActivePolicy, IoPath, Progress, Rate, RecordSink, Workload};
-use crate::writer::{run_writer, WriterOutcome, WriterPlan};
+use crate::writer::WriterOutcome;
 use connlab_measure::{
-    choose_active, Arrival, DeviationSummary, LatencyHistogram, Schedule, ShardSlice, Summary,
+    choose_active, Arrival, DeviationSummary, LatencyHistogram, ShardSlice, Summary,
 };
-use connlab_os::{CpuList, CpuTimes, Environment, Shutdown};
+use connlab_os::{CpuTimes, Environment, Shutdown};
 use connlab_proto::Protocol;
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant, SystemTime};
+use threads::{Targets, Threads};
 
-/// Send events the writer may be ahead of the reader.
-const RING_CAPACITY: usize = 1 << 16;
 /// CDF resolution in the result.
 const CDF_POINTS: usize = 21;
 
@@ -98,15 +97,87 @@ pub fn run(
 ) -> Result<LoadOutcome, LoadError> {
     validate(w)?;
     if w.connection_per_request {
-        let (opened, wr, rd, cpu, wall) = crate::per_request::run(w, shutdown, progress);
-        // Every worker is active; none holds a connection between requests.
-        let workers: Vec<usize> = (0..w.connections).collect();
-        let result = assemble(w, w.connections, &opened, &workers, wr, rd, cpu, wall);
-        return Ok(LoadOutcome {
-            result,
-            intervals: Vec::new(),
-        });
+        return Ok(run_per_request(w, shutdown, progress));
     }
+    let set = match set_up(w, shutdown, progress)? {
+        Prepared::Ready(set) => set,
+        Prepared::Interrupted(outcome) => return Ok(*outcome),
+    };
+    let raw: Vec<_> = set.opened.fds.iter().map(|f| f.as_raw_fd()).collect();
+    let threads = Threads::new(w, raw.len(), &set.active);
+    let late_start = wait_for_start(w.start_at, shutdown);
+    if shutdown.requested() {
+        return Ok(interrupted_in_setup(w, set.to_open, &set.opened));
+    }
+    progress.measuring.store(true, Relaxed);
+    let cpu_before = CpuTimes::self_and_children();
+    let (start, aligned) = anchor(w, late_start);
+    let started_unix_s = match (w.start_at, aligned) {
+        (Some(at), true) => unix_seconds(at),
+        _ => unix_seconds(SystemTime::now()),
+    };
+    let targets = Targets {
+        fds: &raw,
+        active: &set.active,
+    };
+    let (writer_out, reader_out) =
+        threads::measure(w, targets, threads, start, shutdown, progress, records)?;
+    let wall = start.elapsed();
+    let cpu = CpuTimes::self_and_children().since(&cpu_before);
+    let intervals = reader_out.intervals.clone();
+    let (writer_out, writer_policy) = writer_out;
+    let mut result = assemble(
+        w,
+        set.to_open,
+        &set.opened,
+        &set.active,
+        writer_out,
+        reader_out,
+        cpu,
+        wall,
+    );
+    result.started_unix_s = started_unix_s;
+    match writer_policy {
+        Ok(policy) => result.placement.writer_policy = Some(policy),
+        Err(warning) => result.warnings.push(warning),
+    }
+    warn_late_start(&mut result, w, late_start, aligned);
+    drop(set);
+    Ok(LoadOutcome { result, intervals })
+}
+
+/// `--connection-per-request`: blocking workers, a connection per request.
+fn run_per_request(w: &Workload, shutdown: &Shutdown, progress: &Progress) -> LoadOutcome {
+    let (opened, wr, rd, cpu, wall) = crate::per_request::run(w, shutdown, progress);
+    // Every worker is active; none holds a connection between requests.
+    let workers: Vec<usize> = (0..w.connections).collect();
+    let result = assemble(w, w.connections, &opened, &workers, wr, rd, cpu, wall);
+    LoadOutcome {
+        result,
+        intervals: Vec::new(),
+    }
+}
+
+/// The connections of a run, open, and its active set.
+struct SetUp {
+    /// Connections this run (or shard) asked for.
+    to_open: usize,
+    opened: crate::connect::Opened,
+    /// Indexes into `opened.fds`.
+    active: Vec<usize>,
+}
+
+/// How the set-up ended.
+enum Prepared {
+    /// Connections open and an active set chosen.
+    Ready(SetUp),
+    /// Ctrl-C during set-up: what was measured is the set-up itself.
+    Interrupted(Box<LoadOutcome>),
+}
+
+/// Checks the machine can hold the run, opens every connection and chooses
+/// the active set.
+fn set_up(w: &Workload, shutdown: &Shutdown, progress: &Progress) -> Result<Prepared, LoadError> {
     let slice = ShardSlice::of(w.connections, w.active_ratio, w.seed, w.shard)
         .map_err(|e| LoadError::Workload(e.to_string()))?;
     let to_open = slice.global.len();
@@ -122,8 +193,8 @@ pub fn run(
             }
         })?;
     if shutdown.requested() {
-        // Ctrl-C during set-up: what was measured is the set-up itself.
-        return Ok(interrupted_in_setup(w, to_open, &opened));
+        let outcome = interrupted_in_setup(w, to_open, &opened);
+        return Ok(Prepared::Interrupted(Box::new(outcome)));
     }
     if opened.fds.is_empty() {
         return Err(LoadError::NoConnections {
@@ -133,7 +204,6 @@ pub fn run(
         });
     }
     let n = opened.fds.len();
-    let raw: Vec<_> = opened.fds.iter().map(|f| f.as_raw_fd()).collect();
     let active: Vec<usize> = if w.shard.is_whole() {
         // Failed connections shrink the set the ratio applies to.
         choose_active(n, w.active_ratio, w.seed)
@@ -153,45 +223,20 @@ pub fn run(
             first_error: "none of this shard's active connections was established".into(),
         });
     }
-    // Rotating: any connection may carry the next request.
-    let rotating = w.active_policy == ActivePolicy::Rotating;
-    let mut is_active = vec![rotating; n];
-    for &a in &active {
-        is_active[a] = true;
-    }
-    let dead: Vec<AtomicBool> = (0..n).map(|_| AtomicBool::new(false)).collect();
-    let template = RequestTemplate::new(w.protocol, w.request_size, w.response_size, &w.path)
-        .with_files(
-            w.files.as_ref().map(|f| f.mix.clone()),
-            u64::from(w.shard.index) << 40,
-        );
-    let writer_done = AtomicBool::new(false);
-    let total = w.warmup + w.duration;
-    let (mut producer, consumer) = rtrb::RingBuffer::<SendEvent>::new(RING_CAPACITY);
-    let cpus = w.cpus.as_ref().map(|c| c.cpus().to_vec());
-    let pin = |index: usize| {
-        if let Some(list) = &cpus {
-            let cpu = if index == 0 {
-                list[0]
-            } else {
-                list[list.len() - 1]
-            };
-            if let Ok(one) = CpuList::parse(&cpu.to_string()) {
-                let _ = connlab_os::pin_current_process(&one);
-            }
-        }
-    };
-    let late_start = wait_for_start(w.start_at, shutdown);
-    if shutdown.requested() {
-        return Ok(interrupted_in_setup(w, to_open, &opened));
-    }
-    progress.measuring.store(true, Relaxed);
-    let cpu_before = CpuTimes::self_and_children();
-    // A shard that woke a little late keeps the common start: its schedule is
-    // anchored at the --start-at instant and its first sends, inside the
-    // warm-up, catch up. Later than half the warm-up (connection set-up took
-    // longer than the lead), it starts now rather than burst a backlog.
-    let (start, aligned) = match late_start {
+    Ok(Prepared::Ready(SetUp {
+        to_open,
+        opened,
+        active,
+    }))
+}
+
+/// The run's start instant, and whether it keeps the common `--start-at`.
+/// A shard that woke a little late keeps the common start: its schedule is
+/// anchored at the --start-at instant and its first sends, inside the
+/// warm-up, catch up. Later than half the warm-up (connection set-up took
+/// longer than the lead), it starts now rather than burst a backlog.
+fn anchor(w: &Workload, late_start: Option<Duration>) -> (Instant, bool) {
+    match late_start {
         Some(late) if late <= w.warmup / 2 => (
             Instant::now()
                 .checked_sub(late)
@@ -200,139 +245,17 @@ pub fn run(
         ),
         Some(_) => (Instant::now(), false),
         None => (Instant::now(), true),
-    };
-    let started_unix_s = match (w.start_at, aligned) {
-        (Some(at), true) => unix_seconds(at),
-        _ => unix_seconds(SystemTime::now()),
-    };
-    let (writer_out, reader_out) = std::thread::scope(|s| {
-        let writer = match w.rate {
-            Rate::PerSecond(rate) => {
-                let schedule = Schedule::for_shard(rate, w.arrival, w.seed, w.shard)
-                    .map_err(|e| LoadError::Workload(e.to_string()))?;
-                let plan = WriterPlan {
-                    fds: &raw,
-                    active: &active,
-                    dead: &dead,
-                    schedule,
-                    start,
-                    warmup: w.warmup,
-                    total,
-                    spin: w.spin,
-                    shutdown,
-                    sent_counter: &progress.sent,
-                };
-                let (template, writer_done, producer) = (&template, &writer_done, &mut producer);
-                let n = raw.len();
-                let priority = w.writer_priority;
-                // A writer whose interval is no longer than its spin never
-                // sleeps: under SCHED_FIFO it would starve a reader on its CPU.
-                let interval = Duration::from_secs_f64(f64::from(w.shard.count) / rate);
-                let shares_cpu = w.cpus.as_ref().is_none_or(|c| c.cpus().len() == 1);
-                let starves = interval <= w.spin && shares_cpu;
-                Some(s.spawn(move || {
-                    pin(0);
-                    let policy = match priority {
-                        None => Ok("SCHED_OTHER".to_string()),
-                        Some(p) if starves => Err(format!(
-                            "the writer stayed SCHED_OTHER: its send interval ({:.1} us) is no longer than its spin ({:.1} us), so it never sleeps, and under SCHED_FIFO {p} it would starve the reader on its CPU (give the reader a CPU of its own with --cpu W,R)",
-                            interval.as_secs_f64() * 1e6,
-                            w.spin.as_secs_f64() * 1e6
-                        )),
-                        Some(p) => connlab_os::set_current_thread_fifo(p)
-                            .map(|()| format!("SCHED_FIFO {p}"))
-                            .map_err(|e| {
-                                format!("the writer could not run under SCHED_FIFO {p}: {e}")
-                            }),
-                    };
-                    let mut sender = Sender::new(template, n);
-                    let out = run_writer(plan, &mut sender, producer);
-                    writer_done.store(true, Relaxed);
-                    (out, policy)
-                }))
-            }
-            Rate::Max { .. } => None,
-        };
-        let closed_loop = match w.rate {
-            Rate::Max { depth } => Some(ClosedLoop {
-                sender: Sender::new(&template, n),
-                depth,
-                rotate: rotating.then(|| {
-                    connlab_measure::SeededRng::new(w.seed ^ (u64::from(w.shard.index) << 32))
-                }),
-                via_ring: w.io == IoPath::Uring,
-            }),
-            Rate::PerSecond(_) => None,
-        };
-        let plan = ReaderPlan {
-            fds: &raw,
-            is_active: &is_active,
-            active: &active,
-            dead: &dead,
-            protocol: w.protocol,
-            max_message: w.response_size.max(16),
-            start,
-            warmup: w.warmup,
-            total,
-            drain_timeout: w.drain_timeout,
-            writer_done: &writer_done,
-            shutdown,
-            progress,
-            events: writer.is_some().then_some(consumer),
-            closed_loop,
-            records,
-            files: template.files(),
-            expected_requests: match w.rate {
-                Rate::PerSecond(r) => {
-                    (r / f64::from(w.shard.count.max(1)) * w.duration.as_secs_f64()) as u64
-                }
-                Rate::Max { .. } => 0,
-            },
-        };
-        let io = w.io;
-        let reader = s.spawn(move || {
-            pin(1);
-            match io {
-                IoPath::Epoll => run_reader(plan),
-                IoPath::Uring => crate::uring_reader::run_reader(plan),
-            }
-        });
-        let reader_out = reader.join().map_err(|_| LoadError::Io {
-            what: "reader thread",
-            source: io::Error::other("panicked"),
-        })?;
-        // A reader that stopped early (all connections dead, interrupted) must stop the writer too.
-        if writer.is_some() && !writer_done.load(Relaxed) {
-            shutdown_writer(&dead);
-        }
-        let writer_out = match writer {
-            Some(h) => h.join().map_err(|_| LoadError::Io {
-                what: "writer thread",
-                source: io::Error::other("panicked"),
-            })?,
-            None => (
-                WriterOutcome::default(),
-                Ok("closed loop: no writer".to_string()),
-            ),
-        };
-        let reader_out = reader_out.map_err(|source| LoadError::Io {
-            what: "reading responses",
-            source,
-        })?;
-        Ok::<_, LoadError>((writer_out, reader_out))
-    })?;
-    let wall = start.elapsed();
-    let cpu = CpuTimes::self_and_children().since(&cpu_before);
-    let intervals = reader_out.intervals.clone();
-    let (writer_out, writer_policy) = writer_out;
-    let mut result = assemble(
-        w, to_open, &opened, &active, writer_out, reader_out, cpu, wall,
-    );
-    result.started_unix_s = started_unix_s;
-    match writer_policy {
-        Ok(policy) => result.placement.writer_policy = Some(policy),
-        Err(warning) => result.warnings.push(warning),
     }
+}
+
+/// Warns when the run started after `--start-at`: unaligned, or aligned
+/// by catching up.
+fn warn_late_start(
+    result: &mut LoadResult,
+    w: &Workload,
+    late_start: Option<Duration>,
+    aligned: bool,
+) {
     match late_start {
         Some(late) if !aligned => result.warnings.push(format!(
             "--start-at was {:.1} ms in the past when the connections were open: this run started \
@@ -349,8 +272,6 @@ pub fn run(
         }
         _ => {}
     }
-    drop(opened);
-    Ok(LoadOutcome { result, intervals })
 }
 
 /// The result of a run stopped before its first send: the connection counts
@@ -409,13 +330,6 @@ fn wait_for_start(at: Option<SystemTime>, shutdown: &Shutdown) -> Option<Duratio
 pub(crate) fn unix_seconds(t: SystemTime) -> f64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
-}
-
-/// Marks every connection dead, which makes the writer's round-robin give up.
-fn shutdown_writer(dead: &[AtomicBool]) {
-    for d in dead {
-        d.store(true, Relaxed);
-    }
 }
 
 fn validate(w: &Workload) -> Result<(), LoadError> {

@@ -70,13 +70,58 @@ pub fn merge(parts: &[(String, LoadResult)]) -> Result<LoadResult, MergeError> {
         }
     }
     check_shards(&mut parts)?;
-    let first = parts[0];
-    let base = &first.1;
-    let mismatch = |file: &str, what: String| MergeError::Mismatch {
+    check_configs(&parts)?;
+    let mut totals = Totals::default();
+    for (file, r) in &parts {
+        totals.add(file, r)?;
+    }
+    let mut merged = merged_result(&parts, &mut totals);
+    merged.size_classes = merge_size_classes(&parts)?;
+    merged.run_checks = merge_run_checks(&parts, &totals.service)?;
+    merged.histograms = Histograms {
+        encoding: HISTOGRAM_ENCODING.into(),
+        service_latency: totals.service.to_base64(),
+        corrected_latency: totals.corrected.to_base64(),
+        send_lag: totals.send_lag.to_base64(),
+        send_deviation: totals.deviation.as_ref().map(DeviationHistogram::to_parts),
+    };
+    Ok(merged)
+}
+
+/// The error of a part that does not belong with the first.
+fn mismatch(file: &str, what: String) -> MergeError {
+    MergeError::Mismatch {
         file: file.to_string(),
         what,
-    };
-    for (file, r) in &parts {
+    }
+}
+
+/// How warnings and checks name a part: its shard, else its file.
+fn part_label(file: &str, r: &LoadResult) -> String {
+    r.shard.as_ref().map_or_else(
+        || file.to_string(),
+        |s| format!("shard {}/{}", s.index, s.count),
+    )
+}
+
+/// A stored latency histogram, decoded.
+fn decode_latency(
+    file: &str,
+    field: &'static str,
+    text: &str,
+) -> Result<LatencyHistogram, MergeError> {
+    LatencyHistogram::from_base64(text).map_err(|source| MergeError::Histogram {
+        file: file.to_string(),
+        field,
+        source,
+    })
+}
+
+/// Every part (sorted by shard) has the first's configuration.
+fn check_configs(parts: &[&(String, LoadResult)]) -> Result<(), MergeError> {
+    let first = parts[0];
+    let base = &first.1;
+    for (file, r) in parts {
         let (a, b) = (&r.config, &base.config);
         let same = a.target == b.target
             && a.protocol == b.protocol
@@ -103,27 +148,46 @@ pub fn merge(parts: &[(String, LoadResult)]) -> Result<LoadResult, MergeError> {
             ));
         }
     }
-    let decode_latency = |file: &str, field: &'static str, text: &str| {
-        LatencyHistogram::from_base64(text).map_err(|source| MergeError::Histogram {
-            file: file.to_string(),
-            field,
-            source,
-        })
-    };
-    let mut service = LatencyHistogram::new();
-    let mut corrected = LatencyHistogram::new();
-    let mut send_lag = LatencyHistogram::new();
-    let mut deviation: Option<DeviationHistogram> = None;
-    let mut connections = ConnectionCounts::default();
-    let mut requests = RequestCounts::default();
-    let mut cpu = CpuSeconds::default();
-    let (mut writer_cpu, mut reader_cpu, mut rss) = (0.0, 0.0, 0u64);
-    let (mut bytes_sent, mut bytes_received, mut wall) = (0u64, 0u64, 0.0f64);
-    let mut warnings = Vec::new();
-    let (mut interrupted, mut peer_failed) = (false, false);
-    let starts: Vec<f64> = parts.iter().map(|(_, r)| r.started_unix_s).collect();
-    for (file, r) in &parts {
-        let h = &r.histograms;
+    Ok(())
+}
+
+/// The parts' histograms and counts, added up.
+#[derive(Default)]
+struct Totals {
+    service: LatencyHistogram,
+    corrected: LatencyHistogram,
+    send_lag: LatencyHistogram,
+    deviation: Option<DeviationHistogram>,
+    connections: ConnectionCounts,
+    requests: RequestCounts,
+    cpu: CpuSeconds,
+    writer_cpu: f64,
+    reader_cpu: f64,
+    rss: u64,
+    bytes_sent: u64,
+    bytes_received: u64,
+    /// The longest part's wall time.
+    wall: f64,
+    /// Each part's warnings, labelled with its shard.
+    warnings: Vec<String>,
+    interrupted: bool,
+    peer_failed: bool,
+}
+
+impl Totals {
+    /// Adds one part: its histograms, then its counts.
+    fn add(&mut self, file: &str, r: &LoadResult) -> Result<(), MergeError> {
+        self.add_histograms(file, &r.histograms)?;
+        self.add_counts(r);
+        let label = part_label(file, r);
+        self.warnings
+            .extend(r.warnings.iter().map(|w| format!("{label}: {w}")));
+        Ok(())
+    }
+
+    /// Adds a part's histograms (HdrHistogram adds exactly; the send
+    /// deviation pools).
+    fn add_histograms(&mut self, file: &str, h: &Histograms) -> Result<(), MergeError> {
         if h.encoding != HISTOGRAM_ENCODING {
             return Err(mismatch(
                 file,
@@ -133,27 +197,34 @@ pub fn merge(parts: &[(String, LoadResult)]) -> Result<LoadResult, MergeError> {
                 ),
             ));
         }
-        service.merge(&decode_latency(
+        self.service.merge(&decode_latency(
             file,
             "service_latency",
             &h.service_latency,
         )?);
-        corrected.merge(&decode_latency(
+        self.corrected.merge(&decode_latency(
             file,
             "corrected_latency",
             &h.corrected_latency,
         )?);
-        send_lag.merge(&decode_latency(file, "send_lag", &h.send_lag)?);
+        self.send_lag
+            .merge(&decode_latency(file, "send_lag", &h.send_lag)?);
         if let Some(p) = &h.send_deviation {
             let d = DeviationHistogram::from_parts(p).map_err(|source| MergeError::Histogram {
-                file: file.clone(),
+                file: file.to_string(),
                 field: "send_deviation",
                 source,
             })?;
-            deviation
+            self.deviation
                 .get_or_insert_with(DeviationHistogram::new)
                 .merge(&d);
         }
+        Ok(())
+    }
+
+    /// Adds a part's counts, CPU, memory and bytes.
+    fn add_counts(&mut self, r: &LoadResult) {
+        let connections = &mut self.connections;
         let c = &r.connections;
         connections.requested += c.requested;
         connections.established += c.established;
@@ -164,6 +235,7 @@ pub fn merge(parts: &[(String, LoadResult)]) -> Result<LoadResult, MergeError> {
         if connections.first_error.is_none() {
             connections.first_error.clone_from(&c.first_error);
         }
+        let requests = &mut self.requests;
         let q = &r.requests;
         requests.sent += q.sent;
         requests.completed += q.completed;
@@ -175,24 +247,29 @@ pub fn merge(parts: &[(String, LoadResult)]) -> Result<LoadResult, MergeError> {
         for (kind, n) in &q.warmup_errors {
             *requests.warmup_errors.entry(kind.clone()).or_default() += n;
         }
-        cpu.user += r.client_cpu_s.user;
-        cpu.sys += r.client_cpu_s.sys;
-        writer_cpu += r.writer_cpu_s;
-        reader_cpu += r.reader_cpu_s;
-        rss += r.client_max_rss_kib;
-        bytes_sent += r.bytes_sent;
-        bytes_received += r.bytes_received;
-        wall = wall.max(r.wall_s);
-        interrupted |= r.interrupted;
-        peer_failed |= r.peer_failed;
-        let label = r.shard.as_ref().map_or_else(
-            || file.clone(),
-            |s| format!("shard {}/{}", s.index, s.count),
-        );
-        warnings.extend(r.warnings.iter().map(|w| format!("{label}: {w}")));
+        self.cpu.user += r.client_cpu_s.user;
+        self.cpu.sys += r.client_cpu_s.sys;
+        self.writer_cpu += r.writer_cpu_s;
+        self.reader_cpu += r.reader_cpu_s;
+        self.rss += r.client_max_rss_kib;
+        self.bytes_sent += r.bytes_sent;
+        self.bytes_received += r.bytes_received;
+        self.wall = self.wall.max(r.wall_s);
+        self.interrupted |= r.interrupted;
+        self.peer_failed |= r.peer_failed;
     }
+}
+
+/// The first part's result with the totals in place and the summaries
+/// recomputed from the merged histograms (the size classes, the run checks
+/// and the stored histograms are the caller's). Takes the totals'
+/// warnings.
+fn merged_result(parts: &[&(String, LoadResult)], t: &mut Totals) -> LoadResult {
+    let base = &parts[0].1;
+    let starts: Vec<f64> = parts.iter().map(|(_, r)| r.started_unix_s).collect();
+    let mut connections = std::mem::take(&mut t.connections);
     connections.setup_rate_per_s = connections.established as f64 / connections.setup_s.max(1e-9);
-    let measured_s = if interrupted {
+    let measured_s = if t.interrupted {
         parts
             .iter()
             .map(|(_, r)| (r.wall_s - r.config.warmup_s).max(1e-9))
@@ -205,38 +282,45 @@ pub fn merge(parts: &[(String, LoadResult)]) -> Result<LoadResult, MergeError> {
     let open_loop = base.config.rate_per_s.is_some();
     let skew_s = starts.iter().copied().fold(f64::NEG_INFINITY, f64::max)
         - starts.iter().copied().fold(f64::INFINITY, f64::min);
+    let cpu = t.cpu;
     let mut merged = base.clone();
     merged.schema = LOAD_SCHEMA.into();
     merged.placement.writer_cpu = None;
     merged.placement.reader_cpu = None;
     merged.connections = connections;
-    merged.requests = requests;
+    merged.requests = std::mem::take(&mut t.requests);
     merged.achieved_rate_per_s = merged.requests.completed as f64 / measured_s;
-    merged.service_latency_us = service.summary();
-    merged.corrected_latency_us = corrected.summary();
+    merged.service_latency_us = t.service.summary();
+    merged.corrected_latency_us = t.corrected.summary();
     merged.send_lag_us = if open_loop {
-        send_lag.summary()
+        t.send_lag.summary()
     } else {
         Default::default()
     };
-    merged.send_deviation_us = deviation.as_ref().map(|d| d.summary()).unwrap_or_default();
-    merged.send_deviation_cdf = deviation
+    merged.send_deviation_us = t
+        .deviation
+        .as_ref()
+        .map(|d| d.summary())
+        .unwrap_or_default();
+    merged.send_deviation_cdf = t
+        .deviation
         .as_ref()
         .map(|d| d.cdf(CDF_POINTS))
         .unwrap_or_default();
-    merged.service_latency_cdf = service.cdf(CDF_POINTS);
+    merged.service_latency_cdf = t.service.cdf(CDF_POINTS);
     merged.client_cpu_s = cpu;
-    merged.writer_cpu_s = writer_cpu;
-    merged.reader_cpu_s = reader_cpu;
+    merged.writer_cpu_s = t.writer_cpu;
+    merged.reader_cpu_s = t.reader_cpu;
     merged.requests_per_client_cpu_s =
         merged.requests.total_completed() as f64 / (cpu.user + cpu.sys).max(1e-9);
-    merged.client_max_rss_kib = rss;
-    merged.bytes_sent = bytes_sent;
-    merged.bytes_received = bytes_received;
-    merged.throughput_mbit_s = bytes_received as f64 * 8.0 / 1e6 / wall.max(1e-9);
-    merged.wall_s = wall;
-    merged.interrupted = interrupted;
-    merged.peer_failed = peer_failed;
+    merged.client_max_rss_kib = t.rss;
+    merged.bytes_sent = t.bytes_sent;
+    merged.bytes_received = t.bytes_received;
+    merged.throughput_mbit_s = t.bytes_received as f64 * 8.0 / 1e6 / t.wall.max(1e-9);
+    merged.wall_s = t.wall;
+    merged.interrupted = t.interrupted;
+    merged.peer_failed = t.peer_failed;
+    let mut warnings = std::mem::take(&mut t.warnings);
     if skew_s > 0.01 {
         warnings.push(format!(
             "the shards started {:.1} ms apart: their schedules were not aligned (use --start-at)",
@@ -251,9 +335,15 @@ pub fn merge(parts: &[(String, LoadResult)]) -> Result<LoadResult, MergeError> {
         files: parts.iter().map(|(f, _)| f.clone()).collect(),
         start_skew_ms: skew_s.max(0.0) * 1e3,
     });
-    // Size classes (`--manifest` runs): histograms add per class label.
+    merged
+}
+
+/// Size classes (`--manifest` runs): histograms add per class label.
+fn merge_size_classes(
+    parts: &[&(String, LoadResult)],
+) -> Result<Vec<crate::result::SizeClassResult>, MergeError> {
     let mut classes: Vec<LatencyHistogram> = crate::request::class_histograms();
-    for (file, r) in &parts {
+    for (file, r) in parts {
         for c in &r.size_classes {
             let Some(k) = crate::request::SIZE_CLASSES
                 .iter()
@@ -264,34 +354,23 @@ pub fn merge(parts: &[(String, LoadResult)]) -> Result<LoadResult, MergeError> {
             classes[k].merge(&decode_latency(file, "size_classes", &c.histogram)?);
         }
     }
-    merged.size_classes = crate::driver::size_classes(&classes);
+    Ok(crate::driver::size_classes(&classes))
+}
+
+/// The run checks, merged when every part has them (none otherwise).
+fn merge_run_checks(
+    parts: &[&(String, LoadResult)],
+    service: &LatencyHistogram,
+) -> Result<Option<crate::result::RunChecks>, MergeError> {
     let checks: Option<Vec<(String, &crate::result::RunChecks)>> = parts
         .iter()
-        .map(|(file, r)| {
-            let label = r.shard.as_ref().map_or_else(
-                || file.clone(),
-                |s| format!("shard {}/{}", s.index, s.count),
-            );
-            r.run_checks.as_ref().map(|c| (label, c))
-        })
+        .map(|(file, r)| r.run_checks.as_ref().map(|c| (part_label(file, r), c)))
         .collect();
-    merged.run_checks = match checks {
-        Some(checks) => {
-            crate::checks::merge_checks(&checks, &service).map_err(|what| MergeError::Mismatch {
-                file: first.0.clone(),
-                what,
-            })?
-        }
-        None => None,
-    };
-    merged.histograms = Histograms {
-        encoding: HISTOGRAM_ENCODING.into(),
-        service_latency: service.to_base64(),
-        corrected_latency: corrected.to_base64(),
-        send_lag: send_lag.to_base64(),
-        send_deviation: deviation.as_ref().map(DeviationHistogram::to_parts),
-    };
-    Ok(merged)
+    match checks {
+        Some(checks) => crate::checks::merge_checks(&checks, service)
+            .map_err(|what| mismatch(&parts[0].0, what)),
+        None => Ok(None),
+    }
 }
 
 /// Sorts `parts` by shard and checks that they are shards 1..=N of N (a

@@ -17,6 +17,8 @@
 //! with one core per layer thread ([`PipelineResult::projected_throughput_mbit_s`]).
 //! [`measure_handoff`] and [`measure_pool`] are the microbenchmarks.
 
+#![warn(clippy::unwrap_used)]
+
 pub mod content;
 pub mod header;
 pub mod layer;
@@ -47,4 +49,5 @@ pub use idle::IdleConfig;
 pub use pool::{Buf, BufferPool, LockFreePool, MutexPool, PoolKind};
 pub use projection::{project, Bound, Projection, ProjectionInput, StageCost, StageRole};
 pub use results::{relative_capacity, LayerStats, PipelineResult, Side, StageStats};
-pub use run::{run, PipelineError};
+pub use run::run;
+pub use runtime::PipelineError;

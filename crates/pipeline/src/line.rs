@@ -20,13 +20,14 @@ use std::io::ErrorKind;
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
-use rtrb::{Consumer, Producer, PushError};
+use rtrb::{Consumer, Producer, PushError, RingBuffer};
 
+use crate::config::{LinkConfig, WIRE_QUEUE};
 use crate::idle::{Idler, Rng};
 use crate::layer::Service;
 use crate::pool::Buf;
 use crate::results::Side;
-use crate::runtime::{BusyMeter, CpuClock, Ctx, Item, ThreadReport, ThreadRole};
+use crate::runtime::{BusyMeter, CpuClock, Ctx, Item, PipelineError, ThreadReport, ThreadRole};
 
 /// Most catch-up a paced line allows after its thread was descheduled.
 pub(crate) const BURST: Duration = Duration::from_micros(100);
@@ -376,4 +377,110 @@ pub(crate) fn udp_line<'p>(
     }
     report.close(&clock, &busy, &idler);
     report
+}
+
+/// The body of a line thread.
+type LineFn<'a> = Box<dyn FnOnce() -> ThreadReport + Send + 'a>;
+
+/// The sender's and the receiver's line threads for `ctx.cfg.link` (one
+/// construction for both modes): `ends` are each side's queues to its bottom
+/// layer(s), `ids` the two line threads' parker ids.
+pub(crate) fn line_threads<'p>(
+    ctx: &'p Ctx<'p>,
+    udp: Option<(UdpSocket, UdpSocket)>,
+    ends: [LayerEnds<'p>; 2],
+    ids: [usize; 2],
+) -> Result<(LineFn<'p>, LineFn<'p>), PipelineError> {
+    let cfg = ctx.cfg;
+    let [s_ends, r_ends] = ends;
+    let [sid, rid] = ids;
+    let (s_seed, r_seed) = (cfg.seed ^ 0x5e4d, cfg.seed ^ 0x4ece);
+    Ok(match (&cfg.link, udp) {
+        (
+            LinkConfig::Memory {
+                bandwidth_bit_s,
+                latency,
+                loss,
+                reorder,
+                duplicate,
+            },
+            _,
+        ) => {
+            let (a_tx, a_rx) = RingBuffer::new(WIRE_QUEUE);
+            let (b_tx, b_rx) = RingBuffer::new(WIRE_QUEUE);
+            let p = MemoryParams {
+                bandwidth_bit_s: *bandwidth_bit_s,
+                latency: *latency,
+                loss: *loss,
+                reorder: *reorder,
+                duplicate: *duplicate,
+                seed: s_seed,
+            };
+            let q = MemoryParams { seed: r_seed, ..p };
+            (
+                Box::new(move || {
+                    memory_line(
+                        ctx,
+                        "sender line".into(),
+                        Side::Sender,
+                        sid,
+                        rid,
+                        ctx.cpu_for(sid),
+                        s_ends,
+                        a_tx,
+                        b_rx,
+                        p,
+                    )
+                }),
+                Box::new(move || {
+                    memory_line(
+                        ctx,
+                        "receiver line".into(),
+                        Side::Receiver,
+                        rid,
+                        sid,
+                        ctx.cpu_for(rid),
+                        r_ends,
+                        b_tx,
+                        a_rx,
+                        q,
+                    )
+                }),
+            )
+        }
+        (LinkConfig::Udp { loss, .. }, Some((a, b))) => {
+            let loss = *loss;
+            (
+                Box::new(move || {
+                    udp_line(
+                        ctx,
+                        "sender line".into(),
+                        Side::Sender,
+                        sid,
+                        ctx.cpu_for(sid),
+                        s_ends,
+                        a,
+                        loss,
+                        s_seed,
+                    )
+                }),
+                Box::new(move || {
+                    udp_line(
+                        ctx,
+                        "receiver line".into(),
+                        Side::Receiver,
+                        rid,
+                        ctx.cpu_for(rid),
+                        r_ends,
+                        b,
+                        loss,
+                        r_seed,
+                    )
+                }),
+            )
+        }
+        (LinkConfig::Udp { .. }, None) => {
+            return Err(PipelineError::Thread("udp sockets missing".into()));
+        }
+    })
 }

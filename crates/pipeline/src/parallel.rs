@@ -19,9 +19,12 @@ use crate::line::LayerEnds;
 use std::net::UdpSocket;
 use std::sync::atomic::AtomicBool;
 
+use crate::line::line_threads;
 use crate::results::Side;
-use crate::run::{coordinate, line_threads, spawn_in, Collected, PipelineError};
-use crate::runtime::{BusyMeter, CpuClock, Ctx, Item, Occupancy, Source, ThreadReport, ThreadRole};
+use crate::runtime::{
+    coordinate, spawn_in, BusyMeter, Collected, CpuClock, Ctx, Item, Occupancy, PipelineError,
+    Source, ThreadReport, ThreadRole,
+};
 use crate::PipelineConfig;
 
 /// Items taken from one queue per round.

@@ -6,9 +6,8 @@ use std::fmt;
 use crate::config::Mode;
 use crate::layer;
 use crate::projection::{project, Projection};
-use crate::run::Collected;
 use crate::run_projection::{project_layers, projection_input};
-use crate::runtime::{Ctx, ThreadRole};
+use crate::runtime::{Collected, Ctx, ThreadRole};
 
 /// The sending or the receiving side of the pipeline. Serialized as
 /// `"sender"` and `"receiver"`.

@@ -29,11 +29,14 @@ use std::net::UdpSocket;
 use rtrb::RingBuffer;
 
 use crate::layer::{self, Role};
+use crate::line::line_threads;
 use crate::line::LayerEnds;
 use crate::parallel;
 use crate::results::Side;
-use crate::run::{coordinate, line_threads, short_name, spawn_err, Collected, PipelineError};
-use crate::runtime::{BusyMeter, CpuClock, Ctx, Item, Sink, Source, ThreadReport, ThreadRole};
+use crate::runtime::{
+    coordinate, short_name, spawn_err, BusyMeter, Collected, CpuClock, Ctx, Item, LockCounts,
+    PipelineError, Sink, Source, ThreadReport, ThreadRole,
+};
 
 /// Parker/cpu-map id of sender worker `w`.
 pub(crate) fn sender_worker_id(w: usize) -> usize {
@@ -62,50 +65,6 @@ pub(crate) fn thread_count(k: usize) -> usize {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// One worker's count of its layer-lock acquisitions that carry work (a
-/// PDU from below, an SDU from above, a release, the connection and each
-/// new message; not the idle polls of timers and deadlines), per layer:
-/// how many, how many found the lock held by another worker, and how long
-/// those waited (the lock contention of shared connection state).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct LockCounts {
-    pub(crate) acquired: Vec<u64>,
-    pub(crate) contended: Vec<u64>,
-    pub(crate) wait: Vec<Duration>,
-}
-
-impl LockCounts {
-    fn new(n: usize) -> LockCounts {
-        LockCounts {
-            acquired: vec![0; n],
-            contended: vec![0; n],
-            wait: vec![Duration::ZERO; n],
-        }
-    }
-
-    /// Counts one acquisition of layer `j`'s lock and its wait, if any.
-    fn record(&mut self, j: usize, wait: Option<Duration>) {
-        self.acquired[j] += 1;
-        if let Some(w) = wait {
-            self.contended[j] += 1;
-            self.wait[j] += w;
-        }
-    }
-
-    /// Adds another worker's counts.
-    pub(crate) fn add(&mut self, other: &LockCounts) {
-        for (a, b) in self.acquired.iter_mut().zip(&other.acquired) {
-            *a += b;
-        }
-        for (a, b) in self.contended.iter_mut().zip(&other.contended) {
-            *a += b;
-        }
-        for (a, b) in self.wait.iter_mut().zip(&other.wait) {
-            *a += *b;
-        }
-    }
 }
 
 /// Locks layer `j`'s state, counting the acquisition, and whether (and how

@@ -5,8 +5,7 @@
 use crate::config::{LinkConfig, Mode, PipelineConfig};
 use crate::projection::{ProjectionInput, StageCost, StageRole};
 use crate::results::{per_message_ns, LayerStats, Side};
-use crate::run::Collected;
-use crate::runtime::{ThreadReport, ThreadRole};
+use crate::runtime::{Collected, ThreadReport, ThreadRole};
 
 /// Messages per second the line can carry (user messages with all headers;
 /// acknowledgements travel the other direction). `None` if unlimited.

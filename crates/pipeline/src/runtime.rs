@@ -1,17 +1,173 @@
 //! What the drivers share: the queue element, the run context (flags, wake-up
-//! slots), the application source and sink, per-thread reports and pinning.
+//! slots), the application source and sink, per-thread reports and pinning,
+//! the run's error, spawning, the coordinator that ends the run and what it
+//! collects from the threads.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use connlab_os::{pin_current_process, CpuList, CpuTimes};
 
+use crate::config::ConfigError;
 use crate::content::{fill_message, message_index, message_matches, StreamChecksum};
 use crate::idle::{Idler, Parker};
 use crate::layer::{LayerCounters, Service};
-use crate::pool::{Buf, BufferPool};
+use crate::pool::{self, Buf, BufferPool};
 use crate::{PipelineConfig, Side};
+
+/// Why a run failed (partial results are not errors: see
+/// [`PipelineResult::interrupted`]).
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    /// Bad configuration.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The pool could not be created.
+    #[error("buffer pool: {0}")]
+    Pool(#[from] pool::PoolError),
+    /// Socket or thread setup failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A thread failed (pinning, socket error) or panicked.
+    #[error("pipeline thread failed: {0}")]
+    Thread(String),
+}
+
+/// The error of an OS call that `what` needed.
+pub(crate) fn thread_error(what: &str, e: std::io::Error) -> PipelineError {
+    PipelineError::Io {
+        what: what.to_string(),
+        source: e,
+    }
+}
+
+/// What the coordinator collects from the threads.
+#[derive(Default)]
+pub(crate) struct Collected {
+    pub(crate) threads: Vec<ThreadReport>,
+    /// Run-to-completion: time per layer per side, summed over workers.
+    pub(crate) rtc_layer_time: Option<[Vec<Duration>; 2]>,
+    pub(crate) rtc_counters: Option<[Vec<LayerCounters>; 2]>,
+    /// Run-to-completion: layer-lock counts per side, summed over workers.
+    pub(crate) rtc_locks: Option<[LockCounts; 2]>,
+    pub(crate) panicked: Vec<String>,
+}
+
+/// Waits until the run ends (done, stopped, timed out, failed or a thread
+/// exited early), then tells every thread to stop.
+pub(crate) fn coordinate<F: Fn() -> bool>(
+    ctx: &Ctx<'_>,
+    stop: &AtomicBool,
+    any_finished: F,
+    timed_out: &mut bool,
+    interrupted: &mut bool,
+) {
+    let deadline = ctx.cfg.time_limit.map(|t| Instant::now() + t);
+    loop {
+        if ctx.sender_closed.load(Ordering::SeqCst) && ctx.sink_done.load(Ordering::SeqCst) {
+            break;
+        }
+        if stop.load(Ordering::SeqCst) {
+            *interrupted = true;
+            break;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            *timed_out = true;
+            *interrupted = true;
+            break;
+        }
+        if ctx.stopping() || any_finished() {
+            break;
+        }
+        std::thread::park_timeout(Duration::from_millis(2));
+    }
+    ctx.shutdown.store(true, Ordering::SeqCst);
+    ctx.wake_all();
+}
+
+/// The error of a thread that could not be spawned.
+pub(crate) fn spawn_err(name: &str, e: std::io::Error) -> PipelineError {
+    thread_error(&format!("spawning thread {name}"), e)
+}
+
+/// The body of a thread.
+type ThreadFn<'a> = Box<dyn FnOnce() -> ThreadReport + Send + 'a>;
+
+/// Spawns `f` as a named thread of scope `s` and keeps its handle.
+pub(crate) fn spawn_in<'scope, 'env>(
+    s: &'scope std::thread::Scope<'scope, 'env>,
+    handles: &mut Vec<(String, std::thread::ScopedJoinHandle<'scope, ThreadReport>)>,
+    name: String,
+    f: ThreadFn<'scope>,
+) -> Result<(), PipelineError> {
+    let h = std::thread::Builder::new()
+        .name(short_name(&name))
+        .spawn_scoped(s, f)
+        .map_err(|e| spawn_err(&name, e))?;
+    handles.push((name, h));
+    Ok(())
+}
+
+/// `name` shortened to a Linux thread name (at most 15 bytes).
+pub(crate) fn short_name(name: &str) -> String {
+    // Linux thread names are at most 15 bytes.
+    let s = name
+        .replace("sender ", "s-")
+        .replace("receiver ", "r-")
+        .replace("layer ", "L")
+        .replace("worker ", "w");
+    s.chars().take(15).collect()
+}
+
+/// One worker's count of its layer-lock acquisitions that carry work (a
+/// PDU from below, an SDU from above, a release, the connection and each
+/// new message; not the idle polls of timers and deadlines), per layer:
+/// how many, how many found the lock held by another worker, and how long
+/// those waited (the lock contention of shared connection state).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LockCounts {
+    pub(crate) acquired: Vec<u64>,
+    pub(crate) contended: Vec<u64>,
+    pub(crate) wait: Vec<Duration>,
+}
+
+impl LockCounts {
+    pub(crate) fn new(n: usize) -> LockCounts {
+        LockCounts {
+            acquired: vec![0; n],
+            contended: vec![0; n],
+            wait: vec![Duration::ZERO; n],
+        }
+    }
+
+    /// Counts one acquisition of layer `j`'s lock and its wait, if any.
+    pub(crate) fn record(&mut self, j: usize, wait: Option<Duration>) {
+        self.acquired[j] += 1;
+        if let Some(w) = wait {
+            self.contended[j] += 1;
+            self.wait[j] += w;
+        }
+    }
+
+    /// Adds another worker's counts.
+    pub(crate) fn add(&mut self, other: &LockCounts) {
+        for (a, b) in self.acquired.iter_mut().zip(&other.acquired) {
+            *a += b;
+        }
+        for (a, b) in self.contended.iter_mut().zip(&other.contended) {
+            *a += b;
+        }
+        for (a, b) in self.wait.iter_mut().zip(&other.wait) {
+            *a += *b;
+        }
+    }
+}
 
 /// The element of every SPSC queue: a buffer handle (moved, not copied) or the
 /// end-of-stream mark that starts the release of the layer below.
@@ -235,7 +391,7 @@ pub(crate) struct Occupancy {
     next: Option<Instant>,
 }
 
-const SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_micros(20);
+const SAMPLE_EVERY: Duration = Duration::from_micros(20);
 
 impl Occupancy {
     pub(crate) fn sample(&mut self, now: Instant, slots: usize) {

@@ -57,7 +57,8 @@ impl EngineKind {
         }
     }
 
-    /// One line on what the engine does, for `--help`.
+    /// What the engine does, one sentence for `connlab serve --help` (which
+    /// wraps it).
     pub fn describe(self) -> &'static str {
         match self {
             EngineKind::Processes => "a process per connection (fork after accept)",
@@ -66,10 +67,13 @@ impl EngineKind {
             EngineKind::Poll => "one thread, poll(2)",
             EngineKind::Epoll => "one thread, epoll(7); level-triggered, or --edge-triggered",
             EngineKind::Uring => {
-                "one thread, io_uring: multishot accept and receive into a buffer ring, ring sends"
+                "one thread, io_uring: multishot accept, multishot receive into a \
+                 provided-buffer ring, sendmsg entries submitted with the wait, \
+                 SINGLE_ISSUER + DEFER_TASKRUN (Linux 6.1; see --uring-features)"
             }
             EngineKind::Rtsig => {
-                "one thread, poll loop over the RT-signal readiness table (connlab-rtsig)"
+                "one thread, the poll loop over connlab-rtsig: a readiness table kept by \
+                 real-time signals (F_SETSIG) and the results of non-blocking I/O"
             }
         }
     }
@@ -91,6 +95,50 @@ impl FromStr for EngineKind {
                 let names: Vec<_> = EngineKind::ALL.iter().map(|e| e.name()).collect();
                 format!("unknown engine {s:?}; expected one of {}", names.join(", "))
             })
+    }
+}
+
+/// The engines' names in [`EngineKind::ALL`]'s order, for the
+/// unknown-variant error of their deserialization.
+const ENGINE_NAMES: &[&str] = &[
+    "processes",
+    "threads",
+    "select",
+    "poll",
+    "epoll",
+    "uring",
+    "rtsig",
+];
+
+/// Written as its [`name`](EngineKind::name), as on the command line.
+impl serde::Serialize for EngineKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+/// Read from its [`name`](EngineKind::name); any other string is an
+/// unknown variant, listed with the names.
+impl<'de> serde::Deserialize<'de> for EngineKind {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Name;
+
+        impl serde::de::Visitor<'_> for Name {
+            type Value = EngineKind;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an engine name")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<EngineKind, E> {
+                EngineKind::ALL
+                    .into_iter()
+                    .find(|e| e.name() == s)
+                    .ok_or_else(|| E::unknown_variant(s, ENGINE_NAMES))
+            }
+        }
+
+        deserializer.deserialize_str(Name)
     }
 }
 
@@ -301,6 +349,26 @@ impl FromStr for UringFeatures {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde::de::value::{Error as DeError, StrDeserializer};
+    use serde::Deserialize;
+
+    #[test]
+    fn engines_deserialize_from_their_names_only() {
+        let names: Vec<_> = EngineKind::ALL.iter().map(|e| e.name()).collect();
+        assert_eq!(names, ENGINE_NAMES);
+        for engine in EngineKind::ALL {
+            let read = EngineKind::deserialize(StrDeserializer::<DeError>::new(engine.name()));
+            assert_eq!(read, Ok(engine));
+        }
+        let Err(e) = EngineKind::deserialize(StrDeserializer::<DeError>::new("kqueue")) else {
+            panic!("kqueue is no engine");
+        };
+        assert_eq!(
+            e.to_string(),
+            "unknown variant `kqueue`, expected one of `processes`, `threads`, `select`, \
+             `poll`, `epoll`, `uring`, `rtsig`"
+        );
+    }
 
     #[test]
     fn uring_features_parse_from_the_default_left_to_right() {

@@ -15,7 +15,9 @@ use crate::relay::{Relay, SpliceFailed, SpliceIn};
 use crate::splice::{SpliceOut, Wire};
 use crate::stats::NodeRunStats;
 use crate::{os_nonce, Error};
-use connlab_proto::xfer::{AuthKey, ErrorCode, Event, XferConfig, XferSession, MAX_VERSION};
+use connlab_proto::xfer::{
+    AuthKey, ErrorCode, Event, StreamId, XferConfig, XferSession, MAX_VERSION,
+};
 use mio::net::TcpListener;
 use mio::net::TcpStream;
 use mio::unix::SourceFd;
@@ -207,6 +209,9 @@ fn sleep_unless_stopped(stop_fd: RawFd, wait: Duration, stop: impl Fn() -> bool)
     }
 }
 
+/// One session with the I/O server: connects, serves until stopped or
+/// ended, then closes. `refused` is set when the I/O server ended the
+/// session before authentication, which is worth a retry.
 fn node_loop(
     config: &NodeConfig,
     stop_fd: RawFd,
@@ -215,47 +220,614 @@ fn node_loop(
     stats: &mut NodeRunStats,
     refused: &mut bool,
 ) -> Result<(), Error> {
-    let addr = config.io_server;
-    let session_error = |reason: String| Error::Session {
-        addr: addr.to_string(),
-        reason,
-    };
-    let std_sock = std::net::TcpStream::connect(addr)
-        .map_err(|e| Error::io("connecting to the I/O server at", addr, e))?;
-    std_sock
-        .set_nonblocking(true)
-        .map_err(|e| Error::io("setting non-blocking mode on the connection to", addr, e))?;
-    let _ = std_sock.set_nodelay(true);
-    let splice = if config.splice {
-        Some(SpliceOut::new().map_err(|e| Error::io("creating a pipe (splice) for", addr, e))?)
-    } else {
-        None
-    };
-    // Frames toward the I/O server: DATA built in place, or spliced.
-    let mut wire = Wire {
-        sock: TcpStream::from_std(std_sock),
-        out: OutBuf::new(),
-        splice,
-        writable: true,
-    };
-    let nonce = os_nonce().map_err(|e| Error::io("reading a nonce (getrandom) for", addr, e))?;
-    let mut xc = XferConfig::new(config.key.clone(), nonce);
-    xc.node_id = config.node_id;
-    xc.initial_window = config.initial_window;
-    xc.max_streams = config.max_streams;
-    xc.max_version = config.max_version;
-    let mut session = XferSession::node(xc).map_err(|e| Error::Config(e.to_string()))?;
-    let mut poll = Poll::new().map_err(|e| Error::io("creating", "an epoll instance", e))?;
-    poll.registry()
-        .register(&mut SourceFd(&stop_fd), STOP, Interest::READABLE)
-        .map_err(|e| Error::io("registering the stop descriptor", stop_fd, e))?;
-    poll.registry()
-        .register(
-            &mut wire.sock,
-            SERVER,
-            Interest::READABLE | Interest::WRITABLE,
-        )
-        .map_err(|e| Error::io("registering the connection to", addr, e))?;
+    let mut node = Node::connect(config, stop_fd, stats, Box::new(ready))?;
+    let result = node.serve(stop);
+    node.finish(result, refused)
+}
+
+/// The state of one session: the interconnect, the local connections and
+/// what the loop keeps between turns.
+struct Node<'a> {
+    config: &'a NodeConfig,
+    stats: &'a mut NodeRunStats,
+    /// Called once every port is granted (taken when called).
+    ready: Option<Box<dyn FnOnce() + 'a>>,
+    /// Frames toward the I/O server: DATA built in place, or spliced.
+    wire: Wire,
+    session: XferSession,
+    poll: Poll,
+    /// The outbound listeners, each with where the I/O server connects.
+    outbound: Vec<(TcpListener, SocketAddr)>,
+    /// The first local connection's token: they follow the outbound
+    /// listeners'.
+    first: usize,
+    /// Slots whose stream waits for CONNECTED.
+    waiting: HashSet<usize>,
+    /// Outbound listeners reported readable.
+    accept_ready: Vec<usize>,
+    /// Local connections something happened to in a loop turn (reused).
+    touched: Vec<usize>,
+    /// Ports the I/O server granted.
+    granted: usize,
+    relays: Vec<Option<Relay>>,
+    by_stream: HashMap<u32, usize>,
+    /// Relays that stopped for a full node connection (splice).
+    wire_wait: Vec<usize>,
+    /// The interconnect may have bytes to read.
+    readable: bool,
+    /// An event reported the connection's read side closed: read on until 0.
+    hup: bool,
+    scratch: Vec<u8>,
+    evs: Vec<Event>,
+    events: Events,
+    /// Wake often enough for the liveness timer.
+    tick: Duration,
+    last_input: Instant,
+    last_ping: Instant,
+    /// The I/O server ended the connection (an end, a reset, or GOAWAY
+    /// REFUSED), as opposed to this node giving up on what it was sent.
+    server_ended: bool,
+}
+
+impl<'a> Node<'a> {
+    /// Connects to the I/O server, starts the session (its HELLO queued)
+    /// and opens the outbound listeners.
+    fn connect(
+        config: &'a NodeConfig,
+        stop_fd: RawFd,
+        stats: &'a mut NodeRunStats,
+        ready: Box<dyn FnOnce() + 'a>,
+    ) -> Result<Node<'a>, Error> {
+        let addr = config.io_server;
+        let std_sock = std::net::TcpStream::connect(addr)
+            .map_err(|e| Error::io("connecting to the I/O server at", addr, e))?;
+        std_sock
+            .set_nonblocking(true)
+            .map_err(|e| Error::io("setting non-blocking mode on the connection to", addr, e))?;
+        let _ = std_sock.set_nodelay(true);
+        let splice = if config.splice {
+            Some(SpliceOut::new().map_err(|e| Error::io("creating a pipe (splice) for", addr, e))?)
+        } else {
+            None
+        };
+        let mut wire = Wire {
+            sock: TcpStream::from_std(std_sock),
+            out: OutBuf::new(),
+            splice,
+            writable: true,
+        };
+        let nonce =
+            os_nonce().map_err(|e| Error::io("reading a nonce (getrandom) for", addr, e))?;
+        let mut xc = XferConfig::new(config.key.clone(), nonce);
+        xc.node_id = config.node_id;
+        xc.initial_window = config.initial_window;
+        xc.max_streams = config.max_streams;
+        xc.max_version = config.max_version;
+        let session = XferSession::node(xc).map_err(|e| Error::Config(e.to_string()))?;
+        let poll = Poll::new().map_err(|e| Error::io("creating", "an epoll instance", e))?;
+        poll.registry()
+            .register(&mut SourceFd(&stop_fd), STOP, Interest::READABLE)
+            .map_err(|e| Error::io("registering the stop descriptor", stop_fd, e))?;
+        poll.registry()
+            .register(
+                &mut wire.sock,
+                SERVER,
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .map_err(|e| Error::io("registering the connection to", addr, e))?;
+        let outbound = outbound_listeners(config, &poll, stats)?;
+        let first = FIRST + outbound.len();
+        let tick = Duration::from_secs(1)
+            .min(config.ping_interval / 2)
+            .max(Duration::from_millis(1));
+        Ok(Node {
+            config,
+            stats,
+            ready: Some(ready),
+            wire,
+            session,
+            poll,
+            outbound,
+            first,
+            waiting: HashSet::new(),
+            accept_ready: Vec::new(),
+            touched: Vec::new(),
+            granted: 0,
+            relays: Vec::new(),
+            by_stream: HashMap::new(),
+            wire_wait: Vec::new(),
+            readable: true,
+            hup: false,
+            scratch: vec![0u8; 64 * 1024],
+            evs: Vec::new(),
+            events: Events::with_capacity(1024),
+            tick,
+            last_input: Instant::now(),
+            last_ping: Instant::now(),
+            server_ended: false,
+        })
+    }
+
+    /// The loop: output, liveness, wait, the interconnect's input, the
+    /// outbound accepts and the local connections, until `stop()` or an
+    /// error.
+    fn serve(&mut self, stop: impl Fn() -> bool) -> Result<(), Error> {
+        loop {
+            // Output first: the HELLO is queued from the start.
+            self.wire.out.take_session_output(&mut self.session);
+            self.flush()?;
+            if stop() {
+                return Ok(());
+            }
+            if self.keep_alive()? {
+                continue;
+            }
+            if !self.wait()? {
+                continue;
+            }
+            self.read_server()?;
+            // Local programs connecting outward wait in the backlog until
+            // the session is up.
+            if self.session.is_established() {
+                self.accept_outbound();
+            }
+            self.resume_wire_waiters()?;
+            self.pump_touched()?;
+        }
+    }
+
+    /// The session's error with `reason`.
+    fn session_error(&self, reason: String) -> Error {
+        Error::Session {
+            addr: self.config.io_server.to_string(),
+            reason,
+        }
+    }
+
+    /// The session's error for the I/O server ending the connection.
+    fn server_end(&mut self, reason: String) -> Error {
+        self.server_ended = true;
+        self.session_error(reason)
+    }
+
+    /// Writes what waits for the interconnect.
+    fn flush(&mut self) -> Result<(), Error> {
+        match self.wire.flush() {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.server_end(format!("writing: {e}"))),
+        }
+    }
+
+    /// Gives up on a silent I/O server, or PINGs one silent for a while:
+    /// true when a PING was queued (to be written at once).
+    fn keep_alive(&mut self) -> Result<bool, Error> {
+        let config = self.config;
+        let now = Instant::now();
+        let silent = now.saturating_duration_since(self.last_input);
+        if silent > config.dead_after {
+            return Err(self.session_error(format!(
+                "no input from the I/O server for {:?} (PINGs unanswered)",
+                config.dead_after
+            )));
+        }
+        if self.session.is_established()
+            && silent > config.ping_interval
+            && now.saturating_duration_since(self.last_ping) > config.ping_interval
+        {
+            self.last_ping = now;
+            let _ = self.session.ping(0);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Waits for events and notes them: the interconnect's readiness, the
+    /// outbound listeners to accept on, the local connections touched.
+    /// False when interrupted by a signal.
+    fn wait(&mut self) -> Result<bool, Error> {
+        // Relays waiting for an idle connection that is idle already go on
+        // at once.
+        let timeout = if !self.wire_wait.is_empty() && self.wire.idle() {
+            Duration::ZERO
+        } else {
+            self.tick
+        };
+        if let Err(e) = self.poll.poll(&mut self.events, Some(timeout)) {
+            if e.kind() == io::ErrorKind::Interrupted {
+                return Ok(false);
+            }
+            return Err(Error::io(
+                "waiting for events (epoll_wait) on",
+                "the node's sockets",
+                e,
+            ));
+        }
+        self.touched.clear();
+        let first = self.first;
+        for event in &self.events {
+            let gone = event.is_error() || event.is_read_closed();
+            let r = event.is_readable() || gone;
+            let w = event.is_writable() || gone || event.is_write_closed();
+            match event.token() {
+                STOP => {}
+                SERVER => {
+                    self.readable |= r;
+                    self.wire.writable |= w;
+                    self.hup |= gone;
+                }
+                Token(t) if t < first => self.accept_ready.push(t - FIRST),
+                Token(t) => {
+                    if let Some(relay) = self.relays.get_mut(t - first).and_then(Option::as_mut) {
+                        relay.readable |= r;
+                        relay.writable |= w;
+                        relay.hup |= gone;
+                        self.touched.push(t - first);
+                    }
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// The interconnect: reads until `EAGAIN` and acts on every event.
+    fn read_server(&mut self) -> Result<(), Error> {
+        while self.readable {
+            let got = match self.wire.sock.read(&mut self.scratch) {
+                Ok(0) => {
+                    let why = match self.session.finish_input() {
+                        Err(e) => format!("the I/O server closed the connection: {e}"),
+                        Ok(()) => "the I/O server closed the connection".to_string(),
+                    };
+                    return Err(self.server_end(why));
+                }
+                Ok(k) => {
+                    self.last_input = Instant::now();
+                    if k < self.scratch.len() && !self.hup {
+                        // Drained (a short read): no EAGAIN read to prove it.
+                        self.readable = false;
+                    }
+                    k
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.readable = false;
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(self.server_end(format!("reading: {e}"))),
+            };
+            let evs = &mut self.evs;
+            let fed = self
+                .session
+                .feed(&self.scratch[..got], &mut |e| evs.push(e));
+            let now = Instant::now();
+            let mut evs = std::mem::take(&mut self.evs);
+            for event in evs.drain(..) {
+                self.on_event(event, now)?;
+            }
+            self.evs = evs;
+            if let Err(e) = fed {
+                // Send the GOAWAY the session queued, then give up.
+                self.wire.flush_once(&mut self.session);
+                return Err(self.session_error(e.to_string()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Acts on one event of the session.
+    fn on_event(&mut self, event: Event, now: Instant) -> Result<(), Error> {
+        match event {
+            Event::Established { version, .. } => {
+                self.stats.version = version;
+                for &port in &self.config.ports {
+                    if let Err(e) = self.session.listen(port) {
+                        return Err(self.session_error(format!("LISTEN {port}: {e}")));
+                    }
+                }
+                if self.config.ports.is_empty() {
+                    self.call_ready();
+                }
+            }
+            Event::ListenResult { port, errno } => {
+                if errno != 0 {
+                    return Err(Error::PortRefused {
+                        addr: self.config.io_server.to_string(),
+                        port,
+                        source: io::Error::from_raw_os_error(errno as i32),
+                    });
+                }
+                self.granted += 1;
+                if self.granted >= self.config.ports.len() {
+                    self.call_ready();
+                }
+            }
+            Event::Accepted { stream, .. } => self.forward(stream),
+            Event::Data { stream, bytes } => {
+                if let Some(&slot) = self.by_stream.get(&stream.0) {
+                    if let Some(relay) = self.relays[slot].as_mut() {
+                        relay.push(
+                            bytes,
+                            now,
+                            crate::ServerConfig::DEFAULT_MAX_FRAMES_PER_WINDOW,
+                        );
+                        self.touched.push(slot);
+                    }
+                }
+            }
+            Event::Fin { stream } => {
+                if let Some(&slot) = self.by_stream.get(&stream.0) {
+                    if let Some(relay) = self.relays[slot].as_mut() {
+                        relay.fin_in = true;
+                        self.touched.push(slot);
+                    }
+                }
+            }
+            Event::Credit { stream, .. } => {
+                if let Some(&slot) = self.by_stream.get(&stream.0) {
+                    self.touched.push(slot);
+                }
+            }
+            Event::Connected { stream, .. } => {
+                if let Some(&slot) = self.by_stream.get(&stream.0) {
+                    self.waiting.remove(&slot);
+                    self.touched.push(slot);
+                }
+            }
+            Event::ConnectFailed { stream, .. } => {
+                let dropped = self.drop_stream(stream);
+                self.stats.outbound_failures += u64::from(dropped);
+            }
+            Event::Reset { stream, .. } | Event::StreamError { stream, .. } => {
+                let dropped = self.drop_stream(stream);
+                self.stats.resets_received += u64::from(dropped);
+            }
+            Event::GoAway { code, reason } => {
+                if code == ErrorCode::REFUSED && !self.session.is_established() {
+                    return Err(self.server_end(format!(
+                        "the I/O server refused the session before authentication: \
+                         {reason} (GOAWAY {code})"
+                    )));
+                }
+                return Err(self.session_error(format!("GOAWAY {code}: {reason}")));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Calls `ready` unless it was called already.
+    fn call_ready(&mut self) {
+        if let Some(f) = self.ready.take() {
+            f();
+        }
+    }
+
+    /// A free relay slot, grown by one if none is.
+    fn free_slot(&mut self) -> usize {
+        self.relays
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or_else(|| {
+                self.relays.push(None);
+                self.relays.len() - 1
+            })
+    }
+
+    /// A stream the I/O server accepted: connects it to the local server,
+    /// or resets it when that fails.
+    fn forward(&mut self, stream: StreamId) {
+        self.stats.streams += 1;
+        let slot = self.free_slot();
+        let token = Token(self.first + slot);
+        let connected = TcpStream::connect(self.config.forward).and_then(|mut s| {
+            self.poll
+                .registry()
+                .register(&mut s, token, Interest::READABLE | Interest::WRITABLE)
+                .map(|()| s)
+        });
+        match connected {
+            Ok(s) => {
+                let _ = s.set_nodelay(true);
+                self.relays[slot] = Some(Relay::new(s, stream, true));
+                self.by_stream.insert(stream.0, slot);
+            }
+            Err(_) => {
+                self.stats.forward_failures += 1;
+                let _ = self.session.reset(stream, ErrorCode::CONNECTION_RESET);
+            }
+        }
+    }
+
+    /// Aborts the local connection of a stream the I/O server ended: true
+    /// when there was one.
+    fn drop_stream(&mut self, stream: StreamId) -> bool {
+        let Some(slot) = self.by_stream.remove(&stream.0) else {
+            return false;
+        };
+        self.waiting.remove(&slot);
+        let Some(mut relay) = self.relays[slot].take() else {
+            return false;
+        };
+        relay.abort();
+        let _ = self.poll.registry().deregister(&mut relay.sock);
+        true
+    }
+
+    /// Local programs connecting outward: each becomes a CONNECT.
+    fn accept_outbound(&mut self) {
+        let mut ready = std::mem::take(&mut self.accept_ready);
+        ready.sort_unstable();
+        ready.dedup();
+        for i in ready.drain(..) {
+            loop {
+                let mut local = match self.outbound[i].0.accept() {
+                    Ok((s, _)) => s,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    // WouldBlock, or EMFILE and friends: next readiness.
+                    Err(_) => break,
+                };
+                let dest = self.outbound[i].1;
+                let slot = self.free_slot();
+                let token = Token(self.first + slot);
+                let registry = self.poll.registry();
+                let opened = self.session.connect(dest).ok().filter(|_| {
+                    registry
+                        .register(&mut local, token, Interest::READABLE | Interest::WRITABLE)
+                        .is_ok()
+                });
+                match opened {
+                    Some(stream) => {
+                        let _ = local.set_nodelay(true);
+                        self.stats.outbound_streams += 1;
+                        self.relays[slot] = Some(Relay::new(local, stream, false));
+                        self.by_stream.insert(stream.0, slot);
+                        self.waiting.insert(slot);
+                    }
+                    None => {
+                        // Too many streams, or the session is closing.
+                        self.stats.outbound_failures += 1;
+                        let _ = socket2::SockRef::from(&local).set_linger(Some(Duration::ZERO));
+                    }
+                }
+            }
+        }
+        self.accept_ready = ready;
+    }
+
+    /// Relays that waited for the node connection go on once it is idle.
+    fn resume_wire_waiters(&mut self) -> Result<(), Error> {
+        if self.wire_wait.is_empty() {
+            return Ok(());
+        }
+        self.flush()?;
+        if self.wire.idle() {
+            for &slot in &self.wire_wait {
+                if let Some(relay) = self.relays.get_mut(slot).and_then(Option::as_mut) {
+                    relay.wire_waiting = false;
+                }
+            }
+            self.touched.append(&mut self.wire_wait);
+        }
+        Ok(())
+    }
+
+    /// Moves the bytes of the local connections that something happened
+    /// to, and closes those that are done or failed.
+    fn pump_touched(&mut self) -> Result<(), Error> {
+        let mut touched = std::mem::take(&mut self.touched);
+        touched.retain(|slot| !self.waiting.contains(slot));
+        touched.sort_unstable();
+        touched.dedup();
+        let now = Instant::now();
+        for &slot in &touched {
+            self.pump(slot, now)?;
+        }
+        self.touched = touched;
+        Ok(())
+    }
+
+    /// One local connection: finishes its connect, moves bytes both ways,
+    /// and closes it when done or failed (resetting the stream if failed).
+    fn pump(&mut self, slot: usize, now: Instant) -> Result<(), Error> {
+        let Some(relay) = self.relays.get_mut(slot).and_then(Option::as_mut) else {
+            return Ok(());
+        };
+        let stream = relay.stream;
+        let mut failed = false;
+        if relay.connecting {
+            match (relay.sock.take_error(), relay.sock.peer_addr()) {
+                (Ok(None), Ok(_)) => relay.connecting = false,
+                (Ok(None), Err(e)) if e.kind() == io::ErrorKind::NotConnected => return Ok(()),
+                _ => {
+                    self.stats.forward_failures += 1;
+                    failed = true;
+                }
+            }
+        }
+        if !failed {
+            let before = relay.stats.bytes_to_client;
+            failed |= relay.pump_out(&mut self.session, u64::MAX, now).is_err();
+            self.stats.bytes_to_local += relay.stats.bytes_to_client - before;
+        }
+        if !failed && self.wire.splice.is_some() {
+            match relay.pump_in_splice(&mut self.session, &mut self.wire) {
+                Ok(SpliceIn { moved, waiting }) => {
+                    self.stats.bytes_from_local += moved as u64;
+                    // Once per relay: a relay touched again while the
+                    // connection stays full is not queued twice.
+                    if waiting && !relay.wire_waiting {
+                        relay.wire_waiting = true;
+                        self.wire_wait.push(slot);
+                    }
+                }
+                Err(SpliceFailed::Local) => failed = true,
+                Err(SpliceFailed::Wire(e)) => {
+                    return Err(self.session_error(format!("writing: {e}")))
+                }
+            }
+        } else if !failed {
+            let n = relay.pump_in(&mut self.session, &mut self.wire.out);
+            failed |= n.is_err();
+            self.stats.bytes_from_local += n.unwrap_or(0) as u64;
+        }
+        if failed || relay.done() {
+            if let Some(mut relay) = self.relays[slot].take() {
+                self.by_stream.remove(&stream.0);
+                self.waiting.remove(&slot);
+                if failed {
+                    relay.abort();
+                    let _ = self.session.reset(stream, ErrorCode::CONNECTION_RESET);
+                }
+                let _ = self.poll.registry().deregister(&mut relay.sock);
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the session: words an early end by the I/O server as a refusal
+    /// (setting `refused`), closes the session, aborts the local
+    /// connections and records the session's counters.
+    fn finish(mut self, result: Result<(), Error>, refused: &mut bool) -> Result<(), Error> {
+        // Ended before authentication, and not for the key or the version:
+        // the I/O server had no unauthenticated slot for this connection
+        // (a GOAWAY REFUSED, or a close or reset that raced it). Worth a retry.
+        let result = match result {
+            Err(Error::Session { reason, .. })
+                if !self.session.is_established() && self.server_ended =>
+            {
+                *refused = true;
+                if reason.starts_with("the I/O server refused") {
+                    Err(self.session_error(reason))
+                } else {
+                    Err(self.session_error(format!(
+                        "the I/O server ended the session before authentication ({reason}): \
+                         its unauthenticated slots may be full"
+                    )))
+                }
+            }
+            other => other,
+        };
+        let _ = self
+            .session
+            .close(ErrorCode::NO_ERROR, "the node is stopping");
+        self.wire.flush_once(&mut self.session);
+        for relay in self.relays.iter_mut().flatten() {
+            relay.abort();
+        }
+        self.stats.frames_received = self.session.stats().frames_received;
+        self.stats.frames_sent = self.session.stats().frames_sent;
+        self.stats.resets_sent = self.session.stats().resets_sent;
+        result
+    }
+}
+
+/// Binds and registers the outbound listeners (tokens from [`FIRST`]),
+/// recording their addresses in `stats`.
+fn outbound_listeners(
+    config: &NodeConfig,
+    poll: &Poll,
+    stats: &mut NodeRunStats,
+) -> Result<Vec<(TcpListener, SocketAddr)>, Error> {
     let mut outbound = Vec::new();
     for (i, o) in config.outbound.iter().enumerate() {
         let mut l = TcpListener::bind(o.listen)
@@ -269,400 +841,5 @@ fn node_loop(
         );
         outbound.push((l, o.connect));
     }
-    // Local connections' tokens follow the outbound listeners'.
-    let first = FIRST + outbound.len();
-    // Slots whose stream waits for CONNECTED.
-    let mut waiting: HashSet<usize> = HashSet::new();
-    let mut accept_ready: Vec<usize> = Vec::new();
-    // Local connections something happened to in a loop turn (reused).
-    let mut touched: Vec<usize> = Vec::new();
-    let mut ready = Some(ready);
-    let mut granted = 0usize;
-    let mut relays: Vec<Option<Relay>> = Vec::new();
-    let mut by_stream: HashMap<u32, usize> = HashMap::new();
-    // Relays that stopped for a full node connection (splice).
-    let mut wire_wait: Vec<usize> = Vec::new();
-    let mut readable = true;
-    // An event reported the connection's read side closed: read on until 0.
-    let mut hup = false;
-    let mut scratch = vec![0u8; 64 * 1024];
-    let mut evs = Vec::new();
-    let mut events = Events::with_capacity(1024);
-    // Wake often enough for the liveness timer.
-    let tick = Duration::from_secs(1)
-        .min(config.ping_interval / 2)
-        .max(Duration::from_millis(1));
-    let (mut last_input, mut last_ping) = (Instant::now(), Instant::now());
-    // The I/O server ended the connection (an end, a reset, or GOAWAY
-    // REFUSED), as opposed to this node giving up on what it was sent.
-    let mut server_ended = false;
-    let result: Result<(), Error> = 'run: loop {
-        // Output first: the HELLO is queued from the start.
-        wire.out.take_session_output(&mut session);
-        if let Err(e) = wire.flush() {
-            server_ended = true;
-            break 'run Err(session_error(format!("writing: {e}")));
-        }
-        if stop() {
-            break Ok(());
-        }
-        let now = Instant::now();
-        let silent = now.saturating_duration_since(last_input);
-        if silent > config.dead_after {
-            break Err(session_error(format!(
-                "no input from the I/O server for {:?} (PINGs unanswered)",
-                config.dead_after
-            )));
-        }
-        if session.is_established()
-            && silent > config.ping_interval
-            && now.saturating_duration_since(last_ping) > config.ping_interval
-        {
-            last_ping = now;
-            let _ = session.ping(0);
-            continue;
-        }
-        // Relays waiting for an idle connection that is idle already go on
-        // at once.
-        let timeout = if !wire_wait.is_empty() && wire.idle() {
-            Duration::ZERO
-        } else {
-            tick
-        };
-        if let Err(e) = poll.poll(&mut events, Some(timeout)) {
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            break Err(Error::io(
-                "waiting for events (epoll_wait) on",
-                "the node's sockets",
-                e,
-            ));
-        }
-        touched.clear();
-        for event in &events {
-            let gone = event.is_error() || event.is_read_closed();
-            let r = event.is_readable() || gone;
-            let w = event.is_writable() || gone || event.is_write_closed();
-            match event.token() {
-                STOP => {}
-                SERVER => {
-                    readable |= r;
-                    wire.writable |= w;
-                    hup |= gone;
-                }
-                Token(t) if t < first => accept_ready.push(t - FIRST),
-                Token(t) => {
-                    if let Some(relay) = relays.get_mut(t - first).and_then(Option::as_mut) {
-                        relay.readable |= r;
-                        relay.writable |= w;
-                        relay.hup |= gone;
-                        touched.push(t - first);
-                    }
-                }
-            }
-        }
-        // The interconnect: read until EAGAIN, act on every event.
-        while readable {
-            let got = match wire.sock.read(&mut scratch) {
-                Ok(0) => {
-                    let why = match session.finish_input() {
-                        Err(e) => format!("the I/O server closed the connection: {e}"),
-                        Ok(()) => "the I/O server closed the connection".to_string(),
-                    };
-                    server_ended = true;
-                    break 'run Err(session_error(why));
-                }
-                Ok(k) => {
-                    last_input = Instant::now();
-                    if k < scratch.len() && !hup {
-                        // Drained (a short read): no EAGAIN read to prove it.
-                        readable = false;
-                    }
-                    k
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    readable = false;
-                    break;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    server_ended = true;
-                    break 'run Err(session_error(format!("reading: {e}")));
-                }
-            };
-            let fed = session.feed(&scratch[..got], &mut |e| evs.push(e));
-            let now = Instant::now();
-            for event in evs.drain(..) {
-                match event {
-                    Event::Established { version, .. } => {
-                        stats.version = version;
-                        for &port in &config.ports {
-                            if let Err(e) = session.listen(port) {
-                                break 'run Err(session_error(format!("LISTEN {port}: {e}")));
-                            }
-                        }
-                        if config.ports.is_empty() {
-                            if let Some(f) = ready.take() {
-                                f();
-                            }
-                        }
-                    }
-                    Event::ListenResult { port, errno } => {
-                        if errno != 0 {
-                            break 'run Err(Error::PortRefused {
-                                addr: addr.to_string(),
-                                port,
-                                source: io::Error::from_raw_os_error(errno as i32),
-                            });
-                        }
-                        granted += 1;
-                        if granted >= config.ports.len() {
-                            if let Some(f) = ready.take() {
-                                f();
-                            }
-                        }
-                    }
-                    Event::Accepted { stream, .. } => {
-                        stats.streams += 1;
-                        let slot = relays.iter().position(Option::is_none).unwrap_or_else(|| {
-                            relays.push(None);
-                            relays.len() - 1
-                        });
-                        let connected = TcpStream::connect(config.forward).and_then(|mut s| {
-                            poll.registry()
-                                .register(
-                                    &mut s,
-                                    Token(first + slot),
-                                    Interest::READABLE | Interest::WRITABLE,
-                                )
-                                .map(|()| s)
-                        });
-                        match connected {
-                            Ok(s) => {
-                                let _ = s.set_nodelay(true);
-                                relays[slot] = Some(Relay::new(s, stream, true));
-                                by_stream.insert(stream.0, slot);
-                            }
-                            Err(_) => {
-                                stats.forward_failures += 1;
-                                let _ = session.reset(stream, ErrorCode::CONNECTION_RESET);
-                            }
-                        }
-                    }
-                    Event::Data { stream, bytes } => {
-                        if let Some(&slot) = by_stream.get(&stream.0) {
-                            if let Some(relay) = relays[slot].as_mut() {
-                                relay.push(
-                                    bytes,
-                                    now,
-                                    crate::ServerConfig::DEFAULT_MAX_FRAMES_PER_WINDOW,
-                                );
-                                touched.push(slot);
-                            }
-                        }
-                    }
-                    Event::Fin { stream } => {
-                        if let Some(&slot) = by_stream.get(&stream.0) {
-                            if let Some(relay) = relays[slot].as_mut() {
-                                relay.fin_in = true;
-                                touched.push(slot);
-                            }
-                        }
-                    }
-                    Event::Credit { stream, .. } => {
-                        if let Some(&slot) = by_stream.get(&stream.0) {
-                            touched.push(slot);
-                        }
-                    }
-                    Event::Connected { stream, .. } => {
-                        if let Some(&slot) = by_stream.get(&stream.0) {
-                            waiting.remove(&slot);
-                            touched.push(slot);
-                        }
-                    }
-                    Event::ConnectFailed { stream, .. } => {
-                        if let Some(slot) = by_stream.remove(&stream.0) {
-                            waiting.remove(&slot);
-                            if let Some(mut relay) = relays[slot].take() {
-                                stats.outbound_failures += 1;
-                                relay.abort();
-                                let _ = poll.registry().deregister(&mut relay.sock);
-                            }
-                        }
-                    }
-                    Event::Reset { stream, .. } | Event::StreamError { stream, .. } => {
-                        if let Some(slot) = by_stream.remove(&stream.0) {
-                            waiting.remove(&slot);
-                            if let Some(mut relay) = relays[slot].take() {
-                                stats.resets_received += 1;
-                                relay.abort();
-                                let _ = poll.registry().deregister(&mut relay.sock);
-                            }
-                        }
-                    }
-                    Event::GoAway { code, reason } => {
-                        if code == ErrorCode::REFUSED && !session.is_established() {
-                            server_ended = true;
-                            break 'run Err(session_error(format!(
-                                "the I/O server refused the session before authentication: \
-                                 {reason} (GOAWAY {code})"
-                            )));
-                        }
-                        break 'run Err(session_error(format!("GOAWAY {code}: {reason}")));
-                    }
-                    _ => {}
-                }
-            }
-            if let Err(e) = fed {
-                // Send the GOAWAY the session queued, then give up.
-                wire.flush_once(&mut session);
-                break 'run Err(session_error(e.to_string()));
-            }
-        }
-        // Local programs connecting outward: each becomes a CONNECT (only
-        // once the session is up; until then they wait in the backlog).
-        if session.is_established() {
-            accept_ready.sort_unstable();
-            accept_ready.dedup();
-            for i in accept_ready.drain(..) {
-                let (listener, dest) = &outbound[i];
-                loop {
-                    let mut local = match listener.accept() {
-                        Ok((s, _)) => s,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        // WouldBlock, or EMFILE and friends: next readiness.
-                        Err(_) => break,
-                    };
-                    let slot = relays.iter().position(Option::is_none).unwrap_or_else(|| {
-                        relays.push(None);
-                        relays.len() - 1
-                    });
-                    let opened = session.connect(*dest).ok().filter(|_| {
-                        poll.registry()
-                            .register(
-                                &mut local,
-                                Token(first + slot),
-                                Interest::READABLE | Interest::WRITABLE,
-                            )
-                            .is_ok()
-                    });
-                    match opened {
-                        Some(stream) => {
-                            let _ = local.set_nodelay(true);
-                            stats.outbound_streams += 1;
-                            relays[slot] = Some(Relay::new(local, stream, false));
-                            by_stream.insert(stream.0, slot);
-                            waiting.insert(slot);
-                        }
-                        None => {
-                            // Too many streams, or the session is closing.
-                            stats.outbound_failures += 1;
-                            let _ = socket2::SockRef::from(&local).set_linger(Some(Duration::ZERO));
-                        }
-                    }
-                }
-            }
-        }
-        // Relays that waited for the node connection go on once it is idle.
-        if !wire_wait.is_empty() {
-            if let Err(e) = wire.flush() {
-                server_ended = true;
-                break 'run Err(session_error(format!("writing: {e}")));
-            }
-            if wire.idle() {
-                for &slot in &wire_wait {
-                    if let Some(relay) = relays.get_mut(slot).and_then(Option::as_mut) {
-                        relay.wire_waiting = false;
-                    }
-                }
-                touched.append(&mut wire_wait);
-            }
-        }
-        // The local connections that something happened to.
-        touched.retain(|slot| !waiting.contains(slot));
-        touched.sort_unstable();
-        touched.dedup();
-        let now = Instant::now();
-        for &slot in &touched {
-            let Some(relay) = relays.get_mut(slot).and_then(Option::as_mut) else {
-                continue;
-            };
-            let stream = relay.stream;
-            let mut failed = false;
-            if relay.connecting {
-                match (relay.sock.take_error(), relay.sock.peer_addr()) {
-                    (Ok(None), Ok(_)) => relay.connecting = false,
-                    (Ok(None), Err(e)) if e.kind() == io::ErrorKind::NotConnected => continue,
-                    _ => {
-                        stats.forward_failures += 1;
-                        failed = true;
-                    }
-                }
-            }
-            if !failed {
-                let before = relay.stats.bytes_to_client;
-                failed |= relay.pump_out(&mut session, u64::MAX, now).is_err();
-                stats.bytes_to_local += relay.stats.bytes_to_client - before;
-            }
-            if !failed && wire.splice.is_some() {
-                match relay.pump_in_splice(&mut session, &mut wire) {
-                    Ok(SpliceIn { moved, waiting }) => {
-                        stats.bytes_from_local += moved as u64;
-                        // Once per relay: a relay touched again while the
-                        // connection stays full is not queued twice.
-                        if waiting && !relay.wire_waiting {
-                            relay.wire_waiting = true;
-                            wire_wait.push(slot);
-                        }
-                    }
-                    Err(SpliceFailed::Local) => failed = true,
-                    Err(SpliceFailed::Wire(e)) => {
-                        break 'run Err(session_error(format!("writing: {e}")))
-                    }
-                }
-            } else if !failed {
-                let n = relay.pump_in(&mut session, &mut wire.out);
-                failed |= n.is_err();
-                stats.bytes_from_local += n.unwrap_or(0) as u64;
-            }
-            if failed || relay.done() {
-                if let Some(mut relay) = relays[slot].take() {
-                    by_stream.remove(&stream.0);
-                    waiting.remove(&slot);
-                    if failed {
-                        relay.abort();
-                        let _ = session.reset(stream, ErrorCode::CONNECTION_RESET);
-                    }
-                    let _ = poll.registry().deregister(&mut relay.sock);
-                }
-            }
-        }
-    };
-    // Ended before authentication, and not for the key or the version:
-    // the I/O server had no unauthenticated slot for this connection
-    // (a GOAWAY REFUSED, or a close or reset that raced it). Worth a retry.
-    let result = match result {
-        Err(Error::Session { reason, .. }) if !session.is_established() && server_ended => {
-            *refused = true;
-            if reason.starts_with("the I/O server refused") {
-                Err(session_error(reason))
-            } else {
-                Err(session_error(format!(
-                    "the I/O server ended the session before authentication ({reason}): \
-                     its unauthenticated slots may be full"
-                )))
-            }
-        }
-        other => other,
-    };
-    let _ = session.close(ErrorCode::NO_ERROR, "the node is stopping");
-    wire.flush_once(&mut session);
-    for relay in relays.iter_mut().flatten() {
-        relay.abort();
-    }
-    stats.frames_received = session.stats().frames_received;
-    stats.frames_sent = session.stats().frames_sent;
-    stats.resets_sent = session.stats().resets_sent;
-    result
+    Ok(outbound)
 }

@@ -16,31 +16,7 @@ use std::time::Duration;
 
 /// Flags of `connlab serve`.
 #[derive(Args, Debug)]
-#[command(after_help = "\
-Engines:
-  processes  a process per connection (fork after accept)
-  threads    a thread per connection, blocking I/O
-  select     one thread, select(2), beyond 1024 descriptors
-  poll       one thread, poll(2)
-  epoll      one thread, epoll(7); level-triggered, or --edge-triggered
-  uring      one thread, io_uring: multishot accept, multishot receive into a
-             provided-buffer ring, sendmsg entries submitted with the wait,
-             SINGLE_ISSUER + DEFER_TASKRUN (Linux 6.1; see --uring-features)
-  rtsig      one thread, the poll loop over connlab-rtsig: a readiness table kept by
-             real-time signals (F_SETSIG) and the results of non-blocking I/O
-
-Limits (every engine; each hit is counted in --stats):
-  --header-timeout  60s  a request head (CLB1 header, HTTP request line and
-                         headers) must be complete this long after its first
-                         byte, or the connection is closed (header_timeouts)
-  --idle-timeout    off  close a connection after this long with no byte moved
-                         either way (idle_timeouts); off by default because the
-                         locality experiments keep idle connections open
-  --max-message   16MiB  a larger CLB1 req_len/resp_len closes the connection
-                         (protocol_errors); a larger HTTP /bytes/N gets 404
-
-Prints `listening on IP:PORT` on stdout when ready. SIGINT/SIGTERM stop it;
-it then writes --stats (JSON) and a summary table on stderr, and exits 0.")]
+#[command(after_help = after_help())]
 pub(crate) struct ServeArgs {
     /// I/O model: processes, threads, select, poll, epoll, uring, rtsig.
     #[arg(long, default_value = "epoll")]
@@ -90,6 +66,54 @@ pub(crate) struct ServeArgs {
     /// manifest gives, so `connlab load --manifest` runs against this server.
     #[arg(long, value_name = "DIR")]
     manifest: Option<PathBuf>,
+}
+
+/// The end of `connlab serve --help`: the engines, described by
+/// [`EngineKind::describe`], then the limits and the lifecycle.
+fn after_help() -> String {
+    let mut text = String::from("Engines:\n");
+    for engine in EngineKind::ALL {
+        text.push_str(&help_item(engine.name(), engine.describe()));
+    }
+    text.push_str(AFTER_ENGINES);
+    text
+}
+
+/// The help's text after the engine list.
+const AFTER_ENGINES: &str = "
+Limits (every engine; each hit is counted in --stats):
+  --header-timeout  60s  a request head (CLB1 header, HTTP request line and
+                         headers) must be complete this long after its first
+                         byte, or the connection is closed (header_timeouts)
+  --idle-timeout    off  close a connection after this long with no byte moved
+                         either way (idle_timeouts); off by default because the
+                         locality experiments keep idle connections open
+  --max-message   16MiB  a larger CLB1 req_len/resp_len closes the connection
+                         (protocol_errors); a larger HTTP /bytes/N gets 404
+
+Prints `listening on IP:PORT` on stdout when ready. SIGINT/SIGTERM stop it;
+it then writes --stats (JSON) and a summary table on stderr, and exits 0.";
+
+/// Width the engine descriptions wrap at, in columns.
+const HELP_WIDTH: usize = 80;
+
+/// One `  name       text` entry, `text` wrapped at [`HELP_WIDTH`] under itself.
+fn help_item(name: &str, text: &str) -> String {
+    const INDENT: usize = 13;
+    let mut out = format!("  {name:<width$}", width = INDENT - 3);
+    let mut column = INDENT - 1;
+    for word in text.split_whitespace() {
+        if column > INDENT - 1 && column + 1 + word.len() > HELP_WIDTH {
+            out.push('\n');
+            out.push_str(&" ".repeat(INDENT - 1));
+            column = INDENT - 1;
+        }
+        out.push(' ');
+        out.push_str(word);
+        column += 1 + word.len();
+    }
+    out.push('\n');
+    out
 }
 
 /// A timeout flag's value: a duration, or none (`off` or `0`).
@@ -288,4 +312,37 @@ fn print_table(s: &ServerStats) {
         ));
     }
     eprint!("{t}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn help_lists_every_engine_with_its_description() {
+        let help = after_help();
+        for engine in EngineKind::ALL {
+            let first_word = engine.describe().split_whitespace().next().unwrap_or("");
+            assert!(
+                help.contains(&format!("  {:<10} {first_word}", engine.name())),
+                "{help}"
+            );
+        }
+        assert!(help.lines().all(|l| l.len() <= HELP_WIDTH), "{help}");
+        assert!(help.contains("Limits (every engine;"), "{help}");
+    }
+
+    #[test]
+    fn help_items_wrap_under_their_text() {
+        let item = help_item("poll", &"word ".repeat(30));
+        let lines: Vec<&str> = item.lines().collect();
+        assert!(lines.len() > 1, "{item}");
+        assert!(lines[0].starts_with("  poll       word"), "{item}");
+        assert!(
+            lines[1..]
+                .iter()
+                .all(|l| l.starts_with("             word")),
+            "{item}"
+        );
+    }
 }

@@ -385,343 +385,433 @@ impl Experiment {
     /// Checks `[paper]`: engines named by cells and claims exist, claim
     /// statistics belong to their metric, and claim bounds agree.
     pub(super) fn validate_paper(&self, p: &Paper, origin: &str) -> Result<(), ExperimentError> {
-        let bad = |field: String, message: String| ExperimentError::Invalid {
-            origin: origin.to_string(),
-            field,
-            message,
+        let check = PaperCheck {
+            experiment: self,
+            paper: p,
+            origin,
         };
-        let engine_ok = |field: String, e: &str| {
-            if self.server.engines.iter().any(|x| x == e) {
-                Ok(())
-            } else {
-                Err(bad(field, format!("{e:?} is not in server.engines")))
-            }
-        };
-        let check_cells = |prefix: &str, cells: &[PaperCell]| -> Result<(), ExperimentError> {
-            for (i, c) in cells.iter().enumerate() {
-                engine_ok(format!("{prefix}[{i}].engine"), &c.engine)?;
-                if let Some(r) = &c.active_ratio {
-                    ratio_value(r).map_err(|e| bad(format!("{prefix}[{i}].active_ratio"), e))?;
-                }
-                for (name, v) in [
-                    ("mean_us", c.mean_us),
-                    ("median_us", c.median_us),
-                    ("stddev_us", c.stddev_us),
-                    ("max_us", c.max_us),
-                ] {
-                    if v.is_some_and(|v| !v.is_finite()) {
-                        return Err(bad(
-                            format!("{prefix}[{i}].{name}"),
-                            "a finite number of microseconds".into(),
-                        ));
-                    }
-                }
-                for (name, v, what) in [
-                    ("req_per_s", c.req_per_s, "requests per second"),
-                    ("mbit_per_s", c.mbit_per_s, "Mbit/s"),
-                    (
-                        "gateway_cpu_share",
-                        c.gateway_cpu_share,
-                        "share of the gateway's CPU (0.78 for 78%)",
-                    ),
-                    (
-                        "backend_cpu_share",
-                        c.backend_cpu_share,
-                        "share of one CPU (0.56 for 56%)",
-                    ),
-                ] {
-                    let Some(v) = v else { continue };
-                    if !v.is_finite() || v < 0.0 {
-                        return Err(bad(
-                            format!("{prefix}[{i}].{name}"),
-                            format!("{v}: a non-negative number, the {what}"),
-                        ));
-                    }
-                    if self.web.is_none() {
-                        return Err(bad(
-                            format!("{prefix}[{i}].{name}"),
-                            "a web value, but the experiment has no [web] section".into(),
-                        ));
-                    }
-                }
-            }
-            Ok(())
-        };
-        let web_metric = |field: String, m: Metric| {
-            if m.is_web() && self.web.is_none() {
-                Err(bad(
-                    field,
-                    format!(
-                        "{}: a web metric, but the experiment has no [web] section",
-                        serde_name(&m)
-                    ),
-                ))
-            } else {
-                Ok(())
-            }
-        };
-        web_metric("paper.metric".into(), p.metric)?;
-        check_cells("paper.cells", &p.cells)?;
+        check.web_metric("paper.metric".into(), p.metric)?;
+        check.cells("paper.cells", &p.cells)?;
         if let Some(proj) = &p.projection {
-            if proj.to.is_empty() {
-                return Err(bad(
-                    "paper.projection.to".into(),
-                    "give at least one value to project to".into(),
-                ));
-            }
-            for (i, v) in proj.to.iter().enumerate() {
-                if !v.is_finite() || *v <= 0.0 {
-                    return Err(bad(
-                        format!("paper.projection.to[{i}]"),
-                        format!("{v}: a positive number"),
-                    ));
-                }
-            }
+            check.projection(proj)?;
         }
         for (d, derived) in p.derived.iter().enumerate() {
-            if derived.table.trim().is_empty() {
-                return Err(bad(
-                    format!("paper.derived[{d}].table"),
-                    "name the paper's table, e.g. \"Table 5\"".into(),
-                ));
-            }
-            web_metric(format!("paper.derived[{d}].metric"), derived.metric)?;
-            check_cells(&format!("paper.derived[{d}].cells"), &derived.cells)?;
+            check.derived(d, derived)?;
         }
         for (i, c) in p.claims.iter().enumerate() {
-            let field = |name: &str| format!("paper.claims[{i}].{name}");
-            if c.engines.is_empty() {
-                return Err(bad(field("engines"), "name at least one engine".into()));
+            check.claim(i, c)?;
+        }
+        Ok(())
+    }
+}
+
+/// The checks of [`Experiment::validate_paper`]; each refusal names its
+/// field.
+struct PaperCheck<'a> {
+    experiment: &'a Experiment,
+    paper: &'a Paper,
+    origin: &'a str,
+}
+
+/// The field `name` of claim `i`.
+fn claim_field(i: usize, name: &str) -> String {
+    format!("paper.claims[{i}].{name}")
+}
+
+type Checked = Result<(), ExperimentError>;
+
+impl PaperCheck<'_> {
+    /// The refusal of `field`.
+    fn bad(&self, field: String, message: String) -> ExperimentError {
+        ExperimentError::Invalid {
+            origin: self.origin.to_string(),
+            field,
+            message,
+        }
+    }
+
+    /// `e` must be one of the experiment's engines.
+    fn engine(&self, field: String, e: &str) -> Checked {
+        if self.experiment.server.engines.iter().any(|x| x == e) {
+            Ok(())
+        } else {
+            Err(self.bad(field, format!("{e:?} is not in server.engines")))
+        }
+    }
+
+    /// A web metric needs a `[web]` section.
+    fn web_metric(&self, field: String, m: Metric) -> Checked {
+        if m.is_web() && self.experiment.web.is_none() {
+            Err(self.bad(
+                field,
+                format!(
+                    "{}: a web metric, but the experiment has no [web] section",
+                    serde_name(&m)
+                ),
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The paper's cells under `prefix`.
+    fn cells(&self, prefix: &str, cells: &[PaperCell]) -> Checked {
+        for (i, c) in cells.iter().enumerate() {
+            self.cell(&format!("{prefix}[{i}]"), c)?;
+        }
+        Ok(())
+    }
+
+    /// One cell, at `at`: its engine, ratio and finite, non-negative values
+    /// (web values only with `[web]`).
+    fn cell(&self, at: &str, c: &PaperCell) -> Checked {
+        self.engine(format!("{at}.engine"), &c.engine)?;
+        if let Some(r) = &c.active_ratio {
+            ratio_value(r).map_err(|e| self.bad(format!("{at}.active_ratio"), e))?;
+        }
+        for (name, v) in [
+            ("mean_us", c.mean_us),
+            ("median_us", c.median_us),
+            ("stddev_us", c.stddev_us),
+            ("max_us", c.max_us),
+        ] {
+            if v.is_some_and(|v| !v.is_finite()) {
+                return Err(self.bad(
+                    format!("{at}.{name}"),
+                    "a finite number of microseconds".into(),
+                ));
             }
-            for (j, e) in c.engines.iter().enumerate() {
-                engine_ok(field(&format!("engines[{j}]")), e)?;
+        }
+        for (name, v, what) in [
+            ("req_per_s", c.req_per_s, "requests per second"),
+            ("mbit_per_s", c.mbit_per_s, "Mbit/s"),
+            (
+                "gateway_cpu_share",
+                c.gateway_cpu_share,
+                "share of the gateway's CPU (0.78 for 78%)",
+            ),
+            (
+                "backend_cpu_share",
+                c.backend_cpu_share,
+                "share of one CPU (0.56 for 56%)",
+            ),
+        ] {
+            let Some(v) = v else { continue };
+            if !v.is_finite() || v < 0.0 {
+                return Err(self.bad(
+                    format!("{at}.{name}"),
+                    format!("{v}: a non-negative number, the {what}"),
+                ));
             }
-            if let Some(v) = &c.versus {
-                engine_ok(field("versus"), v)?;
-                if c.engines.contains(v) {
-                    return Err(bad(
-                        field("versus"),
-                        format!("{v:?} is also in engines: an engine against itself"),
-                    ));
-                }
+            if self.experiment.web.is_none() {
+                return Err(self.bad(
+                    format!("{at}.{name}"),
+                    "a web value, but the experiment has no [web] section".into(),
+                ));
             }
-            let metric = c.metric_in(p);
-            web_metric(field("metric"), metric)?;
-            if let Some(s) = &c.statistic {
-                let names = metric.stat_names();
-                if !names.contains(&s.as_str()) {
-                    return Err(bad(
-                        field("statistic"),
-                        format!(
-                            "{s:?}: the {} statistics are {}",
-                            serde_name(&metric),
-                            names.map(|n| format!("{n:?}")).join(", ")
-                        ),
-                    ));
-                }
+        }
+        Ok(())
+    }
+
+    /// `[paper.projection]`: at least one positive value to project to.
+    fn projection(&self, proj: &PaperProjection) -> Checked {
+        if proj.to.is_empty() {
+            return Err(self.bad(
+                "paper.projection.to".into(),
+                "give at least one value to project to".into(),
+            ));
+        }
+        for (i, v) in proj.to.iter().enumerate() {
+            if !v.is_finite() || *v <= 0.0 {
+                return Err(self.bad(
+                    format!("paper.projection.to[{i}]"),
+                    format!("{v}: a positive number"),
+                ));
             }
-            for (name, v) in [
-                ("from", c.from),
-                ("to", c.to),
-                ("paper_ratio", c.paper_ratio),
-                ("paper_value", c.paper_value),
-                ("peak_within_us", c.peak_within_us),
-                ("expect_min", c.expect_min),
-                ("expect_max", c.expect_max),
-            ] {
-                if v.is_some_and(|v| !v.is_finite()) {
-                    return Err(bad(field(name), "a finite number".into()));
-                }
+        }
+        Ok(())
+    }
+
+    /// Derived table `d`: named, its metric and its cells.
+    fn derived(&self, d: usize, derived: &PaperDerived) -> Checked {
+        if derived.table.trim().is_empty() {
+            return Err(self.bad(
+                format!("paper.derived[{d}].table"),
+                "name the paper's table, e.g. \"Table 5\"".into(),
+            ));
+        }
+        self.web_metric(format!("paper.derived[{d}].metric"), derived.metric)?;
+        self.cells(&format!("paper.derived[{d}].cells"), &derived.cells)
+    }
+
+    /// Claim `i`, in the order its fields are checked: what it compares,
+    /// its rows, its metrics, the paper's number, its presentation.
+    fn claim(&self, i: usize, c: &PaperClaim) -> Checked {
+        self.claim_subjects(i, c)?;
+        self.claim_rows(i, c)?;
+        self.claim_metrics(i, c)?;
+        let single = matches!(
+            c.shape(),
+            ClaimShape::Value | ClaimShape::Peak { versus: None, .. }
+        );
+        self.claim_paper_number(i, c, single)?;
+        self.claim_presentation(i, c, single)
+    }
+
+    /// Its engines, `versus`, metric and statistic.
+    fn claim_subjects(&self, i: usize, c: &PaperClaim) -> Checked {
+        let field = |name: &str| claim_field(i, name);
+        if c.engines.is_empty() {
+            return Err(self.bad(field("engines"), "name at least one engine".into()));
+        }
+        for (j, e) in c.engines.iter().enumerate() {
+            self.engine(field(&format!("engines[{j}]")), e)?;
+        }
+        if let Some(v) = &c.versus {
+            self.engine(field("versus"), v)?;
+            if c.engines.contains(v) {
+                return Err(self.bad(
+                    field("versus"),
+                    format!("{v:?} is also in engines: an engine against itself"),
+                ));
             }
-            match (c.from, c.to) {
-                (Some(_), None) => {
-                    return Err(bad(field("to"), "give to with from (or neither)".into()))
-                }
-                (None, Some(_)) => {
-                    return Err(bad(field("from"), "give from with to (or neither)".into()))
-                }
-                (Some(f), Some(t))
-                    if c.versus.is_none()
-                        && c.versus_metric.is_none()
-                        && c.over == Over::Rows
-                        && f == t =>
-                {
-                    return Err(bad(
-                        field("to"),
-                        format!("{t}: the same row as from; a ratio needs two rows"),
-                    ))
-                }
-                _ => {}
+        }
+        let metric = c.metric_in(self.paper);
+        self.web_metric(field("metric"), metric)?;
+        if let Some(s) = &c.statistic {
+            let names = metric.stat_names();
+            if !names.contains(&s.as_str()) {
+                return Err(self.bad(
+                    field("statistic"),
+                    format!(
+                        "{s:?}: the {} statistics are {}",
+                        serde_name(&metric),
+                        names.map(|n| format!("{n:?}")).join(", ")
+                    ),
+                ));
             }
-            if let Some(rates) = &c.rates {
-                if rates.is_empty() || rates.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
-                    return Err(bad(
-                        field("rates"),
-                        "a list of positive rates (req/s)".into(),
-                    ));
-                }
-                let value = c.versus.is_none()
-                    && c.from.is_none()
+        }
+        Ok(())
+    }
+
+    /// Finite numbers, `from` with `to`, `rates`, and `over = "change"`.
+    fn claim_rows(&self, i: usize, c: &PaperClaim) -> Checked {
+        let field = |name: &str| claim_field(i, name);
+        for (name, v) in [
+            ("from", c.from),
+            ("to", c.to),
+            ("paper_ratio", c.paper_ratio),
+            ("paper_value", c.paper_value),
+            ("peak_within_us", c.peak_within_us),
+            ("expect_min", c.expect_min),
+            ("expect_max", c.expect_max),
+        ] {
+            if v.is_some_and(|v| !v.is_finite()) {
+                return Err(self.bad(field(name), "a finite number".into()));
+            }
+        }
+        match (c.from, c.to) {
+            (Some(_), None) => {
+                return Err(self.bad(field("to"), "give to with from (or neither)".into()))
+            }
+            (None, Some(_)) => {
+                return Err(self.bad(field("from"), "give from with to (or neither)".into()))
+            }
+            (Some(f), Some(t))
+                if c.versus.is_none()
                     && c.versus_metric.is_none()
-                    && c.over == Over::Rows;
-                if !value && (c.versus.is_some() || c.from.is_none() || c.over != Over::Rows) {
-                    return Err(bad(
-                        field("rates"),
-                        "only for a claim from one row to another (from and to), or a value at every row".into(),
-                    ));
-                }
-                if !value && c.along.unwrap_or(p.vary) == Vary::Rate {
-                    return Err(bad(
-                        field("rates"),
-                        "a claim along the rate takes from and to, not rates".into(),
-                    ));
-                }
-            }
-            if c.over == Over::Change {
-                if c.versus.is_none() || c.from.is_none() {
-                    return Err(bad(
-                        field("over"),
-                        "\"change\" compares the ratio against versus at two rows: give versus, from and to".into(),
-                    ));
-                }
-                if c.from == c.to {
-                    return Err(bad(
-                        field("to"),
-                        "the same row as from; a change needs two rows".into(),
-                    ));
-                }
-            }
-            if let Some(m) = c.versus_metric {
-                web_metric(field("versus_metric"), m)?;
-                if m == metric {
-                    return Err(bad(
-                        field("versus_metric"),
-                        format!("{}: the claim's own metric", serde_name(&m)),
-                    ));
-                }
-                if c.versus.is_some() || c.over != Over::Rows {
-                    return Err(bad(
-                        field("versus_metric"),
-                        "against another metric of the same point: not with versus or over".into(),
-                    ));
-                }
-            }
-            if (c.over == Over::Change || c.versus_metric.is_some())
-                && c.compare == Compare::Difference
+                    && c.over == Over::Rows
+                    && f == t =>
             {
-                return Err(bad(
+                return Err(self.bad(
+                    field("to"),
+                    format!("{t}: the same row as from; a ratio needs two rows"),
+                ))
+            }
+            _ => {}
+        }
+        if let Some(rates) = &c.rates {
+            self.claim_rates(i, c, rates)?;
+        }
+        if c.over == Over::Change {
+            if c.versus.is_none() || c.from.is_none() {
+                return Err(self.bad(
+                    field("over"),
+                    "\"change\" compares the ratio against versus at two rows: give versus, from and to".into(),
+                ));
+            }
+            if c.from == c.to {
+                return Err(self.bad(
+                    field("to"),
+                    "the same row as from; a change needs two rows".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `rates`: positive, and only for a claim from row to row or a value.
+    fn claim_rates(&self, i: usize, c: &PaperClaim, rates: &[f64]) -> Checked {
+        let field = |name: &str| claim_field(i, name);
+        if rates.is_empty() || rates.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
+            return Err(self.bad(field("rates"), "a list of positive rates (req/s)".into()));
+        }
+        let value = c.versus.is_none()
+            && c.from.is_none()
+            && c.versus_metric.is_none()
+            && c.over == Over::Rows;
+        if !value && (c.versus.is_some() || c.from.is_none() || c.over != Over::Rows) {
+            return Err(self.bad(
+                field("rates"),
+                "only for a claim from one row to another (from and to), or a value at every row"
+                    .into(),
+            ));
+        }
+        if !value && c.along.unwrap_or(self.paper.vary) == Vary::Rate {
+            return Err(self.bad(
+                field("rates"),
+                "a claim along the rate takes from and to, not rates".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `versus_metric`, `compare` against the shape, and the bounds' order.
+    fn claim_metrics(&self, i: usize, c: &PaperClaim) -> Checked {
+        let field = |name: &str| claim_field(i, name);
+        if let Some(m) = c.versus_metric {
+            self.web_metric(field("versus_metric"), m)?;
+            if m == c.metric_in(self.paper) {
+                return Err(self.bad(
+                    field("versus_metric"),
+                    format!("{}: the claim's own metric", serde_name(&m)),
+                ));
+            }
+            if c.versus.is_some() || c.over != Over::Rows {
+                return Err(self.bad(
+                    field("versus_metric"),
+                    "against another metric of the same point: not with versus or over".into(),
+                ));
+            }
+        }
+        if (c.over == Over::Change || c.versus_metric.is_some()) && c.compare == Compare::Difference
+        {
+            return Err(self.bad(
+                field("compare"),
+                "a change of a ratio, or a metric against another, is a ratio".into(),
+            ));
+        }
+        if let (Some(lo), Some(hi)) = (c.expect_min, c.expect_max) {
+            if lo > hi {
+                return Err(self.bad(
+                    field("expect_min"),
+                    format!("{lo} is above expect_max = {hi}: no value can hold"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The paper's number in the field the comparison takes,
+    /// `peak_within_us` and `paper_range`. `single`: the claim judges one
+    /// value (a value, or a peak without versus).
+    fn claim_paper_number(&self, i: usize, c: &PaperClaim, single: bool) -> Checked {
+        let field = |name: &str| claim_field(i, name);
+        if c.compare == Compare::Difference {
+            if single {
+                return Err(self.bad(
                     field("compare"),
-                    "a change of a ratio, or a metric against another, is a ratio".into(),
+                    "a difference needs two values: give versus, or from and to".into(),
                 ));
             }
-            if let (Some(lo), Some(hi)) = (c.expect_min, c.expect_max) {
-                if lo > hi {
-                    return Err(bad(
-                        field("expect_min"),
-                        format!("{lo} is above expect_max = {hi}: no value can hold"),
-                    ));
-                }
-            }
-            let shape = c.shape();
-            let single = matches!(
-                shape,
-                ClaimShape::Value | ClaimShape::Peak { versus: None, .. }
-            );
-            if c.compare == Compare::Difference {
-                if single {
-                    return Err(bad(
-                        field("compare"),
-                        "a difference needs two values: give versus, or from and to".into(),
-                    ));
-                }
-                if c.paper_ratio.is_some() {
-                    return Err(bad(
-                        field("paper_ratio"),
-                        "a difference claim gives the paper's number as paper_value".into(),
-                    ));
-                }
-            } else if !single && c.paper_value.is_some() {
-                return Err(bad(
-                    field("paper_value"),
-                    "a ratio claim gives the paper's number as paper_ratio".into(),
+            if c.paper_ratio.is_some() {
+                return Err(self.bad(
+                    field("paper_ratio"),
+                    "a difference claim gives the paper's number as paper_value".into(),
                 ));
             }
-            if let Some(w) = c.peak_within_us {
-                if c.over != Over::Peak {
-                    return Err(bad(
-                        field("peak_within_us"),
-                        "only a peak claim (over = \"peak\") limits its rows by latency".into(),
-                    ));
-                }
-                if w <= 0.0 {
-                    return Err(bad(
-                        field("peak_within_us"),
-                        format!("{w}: a positive number of microseconds"),
-                    ));
-                }
-            }
-            if let Some([lo, hi]) = c.paper_range {
-                if !lo.is_finite() || !hi.is_finite() || lo > hi {
-                    return Err(bad(
-                        field("paper_range"),
-                        format!("[{lo}, {hi}]: two finite numbers, the lower first"),
-                    ));
-                }
-                if c.paper_ratio.is_some() || c.paper_value.is_some() {
-                    return Err(bad(
-                        field("paper_range"),
-                        "give the paper's number once: paper_range, paper_ratio or paper_value"
-                            .into(),
-                    ));
-                }
-            }
-            if let Some(d) = c.divide_by {
-                if !single {
-                    return Err(bad(
-                        field("divide_by"),
-                        "only a value, or a peak without versus, is divided".into(),
-                    ));
-                }
-                if !(d.is_finite() && d > 0.0) {
-                    return Err(bad(field("divide_by"), format!("{d}: a positive number")));
-                }
-            }
-            if c.percent && (single || c.compare == Compare::Difference) {
-                return Err(bad(
-                    field("percent"),
-                    "only ratios print as percentages".into(),
+        } else if !single && c.paper_value.is_some() {
+            return Err(self.bad(
+                field("paper_value"),
+                "a ratio claim gives the paper's number as paper_ratio".into(),
+            ));
+        }
+        if let Some(w) = c.peak_within_us {
+            if c.over != Over::Peak {
+                return Err(self.bad(
+                    field("peak_within_us"),
+                    "only a peak claim (over = \"peak\") limits its rows by latency".into(),
                 ));
             }
-            if c.label.as_deref().is_some_and(|l| l.trim().is_empty()) {
-                return Err(bad(
-                    field("label"),
-                    "a short heading, or leave label out".into(),
+            if w <= 0.0 {
+                return Err(self.bad(
+                    field("peak_within_us"),
+                    format!("{w}: a positive number of microseconds"),
                 ));
             }
-            // Without bounds a value claim is a context row: the paper's
-            // number beside ours, not judged (issue 30: a 300 MHz gateway's
-            // figure that no current CPU can miss).
-            if single
-                && c.expect_min.is_none()
-                && c.expect_max.is_none()
-                && c.unmeasurable.is_none()
-                && c.paper_value.is_none()
-                && c.paper_range.is_none()
-            {
-                return Err(bad(
-                    field("expect_max"),
-                    "a value claim (no from/to, no versus) or a peak without versus needs expect_min or expect_max, unmeasurable, or (a context row) paper_value".into(),
+        }
+        if let Some([lo, hi]) = c.paper_range {
+            if !lo.is_finite() || !hi.is_finite() || lo > hi {
+                return Err(self.bad(
+                    field("paper_range"),
+                    format!("[{lo}, {hi}]: two finite numbers, the lower first"),
                 ));
             }
-            if c.unmeasurable
-                .as_deref()
-                .is_some_and(|u| u.trim().is_empty())
-            {
-                return Err(bad(
-                    field("unmeasurable"),
-                    "say why the claim cannot be measured here".into(),
+            if c.paper_ratio.is_some() || c.paper_value.is_some() {
+                return Err(self.bad(
+                    field("paper_range"),
+                    "give the paper's number once: paper_range, paper_ratio or paper_value".into(),
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// `divide_by`, `percent`, `label`, a value claim's bounds (or its
+    /// context row) and `unmeasurable`. `single` as in
+    /// [`PaperCheck::claim_paper_number`].
+    fn claim_presentation(&self, i: usize, c: &PaperClaim, single: bool) -> Checked {
+        let field = |name: &str| claim_field(i, name);
+        if let Some(d) = c.divide_by {
+            if !single {
+                return Err(self.bad(
+                    field("divide_by"),
+                    "only a value, or a peak without versus, is divided".into(),
+                ));
+            }
+            if !(d.is_finite() && d > 0.0) {
+                return Err(self.bad(field("divide_by"), format!("{d}: a positive number")));
+            }
+        }
+        if c.percent && (single || c.compare == Compare::Difference) {
+            return Err(self.bad(field("percent"), "only ratios print as percentages".into()));
+        }
+        if c.label.as_deref().is_some_and(|l| l.trim().is_empty()) {
+            return Err(self.bad(field("label"), "a short heading, or leave label out".into()));
+        }
+        // Without bounds a value claim is a context row: the paper's
+        // number beside ours, not judged (issue 30: a 300 MHz gateway's
+        // figure that no current CPU can miss).
+        if single
+            && c.expect_min.is_none()
+            && c.expect_max.is_none()
+            && c.unmeasurable.is_none()
+            && c.paper_value.is_none()
+            && c.paper_range.is_none()
+        {
+            return Err(self.bad(
+                field("expect_max"),
+                "a value claim (no from/to, no versus) or a peak without versus needs expect_min or expect_max, unmeasurable, or (a context row) paper_value".into(),
+            ));
+        }
+        if c.unmeasurable
+            .as_deref()
+            .is_some_and(|u| u.trim().is_empty())
+        {
+            return Err(self.bad(
+                field("unmeasurable"),
+                "say why the claim cannot be measured here".into(),
+            ));
         }
         Ok(())
     }

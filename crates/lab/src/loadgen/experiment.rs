@@ -3,8 +3,8 @@
 
 use super::values::{ClientIo, LoadgenTable, Rate, Ratio, WireProtocol};
 use super::LoadgenError;
-use crate::peers::ServeEngine;
 use crate::sweep_file::{read_text, Bytes, Span, SweepFileError};
+use connlab_server::EngineKind;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
@@ -14,7 +14,7 @@ use std::time::Duration;
 #[serde(deny_unknown_fields)]
 pub struct LoadgenServer {
     /// Engines, one point each (innermost axis: they alternate within a repetition).
-    pub engines: Vec<ServeEngine>,
+    pub engines: Vec<EngineKind>,
     /// Wire format [default: clb1].
     #[serde(default)]
     pub protocol: WireProtocol,
@@ -119,7 +119,7 @@ pub struct LoadgenQuick {
     pub connections: Option<Vec<u64>>,
     /// Engines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub engines: Option<Vec<ServeEngine>>,
+    pub engines: Option<Vec<EngineKind>>,
 }
 
 /// The `kind = "loadgen"` tag.
@@ -168,7 +168,7 @@ pub struct LoadgenExperiment {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LoadgenParams {
     /// Server engine.
-    pub engine: ServeEngine,
+    pub engine: EngineKind,
     /// Connections in total.
     pub connections: u64,
     /// Active ratio.

@@ -4,6 +4,7 @@
 use super::PeersError;
 use crate::sweep_file::{read_text, Bytes, Span, SweepFileError};
 use crate::ClientIo;
+use connlab_server::EngineKind;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -87,41 +88,6 @@ impl Role {
     }
 }
 
-/// The I/O model of `connlab serve`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ServeEngine {
-    /// A process per connection.
-    Processes,
-    /// A thread per connection.
-    Threads,
-    /// select(2).
-    Select,
-    /// poll(2).
-    Poll,
-    /// epoll(7).
-    Epoll,
-    /// io_uring.
-    Uring,
-    /// Real-time signals.
-    Rtsig,
-}
-
-impl ServeEngine {
-    /// The `--engine` value.
-    pub fn name(self) -> &'static str {
-        match self {
-            ServeEngine::Processes => "processes",
-            ServeEngine::Threads => "threads",
-            ServeEngine::Select => "select",
-            ServeEngine::Poll => "poll",
-            ServeEngine::Epoll => "epoll",
-            ServeEngine::Uring => "uring",
-            ServeEngine::Rtsig => "rtsig",
-        }
-    }
-}
-
 /// One process set-up: a fixed role (`[server]`, `[gateway]`, `[client]`)
 /// or, with its name, a contender.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -131,7 +97,7 @@ pub struct Process {
     pub kind: ProcessKind,
     /// `connlab-serve`: the engine (required there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub engine: Option<ServeEngine>,
+    pub engine: Option<EngineKind>,
     /// `connlab-serve` with engine epoll: edge-triggered.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub edge_triggered: bool,
@@ -172,7 +138,7 @@ impl Process {
         if kind == ProcessKind::ConnlabServe {
             match self.engine {
                 None => return Err((field("engine"), "connlab-serve needs an engine".into())),
-                Some(e) if self.edge_triggered && e != ServeEngine::Epoll => {
+                Some(e) if self.edge_triggered && e != EngineKind::Epoll => {
                     return Err((
                         field("edge_triggered"),
                         format!("only with engine \"epoll\", not {:?}", e.name()),
@@ -277,7 +243,7 @@ pub struct Contender {
     pub kind: ProcessKind,
     /// See [`Process::engine`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub engine: Option<ServeEngine>,
+    pub engine: Option<EngineKind>,
     /// See [`Process::edge_triggered`].
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub edge_triggered: bool,

@@ -30,7 +30,7 @@ mod tests;
 
 pub use experiment::{
     Baseline, Contender, PeerParams, PeersExperiment, PeersQuick, PeersTag, Placement, PointSetup,
-    Process, ProcessKind, Role, ServeEngine, Workload,
+    Process, ProcessKind, Role, Workload,
 };
 pub use results::{PeerPoint, PeersDir, PeersInfo, RoleCpu};
 

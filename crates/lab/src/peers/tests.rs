@@ -1,6 +1,7 @@
-use super::experiment::{PeerParams, PeersExperiment, ProcessKind, Role, ServeEngine};
+use super::experiment::{PeerParams, PeersExperiment, ProcessKind, Role};
 use super::PeersError;
 use crate::sweep_file::Bytes;
+use connlab_server::EngineKind;
 use std::time::Duration;
 
 const FILE: &str = r#"
@@ -48,7 +49,7 @@ fn parses_into_typed_values() {
     let e = parse(FILE).unwrap();
     assert_eq!(e.workload.body_sizes, vec![Bytes(128), Bytes(10240)]);
     assert_eq!(e.workload.duration.0, Duration::from_secs(1));
-    assert_eq!(e.contender[1].engine, Some(ServeEngine::Epoll));
+    assert_eq!(e.contender[1].engine, Some(EngineKind::Epoll));
     assert_eq!(e.contender_role(), Role::Server);
     let ids: Vec<String> = e.plan(false).iter().map(PeerParams::id).collect();
     // The baseline's A/A control closes every repetition and body size.
@@ -74,7 +75,7 @@ fn parses_into_typed_values() {
     assert_eq!(two.baselines_at(10240), ["poll"]);
     let s = e.setup(&e.contender[1]).unwrap();
     assert_eq!(s.client.kind, ProcessKind::ConnlabLoad);
-    assert_eq!(s.server.engine, Some(ServeEngine::Epoll));
+    assert_eq!(s.server.engine, Some(EngineKind::Epoll));
     assert!(s.gateway.is_none());
 }
 
@@ -94,6 +95,10 @@ fn error(text: &str) -> String {
 fn errors_name_the_file_and_field() {
     let e = error(&FILE.replace("engine = \"epoll\"", "engine = \"epol\""));
     assert!(e.starts_with("t.toml: contender[1].engine:"), "{e}");
+    assert!(
+        e.contains("unknown variant `epol`, expected one of `processes`, `threads`"),
+        "{e}"
+    );
     let e = error(&FILE.replacen("kind = \"connlab-serve\"", "kind = \"nginx\"", 2));
     assert!(e.starts_with("t.toml: contender[0].kind:"), "{e}");
     let e = error(&FILE.replace(

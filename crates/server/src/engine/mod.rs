@@ -5,6 +5,7 @@
 
 mod epoll;
 mod poll;
+mod pollfds;
 mod processes;
 mod reactor;
 mod rtsig;

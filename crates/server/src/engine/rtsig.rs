@@ -2,11 +2,12 @@
 //! [`connlab_rtsig::RtSig::poll`], which answers from a readiness table kept
 //! by real-time signals and by the results of the loop's own non-blocking
 //! calls (routed through the library by [`SocketIo`]). The loop itself is the
-//! same as `poll.rs`, so the two differ only in how readiness is learnt: what
-//! the RT-signal polling paper measured.
+//! same as `poll.rs` (both pass over the array with `pollfds.rs`), so the two
+//! differ only in how readiness is learnt: what the RT-signal polling paper
+//! measured.
 
-use super::reactor::{Interest, Reactor};
-use super::{Engine, RunContext};
+use super::reactor::Reactor;
+use super::{pollfds, Engine, RunContext};
 use crate::profile::LoopTimer;
 use crate::socket_io::SocketIo;
 use connlab_rtsig::{Ready, RtSig};
@@ -15,9 +16,6 @@ use std::os::fd::{IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::Ordering::Relaxed;
 
 pub(super) struct RtSigEngine;
-
-/// Slots 0 and 1 of the array hold the listener and the shutdown pipe.
-const FIRST_CONN: usize = 2;
 
 /// The connection calls, run through the library under its table lock.
 struct Through<'r>(&'r RtSig);
@@ -59,48 +57,18 @@ impl Engine for RtSigEngine {
         rt.register(wake, Ready::NONE)?;
         let mut timer = LoopTimer::new(ctx.profile);
         let mut reactor = Reactor::with_io(ctx, Through(&rt));
-        let entry = |fd: RawFd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let mut fds = vec![entry(lfd), entry(wake)];
+        let mut fds = pollfds::new(lfd, wake);
         let mut refused = Vec::new();
         while !shutdown.requested() {
-            // The listener sits out a moment after an accept failed.
-            fds[0].events = if reactor.accepting() { libc::POLLIN } else { 0 };
+            pollfds::watch_listener(&mut fds, &mut reactor);
             let mut mark = timer.begin();
             rt.poll(&mut fds, reactor.wait())?;
             timer.called(&mut mark);
             reactor.tick();
-            let mut i = FIRST_CONN;
-            while i < fds.len() {
-                let revents = fds[i].revents;
-                if revents == 0 {
-                    i += 1;
-                    continue;
-                }
-                let readable = revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0;
-                let writable = revents & libc::POLLOUT != 0;
-                match reactor.dispatch(fds[i].fd, readable, writable, false) {
-                    Interest::Closed => {
-                        fds.swap_remove(i);
-                    }
-                    Interest::Wait { read, write } => {
-                        fds[i].events = events(read, write);
-                        fds[i].revents = 0;
-                        i += 1;
-                    }
-                }
-            }
-            let mut expired = false;
-            reactor.expire(|_| expired = true);
-            if expired {
-                super::poll::drop_closed(&mut fds, &reactor);
-            }
-            if fds[0].revents != 0 {
+            pollfds::serve_ready(&mut fds, &mut reactor);
+            if pollfds::listener_ready(&fds) {
                 reactor.accept_pending(|fd| match rt.register(fd, Ready::ACCEPTED) {
-                    Ok(()) => fds.push(entry(fd)),
+                    Ok(()) => fds.push(pollfds::entry(fd)),
                     Err(_) => refused.push(fd),
                 });
                 for fd in refused.drain(..) {
@@ -120,8 +88,4 @@ impl Engine for RtSigEngine {
         let _ = rt.deregister(wake);
         Ok(())
     }
-}
-
-fn events(read: bool, write: bool) -> libc::c_short {
-    (if read { libc::POLLIN } else { 0 }) | (if write { libc::POLLOUT } else { 0 })
 }
