@@ -435,7 +435,7 @@ impl<'a> Soak<'a> {
         }
         if self.shutdown.requested() {
             for l in &self.loads {
-                procs::signal_child(&l.child, libc::SIGINT);
+                let _ = l.child.signal(libc::SIGINT);
             }
             let end = Instant::now() + Duration::from_secs(15);
             while !self.loads.is_empty() && Instant::now() < end {
@@ -494,12 +494,7 @@ impl<'a> Soak<'a> {
                 continue;
             }
             let mut l = self.loads.swap_remove(i);
-            let status = if hung {
-                let _ = l.child.kill();
-                l.child.wait().ok()
-            } else {
-                status
-            };
+            let status = if hung { l.child.kill() } else { status };
             self.collect(l, status, hung);
         }
     }
@@ -515,7 +510,7 @@ impl<'a> Soak<'a> {
             self.hostile_report = h.stop();
         }
         for l in &self.loads {
-            procs::signal_child(&l.child, libc::SIGINT);
+            let _ = l.child.signal(libc::SIGINT);
         }
         let end = Instant::now() + Duration::from_secs(15);
         while !self.loads.is_empty() && Instant::now() < end {
@@ -523,7 +518,7 @@ impl<'a> Soak<'a> {
             std::thread::sleep(Duration::from_millis(50));
         }
         for l in &mut self.loads {
-            let _ = l.child.kill();
+            l.child.kill();
         }
         self.tick();
         // Front ends first, so backends do not see them as failures.
@@ -594,15 +589,6 @@ impl<'a> Soak<'a> {
             self.hostile_report.clone(),
             processes,
         )
-    }
-}
-
-impl Drop for Soak<'_> {
-    fn drop(&mut self) {
-        for l in &mut self.loads {
-            let _ = l.child.kill();
-            let _ = l.child.wait();
-        }
     }
 }
 

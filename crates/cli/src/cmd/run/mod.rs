@@ -8,7 +8,6 @@
 //! an HTML page (`connlab_report::render_run`).
 
 mod output;
-mod procfs;
 
 use crate::cmd::child::{server_cpu_s, ServerChild};
 use crate::cmd::load::{raise_limit, RateArg, WorkloadArgs};
@@ -19,6 +18,7 @@ use clap::Args;
 use connlab_lab::compare::{compare, Better, Comparison, RowSamples, CONFIDENCE};
 use connlab_lab::validity::{self, Evidence, ScheduleEvidence, Validity, ValidityLimits};
 use connlab_loadgen::{LoadOutcome, LoadResult, Progress, Workload};
+use connlab_os::process as procfs;
 use connlab_os::window::{WindowCpu, WindowSnapshot};
 use connlab_os::{CpuList, Shutdown};
 use connlab_server::EngineKind;
@@ -483,7 +483,7 @@ fn rows(args: &RunArgs) -> Result<Vec<Row>, Exit> {
             label,
             addr: a.addr,
             pid,
-            idle_kib: pid.and_then(|p| procfs::memory_kib(&procfs::tree(p as i32))),
+            idle_kib: pid.and_then(|p| procfs::memory_kib(&procfs::process_tree(p as i32))),
         });
     }
     for (i, r) in out.iter().enumerate() {
@@ -689,7 +689,7 @@ fn measure_row(
                 .join(format!("connlab-run-{}-{label}.json", std::process::id()));
             let mut server = start_server(exe, *kind, args, server_cpus.as_ref(), &stats_path)?;
             let pid = server.pid();
-            let idle = procfs::memory_kib(&procfs::tree(pid as i32));
+            let idle = procfs::memory_kib(&procfs::process_tree(pid as i32));
             let workload = args.workload.workload(server.addr, client_cpus)?;
             let switches_before = procfs::children_switches();
             let (outcome, loaded) = drive(&workload, shutdown, Some(pid));
@@ -719,7 +719,9 @@ fn measure_row(
             idle_kib,
         } => {
             let workload = args.workload.workload(*addr, client_cpus)?;
-            let tree = pid.map(|p| procfs::tree(p as i32)).unwrap_or_default();
+            let tree = pid
+                .map(|p| procfs::process_tree(p as i32))
+                .unwrap_or_default();
             let pinned = match (&server_cpus, pid) {
                 (Some(cpus), Some(p)) => Some(
                     procfs::pin_tree(&tree, cpus)
@@ -727,12 +729,14 @@ fn measure_row(
                 ),
                 _ => None,
             };
-            let cpu_before = pid.map(|_| procfs::cpu_s(&tree));
+            let cpu_before = pid.map(|_| procfs::processes_cpu_s(&tree));
             let switches_before = pid.map(|_| procfs::voluntary_switches(&tree));
             let (outcome, loaded) = drive(&workload, shutdown, *pid);
             // Processes started during the run (a worker respawned) count too.
-            let tree_after = pid.map(|p| procfs::tree(p as i32)).unwrap_or_default();
-            let cpu = cpu_before.map(|b| (procfs::cpu_s(&tree_after) - b).max(0.0));
+            let tree_after = pid
+                .map(|p| procfs::process_tree(p as i32))
+                .unwrap_or_default();
+            let cpu = cpu_before.map(|b| (procfs::processes_cpu_s(&tree_after) - b).max(0.0));
             let switches =
                 switches_before.map(|b| procfs::voluntary_switches(&tree_after).saturating_sub(b));
             let was_pinned = pinned.is_some();
@@ -801,7 +805,7 @@ fn drive(
                 if finished.load(Relaxed) {
                     return None;
                 }
-                procfs::memory_kib(&procfs::tree(pid as i32))
+                procfs::memory_kib(&procfs::process_tree(pid as i32))
             });
             let out = connlab_loadgen::run(w, shutdown, &progress, None);
             finished.store(true, Relaxed);
