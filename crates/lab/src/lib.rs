@@ -21,6 +21,7 @@ mod pipeline;
 mod results;
 pub mod run;
 mod singleip;
+pub mod soak;
 mod suite;
 mod sweep_file;
 pub mod validity;
