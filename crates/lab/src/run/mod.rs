@@ -12,6 +12,7 @@
 //! [`RunError::NotHere`] for it.
 
 pub mod child;
+pub mod compare_run;
 mod loadgen;
 mod locality;
 mod peers;

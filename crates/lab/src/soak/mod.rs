@@ -3,9 +3,9 @@
 //! while backends and app nodes are killed and restarted, processes are
 //! stopped for 2 s, and hostile clients (slowloris, garbage, never-read)
 //! run throughout. Reports crashes, peak memory, request accounting and
-//! p99 against the fault-free run in `soak.json` and `soak.md`. The binary parses the flags into a [`SoakRequest`], prints
-//! the notes and the summary, and turns the [`SoakOutcome`] into an exit
-//! code.
+//! p99 against the fault-free run in `soak.json` and `soak.md`. The binary
+//! parses the flags into a [`SoakRequest`], prints the notes and the
+//! summary, and turns the [`SoakOutcome`] into an exit code.
 
 mod component;
 mod hostile;

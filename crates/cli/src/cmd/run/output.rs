@@ -1,11 +1,11 @@
 //! What `connlab run` prints and writes: the line after each run, the
-//! table at the end, `runs/*.json` and the HTML page.
+//! table at the end and the HTML page (`runs/*.json` are the library's).
 
-use super::{primary, Done, Row, RunPlacement, RunRecord, ServerFigures, RUN_SCHEMA};
 use crate::Exit;
 use anyhow::Context;
 use connlab_lab::compare::{Better, Comparison, Standing};
-use connlab_lab::validity::{Validity, WindowCpu};
+use connlab_lab::run::compare_run::{primary, Done, Row, RunPlacement, ServerFigures};
+use connlab_lab::validity::Validity;
 use connlab_loadgen::LoadResult;
 use connlab_os::files::write_atomic;
 use serde::Serialize;
@@ -30,40 +30,6 @@ pub(super) fn print_run_line(r: &LoadResult, s: &ServerFigures, v: &Validity) {
     if !v.valid {
         eprintln!("  invalid: {}", v.failure_text());
     }
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(super) fn write_run(
-    dir: &Path,
-    row: &Row,
-    round: u32,
-    position: usize,
-    placement: &RunPlacement,
-    server: &ServerFigures,
-    validity: &Validity,
-    window_cpu: Option<&WindowCpu>,
-    load: &LoadResult,
-) -> Result<String, Exit> {
-    let name = format!("runs/r{round}-{}.json", row.label());
-    let record = RunRecord {
-        schema: RUN_SCHEMA,
-        label: row.label(),
-        kind: match row {
-            Row::Engine { .. } => "engine",
-            Row::Against { .. } => "against",
-        },
-        round,
-        position,
-        placement,
-        server,
-        validity,
-        window_cpu,
-        load,
-    };
-    let path = dir.join(&name);
-    let text = serde_json::to_string_pretty(&record).context("encoding a run")?;
-    write_atomic(&path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
-    Ok(name)
 }
 
 /// Median over a row's runs of `f`.
