@@ -233,7 +233,7 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode, Exit> {
     let o = plan.run(&exe, &shutdown, &mut Shown)?;
     print_table(&o.rows, &o.done, &o.comparison, &o.placement, o.repetitions);
     if let Some(dir) = &out {
-        write_page(dir, &o.rows, &o.done, &o.comparison, &o.placement)?;
+        write_page(dir, &o)?;
         eprintln!("connlab run: results in {}", dir.display());
     }
     Ok(ExitCode::from(o.exit_code()))

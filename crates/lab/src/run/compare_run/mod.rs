@@ -88,6 +88,29 @@ pub struct CompareOutcome {
 }
 
 impl CompareOutcome {
+    /// Writes `DIR/comparison.json`: the placement, the comparison and the
+    /// files of the runs.
+    pub fn write_comparison(&self, dir: &Path) -> anyhow::Result<()> {
+        #[derive(Serialize)]
+        struct ComparisonFile<'a> {
+            schema: &'static str,
+            placement: &'a RunPlacement,
+            comparison: &'a Comparison,
+            runs: Vec<&'a str>,
+        }
+        let file = ComparisonFile {
+            schema: "connlab.run.comparison/1",
+            placement: &self.placement,
+            comparison: &self.comparison,
+            runs: self.done.iter().filter_map(|d| d.file.as_deref()).collect(),
+        };
+        let path = dir.join("comparison.json");
+        let text = serde_json::to_string_pretty(&file).context("encoding the comparison")?;
+        write_atomic(&path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
+
+        Ok(())
+    }
+
     /// The exit code: 130 interrupted, else 1 when a server failed, else 0.
     pub fn exit_code(&self) -> u8 {
         if self.interrupted {
