@@ -447,16 +447,39 @@ mod tests {
         drop(c);
         // The group was killed: the grandchild is gone (or a zombie of init).
         let deadline = Instant::now() + Duration::from_secs(5);
-        let alive = || {
-            std::fs::read_to_string(format!("/proc/{grandchild}/stat"))
-                .ok()
-                .and_then(|t| Some(t.rsplit_once(')')?.1.trim_start().starts_with('Z')))
-                .is_some_and(|zombie| !zombie)
-        };
-        while Instant::now() < deadline && alive() {
+        while Instant::now() < deadline && alive(grandchild) {
             std::thread::sleep(Duration::from_millis(10));
         }
-        assert!(!alive());
+        assert!(!alive(grandchild));
+    }
+
+    /// Whether `pid` runs (exists and is no zombie).
+    fn alive(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|t| Some(t.rsplit_once(')')?.1.trim_start().starts_with('Z')))
+            .is_some_and(|zombie| !zombie)
+    }
+
+    #[test]
+    fn stopping_the_tree_kills_what_outlives_its_parent() {
+        // The shell exits on SIGTERM; its sleep would be left to init.
+        let mut c = Child::spawn(&mut sh("sleep 30 & echo $!; wait")).unwrap();
+        let line = c
+            .wait_ready(Stream::Stdout, Duration::from_secs(10), |_| true)
+            .unwrap();
+        let orphan: i32 = line.trim().parse().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !c.tree().contains(&orphan) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let s = c.stop_tree(libc::SIGTERM, Duration::from_secs(5));
+        assert!(s.status.is_some());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while alive(orphan) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!alive(orphan));
     }
 
     #[test]
