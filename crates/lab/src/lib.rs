@@ -23,6 +23,7 @@ mod results;
 mod results_dir;
 pub mod run;
 mod singleip;
+pub mod soak;
 mod suite;
 mod sweep_file;
 pub mod validity;

@@ -45,9 +45,9 @@ impl KeepAwake {
                 return Err(OsError::last("fork (keep-awake spinner)"));
             }
             if pid == 0 {
+                let _ = crate::child::set_parent_death_kill();
                 // SAFETY: plain system calls on this child's own state.
                 unsafe {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                     libc::sched_setaffinity(0, size_of_val(&set), &set);
                     libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
                 }

@@ -5,6 +5,7 @@
 
 pub mod awake;
 pub mod cgroup;
+pub mod child;
 mod cpu;
 mod environment;
 pub mod files;

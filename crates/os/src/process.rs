@@ -1,7 +1,10 @@
-//! What `/proc` says about other processes: parent, descendants and CPU
-//! time. Shared by the peers runner (servers it starts) and `connlab run`
-//! (servers the user started).
+//! What `/proc` says about other processes: parent, descendants, CPU
+//! time, memory, context switches and thread affinity. The one `/proc`
+//! reader of the repository: [`crate::child::Child`] measures its tree with
+//! it, the runners (servers they start, and servers the user started for
+//! `connlab run`) and the per-role CPU window ([`crate::window`]) too.
 
+use crate::CpuList;
 use std::collections::HashMap;
 
 /// The fields of `/proc/PID/stat` after the command name (the third field
@@ -174,6 +177,133 @@ pub fn processes_cpu_s(pids: &[i32]) -> f64 {
     pids.iter().filter_map(|&p| process_cpu_s(p)).sum()
 }
 
+/// Resident memory of one process, from `/proc/PID/status`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Rss {
+    /// VmRSS: resident now, KiB.
+    pub rss_kib: u64,
+    /// VmHWM: the most it was ever resident, KiB (0 when not said).
+    pub hwm_kib: u64,
+}
+
+/// Resident memory of process `pid` now; `None` once it is gone (or for a
+/// zombie, which has no memory line).
+pub fn rss_kib(pid: i32) -> Option<Rss> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    Some(Rss {
+        rss_kib: status_field(&text, "VmRSS:")?,
+        hwm_kib: status_field(&text, "VmHWM:").unwrap_or(0),
+    })
+}
+
+/// Voluntary context switches of every live thread of the processes.
+pub fn voluntary_switches(pids: &[i32]) -> u64 {
+    let mut total = 0;
+    for p in pids {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let Ok(text) = std::fs::read_to_string(t.path().join("status")) else {
+                continue;
+            };
+            total += status_field(&text, "voluntary_ctxt_switches:").unwrap_or(0);
+        }
+    }
+    total
+}
+
+/// The number after `key` in a `/proc` `status`-like text (`VmRSS:  12 kB`).
+fn status_field(text: &str, key: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Memory of the processes in KiB: their proportional set size (shared
+/// pages split among the processes that map them, so a process per
+/// connection is not counted many times), or their resident size where
+/// `smaps_rollup` cannot be read. `None` if no process could be read.
+pub fn memory_kib(pids: &[i32]) -> Option<u64> {
+    let mut total = None;
+    for p in pids {
+        let pss = std::fs::read_to_string(format!("/proc/{p}/smaps_rollup"))
+            .ok()
+            .and_then(|t| status_field(&t, "Pss:"));
+        let kib = pss.or_else(|| rss_kib(*p).map(|r| r.rss_kib));
+        if let Some(k) = kib {
+            *total.get_or_insert(0) += k;
+        }
+    }
+    total
+}
+
+/// Voluntary context switches of this process's reaped children
+/// (`getrusage(RUSAGE_CHILDREN)`); the difference around reaping one
+/// child is that child's count over its whole life, every thread included.
+pub fn children_switches() -> u64 {
+    // SAFETY: an all-zero rusage is a valid value to be overwritten.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable rusage.
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) } != 0 {
+        return 0;
+    }
+    ru.ru_nvcsw.max(0) as u64
+}
+
+/// The affinity masks of threads changed by [`pin_tree`], to restore.
+pub struct Pinned(Vec<(i32, libc::cpu_set_t)>);
+
+/// Pins every thread of the processes to `cpus`, keeping the masks they had.
+pub fn pin_tree(pids: &[i32], cpus: &CpuList) -> std::io::Result<Pinned> {
+    // SAFETY: an all-zero cpu_set_t is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus.cpus() {
+        // SAFETY: `c` is below 1024 (CpuList's bound), within cpu_set_t.
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    let mut saved = Vec::new();
+    for p in pids {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            // SAFETY: an all-zero cpu_set_t is a valid buffer.
+            let mut old: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            let size = size_of::<libc::cpu_set_t>();
+            // SAFETY: `old` and `set` are valid cpu_set_t of `size` bytes.
+            unsafe {
+                if libc::sched_getaffinity(tid, size, &mut old) != 0 {
+                    continue;
+                }
+                if libc::sched_setaffinity(tid, size, &set) != 0 {
+                    let e = std::io::Error::last_os_error();
+                    Pinned(saved).restore();
+                    return Err(e);
+                }
+            }
+            saved.push((tid, old));
+        }
+    }
+    Ok(Pinned(saved))
+}
+
+impl Pinned {
+    /// Gives every pinned thread that still exists its old mask back.
+    pub fn restore(self) {
+        for (tid, old) in &self.0 {
+            // SAFETY: `old` is a valid cpu_set_t; a vanished thread fails harmlessly.
+            unsafe { libc::sched_setaffinity(*tid, size_of::<libc::cpu_set_t>(), old) };
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,5 +364,15 @@ mod tests {
         assert!(parent_pid(me).is_some());
         assert!(process_cpu_s(me).is_some());
         assert_eq!(processes_cpu_s(&[i32::MAX]), 0.0);
+        assert!(memory_kib(&[me]).is_some_and(|k| k > 0));
+        assert!(rss_kib(me).is_some_and(|r| r.rss_kib > 0 && r.hwm_kib >= r.rss_kib));
+        assert_eq!(rss_kib(i32::MAX), None);
+    }
+
+    #[test]
+    fn parses_status_fields() {
+        let text = "Name:\tx\nvoluntary_ctxt_switches:\t42\nnonvoluntary_ctxt_switches:\t3\n";
+        assert_eq!(status_field(text, "voluntary_ctxt_switches:"), Some(42));
+        assert_eq!(status_field("Pss:    1234 kB\n", "Pss:"), Some(1234));
     }
 }

@@ -10,6 +10,7 @@
 
 mod brief;
 mod claims;
+pub mod compare_run;
 mod export;
 mod figures;
 mod index;

@@ -1,10 +1,11 @@
 //! The `connlab` binary and the processes tests start: every one is killed
 //! and reaped when its guard drops, and every wait has a deadline.
 
-use std::io::{self, BufRead, BufReader, Read};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use connlab_os::child::Child;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::OnceLock;
@@ -51,37 +52,21 @@ pub fn describe(status: ExitStatus) -> String {
     }
 }
 
-/// A child process in its own process group. Dropping the guard SIGKILLs the
-/// group (so children the process forked go too) and reaps the child; the
-/// kernel also kills it if the test thread dies without running `Drop`.
+/// A child process in its own process group, as a test wants it: a
+/// [`connlab_os::child::Child`] that panics instead of returning errors.
+/// Dropping the guard SIGKILLs the group (so children the process forked go
+/// too) and reaps the child; the kernel also kills it if the test thread
+/// dies without running `Drop`.
 pub struct ChildGuard {
     child: Child,
-    reaped: bool,
 }
 
 impl ChildGuard {
     /// Spawns `cmd` in a new process group, dying with the spawning thread.
     /// Panics naming the command if it cannot start.
     pub fn spawn(cmd: &mut Command) -> ChildGuard {
-        cmd.process_group(0);
-        // SAFETY: prctl is async-signal-safe and touches no memory of the
-        // parent; it makes the kernel SIGKILL the child if the thread that
-        // spawned it dies (e.g. the test binary is killed by a timeout).
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"));
-        ChildGuard {
-            child,
-            reaped: false,
-        }
+        let child = Child::spawn_group(cmd).unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"));
+        ChildGuard { child }
     }
 
     /// Spawns `cmd` with stdin closed and stdout and stderr piped.
@@ -93,54 +78,38 @@ impl ChildGuard {
     }
 
     /// The child, e.g. to take its pipes.
-    pub fn child(&mut self) -> &mut Child {
-        &mut self.child
+    pub fn child(&mut self) -> &mut std::process::Child {
+        self.child.inner()
     }
 
     /// The child's process id, as `std::process::Child::id` gives it.
     pub fn id(&self) -> u32 {
-        self.child.id()
+        self.child.pid()
     }
 
     /// The child's process id.
     pub fn pid(&self) -> libc::pid_t {
-        libc::pid_t::try_from(self.child.id()).expect("pid fits pid_t")
+        libc::pid_t::try_from(self.child.pid()).expect("pid fits pid_t")
     }
 
     /// Sends `signal` to the child alone.
     pub fn signal(&self, signal: libc::c_int) {
-        self.send(self.pid(), signal);
+        if let Err(e) = self.child.signal(signal) {
+            panic!("kill({}, {signal}): {e}", self.pid());
+        }
     }
 
     /// Sends `signal` to the child's whole process group, as a terminal's
     /// Ctrl-C does.
     pub fn signal_group(&self, signal: libc::c_int) {
-        self.send(-self.pid(), signal);
-    }
-
-    fn send(&self, target: libc::pid_t, signal: libc::c_int) {
-        assert!(!self.reaped, "signal {signal} to a reaped child");
-        // SAFETY: kill(2) on our own unreaped child or the group it leads;
-        // neither id can have been recycled while the child is unreaped.
-        if unsafe { libc::kill(target, signal) } != 0 {
-            panic!("kill({target}, {signal}): {}", io::Error::last_os_error());
+        if let Err(e) = self.child.signal_group(signal) {
+            panic!("kill(-{}, {signal}): {e}", self.pid());
         }
     }
 
     /// Waits up to `limit` for the child to exit; `None` if it still runs.
     pub fn wait_timeout(&mut self, limit: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + limit;
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => {
-                    self.reaped = true;
-                    return Some(status);
-                }
-                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(10)),
-                Ok(None) => return None,
-                Err(e) => panic!("waiting for child {}: {e}", self.child.id()),
-            }
-        }
+        self.child.wait_timeout(limit)
     }
 
     /// Waits up to `limit` for the child to exit; kills it and panics with
@@ -159,7 +128,7 @@ impl ChildGuard {
     /// exited or been killed.
     pub fn stderr_text(&mut self) -> String {
         let mut text = String::new();
-        if let Some(mut e) = self.child.stderr.take() {
+        if let Some(mut e) = self.child.inner().stderr.take() {
             let _ = e.read_to_string(&mut text);
         }
         text
@@ -175,8 +144,8 @@ impl ChildGuard {
     /// Collects stdout and stderr (if piped) while waiting up to `limit` for
     /// the child to exit; kills it and panics with its stderr if it does not.
     pub fn output_within(mut self, limit: Duration) -> Output {
-        let stdout = self.child.stdout.take().map(read_all);
-        let stderr = self.child.stderr.take().map(read_all);
+        let stdout = self.child.inner().stdout.take().map(read_all);
+        let stderr = self.child.inner().stderr.take().map(read_all);
         let status = self.wait_timeout(limit);
         let collect = |h: Option<JoinHandle<Vec<u8>>>| {
             h.map(|h| h.join().unwrap_or_default()).unwrap_or_default()
@@ -197,21 +166,7 @@ impl ChildGuard {
 
     /// SIGKILLs the process group and reaps the child (once).
     pub fn kill(&mut self) {
-        if self.reaped {
-            return;
-        }
-        // SAFETY: as in `send`: the group led by our own unreaped child.
-        unsafe {
-            libc::kill(-self.pid(), libc::SIGKILL);
-        }
-        let _ = self.child.wait();
-        self.reaped = true;
-    }
-}
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        self.kill();
+        self.child.kill();
     }
 }
 

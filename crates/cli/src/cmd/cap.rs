@@ -2,7 +2,6 @@
 //! under a CPU quota, so that it, not the machine's shared cores, is the
 //! bottleneck of an experiment.
 
-use crate::cmd::child::signal;
 use crate::Exit;
 use anyhow::{anyhow, Context};
 use clap::Args;
@@ -91,7 +90,7 @@ pub(crate) fn run(args: CapArgs) -> Result<ExitCode, Exit> {
     }
     let cpu0 = CpuTimes::self_and_children();
     let started = Instant::now();
-    let mut child = cmd.spawn().map_err(|e| {
+    let mut child = connlab_os::child::Child::spawn(&mut cmd).map_err(|e| {
         Exit::usage(anyhow!(
             "starting {}: {e}",
             args.command[0].to_string_lossy()
@@ -109,7 +108,7 @@ pub(crate) fn run(args: CapArgs) -> Result<ExitCode, Exit> {
             break status;
         }
         if shutdown.wait(Duration::from_millis(100)) && !forwarded {
-            signal(&child, shutdown.signal().unwrap_or(libc::SIGTERM));
+            let _ = child.signal(shutdown.signal().unwrap_or(libc::SIGTERM));
             forwarded = true;
         }
     };

@@ -1,7 +1,6 @@
 //! One module per subcommand: flags, then a typed config, then one library call.
 
 pub(crate) mod cap;
-pub(crate) mod child;
 pub(crate) mod doctor;
 pub(crate) mod gateway;
 pub(crate) mod linkem;

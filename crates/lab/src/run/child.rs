@@ -3,14 +3,17 @@
 //! graceful stop that returns its `--stats`.
 
 use anyhow::{anyhow, Context};
-use std::io::{BufRead, BufReader};
+use connlab_os::child::{Child, Stream};
 use std::net::SocketAddr;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-/// A `connlab serve` child, killed if not stopped cleanly.
+/// How long a `connlab serve` may take to print its banner.
+pub const BANNER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A `connlab serve` child ([`Child`]: dies with this process, killed if
+/// not stopped cleanly) and the address its banner named.
 pub struct ServerChild {
     child: Child,
     /// Where it listens (from its banner).
@@ -19,95 +22,55 @@ pub struct ServerChild {
 
 impl ServerChild {
     /// Spawns `cmd` (a `connlab serve` with stdout piped) and reads its
-    /// `listening on ADDR` banner.
+    /// `listening on ADDR` banner, its first line on stdout.
     pub fn spawn(mut cmd: Command) -> anyhow::Result<Self> {
-        let mut child = cmd.spawn().context("starting connlab serve")?;
-        let addr = read_banner(&mut child).inspect_err(|_| {
-            let _ = child.kill();
-            let _ = child.wait();
-        })?;
-        Ok(ServerChild { child, addr })
+        let mut child = Child::spawn(&mut cmd).context("starting connlab serve")?;
+        let line = match child.wait_ready(Stream::Stdout, BANNER_TIMEOUT, |_| true) {
+            Ok(line) => line,
+            Err(e) if e.timed_out => {
+                return Err(anyhow!(
+                    "connlab serve printed no banner within {} s",
+                    BANNER_TIMEOUT.as_secs()
+                ))
+            }
+            Err(_) => String::new(),
+        };
+        match line
+            .trim()
+            .strip_prefix("listening on ")
+            .and_then(|a| a.parse().ok())
+        {
+            Some(addr) => Ok(ServerChild { child, addr }),
+            None => {
+                let status = child.try_wait().ok().flatten();
+                Err(anyhow!(
+                    "connlab serve did not start (first line {line:?}, status {status:?})"
+                ))
+            }
+        }
     }
 
     /// Its process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.child.pid()
+    }
+
+    /// The process guard, e.g. to read its tree's CPU and memory.
+    pub fn child(&mut self) -> &mut Child {
+        &mut self.child
     }
 
     /// SIGTERM, wait up to `grace` (then SIGKILL), and read its `--stats` file.
     pub fn stop(&mut self, stats: &Path, grace: Duration) -> Option<serde_json::Value> {
-        stop_child(&mut self.child, libc::SIGTERM, grace);
+        self.child.stop(libc::SIGTERM, grace);
         let text = std::fs::read_to_string(stats).ok()?;
         serde_json::from_str(&text).ok()
-    }
-}
-
-impl Drop for ServerChild {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
 /// Server CPU seconds (user + system) from its `--stats`.
 pub fn server_cpu_s(stats: &serde_json::Value) -> Option<f64> {
     Some(stats["cpu_user_s"].as_f64()? + stats["cpu_sys_s"].as_f64()?)
-}
-
-/// Sends `sig`, waits up to `grace` for the child to end, then kills and
-/// reaps it.
-pub fn stop_child(child: &mut Child, sig: libc::c_int, grace: Duration) {
-    signal(child, sig);
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
-/// Has the kernel kill the child (SIGKILL) when this process dies, so no
-/// server or shard outlives an interrupted sweep.
-pub fn die_with_parent(cmd: &mut Command) {
-    // SAFETY: prctl is async-signal-safe; it only sets this child's death signal.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
-/// Sends `sig` to a child that has not been reaped.
-pub fn signal(child: &Child, sig: libc::c_int) {
-    // SAFETY: signalling our own child, which is not reaped yet, so its pid is ours.
-    unsafe { libc::kill(child.id() as libc::pid_t, sig) };
-}
-
-fn read_banner(child: &mut Child) -> anyhow::Result<SocketAddr> {
-    let stdout = child.stdout.take().context("server stdout")?;
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .context("reading the server's banner")?;
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .and_then(|a| a.parse().ok());
-    match addr {
-        Some(a) => Ok(a),
-        None => {
-            let status = child.try_wait().ok().flatten();
-            Err(anyhow!(
-                "connlab serve did not start (first line {line:?}, status {status:?})"
-            ))
-        }
-    }
 }
 
 /// The line of log file `path` that says why its program stopped (see

@@ -14,7 +14,7 @@
 //! a point failing a gate other than `machine` is measured again, up to
 //! the attempts.
 
-use super::child::{die_with_parent, log_reason};
+use super::child::{log_reason, ServerChild};
 use super::window::{cpus_of, Roles};
 use super::{unix_now, Progress, RunError, SweepOutcome, SweepRequest};
 use crate::validity::{self, Evidence, Fingerprint, ScheduleEvidence};
@@ -24,12 +24,12 @@ use crate::{
 };
 use anyhow::{bail, Context};
 use connlab_loadgen::LoadResult;
+use connlab_os::child::Child;
 use connlab_os::{Environment, Shutdown};
 use std::fs::File;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 /// How long a stopped server may take to exit before it is killed (the
@@ -266,10 +266,8 @@ fn run_point(
         cmd.args(["--cpu", &cpu.to_string()]);
     }
     let mut commands = vec![describe_cmd(&cmd)];
-    let mut server = Proc::spawn_server(cmd, &ctx.logs.join("server.log"))?;
-    let addr = server
-        .addr
-        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
+    let mut server = spawn_server(cmd, &ctx.logs.join("server.log"))?;
+    let addr = server.addr;
 
     let duration = exp.duration(ctx.quick);
     let w = &exp.workload;
@@ -293,12 +291,12 @@ fn run_point(
         let shard = (k > 1).then_some((i, k));
         let cmd = client_command(ctx.exe, exp, p, addr, duration, start_at, shard, &json);
         commands.push(describe_cmd(&cmd));
-        clients.push(Proc::spawn(cmd, &log)?);
+        clients.push(Client::spawn(cmd, &log)?);
         files.push(json);
     }
     let roles = Roles::default()
-        .with("server", [server.child.id()])
-        .with("clients", clients.iter().map(|c| c.child.id()));
+        .with("server", [server.pid()])
+        .with("clients", clients.iter().map(|c| c.child.pid()));
     let server_cpu = exp.placement.server_cpu.map(|c| c.to_string());
     let watched = cpus_of([
         server_cpu.as_deref(),
@@ -313,7 +311,7 @@ fn run_point(
     }
     let wall_s = started.elapsed().as_secs_f64();
     let window_cpu = probe.join().ok().flatten();
-    server.stop(libc::SIGTERM);
+    server.child().stop(libc::SIGTERM, GRACE);
     let server_figures = read_stats(&stats);
     if ctx.shutdown.requested() {
         return Ok(None);
@@ -456,62 +454,31 @@ fn describe_cmd(cmd: &Command) -> Vec<String> {
         .collect()
 }
 
-/// A child process, stopped (then killed) on drop.
-struct Proc {
-    child: Child,
-    log: PathBuf,
-    /// The server's address, from its `listening on ADDR` banner.
-    addr: Option<SocketAddr>,
-    reaped: bool,
+/// Spawns a `connlab serve` with stderr in `log` and reads its banner.
+fn spawn_server(mut cmd: Command, log: &Path) -> anyhow::Result<ServerChild> {
+    let file = File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(file);
+    ServerChild::spawn(cmd).map_err(|e| anyhow::anyhow!("{e}; {}", log_reason(log)))
 }
 
-impl Proc {
+/// A client (`connlab load`) with its output in a log.
+struct Client {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Client {
     /// Spawns `cmd` with stdout and stderr in `log`.
-    fn spawn(mut cmd: Command, log: &Path) -> anyhow::Result<Proc> {
+    fn spawn(mut cmd: Command, log: &Path) -> anyhow::Result<Client> {
         let file = File::create(log).with_context(|| format!("creating {}", log.display()))?;
         cmd.stdin(Stdio::null())
             .stdout(file.try_clone()?)
             .stderr(file);
-        die_with_parent(&mut cmd);
-        let child = cmd.spawn().context("starting connlab")?;
-        Ok(Proc {
+        let child = Child::spawn(&mut cmd).context("starting connlab")?;
+        Ok(Client {
             child,
             log: log.to_path_buf(),
-            addr: None,
-            reaped: false,
         })
-    }
-
-    /// Spawns a `connlab serve` with stderr in `log` and reads its banner.
-    fn spawn_server(mut cmd: Command, log: &Path) -> anyhow::Result<Proc> {
-        let file = File::create(log).with_context(|| format!("creating {}", log.display()))?;
-        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(file);
-        die_with_parent(&mut cmd);
-        let mut child = cmd.spawn().context("starting connlab serve")?;
-        let stdout = child.stdout.take();
-        let mut proc = Proc {
-            child,
-            log: log.to_path_buf(),
-            addr: None,
-            reaped: false,
-        };
-        let mut line = String::new();
-        if let Some(s) = stdout {
-            // The banner is the only line the server prints on stdout.
-            let _ = BufReader::new(s).read_line(&mut line);
-        }
-        proc.addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .and_then(|a| a.parse().ok());
-        if proc.addr.is_none() {
-            proc.stop(libc::SIGKILL);
-            bail!(
-                "connlab serve did not start (first line {line:?}; {})",
-                log_reason(log)
-            );
-        }
-        Ok(proc)
     }
 
     /// Waits for the process to end by itself; kills it at `deadline`
@@ -519,7 +486,6 @@ impl Proc {
     fn wait(&mut self, deadline: Instant, shutdown: &Shutdown) -> anyhow::Result<bool> {
         loop {
             if let Some(status) = self.child.try_wait()? {
-                self.reaped = true;
                 // `connlab load` exits 1 when the server failed under it;
                 // its result says how, so only a missing result is an error.
                 if status.code().is_none() && !shutdown.requested() {
@@ -528,46 +494,17 @@ impl Proc {
                 return Ok(true);
             }
             if shutdown.requested() {
-                self.stop(libc::SIGINT);
+                self.child.stop(libc::SIGINT, GRACE);
                 return Ok(false);
             }
             if Instant::now() > deadline {
-                self.stop(libc::SIGKILL);
+                self.child.kill();
                 bail!(
                     "the client ran past its deadline and was killed; see {}",
                     self.log.display()
                 );
             }
             std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Sends `sig`, waits [`GRACE`], then kills.
-    fn stop(&mut self, sig: libc::c_int) {
-        if self.reaped {
-            return;
-        }
-        // SAFETY: signalling our own child, not reaped yet, so its pid is ours.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
-        let deadline = Instant::now() + GRACE;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                self.reaped = true;
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        self.reaped = true;
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if !self.reaped {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
         }
     }
 }

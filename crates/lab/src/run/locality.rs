@@ -7,18 +7,19 @@
 //! are skipped when the same sweep is run again, so an interrupted sweep
 //! resumes.
 
-use super::child::{die_with_parent, log_reason, signal, ServerChild};
+use super::child::{log_reason, ServerChild};
 use super::window::{cpus_of, Roles};
 use super::{unix_now, Progress, RunError, SweepOutcome, SweepRequest};
 use crate::validity::{self, Evidence, PointPlacement, ScheduleEvidence, Validity};
 use crate::{Experiment, PointParams, PointResult, SweepDir, SweepInfo, TopologyInfo};
 use crate::{POINT_SCHEMA, SWEEP_SCHEMA};
 use anyhow::{anyhow, bail, Context};
+use connlab_os::child::Child;
 use connlab_os::netns::{Topology, TopologySpec};
 use connlab_os::Shutdown;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Descriptors a process needs beyond its sockets.
@@ -411,7 +412,7 @@ impl PointContext<'_> {
             if let Some(www) = &self.www {
                 cmd.arg("--manifest").arg(www);
             }
-            match cmd.spawn() {
+            match Child::spawn(&mut cmd) {
                 Ok(child) => shards.push(child),
                 Err(e) => {
                     stop_all(&mut shards);
@@ -437,7 +438,7 @@ impl PointContext<'_> {
             UnderTest::Serve(s) => Roles::default().with("server", [s.pid()]),
             UnderTest::Web(w) => w.roles(),
         }
-        .with("clients", shards.iter().map(Child::id));
+        .with("clients", shards.iter().map(Child::pid));
         let watched = cpus_of(
             std::iter::once(self.placement.server_cpus.as_deref())
                 .chain(self.placement.shard_cpus.iter().map(|c| c.as_deref())),
@@ -515,14 +516,12 @@ impl PointContext<'_> {
         })
     }
 
-    /// A `connlab` command that runs in `host`'s namespace and dies with us.
+    /// A `connlab` command that runs in `host`'s namespace (spawned as a
+    /// [`Child`], it dies with us).
     fn in_host(&self, host: &str) -> anyhow::Result<Command> {
-        let mut cmd = self
-            .topology
+        self.topology
             .command(host, &self.exe)
-            .map_err(|e| anyhow!(e))?;
-        die_with_parent(&mut cmd);
-        Ok(cmd)
+            .map_err(|e| anyhow!(e))
     }
 
     /// Waits for every shard; forwards a Ctrl-C; kills what outlives `deadline`.
@@ -543,7 +542,7 @@ impl PointContext<'_> {
             if self.shutdown.requested() && !forwarded {
                 for (child, code) in shards.iter().zip(&codes) {
                     if code.is_none() {
-                        signal(child, libc::SIGINT);
+                        let _ = child.signal(libc::SIGINT);
                     }
                 }
                 forwarded = true;
@@ -560,8 +559,7 @@ impl PointContext<'_> {
 
 fn stop_all(children: &mut [Child]) {
     for c in children {
-        let _ = c.kill();
-        let _ = c.wait();
+        c.kill();
     }
 }
 

@@ -13,6 +13,7 @@
 //! around its runner.
 
 pub mod child;
+pub mod compare_run;
 mod loadgen;
 mod locality;
 mod peers;

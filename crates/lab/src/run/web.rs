@@ -4,14 +4,14 @@
 //! `haproxy`). Backend CPU is read from /proc for the processes of each
 //! backend's cgroup over the measured window.
 
-use super::child::{die_with_parent, stop_child};
+use super::child::BANNER_TIMEOUT;
 use crate::Experiment;
 use anyhow::{anyhow, bail, Context};
+use connlab_os::child::{Child, Stream};
 use connlab_os::netns::Topology;
-use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 /// Port every backend listens on.
@@ -184,11 +184,8 @@ pub(super) fn start(
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log_file(&logs.join(format!("{b}.log")))?);
-        die_with_parent(&mut cmd);
-        let child = cmd
-            .spawn()
-            .context("starting a backend (connlab cap nginx)")?;
-        let pid = child.id();
+        let child = Child::spawn(&mut cmd).context("starting a backend (connlab cap nginx)")?;
+        let pid = child.pid();
         side.backends.push(child);
         wait_listening(topo, &probe, *listen)?;
         side.procs.push(
@@ -253,22 +250,18 @@ pub(super) fn start(
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log_file(&logs.join("gateway.log"))?);
-    die_with_parent(&mut cmd);
-    let mut child = cmd.spawn().context("starting the gateway")?;
+    let mut child = Child::spawn(&mut cmd).context("starting the gateway")?;
     if config != "haproxy" {
         // Wait for the banner: the ruleset or listener is in place.
-        let mut lines = BufReader::new(child.stdout.take().context("gateway stdout")?).lines();
-        loop {
-            match lines.next() {
-                Some(Ok(l)) if l.starts_with("gateway: ") => break,
-                Some(Ok(_)) => {}
-                _ => {
-                    let _ = child.wait();
-                    bail!("the gateway exited at start (see gateway.log)");
-                }
-            }
+        if child
+            .wait_ready(Stream::Stdout, BANNER_TIMEOUT, |l| {
+                l.starts_with("gateway: ")
+            })
+            .is_err()
+        {
+            child.kill();
+            bail!("the gateway exited at start (see gateway.log)");
         }
-        std::thread::spawn(move || for _ in lines {});
     }
     side.gateway = Some(child);
     wait_listening(topo, &probe, vip)?;
@@ -280,8 +273,8 @@ impl WebSide {
     /// measured window.
     pub(super) fn roles(&self) -> super::window::Roles {
         super::window::Roles::default()
-            .with("gateway", self.gateway.as_ref().map(Child::id))
-            .with("backends", self.backends.iter().map(Child::id))
+            .with("gateway", self.gateway.as_ref().map(Child::pid))
+            .with("backends", self.backends.iter().map(Child::pid))
     }
 
     /// Samples each backend's CPU, the gateway process's and every CPU's
@@ -294,7 +287,7 @@ impl WebSide {
     ) -> std::thread::JoinHandle<WindowCpu> {
         use connlab_os::cgroup::{group_cpu_s, process_cpu_s};
         let procs = self.procs.clone();
-        let gateway = self.gateway.as_ref().map(Child::id);
+        let gateway = self.gateway.as_ref().map(Child::pid);
         std::thread::spawn(move || {
             if let Ok(wait) = from.duration_since(SystemTime::now()) {
                 std::thread::sleep(wait);
@@ -327,10 +320,10 @@ impl WebSide {
     pub(super) fn stop(mut self) -> Option<serde_json::Value> {
         let grace = Duration::from_secs(20);
         if let Some(g) = self.gateway.as_mut() {
-            stop_child(g, libc::SIGINT, grace);
+            g.stop(libc::SIGINT, grace);
         }
         for b in &mut self.backends {
-            stop_child(b, libc::SIGINT, grace);
+            b.stop(libc::SIGINT, grace);
         }
         std::fs::read_to_string(&self.gateway_stats)
             .ok()

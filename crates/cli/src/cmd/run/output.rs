@@ -1,14 +1,13 @@
 //! What `connlab run` prints and writes: the line after each run, the
-//! table at the end, `runs/*.json` and the HTML page.
+//! table at the end and the HTML page (`runs/*.json` are the library's).
 
-use super::{primary, Done, Row, RunPlacement, RunRecord, ServerFigures, RUN_SCHEMA};
 use crate::Exit;
 use anyhow::Context;
 use connlab_lab::compare::{Better, Comparison, Standing};
-use connlab_lab::validity::{Validity, WindowCpu};
+use connlab_lab::run::compare_run::{CompareOutcome, Done, Row, RunPlacement, ServerFigures};
+use connlab_lab::validity::Validity;
 use connlab_loadgen::LoadResult;
 use connlab_os::files::write_atomic;
-use serde::Serialize;
 use std::path::Path;
 
 pub(super) fn print_run_line(r: &LoadResult, s: &ServerFigures, v: &Validity) {
@@ -30,40 +29,6 @@ pub(super) fn print_run_line(r: &LoadResult, s: &ServerFigures, v: &Validity) {
     if !v.valid {
         eprintln!("  invalid: {}", v.failure_text());
     }
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(super) fn write_run(
-    dir: &Path,
-    row: &Row,
-    round: u32,
-    position: usize,
-    placement: &RunPlacement,
-    server: &ServerFigures,
-    validity: &Validity,
-    window_cpu: Option<&WindowCpu>,
-    load: &LoadResult,
-) -> Result<String, Exit> {
-    let name = format!("runs/r{round}-{}.json", row.label());
-    let record = RunRecord {
-        schema: RUN_SCHEMA,
-        label: row.label(),
-        kind: match row {
-            Row::Engine { .. } => "engine",
-            Row::Against { .. } => "against",
-        },
-        round,
-        position,
-        placement,
-        server,
-        validity,
-        window_cpu,
-        load,
-    };
-    let path = dir.join(&name);
-    let text = serde_json::to_string_pretty(&record).context("encoding a run")?;
-    write_atomic(&path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
-    Ok(name)
 }
 
 /// Median over a row's runs of `f`.
@@ -158,137 +123,12 @@ pub(super) fn print_table(
 }
 
 /// Writes `DIR/comparison.json` and `DIR/index.html`.
-pub(super) fn write_page(
-    dir: &Path,
-    rows: &[Row],
-    done: &[Done],
-    c: &Comparison,
-    placement: &RunPlacement,
-) -> Result<(), Exit> {
-    #[derive(Serialize)]
-    struct ComparisonFile<'a> {
-        schema: &'static str,
-        placement: &'a RunPlacement,
-        comparison: &'a Comparison,
-        runs: Vec<&'a str>,
-    }
-    let file = ComparisonFile {
-        schema: "connlab.run.comparison/1",
-        placement,
-        comparison: c,
-        runs: done.iter().filter_map(|d| d.file.as_deref()).collect(),
-    };
-    let path = dir.join("comparison.json");
-    let text = serde_json::to_string_pretty(&file).context("encoding the comparison")?;
-    write_atomic(&path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
-
-    let closed = c.better == Better::Higher;
-    let page_rows = rows
-        .iter()
-        .enumerate()
-        .map(|(i, row)| {
-            // The CDF of the run nearest the row's median.
-            let median = c.rows[i].primary.map(|f| f.median);
-            let runs: Vec<&Done> = done.iter().filter(|d| d.row == i).collect();
-            let typical = median.and_then(|m| {
-                runs.iter()
-                    .min_by(|a, b| {
-                        let da = (primary(&a.result, closed) - m).abs();
-                        let db = (primary(&b.result, closed) - m).abs();
-                        da.total_cmp(&db)
-                    })
-                    .copied()
-            });
-            connlab_report::run::RunPageRow {
-                label: row.label().to_string(),
-                kind: match row {
-                    Row::Engine { .. } => "connlab serve engine".into(),
-                    Row::Against { addr, pid, .. } => match pid {
-                        Some(p) => format!("server under test at {addr} (pid {p})"),
-                        None => format!("server under test at {addr} (no pid: no server figures)"),
-                    },
-                },
-                cdf_round: typical.map(|d| d.round),
-                cdf: typical
-                    .map(|d| {
-                        d.result
-                            .service_latency_cdf
-                            .iter()
-                            .map(|p| (p.value_us, p.fraction))
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                runs: runs
-                    .iter()
-                    .map(|d| connlab_report::run::RunPageRun {
-                        round: d.round,
-                        file: d.file.clone(),
-                        p50_us: d.result.service_latency_us.p50,
-                        p99_us: d.result.service_latency_us.p99,
-                        achieved_per_s: d.result.achieved_rate_per_s,
-                        errors: d.result.requests.measured_errors(),
-                        cpu_us_per_request: d.server.cpu_us_per_request,
-                        wakeups_per_request: d.server.wakeups_per_request,
-                        memory_per_connection_bytes: d.server.memory_per_connection_bytes,
-                        warnings: d.result.warnings.clone(),
-                        invalid: (!d.validity.valid).then(|| d.validity.failure_text()),
-                    })
-                    .collect(),
-            }
-        })
-        .collect();
-    let (workload, environment) = match done.first() {
-        Some(d) => (workload_text(&d.result), environment(&d.result)),
-        None => (String::new(), Vec::new()),
-    };
-    let page = connlab_report::run::RunPage {
-        title: "connlab run".into(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
-        workload,
-        placement: format!("{} ({})", placement.text(), placement.note),
-        environment,
-        comparison: c.clone(),
-        rows: page_rows,
-    };
+pub(super) fn write_page(dir: &Path, o: &CompareOutcome) -> Result<(), Exit> {
+    o.write_comparison(dir)?;
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let page = connlab_report::compare_run::run_page(o, command);
     let html = connlab_report::run::render_run(&page).context("rendering the page")?;
     let path = dir.join("index.html");
     write_atomic(&path, html).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
-}
-
-fn workload_text(r: &LoadResult) -> String {
-    let c = &r.config;
-    format!(
-        "{} connections, active ratio {}, {} B requests, {} B responses, {}, {} {}, {} s measured after {} s warm-up",
-        c.connections,
-        c.active_ratio,
-        c.request_size_bytes,
-        c.response_size_bytes,
-        c.rate_per_s.map_or(format!("closed loop depth {}", c.depth.unwrap_or(1)), |x| format!("{x} req/s {}", c.arrival)),
-        c.protocol,
-        c.path.as_deref().unwrap_or(""),
-        c.duration_s,
-        c.warmup_s
-    )
-}
-
-fn environment(r: &LoadResult) -> Vec<(String, String)> {
-    let e = &r.environment;
-    vec![
-        ("kernel".into(), e.kernel.clone()),
-        ("cpus".into(), e.cpu_count.to_string()),
-        ("clock source".into(), e.clock_source.clone()),
-        (
-            "open-files limit".into(),
-            format!("{} (hard {})", e.nofile_soft, e.nofile_hard),
-        ),
-        (
-            "client threads ran on".into(),
-            format!(
-                "writer cpu {}, reader cpu {}",
-                r.placement.writer_cpu.map_or("-".into(), |c| c.to_string()),
-                r.placement.reader_cpu.map_or("-".into(), |c| c.to_string())
-            ),
-        ),
-    ]
 }

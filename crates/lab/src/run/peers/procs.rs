@@ -2,15 +2,15 @@
 //! their CPU time read from `/proc`, stopped on drop.
 
 use super::{GRACE, READY};
-use crate::run::child::{die_with_parent, log_line};
+use crate::run::child::log_line;
 use anyhow::{bail, Context};
-use connlab_os::process::{parent_pid, process_tree, processes_cpu_s};
+use connlab_os::child::Child;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
@@ -22,7 +22,6 @@ pub(super) fn wait_ready(proc: &mut Proc, addr: SocketAddr, body_bytes: u64) -> 
         format!("GET /bytes/{body_bytes} HTTP/1.1\r\nHost: peers\r\nConnection: close\r\n\r\n");
     loop {
         if let Some(status) = proc.child.try_wait()? {
-            proc.reaped = true;
             return Err(exited_at_start(proc, status));
         }
         let answer = (|| -> std::io::Result<String> {
@@ -65,7 +64,6 @@ pub(super) fn wait_listening(proc: &mut Proc, addr: SocketAddr) -> anyhow::Resul
     let deadline = Instant::now() + READY;
     loop {
         if let Some(status) = proc.child.try_wait()? {
-            proc.reaped = true;
             return Err(exited_at_start(proc, status));
         }
         match TcpStream::connect_timeout(&addr, Duration::from_millis(500)) {
@@ -78,13 +76,13 @@ pub(super) fn wait_listening(proc: &mut Proc, addr: SocketAddr) -> anyhow::Resul
     }
 }
 
-/// A child process and its descendants, stopped (then killed) on drop.
+/// A child process and its descendants ([`Child`]) with its log, name and
+/// stop signal; the whole tree is stopped (then killed) on drop.
 pub(super) struct Proc {
     child: Child,
     name: &'static str,
     log: PathBuf,
     stop_signal: libc::c_int,
-    reaped: bool,
 }
 
 impl Proc {
@@ -101,7 +99,6 @@ impl Proc {
         cmd.stdin(Stdio::null())
             .stdout(file.try_clone()?)
             .stderr(file);
-        die_with_parent(&mut cmd);
         if let Some(cpu) = cpu {
             // SAFETY: sched_setaffinity on the calling (child) process between
             // fork and exec touches only a stack cpu_set_t.
@@ -117,33 +114,30 @@ impl Proc {
             }
         }
         let program = cmd.get_program().to_string_lossy().into_owned();
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("starting the {name} ({program})"))?;
+        let child =
+            Child::spawn(&mut cmd).with_context(|| format!("starting the {name} ({program})"))?;
         Ok(Proc {
             child,
             name,
             log,
             stop_signal,
-            reaped: false,
         })
     }
 
     /// The process's id.
     pub(super) fn pid(&self) -> i32 {
-        self.child.id() as i32
+        self.child.pid() as i32
     }
 
     /// This process and every descendant alive now.
     pub(super) fn tree(&self) -> Vec<i32> {
-        process_tree(self.child.id() as i32)
+        self.child.tree()
     }
 
     /// CPU seconds of this process and every descendant alive now,
     /// including what each has reaped from its own children.
     pub(super) fn tree_cpu_s(&self) -> f64 {
-        let pid = self.child.id() as i32;
-        processes_cpu_s(&process_tree(pid))
+        self.child.tree_usage().cpu_s
     }
 
     /// Waits for the process to end by itself and returns its CPU seconds
@@ -155,31 +149,21 @@ impl Proc {
         stop: &AtomicBool,
     ) -> anyhow::Result<Option<f64>> {
         let deadline = Instant::now() + limit;
-        let pid = self.child.id() as libc::pid_t;
         loop {
-            let mut status = 0;
-            // SAFETY: an all-zero rusage is valid.
-            let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-            // SAFETY: our own unreaped child; status and usage are valid pointers.
-            let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
-            if r == pid {
-                self.reaped = true;
-                if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
-                    bail!(
-                        "the {} ended with status {status:#x}; see {}",
-                        self.name,
-                        self.log.display()
-                    );
+            match self.child.try_wait_cpu() {
+                Ok(Some((status, cpu_s))) => {
+                    if status.code() != Some(0) {
+                        bail!(
+                            "the {} ended with status {:#x}; see {}",
+                            self.name,
+                            status.into_raw(),
+                            self.log.display()
+                        );
+                    }
+                    return Ok(Some(cpu_s));
                 }
-                let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-                return Ok(Some(secs(usage.ru_utime) + secs(usage.ru_stime)));
-            }
-            if r < 0 {
-                bail!(
-                    "waiting for the {}: {}",
-                    self.name,
-                    std::io::Error::last_os_error()
-                );
+                Ok(None) => {}
+                Err(e) => bail!("waiting for the {}: {e}", self.name),
             }
             if stop.load(Relaxed) {
                 self.stop();
@@ -200,39 +184,8 @@ impl Proc {
     /// Sends the stop signal, waits [`GRACE`], then kills the process and
     /// any descendant still alive.
     pub(super) fn stop(&mut self) {
-        if self.reaped {
-            return;
-        }
-        let pid = self.child.id() as i32;
-        let family = process_tree(pid);
-        // SAFETY: our own unreaped child, so its pid is not reused.
-        unsafe { libc::kill(pid, self.stop_signal) };
-        let deadline = Instant::now() + GRACE;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        self.reaped = true;
-        // Descendants that outlived their parent (an nginx worker whose master
-        // was killed) were handed to this process, the subreaper
-        // (`become_subreaper`), or to init: kill and reap those.
-        let me = std::process::id() as i32;
-        for p in family.into_iter().filter(|p| *p != pid) {
-            let Some(parent) = parent_pid(p) else {
-                continue;
-            };
-            if parent == me || parent == 1 || parent == pid {
-                // SAFETY: kill(2) on a pid read from /proc just now.
-                unsafe { libc::kill(p, libc::SIGKILL) };
-            }
-            if parent == me {
-                // SAFETY: waitpid on our own (adopted) child; a null status is allowed.
-                unsafe { libc::waitpid(p, std::ptr::null_mut(), 0) };
-            }
+        if !self.child.is_reaped() {
+            self.child.stop_tree(self.stop_signal, GRACE);
         }
     }
 }

@@ -169,7 +169,7 @@ pub(super) fn sweep(
             .map_err(|e| e.context(format!("starting the server on node {j}")))?;
         servers.push(p);
     }
-    ctx.node_servers = servers.iter().map(|p| p.child.id()).collect();
+    ctx.node_servers = servers.iter().map(|p| p.child.pid()).collect();
 
     progress.begin(plan.len(), kept);
     let (mut measured, mut failed) = (0usize, Vec::<String>::new());

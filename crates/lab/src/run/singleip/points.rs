@@ -84,10 +84,10 @@ impl Ctx<'_> {
         // Every process of the group by role; the probes each point starts
         // end inside its window and count with the runner once reaped.
         let roles = Roles::default()
-            .with("front", procs.first().map(|p| p.child.id()))
-            .with("nodes", procs.iter().skip(1).map(|p| p.child.id()))
+            .with("front", procs.first().map(|p| p.child.pid()))
+            .with("nodes", procs.iter().skip(1).map(|p| p.child.pid()))
             .with("servers", self.node_servers.iter().copied())
-            .with("linkem", shared_linkem.iter().map(|p| p.child.id()));
+            .with("linkem", shared_linkem.iter().map(|p| p.child.pid()));
         for p in points {
             if self.shutdown.requested() {
                 bail!("interrupted");
@@ -312,7 +312,7 @@ impl Ctx<'_> {
         // of an I/O server system's processes) while the transfers run.
         let cpu_of = |ps: &[Proc]| -> Option<f64> {
             ps.iter()
-                .map(|p| connlab_os::cgroup::process_cpu_s(p.child.id()))
+                .map(|p| connlab_os::cgroup::process_cpu_s(p.child.pid()))
                 .sum()
         };
         let (front, nodes) = procs.split_at(procs.len().min(1));
@@ -410,7 +410,7 @@ impl Ctx<'_> {
             }
             a
         };
-        let roles = roles.clone().with("linkem", [lk.child.id()]);
+        let roles = roles.clone().with("linkem", [lk.child.pid()]);
         let targets: Vec<(String, String)> = queues
             .iter()
             .map(|(_, n, d)| (n.clone(), d.clone()))

@@ -2,18 +2,20 @@
 
 use crate::run::child::log_reason;
 use anyhow::{bail, Context};
+use connlab_os::child::Child;
 use connlab_os::Shutdown;
 use std::ffi::OsStr;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 // ------------------------------------------------------------------ processes
 
-/// A child in a namespace, stopped (SIGINT, then SIGKILL) on drop.
+/// A child in a namespace ([`Child`]) with its name and log, stopped
+/// (SIGINT, then SIGKILL) on drop.
 pub(super) struct Proc {
     pub(super) child: Child,
     pub(super) name: String,
@@ -23,19 +25,7 @@ pub(super) struct Proc {
 impl Proc {
     /// SIGINT, wait up to `grace`, then SIGKILL; returns the exit code.
     pub(super) fn stop(&mut self, grace: Duration) -> Option<i32> {
-        if let Ok(Some(s)) = self.child.try_wait() {
-            return s.code();
-        }
-        crate::run::child::signal(&self.child, libc::SIGINT);
-        let deadline = Instant::now() + grace;
-        while Instant::now() < deadline {
-            if let Ok(Some(s)) = self.child.try_wait() {
-                return s.code();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        self.child.wait().ok().and_then(|s| s.code())
+        self.child.stop(libc::SIGINT, grace).status?.code()
     }
 
     /// Waits for the child to end by itself until `deadline` (or a Ctrl-C).
@@ -70,13 +60,14 @@ impl Drop for Proc {
     }
 }
 
-/// A command that enters network namespace `ns`, pins itself to `cpu` and
-/// dies with this process, all between fork and exec.
+/// A command that enters network namespace `ns` and pins itself to `cpu`,
+/// both between fork and exec (spawned as a [`Child`], it dies with this
+/// process).
 pub(super) fn ns_command(ns: &str, cpu: Option<u32>, program: &OsStr) -> anyhow::Result<Command> {
     let path = format!("/run/netns/{ns}");
     let handle = File::open(&path).with_context(|| format!("opening {path}"))?;
     let mut cmd = Command::new(program);
-    // SAFETY: setns, sched_setaffinity and prctl are async-signal-safe; the
+    // SAFETY: setns and sched_setaffinity are async-signal-safe; the
     // namespace descriptor lives in the closure until exec (O_CLOEXEC).
     unsafe {
         cmd.pre_exec(move || {
@@ -89,9 +80,6 @@ pub(super) fn ns_command(ns: &str, cpu: Option<u32>, program: &OsStr) -> anyhow:
                 if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-            }
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
             }
             Ok(())
         });

@@ -5,8 +5,9 @@
 use crate::run::unix_now;
 use crate::QueueSample;
 use anyhow::{bail, Context};
+use connlab_os::child::Child;
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -59,13 +60,6 @@ impl Tc {
     }
 }
 
-impl Drop for Tc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The sampling thread; [`Sampler::finish`] stops it and hands the samples.
 pub(super) struct Sampler {
     stop: Arc<AtomicBool>,
@@ -80,15 +74,16 @@ impl Sampler {
     pub(super) fn start(targets: &[(String, String)]) -> anyhow::Result<Sampler> {
         let mut tcs = Vec::new();
         for (ns, dev) in targets {
-            let mut child = Command::new("tc")
-                .args(["-n", ns, "-s", "-j", "-batch", "-"])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .context("starting tc")?;
-            let stdin = child.stdin.take().context("tc's stdin")?;
-            let stdout = BufReader::new(child.stdout.take().context("tc's stdout")?);
+            let mut child = Child::spawn(
+                Command::new("tc")
+                    .args(["-n", ns, "-s", "-j", "-batch", "-"])
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::null()),
+            )
+            .context("starting tc")?;
+            let stdin = child.inner().stdin.take().context("tc's stdin")?;
+            let stdout = BufReader::new(child.inner().stdout.take().context("tc's stdout")?);
             let mut tc = Tc {
                 child,
                 stdin,
@@ -99,7 +94,7 @@ impl Sampler {
                 .with_context(|| format!("reading the qdisc of {dev} in {ns}"))?;
             tcs.push(tc);
         }
-        let pids = tcs.iter().map(|t| t.child.id()).collect();
+        let pids = tcs.iter().map(|t| t.child.pid()).collect();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::spawn(move || -> anyhow::Result<Vec<QueueSample>> {

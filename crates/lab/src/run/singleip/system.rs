@@ -6,6 +6,7 @@ use super::{node_addr, Ctx, LinkSpecArgs, FRONT_NODE_SIDE, NODE_PORT, PORT, SERV
 use crate::run::child::log_reason;
 use crate::System;
 use anyhow::{bail, Context};
+use connlab_os::child::Child;
 use connlab_os::netns::run_in_namespace;
 use std::ffi::OsStr;
 use std::fs::File;
@@ -35,8 +36,7 @@ impl Ctx<'_> {
         let name = log
             .file_stem()
             .map_or("child".into(), |s| s.to_string_lossy().into_owned());
-        let child = cmd
-            .spawn()
+        let child = Child::spawn(&mut cmd)
             .with_context(|| format!("starting {name} ({})", program.to_string_lossy()))?;
         let mut p = Proc {
             child,

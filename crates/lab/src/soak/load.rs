@@ -7,12 +7,13 @@ use super::{Soak, HANG_SLACK, WORKERS};
 use anyhow::Context;
 use connlab_loadgen::LoadResult;
 use connlab_measure::LatencyHistogram;
+use connlab_os::child::Child;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
-/// A running load child.
+/// A running load child ([`Child`]) and what its segment is.
 pub(super) struct LoadChild {
     pub(super) class: usize,
     pub(super) phase: &'static str,
@@ -56,8 +57,7 @@ impl Soak<'_> {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(self.load_logs[class].try_clone().context("load log")?);
-        super::procs::die_with_parent(&mut cmd);
-        let child = cmd.spawn().context("starting connlab load")?;
+        let child = Child::spawn(&mut cmd).context("starting connlab load")?;
         self.loads.push(LoadChild {
             class,
             phase,

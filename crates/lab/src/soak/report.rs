@@ -197,14 +197,14 @@ pub(super) struct Checks {
 
 /// `soak.json`.
 #[derive(Serialize, Clone, Debug)]
-pub(super) struct SoakReport {
+pub struct SoakReport {
     pub(super) schema: &'static str,
     pub(super) config: ConfigReport,
     pub(super) started_unix_s: f64,
     pub(super) wall_s: f64,
     pub(super) interrupted: bool,
     /// Set when the components could not be started (nothing measured).
-    pub(super) setup_error: Option<String>,
+    pub setup_error: Option<String>,
     pub(super) classes: Vec<ClassReport>,
     /// Fault actions by kind (kill, restart, stop, cont).
     pub(super) faults_fired: BTreeMap<String, u64>,
@@ -217,7 +217,7 @@ pub(super) struct SoakReport {
     /// Why a check failed, one line each.
     pub(super) failures: Vec<String>,
     /// All checks passed (p99 only when a factor was given), nothing interrupted.
-    pub(super) passed: bool,
+    pub passed: bool,
     pub(super) segments: Vec<SegmentReport>,
 }
 
@@ -351,7 +351,7 @@ pub(super) fn build(
             restart_after_s: plan.restart_after.as_secs_f64(),
             stop_for_s: plan.stop_for.as_secs_f64(),
             never_read_hold_s: plan.never_read_hold.as_secs_f64(),
-            gateway_io: plan.gateway_io.name(),
+            gateway_io: plan.gateway_io,
         },
         started_unix_s,
         wall_s,
@@ -490,7 +490,7 @@ mod tests {
             never_read_hold: Duration::from_secs(5),
             restart_after: Duration::from_secs(1),
             stop_for: Duration::from_secs(2),
-            gateway_io: connlab_gateway::ProxyIo::Copy,
+            gateway_io: "copy",
         }
     }
 

@@ -2,9 +2,10 @@
 //! start, restarts, kills and stops, liveness and memory samples, and the
 //! environment it is started in.
 
-use super::procs::{describe, rss_kib, stats_path, Proc};
+use super::procs::{describe, stats_path};
 use super::report::ExitRecord;
 use super::{exit_record, RESTART_TRIES, STOP_GRACE};
+use connlab_os::child::Child;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -16,7 +17,7 @@ pub(super) struct Component {
     pub(super) args: Vec<String>,
     /// Prefix of its ready line.
     pub(super) ready: &'static str,
-    pub(super) proc: Option<Proc>,
+    pub(super) proc: Option<Child>,
     pub(super) incarnation: u32,
     /// SIGSTOPped and not continued yet.
     pub(super) stopped: bool,
@@ -53,7 +54,7 @@ impl Component {
         args.push("--stats".into());
         args.push(stats.display().to_string());
         let log = env.work.join(format!("{}.log", self.name));
-        let (proc, line) = Proc::spawn(&env.exe, &args, &log, self.ready)?;
+        let (proc, line) = super::procs::spawn(&env.exe, &args, &log, self.ready)?;
         self.proc = Some(proc);
         self.stopped = false;
         self.incarnation += 1;
@@ -77,8 +78,8 @@ impl Component {
 
     pub(super) fn sample(&mut self) {
         if let Some(p) = &self.proc {
-            if let Some((rss, hwm)) = rss_kib(p.pid()) {
-                self.peak_rss_kib = self.peak_rss_kib.max(rss).max(hwm);
+            if let Some(m) = p.rss() {
+                self.peak_rss_kib = self.peak_rss_kib.max(m.rss_kib).max(m.hwm_kib);
             }
         }
     }
@@ -87,7 +88,7 @@ impl Component {
     /// (`interrupted`) reached the process too and it exited by itself.
     pub(super) fn check_alive(&mut self, at_s: f64, interrupted: bool) {
         let Some(p) = &mut self.proc else { return };
-        if let Some(status) = p.try_wait() {
+        if let Ok(Some(status)) = p.try_wait() {
             self.exits.push(exit_record(
                 self.incarnation,
                 at_s,
@@ -105,8 +106,9 @@ impl Component {
             return Err(format!("{} is not running", self.name));
         };
         self.sample();
-        let (status, _) = p.stop(libc::SIGKILL, STOP_GRACE);
-        let status = status
+        let status = p
+            .stop(libc::SIGKILL, STOP_GRACE)
+            .status
             .map(|s| describe(&s))
             .unwrap_or_else(|| "unknown".into());
         let expected = status.contains("SIGKILL");
@@ -123,7 +125,7 @@ impl Component {
     pub(super) fn signal(&mut self, sig: libc::c_int) -> Result<(), String> {
         match &self.proc {
             Some(p) => {
-                p.signal(sig);
+                let _ = p.signal(sig);
                 self.stopped = sig == libc::SIGSTOP;
                 Ok(())
             }
@@ -137,7 +139,7 @@ impl Component {
             return;
         };
         self.sample();
-        if let Some(status) = p.try_wait() {
+        if let Ok(Some(status)) = p.try_wait() {
             self.exits.push(exit_record(
                 self.incarnation,
                 at_s,
@@ -147,7 +149,8 @@ impl Component {
             ));
             return;
         }
-        let (status, in_time) = p.stop(libc::SIGTERM, STOP_GRACE);
+        let stopped = p.stop(libc::SIGTERM, STOP_GRACE);
+        let (status, in_time) = (stopped.status, stopped.in_grace);
         let text = status
             .map(|s| describe(&s))
             .unwrap_or_else(|| "unknown".into());

@@ -49,7 +49,7 @@ impl Soak<'_> {
             "--idle-timeout",
             "5s",
             "--io",
-            self.plan.gateway_io.name(),
+            self.plan.gateway_io,
         ]
         .map(String::from)
         .to_vec();
@@ -147,10 +147,10 @@ impl Soak<'_> {
             self.load_logs
                 .push(File::create(&path).with_context(|| format!("creating {}", path.display()))?);
         }
-        eprintln!(
-            "connlab soak: gateway {gw_addr} -> {} + {}; cluster {cluster} (nodes {nodes}) -> {}",
+        (self.note)(&format!(
+            "gateway {gw_addr} -> {} + {}; cluster {cluster} (nodes {nodes}) -> {}",
             backends[0], backends[1], backends[2]
-        );
+        ));
         Ok((
             vec![("gateway".into(), gw_addr), ("singleip".into(), cluster)],
             vec![("singleip-nodes".into(), nodes)],
