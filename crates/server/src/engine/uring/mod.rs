@@ -517,6 +517,127 @@ fn announce(features: UringFeatures, provider: &Provider, fixed_table: u32) {
     eprintln!("connlab serve: io_uring features: {used}");
 }
 
+/// Handles one completion: an accepted connection (or the accept's failure),
+/// received bytes, a finished send, writability, a failed buffer provision.
+/// `accept_armed` turns false when the multishot accept ended.
+fn complete(
+    cqe: &cqueue::Entry,
+    ring: &mut Ring,
+    reactor: &mut Reactor<'_, &DeferredClose>,
+    pool: &BufferPool,
+    ring_send: bool,
+    accept_armed: &mut bool,
+) -> io::Result<()> {
+    let Tag {
+        kind,
+        generation,
+        fd,
+    } = Tag::decode(cqe.user_data());
+    let (res, flags) = (cqe.result(), cqe.flags());
+    match kind {
+        ACCEPT => {
+            if res >= 0 {
+                // SAFETY: the kernel installed this new descriptor for us alone.
+                let conn = unsafe { OwnedFd::from_raw_fd(res) };
+                set_nodelay(res);
+                let fd = reactor.adopt(conn);
+                ring.adopted(fd)?;
+            } else if res == -libc::EMFILE || res == -libc::ENFILE {
+                // Out of descriptors: shed what waits, as every engine does.
+                let mut adopted = Vec::new();
+                reactor.accept_pending(|fd| adopted.push(fd));
+                for fd in adopted {
+                    ring.adopted(fd)?;
+                }
+                // An accept fails with EMFILE before it looks
+                // for a connection: re-armed at once, it would
+                // complete at once, forever (1.9 CPU s in 2 s
+                // at the limit, issue 29). Wait a moment.
+                reactor.pause_accepting();
+            } else if res == -libc::EINVAL {
+                return Err(io::Error::other(
+                    "--engine uring: this kernel's io_uring refused accept \
+                 (multishot accept needs Linux 5.19; try \
+                 --uring-features -multishot-accept)",
+                ));
+            } else {
+                reactor.accept_failed();
+            }
+            if !cqueue::more(flags) {
+                *accept_armed = false;
+            }
+        }
+        RECV => {
+            let current = ring.slot(fd).is_current(generation);
+            if current && !cqueue::more(flags) {
+                ring.slots[fd as usize].recv_armed = false;
+            }
+            let buffer = cqueue::buffer_select(flags);
+            if current && res >= 0 {
+                let data: &[u8] = match buffer {
+                    // SAFETY: this completion returned buffer `bid` with
+                    // `res` bytes written; it is provided again only
+                    // below, after `data` was last used.
+                    Some(bid) if res > 0 => unsafe {
+                        pool.completed(bid, res as usize).map_err(outside_pool)?
+                    },
+                    _ => &[],
+                };
+                let interest = reactor.received(fd, data, !ring_send);
+                ring.follow(&*reactor, fd, interest)?;
+            } else if current && res == -libc::ENOBUFS {
+                ring.starved.push(fd);
+            } else if current && res == -libc::EINVAL {
+                return Err(io::Error::other(
+                    "--engine uring: this kernel's io_uring refused a receive \
+                 (multishot receive needs Linux 6.0; try \
+                 --uring-features -multishot-recv)",
+                ));
+            } else if current && res != -libc::ECANCELED {
+                reactor.abort(fd);
+                ring.follow(&*reactor, fd, Interest::Closed)?;
+            }
+            if let Some(bid) = buffer {
+                ring.provide(pool, bid, 1)?;
+            }
+        }
+        SEND => {
+            let i = generation;
+            let Some(stage) = ring.stages.stages.get(i as usize) else {
+                return Ok(());
+            };
+            let (stage_fd, stage_generation) = (stage.fd, stage.generation);
+            let slot = *ring.slot(stage_fd);
+            if slot.is_current(stage_generation) && slot.sending == Some(i) {
+                ring.slots[stage_fd as usize].sending = None;
+                let interest = if res >= 0 {
+                    let gather = &ring.stages.stages[i as usize].gather;
+                    reactor.sent(stage_fd, res as usize, gather)
+                } else {
+                    // The peer reset or went away: that connection only.
+                    reactor.abort(stage_fd);
+                    Interest::Closed
+                };
+                ring.follow(&*reactor, stage_fd, interest)?;
+            }
+            ring.stages.give_back(i);
+        }
+        POLLOUT if ring.slot(fd).is_current(generation) => {
+            ring.slots[fd as usize].pollout_armed = false;
+            let interest = reactor.dispatch(fd, false, true, false);
+            ring.follow(&*reactor, fd, interest)?;
+        }
+        PROVIDE if res < 0 => {
+            return Err(io::Error::other(format!(
+                "--engine uring: providing receive buffers failed: {}",
+                io::Error::from_raw_os_error(-res)
+            )));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 impl Engine for Uring {
     fn serve(&mut self, ctx: RunContext<'_>) -> io::Result<()> {
         let shutdown = ctx.shutdown;
@@ -601,113 +722,14 @@ impl Engine for Uring {
                 done.clear();
                 done.extend(ring.ring.completion());
                 for cqe in &done {
-                    let Tag {
-                        kind,
-                        generation,
-                        fd,
-                    } = Tag::decode(cqe.user_data());
-                    let (res, flags) = (cqe.result(), cqe.flags());
-                    match kind {
-                        ACCEPT => {
-                            if res >= 0 {
-                                // SAFETY: the kernel installed this new descriptor for us alone.
-                                let conn = unsafe { OwnedFd::from_raw_fd(res) };
-                                set_nodelay(res);
-                                let fd = reactor.adopt(conn);
-                                ring.adopted(fd)?;
-                            } else if res == -libc::EMFILE || res == -libc::ENFILE {
-                                // Out of descriptors: shed what waits, as every engine does.
-                                let mut adopted = Vec::new();
-                                reactor.accept_pending(|fd| adopted.push(fd));
-                                for fd in adopted {
-                                    ring.adopted(fd)?;
-                                }
-                                // An accept fails with EMFILE before it looks
-                                // for a connection: re-armed at once, it would
-                                // complete at once, forever (1.9 CPU s in 2 s
-                                // at the limit, issue 29). Wait a moment.
-                                reactor.pause_accepting();
-                            } else if res == -libc::EINVAL {
-                                return Err(io::Error::other(
-                                    "--engine uring: this kernel's io_uring refused accept \
-                                 (multishot accept needs Linux 5.19; try \
-                                 --uring-features -multishot-accept)",
-                                ));
-                            } else {
-                                reactor.accept_failed();
-                            }
-                            if !cqueue::more(flags) {
-                                accept_armed = false;
-                            }
-                        }
-                        RECV => {
-                            let current = ring.slot(fd).is_current(generation);
-                            if current && !cqueue::more(flags) {
-                                ring.slots[fd as usize].recv_armed = false;
-                            }
-                            let buffer = cqueue::buffer_select(flags);
-                            if current && res >= 0 {
-                                let data: &[u8] = match buffer {
-                                    // SAFETY: this completion returned buffer `bid` with
-                                    // `res` bytes written; it is provided again only
-                                    // below, after `data` was last used.
-                                    Some(bid) if res > 0 => unsafe {
-                                        pool.completed(bid, res as usize).map_err(outside_pool)?
-                                    },
-                                    _ => &[],
-                                };
-                                let interest = reactor.received(fd, data, !ring_send);
-                                ring.follow(&reactor, fd, interest)?;
-                            } else if current && res == -libc::ENOBUFS {
-                                ring.starved.push(fd);
-                            } else if current && res == -libc::EINVAL {
-                                return Err(io::Error::other(
-                                    "--engine uring: this kernel's io_uring refused a receive \
-                                 (multishot receive needs Linux 6.0; try \
-                                 --uring-features -multishot-recv)",
-                                ));
-                            } else if current && res != -libc::ECANCELED {
-                                reactor.abort(fd);
-                                ring.follow(&reactor, fd, Interest::Closed)?;
-                            }
-                            if let Some(bid) = buffer {
-                                ring.provide(&pool, bid, 1)?;
-                            }
-                        }
-                        SEND => {
-                            let i = generation;
-                            let Some(stage) = ring.stages.stages.get(i as usize) else {
-                                continue;
-                            };
-                            let (stage_fd, stage_generation) = (stage.fd, stage.generation);
-                            let slot = *ring.slot(stage_fd);
-                            if slot.is_current(stage_generation) && slot.sending == Some(i) {
-                                ring.slots[stage_fd as usize].sending = None;
-                                let interest = if res >= 0 {
-                                    let gather = &ring.stages.stages[i as usize].gather;
-                                    reactor.sent(stage_fd, res as usize, gather)
-                                } else {
-                                    // The peer reset or went away: that connection only.
-                                    reactor.abort(stage_fd);
-                                    Interest::Closed
-                                };
-                                ring.follow(&reactor, stage_fd, interest)?;
-                            }
-                            ring.stages.give_back(i);
-                        }
-                        POLLOUT if ring.slot(fd).is_current(generation) => {
-                            ring.slots[fd as usize].pollout_armed = false;
-                            let interest = reactor.dispatch(fd, false, true, false);
-                            ring.follow(&reactor, fd, interest)?;
-                        }
-                        PROVIDE if res < 0 => {
-                            return Err(io::Error::other(format!(
-                                "--engine uring: providing receive buffers failed: {}",
-                                io::Error::from_raw_os_error(-res)
-                            )));
-                        }
-                        _ => {}
-                    }
+                    complete(
+                        cqe,
+                        &mut ring,
+                        &mut reactor,
+                        &pool,
+                        ring_send,
+                        &mut accept_armed,
+                    )?;
                 }
                 ring.publish_buffers();
                 reactor.expire(|fd| expired.push(fd));
