@@ -7,7 +7,6 @@ use super::experiment::{
 };
 use super::values::bytes_label;
 use super::{SINGLEIP_POINT_SCHEMA, SINGLEIP_SWEEP_SCHEMA};
-use crate::experiment::ExperimentError;
 use crate::results_dir::check_schema;
 use crate::validity::Validity;
 use connlab_os::Environment;
@@ -447,29 +446,9 @@ pub struct SingleIpSweep {
     pub points: Vec<SingleIpRecord>,
 }
 
-/// Why a single-IP results directory could not be read or written.
-#[derive(Debug, thiserror::Error)]
-pub enum SingleIpError {
-    /// A file could not be read or written.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: String,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// A JSON file is malformed or of another schema.
-    #[error("{path}: {message}")]
-    Format {
-        /// The file.
-        path: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// The experiment file is invalid.
-    #[error(transparent)]
-    Experiment(#[from] ExperimentError),
-}
+/// Why a single-IP results directory could not be read or written: the
+/// error of every [`ResultsDir`](crate::ResultsDir).
+pub type SingleIpError = crate::ResultsError;
 
 impl SingleIpSweep {
     /// The directory's layout (see [`ResultsDir`](crate::ResultsDir)).
@@ -520,12 +499,12 @@ impl SingleIpSweep {
 
     /// Writes a point file whole (temporary name, then rename).
     pub fn write_point(dir: &Path, r: &SingleIpRecord) -> Result<(), SingleIpError> {
-        Ok(Self::layout(dir).write_point(&r.id, r, false)?)
+        Self::layout(dir).write_point(&r.id, r, false)
     }
 
     /// Writes `sweep.json` whole.
     pub fn write_info(dir: &Path, info: &SingleIpSweepInfo) -> Result<(), SingleIpError> {
-        Ok(Self::layout(dir).write_info(info)?)
+        Self::layout(dir).write_info(info)
     }
 
     /// The points of one experiment, system and parameter (every repetition).
@@ -636,20 +615,5 @@ impl SingleIpSweep {
                     .map(|(_, y)| (rep, x, *y))
             })
             .collect()
-    }
-}
-
-impl From<crate::ResultsError> for SingleIpError {
-    fn from(e: crate::ResultsError) -> SingleIpError {
-        match e {
-            crate::ResultsError::Io { path, source } => SingleIpError::Io { path, source },
-            crate::ResultsError::Format { path, message } => {
-                SingleIpError::Format { path, message }
-            }
-            other => SingleIpError::Format {
-                path: String::new(),
-                message: other.to_string(),
-            },
-        }
     }
 }
