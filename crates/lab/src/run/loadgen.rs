@@ -35,8 +35,6 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 /// How long a stopped server may take to exit before it is killed (the
 /// processes engine reaps a child per connection).
 const GRACE: Duration = Duration::from_secs(30);
-/// How long past warm-up and duration a client may run before it is killed.
-const CLIENT_SLACK: Duration = Duration::from_secs(60);
 /// `--drain-timeout` of every client.
 const DRAIN: Duration = Duration::from_secs(2);
 
@@ -62,16 +60,7 @@ pub(super) fn sweep(
     };
     LoadgenDir::write_json(&LoadgenDir::info_path(out), &info)
         .with_context(|| format!("writing {}", LoadgenDir::info_path(out).display()))?;
-    let done_before = plan.iter().filter(|p| point_done(out, p)).count();
-    let mut outcome = super::announce(
-        progress,
-        &exp.name,
-        "points",
-        plan.len(),
-        done_before,
-        quick,
-        out,
-    );
+    let mut outcome = super::announce_points(progress, &exp.name, &plan, pending(out), req);
     let machine = info.environment.fingerprint();
     let result = run_points(exp, req, &plan, &machine, progress, shutdown, &mut outcome);
     progress.end();
@@ -97,7 +86,7 @@ fn run_points(
         plan,
         progress,
         outcome,
-        |p| (!point_done(out, p)).then(|| p.id()),
+        pending(out),
         || shutdown.requested(),
         |p, id, progress| {
             let ctx = PointCtx {
@@ -135,9 +124,14 @@ pub fn estimate(exp: &LoadgenExperiment, p: &LoadgenParams, quick: bool) -> Dura
     setup_allowance(p.connections) + exp.workload.warmup.0 + exp.duration(quick) + DRAIN / 2
 }
 
-/// True when the point's file exists, reads, and has these parameters.
-fn point_done(out: &Path, p: &LoadgenParams) -> bool {
-    LoadgenDir::read_point(&LoadgenDir::point_path(out, &p.id())).is_ok_and(|r| r.params == *p)
+/// The id of a point still to measure: none when its file exists, reads,
+/// and has these parameters.
+fn pending(out: &Path) -> impl Fn(&LoadgenParams) -> Option<String> + '_ {
+    move |p| {
+        let done = LoadgenDir::read_point(&LoadgenDir::point_path(out, &p.id()))
+            .is_ok_and(|r| r.params == *p);
+        (!done).then(|| p.id())
+    }
 }
 
 /// Creates the results directory, or checks that it holds this same sweep
@@ -271,7 +265,8 @@ fn run_point(
 
     let duration = exp.duration(ctx.quick);
     let w = &exp.workload;
-    let limit = setup_allowance(p.connections) + w.warmup.0 + duration + DRAIN + CLIENT_SLACK;
+    let limit =
+        setup_allowance(p.connections) + w.warmup.0 + duration + DRAIN + super::CLIENT_SLACK;
     let k = p.shards;
     // One start for every client (one process too), so the measured window
     // is known before it opens.

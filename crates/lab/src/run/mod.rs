@@ -34,6 +34,10 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+/// How long past its warm-up and duration a load client may run before it
+/// is killed (the peers and loadgen runners).
+pub(crate) const CLIENT_SLACK: Duration = Duration::from_secs(60);
+
 /// What a sweep is asked to do.
 #[derive(Clone, Debug)]
 pub struct SweepRequest {
@@ -360,6 +364,28 @@ pub(crate) fn announce(
         kept,
         ..SweepOutcome::default()
     }
+}
+
+/// [`announce`] for a sweep of points: the kept ones are those `pending`
+/// has no id for (their result file exists), the unit "points", the
+/// directory and `--quick` from `req`.
+pub(crate) fn announce_points<P>(
+    progress: &mut dyn Progress,
+    name: &str,
+    plan: &[P],
+    pending: impl Fn(&P) -> Option<String>,
+    req: &SweepRequest,
+) -> SweepOutcome {
+    let kept = plan.iter().filter(|p| pending(p).is_none()).count();
+    announce(
+        progress,
+        name,
+        "points",
+        plan.len(),
+        kept,
+        req.quick,
+        &req.out,
+    )
 }
 
 /// A measured point as [`each_point`] records it.

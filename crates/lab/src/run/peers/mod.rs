@@ -48,8 +48,6 @@ use std::time::{Duration, Instant};
 const READY: Duration = Duration::from_secs(15);
 /// How long a stopped process may take to exit before it is killed.
 const GRACE: Duration = Duration::from_secs(5);
-/// How long past its duration a client may run before it is killed.
-const CLIENT_SLACK: Duration = Duration::from_secs(60);
 
 /// Runs a peers experiment.
 pub(super) fn sweep(
@@ -91,27 +89,16 @@ pub(super) fn sweep(
     let stop = stop_flag(shutdown);
     let exe = req.connlab.clone();
     let www = WwwDir::create(exp, quick)?;
-    let done_before = plan
-        .iter()
-        .filter(|p| PeersDir::point_path(out, &p.id()).exists())
-        .count();
-    let mut outcome = super::announce(
-        progress,
-        &exp.name,
-        "points",
-        plan.len(),
-        done_before,
-        quick,
-        out,
-    );
+    let pending = |p: &PeerParams| {
+        let id = p.id();
+        (!PeersDir::point_path(out, &id).exists()).then_some(id)
+    };
+    let mut outcome = super::announce_points(progress, &exp.name, &plan, pending, req);
     let result = super::each_point(
         &plan,
         progress,
         &mut outcome,
-        |p| {
-            let id = p.id();
-            (!PeersDir::point_path(out, &id).exists()).then_some(id)
-        },
+        pending,
         || stop.load(Relaxed),
         |p, id, progress| {
             let ctx = PointCtx {
@@ -514,7 +501,7 @@ fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<Measured>>
     }
     watched.push(("client", vec![client.pid()]));
     let before = WindowSnapshot::take(&watched);
-    let Some(client_cpu) = client.wait_rusage(ctx.duration + CLIENT_SLACK, ctx.stop)? else {
+    let Some(client_cpu) = client.wait_rusage(ctx.duration + super::CLIENT_SLACK, ctx.stop)? else {
         return Ok(None);
     };
     let wall_s = started.elapsed().as_secs_f64();

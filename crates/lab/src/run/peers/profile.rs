@@ -20,8 +20,9 @@
 //! The report is written last and whole (a temporary file, then a rename):
 //! a resumed sweep skips the profiles whose report exists.
 
-use super::{start_roles, PointCtx, CLIENT_SLACK};
+use super::{start_roles, PointCtx};
 use crate::run::child::telling_line;
+use crate::run::CLIENT_SLACK;
 use crate::{PeerParams, Role};
 use anyhow::{anyhow, bail, Context};
 use std::io::{BufRead, BufReader};
