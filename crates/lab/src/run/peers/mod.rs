@@ -500,6 +500,11 @@ fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<Measured>>
         watched.push(("gateway", roles.gateway.iter().map(Proc::pid).collect()));
     }
     watched.push(("client", vec![client.pid()]));
+    // The sweep's own idle-priority spinners are no foreign work.
+    let awake = super::window::awake_pids();
+    if !awake.is_empty() {
+        watched.push(("keep_awake", awake));
+    }
     let before = WindowSnapshot::take(&watched);
     let Some(client_cpu) = client.wait_rusage(ctx.duration + super::CLIENT_SLACK, ctx.stop)? else {
         return Ok(None);
