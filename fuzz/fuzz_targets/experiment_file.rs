@@ -7,9 +7,10 @@
 
 #![no_main]
 
+use connlab_kinds::Registry;
 use connlab_lab::{
-    AnyExperiment, Experiment, ExperimentKind, LoadgenExperiment, PeersExperiment,
-    PipelineExperiment, SingleIpExperiment, Suite,
+    Experiment, ExperimentKind, LoadgenExperiment, PeersExperiment, PipelineExperiment,
+    SingleIpExperiment, Suite,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -27,12 +28,16 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    // The dispatch every command does first: by `kind`, then the whole file.
+    // The dispatch every command does first: by `kind`, then the whole file
+    // through the registry of kinds.
     if let Err(error) = ExperimentKind::of_text(text, ORIGIN) {
         names_origin(error);
     }
-    if let Err(error) = AnyExperiment::from_text(text, ORIGIN) {
-        names_origin(error);
+    match Registry::builtin().load(text, ORIGIN) {
+        Ok(exp) => {
+            let _ = exp.name();
+        }
+        Err(error) => names_origin(error),
     }
     match Experiment::from_toml(text, ORIGIN) {
         Ok(e) => {
