@@ -17,7 +17,7 @@ use crate::pool::{self, Buf, BufferPool};
 use crate::{PipelineConfig, Side};
 
 /// Why a run failed (partial results are not errors: see
-/// [`PipelineResult::interrupted`]).
+/// [`PipelineResult::interrupted`](crate::PipelineResult::interrupted)).
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
     /// Bad configuration.
