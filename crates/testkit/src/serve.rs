@@ -168,6 +168,27 @@ impl Server {
     /// Starts `connlab serve` for `variant` on `127.0.0.1:0` with `--stats` pointing
     /// to a fresh file, and waits for its `listening on IP:PORT` line.
     pub fn start(variant: Variant, protocol: Protocol, extra_args: &[&str]) -> Server {
+        Server::start_inner(variant, protocol, extra_args, None)
+    }
+
+    /// [`Server::start`] with the open-files limit (soft and hard) already at
+    /// `nofile` when the server starts: lowered afterwards, the limit races
+    /// the engine's first wait (io_uring's armed accept did not see it).
+    pub fn start_with_nofile(
+        variant: Variant,
+        protocol: Protocol,
+        extra_args: &[&str],
+        nofile: u64,
+    ) -> Server {
+        Server::start_inner(variant, protocol, extra_args, Some(nofile))
+    }
+
+    fn start_inner(
+        variant: Variant,
+        protocol: Protocol,
+        extra_args: &[&str],
+        nofile: Option<u64>,
+    ) -> Server {
         let stats_dir = tempfile::Builder::new()
             .prefix("connlab-serve-stats")
             .tempdir()
@@ -180,6 +201,23 @@ impl Server {
             .arg(stats_dir.path().join("stats.json"))
             .args(extra_args);
         let cmdline = format!("{cmd:?}");
+        if let Some(n) = nofile {
+            use std::os::unix::process::CommandExt as _;
+            let limit = libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            // SAFETY: setrlimit is async-signal-safe and touches only the
+            // child between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         // Its own process group, so Drop also kills the workers the processes
         // engine forks.
         let mut child = ChildGuard::spawn_piped(&mut cmd);
