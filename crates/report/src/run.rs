@@ -76,8 +76,9 @@ const STYLE: &str = "
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222;padding:0 1rem}
 h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem}
-th,td{border:1px solid #ccc;padding:.25rem .45rem;text-align:right;white-space:nowrap}
-th{background:#f3f3f3}td.label,th.label{text-align:left;white-space:normal}
+th,td{border:1px solid #ccc;padding:.25rem .45rem;text-align:right}
+th{background:#f3f3f3;vertical-align:bottom}td.label,th.label{text-align:left}
+td.nowrap{white-space:nowrap}
 figure.plot{margin:.5rem 0}
 figure.plot svg{max-width:100%;height:auto}
 figcaption{font-size:.8rem;color:#555;max-width:720px}
