@@ -211,13 +211,13 @@ impl Registry {
     /// is read as the first.
     pub fn builtin() -> Registry {
         Registry::empty()
-            .with(locality::Locality::LOCALITY)
-            .with(locality::Locality::WEB)
-            .with(pipeline::Pipeline)
-            .with(singleip::Singleip)
+            .with(locality::LOCALITY)
+            .with(locality::WEB)
+            .with(pipeline::KIND)
+            .with(singleip::KIND)
             .with(peers::Peers)
-            .with(loadgen::Loadgen)
-            .with(suite::Suite)
+            .with(loadgen::KIND)
+            .with(suite::KIND)
     }
 
     /// This registry and `kind` after it.
@@ -304,6 +304,47 @@ pub fn duration_words(d: Duration) -> String {
         format!("{}m{:02}s", s / 60, s % 60)
     } else {
         format!("{s}s")
+    }
+}
+
+/// Reads the text of a file (and names its origin in errors).
+pub(crate) type LoadFn = fn(&str, &str) -> Result<Box<dyn Sweep>, ExperimentError>;
+
+/// A kind of connlab's own whose report takes no options: a lab
+/// [`ExperimentKind`](connlab_lab::ExperimentKind) (its tag, and the
+/// sections that mark an untagged file), how its file is read, and how its
+/// results directory is recognised and opened.
+pub(crate) struct Builtin {
+    /// The tag and shape.
+    pub(crate) kind: connlab_lab::ExperimentKind,
+    /// Reads a file of the kind.
+    pub(crate) load: LoadFn,
+    /// Whether a directory holds its results.
+    pub(crate) holds: fn(&Path) -> bool,
+    /// Opens its results.
+    pub(crate) open: fn(&Path) -> Result<Box<dyn Results>, String>,
+}
+
+impl Kind for Builtin {
+    fn name(&self) -> &'static str {
+        self.kind.name()
+    }
+
+    fn fits(&self, file: &toml::Table) -> bool {
+        connlab_lab::shape_of(file) == Some(self.kind)
+    }
+
+    fn load(&self, text: &str, origin: &str) -> Result<Box<dyn Sweep>, ExperimentError> {
+        (self.load)(text, origin)
+    }
+
+    fn holds(&self, dir: &Path) -> bool {
+        (self.holds)(dir)
+    }
+
+    fn open(&self, dir: &Path, options: &ReportOptions) -> Result<Box<dyn Results>, String> {
+        options.none_for(dir)?;
+        (self.open)(dir)
     }
 }
 

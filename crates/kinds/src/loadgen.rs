@@ -2,39 +2,21 @@
 //! one pinned `connlab serve` on loopback (`[workload]` and `[placement]`);
 //! its results are `loadgen.json` and a file per point.
 
-use crate::{Ending, Kind, Lines, Listing, ReportOptions, Results, Sweep, SweepTraits};
+use crate::{Builtin, Ending, Lines, Listing, Results, Sweep, SweepTraits};
 use connlab_lab::run::{self as lab_run, Progress, RunError, SweepOutcome, SweepRequest};
-use connlab_lab::{ExperimentError, ExperimentKind, LoadgenDir, LoadgenExperiment};
+use connlab_lab::{ExperimentKind, LoadgenDir, LoadgenExperiment};
 use connlab_os::Shutdown;
 use connlab_report::{ExperimentClaims, Format, ReportError};
 use std::path::Path;
 use std::time::Duration;
 
-/// `kind = "loadgen"`.
-pub(crate) struct Loadgen;
-
-impl Kind for Loadgen {
-    fn name(&self) -> &'static str {
-        ExperimentKind::Loadgen.name()
-    }
-
-    fn fits(&self, file: &toml::Table) -> bool {
-        connlab_lab::shape_of(file) == Some(ExperimentKind::Loadgen)
-    }
-
-    fn load(&self, text: &str, origin: &str) -> Result<Box<dyn Sweep>, ExperimentError> {
-        Ok(Box::new(LoadgenExperiment::from_toml(text, origin)?))
-    }
-
-    fn holds(&self, dir: &Path) -> bool {
-        LoadgenDir::info_path(dir).exists()
-    }
-
-    fn open(&self, dir: &Path, options: &ReportOptions) -> Result<Box<dyn Results>, String> {
-        options.none_for(dir)?;
-        Ok(Box::new(LoadgenDir::open(dir).map_err(|e| e.to_string())?))
-    }
-}
+/// `kind = "loadgen"`: a `loadgen.json` and a file per point.
+pub(crate) const KIND: Builtin = Builtin {
+    kind: ExperimentKind::Loadgen,
+    load: |text, origin| Ok(Box::new(LoadgenExperiment::from_toml(text, origin)?)),
+    holds: |dir| LoadgenDir::info_path(dir).exists(),
+    open: |dir| Ok(Box::new(LoadgenDir::open(dir).map_err(|e| e.to_string())?)),
+};
 
 impl Sweep for LoadgenExperiment {
     fn name(&self) -> &str {

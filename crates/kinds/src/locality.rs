@@ -5,8 +5,8 @@
 //! in the `[web]` section.
 
 use crate::{
-    duration_words, other_kind, Assessment, Ending, Here, Kind, Lines, Listing, ReportOptions,
-    Results, Sweep, SweepTraits,
+    duration_words, other_kind, Assessment, Builtin, Ending, Here, Lines, Listing, Results, Sweep,
+    SweepTraits,
 };
 use connlab_lab::run::{self as lab_run, Progress, RunError, SweepOutcome, SweepRequest};
 use connlab_lab::{Compare, Experiment, ExperimentError, ExperimentKind, SweepDir};
@@ -15,44 +15,34 @@ use connlab_report::{ExperimentClaims, Format, ReportError, Verdict};
 use std::path::Path;
 use std::time::Duration;
 
-/// The locality or the web kind.
-pub(crate) struct Locality(ExperimentKind);
+/// `kind = "locality"`: a `sweep.json` whose experiment file is of no other
+/// kind (an unreadable one is the locality reader's to report).
+pub(crate) const LOCALITY: Builtin = Builtin {
+    kind: ExperimentKind::Locality,
+    load,
+    holds: |dir| SweepDir::info_path(dir).exists() && !other_kind(dir, ExperimentKind::Locality),
+    open,
+};
 
-impl Locality {
-    /// `kind = "locality"`.
-    pub(crate) const LOCALITY: Locality = Locality(ExperimentKind::Locality);
-    /// `kind = "web"`.
-    pub(crate) const WEB: Locality = Locality(ExperimentKind::Web);
+/// `kind = "web"`: a `sweep.json` whose experiment file says so.
+pub(crate) const WEB: Builtin = Builtin {
+    kind: ExperimentKind::Web,
+    load,
+    holds: |dir| {
+        SweepDir::info_path(dir).exists()
+            && ExperimentKind::of_dir(dir).is_ok_and(|k| k == ExperimentKind::Web)
+    },
+    open,
+};
+
+/// Both kinds read an [`Experiment`].
+fn load(text: &str, origin: &str) -> Result<Box<dyn Sweep>, ExperimentError> {
+    Ok(Box::new(Experiment::from_toml(text, origin)?))
 }
 
-impl Kind for Locality {
-    fn name(&self) -> &'static str {
-        self.0.name()
-    }
-
-    fn fits(&self, file: &toml::Table) -> bool {
-        connlab_lab::shape_of(file) == Some(self.0)
-    }
-
-    fn load(&self, text: &str, origin: &str) -> Result<Box<dyn Sweep>, ExperimentError> {
-        Ok(Box::new(Experiment::from_toml(text, origin)?))
-    }
-
-    fn holds(&self, dir: &Path) -> bool {
-        if !SweepDir::info_path(dir).exists() {
-            return false;
-        }
-        match self.0 {
-            // An unreadable experiment file is the locality reader's to report.
-            ExperimentKind::Locality => !other_kind(dir, ExperimentKind::Locality),
-            kind => ExperimentKind::of_dir(dir).is_ok_and(|k| k == kind),
-        }
-    }
-
-    fn open(&self, dir: &Path, options: &ReportOptions) -> Result<Box<dyn Results>, String> {
-        options.none_for(dir)?;
-        Ok(Box::new(SweepDir::open(dir).map_err(|e| e.to_string())?))
-    }
+/// Both kinds leave a [`SweepDir`].
+fn open(dir: &Path) -> Result<Box<dyn Results>, String> {
+    Ok(Box::new(SweepDir::open(dir).map_err(|e| e.to_string())?))
 }
 
 impl Sweep for Experiment {

@@ -1,41 +1,25 @@
 //! The pipeline kind: the layer-parallel protocol pipeline, run in this
 //! process (`[pipeline]`); its results are one `pipeline.json`.
 
-use crate::{Ending, Kind, Lines, Listing, ReportOptions, Results, Sweep, SweepTraits};
+use crate::{Builtin, Ending, Lines, Listing, Results, Sweep, SweepTraits};
 use connlab_lab::run::{self as lab_run, Progress, RunError, SweepOutcome, SweepRequest};
-use connlab_lab::{ExperimentError, ExperimentKind, PipelineExperiment, PipelineSweep};
+use connlab_lab::{ExperimentKind, PipelineExperiment, PipelineSweep};
 use connlab_os::Shutdown;
 use connlab_report::{ExperimentClaims, Format, ReportError};
 use std::path::Path;
 use std::time::Duration;
 
-/// `kind = "pipeline"`.
-pub(crate) struct Pipeline;
-
-impl Kind for Pipeline {
-    fn name(&self) -> &'static str {
-        ExperimentKind::Pipeline.name()
-    }
-
-    fn fits(&self, file: &toml::Table) -> bool {
-        connlab_lab::shape_of(file) == Some(ExperimentKind::Pipeline)
-    }
-
-    fn load(&self, text: &str, origin: &str) -> Result<Box<dyn Sweep>, ExperimentError> {
-        Ok(Box::new(PipelineExperiment::from_toml(text, origin)?))
-    }
-
-    fn holds(&self, dir: &Path) -> bool {
-        dir.join("pipeline.json").exists()
-    }
-
-    fn open(&self, dir: &Path, options: &ReportOptions) -> Result<Box<dyn Results>, String> {
-        options.none_for(dir)?;
+/// `kind = "pipeline"`: its runs are one `pipeline.json`.
+pub(crate) const KIND: Builtin = Builtin {
+    kind: ExperimentKind::Pipeline,
+    load: |text, origin| Ok(Box::new(PipelineExperiment::from_toml(text, origin)?)),
+    holds: |dir| dir.join("pipeline.json").exists(),
+    open: |dir| {
         Ok(Box::new(
             PipelineSweep::open(dir).map_err(|e| e.to_string())?,
         ))
-    }
-}
+    },
+};
 
 impl Sweep for PipelineExperiment {
     fn name(&self) -> &str {

@@ -2,43 +2,25 @@
 //! contention experiments (`[rtt]`, `[bandwidth]`, `[contention]`) in
 //! network namespaces behind the user-space link emulator.
 
-use crate::{
-    Assessment, Ending, Here, Kind, Lines, Listing, ReportOptions, Results, Sweep, SweepTraits,
-};
+use crate::{Assessment, Builtin, Ending, Here, Lines, Listing, Results, Sweep, SweepTraits};
 use connlab_lab::run::{self as lab_run, Progress, RunError, SweepOutcome, SweepRequest};
-use connlab_lab::{ExperimentError, ExperimentKind, SingleIpExperiment, SingleIpSweep};
+use connlab_lab::{ExperimentKind, SingleIpExperiment, SingleIpSweep};
 use connlab_os::Shutdown;
 use connlab_report::{ExperimentClaims, Format, ReportError};
 use std::path::Path;
 use std::time::Duration;
 
-/// `kind = "singleip"`.
-pub(crate) struct Singleip;
-
-impl Kind for Singleip {
-    fn name(&self) -> &'static str {
-        ExperimentKind::Singleip.name()
-    }
-
-    fn fits(&self, file: &toml::Table) -> bool {
-        connlab_lab::shape_of(file) == Some(ExperimentKind::Singleip)
-    }
-
-    fn load(&self, text: &str, origin: &str) -> Result<Box<dyn Sweep>, ExperimentError> {
-        Ok(Box::new(SingleIpExperiment::from_toml(text, origin)?))
-    }
-
-    fn holds(&self, dir: &Path) -> bool {
-        SingleIpSweep::is_singleip_dir(dir)
-    }
-
-    fn open(&self, dir: &Path, options: &ReportOptions) -> Result<Box<dyn Results>, String> {
-        options.none_for(dir)?;
+/// `kind = "singleip"`: a `sweep.json` whose experiment file says so.
+pub(crate) const KIND: Builtin = Builtin {
+    kind: ExperimentKind::Singleip,
+    load: |text, origin| Ok(Box::new(SingleIpExperiment::from_toml(text, origin)?)),
+    holds: SingleIpSweep::is_singleip_dir,
+    open: |dir| {
         Ok(Box::new(
             SingleIpSweep::open(dir).map_err(|e| e.to_string())?,
         ))
-    }
-}
+    },
+};
 
 impl Sweep for SingleIpExperiment {
     fn name(&self) -> &str {

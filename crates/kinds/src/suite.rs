@@ -1,15 +1,30 @@
 //! The suite kind: a list of experiment files per paper (`[[paper]]`), which
 //! `connlab reproduce` runs; it is no sweep of its own.
 
-use crate::{Ending, Kind, Listing, ReportOptions, Results, Sweep, SweepTraits};
+use crate::{Builtin, Ending, Listing, Sweep, SweepTraits};
 use connlab_lab::run::{Progress, RunError, SweepOutcome, SweepRequest};
-use connlab_lab::{ExperimentError, ExperimentKind};
+use connlab_lab::ExperimentKind;
 use connlab_os::Shutdown;
 use std::path::Path;
 use std::time::Duration;
 
-/// `kind = "suite"`.
-pub(crate) struct Suite;
+/// `kind = "suite"`: no results directory of its own.
+pub(crate) const KIND: Builtin = Builtin {
+    kind: ExperimentKind::Suite,
+    load: |text, origin| {
+        Ok(Box::new(SuiteFile {
+            suite: connlab_lab::Suite::from_toml(text, origin)?,
+            origin: origin.to_string(),
+        }))
+    },
+    holds: |_| false,
+    open: |dir| {
+        Err(format!(
+            "{}: a suite leaves no results directory of its own",
+            dir.display()
+        ))
+    },
+};
 
 /// A suite file, read to say how to run it.
 struct SuiteFile {
@@ -22,34 +37,6 @@ impl SuiteFile {
         RunError::Input(format!(
             "a suite of experiment files (kind = \"suite\"); run it with `connlab reproduce --suite {}`",
             self.origin
-        ))
-    }
-}
-
-impl Kind for Suite {
-    fn name(&self) -> &'static str {
-        ExperimentKind::Suite.name()
-    }
-
-    fn fits(&self, file: &toml::Table) -> bool {
-        connlab_lab::shape_of(file) == Some(ExperimentKind::Suite)
-    }
-
-    fn load(&self, text: &str, origin: &str) -> Result<Box<dyn Sweep>, ExperimentError> {
-        Ok(Box::new(SuiteFile {
-            suite: connlab_lab::Suite::from_toml(text, origin)?,
-            origin: origin.to_string(),
-        }))
-    }
-
-    fn holds(&self, _dir: &Path) -> bool {
-        false
-    }
-
-    fn open(&self, dir: &Path, _options: &ReportOptions) -> Result<Box<dyn Results>, String> {
-        Err(format!(
-            "{}: a suite leaves no results directory of its own",
-            dir.display()
         ))
     }
 }
