@@ -215,7 +215,7 @@ pub fn group_cpu_s(procs: &Path) -> f64 {
 }
 
 /// CPU seconds of process `pid` so far (None when it is gone): exact for a
-/// process of one thread ([`crate::process::process_cpu_s`]). The 10 ms
+/// process of up to 64 threads ([`crate::process::process_cpu_s`]). The 10 ms
 /// ticks of /proc/PID/stat read a backend that ran 5 ms in a 1 s window
 /// as 0 whenever no tick fell in its bursts, as happened under a loaded
 /// test run.

@@ -27,8 +27,8 @@ pub struct ProcStat {
     pub ppid: i32,
     /// Its command name (`comm`).
     pub comm: String,
-    /// utime + stime + cutime + cstime, seconds; for a process of one
-    /// thread read by [`all_processes`], its own time is the scheduler's
+    /// utime + stime + cutime + cstime, seconds; for a process of up to 64
+    /// threads read by [`all_processes`], its own time is the scheduler's
     /// exact figure instead (see [`exact_cpu_s`]).
     pub cpu_s: f64,
     /// cutime + cstime: the children it reaped, seconds.
@@ -58,21 +58,41 @@ pub fn parse_stat(text: &str, tick: f64) -> Option<ProcStat> {
     })
 }
 
-/// The CPU time of a process of one thread to the nanosecond: its run
-/// time from `/proc/PID/schedstat` plus the children it reaped; `None` for
-/// a process of several threads (schedstat covers only the first) or when
-/// the file cannot be read. `/proc/PID/stat` counts in clock ticks of
-/// 10 ms, and a window's difference of two truncated counts loses almost
-/// all of a process that ran less than a tick in it: with a process per
-/// connection at 10,000 connections, the server's whole CPU read as
-/// someone else's. Never less than the tick count (schedstat reads 0 where
-/// the kernel keeps no scheduler statistics).
+/// The CPU time of a process to the nanosecond: the run time of its
+/// threads from `/proc/PID/schedstat` (one thread) or
+/// `/proc/PID/task/*/schedstat` (several) plus the children it reaped;
+/// `None` when a file cannot be read. `/proc/PID/stat` counts in clock
+/// ticks of 10 ms, and a window's difference of two truncated counts loses
+/// almost all of a process that ran less than a tick in it: with a process
+/// per connection at 10,000 connections, the server's whole CPU read as
+/// someone else's, and a lightly loaded web backend read as 0. A process of
+/// more than 64 threads is left to the ticks (`None`). Never less
+/// than the tick count (schedstat reads 0 where the kernel keeps no
+/// scheduler statistics; threads that ended are in the ticks only).
 pub fn exact_cpu_s(pid: i32, p: &ProcStat) -> Option<f64> {
-    if p.threads != 1 {
+    // A server of a thread per connection has thousands: reading each at a
+    // window's edge would cost more than the ticks lose on a process that
+    // busy (`None`: the caller takes the ticks).
+    const MAX_EXACT_THREADS: u32 = 64;
+    let run_ns = |path: &std::path::Path| -> Option<u64> {
+        std::fs::read_to_string(path)
+            .ok()?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    };
+    let ns: u64 = if p.threads == 1 {
+        run_ns(std::path::Path::new(&format!("/proc/{pid}/schedstat")))?
+    } else if p.threads > MAX_EXACT_THREADS {
         return None;
-    }
-    let text = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok()?;
-    let ns: u64 = text.split_whitespace().next()?.parse().ok()?;
+    } else {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .ok()?
+            .flatten()
+            .filter_map(|t| run_ns(&t.path().join("schedstat")))
+            .sum()
+    };
     Some((ns as f64 / 1e9 + p.children_cpu_s).max(p.cpu_s))
 }
 
@@ -159,7 +179,7 @@ pub fn process_tree(pid: i32) -> Vec<i32> {
 }
 
 /// utime + stime + cutime + cstime of one process in seconds (so children
-/// it reaped count too; exact for a process of one thread, see
+/// it reaped count too; exact for a process of up to 64 threads, see
 /// [`exact_cpu_s`]); `None` once it is gone.
 pub fn process_cpu_s(pid: i32) -> Option<f64> {
     // SAFETY: sysconf only reads a configuration value.
