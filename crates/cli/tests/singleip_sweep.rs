@@ -229,7 +229,7 @@ unit = "µs"
     );
     let points: Vec<PathBuf> = ["rtt-io16k-4B-rep1", "rtt-iooff-4B-rep1"]
         .iter()
-        .map(|id| SingleIpSweep::point_path(&out, id))
+        .map(|id| SingleIpSweep::layout(&out).point_path(id))
         .collect();
     let before: Vec<String> = points
         .iter()

@@ -14,7 +14,7 @@ use std::time::Duration;
 pub(crate) const KIND: Builtin = Builtin {
     kind: ExperimentKind::Loadgen,
     load: |text, origin| Ok(Box::new(LoadgenExperiment::from_toml(text, origin)?)),
-    holds: |dir| LoadgenDir::info_path(dir).exists(),
+    holds: |dir| LoadgenDir::layout(dir).info_path().exists(),
     open: |dir| Ok(Box::new(LoadgenDir::open(dir).map_err(|e| e.to_string())?)),
 };
 

@@ -20,7 +20,9 @@ use std::time::Duration;
 pub(crate) const LOCALITY: Builtin = Builtin {
     kind: ExperimentKind::Locality,
     load,
-    holds: |dir| SweepDir::info_path(dir).exists() && !other_kind(dir, ExperimentKind::Locality),
+    holds: |dir| {
+        SweepDir::layout(dir).info_path().exists() && !other_kind(dir, ExperimentKind::Locality)
+    },
     open,
 };
 
@@ -29,7 +31,7 @@ pub(crate) const WEB: Builtin = Builtin {
     kind: ExperimentKind::Web,
     load,
     holds: |dir| {
-        SweepDir::info_path(dir).exists()
+        SweepDir::layout(dir).info_path().exists()
             && ExperimentKind::of_dir(dir).is_ok_and(|k| k == ExperimentKind::Web)
     },
     open,
@@ -117,7 +119,7 @@ impl Sweep for Experiment {
     }
 
     fn ending(&self, outcome: &SweepOutcome, _took: Duration) -> Ending {
-        Ending::points(outcome, Some(SweepDir::log_dir))
+        Ending::points(outcome, Some(|dir, id| SweepDir::layout(dir).log_dir(id)))
     }
 
     fn assess(&self, here: &Here) -> Assessment {

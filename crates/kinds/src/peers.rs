@@ -27,7 +27,7 @@ impl Kind for Peers {
     }
 
     fn holds(&self, dir: &Path) -> bool {
-        PeersDir::info_path(dir).exists()
+        PeersDir::layout(dir).info_path().exists()
     }
 
     /// `--baseline` divides by other contenders than the file's baseline.

@@ -189,26 +189,6 @@ impl SweepDir {
         ResultsDir::new(dir, "sweep.json")
     }
 
-    /// `DIR/experiment.toml`.
-    pub fn experiment_path(dir: &Path) -> PathBuf {
-        Self::layout(dir).experiment_path()
-    }
-
-    /// `DIR/sweep.json`.
-    pub fn info_path(dir: &Path) -> PathBuf {
-        Self::layout(dir).info_path()
-    }
-
-    /// `DIR/points/<id>.json`.
-    pub fn point_path(dir: &Path, id: &str) -> PathBuf {
-        Self::layout(dir).point_path(id)
-    }
-
-    /// `DIR/logs/<id>/`.
-    pub fn log_dir(dir: &Path, id: &str) -> PathBuf {
-        Self::layout(dir).log_dir(id)
-    }
-
     /// Reads a results directory written by `connlab sweep`.
     pub fn open(dir: &Path) -> Result<SweepDir, ResultsError> {
         let layout = Self::layout(dir);

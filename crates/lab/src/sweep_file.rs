@@ -93,11 +93,6 @@ pub(crate) fn read_text(path: &Path) -> Result<String, SweepFileError> {
     })
 }
 
-/// Writes `value` as JSON to `path` whole: a temporary file, then a rename.
-pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
-    crate::results::write_json_whole(path, value, true).map_err(std::io::Error::other)
-}
-
 /// A byte count in a file: a number or text such as `10KiB`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(into = "u64")]

@@ -3,13 +3,12 @@
 
 use super::experiment::{LoadgenExperiment, LoadgenParams};
 use super::LoadgenError;
-use crate::sweep_file;
 use crate::validity::{Fingerprint, Validity, WindowCpu};
 use connlab_loadgen::LoadResult;
 use connlab_measure::{DeviationSummary, Summary};
 use connlab_os::Environment;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// What the client (or the shards, merged) measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -161,40 +160,10 @@ impl LoadgenDir {
         crate::ResultsDir::new(dir, "loadgen.json")
     }
 
-    /// `DIR/loadgen.json`.
-    pub fn info_path(dir: &Path) -> PathBuf {
-        Self::layout(dir).info_path()
-    }
-
-    /// `DIR/points/<id>.json`.
-    pub fn point_path(dir: &Path, id: &str) -> PathBuf {
-        Self::layout(dir).point_path(id)
-    }
-
-    /// `DIR/logs/<id>/`.
-    pub fn log_dir(dir: &Path, id: &str) -> PathBuf {
-        Self::layout(dir).log_dir(id)
-    }
-
-    /// Writes `value` as JSON to `path` whole: a temporary file, then a rename.
-    pub fn write_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
-        sweep_file::write_json(path, value)
-    }
-
-    /// Reads `loadgen.json`.
-    pub fn read_info(dir: &Path) -> Result<LoadgenInfo, LoadgenError> {
-        Ok(Self::layout(dir).read_info()?)
-    }
-
-    /// Reads one point file.
-    pub fn read_point(path: &Path) -> Result<LoadgenPoint, LoadgenError> {
-        Ok(crate::results::read_json(path)?)
-    }
-
     /// Reads a results directory; points not in the plan, or measured with
     /// other parameters, are left out.
     pub fn open(dir: &Path) -> Result<LoadgenDir, LoadgenError> {
-        let info = LoadgenDir::read_info(dir)?;
+        let info: LoadgenInfo = Self::layout(dir).read_info()?;
         let plan = info.experiment.plan(info.quick);
         let points: Vec<LoadgenPoint> =
             Self::layout(dir).read_points(plan.iter().map(|p| p.id()))?;

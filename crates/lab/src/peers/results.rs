@@ -2,11 +2,10 @@
 
 use super::experiment::{PeerParams, PeersExperiment, Role};
 use super::PeersError;
-use crate::sweep_file;
 use crate::validity::{Fingerprint, Validity, WindowCpu};
 use connlab_os::Environment;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// CPU seconds (user + system, from `/proc`) one role used during the client's run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -114,21 +113,6 @@ impl PeersDir {
     /// The directory's layout (see [`ResultsDir`](crate::ResultsDir)).
     pub fn layout(dir: &Path) -> crate::ResultsDir {
         crate::ResultsDir::new(dir, "peers.json")
-    }
-
-    /// `DIR/peers.json`.
-    pub fn info_path(dir: &Path) -> PathBuf {
-        Self::layout(dir).info_path()
-    }
-
-    /// `DIR/points/<id>.json`.
-    pub fn point_path(dir: &Path, id: &str) -> PathBuf {
-        Self::layout(dir).point_path(id)
-    }
-
-    /// Writes `value` as JSON to `path` whole: a temporary file, then a rename.
-    pub fn write_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
-        sweep_file::write_json(path, value)
     }
 
     /// Reads a results directory; points not in the plan are left out.

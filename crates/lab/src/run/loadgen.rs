@@ -45,22 +45,20 @@ pub(super) fn sweep(
     progress: &mut dyn Progress,
     shutdown: &Shutdown,
 ) -> Result<SweepOutcome, RunError> {
-    let (out, quick) = (&req.out, req.quick);
-    let plan = exp.plan(quick);
-    let earlier = prepare_dir(out, exp, &req.text, quick, req.fresh)?;
-    // The machine the points are held to: the first session's.
-    let environment = super::sweep_environment(earlier.as_ref().map(|i| &i.environment), progress);
+    let plan = exp.plan(req.quick);
+    let dir = LoadgenDir::layout(&req.out);
+    let session = super::begin_session(&dir, req, &[], progress)?;
     let info = LoadgenInfo {
         schema: LOADGEN_SWEEP_SCHEMA.into(),
         experiment: exp.clone(),
-        quick,
-        environment,
-        started_unix_s: earlier.map_or_else(unix_now, |i| i.started_unix_s),
+        quick: req.quick,
+        environment: session.environment,
+        started_unix_s: session.started_unix_s,
         points_total: plan.len(),
     };
-    LoadgenDir::write_json(&LoadgenDir::info_path(out), &info)
-        .with_context(|| format!("writing {}", LoadgenDir::info_path(out).display()))?;
-    let mut outcome = super::announce_points(progress, &exp.name, &plan, pending(out), req);
+    dir.write_info(&info)
+        .map_err(|e| RunError::Failed(e.to_string()))?;
+    let mut outcome = super::announce_points(progress, &exp.name, &plan, pending(&dir), req);
     let machine = info.environment.fingerprint();
     let result = run_points(exp, req, &plan, &machine, progress, shutdown, &mut outcome);
     progress.end();
@@ -80,19 +78,19 @@ fn run_points(
     shutdown: &Shutdown,
     outcome: &mut SweepOutcome,
 ) -> Result<(), RunError> {
-    let out = &req.out;
+    let dir = LoadgenDir::layout(&req.out);
     let attempts = super::attempts(req, &exp.validity);
     super::each_point(
         plan,
         progress,
         outcome,
-        pending(out),
+        pending(&dir),
         || shutdown.requested(),
         |p, id, progress| {
             let ctx = PointCtx {
                 exp,
                 exe: &req.connlab,
-                logs: LoadgenDir::log_dir(out, id),
+                logs: dir.log_dir(id),
                 quick: req.quick,
                 shutdown,
             };
@@ -102,8 +100,8 @@ fn run_points(
             })
         },
         |id, point| {
-            LoadgenDir::write_json(&LoadgenDir::point_path(out, id), &point)
-                .with_context(|| format!("writing the point {id}"))?;
+            dir.write_point(id, &point, true)
+                .map_err(|e| RunError::Failed(e.to_string()))?;
             Ok(super::Kept {
                 summary: describe(&point),
                 failed: false,
@@ -124,51 +122,9 @@ pub fn estimate(exp: &LoadgenExperiment, p: &LoadgenParams, quick: bool) -> Dura
     setup_allowance(p.connections) + exp.workload.warmup.0 + exp.duration(quick) + DRAIN / 2
 }
 
-/// The id of a point still to measure: none when its file exists, reads,
-/// and has these parameters.
-fn pending(out: &Path) -> impl Fn(&LoadgenParams) -> Option<String> + '_ {
-    move |p| {
-        let done = LoadgenDir::read_point(&LoadgenDir::point_path(out, &p.id()))
-            .is_ok_and(|r| r.params == *p);
-        (!done).then(|| p.id())
-    }
-}
-
-/// Creates the results directory, or checks that it holds this same sweep
-/// (resume); returns the earlier sweep's `loadgen.json` when resuming.
-fn prepare_dir(
-    out: &Path,
-    exp: &LoadgenExperiment,
-    text: &str,
-    quick: bool,
-    fresh: bool,
-) -> Result<Option<LoadgenInfo>, RunError> {
-    let mut earlier = None;
-    if !fresh && LoadgenDir::info_path(out).exists() {
-        let old = LoadgenDir::read_info(out).map_err(|e| {
-            RunError::Input(format!("pass --fresh to start over, or another --out: {e}"))
-        })?;
-        if old.quick != quick || !old.experiment.same_measurement(exp) {
-            return Err(RunError::Input(format!(
-                "{} holds results of {}: pass --fresh to start over, or another --out",
-                out.display(),
-                if old.quick != quick {
-                    if quick {
-                        "a full sweep"
-                    } else {
-                        "a --quick sweep"
-                    }
-                } else {
-                    "a different experiment"
-                }
-            )));
-        }
-        earlier = Some(old);
-    }
-    LoadgenDir::layout(out)
-        .prepare(text, fresh, &[])
-        .map_err(|e| RunError::Failed(e.to_string()))?;
-    Ok(earlier)
+/// The id of a point still to measure (see [`super::pending`]).
+fn pending(dir: &crate::ResultsDir) -> impl Fn(&LoadgenParams) -> Option<String> + '_ {
+    super::pending(dir, LoadgenParams::id, |r: &LoadgenPoint, p| r.params == *p)
 }
 
 /// What every point of a sweep shares.

@@ -194,7 +194,7 @@ pub(super) fn sweep(
             }
             Err(_) if shutdown.requested() => break,
             Err(e) => {
-                let log = SweepDir::log_dir(&out, &id);
+                let log = SweepDir::layout(&out).log_dir(&id);
                 let _ = connlab_os::files::write_atomic(log.join("error.txt"), format!("{e:#}\n"));
                 progress.finish(&id, took, &format!("FAILED: {e:#}"));
                 outcome.failed.push(id);
@@ -319,7 +319,7 @@ impl PointContext<'_> {
     fn run_point(&self, p: &PointParams, duration_s: f64) -> anyhow::Result<PointResult> {
         let exp = self.experiment;
         let id = p.id();
-        let logs = SweepDir::log_dir(self.out, &id);
+        let logs = SweepDir::layout(self.out).log_dir(&id);
         if logs.exists() {
             std::fs::remove_dir_all(&logs)
                 .with_context(|| format!("clearing {}", logs.display()))?;
@@ -569,7 +569,7 @@ fn log_file(path: &Path) -> anyhow::Result<File> {
 
 /// True when the point's file exists, reads, and has these parameters.
 fn point_done(out: &Path, p: &PointParams) -> bool {
-    SweepDir::read_point(&SweepDir::point_path(out, &p.id())).is_ok_and(|r| r.params == *p)
+    SweepDir::read_point(&SweepDir::layout(out).point_path(&p.id())).is_ok_and(|r| r.params == *p)
 }
 
 /// Creates the directory, or checks that it holds this same sweep (resume).
@@ -580,7 +580,7 @@ fn prepare_dir(
     quick: bool,
     fresh: bool,
 ) -> Result<Option<SweepInfo>, RunError> {
-    let info_path = SweepDir::info_path(out);
+    let info_path = SweepDir::layout(out).info_path();
     if fresh {
         for sub in ["points", "logs"] {
             let d = out.join(sub);
@@ -611,7 +611,8 @@ fn prepare_dir(
             info_path.display()
         ))
     })?;
-    let old_text = std::fs::read_to_string(SweepDir::experiment_path(out)).unwrap_or_default();
+    let old_text =
+        std::fs::read_to_string(SweepDir::layout(out).experiment_path()).unwrap_or_default();
     let same = crate::same_measurement(&old_text, text);
     if !same || earlier.quick != quick {
         return Err(RunError::Input(format!(

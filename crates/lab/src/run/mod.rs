@@ -442,7 +442,6 @@ pub(crate) fn each_point<P, T>(
     Ok(())
 }
 
-/// Writes the experiment text into `DIR/experiment.toml`.
 /// The machine a resumed sweep records: the one of its first session, so that
 /// resuming (even with nothing left to measure) never rewrites where the
 /// earlier points ran. Each point keeps its own environment; when this
@@ -463,6 +462,77 @@ pub(crate) fn sweep_environment(
             }
             first.clone()
         }
+    }
+}
+
+/// What a results directory keeps of a sweep's first session: when it
+/// began and on which machine (this session's when it is the first).
+pub(crate) struct Session {
+    /// Unix seconds.
+    pub(crate) started_unix_s: f64,
+    /// See [`sweep_environment`].
+    pub(crate) environment: connlab_os::Environment,
+}
+
+/// Opens `dir` for a point-by-point sweep that begins or resumes now, for
+/// every kind whose info file records `quick`, `started_unix_s` and
+/// `environment`: refuses an info file it cannot read or one of the other
+/// quickness (unless `--fresh`), prepares the directory (see
+/// [`ResultsDir::prepare`](crate::ResultsDir::prepare); `extra`: further
+/// subdirectories `--fresh` clears) and returns the first session.
+pub(crate) fn begin_session(
+    dir: &crate::ResultsDir,
+    req: &SweepRequest,
+    extra: &[&str],
+    progress: &mut dyn Progress,
+) -> Result<Session, RunError> {
+    /// The fields of every kind's info file that a new session keeps.
+    #[derive(serde::Deserialize)]
+    struct Earlier {
+        quick: bool,
+        #[serde(default)]
+        started_unix_s: Option<f64>,
+        #[serde(default)]
+        environment: Option<connlab_os::Environment>,
+    }
+    let mut earlier = None;
+    if !req.fresh && dir.info_path().exists() {
+        let old: Earlier = dir.read_info().map_err(|e| {
+            RunError::Input(format!("{e}: pass --fresh to start over, or another --out"))
+        })?;
+        if old.quick != req.quick {
+            return Err(RunError::Input(format!(
+                "{} holds a {} sweep: pass --fresh to start over, or another --out",
+                dir.path().display(),
+                if req.quick { "full" } else { "--quick" }
+            )));
+        }
+        earlier = Some(old);
+    }
+    dir.prepare(&req.text, req.fresh, extra)
+        .map_err(|e| RunError::Failed(e.to_string()))?;
+    let earlier = earlier.as_ref();
+    Ok(Session {
+        started_unix_s: earlier
+            .and_then(|e| e.started_unix_s)
+            .unwrap_or_else(unix_now),
+        environment: sweep_environment(earlier.and_then(|e| e.environment.as_ref()), progress),
+    })
+}
+
+/// The id of each point of a plan still to measure: none when `dir` holds
+/// its file and `done` accepts the record in it (`done` compares the
+/// record's parameters with the plan's, so a point measured otherwise is
+/// measured again).
+pub(crate) fn pending<'a, P, R: serde::de::DeserializeOwned>(
+    dir: &'a crate::ResultsDir,
+    id: impl Fn(&P) -> String + 'a,
+    done: impl Fn(&R, &P) -> bool + 'a,
+) -> impl Fn(&P) -> Option<String> + 'a {
+    move |p| {
+        let id = id(p);
+        let finished = dir.read_point::<R>(&id).is_ok_and(|r| done(&r, p));
+        (!finished).then_some(id)
     }
 }
 
@@ -592,6 +662,7 @@ pub(crate) fn attempts(req: &SweepRequest, file: &crate::validity::ValidityLimit
         .max(1)
 }
 
+/// Writes the experiment text into `DIR/experiment.toml`.
 pub(crate) fn write_experiment(out: &Path, text: &str) -> Result<(), RunError> {
     let path = out.join("experiment.toml");
     connlab_os::files::write_atomic(&path, text)

@@ -456,16 +456,6 @@ impl SingleIpSweep {
         crate::ResultsDir::new(dir, "sweep.json")
     }
 
-    /// `DIR/points/<id>.json`.
-    pub fn point_path(dir: &Path, id: &str) -> PathBuf {
-        Self::layout(dir).point_path(id)
-    }
-
-    /// `DIR/logs/<id>/`.
-    pub fn log_dir(dir: &Path, id: &str) -> PathBuf {
-        Self::layout(dir).log_dir(id)
-    }
-
     /// True when `DIR` holds a single-IP sweep (its experiment file says so).
     pub fn is_singleip_dir(dir: &Path) -> bool {
         crate::ExperimentKind::of_dir(dir).is_ok_and(|k| k == crate::ExperimentKind::Singleip)

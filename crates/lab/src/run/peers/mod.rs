@@ -66,10 +66,9 @@ pub(super) fn sweep(
         let perf = profile::check_perf().map_err(|e| RunError::Input(format!("{e:#}")))?;
         peer_versions.push(("perf".into(), perf));
     }
-    let earlier = prepare_dir(out, &req.text, quick, req.fresh)?;
-    // The machine the points are held to: the first session's.
-    let environment = super::sweep_environment(earlier.environment.as_ref(), progress);
-    let sweep_machine = environment.fingerprint();
+    let dir = PeersDir::layout(out);
+    let session = super::begin_session(&dir, req, &["profiles"], progress)?;
+    let sweep_machine = session.environment.fingerprint();
     let attempts = super::attempts(req, &exp.validity);
     let info = PeersInfo {
         schema: PEERS_SWEEP_SCHEMA.into(),
@@ -78,22 +77,19 @@ pub(super) fn sweep(
             ..exp.clone()
         },
         quick,
-        environment,
+        environment: session.environment,
         peer_versions,
-        started_unix_s: earlier.started_unix_s.unwrap_or_else(unix_now),
+        started_unix_s: session.started_unix_s,
         points_total: plan.len(),
     };
-    PeersDir::write_json(&PeersDir::info_path(out), &info)
-        .with_context(|| format!("writing {}", PeersDir::info_path(out).display()))?;
+    dir.write_info(&info)
+        .map_err(|e| RunError::Failed(e.to_string()))?;
     become_subreaper();
     let stop = stop_flag(shutdown);
     let exe = req.connlab.clone();
     let www = WwwDir::create(exp, quick)?;
-    let pending = |p: &PeerParams| {
-        let id = p.id();
-        (!PeersDir::point_path(out, &id).exists()).then_some(id)
-    };
-    let mut outcome = super::announce_points(progress, &exp.name, &plan, pending, req);
+    let pending = super::pending(&dir, PeerParams::id, |r: &PeerPoint, p| r.params == *p);
+    let mut outcome = super::announce_points(progress, &exp.name, &plan, &pending, req);
     let result = super::each_point(
         &plan,
         progress,
@@ -112,9 +108,8 @@ pub(super) fn sweep(
             measure_point(&ctx, p, attempts, &sweep_machine, progress)
         },
         |id, point| {
-            let path = PeersDir::point_path(out, id);
-            PeersDir::write_json(&path, &point)
-                .with_context(|| format!("writing {}", path.display()))?;
+            dir.write_point(id, &point, true)
+                .map_err(|e| RunError::Failed(e.to_string()))?;
             Ok(super::Kept {
                 summary: format!(
                     "{:.0} req/s, {:.0} requests per {} CPU s{}{}",
@@ -235,42 +230,6 @@ fn check_programs(exp: &PeersExperiment) -> anyhow::Result<Vec<(String, String)>
         versions.push((program.to_string(), line));
     }
     Ok(versions)
-}
-
-/// What an earlier sweep in the results directory recorded.
-#[derive(Default)]
-struct Earlier {
-    /// When it started.
-    started_unix_s: Option<f64>,
-    /// The machine of its first session.
-    environment: Option<Environment>,
-}
-
-/// Creates the results directory; returns what an earlier sweep there
-/// recorded.
-fn prepare_dir(out: &Path, text: &str, quick: bool, fresh: bool) -> Result<Earlier, RunError> {
-    let mut earlier = Earlier::default();
-    let info = PeersDir::info_path(out);
-    if !fresh && info.exists() {
-        let text = std::fs::read_to_string(&info)
-            .with_context(|| format!("reading {}", info.display()))?;
-        let old: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-        if old["quick"].as_bool() != Some(quick) {
-            return Err(RunError::Input(format!(
-                "{} holds a {} sweep: pass --fresh to start over, or another --out",
-                out.display(),
-                if quick { "full" } else { "--quick" }
-            )));
-        }
-        earlier = Earlier {
-            started_unix_s: old["started_unix_s"].as_f64(),
-            environment: serde_json::from_value(old["environment"].clone()).ok(),
-        };
-    }
-    PeersDir::layout(out)
-        .prepare(text, fresh, &["profiles"])
-        .map_err(|e| RunError::Failed(e.to_string()))?;
-    Ok(earlier)
 }
 
 /// The document root every nginx serves (`bytes/<N>` files), in /tmp with

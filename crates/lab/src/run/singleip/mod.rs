@@ -26,7 +26,7 @@ mod procs;
 mod qdisc;
 mod system;
 
-use crate::run::{unix_now, Progress, RunError, SweepOutcome, SweepRequest};
+use crate::run::{Progress, RunError, SweepOutcome, SweepRequest};
 use crate::{
     fmt_num, PlacementInfo, SingleIpExperiment, SingleIpPoint, SingleIpRecord, SingleIpSweep,
     SingleIpSweepInfo, System, SINGLEIP_SWEEP_SCHEMA,
@@ -65,12 +65,12 @@ pub(super) fn sweep(
     progress: &mut dyn Progress,
     shutdown: &Shutdown,
 ) -> Result<SweepOutcome, RunError> {
-    let (out, quick, text) = (&req.out, req.quick, &req.text);
+    let (out, quick) = (&req.out, req.quick);
     let eff = exp.effective(quick);
     let plan = exp.plan(quick);
     connlab_os::netns::require_root().map_err(|e| RunError::Input(e.to_string()))?;
     check_tools(&plan)?;
-    let earlier = prepare_dir(out, text, quick, req.fresh)?;
+    let session = super::begin_session(&SingleIpSweep::layout(out), req, &[], progress)?;
     let exe = req.connlab.clone();
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
     let client_cpu = eff.placement.client_cpu % cpus;
@@ -91,14 +91,13 @@ pub(super) fn sweep(
         schema: SINGLEIP_SWEEP_SCHEMA.into(),
         name: exp.name.clone(),
         quick,
-        started_unix_s: earlier.as_ref().map_or_else(unix_now, |i| i.started_unix_s),
+        started_unix_s: session.started_unix_s,
         points_total: plan.len(),
         connlab_version: env!("CARGO_PKG_VERSION").into(),
-        environment: super::sweep_environment(earlier.as_ref().map(|i| &i.environment), progress),
+        environment: session.environment,
         placement: placement.clone(),
     };
     SingleIpSweep::write_info(out, &info).map_err(|e| RunError::Failed(e.to_string()))?;
-    super::write_experiment(out, text)?;
 
     let todo: Vec<&SingleIpPoint> = plan.iter().filter(|p| !point_done(out, p)).collect();
     let kept = plan.len() - todo.len();
@@ -304,56 +303,8 @@ fn check_tools(plan: &[SingleIpPoint]) -> Result<(), RunError> {
 }
 
 fn point_done(out: &Path, p: &SingleIpPoint) -> bool {
-    SingleIpSweep::read_point(&SingleIpSweep::point_path(out, &p.id())).is_ok_and(|r| r.point == *p)
-}
-
-/// Creates the directory, or checks that it holds this same sweep.
-fn prepare_dir(
-    out: &Path,
-    text: &str,
-    quick: bool,
-    fresh: bool,
-) -> Result<Option<SingleIpSweepInfo>, RunError> {
-    let info_path = out.join("sweep.json");
-    if fresh {
-        for sub in ["points", "logs"] {
-            let d = out.join(sub);
-            if d.exists() {
-                std::fs::remove_dir_all(&d).with_context(|| format!("removing {}", d.display()))?;
-            }
-        }
-        let _ = std::fs::remove_file(&info_path);
-    }
-    std::fs::create_dir_all(out.join("points"))
-        .with_context(|| format!("creating {}", out.display()))?;
-    if !info_path.exists() {
-        return Ok(None);
-    }
-    let earlier: SingleIpSweepInfo = std::fs::read_to_string(&info_path)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .ok_or_else(|| {
-            RunError::Input(format!(
-                "{}: not a single-IP sweep of this version; use another --out or --fresh",
-                info_path.display()
-            ))
-        })?;
-    let old = std::fs::read_to_string(out.join("experiment.toml")).unwrap_or_default();
-    let same = crate::same_measurement(&old, text);
-    if !same || earlier.quick != quick {
-        return Err(RunError::Input(format!(
-            "{} holds results of {}; use another --out, or --fresh to discard them",
-            out.display(),
-            if !same {
-                "a different experiment file"
-            } else if quick {
-                "a run without --quick"
-            } else {
-                "a run with --quick"
-            }
-        )));
-    }
-    Ok(Some(earlier))
+    SingleIpSweep::read_point(&SingleIpSweep::layout(out).point_path(&p.id()))
+        .is_ok_and(|r| r.point == *p)
 }
 
 fn write_key(path: &Path) -> anyhow::Result<()> {
