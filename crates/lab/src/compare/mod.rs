@@ -21,12 +21,14 @@
 //! does not, so a tie never comes with an interval that excludes 1. Rounds
 //! a row did not measure validly are left out of its pairs.
 
+mod recommend;
 mod text;
 
 use connlab_measure::stats::median_interval;
+pub use recommend::{recommend, Caveats, Confidence, Recommendation, FULL_REPETITIONS};
 use serde::{Deserialize, Serialize};
-use text::verdict;
 pub use text::{coverage_text, ratio_text};
+use text::{lines, verdict};
 
 /// Which direction of the primary figure is better.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,7 +113,8 @@ pub enum Standing {
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Cause {
     /// More server CPU per request with no more wake-ups per request:
-    /// each wake-up costs more (a scan over the descriptor set).
+    /// each wake-up costs more (for select and poll, the scan over the
+    /// descriptor set).
     ScanCost {
         /// CPU per request, this row over the best.
         cpu_ratio: f64,
@@ -182,8 +185,21 @@ pub struct Comparison {
     pub rows: Vec<RowComparison>,
     /// Index of the best row, if any row was measured.
     pub best: Option<usize>,
+    /// Row indices from best to worst by the median of the primary
+    /// figure; rows no round measured come last, in the order given.
+    #[serde(default)]
+    pub ranking: Vec<usize>,
+    /// One sentence per row against the best, in ranking order, after
+    /// hyperfine's "X ran N times faster than Y": `epoll answered 3.63x
+    /// [3.04-4.08] faster than poll`.
+    #[serde(default)]
+    pub lines: Vec<String>,
     /// The verdict: short sentences in plain words.
     pub verdict: Vec<String>,
+    /// What to use and how sure that is (see [`recommend`]); `None` until
+    /// the caller, who knows how the runs went, fills it in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recommendation: Option<Recommendation>,
 }
 
 /// Thresholds of what counts as "dominates": a factor of this much or more.
@@ -248,13 +264,17 @@ pub fn compare(metric: &str, better: Better, rows: &[RowSamples], confidence: f6
             }
         })
         .collect();
+    let ranking = ranking(&primaries, better);
     let mut c = Comparison {
         metric: metric.to_string(),
         better,
         confidence,
         rows: out_rows,
         best,
+        ranking,
+        lines: Vec::new(),
         verdict: Vec::new(),
+        recommendation: None,
     };
     if let Some(b) = best {
         let best_row = c.rows[b].clone();
@@ -265,7 +285,25 @@ pub fn compare(metric: &str, better: Better, rows: &[RowSamples], confidence: f6
         }
     }
     c.verdict = verdict(&c);
+    c.lines = lines(&c);
     c
+}
+
+/// Row indices from best to worst median; unmeasured rows last, as given.
+fn ranking(primaries: &[Option<Figure>], better: Better) -> Vec<usize> {
+    let mut measured: Vec<(usize, f64)> = primaries
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| f.map(|f| (i, f.median)))
+        .collect();
+    // A stable sort keeps the order given among equal medians.
+    measured.sort_by(|a, b| match better {
+        Better::Lower => a.1.total_cmp(&b.1),
+        Better::Higher => b.1.total_cmp(&a.1),
+    });
+    let mut order: Vec<usize> = measured.into_iter().map(|(i, _)| i).collect();
+    order.extend((0..primaries.len()).filter(|i| primaries[*i].is_none()));
+    order
 }
 
 /// The median of sorted values (not empty).

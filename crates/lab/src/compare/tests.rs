@@ -230,3 +230,111 @@ fn nothing_measured_says_so() {
     assert_eq!(c.best, None);
     assert_eq!(c.verdict.len(), 1);
 }
+
+/// Four rows given out of order: ranked best first, one line each against
+/// the best, and a recommendation whose confidence three repetitions and a
+/// missed schedule bring down to low.
+#[test]
+fn rows_are_ranked_and_each_gets_a_line_and_a_recommendation() {
+    let rows = [
+        row("select", &[270.0, 260.0, 275.0], 440.0, 0.93, 300.0),
+        row("threads", &[78.0, 82.0, 86.0], 72.0, 1.1, 27_000.0),
+        row("epoll", &[79.0, 80.0, 86.0], 57.0, 1.1, 300.0),
+        RowSamples {
+            label: "rtsig".into(),
+            primary: vec![None; 3],
+            ..RowSamples::default()
+        },
+    ];
+    let c = compare("median service latency", Better::Lower, &rows, CONFIDENCE);
+    assert_eq!(c.ranking, vec![2, 1, 0, 3]);
+    assert_eq!(c.lines.len(), 3, "{:?}", c.lines);
+    assert!(
+        c.lines[0].starts_with("threads ties epoll: 1.00x [0.99-1.02]"),
+        "{:?}",
+        c.lines
+    );
+    assert!(
+        c.lines[1].starts_with("epoll answered 3.25x [3.20-3.42] faster than select"),
+        "{:?}",
+        c.lines
+    );
+    assert!(c.lines[1].ends_with("(75% interval: 3 paired rounds)"));
+    assert_eq!(c.lines[2], "rtsig: no valid run, nothing to compare");
+    let caveats = Caveats {
+        repetitions: 3,
+        runs: 10,
+        schedule_misses: 2,
+        left_out: 0,
+    };
+    let r = recommend(&c, &caveats);
+    assert_eq!(r.confidence, Confidence::Low);
+    assert!(
+        r.text.starts_with("epoll or threads (they tie for the lowest median service latency); epoll uses the least server CPU"),
+        "{}",
+        r.text
+    );
+    assert_eq!(r.reasons.len(), 2, "{:?}", r.reasons);
+    assert!(r
+        .line()
+        .contains("missed its send schedule in 2 of 10 runs"));
+    // Enough clean repetitions: high.
+    let clean = Caveats {
+        repetitions: 5,
+        runs: 20,
+        ..Caveats::default()
+    };
+    assert_eq!(recommend(&c, &clean).confidence, Confidence::High);
+    assert!(recommend(&c, &clean).reasons.is_empty());
+}
+
+/// In closed loop the best serves more: its line says how many times more.
+#[test]
+fn a_higher_is_better_line_turns_the_ratio_around() {
+    let rows = [
+        row("poll", &[1000.0, 1010.0, 990.0], 10.0, 1.0, 300.0),
+        row("epoll", &[2000.0, 2020.0, 1980.0], 5.0, 1.0, 300.0),
+    ];
+    let c = compare("achieved rate (req/s)", Better::Higher, &rows, CONFIDENCE);
+    assert_eq!(c.ranking, vec![1, 0]);
+    assert_eq!(
+        c.lines,
+        vec!["epoll served 2.00x [2.00-2.00] more requests per second than poll (75% interval: 3 paired rounds)".to_string()]
+    );
+    let r = recommend(
+        &c,
+        &Caveats {
+            repetitions: 5,
+            runs: 10,
+            ..Caveats::default()
+        },
+    );
+    assert!(
+        r.text.starts_with(
+            "epoll: the highest achieved rate (req/s), 2.00x better than the next, poll"
+        ),
+        "{}",
+        r.text
+    );
+}
+
+/// Only select and poll scan their descriptors: the processes engine's
+/// dearer wake-ups are not called a scan cost.
+#[test]
+fn only_polling_engines_have_a_scan_cost() {
+    let rows = [
+        row("epoll", &[50.0, 52.0, 51.0], 10.0, 1.0, 300.0),
+        row("processes", &[90.0, 95.0, 92.0], 40.0, 1.0, 300.0),
+        row("poll", &[150.0, 155.0, 152.0], 40.0, 1.0, 300.0),
+    ];
+    let c = compare("median service latency", Better::Lower, &rows, CONFIDENCE);
+    let text = c.verdict.join("\n");
+    assert!(
+        text.contains("what dominates for processes: CPU per wake-up"),
+        "{text}"
+    );
+    assert!(
+        text.contains("what dominates for poll: scan cost"),
+        "{text}"
+    );
+}

@@ -120,7 +120,7 @@ pub(super) fn verdict(c: &Comparison) -> Vec<String> {
         let mut parts: Vec<String> = r
             .causes
             .iter()
-            .map(|k| cause_text(k, &best.label))
+            .map(|k| cause_text(k, &r.label, &best.label))
             .collect();
         if r.standing == Standing::TiesBest {
             // A tie needs no explanation unless it costs more to reach.
@@ -155,7 +155,7 @@ pub(super) fn verdict(c: &Comparison) -> Vec<String> {
         let parts: Vec<String> = causes(best, r)
             .iter()
             .filter(|k| !matches!(k, Cause::NotServerWork))
-            .map(|k| cause_text(k, &r.label))
+            .map(|k| cause_text(k, &best.label, &r.label))
             .collect();
         if !parts.is_empty() {
             out.push(format!(
@@ -169,6 +169,81 @@ pub(super) fn verdict(c: &Comparison) -> Vec<String> {
     out
 }
 
+/// One sentence per row against the best, in ranking order: how much
+/// faster the best was (or that the two tie, or why it cannot be said),
+/// with the interval of the per-round ratio, whose coverage is named when
+/// it falls short of the one asked.
+pub(super) fn lines(c: &Comparison) -> Vec<String> {
+    let Some(b) = c.best else {
+        return Vec::new();
+    };
+    let best = &c.rows[b].label;
+    let (verb, what) = match c.better {
+        Better::Lower => ("answered", "faster than"),
+        Better::Higher => ("served", "more requests per second than"),
+    };
+    c.ranking
+        .iter()
+        .filter(|i| **i != b)
+        .map(|&i| {
+            let r = &c.rows[i];
+            // How many times better the best was: the ratio to the best
+            // turned around where higher is better.
+            let factor = |x: f64| match c.better {
+                Better::Lower => x,
+                Better::Higher => 1.0 / x,
+            };
+            let interval = r.ratio_ci.map(|(lo, hi)| {
+                let (a, b) = (factor(lo), factor(hi));
+                (a.min(b), a.max(b))
+            });
+            let times = r.ratio_to_best.map(factor);
+            let bracket = match (times, interval) {
+                (Some(t), Some((lo, hi))) => {
+                    format!(
+                        "{} [{}-{}]",
+                        ratio_text(t),
+                        short_ratio(lo),
+                        short_ratio(hi)
+                    )
+                }
+                _ => String::new(),
+            };
+            let coverage = r
+                .ratio_ci_coverage
+                .filter(|cov| *cov + 1e-9 < c.confidence)
+                .map_or(String::new(), |cov| {
+                    format!(
+                        " ({} interval: {} paired rounds)",
+                        coverage_text(cov),
+                        r.paired_rounds
+                    )
+                });
+            match r.standing {
+                Standing::Differs => {
+                    format!("{best} {verb} {bracket} {what} {}{coverage}", r.label)
+                }
+                Standing::TiesBest => format!(
+                    "{} ties {best}: {bracket}, an interval that includes 1{coverage}",
+                    r.label
+                ),
+                Standing::Unjudged => format!(
+                    "{} against {best}: cannot be judged, fewer than two valid rounds paired",
+                    r.label
+                ),
+                Standing::NotMeasured | Standing::Best => {
+                    format!("{}: no valid run, nothing to compare", r.label)
+                }
+            }
+        })
+        .collect()
+}
+
+/// A ratio without its `x`, as an interval's end: `1.32`, `14`.
+fn short_ratio(r: f64) -> String {
+    ratio_text(r).trim_end_matches('x').to_string()
+}
+
 /// `label's`, or `label'` for a label ending in s (`threads'`).
 fn possessive(label: &str) -> String {
     if label.ends_with('s') {
@@ -178,16 +253,21 @@ fn possessive(label: &str) -> String {
     }
 }
 
-/// One cause in words, `reference` naming the row it is measured against.
-fn cause_text(cause: &Cause, reference: &str) -> String {
+/// One cause in words of row `row`, `reference` naming the row it is
+/// measured against. Only the polling engines, which scan every descriptor
+/// on each call, have their CPU per wake-up called a scan cost; another
+/// row's (the processes engine's forks and context switches) is not.
+fn cause_text(cause: &Cause, row: &str, reference: &str) -> String {
     let reference = possessive(reference);
+    let scans = matches!(row, "select" | "poll");
     match cause {
         Cause::ScanCost {
             cpu_ratio,
             us_per_wakeup,
             best_us_per_wakeup,
         } => format!(
-            "scan cost: {} {reference} server CPU per request with no more wake-ups, so {us_per_wakeup:.1} us of CPU per wake-up against {best_us_per_wakeup:.1} us",
+            "{}: {} {reference} server CPU per request with no more wake-ups, so {us_per_wakeup:.1} us of CPU per wake-up against {best_us_per_wakeup:.1} us",
+            if scans { "scan cost" } else { "CPU per wake-up" },
             ratio_text(*cpu_ratio)
         ),
         Cause::WakeUps {

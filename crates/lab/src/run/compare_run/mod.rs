@@ -10,7 +10,7 @@
 //! turns the [`CompareOutcome`] into an exit code.
 
 use super::child::{server_cpu_s, ServerChild};
-use crate::compare::{compare, Better, Comparison, RowSamples, CONFIDENCE};
+use crate::compare::{compare, recommend, Better, Caveats, Comparison, RowSamples, CONFIDENCE};
 use crate::validity::{self, Evidence, ScheduleEvidence, Validity, ValidityLimits};
 use anyhow::{anyhow, Context};
 use connlab_loadgen::{LoadOutcome, LoadResult, Progress, Rate, Workload};
@@ -324,6 +324,11 @@ impl ComparePlan {
         ));
         let mut done: Vec<Done> = Vec::new();
         let (mut interrupted, mut peer_failed) = (false, false);
+        // Every run made, retries too, for the recommendation's confidence.
+        let mut caveats = Caveats {
+            repetitions: req.repetitions,
+            ..Caveats::default()
+        };
         'rounds: for round in 1..=req.repetitions {
             let n = rows.len();
             for k in 0..n {
@@ -342,6 +347,7 @@ impl ComparePlan {
                 let (mut outcome, mut server, mut window) =
                     measure(exe, row, &req, &placement, shutdown, progress)?;
                 let mut v = run_validity(&outcome.result, window.as_ref(), 1);
+                caveats.count(&v);
                 progress.measured(&outcome.result, &server, &v);
                 if v.worth_retrying() && !shutdown.requested() {
                     progress.note(&format!(
@@ -352,6 +358,7 @@ impl ComparePlan {
                     (outcome, server, window) =
                         measure(exe, row, &req, &placement, shutdown, progress)?;
                     v = run_validity(&outcome.result, window.as_ref(), 2);
+                    caveats.count(&v);
                     progress.measured(&outcome.result, &server, &v);
                     if !v.valid {
                         progress.note(&format!(
@@ -388,7 +395,9 @@ impl ComparePlan {
             }
         }
         let closed_loop = matches!(req.workload.rate, Rate::Max { .. });
-        let comparison = comparison(&rows, &done, req.repetitions, closed_loop);
+        let mut comparison = comparison(&rows, &done, req.repetitions, closed_loop);
+        caveats.left_out = done.iter().filter(|d| !counts(d)).count();
+        comparison.recommendation = Some(recommend(&comparison, &caveats));
         Ok(CompareOutcome {
             rows,
             done,
@@ -870,6 +879,23 @@ pub fn primary(r: &LoadResult, closed_loop: bool) -> f64 {
     }
 }
 
+/// Whether a run is a sample of the comparison: a failed, interrupted or
+/// invalid one is not.
+fn counts(d: &Done) -> bool {
+    !d.result.interrupted && !d.result.peer_failed && d.validity.valid
+}
+
+impl Caveats {
+    /// Counts one run (an attempt) and whether its client missed its
+    /// schedule (its `schedule` gate failed).
+    fn count(&mut self, v: &Validity) {
+        self.runs += 1;
+        if v.gates.iter().any(|g| g.name == "schedule" && !g.passed) {
+            self.schedule_misses += 1;
+        }
+    }
+}
+
 /// The samples of every row, one slot per round, and their comparison.
 fn comparison(rows: &[Row], done: &[Done], rounds: u32, closed_loop: bool) -> Comparison {
     let samples: Vec<RowSamples> = rows
@@ -883,16 +909,15 @@ fn comparison(rows: &[Row], done: &[Done], rounds: u32, closed_loop: bool) -> Co
                 wakeups_per_request: vec![None; rounds as usize],
                 memory_per_connection_bytes: vec![None; rounds as usize],
             };
-            for d in done.iter().filter(|d| d.row == i) {
+            for d in done.iter().filter(|d| d.row == i && counts(d)) {
                 let k = (d.round - 1) as usize;
-                // A failed, interrupted or invalid run is no sample.
-                if d.result.interrupted || d.result.peer_failed || !d.validity.valid {
-                    continue;
-                }
                 s.primary[k] = Some(primary(&d.result, closed_loop));
                 s.cpu_us_per_request[k] = d.server.cpu_us_per_request;
                 s.wakeups_per_request[k] = d.server.wakeups_per_request;
-                s.memory_per_connection_bytes[k] = d.server.memory_per_connection_bytes;
+                // No growth of the server's memory over the run is a
+                // reading that missed, not a server that needs no memory.
+                s.memory_per_connection_bytes[k] =
+                    d.server.memory_per_connection_bytes.filter(|b| *b > 0.0);
             }
             s
         })
