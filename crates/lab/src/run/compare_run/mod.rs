@@ -9,6 +9,11 @@
 //! prints the progress ([`RunProgress`]), the table and the page, and
 //! turns the [`CompareOutcome`] into an exit code.
 
+pub mod gate;
+mod table;
+
+pub use table::{read_baseline, TableRow};
+
 use super::child::{server_cpu_s, ServerChild};
 use crate::compare::{compare, recommend, Better, Caveats, Comparison, RowSamples, CONFIDENCE};
 use crate::validity::{self, Evidence, ScheduleEvidence, Validity, ValidityLimits};
@@ -96,12 +101,14 @@ impl CompareOutcome {
             schema: &'static str,
             placement: &'a RunPlacement,
             comparison: &'a Comparison,
+            table: Vec<TableRow>,
             runs: Vec<&'a str>,
         }
         let file = ComparisonFile {
-            schema: "connlab.run.comparison/1",
+            schema: COMPARISON_SCHEMA,
             placement: &self.placement,
             comparison: &self.comparison,
+            table: self.table(),
             runs: self.done.iter().filter_map(|d| d.file.as_deref()).collect(),
         };
         let path = dir.join("comparison.json");
@@ -246,6 +253,9 @@ struct RunRecord<'a> {
     window_cpu: Option<&'a WindowCpu>,
     load: &'a LoadResult,
 }
+
+/// Version tag of `comparison.json`.
+pub const COMPARISON_SCHEMA: &str = "connlab.run.comparison/1";
 
 /// Version tag of a run file.
 const RUN_SCHEMA: &str = "connlab.run/1";
