@@ -26,6 +26,7 @@ mod singleip;
 pub mod soak;
 mod suite;
 mod sweep_file;
+pub mod tally;
 pub mod validity;
 pub mod values;
 mod verdict;

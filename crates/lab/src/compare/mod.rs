@@ -28,7 +28,7 @@ use connlab_measure::stats::median_interval;
 pub use recommend::{recommend, Caveats, Confidence, Recommendation, FULL_REPETITIONS};
 use serde::{Deserialize, Serialize};
 pub use text::{coverage_text, ratio_text};
-use text::{lines, verdict};
+use text::{explanations, lines, verdict};
 
 /// Which direction of the primary figure is better.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -196,6 +196,11 @@ pub struct Comparison {
     pub lines: Vec<String>,
     /// The verdict: short sentences in plain words.
     pub verdict: Vec<String>,
+    /// The verdict's lines that explain (what dominates a difference,
+    /// what a tie costs), for printers that say the rest through
+    /// [`lines`](Comparison::lines).
+    #[serde(default)]
+    pub explanations: Vec<String>,
     /// What to use and how sure that is (see [`recommend`]); `None` until
     /// the caller, who knows how the runs went, fills it in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -274,6 +279,7 @@ pub fn compare(metric: &str, better: Better, rows: &[RowSamples], confidence: f6
         ranking,
         lines: Vec::new(),
         verdict: Vec::new(),
+        explanations: Vec::new(),
         recommendation: None,
     };
     if let Some(b) = best {
@@ -285,6 +291,7 @@ pub fn compare(metric: &str, better: Better, rows: &[RowSamples], confidence: f6
         }
     }
     c.verdict = verdict(&c);
+    c.explanations = explanations(&c);
     c.lines = lines(&c);
     c
 }

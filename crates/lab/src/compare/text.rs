@@ -113,6 +113,18 @@ pub(super) fn verdict(c: &Comparison) -> Vec<String> {
     if !missing.is_empty() {
         out.push(format!("{} gave no result", words(&missing)));
     }
+    out.extend(explanations(c));
+    out
+}
+
+/// What dominates each row's difference from the best, and what a tie
+/// costs: the verdict's lines after its headline.
+pub(super) fn explanations(c: &Comparison) -> Vec<String> {
+    let Some(b) = c.best else {
+        return Vec::new();
+    };
+    let best = &c.rows[b];
+    let mut out = Vec::new();
     for r in &c.rows {
         if r.standing != Standing::Differs && r.standing != Standing::TiesBest {
             continue;

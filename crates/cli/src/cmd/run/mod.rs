@@ -1,24 +1,28 @@
 //! `connlab run`: the main job in one command. The flags, then the
-//! comparison in the library (`connlab_lab::run::compare_run`), its
-//! progress and table printed here and, with `--out`, the HTML page
-//! (`connlab_report::render_run`); exit 130 when interrupted, 1 when a
-//! server failed under the load.
+//! comparison in the library (`connlab_lab::run::compare_run`): its
+//! progress and warnings on stderr, the result on stdout in `--format`,
+//! the exports and, with `--out`, the HTML page
+//! (`connlab_report::render_run`). Exit 130 when interrupted, 1 when a
+//! server failed under the load, 3 when a `--fail-if` condition held, 4
+//! when a row regressed past `--max-regression`.
 
 mod output;
+mod progress;
 
 use crate::cmd::load::{raise_limit, WorkloadArgs};
-use crate::cmd::output::with_progress;
 use crate::Exit;
 use anyhow::{anyhow, Context};
 use clap::Args;
-use connlab_lab::run::compare_run::{ComparePlan, CompareRequest, RunProgress, ServerFigures};
+use connlab_lab::run::compare_run::gate::{self, FailIf};
+use connlab_lab::run::compare_run::{read_baseline, ComparePlan, CompareRequest};
 use connlab_lab::validity::Validity;
-use connlab_loadgen::{LoadResult, Progress, Workload};
+use connlab_loadgen::LoadResult;
 use connlab_os::{CpuList, Shutdown};
 use connlab_server::EngineKind;
-use output::{print_run_line, print_table, write_page};
+use output::{write_page, ColorChoice, Format, Paint};
+pub(crate) use progress::Shown;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -47,11 +51,26 @@ of the rounds with its coverage). A row ties the best when that interval include
 differs when it does not, with what dominates (server CPU per request, wake-ups per
 request, memory per connection).
 
+The result goes to stdout (--format text|json|markdown|csv; the text ends with one line
+per comparison and a recommendation with its confidence: high, lowered one step each by
+fewer than 5 repetitions, runs whose client missed its schedule, and runs left out);
+progress and warnings go to stderr, each kind of warning counted once at the end.
+
+Exit codes:
+  0    compared; every --fail-if and --max-regression check passed
+  1    a server failed under the load, or the run could not be made
+  2    bad command line (a --fail-if that names no row, an unreadable --baseline)
+  3    a --fail-if condition held for some row
+  4    a row regressed past --max-regression against --baseline
+  130  interrupted (the runs measured so far are compared and written)
+
 Examples:
   connlab run
   connlab run --engines all -c 2000 --active-ratio 1 --quick
   connlab run --engines epoll,threads --rate max --depth 4 --repetitions 5 --out results/
-  connlab run --protocol http --against nginx=127.0.0.1:8080 --against-pid $(cat nginx.pid)")]
+  connlab run --protocol http --against nginx=127.0.0.1:8080 --against-pid $(cat nginx.pid)
+  connlab run --engines epoll --fail-if 'p99>5ms' --export-json run.json
+  connlab run --baseline results/comparison.json --max-regression 1.10")]
 pub(crate) struct RunArgs {
     /// Engines to compare: one name, a comma list, or `all`.
     #[arg(
@@ -100,7 +119,51 @@ pub(crate) struct RunArgs {
     /// (DIR/comparison.json) and a page (DIR/index.html).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// How the result is printed on stdout.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+    /// Also write the result as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    export_json: Option<PathBuf>,
+    /// Also write the result as Markdown to FILE.
+    #[arg(long, value_name = "FILE")]
+    export_markdown: Option<PathBuf>,
+    /// Also write the result's table as CSV to FILE.
+    #[arg(long, value_name = "FILE")]
+    export_csv: Option<PathBuf>,
+    /// A comparison.json of an earlier run (`--out DIR` writes one): each
+    /// row's primary figure is shown as a ratio to its earlier self.
+    #[arg(long, value_name = "FILE")]
+    baseline: Option<PathBuf>,
+    /// Exit 4 when a row is worse than in --baseline by more than this
+    /// factor (1.10: ten per cent), in the direction that is worse.
+    #[arg(long, value_name = "FACTOR", requires = "baseline", value_parser = parse_factor)]
+    max_regression: Option<f64>,
+    /// Exit 3 when a condition holds for a row: [ROW:]METRIC OP VALUE, with
+    /// METRIC p50 or p99 (a time: 250us, 5ms, 1s), rate (req/s), cpu (us per
+    /// request) or errors; OP >, >=, < or <=. Repeatable.
+    #[arg(long, value_name = "COND")]
+    fail_if: Vec<FailIf>,
+    /// Colour on stdout: auto (on a terminal, unless NO_COLOR is set),
+    /// always or never.
+    #[arg(long, value_enum, default_value = "auto")]
+    color: ColorChoice,
 }
+
+/// A `--max-regression` factor: a number of at least 1.
+fn parse_factor(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if f.is_finite() && f >= 1.0 => Ok(f),
+        _ => Err(format!(
+            "{s:?}: a factor of at least 1, such as 1.10 for ten per cent"
+        )),
+    }
+}
+
+/// Exit code when a `--fail-if` condition held.
+const FAIL_IF_EXIT: u8 = 3;
+/// Exit code when a row regressed past `--max-regression`.
+const REGRESSION_EXIT: u8 = 4;
 
 /// `--engines` value.
 #[derive(Clone, Debug)]
@@ -168,24 +231,6 @@ pub(crate) fn with_run_defaults(cmd: clap::Command) -> clap::Command {
         .mut_arg("duration", |a| a.default_value("4s"))
 }
 
-/// What `connlab run` prints while it measures: its lines, each run's
-/// figures and the load generator's progress.
-struct Shown;
-
-impl RunProgress for Shown {
-    fn note(&mut self, line: &str) {
-        eprintln!("connlab run: {line}");
-    }
-
-    fn measured(&mut self, result: &LoadResult, server: &ServerFigures, validity: &Validity) {
-        print_run_line(result, server, validity);
-    }
-
-    fn load(&mut self, progress: &Progress, workload: &Workload, run: &mut dyn FnMut()) {
-        with_progress(progress, workload, run);
-    }
-}
-
 /// The library's request from the flags (`--quick` applied); a usage
 /// error when they disagree.
 fn request(mut args: RunArgs) -> Result<CompareRequest, Exit> {
@@ -223,20 +268,125 @@ fn request(mut args: RunArgs) -> Result<CompareRequest, Exit> {
     })
 }
 
+/// What to do with the result: the flags that do not shape the runs.
+struct ResultArgs {
+    format: Format,
+    exports: Vec<(Format, PathBuf)>,
+    baseline: Option<PathBuf>,
+    max_regression: Option<f64>,
+    fail_if: Vec<FailIf>,
+    paint: Paint,
+}
+
+impl ResultArgs {
+    fn take(args: &mut RunArgs) -> ResultArgs {
+        let exports = [
+            (Format::Json, args.export_json.take()),
+            (Format::Markdown, args.export_markdown.take()),
+            (Format::Csv, args.export_csv.take()),
+        ]
+        .into_iter()
+        .filter_map(|(f, p)| p.map(|p| (f, p)))
+        .collect();
+        ResultArgs {
+            format: args.format,
+            exports,
+            baseline: args.baseline.take(),
+            max_regression: args.max_regression,
+            fail_if: std::mem::take(&mut args.fail_if),
+            paint: Paint::new(args.color),
+        }
+    }
+}
+
 /// Runs the comparison.
-pub(crate) fn run(args: RunArgs) -> Result<ExitCode, Exit> {
+pub(crate) fn run(mut args: RunArgs) -> Result<ExitCode, Exit> {
     let out = args.out.clone();
-    let plan = ComparePlan::new(request(args)?, &mut Shown).map_err(Exit::usage)?;
+    let want = ResultArgs::take(&mut args);
+    // A baseline that cannot be read fails now, not after the runs.
+    let baseline = want
+        .baseline
+        .as_deref()
+        .map(read_baseline)
+        .transpose()
+        .map_err(|e| Exit::usage(anyhow!(e)))?;
+    let mut shown = Shown::new();
+    let plan = ComparePlan::new(request(args)?, &mut shown).map_err(Exit::usage)?;
+    // A condition naming no row fails before anything is measured.
+    let labels = plan.labels();
+    if let Some(bad) = want
+        .fail_if
+        .iter()
+        .find(|c| c.row.as_deref().is_some_and(|r| !labels.contains(&r)))
+    {
+        return Err(Exit::usage(anyhow!(
+            "--fail-if {}: no row {:?} (rows: {})",
+            bad.text,
+            bad.row.as_deref().unwrap_or_default(),
+            labels.join(", ")
+        )));
+    }
     raise_limit();
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let exe = std::env::current_exe().context("locating the connlab binary")?;
-    let o = plan.run(&exe, &shutdown, &mut Shown)?;
-    print_table(&o.rows, &o.done, &o.comparison, &o.placement, o.repetitions);
+    let o = plan.run(&exe, &shutdown, &mut shown)?;
+    let tally = shown.finish();
+    for line in tally.lines() {
+        eprintln!("connlab run: warning: {line}");
+    }
+    let table = o.table();
+    let failures =
+        gate::check_fail_if(&table, &want.fail_if).map_err(|e| Exit::usage(anyhow!(e)))?;
+    let against = baseline
+        .as_ref()
+        .map(|(better, before)| {
+            if *better != o.comparison.better {
+                eprintln!(
+                    "connlab run: warning: --baseline ranks by {} and this run by {}: their ratios compare unlike figures",
+                    if *better == connlab_lab::compare::Better::Lower { "latency" } else { "rate" },
+                    if o.comparison.better == connlab_lab::compare::Better::Lower { "latency" } else { "rate" }
+                );
+            }
+            gate::against_baseline(&table, before, o.comparison.better)
+        })
+        .unwrap_or_default();
+    let regressions = want
+        .max_regression
+        .map(|max| gate::regressions(&against, max))
+        .unwrap_or_default();
+    let result = output::Result {
+        outcome: &o,
+        table,
+        baseline: against,
+        failures: failures.iter().chain(&regressions).cloned().collect(),
+    };
+    print!("{}", result.render(want.format, want.paint)?);
+    for (format, path) in &want.exports {
+        write_export(
+            path,
+            &result.render(*format, Paint::new(ColorChoice::Never))?,
+        )?;
+    }
     if let Some(dir) = &out {
         write_page(dir, &o)?;
         eprintln!("connlab run: results in {}", dir.display());
     }
-    Ok(ExitCode::from(o.exit_code()))
+    let code = match o.exit_code() {
+        0 if !failures.is_empty() => FAIL_IF_EXIT,
+        0 if !regressions.is_empty() => REGRESSION_EXIT,
+        c => c,
+    };
+    Ok(ExitCode::from(code))
+}
+
+/// Writes an export whole, creating its directory.
+fn write_export(path: &Path, text: &str) -> Result<(), Exit> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    connlab_os::files::write_atomic(path, text)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
 }
 
 /// `connlab doctor`'s A/A calibration: the first engine of `args` measured
@@ -247,8 +397,9 @@ pub(crate) fn calibrate(
     runs: usize,
     shutdown: &Shutdown,
 ) -> Result<(String, Vec<(LoadResult, Validity)>), Exit> {
-    let plan = ComparePlan::new(request(args)?, &mut Shown).map_err(Exit::usage)?;
+    let mut shown = Shown::new();
+    let plan = ComparePlan::new(request(args)?, &mut shown).map_err(Exit::usage)?;
     raise_limit();
     let exe = std::env::current_exe().context("locating the connlab binary")?;
-    Ok(plan.calibrate(&exe, runs, shutdown, &mut Shown)?)
+    Ok(plan.calibrate(&exe, runs, shutdown, &mut shown)?)
 }

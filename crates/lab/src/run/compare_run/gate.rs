@@ -221,6 +221,15 @@ pub fn check_fail_if(table: &[TableRow], fail_if: &[FailIf]) -> Result<Vec<Failu
             .filter(|r| cond.row.as_ref().is_none_or(|row| &r.label == row))
         {
             let Some(v) = cond.metric.of(r) else {
+                // A gate that cannot be checked must not pass a CI job.
+                out.push(Failure {
+                    row: r.label.clone(),
+                    text: format!(
+                        "{}: no valid run to check (--fail-if {})",
+                        cond.metric.name(),
+                        cond.text
+                    ),
+                });
                 continue;
             };
             if cond.op.holds(v, cond.value) {
@@ -264,17 +273,18 @@ fn time_text(us: f64) -> String {
 pub struct AgainstBaseline {
     /// The row.
     pub label: String,
-    /// The primary figure now.
-    pub now: f64,
+    /// The primary figure now (`None`: no valid run this time).
+    pub now: Option<f64>,
     /// The primary figure in the baseline.
     pub before: f64,
     /// How many times worse it is now (above 1: a regression; below 1: an
-    /// improvement), whichever direction is better.
-    pub worse_by: f64,
+    /// improvement), whichever direction is better; `None` without a
+    /// valid run now.
+    pub worse_by: Option<f64>,
 }
 
 /// Each row's primary figure against the baseline row of the same label
-/// (rows missing on either side are left out).
+/// (rows the baseline lacks or did not measure are left out).
 pub fn against_baseline(
     now: &[TableRow],
     before: &[TableRow],
@@ -283,34 +293,41 @@ pub fn against_baseline(
     now.iter()
         .filter_map(|r| {
             let b = before.iter().find(|b| b.label == r.label)?;
-            let (n, p) = (r.primary?, b.primary?);
-            if !(n > 0.0 && p > 0.0) {
-                return None;
-            }
+            let p = b.primary.filter(|p| *p > 0.0)?;
+            let n = r.primary.filter(|n| *n > 0.0);
             Some(AgainstBaseline {
                 label: r.label.clone(),
                 now: n,
                 before: p,
-                worse_by: match better {
+                worse_by: n.map(|n| match better {
                     Better::Lower => n / p,
                     Better::Higher => p / n,
-                },
+                }),
             })
         })
         .collect()
 }
 
 /// The rows worse than the baseline by more than `max` (`1.10`: ten per
-/// cent).
+/// cent), and those without a valid run to check (a check that cannot be
+/// made must not pass a CI job).
 pub fn regressions(rows: &[AgainstBaseline], max: f64) -> Vec<Failure> {
     rows.iter()
-        .filter(|r| r.worse_by > max)
-        .map(|r| Failure {
-            row: r.label.clone(),
-            text: format!(
-                "{:.2}x worse than the baseline ({:.1} against {:.1}), above --max-regression {max:.2}",
-                r.worse_by, r.now, r.before
-            ),
+        .filter_map(|r| {
+            let text = match (r.worse_by, r.now) {
+                (Some(w), Some(now)) if w > max => format!(
+                    "{w:.2}x worse than the baseline ({now:.1} against {:.1}), above --max-regression {max:.2}",
+                    r.before
+                ),
+                (None, _) | (_, None) => {
+                    "no valid run to check against the baseline (--max-regression)".to_string()
+                }
+                _ => return None,
+            };
+            Some(Failure {
+                row: r.label.clone(),
+                text,
+            })
         })
         .collect()
 }
@@ -397,7 +414,7 @@ mod tests {
         ];
         let a = against_baseline(&now, &before, Better::Lower);
         assert_eq!(a.len(), 2, "uring has no baseline");
-        assert!((a[0].worse_by - 1.15).abs() < 1e-9);
+        assert!((a[0].worse_by.unwrap() - 1.15).abs() < 1e-9);
         let r = regressions(&a, 1.10);
         assert_eq!(r.len(), 1);
         assert!(
@@ -408,6 +425,11 @@ mod tests {
         );
         // Higher is better: a lower rate is the regression.
         let a = against_baseline(&now, &before, Better::Higher);
-        assert!((a[1].worse_by - 270.0 / 250.0).abs() < 1e-9);
+        assert!((a[1].worse_by.unwrap() - 270.0 / 250.0).abs() < 1e-9);
+        // No valid run now: the check fails rather than passes.
+        let mut gone = now[0].clone();
+        gone.primary = None;
+        let a = against_baseline(&[gone], &before, Better::Lower);
+        assert!(regressions(&a, 1.10)[0].text.starts_with("no valid run"));
     }
 }

@@ -65,6 +65,15 @@ pub trait RunProgress {
     fn measured(&mut self, result: &LoadResult, server: &ServerFigures, validity: &Validity);
     /// The load generator runs `run` with `progress`: show it as it goes.
     fn load(&mut self, progress: &Progress, workload: &Workload, run: &mut dyn FnMut());
+    /// The comparison is about to make `runs` runs (retries come on top).
+    fn planned(&mut self, runs: u32) {
+        let _ = runs;
+    }
+    /// A run of `label` in round `round` of `rounds` starts (`retry`: it is
+    /// measured once more after failing its gates).
+    fn starting(&mut self, round: u32, rounds: u32, label: &str, retry: bool) {
+        let _ = (round, rounds, label, retry);
+    }
 }
 
 /// A resolved comparison: its rows, placement and workload.
@@ -290,6 +299,11 @@ impl ComparePlan {
         })
     }
 
+    /// The rows' names, in the order given.
+    pub fn labels(&self) -> Vec<&str> {
+        self.rows.iter().map(Row::label).collect()
+    }
+
     /// The placement every run shares.
     pub fn placement(&self) -> &RunPlacement {
         &self.placement
@@ -332,6 +346,7 @@ impl ComparePlan {
             per_run.as_secs_f64(),
             placement.text()
         ));
+        progress.planned(total);
         let mut done: Vec<Done> = Vec::new();
         let (mut interrupted, mut peer_failed) = (false, false);
         // Every run made, retries too, for the recommendation's confidence.
@@ -348,12 +363,7 @@ impl ComparePlan {
                 // Rotate the order by one row per round.
                 let i = (k + round as usize - 1) % n;
                 let row = &rows[i];
-                progress.note(&format!(
-                    "round {round}/{}, {} ({}/{n})",
-                    req.repetitions,
-                    row.label(),
-                    k + 1
-                ));
+                progress.starting(round, req.repetitions, row.label(), false);
                 let (mut outcome, mut server, mut window) =
                     measure(exe, row, &req, &placement, shutdown, progress)?;
                 let mut v = run_validity(&outcome.result, window.as_ref(), 1);
@@ -365,6 +375,7 @@ impl ComparePlan {
                         row.label(),
                         v.failure_text()
                     ));
+                    progress.starting(round, req.repetitions, row.label(), true);
                     (outcome, server, window) =
                         measure(exe, row, &req, &placement, shutdown, progress)?;
                     v = run_validity(&outcome.result, window.as_ref(), 2);
