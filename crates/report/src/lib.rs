@@ -43,34 +43,10 @@ pub use table::{
 pub use verdicts::{pipeline_claims, singleip_claims, sweep_claims, ExperimentClaims};
 
 use connlab_lab::{PointResult, SweepDir};
+pub use export::Format;
 use export::{Page, Report};
 use std::collections::BTreeMap;
 use table::server_stat;
-
-/// Output formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    /// One self-contained HTML page.
-    Html,
-    /// GitHub-flavoured Markdown tables.
-    Markdown,
-    /// The tables and claims in long form.
-    Csv,
-}
-
-impl std::str::FromStr for Format {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "html" => Ok(Format::Html),
-            "markdown" | "md" => Ok(Format::Markdown),
-            "csv" => Ok(Format::Csv),
-            _ => Err(format!(
-                "unknown format {s:?}; expected html, markdown or csv"
-            )),
-        }
-    }
-}
 
 /// Why a report could not be made.
 #[derive(Debug, thiserror::Error)]
