@@ -22,6 +22,7 @@ mod plots;
 mod projection;
 pub mod run;
 mod singleip;
+mod soak;
 mod summary;
 mod table;
 mod validity;
@@ -36,6 +37,7 @@ pub use peers::{render_peers, summarize as summarize_peers, PeerRow, Spread as P
 pub use pipeline::render_pipeline;
 pub use projection::{project, projections, Projection};
 pub use singleip::render_singleip;
+pub use soak::render_soak;
 pub use table::{
     backends_used, grouped, metric_name, our_stats, param_text, rate_text, ratio_text, stat_names,
     stat_unit, unit, Cell, PaperTable, Row, Spread,
