@@ -179,17 +179,17 @@ impl Results for ToyResults {
             .iter()
             .map(|p| format!("| {} | {} |", p.id, p.square))
             .collect();
-        Ok(match format {
-            Format::Csv => self
-                .points
+        Ok(if format == Format::CSV {
+            self.points
                 .iter()
                 .map(|p| format!("{},{}\n", p.id, p.square))
-                .collect(),
-            _ => format!(
+                .collect()
+        } else {
+            format!(
                 "# {}\n\n| id | square |\n|---|---|\n{}\n",
                 self.info.name,
                 rows.join("\n")
-            ),
+            )
         })
     }
 
@@ -268,7 +268,7 @@ fn a_kind_registered_in_one_line_is_swept_resumed_and_reported() {
     // The registry finds the kind of the directory and the kind reports it.
     let results = registry.open(&out, &ReportOptions::default()).unwrap();
     assert_eq!(results.done(), "3 of 3 toys");
-    let md = results.render(Format::Markdown).unwrap();
+    let md = results.render(Format::MARKDOWN).unwrap();
     assert!(md.contains("| t3 | 9 |"), "{md}");
     assert_eq!(results.claims().title, "toys");
     // A directory of another experiment file is refused before anything is written.

@@ -3,11 +3,9 @@
 //! paper's value, ours and the verdict. Every experiment kind turns its own
 //! checks into [`ClaimRow`]s; this module only lays them out.
 
-use crate::export::{self, md_row, Block, Page, Report};
+use crate::export::{self, Block, Cell, Page, Report, Table, Tone};
 use crate::{Format, ReportError, Verdict};
-use html_escape::encode_text as esc;
 use serde::Serialize;
-use std::fmt::Write as _;
 
 /// CSS class of a verdict on the index.
 fn class(v: &Verdict) -> &'static str {
@@ -233,124 +231,72 @@ impl Index {
         export::export(self, format).unwrap_or_else(|e| e.to_string())
     }
 
-    /// The HTML under the title and description.
-    fn html(&self) -> String {
-        let mut h = String::from(INDEX_STYLE);
-        let t = self.tally();
-        let _ = writeln!(
-            h,
-            "<p class=\"note\"><strong>{}</strong> claims hold, <strong>{}</strong> do not, <strong>{}</strong> cannot be judged here, <strong>{}</strong> cannot be measured here.</p>",
-            t.holds, t.fails, t.cannot_judge, t.cannot_measure
-        );
-        let _ = writeln!(
-            h,
-            "<p class=\"note\">{}</p>",
-            esc(&self.validity_sentence())
-        );
-        h.push_str("<table id=\"facts\">\n<tbody>\n");
-        for (k, v) in &self.facts {
-            let _ = writeln!(
-                h,
-                "<tr><th class=\"label\">{}</th><td class=\"label\">{}</td></tr>",
-                esc(k),
-                esc(v)
-            );
-        }
-        h.push_str("</tbody>\n</table>\n");
+    /// The blocks under the title and description: the tally, the
+    /// validity, the facts, then per paper its experiments, each a linked
+    /// heading over its claims.
+    fn blocks(&self) -> Vec<Block> {
+        let mut blocks = vec![
+            Block::Note(format!("{}.", self.tally().sentence())),
+            Block::Note(self.validity_sentence()),
+            Block::Facts {
+                id: Some("facts"),
+                facts: self.facts.clone(),
+            },
+        ];
         for p in &self.papers {
-            let _ = writeln!(
-                h,
-                "<h2 id=\"{}\">{}</h2>\n<p class=\"note\">{} · paper: {}</p>",
-                esc(&p.id),
-                esc(&p.title),
-                esc(&p.system),
-                esc(&p.source)
-            );
+            blocks.push(Block::Anchor {
+                title: p.title.clone(),
+                id: p.id.clone(),
+            });
+            blocks.push(Block::Note(format!("{} · paper: {}", p.system, p.source)));
             for e in &p.experiments {
-                let _ = writeln!(
-                    h,
-                    "<h3><a href=\"{}\">{}</a></h3>\n<p class=\"note\">{}: {}{}</p>",
-                    esc(&e.report),
-                    esc(&e.title),
-                    esc(&e.name),
-                    esc(&e.status),
-                    esc(&e.validity_note())
-                );
-                if e.rows.is_empty() {
-                    h.push_str("<p class=\"note\">No claims checked.</p>\n");
-                    continue;
-                }
-                h.push_str("<table class=\"claims\">\n<colgroup><col style=\"width:9%\"><col style=\"width:40%\"><col style=\"width:13%\"><col style=\"width:17%\"><col style=\"width:21%\"></colgroup>\n<thead><tr><th class=\"label\">where</th><th class=\"label\">claim</th><th>paper</th><th>ours</th><th class=\"label\">verdict</th></tr></thead>\n<tbody>\n");
-                for r in &e.rows {
-                    let reason = if r.reason.is_empty() {
-                        String::new()
-                    } else {
-                        format!("<br><small>{}</small>", esc(&r.reason))
-                    };
-                    let _ = writeln!(
-                        h,
-                        "<tr><td class=\"label\">{}</td><td class=\"label claim\">{}</td><td>{}</td><td>{}</td><td class=\"label verdict {}\">{}{reason}</td></tr>",
-                        esc(&r.source),
-                        esc(&r.text),
-                        esc(&r.paper),
-                        esc(&r.ours),
-                        if r.table { "compared" } else { class(&r.verdict) },
-                        esc(&r.verdict_text())
-                    );
-                }
-                h.push_str("</tbody>\n</table>\n");
-            }
-        }
-        h
-    }
-
-    /// The Markdown under the title and description.
-    fn markdown(&self) -> String {
-        let mut m = String::new();
-        let _ = writeln!(
-            m,
-            "{}.\n\n{}\n",
-            self.tally().sentence(),
-            self.validity_sentence()
-        );
-        for (k, v) in &self.facts {
-            let _ = writeln!(m, "- {k}: {v}");
-        }
-        for p in &self.papers {
-            let _ = writeln!(
-                m,
-                "\n## {}\n\n{} · paper: {}\n",
-                p.title, p.system, p.source
-            );
-            for e in &p.experiments {
-                let _ = writeln!(
-                    m,
-                    "### [{}]({})\n\n{}: {}{}\n",
-                    e.title,
-                    e.report,
+                blocks.push(Block::Subheading {
+                    title: e.title.clone(),
+                    link: Some(e.report.clone()),
+                });
+                blocks.push(Block::Note(format!(
+                    "{}: {}{}",
                     e.name,
                     e.status,
                     e.validity_note()
-                );
+                )));
                 if e.rows.is_empty() {
+                    blocks.push(Block::Note("No claims checked.".into()));
                     continue;
                 }
-                m.push_str("| where | claim | paper | ours | verdict |\n|---|---|---:|---:|---|\n");
-                for r in &e.rows {
-                    let verdict = if r.reason.is_empty() {
-                        r.verdict_text()
-                    } else {
-                        format!("{} ({})", r.verdict_text(), r.reason)
-                    };
-                    let cells =
-                        [&r.source, &r.text, &r.paper, &r.ours, &verdict].map(String::clone);
-                    let _ = writeln!(m, "{}", md_row(&cells));
-                }
-                m.push('\n');
+                blocks.push(Block::Table(Table {
+                    class: Some("claims"),
+                    head: ["where", "claim", "paper", "ours", "verdict"]
+                        .map(String::from)
+                        .to_vec(),
+                    rows: e.rows.iter().map(claim_cells).collect(),
+                    labels: 2,
+                    text_columns: vec![4],
+                    ..Table::default()
+                }));
             }
         }
-        m
+        blocks
     }
+}
+
+/// A claim's cells: where, the claim, the paper's value, ours, and the
+/// verdict coloured by its class with what it rests on under it.
+fn claim_cells(r: &ClaimRow) -> Vec<Cell> {
+    let class = if r.table {
+        "compared"
+    } else {
+        class(&r.verdict)
+    };
+    vec![
+        Cell::from(r.source.as_str()),
+        Cell::from(r.text.as_str()),
+        Cell::from(r.paper.as_str()),
+        Cell::from(r.ours.as_str()),
+        Cell::from(r.verdict_text())
+            .tone(Tone::Verdict(class))
+            .small((!r.reason.is_empty()).then(|| r.reason.clone())),
+    ]
 }
 
 /// One CSV row: a claim of an experiment of a paper.
@@ -369,16 +315,13 @@ pub(crate) struct IndexRow {
 impl Report for Index {
     type Row = IndexRow;
 
-    fn page(&self, format: Format) -> Result<Page, ReportError> {
+    fn page(&self, _: Format) -> Result<Page, ReportError> {
         Ok(Page {
             title: self.title.clone(),
             description: self.description.clone(),
-            style: crate::locality::STYLE,
+            style: format!("{}{INDEX_STYLE}", crate::locality::STYLE).into(),
             viewport: false,
-            blocks: vec![match format {
-                Format::Html => Block::Html(self.html()),
-                _ => Block::Markdown(self.markdown()),
-            }],
+            blocks: self.blocks(),
         })
     }
 
@@ -408,14 +351,18 @@ impl Report for Index {
     }
 }
 
-const INDEX_STYLE: &str = "<style>
+/// The index's own CSS after the reports': the claims' column widths and
+/// the verdicts' colours.
+const INDEX_STYLE: &str = "
 table.claims{width:100%;table-layout:fixed}
 table.claims td,table.claims th{overflow-wrap:anywhere}
-td.verdict.holds{color:#1a7f37;font-weight:600}
-td.verdict.fails{color:#b42318;font-weight:600}
-td.verdict.unmeasured{color:#777}
-td.verdict.noisy{color:#9a6700}
-</style>
+table.claims th:nth-child(1){width:9%}table.claims th:nth-child(2){width:40%}
+table.claims th:nth-child(3){width:13%}table.claims th:nth-child(4){width:17%}
+table.claims th:nth-child(5){width:21%}
+table.claims td.holds{color:#1a7f37;font-weight:600}
+table.claims td.fails{color:#b42318;font-weight:600}
+table.claims td.unmeasured,table.claims td.compared{color:#777;font-weight:normal}
+table.claims td.noisy{color:#9a6700;font-weight:normal}
 ";
 
 #[cfg(test)]
@@ -479,30 +426,30 @@ mod tests {
             }
         );
         assert_eq!(i.invalid_by_gate(), vec![("steal".to_string(), 4)]);
-        let h = i.render(Format::Html);
+        let h = i.render(Format::HTML);
         assert!(h.contains("href=\"locality-table3/report.html\""));
         assert!(h.contains("select grows &lt;fast&gt;"));
         assert!(h.contains("cannot be measured here: rows 10,000 not in this run"));
-        let m = i.render(Format::Markdown);
+        let m = i.render(Format::MARKDOWN);
         assert!(
             m.contains("| Table 3 | select grows <fast> | 18.0x | 19.1x [17-21x] | holds (≥ 5×) |")
         );
-        let c = i.render(Format::Csv);
+        let c = i.render(Format::CSV);
         let mut r = csv::Reader::from_reader(c.as_bytes());
         let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
         assert_eq!(rows.len(), 3);
         assert_eq!(&rows[1][6], "cannot_measure");
         assert_eq!(&rows[2][6], "cannot_judge_here");
         assert!(h.contains("4 of 15 points invalid (steal 4)"), "{h}");
-        assert!(h.contains("1</strong> cannot be judged here"), "{h}");
+        assert!(h.contains("1 cannot be judged here"), "{h}");
         assert!(m.contains("4 of 15 points failed a validity gate (points per gate: steal 4)"));
     }
 
     #[test]
     fn every_format_is_as_before() {
         let i = index();
-        insta::assert_snapshot!("index_html", i.render(Format::Html));
-        insta::assert_snapshot!("index_markdown", i.render(Format::Markdown));
-        insta::assert_snapshot!("index_csv", i.render(Format::Csv));
+        insta::assert_snapshot!("index_html", i.render(Format::HTML));
+        insta::assert_snapshot!("index_markdown", i.render(Format::MARKDOWN));
+        insta::assert_snapshot!("index_csv", i.render(Format::CSV));
     }
 }

@@ -22,6 +22,7 @@ mod plots;
 mod projection;
 pub mod run;
 mod singleip;
+mod soak;
 mod summary;
 mod table;
 mod validity;
@@ -36,6 +37,7 @@ pub use peers::{render_peers, summarize as summarize_peers, PeerRow, Spread as P
 pub use pipeline::render_pipeline;
 pub use projection::{project, projections, Projection};
 pub use singleip::render_singleip;
+pub use soak::render_soak;
 pub use table::{
     backends_used, grouped, metric_name, our_stats, param_text, rate_text, ratio_text, stat_names,
     stat_unit, unit, Cell, PaperTable, Row, Spread,
@@ -43,34 +45,10 @@ pub use table::{
 pub use verdicts::{pipeline_claims, singleip_claims, sweep_claims, ExperimentClaims};
 
 use connlab_lab::{PointResult, SweepDir};
+pub use export::Format;
 use export::{Page, Report};
 use std::collections::BTreeMap;
 use table::server_stat;
-
-/// Output formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    /// One self-contained HTML page.
-    Html,
-    /// GitHub-flavoured Markdown tables.
-    Markdown,
-    /// The tables and claims in long form.
-    Csv,
-}
-
-impl std::str::FromStr for Format {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "html" => Ok(Format::Html),
-            "markdown" | "md" => Ok(Format::Markdown),
-            "csv" => Ok(Format::Csv),
-            _ => Err(format!(
-                "unknown format {s:?}; expected html, markdown or csv"
-            )),
-        }
-    }
-}
 
 /// Why a report could not be made.
 #[derive(Debug, thiserror::Error)]

@@ -601,19 +601,19 @@ struct Peers<'a> {
 impl Report for Peers<'_> {
     type Row = CsvRow;
 
-    /// HTML adds the reading note, a heading and a plot per body size and
-    /// the command lines; Markdown has the tables alone.
+    /// A format with the detail adds the reading note, a heading per body
+    /// size and the command lines, one with figures a plot per body size;
+    /// Markdown has the tables alone.
     fn page(&self, format: Format) -> Result<Page, ReportError> {
         let dir = self.dir;
         let e = &dir.info.experiment;
-        let html = format == Format::Html;
         let rows = summarize(dir);
         let noise = aa_noise(dir);
         let mut blocks = vec![Block::Facts {
             id: None,
             facts: facts(dir, noise.as_ref()),
         }];
-        if html {
+        if format.detail() {
             blocks.push(Block::Note(format!(
                 "Medians across repetitions with the smallest and largest in brackets, over the points \
                  that passed their validity gates. The ratio divides a contender's {} by the baseline's \
@@ -629,7 +629,7 @@ impl Report for Peers<'_> {
         sizes.dedup();
         for size in sizes {
             let at: Vec<&PeerRow> = rows.iter().filter(|r| r.body_bytes == size).collect();
-            if html {
+            if format.detail() {
                 blocks.push(Block::Heading(format!("{} body", size_text(size))));
             }
             blocks.push(Block::Table(export::Table {
@@ -656,7 +656,7 @@ impl Report for Peers<'_> {
                 html_skip: 1,
                 ..export::Table::default()
             }));
-            if html {
+            if format.figures() {
                 blocks.push(Block::Figure {
                     id: None,
                     svg: dot_plot(
@@ -688,7 +688,7 @@ impl Report for Peers<'_> {
         if let Some(line) = per_rep {
             blocks.push(Block::Note(line));
         }
-        if html {
+        if format.detail() {
             blocks.push(Block::Heading("Commands".into()));
             for (id, cmds) in commands(dir) {
                 blocks.push(Block::Commands {

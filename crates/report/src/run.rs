@@ -5,7 +5,7 @@
 //! placement and environment. The CLI measures and fills a [`RunPage`];
 //! this module only lays it out.
 
-use crate::export::{Block, Cell, Exporter, HtmlExporter, Item, List, Page, Report, Table};
+use crate::export::{self, Block, Cell, Item, List, Page, Report, Table};
 use crate::plots::{self, Series};
 use crate::{Format, ReportError};
 use connlab_lab::compare::{coverage_text, ratio_text, Better, Comparison, Figure, Standing};
@@ -155,7 +155,7 @@ impl Report for Run<'_> {
         Ok(Page {
             title: page.title.clone(),
             description: String::new(),
-            style: STYLE,
+            style: STYLE.into(),
             viewport: true,
             blocks,
         })
@@ -370,7 +370,7 @@ fn validity(page: &RunPage) -> Vec<Block> {
 
 /// Renders the page.
 pub fn render_run(page: &RunPage) -> Result<String, ReportError> {
-    HtmlExporter.export(&Run(page))
+    export::export(&Run(page), Format::HTML)
 }
 
 #[cfg(test)]

@@ -42,7 +42,7 @@ pub(crate) fn page(
     crate::export::Page {
         title: title.to_string(),
         description: description.to_string(),
-        style,
+        style: style.into(),
         viewport: true,
         blocks,
     }

@@ -179,7 +179,7 @@ fn section(s: &Summary, floor: Option<String>, tail: &str) -> Vec<Block> {
     let mut blocks = vec![
         Block::Anchor {
             title: format!("Validity of the {unit}"),
-            id: "validity",
+            id: "validity".into(),
         },
         Block::Note(s.sentence(tail)),
     ];
@@ -227,7 +227,7 @@ mod tests {
         let bad = Validity::of(vec![Gate::at_most("steal", 0.073, 0.02, String::new())], 3);
         let s = Summary::of([("a", Some(&ok)), ("b", Some(&bad)), ("c", None)]);
         assert_eq!((s.checked, s.unchecked, s.retried), (2, 1, 1));
-        let h = render_blocks(blocks(&s, None, "mean service latency"), Format::Html);
+        let h = render_blocks(blocks(&s, None, "mean service latency"), Format::HTML);
         assert!(h.contains("1 of 2 points passed every gate"), "{h}");
         assert!(h.contains("steal 1"), "{h}");
         assert!(
@@ -236,7 +236,7 @@ mod tests {
             ),
             "{h}"
         );
-        let m = render_blocks(blocks(&s, None, "mean service latency"), Format::Markdown);
+        let m = render_blocks(blocks(&s, None, "mean service latency"), Format::MARKDOWN);
         assert!(m.contains("| b | 3 | steal 7.3 % > 2 % |"), "{m}");
         assert!(m.contains("No A/A control"), "{m}");
         assert!(m.contains("passed every gate (steal)"), "{m}");
@@ -249,7 +249,7 @@ mod tests {
             1,
         );
         let s = Summary::of([("r1", Some(&bad)), ("r2", None)]).of_unit("runs");
-        let h = render_blocks(blocks_with(&s, NO_CONTROL), Format::Html);
+        let h = render_blocks(blocks_with(&s, NO_CONTROL), Format::HTML);
         assert!(h.contains("Validity of the runs"), "{h}");
         assert!(
             h.contains("0 of 1 runs passed every gate (completion)"),
@@ -258,7 +258,7 @@ mod tests {
         assert!(h.contains("1 run was measured before gates existed"), "{h}");
         assert!(h.contains("<th class=\"label\">invalid run</th>"), "{h}");
         assert!(h.contains("measures no A/A control"), "{h}");
-        let m = render_blocks(blocks_with(&s, NO_CONTROL), Format::Markdown);
+        let m = render_blocks(blocks_with(&s, NO_CONTROL), Format::MARKDOWN);
         assert!(m.contains("| r1 | 1 | completion 0 % < 100 % |"), "{m}");
     }
 
@@ -267,11 +267,11 @@ mod tests {
         let bad = Validity::of(vec![Gate::at_most("steal", 0.073, 0.02, String::new())], 3);
         let s = Summary::of([("b", Some(&bad))]);
         // A kind without a control says nothing of one, nor of claims.
-        let m = render_blocks(blocks_for(&s, None, "they are left out"), Format::Markdown);
+        let m = render_blocks(blocks_for(&s, None, "they are left out"), Format::MARKDOWN);
         assert!(m.contains("| b | 3 | steal 7.3 % > 2 % |"), "{m}");
         assert!(m.contains("listed below, and they are left out."), "{m}");
         assert!(!m.contains("A/A") && !m.contains("claim"), "{m}");
-        let h = render_blocks(blocks_for(&s, None, "they are left out"), Format::Html);
+        let h = render_blocks(blocks_for(&s, None, "they are left out"), Format::HTML);
         assert!(
             h.contains("<table id=\"invalid\">") && !h.contains("A/A"),
             "{h}"

@@ -51,7 +51,7 @@ pub(crate) fn run(args: ReportArgs) -> Result<ExitCode, Exit> {
     let output = args
         .output
         .clone()
-        .or_else(|| (args.format == Format::Html).then(|| args.dir.join("report.html")));
+        .or_else(|| (args.format == Format::HTML).then(|| args.dir.join("report.html")));
     match output {
         Some(path) => {
             connlab_os::files::write_atomic(&path, &text)

@@ -237,14 +237,11 @@ fn describe(status: &ExitStatus) -> String {
     }
 }
 
-/// Writes the index in every format, each whole ([`connlab_os::files::write_atomic`]).
+/// Writes the index in every format (`index.html`, `index.md`,
+/// `index.csv`), each whole ([`connlab_os::files::write_atomic`]).
 fn write_index(out: &Path, index: &Index) -> Result<(), Exit> {
-    for (format, file) in [
-        (Format::Html, "index.html"),
-        (Format::Markdown, "index.md"),
-        (Format::Csv, "index.csv"),
-    ] {
-        let path = out.join(file);
+    for format in Format::all() {
+        let path = out.join(format!("index.{}", format.extension()));
         connlab_os::files::write_atomic(&path, index.render(format))
             .with_context(|| format!("writing {}", path.display()))?;
     }

@@ -9,6 +9,7 @@ use connlab_gateway::ProxyIo;
 use connlab_lab::soak::{Plan, SoakRequest};
 use connlab_measure::units::{parse_duration, parse_size};
 use connlab_os::Shutdown;
+use connlab_report::Format;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -118,7 +119,12 @@ pub(crate) fn run(args: SoakArgs) -> Result<ExitCode, Exit> {
     let outcome = connlab_lab::soak::run(&plan, &args.out, exe, &shutdown, &mut |line| {
         eprintln!("connlab soak: {line}")
     })?;
-    eprint!("{}", outcome.markdown);
+    let markdown = connlab_report::render_soak(&outcome.report.summary(), Format::MARKDOWN)
+        .map_err(|e| anyhow!(e))?;
+    let md_path = args.out.join("soak.md");
+    connlab_os::files::write_atomic(&md_path, &markdown)
+        .with_context(|| format!("writing {}", md_path.display()))?;
+    eprint!("{markdown}");
     eprintln!("connlab soak: results in {}", outcome.json_path.display());
     if outcome.interrupted {
         return Ok(ExitCode::from(130));

@@ -3,9 +3,11 @@
 //! while backends and app nodes are killed and restarted, processes are
 //! stopped for 2 s, and hostile clients (slowloris, garbage, never-read)
 //! run throughout. Reports crashes, peak memory, request accounting and
-//! p99 against the fault-free run in `soak.json` and `soak.md`. The binary
-//! parses the flags into a [`SoakRequest`], prints the notes and the
-//! summary, and turns the [`SoakOutcome`] into an exit code.
+//! p99 against the fault-free run in `soak.json`, and gives the content of
+//! the summary page `soak.md` as a [`SoakSummary`] (the report crate lays
+//! it out). The binary parses the flags into a [`SoakRequest`], prints the
+//! notes, writes and prints the summary, and turns the [`SoakOutcome`]
+//! into an exit code.
 
 mod component;
 mod hostile;
@@ -21,9 +23,8 @@ use connlab_os::Shutdown;
 use hostile::{Hostile, HostileReport, Sizes};
 use load::LoadChild;
 use procs::describe;
-use report::{
-    ClassReport, ExitRecord, FaultRecord, PhaseTotals, ProcessReport, SegmentReport, SoakReport,
-};
+use report::{ClassReport, ExitRecord, FaultRecord, PhaseTotals, ProcessReport, SegmentReport};
+pub use report::{SoakReport, SoakSummary};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::net::SocketAddr;
@@ -163,8 +164,6 @@ enum Action {
 pub struct SoakOutcome {
     /// The report, as written to `soak.json`.
     pub report: SoakReport,
-    /// Its Markdown summary, as written to `soak.md`.
-    pub markdown: String,
     /// Where `soak.json` is.
     pub json_path: PathBuf,
     /// A stop was requested (Ctrl-C): exit 130.
@@ -208,13 +207,8 @@ pub fn run(
     let json_path = out.join("soak.json");
     connlab_os::files::write_atomic(&json_path, json + "\n")
         .with_context(|| format!("writing {}", json_path.display()))?;
-    let markdown = report::markdown(&report);
-    let md_path = out.join("soak.md");
-    connlab_os::files::write_atomic(&md_path, &markdown)
-        .with_context(|| format!("writing {}", md_path.display()))?;
     Ok(SoakOutcome {
         report,
-        markdown,
         json_path,
         interrupted,
     })

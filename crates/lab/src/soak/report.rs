@@ -1,11 +1,10 @@
 //! The soak's results: `soak.json` (schema `connlab.soak/1`), its checks,
-//! and the short Markdown summary.
+//! and the content of the short summary page ([`SoakSummary`]).
 
 use super::hostile::HostileReport;
 use super::Plan;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 /// Version tag of [`SoakReport`].
 pub(super) const SOAK_SCHEMA: &str = "connlab.soak/1";
@@ -374,103 +373,138 @@ fn us(v: Option<f64>) -> String {
     v.map_or("-".to_string(), |v| format!("{v:.0}"))
 }
 
-/// The Markdown summary (`soak.md`).
-pub(super) fn markdown(r: &SoakReport) -> String {
-    let mut s = String::new();
-    let c = &r.config;
-    let _ = writeln!(
-        s,
-        "# Fault soak\n\n{} fault-free and {} fault segments of {} s, {} req/s per class, \
-         gateway `--io {}`; wall {:.0} s{}.\n",
-        c.baseline_segments,
-        c.fault_segments,
-        c.segment_s,
-        c.rate_per_s_per_class,
-        c.gateway_io,
-        r.wall_s,
-        if r.interrupted { ", interrupted" } else { "" }
-    );
-    let _ = writeln!(
-        s,
-        "| class | phase | sent | completed | errored | p99 us | max us |\n|---|---|---:|---:|---:|---:|---:|"
-    );
-    for k in &r.classes {
-        for (phase, t, p99) in [
-            ("fault-free", &k.baseline, k.baseline_p99_us),
+/// What the soak's summary page (`soak.md`) shows, as text: the report
+/// crate lays it out (`connlab_report::render_soak`).
+#[derive(Clone, Debug)]
+pub struct SoakSummary {
+    /// The run in one sentence: segments, rate, the gateway's I/O, wall time.
+    pub setup: String,
+    /// Per class and phase: class, phase, sent, completed, errored, p99 µs
+    /// and max µs.
+    pub phases: Vec<[String; 7]>,
+    /// Per class: its healthy p99 over its fault-free p99.
+    pub factors: Vec<(String, String)>,
+    /// The faults fired, the hostile clients and the peak memory: (name, value).
+    pub facts: Vec<(String, String)>,
+    /// The checks and their results in one sentence.
+    pub checks: String,
+    /// Every check passed.
+    pub passed: bool,
+    /// Why checks failed, one line each.
+    pub failures: Vec<String>,
+}
+
+impl SoakReport {
+    /// The summary page's content.
+    pub fn summary(&self) -> SoakSummary {
+        let c = &self.config;
+        let setup = format!(
+            "{} fault-free and {} fault segments of {} s, {} req/s per class, \
+             gateway `--io {}`; wall {:.0} s{}.",
+            c.baseline_segments,
+            c.fault_segments,
+            c.segment_s,
+            c.rate_per_s_per_class,
+            c.gateway_io,
+            self.wall_s,
+            if self.interrupted {
+                ", interrupted"
+            } else {
+                ""
+            }
+        );
+        let mut phases = Vec::new();
+        for k in &self.classes {
+            for (phase, t, p99) in [
+                ("fault-free", &k.baseline, k.baseline_p99_us),
+                (
+                    "faults, healthy segments",
+                    &k.fault_healthy,
+                    k.healthy_p99_us,
+                ),
+                ("faults, all segments", &k.fault, k.fault_all_p99_us),
+            ] {
+                phases.push([
+                    k.name.clone(),
+                    phase.to_string(),
+                    t.sent.to_string(),
+                    t.completed.to_string(),
+                    t.errored.to_string(),
+                    us(p99),
+                    us(t.max_us),
+                ]);
+            }
+        }
+        let factors = self
+            .classes
+            .iter()
+            .map(|k| {
+                (
+                    k.name.clone(),
+                    k.p99_factor.map_or("-".into(), |f| format!("{f:.2}")),
+                )
+            })
+            .collect();
+        let fired: Vec<String> = self
+            .faults_fired
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        let h = &self.hostile;
+        let facts = vec![
             (
-                "faults, healthy segments",
-                &k.fault_healthy,
-                k.healthy_p99_us,
+                "faults fired".to_string(),
+                if fired.is_empty() {
+                    "none".to_string()
+                } else {
+                    fired.join(", ")
+                },
             ),
-            ("faults, all segments", &k.fault, k.fault_all_p99_us),
-        ] {
-            let _ = writeln!(
-                s,
-                "| {} | {phase} | {} | {} | {} | {} | {} |",
-                k.name,
-                t.sent,
-                t.completed,
-                t.errored,
-                us(p99),
-                us(t.max_us)
-            );
+            (
+                "hostile".to_string(),
+                format!(
+                    "slowloris {} connects ({} closed by peer), garbage {} connects ({} closed, \
+                     {} unanswered), never-read {} connects",
+                    h.slowloris.total.connects,
+                    h.slowloris.total.closed_by_peer,
+                    h.garbage.total.connects,
+                    h.garbage.total.closed_by_peer,
+                    h.garbage.total.no_reply,
+                    h.never_read.total.connects,
+                ),
+            ),
+            (
+                "peak RSS (KiB)".to_string(),
+                self.processes
+                    .iter()
+                    .map(|p| format!("{} {}", p.name, p.peak_rss_kib))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+        ];
+        let k = &self.checks;
+        let checks = format!(
+            "Checks: no crash {}, memory below {} KiB {}, all accounted {}, no hang {}, \
+             faults fired {}, p99 {}.",
+            k.no_crash,
+            c.rss_limit_kib,
+            k.memory_bounded,
+            k.all_accounted,
+            k.no_hang,
+            k.faults_fired,
+            k.p99_within_factor
+                .map_or("reported only".to_string(), |b| b.to_string()),
+        );
+        SoakSummary {
+            setup,
+            phases,
+            factors,
+            facts,
+            checks,
+            passed: self.passed,
+            failures: self.failures.clone(),
         }
     }
-    let _ = writeln!(s);
-    for k in &r.classes {
-        let _ = writeln!(
-            s,
-            "- {}: healthy p99 / fault-free p99 = {}",
-            k.name,
-            k.p99_factor.map_or("-".into(), |f| format!("{f:.2}"))
-        );
-    }
-    let fired: Vec<String> = r
-        .faults_fired
-        .iter()
-        .map(|(k, v)| format!("{k} {v}"))
-        .collect();
-    let h = &r.hostile;
-    let _ = writeln!(
-        s,
-        "- faults fired: {}\n- hostile: slowloris {} connects ({} closed by peer), garbage {} \
-         connects ({} closed, {} unanswered), never-read {} connects\n- peak RSS (KiB): {}\n",
-        if fired.is_empty() {
-            "none".to_string()
-        } else {
-            fired.join(", ")
-        },
-        h.slowloris.total.connects,
-        h.slowloris.total.closed_by_peer,
-        h.garbage.total.connects,
-        h.garbage.total.closed_by_peer,
-        h.garbage.total.no_reply,
-        h.never_read.total.connects,
-        r.processes
-            .iter()
-            .map(|p| format!("{} {}", p.name, p.peak_rss_kib))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let k = &r.checks;
-    let _ = writeln!(
-        s,
-        "Checks: no crash {}, memory below {} KiB {}, all accounted {}, no hang {}, \
-         faults fired {}, p99 {}. **{}**",
-        k.no_crash,
-        c.rss_limit_kib,
-        k.memory_bounded,
-        k.all_accounted,
-        k.no_hang,
-        k.faults_fired,
-        k.p99_within_factor
-            .map_or("reported only".to_string(), |b| b.to_string()),
-        if r.passed { "PASSED" } else { "FAILED" }
-    );
-    for f in &r.failures {
-        let _ = writeln!(s, "- {f}");
-    }
-    s
 }
 
 #[cfg(test)]
@@ -576,7 +610,13 @@ mod tests {
         assert!(r.passed, "{:?}", r.failures);
         assert_eq!(r.classes[0].p99_factor, Some(3.0));
         assert_eq!(r.checks.p99_within_factor, None);
-        assert!(markdown(&r).contains("PASSED"));
+        let summary = r.summary();
+        assert!(summary.passed && summary.failures.is_empty());
+        assert_eq!(summary.phases.len(), 3);
+        assert_eq!(
+            summary.factors,
+            [("gateway".to_string(), "3.00".to_string())]
+        );
     }
 
     #[test]

@@ -42,10 +42,10 @@ ul.warnings li{margin:.2rem 0}
 ";
 
 /// The page of the locality report in `format`: one list of blocks, the
-/// plots and the table of every point in HTML only.
+/// plots where the format carries figures and the table of every point
+/// where it carries the detail.
 pub(crate) fn page(m: &Model, format: Format) -> Result<Page, ReportError> {
     let exp = &m.dir.experiment;
-    let html = format == Format::Html;
     let mut blocks = intro(m);
     blocks.extend(paper_table(m));
     blocks.extend(derived(m));
@@ -56,7 +56,7 @@ pub(crate) fn page(m: &Model, format: Format) -> Result<Page, ReportError> {
         &m.noise_of(),
     ));
     blocks.extend(projection::blocks(m.dir, &m.table));
-    if html {
+    if format.figures() {
         blocks.extend(plots(m)?);
     }
     blocks.push(Block::Heading("Environment".into()));
@@ -68,13 +68,13 @@ pub(crate) fn page(m: &Model, format: Format) -> Result<Page, ReportError> {
             .collect(),
     });
     blocks.extend(warnings_list(m));
-    if html {
+    if format.detail() {
         blocks.extend(points(m));
     }
     Ok(Page {
         title: exp.title.clone(),
         description: exp.description.clone(),
-        style: STYLE,
+        style: STYLE.into(),
         viewport: false,
         blocks,
     })

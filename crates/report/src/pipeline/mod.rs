@@ -5,12 +5,11 @@
 //! plots of efficiency, relative capacity and throughput against layers with
 //! the paper's series on the same axes, and the detail of every projection.
 
-use crate::export::{self, Block, Page, Report};
+use crate::export::{self, Cell, Page, Report, Tone};
 use crate::{iso, Format, ReportError};
 use connlab_lab::{size_text, ClaimResult, LinkSpec, OursCell, PipelineSweep, Spread, Verdict};
-use std::fmt::Write as _;
 
-mod html;
+mod page;
 #[cfg(test)]
 mod tests;
 
@@ -28,21 +27,7 @@ impl Report for Pipeline<'_> {
     type Row = connlab_lab::PipelineRunRow;
 
     fn page(&self, format: Format) -> Result<Page, ReportError> {
-        match format {
-            Format::Html => html::page(self.sweep),
-            _ => Ok(Page {
-                title: self.sweep.experiment.title.clone(),
-                description: self.sweep.experiment.description.clone(),
-                style: "",
-                viewport: false,
-                blocks: std::iter::once(Block::Markdown(markdown(self.sweep)))
-                    .chain(crate::validity::blocks_with(
-                        &validity(self.sweep),
-                        crate::validity::NO_CONTROL,
-                    ))
-                    .collect(),
-            }),
-        }
+        page::page(self.sweep, format)
     }
 
     fn rows(&self) -> Result<Vec<connlab_lab::PipelineRunRow>, ReportError> {
@@ -171,22 +156,28 @@ fn number(v: f64, digits: usize) -> String {
     }
 }
 
+/// The median and, when the smallest and largest differ, the range
+/// `770.2–790.0`, each through `show`.
+fn spread_of(values: &[f64], show: impl Fn(f64) -> String) -> Option<(String, Option<String>)> {
+    let s = Spread::of(values)?;
+    let (m, a, b) = (show(s.median), show(s.min), show(s.max));
+    Some((m, (a != b).then(|| format!("{a}–{b}"))))
+}
+
 /// Median with the spread: `780.1 (770.2–790.0)`, or `—`.
 fn spread_text(values: &[f64], digits: usize) -> String {
-    match Spread::of(values) {
+    match spread_of(values, |v| number(v, digits)) {
         None => "—".into(),
-        Some(s) => {
-            let (m, a, b) = (
-                number(s.median, digits),
-                number(s.min, digits),
-                number(s.max, digits),
-            );
-            if a == b {
-                m
-            } else {
-                format!("{m} ({a}–{b})")
-            }
-        }
+        Some((m, None)) => m,
+        Some((m, Some(r))) => format!("{m} ({r})"),
+    }
+}
+
+/// [`spread_text`] as a cell: the range as its spread.
+fn spread_cell(values: &[f64], digits: usize) -> Cell {
+    match spread_of(values, |v| number(v, digits)) {
+        None => Cell::from("—"),
+        Some((m, r)) => Cell::from(m).spread(r),
     }
 }
 
@@ -200,17 +191,13 @@ fn times(r: f64) -> String {
 }
 
 /// Ours / the paper: median ratio with the spread.
-fn ratio_text(values: &[f64], paper: Option<f64>) -> String {
-    match (Spread::of(values), paper) {
-        (Some(s), Some(p)) if p > 0.0 => {
-            let (m, a, b) = (times(s.median / p), times(s.min / p), times(s.max / p));
-            if a == b {
-                m
-            } else {
-                format!("{m} ({a}–{b})")
-            }
-        }
-        _ => "—".into(),
+fn ratio_cell(values: &[f64], paper: Option<f64>) -> Cell {
+    match paper
+        .filter(|p| *p > 0.0)
+        .and_then(|p| spread_of(values, |v| times(v / p)))
+    {
+        Some((m, r)) => Cell::from(m).spread(r),
+        None => Cell::from("—"),
     }
 }
 
@@ -225,9 +212,7 @@ struct Grid {
 
 struct GridRow {
     label: String,
-    /// Paper rows are set apart.
-    paper: bool,
-    cells: Vec<String>,
+    cells: Vec<Cell>,
 }
 
 /// Footnote index for `text`, added if new.
@@ -316,35 +301,33 @@ fn figure_rows(
         if has_paper {
             rows.push(GridRow {
                 label: format!("{figure}: paper"),
-                paper: true,
                 cells: paper
                     .iter()
-                    .map(|p| p.map_or("—".into(), |v| number(v, *digits)))
+                    .map(|p| {
+                        Cell::from(p.map_or("—".into(), |v| number(v, *digits))).tone(Tone::Paper)
+                    })
                     .collect(),
             });
         }
         for (mode, per_layer) in cells {
             rows.push(GridRow {
                 label: format!("{figure}: {mode} measured"),
-                paper: false,
                 cells: per_layer
                     .iter()
-                    .map(|c| spread_text(&c.measured[fi], *digits))
+                    .map(|c| spread_cell(&c.measured[fi], *digits))
                     .collect(),
             });
             rows.push(GridRow {
                 label: format!("{figure}: {mode} projected"),
-                paper: false,
                 cells: per_layer
                     .iter()
-                    .map(|c| projected_text(c, fi, *digits, notes))
+                    .map(|c| projected_cell(c, fi, *digits, notes))
                     .collect(),
             });
             if has_paper && mode == "layer-parallel" {
                 for (which, label) in [(0, "measured"), (1, "projected")] {
                     rows.push(GridRow {
                         label: format!("{figure}: {mode} {label} / paper"),
-                        paper: false,
                         cells: per_layer
                             .iter()
                             .zip(&paper)
@@ -354,7 +337,7 @@ fn figure_rows(
                                 } else {
                                     &c.projected[fi]
                                 };
-                                ratio_text(v, *p)
+                                ratio_cell(v, *p)
                             })
                             .collect(),
                     });
@@ -367,25 +350,23 @@ fn figure_rows(
 
 /// One cell of a projected row: the projection's spread, or why there is
 /// none, with marks to the notes on what bounds or prevents it.
-fn projected_text(c: &OursCell, fi: usize, digits: usize, notes: &mut Vec<String>) -> String {
+fn projected_cell(c: &OursCell, fi: usize, digits: usize, notes: &mut Vec<String>) -> Cell {
     let why = if fi == 0 {
         &c.no_projection
     } else {
         &c.no_projected_capacity
     };
-    let mut t = if c.projected[fi].is_empty() && c.runs > 0 {
-        "no projection".to_string()
+    let cell = if c.projected[fi].is_empty() && c.runs > 0 {
+        Cell::from("no projection")
     } else {
-        spread_text(&c.projected[fi], digits)
+        spread_cell(&c.projected[fi], digits)
     };
-    if c.runs > 0 && !why.is_empty() {
-        let marks: Vec<String> = why
-            .iter()
+    let marks = (c.runs > 0 && !why.is_empty()).then(|| {
+        why.iter()
             .map(|w| format!("[{}]", note(notes, w.clone())))
-            .collect();
-        t += &format!(" {}", marks.join(""));
-    }
-    t
+            .collect::<String>()
+    });
+    cell.small(marks)
 }
 
 /// The grid's rows of what the runs saw: lock contention (where measured)
@@ -398,12 +379,11 @@ fn run_rows(cells: &[(String, Vec<OursCell>)]) -> Vec<GridRow> {
     {
         rows.push(GridRow {
             label: format!("{mode}: layer-lock acquisitions contended, %"),
-            paper: false,
             cells: per_layer
                 .iter()
                 .map(|c| {
                     let pct: Vec<f64> = c.lock_contention.iter().map(|v| v * 100.0).collect();
-                    spread_text(&pct, 1)
+                    spread_cell(&pct, 1)
                 })
                 .collect(),
         });
@@ -411,15 +391,14 @@ fn run_rows(cells: &[(String, Vec<OursCell>)]) -> Vec<GridRow> {
     for (mode, per_layer) in cells {
         rows.push(GridRow {
             label: format!("{mode}: projection bound"),
-            paper: false,
             cells: per_layer
                 .iter()
                 .map(|c| {
-                    if c.bounds.is_empty() {
+                    Cell::from(if c.bounds.is_empty() {
                         "—".into()
                     } else {
                         c.bounds.join(", ")
-                    }
+                    })
                 })
                 .collect(),
         });
@@ -600,90 +579,4 @@ fn line_text(l: &LineRow) -> String {
 
 fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or("—".into(), |v| number(v, digits))
-}
-
-/// The Markdown under the title and description.
-fn markdown(sweep: &PipelineSweep) -> String {
-    let exp = &sweep.experiment;
-    let mut s = String::new();
-    for (k, v) in summary_lines(sweep) {
-        s += &format!("- {k}: {v}\n");
-    }
-    if let Some(p) = exp
-        .paper
-        .as_ref()
-        .filter(|p| !p.carries_over.trim().is_empty())
-    {
-        s += &format!("\n**What carries over.** {}\n", p.carries_over.trim());
-    }
-    s += &format!("\n{NOTE}\n");
-    let claims = claim_rows(sweep);
-    if !claims.is_empty() {
-        let cpus = claims.first().map_or(0, |c| c.cpus);
-        s += &format!("\n## The paper's claims\n\n{}\n\n| claim | where | on the paper's values | {} | {} |\n|---|---|---|---|---|\n", claims_note(cpus), measured_heading(cpus), PROJECTED_HEADING);
-        for c in &claims {
-            s += &format!(
-                "| {} ({}) | {} | {} | {} | {} |\n",
-                c.claim.text,
-                c.claim.id,
-                c.claim.source,
-                judgement_text(&c.paper.verdict, &c.paper.detail),
-                judgement_text(&c.measured.verdict, &c.measured.detail),
-                projection_text(&c.projection),
-            );
-        }
-    }
-    let lines = line_rows(sweep);
-    if !lines.is_empty() {
-        s += &format!("\n## The line alone\n\n{LINE_NOTE}\n\n| message size | paper: line alone | paper: 1 layer | ours: line alone | ours: 1 layer measured | ours: 1 layer projected |\n|---|---|---|---|---|---|\n");
-        for l in &lines {
-            s += &format!(
-                "| {} | {} | {} | {} | {} | {} |\n",
-                size_text(l.size),
-                opt(l.paper_line, 1),
-                opt(l.paper_one, 1),
-                line_text(l),
-                spread_text(&l.ours_one, 1),
-                spread_text(&l.ours_one_projected, 1)
-            );
-        }
-    }
-    for g in groups(sweep) {
-        for size in sizes(sweep, &g) {
-            let t = grid(sweep, &g, size);
-            s += &format!("\n## {}\n\n| | ", t.title);
-            s += &t
-                .layers
-                .iter()
-                .map(|l| format!("{l} {}", if *l == 1 { "layer" } else { "layers" }))
-                .collect::<Vec<_>>()
-                .join(" | ");
-            s += " |\n|---|";
-            s += &"---|".repeat(t.layers.len());
-            s += "\n";
-            for r in &t.rows {
-                let label = if r.paper {
-                    format!("*{}*", r.label)
-                } else {
-                    r.label.clone()
-                };
-                s += &format!("| {label} | {} |\n", r.cells.join(" | "));
-            }
-            if !t.notes.is_empty() {
-                s += "\n";
-                for (i, n) in t.notes.iter().enumerate() {
-                    s += &format!("{}. {n}\n", i + 1);
-                }
-            }
-        }
-    }
-    s
-}
-
-fn judgement_text(v: &Verdict, detail: &str) -> String {
-    if detail.is_empty() {
-        format!("**{}**", v.word())
-    } else {
-        format!("**{}**: {detail}", v.word())
-    }
 }

@@ -15,16 +15,14 @@ use connlab_lab::{
     bytes_label, fmt_num, judge, median, ExpKind, SingleIpMetric, SingleIpRecord, SingleIpSweep,
     System, Verdict,
 };
-use html_escape::encode_text as esc;
 use plotters::prelude::*;
-use std::fmt::Write as _;
 
 mod plots;
+mod rows;
 #[cfg(test)]
 mod tests;
-mod text;
 
-use crate::export::{self, Block, Page, Report};
+use crate::export::{self, Block, Cell, Group, Item, List, Page, Report, Table, Tone};
 use plots::*;
 
 /// Renders the report of a single-IP sweep.
@@ -38,51 +36,48 @@ struct SingleIp<'a> {
 }
 
 impl Report for SingleIp<'_> {
-    type Row = text::CsvRow;
+    type Row = rows::CsvRow;
 
+    /// Table 3, the SAPS/NAT ratios, the claims and the validity in every
+    /// format; the figures where the format carries them; the reading
+    /// notes, every paper value, Figures 7-12 and the environment with the
+    /// detail.
     fn page(&self, format: Format) -> Result<Page, ReportError> {
-        let exp = &self.sweep.experiment;
+        let (sweep, exp) = (self.sweep, &self.sweep.experiment);
+        let detail = format.detail();
+        let mut blocks = Vec::new();
+        if detail {
+            blocks.push(Block::Note(intro(sweep)));
+        }
+        blocks.extend(table3(sweep, format)?);
+        blocks.extend(claims(sweep));
+        if detail {
+            blocks.extend(paper_values(sweep));
+        }
+        blocks.extend(crate::validity::blocks_with(
+            &validity(sweep),
+            crate::validity::NO_CONTROL,
+        ));
+        if detail {
+            blocks.extend(bandwidth(sweep, format)?);
+            blocks.extend(contention(sweep, format)?);
+            blocks.extend(environment(sweep));
+        }
         Ok(Page {
             title: exp.title.clone(),
-            description: match format {
-                Format::Html => exp.description.clone(),
-                _ => String::new(),
+            description: if detail {
+                exp.description.clone()
+            } else {
+                String::new()
             },
-            style: STYLE,
+            style: STYLE.into(),
             viewport: false,
-            blocks: match format {
-                Format::Html => {
-                    let (mut bandwidth, mut contention, mut environment) =
-                        (String::new(), String::new(), String::new());
-                    bandwidth_section(&mut bandwidth, self.sweep)?;
-                    contention_section(&mut contention, self.sweep)?;
-                    environment_section(&mut environment, self.sweep);
-                    let mut blocks = vec![Block::Html(html(self.sweep)?)];
-                    blocks.extend(crate::validity::blocks_with(
-                        &validity(self.sweep),
-                        crate::validity::NO_CONTROL,
-                    ));
-                    blocks.extend([
-                        Block::Html(bandwidth),
-                        Block::Html(contention),
-                        Block::Html(environment),
-                    ]);
-                    blocks
-                }
-                _ => {
-                    let mut blocks = vec![Block::Markdown(text::markdown(self.sweep))];
-                    blocks.extend(crate::validity::blocks_with(
-                        &validity(self.sweep),
-                        crate::validity::NO_CONTROL,
-                    ));
-                    blocks
-                }
-            },
+            blocks,
         })
     }
 
-    fn rows(&self) -> Result<Vec<text::CsvRow>, ReportError> {
-        Ok(text::rows(self.sweep))
+    fn rows(&self) -> Result<Vec<rows::CsvRow>, ReportError> {
+        Ok(rows::rows(self.sweep))
     }
 }
 
@@ -105,9 +100,9 @@ th,td{border:1px solid #ccc;padding:.25rem .45rem;text-align:right;vertical-alig
 th{background:#f3f3f3}td{white-space:nowrap}td.l,th.l,td.label,th.label{text-align:left;white-space:normal}
 td.holds{background:#e3f4e3}td.fails{background:#f8e0e0}td.na{background:#eee}td.noisy{background:#fdf3d8}
 .note{font-size:.86rem;color:#444;max-width:950px}
-.plots{display:flex;flex-wrap:wrap;gap:.5rem}
-.plots figure{margin:0;flex:0 1 520px;min-width:0}
-.plots figure svg{width:100%}svg{max-width:100%;height:auto}
+figure.plot{display:inline-block;vertical-align:top;margin:0 .5rem .5rem 0;width:520px;max-width:100%}
+figure.plot svg{width:100%}svg{max-width:100%;height:auto}
+span.spread{display:block;font-size:.75rem;color:#555}
 .wrap,.scroll{overflow-x:auto}
 ";
 
@@ -124,11 +119,11 @@ fn spread(v: &[f64]) -> String {
     format!("{} [{}–{}]", fmt_num(m), fmt_num(lo), fmt_num(hi))
 }
 
-/// [`spread`] for HTML cells: the range on a second, smaller line.
-fn spread_html(v: &[f64]) -> String {
+/// [`spread`] as a cell: the median, the range as its spread.
+fn spread_cell(v: &[f64]) -> Cell {
     match spread(v).split_once(" [") {
-        Some((m, r)) => format!("{m}<br><small>[{r}</small>"),
-        None => spread(v),
+        Some((m, r)) => Cell::from(m).spread(Some(r.trim_end_matches(']').to_string())),
+        None => Cell::from(spread(v)),
     }
 }
 
@@ -205,141 +200,195 @@ fn verdict_class(v: &Verdict) -> &'static str {
     }
 }
 
-/// The HTML of Table 3 and the claims, under the title and description.
-fn html(sweep: &SingleIpSweep) -> Result<String, ReportError> {
-    let exp = &sweep.experiment;
-    let mut h = String::new();
-    let _ = writeln!(
-        h,
-        "<p class=\"note\">{} of {} points{}; {} repetition(s). Ours: median over the valid repetitions (see the validity section), [min–max] when there are several. \
+/// What the figures are and what should carry over.
+fn intro(sweep: &SingleIpSweep) -> String {
+    format!(
+        "{} of {} points{}; {} repetition(s). Ours: median over the valid repetitions (see the validity section), [min–max] when there are several. \
          What should carry over from the paper is the ordering of the systems and their ratios, not absolute times: the paper ran \
          2000s hardware (Opteron 248 I/O server, Myrinet between I/O server and nodes, gigabit Ethernet), this run is namespaces \
-         on one shared virtual machine, so every number is noisy.</p>",
+         on one shared virtual machine, so every number is noisy.",
         sweep.points.len(),
         sweep.info.points_total,
         if sweep.info.quick { ", --quick" } else { "" },
-        exp.effective(sweep.info.quick).repetitions
-    );
+        sweep.experiment.effective(sweep.info.quick).repetitions
+    )
+}
 
-    // Table 3.
-    let _ = writeln!(
-        h,
-        "<h2>Table 3: 4-byte round trip (µs), paper beside ours</h2>"
-    );
-    h.push_str("<div class=\"wrap\"><table>\n<tr><th class=\"l\" rowspan=\"2\">system</th>");
-    for (_, name) in RTT_METRICS {
-        let _ = write!(h, "<th colspan=\"3\">{name}</th>");
-    }
-    h.push_str("<th rowspan=\"2\">ours: median</th><th rowspan=\"2\">ours: p99</th></tr>\n<tr>");
-    for _ in RTT_METRICS {
-        h.push_str("<th>paper</th><th>ours</th><th>ours/paper</th>");
-    }
-    h.push_str("</tr>\n");
-    for s in rtt_systems(sweep) {
-        let _ = write!(h, "<tr><td class=\"l\">{}</td>", esc(&system_label(s)));
-        for (m, _) in RTT_METRICS {
-            let ours = sweep.values(m, s, None);
-            let p = paper_value(sweep, m, s);
-            let _ = write!(
-                h,
-                "<td>{}</td><td>{}</td><td>{}</td>",
-                p.map_or("—".into(), fmt_num_paper),
-                spread_html(&ours),
-                p.map_or("—".into(), |p| ratio(median(ours.iter().copied()), p))
-            );
-        }
-        let p50 = sweep.values(SingleIpMetric::RttMedianUs, s, None);
-        let p99: Vec<f64> = sweep
-            .select(ExpKind::Rtt, s, connlab_lab::RTT_BYTES)
-            .iter()
-            .filter_map(|r| r.rtt.as_ref().map(|x| x.p99_us))
-            .collect();
-        let _ = writeln!(
-            h,
-            "<td>{}</td><td>{}</td></tr>",
-            spread_html(&p50),
-            spread_html(&p99)
-        );
-    }
-    h.push_str("</table></div>\n");
-    h.push_str("<table><tr><th class=\"l\">SAPS / NAT</th><th>paper</th><th>ours (io16k / nat)</th></tr>\n");
-    for (m, name) in RTT_METRICS {
-        let (p, o) = saps_nat(sweep, m);
-        let _ = writeln!(
-            h,
-            "<tr><td class=\"l\">{name}</td><td>{}</td><td>{}</td></tr>",
-            p.map_or("—".into(), |v| format!("{v:.2}")),
-            o.map_or("—".into(), |v| format!("{v:.2}"))
-        );
-    }
-    h.push_str("</table>\n");
-    let count = sweep
-        .points
+/// Table 3 beside ours, the SAPS/NAT ratios, and the round trips' CDF.
+fn table3(sweep: &SingleIpSweep, format: Format) -> Result<Vec<Block>, ReportError> {
+    let mut groups: Vec<Group> = RTT_METRICS
         .iter()
-        .find_map(|r| r.rtt.as_ref().map(|x| x.count));
-    let _ = writeln!(
-        h,
-        "<p class=\"note\">The paper's min/max/mean are over 5 measurements; ours are over the {} round trips of each repetition, so our max \
-         is a far tail and compares poorly. Our link adds no delay here (the paper's delay router also only forwarded for this test).</p>",
-        count.map_or("?".into(), |c| c.to_string())
-    );
-    let rtt_cdf = rtt_cdf_plot(sweep)?;
-    if let Some(svg) = rtt_cdf {
-        let _ = writeln!(h, "<div class=\"plots\"><figure>{svg}</figure></div>");
-    }
-
-    // Claims.
-    let _ = writeln!(h, "<h2>The paper's claims</h2>");
-    h.push_str("<div class=\"wrap\"><table>\n<tr><th class=\"l\">source</th><th class=\"l\">claim</th><th class=\"l\">paper</th><th class=\"l\">verdict</th><th class=\"l\">what we compared</th></tr>\n");
-    for c in &exp.paper.claims {
-        let v = judge(sweep, &c.check);
-        let _ = writeln!(
-            h,
-            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l {}\">{}</td><td class=\"l\">{}</td></tr>",
-            esc(&c.source),
-            esc(&c.claim),
-            esc(c.paper.as_deref().unwrap_or("")),
-            verdict_class(&v.verdict),
-            v.verdict.word(),
-            esc(&v.detail)
-        );
-    }
-    h.push_str("</table></div>\n");
-
-    // Every paper value.
-    let _ = writeln!(h, "<h2>Every number the paper gives</h2>");
-    h.push_str("<div class=\"wrap\"><table>\n<tr><th class=\"l\">source</th><th class=\"l\">quantity</th><th class=\"l\">system</th><th>paper</th><th>ours</th><th>ours/paper</th></tr>\n");
-    for v in &exp.paper.values {
-        let ours = match (v.metric, v.system, v.relative_to) {
-            (Some(m), Some(s), None) => sweep.values(m, s, v.param.map(|b| b.0)),
-            (Some(m), Some(s), Some(over)) => {
-                // A ratio: per repetition, this system's figure over the
-                // other's (repetitions where both points are valid).
-                sweep
-                    .paired(m, s, over, v.param.map(|b| b.0))
-                    .into_iter()
-                    .filter(|(_, _, b)| *b != 0.0)
-                    .map(|(_, a, b)| a / b)
-                    .collect()
+        .map(|(_, name)| Group {
+            title: (*name).to_string(),
+            small: None,
+            columns: ["paper", "ours", "ours/paper"].map(String::from).to_vec(),
+        })
+        .collect();
+    groups.push(Group {
+        title: "ours".into(),
+        small: None,
+        columns: ["median", "p99"].map(String::from).to_vec(),
+    });
+    let rows = rtt_systems(sweep)
+        .into_iter()
+        .map(|s| {
+            let mut row = vec![Cell::from(system_label(s))];
+            for (m, _) in RTT_METRICS {
+                let ours = sweep.values(m, s, None);
+                let p = paper_value(sweep, m, s);
+                row.extend([
+                    Cell::from(p.map_or("—".into(), fmt_num_paper)),
+                    spread_cell(&ours),
+                    Cell::from(p.map_or("—".into(), |p| ratio(median(ours.iter().copied()), p))),
+                ]);
             }
-            _ => Vec::new(),
-        };
-        let _ = writeln!(
-            h,
-            "<tr><td class=\"l\">{}</td><td class=\"l\">{}{}</td><td class=\"l\">{}</td><td>{} {}</td><td>{}</td><td>{}</td></tr>",
-            esc(&v.source),
-            esc(&v.quantity),
-            v.param.map_or(String::new(), |b| format!(" ({})", bytes_label(b.0))),
-            v.system.map_or(String::new(), system_label),
-            fmt_num_paper(v.value),
-            esc(&v.unit),
-            if v.metric.is_some() { spread(&ours) } else { "not measured as such".into() },
-            ratio(median(ours.iter().copied()), v.value)
-        );
+            let p50 = sweep.values(SingleIpMetric::RttMedianUs, s, None);
+            let p99: Vec<f64> = sweep
+                .select(ExpKind::Rtt, s, connlab_lab::RTT_BYTES)
+                .iter()
+                .filter_map(|r| r.rtt.as_ref().map(|x| x.p99_us))
+                .collect();
+            row.extend([spread_cell(&p50), spread_cell(&p99)]);
+            row
+        })
+        .collect();
+    let two = |v: Option<f64>| v.map_or("—".into(), |v| format!("{v:.2}"));
+    let mut blocks = vec![
+        Block::Heading("Table 3: 4-byte round trip (µs), paper beside ours".into()),
+        Block::Table(Table {
+            head: vec!["system".into()],
+            groups,
+            rows,
+            labels: 1,
+            ..Table::default()
+        }),
+        Block::Table(Table {
+            head: ["SAPS / NAT", "paper", "ours (io16k / nat)"]
+                .map(String::from)
+                .to_vec(),
+            rows: RTT_METRICS
+                .iter()
+                .map(|(m, name)| {
+                    let (p, o) = saps_nat(sweep, *m);
+                    vec![Cell::from(*name), Cell::from(two(p)), Cell::from(two(o))]
+                })
+                .collect(),
+            labels: 1,
+            ..Table::default()
+        }),
+    ];
+    if format.detail() {
+        let count = sweep
+            .points
+            .iter()
+            .find_map(|r| r.rtt.as_ref().map(|x| x.count));
+        blocks.push(Block::Note(format!(
+            "The paper's min/max/mean are over 5 measurements; ours are over the {} round trips of each repetition, so our max \
+             is a far tail and compares poorly. Our link adds no delay here (the paper's delay router also only forwarded for this test).",
+            count.map_or("?".into(), |c| c.to_string())
+        )));
     }
-    h.push_str("</table></div>\n");
-    h.push_str("<p class=\"note\">The paper's foreground delays (Figures 8-9) are the delays the sender observed; ours is the median time the foreground's packets spent queued: in the emulator beyond the link's own delay, or, with the bottleneck on the front host, the sampled backlog of the host queues (the front's interface, NAT's switch port) over the link rate while the foreground ran. NAT's 1.6 s is compared through the time until the streams first share fairly and the early-window fairness below.</p>\n");
-    Ok(h)
+    if format.figures() {
+        if let Some(svg) = rtt_cdf_plot(sweep)? {
+            blocks.push(figure(svg));
+        }
+    }
+    Ok(blocks)
+}
+
+/// A figure without a caption (the plot's title says it).
+fn figure(svg: String) -> Block {
+    Block::Figure {
+        id: None,
+        svg,
+        caption: String::new(),
+    }
+}
+
+/// The paper's claims, each with its verdict and what it compared.
+fn claims(sweep: &SingleIpSweep) -> Vec<Block> {
+    let rows = sweep
+        .experiment
+        .paper
+        .claims
+        .iter()
+        .map(|c| {
+            let v = judge(sweep, &c.check);
+            vec![
+                Cell::from(c.source.as_str()),
+                Cell::from(c.claim.as_str()),
+                Cell::from(c.paper.as_deref().unwrap_or("")),
+                Cell::from(v.verdict.word()).tone(Tone::Verdict(verdict_class(&v.verdict))),
+                Cell::from(v.detail),
+            ]
+        })
+        .collect();
+    vec![
+        Block::Heading("The paper's claims".into()),
+        Block::Table(Table {
+            head: ["source", "claim", "paper", "verdict", "what we compared"]
+                .map(String::from)
+                .to_vec(),
+            rows,
+            labels: 5,
+            ..Table::default()
+        }),
+    ]
+}
+
+/// Every number the paper gives, ours beside it.
+fn paper_values(sweep: &SingleIpSweep) -> Vec<Block> {
+    let rows = sweep
+        .experiment
+        .paper
+        .values
+        .iter()
+        .map(|v| {
+            let ours = match (v.metric, v.system, v.relative_to) {
+                (Some(m), Some(s), None) => sweep.values(m, s, v.param.map(|b| b.0)),
+                (Some(m), Some(s), Some(over)) => {
+                    // A ratio: per repetition, this system's figure over the
+                    // other's (repetitions where both points are valid).
+                    sweep
+                        .paired(m, s, over, v.param.map(|b| b.0))
+                        .into_iter()
+                        .filter(|(_, _, b)| *b != 0.0)
+                        .map(|(_, a, b)| a / b)
+                        .collect()
+                }
+                _ => Vec::new(),
+            };
+            vec![
+                Cell::from(v.source.as_str()),
+                Cell::from(format!(
+                    "{}{}",
+                    v.quantity,
+                    v.param
+                        .map_or(String::new(), |b| format!(" ({})", bytes_label(b.0)))
+                )),
+                Cell::from(v.system.map_or(String::new(), system_label)),
+                Cell::from(format!("{} {}", fmt_num_paper(v.value), v.unit)),
+                if v.metric.is_some() {
+                    spread_cell(&ours)
+                } else {
+                    Cell::from("not measured as such")
+                },
+                Cell::from(ratio(median(ours.iter().copied()), v.value)),
+            ]
+        })
+        .collect();
+    vec![
+        Block::Heading("Every number the paper gives".into()),
+        Block::Table(Table {
+            head: ["source", "quantity", "system", "paper", "ours", "ours/paper"]
+                .map(String::from)
+                .to_vec(),
+            rows,
+            labels: 3,
+            ..Table::default()
+        }),
+        Block::Note("The paper's foreground delays (Figures 8-9) are the delays the sender observed; ours is the median time the foreground's packets spent queued: in the emulator beyond the link's own delay, or, with the bottleneck on the front host, the sampled backlog of the host queues (the front's interface, NAT's switch port) over the link rate while the foreground ran. NAT's 1.6 s is compared through the time until the streams first share fairly and the early-window fairness below.".into()),
+    ]
 }
 
 /// Paper values as printed (217.6 keeps its decimal).
@@ -376,78 +425,120 @@ fn systems_of(sweep: &SingleIpSweep, kind: ExpKind) -> Vec<System> {
         .collect()
 }
 
-fn bandwidth_section(h: &mut String, sweep: &SingleIpSweep) -> Result<(), ReportError> {
+/// Figure 7: bandwidth against transfer size, and the relay's cost at
+/// the largest size (not in the paper).
+fn bandwidth(sweep: &SingleIpSweep, format: Format) -> Result<Vec<Block>, ReportError> {
     let sizes = bandwidth_sizes(sweep);
     if sizes.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let systems = systems_of(sweep, ExpKind::Bandwidth);
-    let _ = writeln!(h, "<h2>Figure 7: bandwidth against transfer size</h2>");
-    let mut series = Vec::new();
-    for s in &systems {
-        let pts: Vec<(f64, f64)> = sizes
+    let mut blocks = vec![Block::Heading(
+        "Figure 7: bandwidth against transfer size".into(),
+    )];
+    if format.figures() {
+        let series: Vec<(String, Vec<(f64, f64)>)> = systems
             .iter()
-            .filter_map(|&z| {
-                median(sweep.values(SingleIpMetric::TransferMbitS, *s, Some(z)))
-                    .map(|m| (z as f64, m))
+            .map(|s| {
+                let pts = sizes
+                    .iter()
+                    .filter_map(|&z| {
+                        median(sweep.values(SingleIpMetric::TransferMbitS, *s, Some(z)))
+                            .map(|m| (z as f64, m))
+                    })
+                    .collect();
+                (s.name().to_string(), pts)
             })
             .collect();
-        series.push((s.name().to_string(), pts));
+        blocks.push(figure(line_plot(
+            "Bandwidth against transfer size (connect to last byte)",
+            "transfer size",
+            "Mbit/s",
+            &series,
+            Axis::LogSize,
+            Axis::Log,
+        )?));
     }
-    let svg = line_plot(
-        "Bandwidth against transfer size (connect to last byte)",
-        "transfer size",
-        "Mbit/s",
-        &series,
-        Axis::LogSize,
-        Axis::Log,
-    )?;
-    let _ = writeln!(h, "<div class=\"plots\"><figure>{svg}</figure></div>");
-    h.push_str("<div class=\"wrap\"><table>\n<tr><th class=\"l\">size</th>");
+    let mut head = vec!["size".to_string()];
     for s in &systems {
-        let _ = write!(h, "<th>{} ms</th><th>{} Mbit/s</th>", s.name(), s.name());
+        head.extend([format!("{} ms", s.name()), format!("{} Mbit/s", s.name())]);
     }
-    h.push_str("<th>io16k / nat time</th></tr>\n");
-    for &z in &sizes {
-        let _ = write!(h, "<tr><td class=\"l\">{}</td>", bytes_label(z));
-        for s in &systems {
-            let _ = write!(
-                h,
-                "<td>{}</td><td>{}</td>",
-                spread_html(&sweep.values(SingleIpMetric::TransferMs, *s, Some(z))),
-                spread_html(&sweep.values(SingleIpMetric::TransferMbitS, *s, Some(z)))
-            );
-        }
-        let r = match (
-            median(sweep.values(SingleIpMetric::TransferMs, System::Io16k, Some(z))),
-            median(sweep.values(SingleIpMetric::TransferMs, System::Nat, Some(z))),
-        ) {
-            (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
-            _ => "—".into(),
-        };
-        let _ = writeln!(h, "<td>{r}</td></tr>");
-    }
-    h.push_str("</table></div>\n<p class=\"note\">Per point the median over its transfers; the paper plots the mean of 3 measurements and prints no numbers.</p>\n");
+    head.push("io16k / nat time".into());
+    let rows = sizes
+        .iter()
+        .map(|&z| {
+            let mut row = vec![Cell::from(bytes_label(z))];
+            for s in &systems {
+                row.extend([
+                    spread_cell(&sweep.values(SingleIpMetric::TransferMs, *s, Some(z))),
+                    spread_cell(&sweep.values(SingleIpMetric::TransferMbitS, *s, Some(z))),
+                ]);
+            }
+            let r = match (
+                median(sweep.values(SingleIpMetric::TransferMs, System::Io16k, Some(z))),
+                median(sweep.values(SingleIpMetric::TransferMs, System::Nat, Some(z))),
+            ) {
+                (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
+                _ => "—".into(),
+            };
+            row.push(Cell::from(r));
+            row
+        })
+        .collect();
+    blocks.push(Block::Table(Table {
+        head,
+        rows,
+        labels: 1,
+        ..Table::default()
+    }));
+    blocks.push(Block::Note("Per point the median over its transfers; the paper plots the mean of 3 measurements and prints no numbers.".into()));
     // (d) the relay's cost: CPU per byte at the largest size.
     if let Some(&z) = sizes.last() {
-        let _ = writeln!(
-            h,
-            "<h3>Relay cost at {}: CPU seconds per GB (not in the paper)</h3>\n<table><tr><th class=\"l\">system</th><th>Mbit/s</th><th>front process CPU s/GB</th><th>app-nodes CPU s/GB</th></tr>",
-            bytes_label(z)
-        );
-        for s in &systems {
-            let _ = writeln!(
-                h,
-                "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&system_label(*s)),
-                spread(&sweep.values(SingleIpMetric::TransferMbitS, *s, Some(z))),
-                spread(&sweep.values(SingleIpMetric::FrontCpuSPerGb, *s, Some(z))),
-                spread(&sweep.values(SingleIpMetric::NodesCpuSPerGb, *s, Some(z)))
-            );
-        }
-        h.push_str("</table>\n<p class=\"note\">The front process is the io-server or HAProxy; NAT's forwarding runs in the kernel (softirq) and is charged to no process, so its row shows only the idle gateway.</p>\n");
+        blocks.push(Block::Subheading {
+            title: format!(
+                "Relay cost at {}: CPU seconds per GB (not in the paper)",
+                bytes_label(z)
+            ),
+            link: None,
+        });
+        blocks.push(Block::Table(Table {
+            head: [
+                "system",
+                "Mbit/s",
+                "front process CPU s/GB",
+                "app-nodes CPU s/GB",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: systems
+                .iter()
+                .map(|s| {
+                    vec![
+                        Cell::from(system_label(*s)),
+                        Cell::from(spread(&sweep.values(
+                            SingleIpMetric::TransferMbitS,
+                            *s,
+                            Some(z),
+                        ))),
+                        Cell::from(spread(&sweep.values(
+                            SingleIpMetric::FrontCpuSPerGb,
+                            *s,
+                            Some(z),
+                        ))),
+                        Cell::from(spread(&sweep.values(
+                            SingleIpMetric::NodesCpuSPerGb,
+                            *s,
+                            Some(z),
+                        ))),
+                    ]
+                })
+                .collect(),
+            labels: 1,
+            ..Table::default()
+        }));
+        blocks.push(Block::Note("The front process is the io-server or HAProxy; NAT's forwarding runs in the kernel (softirq) and is charged to no process, so its row shows only the idle gateway.".into()));
     }
-    Ok(())
+    Ok(blocks)
 }
 
 const CONTENTION_COLUMNS: [(SingleIpMetric, &str); 8] = [
@@ -473,10 +564,13 @@ fn contention_values(sweep: &SingleIpSweep, m: SingleIpMetric, s: System, fg: u6
     sweep.values(m, s, Some(fg))
 }
 
-fn contention_section(h: &mut String, sweep: &SingleIpSweep) -> Result<(), ReportError> {
+/// Figures 8-12: the foreground under two background streams, a table of
+/// every figure and, where the format carries figures, throughput per
+/// stream and packet timelines.
+fn contention(sweep: &SingleIpSweep, format: Format) -> Result<Vec<Block>, ReportError> {
     let systems = systems_of(sweep, ExpKind::Contention);
     if systems.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let mut fgs: Vec<u64> = sweep
         .points
@@ -486,125 +580,146 @@ fn contention_section(h: &mut String, sweep: &SingleIpSweep) -> Result<(), Repor
         .collect();
     fgs.sort_unstable();
     fgs.dedup();
-    let c = sweep.experiment.effective(sweep.info.quick).contention;
-    let _ = writeln!(
-        h,
-        "<h2>Figures 8-12: a foreground transfer under two background streams</h2>"
+    let mut blocks = vec![Block::Heading(
+        "Figures 8-12: a foreground transfer under two background streams".into(),
+    )];
+    if let Some(c) = &sweep.experiment.effective(sweep.info.quick).contention {
+        blocks.push(Block::Note(contention_setup(c)));
+    }
+    let mut head = ["foreground", "system"].map(String::from).to_vec();
+    head.extend(
+        CONTENTION_COLUMNS
+            .iter()
+            .map(|(_, name)| (*name).to_string()),
     );
-    if let Some(c) = &c {
-        let _ = writeln!(
-            h,
-            "<p class=\"note\">Two {} background streams, then after {} s the foreground; link {} Mbit/s, {} ms each way, queue {} packets {}. \
-             The io16k send limit stands for the paper's IFQ limit, iooff for its runs without it. Jain's index is over the streams as large \
-             as the background, in the whole {} ms bins in which all of them ran; the early window is its first {} s; fair after: from the start of the overlap to the first {} s window with Jain's index of at least {}.</p>",
-            bytes_label(c.background.0),
-            fmt_num(c.foreground_delay.0.as_secs_f64()),
-            fmt_num(c.rate.0 as f64 / 1e6),
-            fmt_num(c.delay.0.as_secs_f64() * 1e3),
-            c.queue,
-            match (c.bottleneck, c.nat_switch_queue) {
-                (connlab_lab::Bottleneck::Front, Some(n)) => format!(
-                    "on the front host's egress (sampled every 5 ms), nat's packets first through a {n}-packet switch queue at the same rate"
-                ),
-                (connlab_lab::Bottleneck::Front, None) => {
-                    "on the front host's egress (sampled every 5 ms)".to_string()
-                }
-                (connlab_lab::Bottleneck::Emulator, Some(n)) => {
-                    format!("in the emulator, nat's packets first through a {n}-packet switch queue")
-                }
-                (connlab_lab::Bottleneck::Emulator, None) => "in the emulator".to_string(),
-            },
-            fmt_num(c.bin.0.as_secs_f64() * 1e3),
-            fmt_num(c.early_window.0.as_secs_f64()),
-            fmt_num(connlab_lab::FAIR_WINDOW_S),
-            fmt_num(connlab_lab::FAIR_JAIN)
-        );
-    }
-    h.push_str("<div class=\"wrap\"><table>\n<tr><th class=\"l\">foreground</th><th class=\"l\">system</th>");
-    for (_, name) in CONTENTION_COLUMNS {
-        let _ = write!(h, "<th>{name}</th>");
-    }
-    h.push_str("</tr>\n");
+    let mut rows = Vec::new();
     for &fg in &fgs {
         for s in &systems {
-            let _ = write!(
-                h,
-                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td>",
-                bytes_label(fg),
-                esc(&system_label(*s))
+            let mut row = vec![Cell::from(bytes_label(fg)), Cell::from(system_label(*s))];
+            row.extend(
+                CONTENTION_COLUMNS
+                    .iter()
+                    .map(|(m, _)| spread_cell(&contention_values(sweep, *m, *s, fg))),
             );
-            for (m, _) in CONTENTION_COLUMNS {
-                let _ = write!(
-                    h,
-                    "<td>{}</td>",
-                    spread_html(&contention_values(sweep, m, *s, fg))
-                );
-            }
-            h.push_str("</tr>\n");
+            rows.push(row);
         }
     }
-    h.push_str("</table></div>\n");
-    for &fg in &fgs {
-        let _ = writeln!(
-            h,
-            "<h3>{} foreground: per-stream throughput and packet timelines (first repetition)</h3>\n<div class=\"plots\">",
-            bytes_label(fg)
-        );
-        for s in &systems {
-            let Some(r) = sweep.select(ExpKind::Contention, *s, fg).into_iter().next() else {
-                continue;
-            };
-            let Some(c) = &r.contention else { continue };
-            let series: Vec<(String, Vec<(f64, f64)>)> = c
-                .streams
-                .iter()
-                .map(|st| {
-                    (
-                        st.name.clone(),
-                        st.bins_mbit_s
-                            .iter()
-                            .enumerate()
-                            .skip((st.start_s / c.bin_s).floor().max(0.0) as usize)
-                            .map(|(k, v)| ((k as f64 + 0.5) * c.bin_s, *v))
-                            .collect(),
-                    )
-                })
-                .collect();
-            let svg = line_plot(
-                &format!("{}: throughput per stream", system_label(*s)),
-                "time since the background started (s)",
-                "Mbit/s",
-                &series,
-                Axis::Linear,
-                Axis::Linear,
-            )?;
-            let _ = writeln!(h, "<figure>{svg}</figure>");
-            let svg = timeline_plot(
-                &format!("{}: time against sequence", system_label(*s)),
-                r,
-                None,
-            )?;
-            let _ = writeln!(h, "<figure>{svg}</figure>");
-            if fg < c.streams.get(1).map_or(u64::MAX, |b| b.size) {
-                let fgs = &c.streams[0];
-                let t0 = fgs.start_s;
-                let t1 = t0 + fgs.completion_s.unwrap_or(1.0);
-                let pad = (t1 - t0) * 0.1 + 0.005;
-                let svg = timeline_plot(
-                    &format!("{}: the foreground close-up", system_label(*s)),
-                    r,
-                    Some((t0 - pad, t1 + pad)),
-                )?;
-                let _ = writeln!(h, "<figure>{svg}</figure>");
+    blocks.push(Block::Table(Table {
+        head,
+        rows,
+        labels: 2,
+        ..Table::default()
+    }));
+    if format.figures() {
+        for &fg in &fgs {
+            blocks.push(Block::Subheading {
+                title: format!(
+                    "{} foreground: per-stream throughput and packet timelines (first repetition)",
+                    bytes_label(fg)
+                ),
+                link: None,
+            });
+            for s in &systems {
+                blocks.extend(contention_figures(sweep, *s, fg)?);
             }
         }
-        h.push_str("</div>\n");
+        blocks.push(Block::Note("Timelines: data packets toward the clients as they reached the emulator (linkem's log), sequence relative to each stream's first; every foreground packet of a small foreground and every n-th of the rest (n at least 20, about 1,500 per large stream); drops as crosses.".into()));
     }
-    h.push_str("<p class=\"note\">Timelines: data packets toward the clients as they reached the emulator (linkem's log), sequence relative to each stream's first; every foreground packet of a small foreground and every n-th of the rest (n at least 20, about 1,500 per large stream); drops as crosses.</p>\n");
-    Ok(())
+    Ok(blocks)
 }
 
-fn environment_section(h: &mut String, sweep: &SingleIpSweep) {
+/// The contention experiment's setup in words.
+fn contention_setup(c: &connlab_lab::ContentionSection) -> String {
+    format!(
+        "Two {} background streams, then after {} s the foreground; link {} Mbit/s, {} ms each way, queue {} packets {}. \
+         The io16k send limit stands for the paper's IFQ limit, iooff for its runs without it. Jain's index is over the streams as large \
+         as the background, in the whole {} ms bins in which all of them ran; the early window is its first {} s; fair after: from the start of the overlap to the first {} s window with Jain's index of at least {}.",
+        bytes_label(c.background.0),
+        fmt_num(c.foreground_delay.0.as_secs_f64()),
+        fmt_num(c.rate.0 as f64 / 1e6),
+        fmt_num(c.delay.0.as_secs_f64() * 1e3),
+        c.queue,
+        match (c.bottleneck, c.nat_switch_queue) {
+            (connlab_lab::Bottleneck::Front, Some(n)) => format!(
+                "on the front host's egress (sampled every 5 ms), nat's packets first through a {n}-packet switch queue at the same rate"
+            ),
+            (connlab_lab::Bottleneck::Front, None) => {
+                "on the front host's egress (sampled every 5 ms)".to_string()
+            }
+            (connlab_lab::Bottleneck::Emulator, Some(n)) => {
+                format!("in the emulator, nat's packets first through a {n}-packet switch queue")
+            }
+            (connlab_lab::Bottleneck::Emulator, None) => "in the emulator".to_string(),
+        },
+        fmt_num(c.bin.0.as_secs_f64() * 1e3),
+        fmt_num(c.early_window.0.as_secs_f64()),
+        fmt_num(connlab_lab::FAIR_WINDOW_S),
+        fmt_num(connlab_lab::FAIR_JAIN)
+    )
+}
+
+/// The first repetition's throughput per stream and time against sequence
+/// of system `s` at foreground `fg` (and the foreground's close-up when it
+/// is smaller than the background).
+fn contention_figures(
+    sweep: &SingleIpSweep,
+    s: System,
+    fg: u64,
+) -> Result<Vec<Block>, ReportError> {
+    let Some(r) = sweep.select(ExpKind::Contention, s, fg).into_iter().next() else {
+        return Ok(Vec::new());
+    };
+    let Some(c) = &r.contention else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    let series: Vec<(String, Vec<(f64, f64)>)> = c
+        .streams
+        .iter()
+        .map(|st| {
+            (
+                st.name.clone(),
+                st.bins_mbit_s
+                    .iter()
+                    .enumerate()
+                    .skip((st.start_s / c.bin_s).floor().max(0.0) as usize)
+                    .map(|(k, v)| ((k as f64 + 0.5) * c.bin_s, *v))
+                    .collect(),
+            )
+        })
+        .collect();
+    let svg = line_plot(
+        &format!("{}: throughput per stream", system_label(s)),
+        "time since the background started (s)",
+        "Mbit/s",
+        &series,
+        Axis::Linear,
+        Axis::Linear,
+    )?;
+    out.push(figure(svg));
+    let svg = timeline_plot(
+        &format!("{}: time against sequence", system_label(s)),
+        r,
+        None,
+    )?;
+    out.push(figure(svg));
+    if fg < c.streams.get(1).map_or(u64::MAX, |b| b.size) {
+        let fgs = &c.streams[0];
+        let t0 = fgs.start_s;
+        let t1 = t0 + fgs.completion_s.unwrap_or(1.0);
+        let pad = (t1 - t0) * 0.1 + 0.005;
+        let svg = timeline_plot(
+            &format!("{}: the foreground close-up", system_label(s)),
+            r,
+            Some((t0 - pad, t1 + pad)),
+        )?;
+        out.push(figure(svg));
+    }
+    Ok(out)
+}
+
+/// The machine, the placement, every warning and the points missing.
+fn environment(sweep: &SingleIpSweep) -> Vec<Block> {
     let i = &sweep.info;
     let e = &i.environment;
     let cc = sweep
@@ -613,8 +728,7 @@ fn environment_section(h: &mut String, sweep: &SingleIpSweep) {
         .map_or(sweep.experiment.congestion_control.clone(), |r| {
             r.congestion_control.clone()
         });
-    let _ = writeln!(h, "<h2>Environment</h2>\n<table>");
-    let rows = [
+    let facts = [
         ("kernel", e.kernel.clone()),
         ("CPUs", e.cpu_count.to_string()),
         ("clock source", e.clock_source.clone()),
@@ -629,31 +743,31 @@ fn environment_section(h: &mut String, sweep: &SingleIpSweep) {
         ("connlab", i.connlab_version.clone()),
         ("started (Unix s)", format!("{:.0}", i.started_unix_s)),
     ];
-    for (k, v) in rows {
-        let _ = writeln!(
-            h,
-            "<tr><th class=\"l\">{k}</th><td class=\"l\">{}</td></tr>",
-            esc(&v)
-        );
-    }
-    h.push_str("</table>\n");
-    let warnings: Vec<String> = sweep
+    let mut blocks = vec![
+        Block::Heading("Environment".into()),
+        Block::Facts {
+            id: None,
+            facts: facts.map(|(k, v)| (k.to_string(), v)).to_vec(),
+        },
+    ];
+    let warnings: Vec<Item> = sweep
         .points
         .iter()
         .flat_map(|r| r.warnings.iter().map(move |w| format!("{}: {w}", r.id)))
+        .map(Item::from)
         .collect();
     if !warnings.is_empty() {
-        h.push_str("<h2>Warnings</h2>\n<ul>\n");
-        for w in warnings {
-            let _ = writeln!(h, "<li>{}</li>", esc(&w));
-        }
-        h.push_str("</ul>\n");
+        blocks.push(Block::Heading("Warnings".into()));
+        blocks.push(Block::List(List {
+            items: warnings,
+            ..List::default()
+        }));
     }
     let missing = sweep.info.points_total.saturating_sub(sweep.points.len());
     if missing > 0 {
-        let _ = writeln!(
-            h,
-            "<p class=\"note\">{missing} points of the plan are missing (not run yet, or failed: see logs/).</p>"
-        );
+        blocks.push(Block::Note(format!(
+            "{missing} points of the plan are missing (not run yet, or failed: see logs/)."
+        )));
     }
+    blocks
 }

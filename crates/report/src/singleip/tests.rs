@@ -125,7 +125,7 @@ fn invalid_points_are_listed_and_left_out_of_tables_and_claims() {
         ],
     );
     let sweep = SingleIpSweep::open(f.path()).unwrap();
-    let html = render_singleip(&sweep, Format::Html).unwrap();
+    let html = render_singleip(&sweep, Format::HTML).unwrap();
     assert!(html.contains("Validity of the points"), "section");
     assert!(html.contains("3 of 4 points passed every gate (steal)"));
     assert!(html.contains(
@@ -133,17 +133,20 @@ fn invalid_points_are_listed_and_left_out_of_tables_and_claims() {
     ));
     assert!(html.contains("measures no A/A control"));
     // The claim holds on the valid points, saying what it left out.
-    assert!(html.contains("<td class=\"l holds\">holds</td>"), "verdict");
+    assert!(
+        html.contains("<td class=\"label holds\">holds</td>"),
+        "verdict"
+    );
     assert!(html.contains("(1 invalid point left out)"));
     // The ratio pairs repetitions where both points are valid: the
     // second's 110 / 200 (not the first io16k's 100 beside it).
     assert!(html.contains("<td>0.55</td>"), "paired ratio");
-    let md = render_singleip(&sweep, Format::Markdown).unwrap();
+    let md = render_singleip(&sweep, Format::MARKDOWN).unwrap();
     assert!(
         md.contains("| rtt-nat-4B-rep1 | 3 | steal 7.3 % > 2 % |"),
         "{md}"
     );
-    let csv = render_singleip(&sweep, Format::Csv).unwrap();
+    let csv = render_singleip(&sweep, Format::CSV).unwrap();
     let mut reader = ::csv::Reader::from_reader(csv.as_bytes());
     let head = reader.headers().unwrap().clone();
     let col = |name: &str| head.iter().position(|h| h == name).unwrap();
@@ -183,6 +186,6 @@ fn a_claim_whose_system_has_no_valid_point_cannot_be_judged() {
         )
     );
     let sweep = SingleIpSweep::open(f.path()).unwrap();
-    let html = render_singleip(&sweep, Format::Html).unwrap();
-    assert!(html.contains("<td class=\"l noisy\">cannot be judged here</td>"));
+    let html = render_singleip(&sweep, Format::HTML).unwrap();
+    assert!(html.contains("<td class=\"label noisy\">cannot be judged here</td>"));
 }

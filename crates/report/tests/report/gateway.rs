@@ -111,7 +111,7 @@ fn gateway() -> SweepDir {
 #[test]
 fn gateway_report_shows_the_paper_beside_ours() {
     let dir = gateway();
-    let html = render(&dir, Format::Html).unwrap();
+    let html = render(&dir, Format::HTML).unwrap();
     let _ = std::fs::write(
         Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-gateway.html"),
         &html,
@@ -150,13 +150,13 @@ fn gateway_report_shows_the_paper_beside_ours() {
         "holds if the interval and the A/A noise around the median are between 40 % and 60 %"
     ));
     // Markdown carries the brief table too.
-    let md = render(&dir, Format::Markdown).unwrap();
+    let md = render(&dir, Format::MARKDOWN).unwrap();
     assert!(
         md.contains("| nat | 46–47 % | 47 % [46–48 %] (holds) | 1.0× | 1.9× | 2.0× (holds) |"),
         "{md}"
     );
     // CSV: the difference in µs.
-    let csv = render(&dir, Format::Csv).unwrap();
+    let csv = render(&dir, Format::CSV).unwrap();
     assert!(csv.contains("difference_us"), "{csv}");
 }
 
@@ -259,7 +259,7 @@ fn shipped_gateway_files_render_the_paper_beside_ours() {
             (false, false) => 160.0,
         };
     }
-    let html = render(&dir, Format::Html).unwrap();
+    let html = render(&dir, Format::HTML).unwrap();
     let brief = &html[html.find("id=\"brief\"").expect("a brief table")..];
     let brief = &brief[..brief.find("</table>").unwrap()];
     for engine in ["nat", "proxy", "haproxy"] {
@@ -284,7 +284,7 @@ fn shipped_gateway_files_render_the_paper_beside_ours() {
         p.gateway_cpu_share = Some(0.8);
         p.cpu_busy_share = vec![0.99, 0.5];
     }
-    let html = render(&dir, Format::Html).unwrap();
+    let html = render(&dir, Format::HTML).unwrap();
     let _ = std::fs::write(
         Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-gateway-limit.html"),
         &html,
@@ -343,9 +343,9 @@ fn shipped_locality_files_judge_table5_against_the_papers_ratios() {
         let _ = std::fs::write(
             Path::new(env!("CARGO_TARGET_TMPDIR"))
                 .join(format!("report-{}", name.replace(".toml", ".html"))),
-            render(&dir, Format::Html).unwrap(),
+            render(&dir, Format::HTML).unwrap(),
         );
-        let md = render(&dir, Format::Markdown).unwrap();
+        let md = render(&dir, Format::MARKDOWN).unwrap();
         let claim = &md[md.find("- **Table 5: ").expect("the Table 5 claim")..];
         let claim = &claim[..claim.find("\n- **").unwrap_or(claim.len())];
         assert!(claim.contains("1.69-1.79x"), "{name}: {claim}");

@@ -5,7 +5,7 @@ use connlab_report::{render_loadgen, Format};
 
 #[test]
 fn markdown_has_every_table_with_medians_and_spread() {
-    let md = render_loadgen(&loadgen(), Format::Markdown).unwrap();
+    let md = render_loadgen(&loadgen(), Format::MARKDOWN).unwrap();
     for s in [
         "## Service latency",
         "## Memory per connection",
@@ -31,7 +31,7 @@ fn markdown_has_every_table_with_medians_and_spread() {
 
 #[test]
 fn csv_is_long_form_with_every_column() {
-    let text = render_loadgen(&loadgen(), Format::Csv).unwrap();
+    let text = render_loadgen(&loadgen(), Format::CSV).unwrap();
     let mut r = csv::Reader::from_reader(text.as_bytes());
     let head: Vec<String> = r.headers().unwrap().iter().map(str::to_string).collect();
     assert_eq!(
@@ -71,7 +71,7 @@ fn csv_is_long_form_with_every_column() {
 
 #[test]
 fn html_is_a_page_of_tables() {
-    let page = render_loadgen(&loadgen(), Format::Html).unwrap();
+    let page = render_loadgen(&loadgen(), Format::HTML).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>"));
     // Six tables, the commands and the points not measured.
     assert_eq!(page.matches("<h2>").count(), 8);
@@ -80,7 +80,7 @@ fn html_is_a_page_of_tables() {
 
 #[test]
 fn csv_axes_are_plain_numbers() {
-    let text = render_loadgen(&loadgen(), Format::Csv).unwrap();
+    let text = render_loadgen(&loadgen(), Format::CSV).unwrap();
     let mut r = csv::Reader::from_reader(text.as_bytes());
     let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
     // No thousands separators, in a setting or in a span of settings.
@@ -93,12 +93,12 @@ fn csv_axes_are_plain_numbers() {
 
 #[test]
 fn the_clients_io_path_is_a_column_when_it_varies() {
-    let one = render_loadgen(&loadgen(), Format::Markdown).unwrap();
+    let one = render_loadgen(&loadgen(), Format::MARKDOWN).unwrap();
     assert!(one.contains("client I/O epoll"), "{one}");
-    let md = render_loadgen(&crate::support::loadgen_with_io(), Format::Markdown).unwrap();
+    let md = render_loadgen(&crate::support::loadgen_with_io(), Format::MARKDOWN).unwrap();
     assert!(md.contains("| client I/O |"), "{md}");
     assert!(md.contains("| uring |"), "{md}");
-    let text = render_loadgen(&crate::support::loadgen_with_io(), Format::Csv).unwrap();
+    let text = render_loadgen(&crate::support::loadgen_with_io(), Format::CSV).unwrap();
     let mut r = csv::Reader::from_reader(text.as_bytes());
     let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
     assert!(rows.iter().any(|r| &r[7] == "uring"));
@@ -108,7 +108,7 @@ fn the_clients_io_path_is_a_column_when_it_varies() {
 #[test]
 fn an_invalid_point_is_left_out_of_the_tables_and_listed() {
     let dir = loadgen_with_an_invalid_point();
-    let md = render_loadgen(&dir, Format::Markdown).unwrap();
+    let md = render_loadgen(&dir, Format::MARKDOWN).unwrap();
     // Send lag p99 was 20 and 40 over the two repetitions; the second is
     // invalid, so the row rests on the first alone.
     assert!(
@@ -127,7 +127,7 @@ fn an_invalid_point_is_left_out_of_the_tables_and_listed() {
     // The shard ratio of repetition 2 lost its one-process point.
     assert!(md.contains("| 100 | 2 against 1 | 1 |"), "{md}");
 
-    let text = render_loadgen(&dir, Format::Csv).unwrap();
+    let text = render_loadgen(&dir, Format::CSV).unwrap();
     let mut r = csv::Reader::from_reader(text.as_bytes());
     let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
     let invalid: Vec<&csv::StringRecord> =

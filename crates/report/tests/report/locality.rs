@@ -6,7 +6,7 @@ use std::path::Path;
 
 #[test]
 fn html_puts_the_paper_beside_ours_with_verdicts() {
-    let html = render(&locality(), Format::Html).unwrap();
+    let html = render(&locality(), Format::HTML).unwrap();
     // Kept for a look in a browser (scripts/screenshot_report.sh).
     let _ = std::fs::write(
         Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-fixture.html"),
@@ -63,7 +63,7 @@ fn a_failing_claim_says_so() {
         let base = if p.engine == "select" { 1.0 } else { 2.0 };
         (base * p.connections as f64, 300.0, 0.0)
     });
-    let html = render(&dir, Format::Html).unwrap();
+    let html = render(&dir, Format::HTML).unwrap();
     assert!(
         html.contains("<td class=\"fails\">does not hold</td>"),
         "{html}"
@@ -73,9 +73,9 @@ fn a_failing_claim_says_so() {
 #[test]
 fn markdown_and_csv_carry_the_same_data() {
     let dir = locality();
-    let md = render(&dir, Format::Markdown).unwrap();
+    let md = render(&dir, Format::MARKDOWN).unwrap();
     assert!(md.contains("## The paper's claims against ours"));
-    let csv = render(&dir, Format::Csv).unwrap();
+    let csv = render(&dir, Format::CSV).unwrap();
     let mut reader = csv::Reader::from_reader(csv.as_bytes());
     let headers = reader.headers().unwrap().clone();
     let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
@@ -141,7 +141,7 @@ fn a_claim_on_invalid_points_cannot_be_judged_here() {
         .find(|c| c.text == "epoll stays flat")
         .unwrap();
     assert_eq!(flat.verdict, connlab_report::Verdict::Holds);
-    let html = render(&dir, Format::Html).unwrap();
+    let html = render(&dir, Format::HTML).unwrap();
     assert!(
         html.contains("id=\"invalid\""),
         "the invalid points are listed"
@@ -151,7 +151,7 @@ fn a_claim_on_invalid_points_cannot_be_judged_here() {
         html.contains("4 failed (points per gate: steal 4)"),
         "{html}"
     );
-    let csv = render(&dir, Format::Csv).unwrap();
+    let csv = render(&dir, Format::CSV).unwrap();
     assert!(csv.contains("invalid_point,"), "{csv}");
 }
 

@@ -46,13 +46,13 @@ fn a_ratio_whose_rounds_are_all_invalid_cannot_be_judged() {
     assert_eq!((stat.repetitions, stat.invalid), (1, 1));
     assert_eq!(stat.per_rep.len(), 1);
 
-    let md = render_peers(&dir, Format::Markdown).unwrap();
+    let md = render_peers(&dir, Format::MARKDOWN).unwrap();
     assert!(
         md.contains("| cannot be judged here: steal 7.3 % > 2 % at 1 of 2 points |"),
         "{md}"
     );
     assert!(md.contains("| 1 (+1 invalid) |"), "{md}");
-    let csv = render_peers(&dir, Format::Csv).unwrap();
+    let csv = render_peers(&dir, Format::CSV).unwrap();
     let verdict = column(&csv, "verdict");
     let detail = column(&csv, "detail");
     let row = csv_rows(&csv, "contender")
@@ -66,20 +66,20 @@ fn a_ratio_whose_rounds_are_all_invalid_cannot_be_judged() {
 #[test]
 fn the_invalid_points_are_listed_with_their_gates() {
     let dir = peers();
-    let md = render_peers(&dir, Format::Markdown).unwrap();
+    let md = render_peers(&dir, Format::MARKDOWN).unwrap();
     assert!(md.contains("## Validity of the points"), "{md}");
     assert!(md.contains("10 of 11 points passed every gate"), "{md}");
     assert!(
         md.contains("| nginx-static-10240B-rep1 | 3 | steal 7.3 % > 2 % |"),
         "{md}"
     );
-    let html = render_peers(&dir, Format::Html).unwrap();
+    let html = render_peers(&dir, Format::HTML).unwrap();
     assert!(
         html.contains("<h2 id=\"validity\">"),
         "the page has the section"
     );
     assert!(html.contains("<td class=\"label\">nginx-static-10240B-rep1</td><td>3</td>"));
-    let csv = render_peers(&dir, Format::Csv).unwrap();
+    let csv = render_peers(&dir, Format::CSV).unwrap();
     let invalid = csv_rows(&csv, "invalid_point");
     assert_eq!(invalid.len(), 1);
     let (id, attempts, detail) = (
@@ -104,13 +104,13 @@ fn the_control_is_no_row_but_gives_the_noise() {
         .unwrap();
     assert_eq!(ret.repetitions, 2);
     assert_eq!(ret.requests_per_cpu_s.min, 40_000.0);
-    let csv = render_peers(&dir, Format::Csv).unwrap();
+    let csv = render_peers(&dir, Format::CSV).unwrap();
     let noise = csv_rows(&csv, "noise_floor");
     assert_eq!(noise.len(), 1);
     assert_eq!(&noise[0][2], "nginx-return");
     assert_eq!(&noise[0][column(&csv, "noise_factor")], "1.04");
     assert_eq!(&noise[0][column(&csv, "ratio_min")], "0.98");
-    let md = render_peers(&dir, Format::Markdown).unwrap();
+    let md = render_peers(&dir, Format::MARKDOWN).unwrap();
     assert!(md.contains("**A/A control**: noise ±4 % (nginx-return twice per round, 2 pairs)"));
     assert!(md.contains("128 B: rep 1 1.040, rep 2 0.980"), "{md}");
     // Outside the noise: epoll is higher, nginx-static lower.
@@ -125,13 +125,13 @@ fn a_ratio_within_the_noise_of_parity_cannot_be_judged() {
     for p in dir.points.iter_mut().filter(|p| p.params.control) {
         p.requests_per_cpu_s *= 1.3 / 1.04;
     }
-    let md = render_peers(&dir, Format::Markdown).unwrap();
+    let md = render_peers(&dir, Format::MARKDOWN).unwrap();
     assert!(
         md.contains("| 0.90× (0.90–0.90) cannot be judged here |"),
         "{md}"
     );
     assert!(md.contains("| 1.50× (1.50–1.50) higher |"), "{md}");
-    let csv = render_peers(&dir, Format::Csv).unwrap();
+    let csv = render_peers(&dir, Format::CSV).unwrap();
     let detail = column(&csv, "detail");
     let row = csv_rows(&csv, "contender")
         .into_iter()
@@ -148,7 +148,7 @@ fn points_without_records_count_as_valid_and_invalid_ones_are_shown_marked() {
     for p in &mut old.points {
         p.validity = None;
     }
-    let md = render_peers(&old, Format::Markdown).unwrap();
+    let md = render_peers(&old, Format::MARKDOWN).unwrap();
     assert!(md.contains("No point recorded validity gates"), "{md}");
     assert!(md.contains("No A/A control was measured"), "{md}");
     assert!(md.contains("| 1.67× (1.67–1.67) higher |"), "{md}");
@@ -162,7 +162,7 @@ fn points_without_records_count_as_valid_and_invalid_ones_are_shown_marked() {
     {
         p.validity = Some(stolen());
     }
-    let md = render_peers(&bad, Format::Markdown).unwrap();
+    let md = render_peers(&bad, Format::MARKDOWN).unwrap();
     assert!(md.contains("| none valid (2 invalid shown) |"), "{md}");
     assert!(
         md.contains("| cannot be judged here: steal 7.3 % > 2 % at 2 of 4 points |"),

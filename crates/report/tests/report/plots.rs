@@ -6,7 +6,7 @@ use connlab_report::{render, Format};
 
 #[test]
 fn every_plot_has_tick_labels_on_both_axes() {
-    let html = render(&locality(), Format::Html).unwrap();
+    let html = render(&locality(), Format::HTML).unwrap();
     let plots = svgs(&html);
     assert!(plots.len() >= 3, "connections plots and CDFs");
     let cdfs = html.matches("id=\"plot-cdf-").count();
@@ -32,7 +32,7 @@ fn every_plot_has_tick_labels_on_both_axes() {
             },
         )
     });
-    let html = render(&dir, Format::Html).unwrap();
+    let html = render(&dir, Format::HTML).unwrap();
     assert!(
         html.contains("id=\"projection\""),
         "the projection is rendered"
@@ -61,7 +61,7 @@ fn active_ratio_and_web_plots_have_tick_labels() {
         .replace("vary = \"connections\"", "vary = \"active_ratio\"");
     let table4 = table4[..table4.find("[[paper.cells]]").unwrap()].to_string();
     let dir = sweep(&table4, |p| (100.0 + 1000.0 * p.active_ratio, 200.0, 0.0));
-    let html = render(&dir, Format::Html).unwrap();
+    let html = render(&dir, Format::HTML).unwrap();
     let plots = svgs(&html);
     assert!(html.contains("against active ratio"));
     assert!(
@@ -101,7 +101,7 @@ backends = 3
         p.gateway_cpu_share = Some(0.1 * n as f64);
         p.cpu_busy_share = vec![0.3, 0.05 * n as f64];
     }
-    let html = render(&dir, Format::Html).unwrap();
+    let html = render(&dir, Format::HTML).unwrap();
     let plots = svgs(&html);
     assert!(html.contains("against backends"), "backend-count plots");
     assert!(plots.len() >= 6, "{} web plots", plots.len());
@@ -133,7 +133,7 @@ fn send_deviation_cdfs_pool_every_repetition() {
             deviations(30.0, 50.0)
         });
     }
-    let html = render(&dir, Format::Html).unwrap();
+    let html = render(&dir, Format::HTML).unwrap();
     let figures: Vec<&str> = html
         .split("<figure class=\"plot\" id=\"plot-cdf-")
         .skip(1)

@@ -52,7 +52,7 @@ fn polling_projected() -> SweepDir {
 #[test]
 fn projections_are_in_every_format() {
     let dir = polling_projected();
-    let html = render(&dir, Format::Html).unwrap();
+    let html = render(&dir, Format::HTML).unwrap();
     let _ = std::fs::write(
         Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-polling-projected.html"),
         &html,
@@ -61,7 +61,7 @@ fn projections_are_in_every_format() {
     assert!(html.contains("40,000 conns: 400 µs"), "select projected");
     assert!(html.contains("no projection: our values fall"), "epoll not");
 
-    let md = render(&dir, Format::Markdown).unwrap();
+    let md = render(&dir, Format::MARKDOWN).unwrap();
     let section = &md[md
         .find("## Projection to the paper's 40,000 conns")
         .expect("markdown section")..];
@@ -90,7 +90,7 @@ fn projections_are_in_every_format() {
     assert!(epoll.contains("no projection: our values fall"), "{epoll}");
     assert!(section.contains("Only 20,000 descriptors here."), "why");
 
-    let csv = render(&dir, Format::Csv).unwrap();
+    let csv = render(&dir, Format::CSV).unwrap();
     let mut reader = csv::Reader::from_reader(csv.as_bytes());
     let headers = reader.headers().unwrap().clone();
     let col = |name: &str| headers.iter().position(|h| h == name).unwrap();

@@ -27,21 +27,21 @@ fn locality_in_every_format() {
     let dir = locality();
     insta::assert_snapshot!(
         "locality_html",
-        without_svg(&render(&dir, Format::Html).unwrap())
+        without_svg(&render(&dir, Format::HTML).unwrap())
     );
-    insta::assert_snapshot!("locality_markdown", render(&dir, Format::Markdown).unwrap());
-    insta::assert_snapshot!("locality_csv", render(&dir, Format::Csv).unwrap());
+    insta::assert_snapshot!("locality_markdown", render(&dir, Format::MARKDOWN).unwrap());
+    insta::assert_snapshot!("locality_csv", render(&dir, Format::CSV).unwrap());
 }
 
 #[test]
 fn loadgen_in_every_format() {
     let dir = loadgen();
-    insta::assert_snapshot!("loadgen_html", render_loadgen(&dir, Format::Html).unwrap());
+    insta::assert_snapshot!("loadgen_html", render_loadgen(&dir, Format::HTML).unwrap());
     insta::assert_snapshot!(
         "loadgen_markdown",
-        render_loadgen(&dir, Format::Markdown).unwrap()
+        render_loadgen(&dir, Format::MARKDOWN).unwrap()
     );
-    insta::assert_snapshot!("loadgen_csv", render_loadgen(&dir, Format::Csv).unwrap());
+    insta::assert_snapshot!("loadgen_csv", render_loadgen(&dir, Format::CSV).unwrap());
 }
 
 #[test]
@@ -49,11 +49,11 @@ fn peers_in_every_format() {
     let dir = peers();
     insta::assert_snapshot!(
         "peers_html",
-        without_svg(&render_peers(&dir, Format::Html).unwrap())
+        without_svg(&render_peers(&dir, Format::HTML).unwrap())
     );
     insta::assert_snapshot!(
         "peers_markdown",
-        render_peers(&dir, Format::Markdown).unwrap()
+        render_peers(&dir, Format::MARKDOWN).unwrap()
     );
-    insta::assert_snapshot!("peers_csv", render_peers(&dir, Format::Csv).unwrap());
+    insta::assert_snapshot!("peers_csv", render_peers(&dir, Format::CSV).unwrap());
 }

@@ -1,12 +1,12 @@
 //! The HTML exporter: one self-contained page, inline CSS and SVG.
 
-use super::{Block, Cell, Exporter, List, Page, Report, Table, Verdicts};
-use crate::{Format, ReportError};
+use super::{Block, Cell, Exporter, List, Page, Source, Table, Verdicts};
+use crate::ReportError;
 use html_escape::{encode_double_quoted_attribute as attr, encode_text as esc};
 use std::fmt::Write as _;
 
-/// The HTML format.
-pub(crate) struct HtmlExporter;
+/// The HTML format: the whole page, figures and detail included.
+pub(crate) struct Html;
 
 /// ` id="…"` or nothing.
 fn id_attr(id: Option<&str>) -> String {
@@ -24,7 +24,7 @@ fn class_attr(classes: &[Option<&str>]) -> String {
     }
 }
 
-impl HtmlExporter {
+impl Html {
     /// The head of a page with its inline style, the title and the
     /// description.
     pub(crate) fn start(title: &str, description: &str, style: &str, viewport: bool) -> String {
@@ -226,6 +226,14 @@ impl HtmlExporter {
             Block::Anchor { title, id } => {
                 let _ = writeln!(h, "<h2{}>{}</h2>", id_attr(Some(id)), esc(title));
             }
+            Block::Subheading { title, link } => {
+                let _ = match link {
+                    Some(href) => {
+                        writeln!(h, "<h3><a href=\"{}\">{}</a></h3>", attr(href), esc(title))
+                    }
+                    None => writeln!(h, "<h3>{}</h3>", esc(title)),
+                };
+            }
             Block::Note(t) => {
                 let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(t));
             }
@@ -245,11 +253,15 @@ impl HtmlExporter {
             Block::Verdicts(v) => Self::verdicts(h, v),
             Block::List(l) => Self::list(h, l),
             Block::Figure { id, svg, caption } => {
+                let caption = if caption.is_empty() {
+                    String::new()
+                } else {
+                    format!("<figcaption>{}</figcaption>\n", esc(caption))
+                };
                 let _ = writeln!(
                     h,
-                    "<figure class=\"plot\"{}>\n{svg}\n<figcaption>{}</figcaption>\n</figure>",
+                    "<figure class=\"plot\"{}>\n{svg}\n{caption}</figure>",
                     id_attr(id.as_deref()),
-                    esc(caption)
                 );
             }
             Block::Commands { label, lines } => {
@@ -270,8 +282,6 @@ impl HtmlExporter {
                 }
                 h.push_str("</ul>\n");
             }
-            Block::Html(text) => h.push_str(text),
-            Block::Markdown(_) => {}
             Block::Missing(ids) => {
                 if !ids.is_empty() {
                     let _ = writeln!(
@@ -285,10 +295,26 @@ impl HtmlExporter {
     }
 }
 
-impl Exporter for HtmlExporter {
-    fn export<R: Report + ?Sized>(&self, report: &R) -> Result<String, ReportError> {
-        let page: Page = report.page(Format::Html)?;
-        let mut h = Self::start(&page.title, &page.description, page.style, page.viewport);
+impl Exporter for Html {
+    fn names(&self) -> &'static [&'static str] {
+        &["html"]
+    }
+
+    fn extension(&self) -> &'static str {
+        "html"
+    }
+
+    fn figures(&self) -> bool {
+        true
+    }
+
+    fn detail(&self) -> bool {
+        true
+    }
+
+    fn export(&self, report: &dyn Source) -> Result<String, ReportError> {
+        let page: Page = report.page()?;
+        let mut h = Self::start(&page.title, &page.description, &page.style, page.viewport);
         for b in &page.blocks {
             Self::block(&mut h, b);
         }

@@ -1,11 +1,21 @@
 //! The Markdown exporter: GitHub-flavoured tables and lists.
 
-use super::{md_row, Block, Cell, Exporter, List, Report, Table, Verdicts};
-use crate::{Format, ReportError};
+use super::{Block, Cell, Exporter, List, Source, Table, Verdicts};
+use crate::ReportError;
 use std::fmt::Write as _;
 
 /// The Markdown format: each block after a blank line.
-pub(crate) struct MarkdownExporter;
+pub(crate) struct Markdown;
+
+/// One Markdown table row, without a line end; `|` inside a cell is
+/// escaped and a line break becomes a space.
+fn md_row(cells: &[String]) -> String {
+    let mut s = String::from("|");
+    for c in cells {
+        let _ = write!(s, " {} |", c.replace('|', "\\|").replace('\n', " "));
+    }
+    s
+}
 
 /// A cell as Markdown text: the value (a link where it has one), its
 /// spread in brackets, its remark and its verdict's words in parentheses
@@ -27,7 +37,7 @@ fn cell_text(c: &Cell) -> String {
     s
 }
 
-impl MarkdownExporter {
+impl Markdown {
     fn table(m: &mut String, t: &Table) {
         let head = t.flat_head();
         let _ = writeln!(m, "\n{}", md_row(&head));
@@ -89,6 +99,12 @@ impl MarkdownExporter {
             Block::Heading(t) | Block::Anchor { title: t, .. } => {
                 let _ = writeln!(m, "\n## {t}");
             }
+            Block::Subheading { title, link } => {
+                let _ = match link {
+                    Some(href) => writeln!(m, "\n### [{title}]({href})"),
+                    None => writeln!(m, "\n### {title}"),
+                };
+            }
             Block::Note(t) => {
                 let _ = writeln!(m, "\n{t}");
             }
@@ -117,8 +133,6 @@ impl MarkdownExporter {
                     }
                 }
             }
-            Block::Markdown(text) => m.push_str(text),
-            Block::Html(_) => {}
             Block::Missing(ids) => {
                 if !ids.is_empty() {
                     let _ = writeln!(m, "\nNot measured yet: {}", ids.join(", "));
@@ -128,9 +142,17 @@ impl MarkdownExporter {
     }
 }
 
-impl Exporter for MarkdownExporter {
-    fn export<R: Report + ?Sized>(&self, report: &R) -> Result<String, ReportError> {
-        let page = report.page(Format::Markdown)?;
+impl Exporter for Markdown {
+    fn names(&self) -> &'static [&'static str] {
+        &["markdown", "md"]
+    }
+
+    fn extension(&self) -> &'static str {
+        "md"
+    }
+
+    fn export(&self, report: &dyn Source) -> Result<String, ReportError> {
+        let page = report.page()?;
         let mut m = format!("# {}\n\n", page.title);
         if !page.description.trim().is_empty() {
             let _ = writeln!(m, "{}\n", page.description.trim());
