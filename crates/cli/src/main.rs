@@ -106,8 +106,22 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(Exit { code, error }) => {
-            eprintln!("connlab: error: {error:#}");
+            eprintln!("connlab: error: {}", chain_text(&error));
             ExitCode::from(code)
         }
     }
+}
+
+/// An error and its causes joined by `: `, leaving out a cause the message
+/// before it already ends with (errors that print their source, as
+/// `path: reason` does, would otherwise say the reason twice).
+fn chain_text(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.ends_with(&cause) {
+            text = format!("{text}: {cause}");
+        }
+    }
+    text
 }

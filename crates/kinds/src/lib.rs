@@ -125,6 +125,8 @@ pub struct Listing {
     pub head: String,
     /// The ids, in run order.
     pub ids: Vec<String>,
+    /// About how long the whole plan takes, where the kind can say.
+    pub estimate: Option<Duration>,
 }
 
 /// Options of `connlab report` that some kinds read.

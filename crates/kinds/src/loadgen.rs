@@ -64,6 +64,7 @@ impl Sweep for LoadgenExperiment {
                 out.display()
             ),
             ids: plan.iter().map(|p| p.id()).collect(),
+            estimate: Some(Duration::from_secs_f64(total)),
         })
     }
 

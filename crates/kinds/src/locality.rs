@@ -92,6 +92,7 @@ impl Sweep for Experiment {
                 out.display()
             ),
             ids: plan.iter().map(connlab_lab::PointParams::id).collect(),
+            estimate: Some(total),
         })
     }
 

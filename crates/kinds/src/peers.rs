@@ -108,14 +108,15 @@ impl Sweep for PeersExperiment {
         };
         let runs = points + profiles.len();
         ids.extend(profiles);
+        let total = runs as f64 * (duration + 1.5);
         Ok(Listing {
             head: format!(
-                "{}: {points} points{and_profiles} of {duration:.0} s each, about {:.0} s in all (results in {})",
+                "{}: {points} points{and_profiles} of {duration:.0} s each, about {total:.0} s in all (results in {})",
                 self.name,
-                runs as f64 * (duration + 1.5),
                 out.display()
             ),
             ids,
+            estimate: Some(Duration::from_secs_f64(total)),
         })
     }
 

@@ -2,13 +2,20 @@
 //! contention experiments (`[rtt]`, `[bandwidth]`, `[contention]`) in
 //! network namespaces behind the user-space link emulator.
 
-use crate::{Assessment, Builtin, Ending, Here, Lines, Listing, Results, Sweep, SweepTraits};
+use crate::{
+    duration_words, Assessment, Builtin, Ending, Here, Lines, Listing, Results, Sweep, SweepTraits,
+};
 use connlab_lab::run::{self as lab_run, Progress, RunError, SweepOutcome, SweepRequest};
 use connlab_lab::{ExperimentKind, SingleIpExperiment, SingleIpSweep};
 use connlab_os::Shutdown;
 use connlab_report::{ExperimentClaims, Format, ReportError};
 use std::path::Path;
 use std::time::Duration;
+
+/// Seconds a single-IP point takes, for the dry run's estimate: the full
+/// singleip-saps matrix (102 points of every experiment) took 341 s on the
+/// 2-vCPU machine of the 2026-11-25 reference run; this rounds it up.
+const POINT_SECONDS: f64 = 3.5;
 
 /// `kind = "singleip"`: a `sweep.json` whose experiment file says so.
 pub(crate) const KIND: Builtin = Builtin {
@@ -51,14 +58,17 @@ impl Sweep for SingleIpExperiment {
 
     fn listing(&self, quick: bool, _profile: bool, out: &Path) -> Result<Listing, RunError> {
         let ids = Sweep::plan(self, quick);
+        let total = POINT_SECONDS * ids.len() as f64;
         Ok(Listing {
             head: format!(
-                "{}: {} points (results in {})",
+                "{}: {} points, about {} (results in {})",
                 self.name,
                 ids.len(),
+                duration_words(Duration::from_secs_f64(total)),
                 out.display()
             ),
             ids,
+            estimate: Some(Duration::from_secs_f64(total)),
         })
     }
 

@@ -109,6 +109,7 @@ impl Sweep for ToyFile {
                 out.display()
             ),
             ids: self.plan(quick),
+            estimate: None,
         })
     }
 

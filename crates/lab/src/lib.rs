@@ -71,6 +71,6 @@ pub use singleip::{
     SINGLEIP_SWEEP_SCHEMA,
 };
 pub use singleip::{Bytes as SingleIpBytes, Placement as SingleIpPlacement};
-pub use suite::{experiment_name, Suite, SuiteKind, SuitePaper, DEFAULT_SUITE};
+pub use suite::{experiment_name, find_default_suite, Suite, SuiteKind, SuitePaper, DEFAULT_SUITE};
 pub use sweep_file::SweepFileError;
 pub use verdict::{Judgement, Verdict};

@@ -11,6 +11,46 @@ use crate::ExperimentError;
 /// The suite `connlab reproduce` runs when given none.
 pub const DEFAULT_SUITE: &str = "experiments/reproduce.toml";
 
+/// Finds the default suite when `--suite` is not given: `DEFAULT_SUITE`
+/// under the working directory, then under the checkout the binary `exe`
+/// was built in (it lies in `target/<profile>/` of the checkout), then
+/// under the source tree this crate was compiled from. The error says, in
+/// one line, every place it looked.
+pub fn find_default_suite(exe: Option<&Path>) -> Result<PathBuf, String> {
+    let mut places: Vec<PathBuf> = vec![PathBuf::from(DEFAULT_SUITE)];
+    if let Some(exe) = exe {
+        // target/release/connlab: the checkout is two levels above its folder.
+        places.extend(
+            exe.ancestors()
+                .skip(1)
+                .take(4)
+                .map(|d| d.join(DEFAULT_SUITE)),
+        );
+    }
+    // crates/lab of the source tree this binary was built from.
+    places.push(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(DEFAULT_SUITE),
+    );
+    if let Some(found) = places.iter().find(|p| p.is_file()) {
+        // `crates/lab/../../experiments/...` reads better resolved.
+        return Ok(if found.is_relative() {
+            found.clone()
+        } else {
+            std::fs::canonicalize(found).unwrap_or_else(|_| found.clone())
+        });
+    }
+    let cwd = std::env::current_dir().map_or_else(|_| ".".into(), |d| d.display().to_string());
+    let mut looked: Vec<String> = vec![format!("{DEFAULT_SUITE} under {cwd}")];
+    looked.extend(places.iter().skip(1).map(|p| p.display().to_string()));
+    looked.dedup();
+    Err(format!(
+        "no suite file: looked for {}; run from the checkout or pass --suite FILE",
+        looked.join(", ")
+    ))
+}
+
 /// A suite file (`kind = "suite"`).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -170,6 +210,28 @@ title = "Pipeline"
 source = "004"
 experiments = ["c.toml"]
 "#;
+
+    /// From any directory the suite of the source tree is found; a binary
+    /// in a checkout's target/<profile>/ finds that checkout's.
+    #[test]
+    fn the_default_suite_is_found_beside_the_binary_or_the_sources() {
+        let found = find_default_suite(None).unwrap();
+        assert!(
+            found.ends_with(DEFAULT_SUITE) && found.is_file(),
+            "{}",
+            found.display()
+        );
+        let root = std::env::temp_dir().join(format!("connlab-suite-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("experiments")).unwrap();
+        std::fs::write(root.join(DEFAULT_SUITE), "").unwrap();
+        let exe = root.join("target/release/connlab");
+        // Tests run in crates/lab, which has no experiments/ of its own.
+        assert_eq!(
+            find_default_suite(Some(&exe)).unwrap(),
+            root.join(DEFAULT_SUITE)
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
 
     #[test]
     fn parses_and_lists_experiments_in_order() {

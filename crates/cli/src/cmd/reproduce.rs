@@ -7,12 +7,13 @@
 use crate::Exit;
 use anyhow::{anyhow, Context};
 use clap::Args;
-use connlab_kinds::{Registry, ReportOptions};
-use connlab_lab::{experiment_name, Suite, DEFAULT_SUITE};
+use connlab_kinds::{duration_words, Registry, ReportOptions};
+use connlab_lab::run::sessions;
+use connlab_lab::{experiment_name, find_default_suite, Suite};
 use connlab_report::{Format, Index, IndexExperiment, IndexPaper};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, ExitStatus};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Flags of `connlab reproduce`.
 #[derive(Args, Debug)]
@@ -41,23 +42,31 @@ pub(crate) struct ReproduceArgs {
     /// Run every experiment's reduced `[quick]` matrix.
     #[arg(long)]
     quick: bool,
-    /// The suite file listing the experiments.
-    #[arg(long, value_name = "FILE", default_value = DEFAULT_SUITE)]
-    suite: PathBuf,
+    /// The suite file listing the experiments [default:
+    /// experiments/reproduce.toml, looked for here, then in the checkout the
+    /// binary was built in, then in the source tree it was built from].
+    #[arg(long, value_name = "FILE")]
+    suite: Option<PathBuf>,
     /// Only these papers (suite ids, comma-separated), e.g. locality,pipeline.
     #[arg(long, value_delimiter = ',', value_name = "IDS")]
     only: Vec<String>,
     /// Discard earlier results and start every sweep over.
     #[arg(long)]
     fresh: bool,
-    /// List what would run (each sweep's plan and estimate); run nothing.
+    /// List what would run (each experiment file, its points and its
+    /// estimated time, and the total); run nothing.
     #[arg(long)]
     dry_run: bool,
 }
 
 /// Runs the suite.
 pub(crate) fn run(args: ReproduceArgs) -> Result<ExitCode, Exit> {
-    let suite = Suite::from_file(&args.suite).map_err(|e| Exit::usage(e.into()))?;
+    let suite_path = match &args.suite {
+        Some(p) => p.clone(),
+        None => find_default_suite(std::env::current_exe().ok().as_deref())
+            .map_err(|e| Exit::usage(anyhow!(e)))?,
+    };
+    let suite = Suite::from_file(&suite_path).map_err(|e| Exit::usage(e.into()))?;
     for id in &args.only {
         if !suite.papers.iter().any(|p| &p.id == id) {
             let ids: Vec<&str> = suite.papers.iter().map(|p| p.id.as_str()).collect();
@@ -80,7 +89,10 @@ pub(crate) fn run(args: ReproduceArgs) -> Result<ExitCode, Exit> {
         .into_iter()
         .filter(|(p, _)| args.only.is_empty() || args.only.contains(&p.id))
         .collect();
-    if !args.dry_run {
+    if args.dry_run {
+        return dry_run(&selected, &out, args.quick);
+    }
+    {
         if connlab_os::netns::require_root().is_err() {
             eprintln!(
                 "connlab reproduce: not root: every sweep that builds network namespaces will fail (the pipeline's do not)"
@@ -90,6 +102,7 @@ pub(crate) fn run(args: ReproduceArgs) -> Result<ExitCode, Exit> {
     }
     let started = Instant::now();
     let mut failed = 0usize;
+    let mut measured = Duration::ZERO;
     let mut interrupted = false;
     let mut papers: Vec<IndexPaper> = Vec::new();
     let registry = Registry::builtin();
@@ -106,11 +119,7 @@ pub(crate) fn run(args: ReproduceArgs) -> Result<ExitCode, Exit> {
         );
         let mut sweep = Command::new(&exe);
         sweep.arg("sweep").arg(path).arg("--out").arg(&dir);
-        for (on, flag) in [
-            (args.quick, "--quick"),
-            (args.fresh, "--fresh"),
-            (args.dry_run, "--dry-run"),
-        ] {
+        for (on, flag) in [(args.quick, "--quick"), (args.fresh, "--fresh")] {
             if on {
                 sweep.arg(flag);
             }
@@ -118,9 +127,6 @@ pub(crate) fn run(args: ReproduceArgs) -> Result<ExitCode, Exit> {
         let status = sweep
             .status()
             .with_context(|| format!("starting connlab sweep {}", path.display()))?;
-        if args.dry_run {
-            continue;
-        }
         let mut status_text = describe(&status);
         let ok = status.success();
         if status.code() == Some(130) {
@@ -155,11 +161,18 @@ pub(crate) fn run(args: ReproduceArgs) -> Result<ExitCode, Exit> {
                 progress: format!("no results ({e})"),
                 ..connlab_report::ExperimentClaims::default()
             });
+        let (took, sessions) = sessions::measuring_time(&dir);
+        measured += took;
+        let timing = match sessions {
+            0 => String::new(),
+            1 => format!("; measured in {}", duration_words(took)),
+            n => format!("; measured in {} over {n} sessions", duration_words(took)),
+        };
         let entry = IndexExperiment {
             report: format!("{name}/report.html"),
             name: name.clone(),
             title: claims.title,
-            status: format!("{}; sweep {status_text}", claims.progress),
+            status: format!("{}; sweep {status_text}{timing}", claims.progress),
             ok,
             rows: claims.rows,
             invalid_by_gate: claims.invalid_by_gate,
@@ -180,9 +193,7 @@ pub(crate) fn run(args: ReproduceArgs) -> Result<ExitCode, Exit> {
             break;
         }
     }
-    if args.dry_run {
-        return Ok(ExitCode::SUCCESS);
-    }
+    let machine = connlab_os::Environment::capture();
     let index = Index {
         title: suite.title.clone(),
         description: suite.description.clone(),
@@ -195,15 +206,24 @@ pub(crate) fn run(args: ReproduceArgs) -> Result<ExitCode, Exit> {
                     "full (the papers' own parameters)".into()
                 },
             ),
-            ("suite".into(), args.suite.display().to_string()),
+            ("suite".into(), suite_path.display().to_string()),
             (
-                "wall time".into(),
-                format!("{:.0} s", started.elapsed().as_secs_f64()),
+                "measuring time".into(),
+                format!(
+                    "{}, summed over every session of every sweep listed (this command ran {})",
+                    duration_words(measured),
+                    duration_words(started.elapsed())
+                ),
             ),
             ("connlab".into(), env!("CARGO_PKG_VERSION").into()),
             (
                 "machine".into(),
-                connlab_os::Environment::capture().kernel.clone(),
+                format!(
+                    "{}, {} CPUs, Linux {}",
+                    machine.cpu_model.as_deref().unwrap_or("unknown CPU model"),
+                    machine.cpu_count,
+                    machine.kernel
+                ),
             ),
         ],
         papers,
@@ -226,6 +246,60 @@ pub(crate) fn run(args: ReproduceArgs) -> Result<ExitCode, Exit> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// `--dry-run`: each experiment file's points and estimated time, and the
+/// total, without running anything.
+fn dry_run(
+    selected: &[(&connlab_lab::SuitePaper, PathBuf)],
+    out: &Path,
+    quick: bool,
+) -> Result<ExitCode, Exit> {
+    let registry = Registry::builtin();
+    let mut total = Duration::ZERO;
+    let mut unknown = Vec::new();
+    for (i, (paper, path)) in selected.iter().enumerate() {
+        let name = experiment_name(path);
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let sweep = registry
+            .load(&text, &path.display().to_string())
+            .map_err(|e| Exit::usage(e.into()))?;
+        let listing = sweep
+            .listing(quick, false, &out.join(&name))
+            .map_err(|e| Exit::usage(anyhow!("{}: {e}", path.display())))?;
+        let time = match listing.estimate {
+            Some(t) => {
+                total += t;
+                format!("about {}", duration_words(t))
+            }
+            None => {
+                unknown.push(name.clone());
+                "no estimate".into()
+            }
+        };
+        println!(
+            "[{}/{}] {name} ({}): {} points, {time}  ({})",
+            i + 1,
+            selected.len(),
+            paper.id,
+            listing.ids.len(),
+            path.display()
+        );
+    }
+    println!(
+        "{} experiment files, about {} in all{}{}; results in {}",
+        selected.len(),
+        duration_words(total),
+        if quick { " (--quick)" } else { "" },
+        if unknown.is_empty() {
+            String::new()
+        } else {
+            format!(" and more for {} (no estimate)", unknown.join(", "))
+        },
+        out.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn describe(status: &ExitStatus) -> String {

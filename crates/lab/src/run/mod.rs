@@ -18,6 +18,7 @@ mod loadgen;
 mod locality;
 mod peers;
 mod pipeline;
+pub mod sessions;
 mod singleip;
 mod web;
 pub(crate) mod window;
@@ -241,6 +242,7 @@ pub fn guarded(
     runner: impl FnOnce(&mut dyn Progress) -> Result<SweepOutcome, RunError>,
 ) -> Result<SweepOutcome, RunError> {
     refuse_foreign_results(&req.out, &req.text, req.fresh)?;
+    let started = (unix_now(), Instant::now());
     let awake = match keep_awake {
         Some(m) => window::keep_awake(m)?,
         None => None,
@@ -255,7 +257,15 @@ pub fn guarded(
                 .join(",")
         ));
     }
-    runner(progress)
+    let outcome = runner(progress);
+    if let Ok(o) = &outcome {
+        if o.measured > 0 {
+            if let Err(e) = sessions::record(&req.out, started, o, req.fresh) {
+                progress.note(&format!("warning: {e}"));
+            }
+        }
+    }
+    outcome
 }
 
 /// Refuses a results directory whose `experiment.toml` is another
