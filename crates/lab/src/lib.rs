@@ -19,6 +19,7 @@ mod kind;
 mod loadgen;
 mod peers;
 mod pipeline;
+pub mod pipeline_one;
 pub mod probe;
 mod results;
 mod results_dir;
