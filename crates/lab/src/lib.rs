@@ -14,6 +14,7 @@
 //! codes.
 
 pub mod compare;
+pub mod doctor;
 mod experiment;
 mod kind;
 mod loadgen;
