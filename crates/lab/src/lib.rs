@@ -17,6 +17,7 @@ pub mod compare;
 pub mod doctor;
 mod experiment;
 mod kind;
+pub mod load_files;
 mod loadgen;
 mod peers;
 mod pipeline;
