@@ -1,5 +1,5 @@
 //! One gateway run as `connlab gateway` drives it: the options checked,
-//! the backends probed, then [`nat`](crate::nat) or [`proxy`](crate::proxy)
+//! the backends probed, then [`nat`] or [`proxy`](crate::proxy)
 //! until shutdown, and the statistics of `--stats`
 //! ([`GatewayStats`], schema `connlab.gateway.stats/1`).
 
