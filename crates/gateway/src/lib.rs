@@ -8,6 +8,8 @@
 //!   turns IPv4 forwarding on and always puts it back.
 //!
 //! - [`proxy`]: `--mode proxy`, a user-space L4 proxy with health checks.
+//!
+//! - [`run`]: one run of either, its options checked and its statistics.
 
 #![warn(clippy::unwrap_used)]
 
@@ -15,7 +17,9 @@ pub mod forward;
 pub mod nat;
 pub mod policy;
 pub mod proxy;
+pub mod run;
 
 pub use nat::{BackendCounters, NatError, NatRules};
 pub use policy::{Backend, Balancer, BalancerError, PolicyKind};
 pub use proxy::{ProxyBackendStats, ProxyConfig, ProxyIo, ProxyStats};
+pub use run::{GatewayEvent, GatewayMode, GatewayOptions, GatewayRunError, GatewayStats};

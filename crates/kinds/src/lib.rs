@@ -15,6 +15,7 @@
 //! here that implements the three traits, plus one line in
 //! [`Registry::builtin`] (CONTRIBUTING.md has the recipe).
 
+pub mod doctor;
 mod ending;
 mod loadgen;
 mod locality;

@@ -14,11 +14,15 @@
 //! codes.
 
 pub mod compare;
+pub mod doctor;
 mod experiment;
 mod kind;
+pub mod load_files;
 mod loadgen;
 mod peers;
 mod pipeline;
+pub mod pipeline_one;
+pub mod probe;
 mod results;
 mod results_dir;
 pub mod run;

@@ -14,6 +14,8 @@
 mod checks;
 mod connect;
 mod driver;
+mod error_ratio;
+mod file_set;
 mod merge;
 mod per_request;
 mod preflight;
@@ -26,6 +28,7 @@ mod workload;
 mod writer;
 
 pub use driver::{run, LoadError, LoadOutcome};
+pub use file_set::manifest_file;
 pub use merge::{merge, MergeError};
 pub use preflight::{check_capacity, per_request_port_warning, Capacity};
 pub use request::{FileMix, SIZE_CLASSES};

@@ -136,9 +136,7 @@ pub(crate) fn run(args: CapArgs) -> Result<ExitCode, Exit> {
             exit_code: status.code(),
             signal: status.signal(),
         };
-        let json = serde_json::to_string_pretty(&stats).context("encoding the statistics")?;
-        connlab_os::files::write_atomic(path, json + "\n")
-            .with_context(|| format!("writing --stats file {}", path.display()))?;
+        crate::cmd::write_json("--stats", path, &stats)?;
     }
     drop(quota);
     Ok(match status.code() {

@@ -11,13 +11,12 @@ use crate::Exit;
 use anyhow::{anyhow, Context};
 use clap::{Args, FromArgMatches as _};
 use connlab_kinds::{Here, Registry};
+use connlab_lab::doctor::{have, watch, Calibration, Findings, PROGRAMS};
 use connlab_lab::validity::ValidityLimits;
 use connlab_lab::{Suite, DEFAULT_SUITE};
-use connlab_os::window::{WindowCpu, WindowSnapshot};
 use connlab_os::{Environment, Shutdown};
-use serde::Serialize;
 use std::path::PathBuf;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::time::Duration;
 
 /// Flags of `connlab doctor`.
@@ -55,53 +54,6 @@ pub(crate) struct DoctorArgs {
     json: Option<PathBuf>,
 }
 
-/// The machine's quiet or noise over a window.
-#[derive(Serialize)]
-struct Quiet {
-    seconds: f64,
-    steal_share: f64,
-    foreign_share: f64,
-    per_cpu_steal: Vec<(usize, f64)>,
-}
-
-/// The calibration's outcome.
-#[derive(Serialize)]
-struct Calibration {
-    placement: String,
-    runs: usize,
-    valid_runs: usize,
-    /// The 90th percentile (the largest below ten) of max(r, 1/r) over
-    /// consecutive pairs of median service latency.
-    noise_factor: Option<f64>,
-    medians_us: Vec<f64>,
-    send_lag_p99_us: Vec<f64>,
-    failures: Vec<String>,
-}
-
-/// One experiment of the suite, assessed.
-#[derive(Serialize)]
-struct Assessment {
-    experiment: String,
-    kind: String,
-    /// `can judge`, `probably cannot judge`, `cannot measure`.
-    outlook: &'static str,
-    why: Vec<String>,
-}
-
-#[derive(Serialize)]
-struct Findings {
-    schema: &'static str,
-    machine: String,
-    cpu_affinity: String,
-    nofile_soft: u64,
-    nofile_hard: u64,
-    root: bool,
-    programs: Vec<(String, bool)>,
-    quiet: Quiet,
-    calibration: Option<Calibration>,
-    experiments: Vec<Assessment>,
-}
-
 /// Runs the checks and prints them.
 pub(crate) fn run(args: DoctorArgs) -> Result<ExitCode, Exit> {
     crate::cmd::check_output("--json", args.json.as_deref())?;
@@ -113,10 +65,7 @@ pub(crate) fn run(args: DoctorArgs) -> Result<ExitCode, Exit> {
     let limits = connlab_os::raise_nofile_limit().ok();
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    let programs: Vec<(String, bool)> = ["nginx", "haproxy", "wrk", "nft", "perf", "ip"]
-        .iter()
-        .map(|p| (p.to_string(), have(p)))
-        .collect();
+    let programs: Vec<(String, bool)> = PROGRAMS.iter().map(|p| (p.to_string(), have(p))).collect();
     let (soft, hard) = limits.map_or((env.nofile_soft, env.nofile_hard), |l| (l.soft, l.hard));
     println!("connlab doctor: what this machine can judge\n");
     println!("  machine      {}", env.fingerprint());
@@ -222,7 +171,7 @@ pub(crate) fn run(args: DoctorArgs) -> Result<ExitCode, Exit> {
         schedule_fails,
     };
     for (_paper, path) in suite.experiment_paths() {
-        let a = assess(&path, &registry, &here);
+        let a = connlab_kinds::doctor::assess(&path, &registry, &here);
         println!("    {:<20} {}", a.experiment, a.outlook);
         for w in &a.why {
             println!("    {:<20}   {w}", "");
@@ -242,40 +191,13 @@ pub(crate) fn run(args: DoctorArgs) -> Result<ExitCode, Exit> {
             calibration,
             experiments,
         };
-        let text = serde_json::to_string_pretty(&findings).context("encoding the findings")?;
-        connlab_os::files::write_atomic(path, text + "\n")
-            .with_context(|| format!("writing {}", path.display()))?;
+        crate::cmd::write_json("--json", path, &findings)?;
     }
     Ok(if shutdown.requested() {
         ExitCode::from(130)
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// Whether a program runs (`PROGRAM -v` or `--version`, any exit status).
-fn have(program: &str) -> bool {
-    Command::new(program)
-        .arg("-v")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok()
-}
-
-/// Steal and other processes' CPU on every CPU over `length`.
-fn watch(length: Duration, shutdown: &Shutdown) -> Quiet {
-    let me = vec![std::process::id() as i32];
-    let before = WindowSnapshot::take(&[("doctor", me.clone())]);
-    shutdown.wait(length);
-    let after = WindowSnapshot::take(&[("doctor", me)]);
-    let w = WindowCpu::between(&before, &after, &[]);
-    Quiet {
-        seconds: w.seconds,
-        steal_share: w.steal_share,
-        foreign_share: w.foreign_share,
-        per_cpu_steal: w.per_cpu.iter().map(|c| (c.cpu, c.steal)).collect(),
-    }
 }
 
 /// epoll measured `runs` times with `connlab run --quick`'s defaults.
@@ -287,88 +209,5 @@ fn calibration(runs: usize, shutdown: &Shutdown) -> Result<Calibration, Exit> {
     let args = RunArgs::from_arg_matches(&matches)
         .map_err(|e| Exit::from(anyhow!("the calibration's flags: {e}")))?;
     let (placement, results) = calibrate(args, runs, shutdown)?;
-    let valid: Vec<f64> = results
-        .iter()
-        .filter(|(_, v)| v.valid)
-        .map(|(r, _)| r.service_latency_us.p50)
-        .collect();
-    // Consecutive valid runs as A/A pairs.
-    let mut factors: Vec<f64> = valid
-        .windows(2)
-        .filter(|w| w[0] > 0.0 && w[1] > 0.0)
-        .map(|w| (w[1] / w[0]).max(w[0] / w[1]))
-        .collect();
-    factors.sort_by(f64::total_cmp);
-    let noise_factor = (!factors.is_empty()).then(|| {
-        let n = factors.len();
-        let i = if n < 10 {
-            n - 1
-        } else {
-            ((0.9 * n as f64).ceil() as usize).clamp(1, n) - 1
-        };
-        factors[i]
-    });
-    Ok(Calibration {
-        placement,
-        runs: results.len(),
-        valid_runs: valid.len(),
-        noise_factor,
-        medians_us: results
-            .iter()
-            .map(|(r, _)| r.service_latency_us.p50)
-            .collect(),
-        send_lag_p99_us: results.iter().map(|(r, _)| r.send_lag_us.p99).collect(),
-        failures: results
-            .iter()
-            .filter(|(_, v)| !v.valid)
-            .map(|(_, v)| v.failure_text())
-            .collect(),
-    })
-}
-
-/// Whether an experiment of the suite can run here and be judged: what its
-/// kind says of the machine `here`, and whether the machine is quiet.
-fn assess(path: &std::path::Path, registry: &Registry, here: &Here) -> Assessment {
-    let name = connlab_lab::experiment_name(path);
-    let exp = match std::fs::read_to_string(path)
-        .map_err(|e| e.to_string())
-        .and_then(|t| {
-            let origin = path.display().to_string();
-            let kind = registry.kind_of(&t, &origin).map_err(|e| e.to_string())?;
-            let exp = kind.load(&t, &origin).map_err(|e| e.to_string())?;
-            Ok((kind.name().to_string(), exp))
-        }) {
-        Ok(e) => e,
-        Err(e) => {
-            return Assessment {
-                experiment: name,
-                kind: "?".into(),
-                outlook: "cannot measure",
-                why: vec![format!("the file does not read: {e}")],
-            }
-        }
-    };
-    let (kind, exp) = exp;
-    let connlab_kinds::Assessment {
-        blockers,
-        mut doubts,
-    } = exp.assess(here);
-    if here.noisy {
-        doubts.push(
-            "the machine is not quiet now (steal or other processes over their limits)".into(),
-        );
-    }
-    let (outlook, why) = if !blockers.is_empty() {
-        ("cannot measure", blockers)
-    } else if !doubts.is_empty() {
-        ("probably cannot judge", doubts)
-    } else {
-        ("can judge", Vec::new())
-    };
-    Assessment {
-        experiment: name,
-        kind,
-        outlook,
-        why,
-    }
+    Ok(Calibration::from_runs(placement, &results))
 }

@@ -250,9 +250,7 @@ fn run_router(a: RunArgs) -> Result<ExitCode, Exit> {
             "links": { "left_to_right": links[0], "right_to_left": links[1] },
             "report": report,
         });
-        let json = serde_json::to_string_pretty(&doc).context("encoding the statistics")?;
-        connlab_os::files::write_atomic(path, json + "\n")
-            .with_context(|| format!("writing --stats file {}", path.display()))?;
+        crate::cmd::write_json("--stats", path, &doc)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -319,9 +317,7 @@ fn run_lab(a: LabArgs) -> Result<ExitCode, Exit> {
             "offload": spec.offload,
             "validation": v,
         });
-        let json = serde_json::to_string_pretty(&doc).context("encoding the results")?;
-        connlab_os::files::write_atomic(path, json + "\n")
-            .with_context(|| format!("writing --json file {}", path.display()))?;
+        crate::cmd::write_json("--json", path, &doc)?;
     }
     Ok(if v.interrupted {
         ExitCode::from(130)

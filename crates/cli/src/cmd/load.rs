@@ -5,7 +5,7 @@ use crate::units::{parse_duration, parse_size_u32};
 use crate::Exit;
 use anyhow::{anyhow, Context};
 use clap::Args;
-use connlab_loadgen::{ActivePolicy, IoPath, LoadError, Progress, Rate, Workload};
+use connlab_loadgen::{ActivePolicy, FileSet, IoPath, LoadError, Progress, Rate, Workload};
 use connlab_measure::{ActiveRatio, Arrival, Shard};
 use connlab_os::{CpuList, Shutdown};
 use connlab_proto::Protocol;
@@ -262,34 +262,18 @@ impl WorkloadArgs {
         }
         let files = match &self.manifest {
             None => None,
-            Some(path) => {
-                if self.protocol != Protocol::Http {
-                    return Err(Exit::usage(anyhow!("--manifest needs --protocol http")));
-                }
-                if self.path.is_some() {
-                    return Err(Exit::usage(anyhow!(
-                        "--manifest and --path both say which path to request: give one"
-                    )));
-                }
-                let file = if path.is_dir() {
-                    path.join("manifest.csv")
-                } else {
-                    path.clone()
-                };
-                let manifest = connlab_webset::Manifest::read(&file)
-                    .map_err(|e| Exit::usage(anyhow!("--manifest {e}")))?;
-                let popularity: connlab_webset::Popularity = self
-                    .popularity
-                    .parse()
-                    .map_err(|e| Exit::usage(anyhow!("--popularity {e}")))?;
-                let mix = connlab_loadgen::FileMix::new(&manifest, popularity, self.seed)
-                    .map_err(|e| Exit::usage(anyhow!("--manifest {}: {e}", file.display())))?;
-                Some(connlab_loadgen::FileSet {
-                    mix: std::sync::Arc::new(mix),
-                    source: file.display().to_string(),
-                    popularity: self.popularity.clone(),
-                })
+            Some(_) if self.protocol != Protocol::Http => {
+                return Err(Exit::usage(anyhow!("--manifest needs --protocol http")))
             }
+            Some(_) if self.path.is_some() => {
+                return Err(Exit::usage(anyhow!(
+                    "--manifest and --path both say which path to request: give one"
+                )))
+            }
+            Some(path) => Some(
+                FileSet::open(path, &self.popularity, self.seed)
+                    .map_err(|e| Exit::usage(anyhow!(e)))?,
+            ),
         };
         Ok(Workload {
             connection_per_request: self.connection_per_request,
@@ -400,7 +384,10 @@ pub(crate) fn drive(
             .warnings
             .push("the run was interrupted: figures cover only the time it ran".into());
     }
-    let too_many_errors = error_warning(w, &outcome.result.requests, max_error_ratio);
+    let too_many_errors = outcome
+        .result
+        .requests
+        .error_warning(max_error_ratio, w.files.is_some());
     if let Some(warning) = &too_many_errors {
         outcome.result.warnings.push(warning.clone());
     }
@@ -414,36 +401,6 @@ pub(crate) fn drive(
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// The warning of a run whose measured requests failed more often than
-/// `max_ratio` allows, with the likely cause where one is known.
-fn error_warning(
-    w: &Workload,
-    q: &connlab_loadgen::RequestCounts,
-    max_ratio: f64,
-) -> Option<String> {
-    let ratio = q.error_ratio();
-    if ratio <= max_ratio {
-        return None;
-    }
-    let mut text = format!(
-        "{} of {} measured requests ({:.1}%) ended in an error, above --max-error-ratio {}: \
-         the figures describe failures, not service",
-        q.measured_errors(),
-        q.sent,
-        100.0 * ratio,
-        max_ratio
-    );
-    if q.errors.contains_key("http_status") {
-        text.push_str(if w.files.is_some() {
-            "; the server answered with an error status (`connlab serve --protocol http` \
-             serves a file set's paths only when given the same --manifest)"
-        } else {
-            "; the server answered with an error status (check --path)"
-        });
-    }
-    Some(text)
 }
 
 fn resolve(target: &str) -> Result<SocketAddr, Exit> {

@@ -2,7 +2,6 @@
 
 use crate::cmd::output::print_summary;
 use crate::Exit;
-use anyhow::Context;
 use clap::Args;
 use connlab_loadgen::LoadResult;
 use std::path::PathBuf;
@@ -30,9 +29,7 @@ pub(crate) struct MergeArgs {
 pub(crate) fn run(args: MergeArgs) -> Result<ExitCode, Exit> {
     let merged = merge_files(&args.files).map_err(Exit::usage)?;
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&merged).context("encoding the result")?;
-        connlab_os::files::write_atomic(path, text + "\n")
-            .with_context(|| format!("writing --json file {}", path.display()))?;
+        crate::cmd::write_json("--json", path, &merged)?;
     }
     print_summary(&merged);
     Ok(ExitCode::SUCCESS)

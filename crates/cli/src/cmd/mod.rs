@@ -32,3 +32,17 @@ pub(crate) fn check_output(flag: &str, path: Option<&std::path::Path>) -> Result
         ))
     })
 }
+
+/// Writes `value` to `path` (given with `flag`) as pretty JSON and a
+/// newline, replacing the file at once (exit 1 on failure).
+pub(crate) fn write_json(
+    flag: &str,
+    path: &std::path::Path,
+    value: &impl serde::Serialize,
+) -> Result<(), crate::Exit> {
+    use anyhow::Context as _;
+    let json = serde_json::to_string_pretty(value).context("encoding the results")?;
+    connlab_os::files::write_atomic(path, json + "\n")
+        .with_context(|| format!("writing {flag} file {}", path.display()))?;
+    Ok(())
+}

@@ -2,11 +2,10 @@
 //! progress line and the human summary on stderr.
 
 use crate::Exit;
-use anyhow::Context;
 use clap::Args;
-use connlab_loadgen::{LoadOutcome, LoadResult, Progress, RecordSink, RequestRecord, Workload};
-use connlab_os::files::{write_atomic, AtomicFile};
-use std::io::{BufWriter, IsTerminal, Write};
+use connlab_lab::load_files::{write_hdr_log, RecordsFile};
+use connlab_loadgen::{LoadOutcome, LoadResult, Progress, Workload};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
@@ -25,51 +24,6 @@ pub(crate) struct OutputArgs {
     pub(crate) hdr_log: Option<PathBuf>,
 }
 
-/// A buffered `--records` file; it replaces the file named only when the
-/// run ends ([`RecordsFile::finish`]), so a crash leaves the earlier file.
-pub(crate) struct RecordsFile {
-    out: RecordsOut,
-    error: Option<std::io::Error>,
-}
-
-/// The two formats of `--records`.
-enum RecordsOut {
-    /// CSV, a [`RequestRecord`] per row.
-    Csv(Box<csv::Writer<AtomicFile>>),
-    /// JSON Lines.
-    Jsonl(BufWriter<AtomicFile>),
-}
-
-impl RecordSink for RecordsFile {
-    fn record(&mut self, r: &RequestRecord) {
-        if self.error.is_some() {
-            return;
-        }
-        let res = match &mut self.out {
-            RecordsOut::Csv(w) => w.serialize(r.to_ns()).map_err(std::io::Error::from),
-            RecordsOut::Jsonl(out) => serde_json::to_writer(&mut *out, r)
-                .map_err(std::io::Error::other)
-                .and_then(|_| out.write_all(b"\n")),
-        };
-        if let Err(e) = res {
-            self.error = Some(e);
-        }
-    }
-}
-
-impl RecordsFile {
-    /// Flushes and commits the file; reports the first write error.
-    pub(crate) fn finish(self) -> std::io::Result<()> {
-        if let Some(e) = self.error {
-            return Err(e);
-        }
-        match self.out {
-            RecordsOut::Csv(w) => w.into_inner().map_err(|e| e.into_error())?.commit(),
-            RecordsOut::Jsonl(out) => out.into_inner().map_err(|e| e.into_error())?.commit(),
-        }
-    }
-}
-
 impl OutputArgs {
     /// Checks `--json`, `--records` and `--hdr-log` before the run (exit 2), so a bad
     /// path costs nothing measured.
@@ -81,44 +35,21 @@ impl OutputArgs {
 
     /// Opens `--records` (before the run, so a bad path fails early).
     pub(crate) fn open_records(&self) -> Result<Option<RecordsFile>, Exit> {
-        let Some(path) = &self.records else {
-            return Ok(None);
-        };
-        let file = AtomicFile::create(path)
-            .with_context(|| format!("creating --records file {}", path.display()))?;
-        let out = if path.extension().is_some_and(|e| e == "jsonl") {
-            RecordsOut::Jsonl(BufWriter::with_capacity(1 << 20, file))
-        } else {
-            let mut w = csv::WriterBuilder::new()
-                .has_headers(false)
-                .buffer_capacity(1 << 20)
-                .from_writer(file);
-            // The header even for a run without a completed request.
-            w.write_record(RequestRecord::CSV_COLUMNS)
-                .context("writing --records")?;
-            RecordsOut::Csv(Box::new(w))
-        };
-        Ok(Some(RecordsFile { out, error: None }))
+        Ok(self
+            .records
+            .as_deref()
+            .map(RecordsFile::create)
+            .transpose()?)
     }
 }
 
 /// Writes `--json` and `--hdr-log`.
 pub(crate) fn write_outputs(output: &OutputArgs, outcome: &LoadOutcome) -> Result<(), Exit> {
     if let Some(path) = &output.json {
-        let text = serde_json::to_string_pretty(&outcome.result).context("encoding the result")?;
-        write_atomic(path, text + "\n")
-            .with_context(|| format!("writing --json file {}", path.display()))?;
+        crate::cmd::write_json("--json", path, &outcome.result)?;
     }
     if let Some(path) = &output.hdr_log {
-        let mut f = BufWriter::new(
-            AtomicFile::create(path)
-                .with_context(|| format!("creating --hdr-log file {}", path.display()))?,
-        );
-        outcome
-            .write_interval_log(&mut f)
-            .and_then(|_| f.into_inner().map_err(|e| e.into_error()))
-            .and_then(AtomicFile::commit)
-            .with_context(|| format!("writing --hdr-log file {}", path.display()))?;
+        write_hdr_log(path, outcome)?;
     }
     Ok(())
 }

@@ -6,9 +6,9 @@
 use crate::Exit;
 use anyhow::{anyhow, Context};
 use clap::{Args, ValueEnum};
-use connlab_os::{Environment, Shutdown};
-use connlab_pipeline::{LinkConfig, Mode, PipelineConfig, PipelineResult, PoolKind};
-use serde::Serialize;
+use connlab_lab::pipeline_one::{run_one, OneRun};
+use connlab_os::Shutdown;
+use connlab_pipeline::{LinkConfig, Mode, PipelineConfig, PoolKind};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -157,35 +157,6 @@ fn parse_probability(s: &str) -> Result<f64, String> {
     }
 }
 
-/// `--json` of a run.
-#[derive(Serialize)]
-struct RunJson<'a> {
-    schema: &'static str,
-    environment: Environment,
-    config: &'a PipelineConfig,
-    #[serde(flatten)]
-    result: &'a PipelineResult,
-    /// Throughput × layers / one-layer throughput.
-    relative_capacity: Option<f64>,
-    /// Relative capacity / layers.
-    efficiency: Option<f64>,
-    /// The one-layer throughput used, Mbit/s, and whether it was measured here.
-    baseline_throughput_mbit_s: Option<f64>,
-    baseline_measured: bool,
-    /// The same from the projected throughputs (one core per thread).
-    projected_relative_capacity: Option<f64>,
-    projected_efficiency: Option<f64>,
-}
-
-/// `--json` of `--costs`.
-#[derive(Serialize)]
-struct CostsJson {
-    schema: &'static str,
-    environment: Environment,
-    handoff: connlab_pipeline::HandoffCost,
-    pool: connlab_pipeline::PoolCost,
-}
-
 /// Turns the flags into a library configuration (validated).
 fn config(args: &PipelineArgs) -> Result<PipelineConfig, Exit> {
     let usage = |e: String| Exit::usage(anyhow!(e));
@@ -265,106 +236,33 @@ pub(crate) fn run(args: PipelineArgs) -> Result<ExitCode, Exit> {
         cfg.link.describe(),
         cfg.window
     );
-    let (baseline, baseline_run, measured) = match args.baseline {
-        Some(b) => (Some(b), None, false),
-        None if cfg.layers == 1 => (None, None, true),
-        None => {
-            eprintln!("  one-layer baseline for relative capacity ...");
-            let base_cfg = PipelineConfig {
-                layers: 1,
-                ..cfg.clone()
-            };
-            let base = connlab_pipeline::run(&base_cfg, &stop)
-                .map_err(|e| anyhow!("the one-layer baseline run: {e}"))?;
-            if !base.verified || base.interrupted {
-                eprintln!(
-                    "  warning: the baseline run was {}: relative capacity left out",
-                    if base.interrupted {
-                        "interrupted"
-                    } else {
-                        "not verified"
-                    }
-                );
-                (None, None, true)
-            } else {
-                (Some(base.throughput_mbit_s), Some(base), true)
-            }
-        }
-    };
-    let result = if stop.load(Relaxed) {
+    let Some(one) = run_one(&cfg, args.baseline, &stop, &mut |n| eprintln!("{n}"))? else {
         return Ok(ExitCode::from(130));
-    } else {
-        connlab_pipeline::run(&cfg, &stop).map_err(|e| anyhow!("{e}"))?
     };
-    let layers = cfg.layers as u32;
-    let base = if cfg.layers == 1 && args.baseline.is_none() {
-        Some(result.throughput_mbit_s)
-    } else {
-        baseline
-    };
-    let base_result = if cfg.layers == 1 {
-        Some(&result)
-    } else {
-        baseline_run.as_ref()
-    };
-    let (rc, eff) = connlab_lab::capacity(result.throughput_mbit_s, layers, base);
-    let projected = connlab_lab::projected_capacity(&result, layers, base_result);
-    let (prc, peff) = match &projected {
-        Ok((rc, eff)) => (Some(*rc), Some(*eff)),
-        Err(_) => (None, None),
-    };
-    print_summary(&result, rc, eff, base, &projected);
+    print_summary(&one);
     if let Some(path) = &args.json {
-        let json = RunJson {
-            schema: "connlab.pipeline/1",
-            environment: Environment::capture(),
-            config: &cfg,
-            result: &result,
-            relative_capacity: rc,
-            efficiency: eff,
-            baseline_throughput_mbit_s: base,
-            baseline_measured: measured,
-            projected_relative_capacity: prc,
-            projected_efficiency: peff,
-        };
-        let text = serde_json::to_string_pretty(&json).context("encoding the result")?;
-        connlab_os::files::write_atomic(path, text + "\n")
-            .with_context(|| format!("writing --json file {}", path.display()))?;
+        crate::cmd::write_json("--json", path, &one.document())?;
     }
-    if result.interrupted && stop.load(Relaxed) {
+    if one.result.interrupted && stop.load(Relaxed) {
         return Ok(ExitCode::from(130));
     }
-    if !result.verified {
-        return Err(anyhow!(
-            "the delivered stream was not verified ({} of {} messages{}{})",
-            result.messages_delivered,
-            result.messages_sent,
-            if result.timed_out {
-                ", time limit reached"
-            } else {
-                ""
-            },
-            result
-                .errors
-                .first()
-                .map_or(String::new(), |e| format!("; first error: {e}"))
-        )
-        .into());
+    match one.failure() {
+        Some(why) => Err(anyhow!(why).into()),
+        None => Ok(ExitCode::SUCCESS),
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or("—".into(), |v| format!("{v:.digits$}"))
 }
 
-fn print_summary(
-    r: &PipelineResult,
-    rc: Option<f64>,
-    eff: Option<f64>,
-    base: Option<f64>,
-    projected: &Result<(f64, f64), String>,
-) {
+fn print_summary(one: &OneRun) {
+    let (r, rc, eff, base) = (
+        &one.result,
+        one.relative_capacity,
+        one.efficiency,
+        one.baseline,
+    );
     println!(
         "delivered {} of {} messages, {} (stream checksum {})",
         r.messages_delivered,
@@ -391,7 +289,7 @@ fn print_summary(
             "projected: {v:.1} Mbit/s with one core per thread (bound: {}; the layer stages alone: {} Mbit/s); {}",
             p.bound,
             opt(p.layers_only_mbit_s, 1),
-            match projected {
+            match &one.projected {
                 Ok((rc, eff)) => format!("relative capacity {rc:.2}, efficiency {eff:.2}"),
                 Err(why) => why.clone(),
             }
@@ -420,18 +318,8 @@ fn print_summary(
 
 /// `--costs`: the SPSC hand-off and the pool against a mutex, two threads.
 fn costs(args: &PipelineArgs) -> Result<ExitCode, Exit> {
-    let items = if cfg!(debug_assertions) {
-        200_000
-    } else {
-        5_000_000
-    };
-    let ops = if cfg!(debug_assertions) {
-        100_000
-    } else {
-        2_000_000
-    };
-    let handoff = connlab_pipeline::measure_handoff(items);
-    let pool = connlab_pipeline::measure_pool(2, ops);
+    let costs = connlab_lab::pipeline_one::costs();
+    let (handoff, pool) = (&costs.handoff, &costs.pool);
     println!(
         "SPSC hand-off (rtrb, two threads): {:.1} ns per item over {} items{}",
         handoff.ns_per_item,
@@ -451,15 +339,7 @@ fn costs(args: &PipelineArgs) -> Result<ExitCode, Exit> {
         if pool.verified { "" } else { " NOT VERIFIED" }
     );
     if let Some(path) = &args.json {
-        let json = CostsJson {
-            schema: "connlab.pipeline.costs/1",
-            environment: Environment::capture(),
-            handoff,
-            pool,
-        };
-        let text = serde_json::to_string_pretty(&json).context("encoding the result")?;
-        connlab_os::files::write_atomic(path, text + "\n")
-            .with_context(|| format!("writing --json file {}", path.display()))?;
+        crate::cmd::write_json("--json", path, &costs)?;
     }
     if !(handoff.verified && pool.verified) {
         return Err(anyhow!("a microbenchmark failed its own check").into());

@@ -196,7 +196,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, Exit> {
     }
     let stats = server.run(&shutdown).context("serving")?;
     if let Some(path) = &args.stats {
-        write_json(path, &stats)?;
+        crate::cmd::write_json("--stats", path, &stats)?;
     }
     print_table(&stats);
     Ok(ExitCode::SUCCESS)
@@ -213,11 +213,7 @@ fn file_sizes(
             "--manifest needs --protocol http"
         )));
     }
-    let file = if path.is_dir() {
-        path.join("manifest.csv")
-    } else {
-        path.to_path_buf()
-    };
+    let file = connlab_loadgen::manifest_file(path);
     let manifest = connlab_webset::Manifest::read(&file)
         .map_err(|e| Exit::usage(anyhow::anyhow!("--manifest {e}")))?;
     if let Some(big) = manifest
@@ -240,12 +236,6 @@ fn file_sizes(
     );
     // One table for the life of the server: every connection's session refers to it.
     Ok(Box::leak(Box::new(table)))
-}
-
-fn write_json(path: &PathBuf, stats: &ServerStats) -> anyhow::Result<()> {
-    let text = serde_json::to_string_pretty(stats).context("encoding statistics")?;
-    connlab_os::files::write_atomic(path, text + "\n")
-        .with_context(|| format!("writing statistics to {}", path.display()))
 }
 
 fn limit(seconds: Option<f64>) -> String {

@@ -10,8 +10,8 @@ use connlab_measure::units::{parse_duration, parse_size};
 use connlab_os::Shutdown;
 use connlab_proto::xfer::{MAX_VERSION, MIN_VERSION};
 use connlab_singleip::{
-    load_key, run_node_with_stats, run_server, Access, ConnectRule, Error as SingleIpError,
-    NodeConfig, Outbound, PortRange, SendBuffer, SendLimit, ServerConfig, ShareSizing,
+    run_node_with_stats, run_server, ConnectRule, Error as SingleIpError, NodeOptions, Outbound,
+    PortRange, SendBufferChoice, ServerConfig, ServerOptions,
 };
 use serde::Serialize;
 use std::io::Write as _;
@@ -234,7 +234,7 @@ struct AppNodeArgs {
     window: u64,
     /// Outbound: listen on LOCAL (on this node); the I/O server opens each
     /// connection made to it to DEST, from the cluster address. Repeatable.
-    #[arg(long = "connect", value_name = "LOCAL=DEST", value_parser = parse_outbound)]
+    #[arg(long = "connect", value_name = "LOCAL=DEST", value_parser = |t: &str| t.parse::<Outbound>())]
     outbound: Vec<Outbound>,
     /// Send the local server's bytes to the I/O server with splice(2) through a
     /// pipe instead of copying them through user space (one pipe, two more
@@ -257,22 +257,6 @@ struct AppNodeArgs {
     stats: Option<PathBuf>,
 }
 
-/// `--connect LOCAL=DEST`: two socket addresses.
-fn parse_outbound(text: &str) -> Result<Outbound, String> {
-    let (listen, connect) = text.split_once('=').ok_or_else(|| {
-        format!("{text:?}: expected LOCAL=DEST, e.g. 127.0.0.1:9000=203.0.113.7:443")
-    })?;
-    let addr = |what: &str, t: &str| {
-        t.trim()
-            .parse::<SocketAddr>()
-            .map_err(|e| format!("{what} {t:?}: {e} (an IP:PORT)"))
-    };
-    Ok(Outbound {
-        listen: addr("LOCAL", listen)?,
-        connect: addr("DEST", connect)?,
-    })
-}
-
 /// Runs `connlab singleip`.
 pub(crate) fn run(args: SingleIpArgs) -> Result<ExitCode, Exit> {
     match args.command {
@@ -282,43 +266,39 @@ pub(crate) fn run(args: SingleIpArgs) -> Result<ExitCode, Exit> {
     }
 }
 
-/// Key problems are configuration errors (exit 2).
-fn key(path: &Path) -> Result<connlab_proto::xfer::AuthKey, Exit> {
-    load_key(path).map_err(|e| Exit::usage(anyhow!("--key: {e}")))
-}
-
-fn window(flag: &str, bytes: u64) -> Result<u32, Exit> {
-    u32::try_from(bytes)
-        .ok()
-        .filter(|w| (1024..=connlab_proto::xfer::MAX_WINDOW).contains(w))
-        .ok_or_else(|| Exit::usage(anyhow!("{flag} {bytes}: between 1 KiB and 2 GiB - 1")))
-}
-
-/// A size flag within `min..=max` bytes.
-fn bounded(flag: &str, bytes: u64, min: u64, max: u64) -> Result<usize, Exit> {
-    if !(min..=max).contains(&bytes) {
-        return Err(Exit::usage(anyhow!(
-            "{flag} {bytes}: between {min} B and {max} B"
-        )));
-    }
-    usize::try_from(bytes).map_err(|_| Exit::usage(anyhow!("{flag} {bytes}: too large here")))
-}
-
-fn parse_send_limit(text: &str) -> Result<Option<SendLimit>, Exit> {
+/// `--send-limit`: BYTES or `off` (`None`).
+fn parse_send_limit(text: &str) -> Result<Option<u64>, Exit> {
     if text.eq_ignore_ascii_case("off") {
         return Ok(None);
     }
-    let bytes = parse_size(text)
-        .map_err(|e| Exit::usage(anyhow!("--send-limit {text:?}: {e} (or 'off')")))?;
-    let bytes = u32::try_from(bytes)
-        .ok()
-        .filter(|b| (1..=(64 << 20)).contains(b))
-        .ok_or_else(|| {
-            Exit::usage(anyhow!(
-                "--send-limit {bytes}: between 1 B and 64 MiB, or 'off'"
-            ))
-        })?;
-    Ok(Some(SendLimit::from_bytes(bytes)))
+    parse_size(text)
+        .map(Some)
+        .map_err(|e| Exit::usage(anyhow!("--send-limit {text:?}: {e} (or 'off')")))
+}
+
+/// `--send-buffer`: share, share:H, 4x, auto or BYTES.
+fn parse_send_buffer(text: &str) -> Result<SendBufferChoice, Exit> {
+    let lower = text.to_ascii_lowercase();
+    if let Some(h) = lower.strip_prefix("share:") {
+        return h
+            .parse()
+            .ok()
+            .filter(|h: &f64| (1.05..=16.0).contains(h))
+            .map(|h| SendBufferChoice::Share(Some(h)))
+            .ok_or_else(|| {
+                Exit::usage(anyhow!(
+                    "--send-buffer {text:?}: share:H takes a headroom H between 1.05 and 16"
+                ))
+            });
+    }
+    Ok(match lower.as_str() {
+        "share" => SendBufferChoice::Share(None),
+        "4x" => SendBufferChoice::FourX,
+        "auto" => SendBufferChoice::Auto,
+        _ => SendBufferChoice::Bytes(parse_size(text).map_err(|e| {
+            Exit::usage(anyhow!("--send-buffer {text:?}: {e} (or share, 4x, auto)"))
+        })?),
+    })
 }
 
 /// `--stats` of the I/O server: the library's counters plus wall time.
@@ -337,10 +317,7 @@ fn write_stats<T: Serialize>(path: Option<&Path>, stats: T, started: Instant) ->
         stats,
         wall_s: started.elapsed().as_secs_f64(),
     };
-    let json = serde_json::to_string_pretty(&doc).context("encoding the statistics")?;
-    connlab_os::files::write_atomic(path, json + "\n")
-        .with_context(|| format!("writing --stats file {}", path.display()))?;
-    Ok(())
+    crate::cmd::write_json("--stats", path, &doc)
 }
 
 fn setup_error(e: SingleIpError) -> Exit {
@@ -350,143 +327,31 @@ fn setup_error(e: SingleIpError) -> Exit {
     }
 }
 
-/// A refused cluster port names the flag that chooses it: `--port`
-/// (default: the port of `--forward`, which is often what is taken when the
-/// local server and the I/O server share an address).
-fn port_hint(e: SingleIpError, default_port: bool) -> Exit {
-    let SingleIpError::PortRefused { port, source, .. } = &e else {
-        return setup_error(e);
-    };
-    let taken = source.raw_os_error() == Some(libc::EADDRINUSE);
-    let why = if taken {
-        format!("port {port} is already in use on the cluster address")
-    } else {
-        format!("the I/O server may not serve port {port} (its --allow-listen)")
-    };
-    let default = if default_port {
-        " (without --port the cluster port is the port of --forward)"
-    } else {
-        ""
-    };
-    anyhow!("{e}\nhint: {why}; --port P chooses the cluster port this node serves{default}").into()
-}
-
-/// Applies `--send-buffer` to a send limit.
-fn with_send_buffer(limit: Option<SendLimit>, text: &str) -> Result<Option<SendLimit>, Exit> {
-    let Some(mut limit) = limit else {
-        if !text.eq_ignore_ascii_case("share") {
-            return Err(Exit::usage(anyhow!(
-                "--send-buffer applies with a --send-limit, not with --send-limit off"
-            )));
-        }
-        return Ok(None);
-    };
-    let lower = text.to_ascii_lowercase();
-    if let Some(h) = lower.strip_prefix("share:") {
-        let headroom: f64 = h
-            .parse()
-            .ok()
-            .filter(|h: &f64| (1.05..=16.0).contains(h))
-            .ok_or_else(|| {
-                Exit::usage(anyhow!(
-                    "--send-buffer {text:?}: share:H takes a headroom H between 1.05 and 16"
-                ))
-            })?;
-        let mut rules = ShareSizing::for_unsent_limit(limit.notsent_lowat);
-        rules.headroom = headroom;
-        limit.sndbuf = SendBuffer::Share(rules);
-        return Ok(Some(limit));
-    }
-    limit.sndbuf = match lower.as_str() {
-        "share" => limit.sndbuf,
-        "4x" => SendLimit::fixed_4x(limit.notsent_lowat).sndbuf,
-        "auto" => SendBuffer::Auto,
-        _ => {
-            let bytes = parse_size(text).map_err(|e| {
-                Exit::usage(anyhow!("--send-buffer {text:?}: {e} (or share, 4x, auto)"))
-            })?;
-            SendBuffer::Fixed(
-                usize::try_from(bytes)
-                    .ok()
-                    .filter(|b| (4096..=(256 << 20)).contains(b))
-                    .ok_or_else(|| {
-                        Exit::usage(anyhow!("--send-buffer {bytes}: between 4 KiB and 256 MiB"))
-                    })?,
-            )
-        }
-    };
-    Ok(Some(limit))
-}
-
-/// How `--send-buffer` came out, for the ready line.
-fn describe_send_buffer(b: SendBuffer) -> String {
-    match b {
-        SendBuffer::Auto => "auto".into(),
-        SendBuffer::Fixed(bytes) => format!("{bytes} B"),
-        SendBuffer::Share(r) => format!(
-            "share ({}x the fastest rate x RTT + {} B, {}-{} B, every {:?})",
-            r.headroom, r.unsent, r.floor, r.ceiling, r.period
-        ),
-    }
-}
-
-/// Two listeners on one address: the second bind would fail with "Address
-/// already in use", which reads like another program's fault (issue 29).
-/// Port 0 (any free port) never collides.
-fn same_address(listen: &[SocketAddr], nodes: SocketAddr) -> Result<(), Exit> {
-    let overlaps = |a: SocketAddr, b: SocketAddr| {
-        a.port() != 0
-            && a.port() == b.port()
-            && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
-    };
-    for (i, &a) in listen.iter().enumerate() {
-        if overlaps(a, nodes) {
-            return Err(Exit::usage(anyhow!(
-                "--listen {a} and --nodes {nodes} are the same address: clients and nodes need \
-                 a listener each"
-            )));
-        }
-        if let Some(&b) = listen[..i].iter().find(|&&b| overlaps(a, b)) {
-            return Err(Exit::usage(anyhow!(
-                "--listen {a} is given twice (or overlaps --listen {b})"
-            )));
-        }
-    }
-    Ok(())
-}
-
 fn io_server(args: IoServerArgs) -> Result<ExitCode, Exit> {
     crate::cmd::check_output("--stats", args.stats.as_deref())?;
-    same_address(&args.listen, args.nodes)?;
-    let send_limit = with_send_buffer(parse_send_limit(&args.send_limit)?, &args.send_buffer)?;
-    if !(512..=(16 << 20)).contains(&args.quantum) {
-        return Err(Exit::usage(anyhow!(
-            "--quantum {}: between 512 B and 16 MiB",
-            args.quantum
-        )));
+    let config = ServerOptions {
+        listen: args.listen.clone(),
+        nodes: args.nodes,
+        key: args.key.clone(),
+        send_limit: parse_send_limit(&args.send_limit)?,
+        send_buffer: parse_send_buffer(&args.send_buffer)?,
+        quantum: args.quantum,
+        window: args.window,
+        max_pending_nodes: args.max_pending_nodes,
+        max_pending_per_source: args.max_pending_per_source,
+        max_listens_per_node: args.max_listens_per_node,
+        auth_timeout: args.auth_timeout,
+        node_read_budget: args.node_read_budget,
+        max_node_queue: args.max_node_queue,
+        max_frames_per_window: args.max_frames_per_window,
+        allow_connect: args.allow_connect.clone(),
+        allow_listen: args.allow_listen.clone(),
+        max_version: args.max_version,
+        splice: args.splice,
     }
-    let key = key(&args.key)?;
-    let mut config = ServerConfig::new(args.listen.clone(), args.nodes, key);
-    config.send_limit = send_limit;
-    config.quantum = args.quantum;
-    config.initial_window = window("--window", args.window)?;
-    config.max_pending_nodes = args.max_pending_nodes as usize;
-    config.max_pending_per_source = args.max_pending_per_source as usize;
-    config.max_listens_per_node = args.max_listens_per_node as usize;
-    if args.auth_timeout.is_zero() {
-        return Err(Exit::usage(anyhow!("--auth-timeout must be above 0")));
-    }
-    config.handshake_timeout = args.auth_timeout;
-    config.node_read_budget = bounded("--node-read-budget", args.node_read_budget, 1024, 1 << 30)?;
-    // At least a window's worth of DATA plus room for control frames.
-    config.max_node_queue = bounded("--max-node-queue", args.max_node_queue, 64 * 1024, 1 << 40)?;
-    config.max_frames_per_window = args.max_frames_per_window as usize;
-    config.max_version = args.max_version;
-    config.splice = args.splice;
-    config.access = Access {
-        connect: args.allow_connect.clone(),
-        listen: args.allow_listen.clone(),
-    };
+    .config()
+    .map_err(setup_error)?;
+    let send_limit = config.send_limit;
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let started = Instant::now();
     let stats = run_server(
@@ -498,9 +363,7 @@ fn io_server(args: IoServerArgs) -> Result<ExitCode, Exit> {
             let limit = match send_limit {
                 Some(l) => format!(
                     "send limit {} B, send buffer {}, quantum {} B",
-                    l.notsent_lowat,
-                    describe_send_buffer(l.sndbuf),
-                    args.quantum
+                    l.notsent_lowat, l.sndbuf, args.quantum
                 ),
                 None => "send limit off".to_string(),
             };
@@ -514,28 +377,7 @@ fn io_server(args: IoServerArgs) -> Result<ExitCode, Exit> {
         },
     )
     .map_err(setup_error)?;
-    let limits = [
-        (stats.nodes_over_pending_cap, "over --max-pending-nodes"),
-        (stats.nodes_over_source_cap, "over --max-pending-per-source"),
-        (stats.nodes_auth_timeout, "past --auth-timeout"),
-        (
-            stats.node_read_budget_hits,
-            "reads stopped at --node-read-budget",
-        ),
-        (stats.nodes_dropped_queue, "nodes over --max-node-queue"),
-        (stats.connects_denied, "CONNECTs denied (--allow-connect)"),
-        (stats.listens_denied, "LISTENs denied (--allow-listen)"),
-        (
-            stats.frames_merged,
-            "payloads merged (--max-frames-per-window)",
-        ),
-        (stats.shed, "connections reset at once: out of descriptors"),
-    ];
-    let hit: Vec<String> = limits
-        .iter()
-        .filter(|(n, _)| *n > 0)
-        .map(|(n, what)| format!("{n} {what}"))
-        .collect();
+    let hit = stats.limits_hit();
     if !hit.is_empty() {
         eprintln!("singleip io-server: limits hit: {}", hit.join(", "));
     }
@@ -575,20 +417,21 @@ fn io_server(args: IoServerArgs) -> Result<ExitCode, Exit> {
 
 fn app_node(args: AppNodeArgs) -> Result<ExitCode, Exit> {
     crate::cmd::check_output("--stats", args.stats.as_deref())?;
-    let key = key(&args.key)?;
-    let ports = if args.ports.is_empty() {
-        vec![args.forward.port()]
-    } else {
-        args.ports.clone()
+    let options = NodeOptions {
+        io_server: args.io_server,
+        key: args.key.clone(),
+        forward: args.forward,
+        ports: args.ports.clone(),
+        node_id: args.node_id,
+        max_streams: args.max_streams,
+        window: args.window,
+        outbound: args.outbound.clone(),
+        splice: args.splice,
+        max_version: args.max_version,
+        retries: args.retries,
     };
-    let mut config = NodeConfig::new(args.io_server, key, ports.clone(), args.forward);
-    config.node_id = args.node_id;
-    config.max_streams = args.max_streams;
-    config.initial_window = window("--window", args.window)?;
-    config.outbound = args.outbound.clone();
-    config.splice = args.splice;
-    config.max_version = args.max_version;
-    config.refused_retries = args.retries;
+    let config = options.config().map_err(setup_error)?;
+    let ports = &config.ports;
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let started = Instant::now();
     let (stats, result) = run_node_with_stats(
@@ -612,7 +455,10 @@ fn app_node(args: AppNodeArgs) -> Result<ExitCode, Exit> {
     if let Err(e) = result {
         // What was measured before the end is written all the same.
         write_stats(args.stats.as_deref(), stats, started)?;
-        return Err(port_hint(e, args.ports.is_empty()));
+        return Err(match options.port_hint(e) {
+            Ok(hinted) => anyhow!(hinted).into(),
+            Err(e) => setup_error(e),
+        });
     }
     eprintln!(
         "singleip app-node: CLXF version {}, {} streams ({} local connects failed), {} outbound ({} failed), {} B to local, {} B from local, {} resets in, {} out",
