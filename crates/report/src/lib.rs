@@ -21,6 +21,7 @@ mod pipeline;
 mod plots;
 mod projection;
 pub mod run;
+pub mod run_result;
 mod singleip;
 mod soak;
 mod summary;
@@ -59,6 +60,9 @@ pub enum ReportError {
     /// Writing the CSV failed.
     #[error("writing CSV: {0}")]
     Csv(String),
+    /// Writing JSON failed.
+    #[error("writing JSON: {0}")]
+    Json(String),
 }
 
 /// Everything a report shows, computed once for every format.

@@ -18,8 +18,9 @@ use connlab_lab::run::compare_run::{read_baseline, ComparePlan, CompareRequest};
 use connlab_lab::validity::Validity;
 use connlab_loadgen::LoadResult;
 use connlab_os::{CpuList, Shutdown};
+use connlab_report::run_result::{Paint, RunResult};
 use connlab_server::EngineKind;
-use output::{write_page, ColorChoice, Format, Paint};
+use output::{write_page, ColorChoice, Format};
 pub(crate) use progress::Shown;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -294,7 +295,7 @@ impl ResultArgs {
             baseline: args.baseline.take(),
             max_regression: args.max_regression,
             fail_if: std::mem::take(&mut args.fail_if),
-            paint: Paint::new(args.color),
+            paint: Paint::new(args.color.into()),
         }
     }
 }
@@ -354,18 +355,23 @@ pub(crate) fn run(mut args: RunArgs) -> Result<ExitCode, Exit> {
         .max_regression
         .map(|max| gate::regressions(&against, max))
         .unwrap_or_default();
-    let result = output::Result {
+    let result = RunResult {
         outcome: &o,
         table,
         baseline: against,
         failures: failures.iter().chain(&regressions).cloned().collect(),
     };
-    print!("{}", result.render(want.format, want.paint)?);
+    print!(
+        "{}",
+        result
+            .render(want.format.into(), want.paint)
+            .context("rendering the result")?
+    );
     for (format, path) in &want.exports {
-        write_export(
-            path,
-            &result.render(*format, Paint::new(ColorChoice::Never))?,
-        )?;
+        let text = result
+            .render((*format).into(), Paint::new(ColorChoice::Never.into()))
+            .context("rendering the result")?;
+        write_export(path, &text)?;
     }
     if let Some(dir) = &out {
         write_page(dir, &o)?;
