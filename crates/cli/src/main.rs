@@ -14,6 +14,8 @@ Exit codes:
   1    the run failed (setup error, peer died before any result, results not
        writable, or `load`: more than --max-error-ratio of the requests failed)
   2    bad command line or configuration
+  3    `run`: a --fail-if condition held for some row
+  4    `run`: a row regressed past --max-regression against --baseline
   130  interrupted by Ctrl-C after the results measured so far were written";
 
 /// connlab: measure and build high-concurrency network servers.

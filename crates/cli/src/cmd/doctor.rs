@@ -13,7 +13,7 @@ use clap::{Args, FromArgMatches as _};
 use connlab_kinds::{Here, Registry};
 use connlab_lab::doctor::{have, watch, Calibration, Findings, PROGRAMS};
 use connlab_lab::validity::ValidityLimits;
-use connlab_lab::{Suite, DEFAULT_SUITE};
+use connlab_lab::Suite;
 use connlab_os::{Environment, Shutdown};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,9 +46,11 @@ pub(crate) struct DoctorArgs {
     /// Skip the calibration (no server is started).
     #[arg(long)]
     no_calibrate: bool,
-    /// The suite whose experiments to assess.
-    #[arg(long, default_value = DEFAULT_SUITE, value_name = "FILE")]
-    suite: PathBuf,
+    /// The suite whose experiments to assess [default:
+    /// experiments/reproduce.toml, looked for here, then in the checkout the
+    /// binary was built in, then in the source tree it was built from].
+    #[arg(long, value_name = "FILE")]
+    suite: Option<PathBuf>,
     /// Also write the findings as JSON.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -57,8 +59,13 @@ pub(crate) struct DoctorArgs {
 /// Runs the checks and prints them.
 pub(crate) fn run(args: DoctorArgs) -> Result<ExitCode, Exit> {
     crate::cmd::check_output("--json", args.json.as_deref())?;
-    let suite = Suite::from_file(&args.suite)
-        .with_context(|| format!("reading the suite {}", args.suite.display()))
+    let suite_path = match &args.suite {
+        Some(p) => p.clone(),
+        None => connlab_lab::find_default_suite(std::env::current_exe().ok().as_deref())
+            .map_err(|e| Exit::usage(anyhow::anyhow!(e)))?,
+    };
+    let suite = Suite::from_file(&suite_path)
+        .with_context(|| format!("reading the suite {}", suite_path.display()))
         .map_err(Exit::usage)?;
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
     let env = Environment::capture();
@@ -159,7 +166,7 @@ pub(crate) fn run(args: DoctorArgs) -> Result<ExitCode, Exit> {
         .as_ref()
         .is_some_and(|c| c.valid_runs * 2 < c.runs);
     let mut experiments = Vec::new();
-    println!("\n  experiments of {}:", args.suite.display());
+    println!("\n  experiments of {}:", suite_path.display());
     let registry = Registry::builtin();
     let here = Here {
         environment: env.clone(),
