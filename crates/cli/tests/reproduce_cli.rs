@@ -65,6 +65,33 @@ fn a_suite_runs_and_writes_reports_and_an_index() {
     assert!(index.contains("href=\"pipetiny/report.html\""), "{index}");
     assert!(index.contains("Layer-parallel protocol processing"));
     assert!(out.join("index.md").is_file() && out.join("index.csv").is_file());
+    // Measured time is summed over the sweep's sessions; the machine named.
+    assert!(index.contains("measured in "), "{index}");
+    assert!(index.contains(" CPUs, Linux "), "{index}");
+    // `connlab report` renders the index again from index.json.
+    let o = connlab()
+        .arg("report")
+        .arg(&out)
+        .args(["--format", "markdown"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let md = String::from_utf8_lossy(&o.stdout);
+    assert!(md.contains("Layer-parallel protocol processing"), "{md}");
+    // The dry run lists the file with its estimate and a total.
+    let o = connlab()
+        .arg("reproduce")
+        .arg("--suite")
+        .arg(&suite)
+        .arg("--dry-run")
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        listed.contains("[1/1] pipetiny") && listed.contains(", about "),
+        "{listed}"
+    );
+    assert!(listed.contains("1 experiment file, about "), "{listed}");
 }
 
 #[test]

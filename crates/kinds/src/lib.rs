@@ -21,6 +21,7 @@ mod loadgen;
 mod locality;
 mod peers;
 mod pipeline;
+pub mod reproduce_index;
 mod singleip;
 mod suite;
 
@@ -47,6 +48,12 @@ pub trait Kind: Send + Sync {
     fn holds(&self, dir: &Path) -> bool;
     /// Opens a results directory of this kind for its report.
     fn open(&self, dir: &Path, options: &ReportOptions) -> Result<Box<dyn Results>, String>;
+    /// The file a results directory of this kind holds once a point is
+    /// done (`sweep.json`), named when it is missing; empty for a kind that
+    /// writes no results of its own (a suite).
+    fn results_file(&self) -> &'static str {
+        "its results file"
+    }
 }
 
 /// A parsed experiment file: what `connlab sweep` plans, checks, lists and
@@ -285,16 +292,59 @@ impl Registry {
         self.kinds.iter().find(|k| k.holds(dir)).map(|k| &**k)
     }
 
-    /// Opens a results directory of any registered kind.
+    /// Opens a results directory of any registered kind, or the index a
+    /// `connlab reproduce` wrote. Where there is none, the error says what
+    /// was expected: the results file of the kind its `experiment.toml`
+    /// names, or else what each kind writes.
     pub fn open(&self, dir: &Path, options: &ReportOptions) -> Result<Box<dyn Results>, String> {
-        match self.kind_of_dir(dir) {
-            Some(kind) => kind.open(dir, options),
-            None => Err(format!(
-                "{}: no results of a sweep here (no sweep.json or other results file); give \
-                 the directory `connlab sweep --out DIR` wrote",
-                dir.display()
-            )),
+        if let Some(kind) = self.kind_of_dir(dir) {
+            return kind.open(dir, options);
         }
+        if reproduce_index::holds(dir) {
+            return reproduce_index::open(dir);
+        }
+        let experiment = dir.join("experiment.toml");
+        let named = std::fs::read_to_string(&experiment)
+            .ok()
+            .and_then(|text| self.kind_of(&text, &experiment.display().to_string()).ok());
+        Err(match named {
+            Some(kind) => format!(
+                "{}: a {} experiment (experiment.toml) without its {}: no point has finished \
+                 yet; run `connlab sweep {} --out {}` first",
+                dir.display(),
+                kind.name(),
+                kind.results_file(),
+                experiment.display(),
+                dir.display()
+            ),
+            None => {
+                let mut expected: Vec<String> = Vec::new();
+                // A suite has no results of its own (its empty file name).
+                for k in self.kinds.iter().filter(|k| !k.results_file().is_empty()) {
+                    let file = k.results_file();
+                    match expected
+                        .iter_mut()
+                        .find(|e| e.starts_with(&format!("{file} (")))
+                    {
+                        Some(e) => {
+                            e.pop();
+                            e.push_str(&format!(", {})", k.name()));
+                        }
+                        None => expected.push(format!("{file} ({})", k.name())),
+                    }
+                }
+                expected.push(format!(
+                    "{} (connlab reproduce)",
+                    reproduce_index::INDEX_FILE
+                ));
+                format!(
+                    "{}: no results here; give a directory `connlab sweep --out DIR` or \
+                     `connlab reproduce --out DIR` wrote, which holds one of: {}",
+                    dir.display(),
+                    expected.join(", ")
+                )
+            }
+        })
     }
 }
 
@@ -326,6 +376,8 @@ pub(crate) struct Builtin {
     pub(crate) holds: fn(&Path) -> bool,
     /// Opens its results.
     pub(crate) open: fn(&Path) -> Result<Box<dyn Results>, String>,
+    /// See [`Kind::results_file`].
+    pub(crate) results: &'static str,
 }
 
 impl Kind for Builtin {
@@ -348,6 +400,10 @@ impl Kind for Builtin {
     fn open(&self, dir: &Path, options: &ReportOptions) -> Result<Box<dyn Results>, String> {
         options.none_for(dir)?;
         (self.open)(dir)
+    }
+
+    fn results_file(&self) -> &'static str {
+        self.results
     }
 }
 

@@ -16,6 +16,7 @@ pub(crate) const KIND: Builtin = Builtin {
     load: |text, origin| Ok(Box::new(LoadgenExperiment::from_toml(text, origin)?)),
     holds: |dir| LoadgenDir::layout(dir).info_path().exists(),
     open: |dir| Ok(Box::new(LoadgenDir::open(dir).map_err(|e| e.to_string())?)),
+    results: "loadgen.json",
 };
 
 impl Sweep for LoadgenExperiment {

@@ -24,6 +24,7 @@ pub(crate) const LOCALITY: Builtin = Builtin {
         SweepDir::layout(dir).info_path().exists() && !other_kind(dir, ExperimentKind::Locality)
     },
     open,
+    results: "sweep.json",
 };
 
 /// `kind = "web"`: a `sweep.json` whose experiment file says so.
@@ -35,6 +36,7 @@ pub(crate) const WEB: Builtin = Builtin {
             && ExperimentKind::of_dir(dir).is_ok_and(|k| k == ExperimentKind::Web)
     },
     open,
+    results: "sweep.json",
 };
 
 /// Both kinds read an [`Experiment`].

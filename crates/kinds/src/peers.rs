@@ -30,6 +30,10 @@ impl Kind for Peers {
         PeersDir::layout(dir).info_path().exists()
     }
 
+    fn results_file(&self) -> &'static str {
+        "peers.json"
+    }
+
     /// `--baseline` divides by other contenders than the file's baseline.
     fn open(&self, dir: &Path, options: &ReportOptions) -> Result<Box<dyn Results>, String> {
         let mut peers = PeersDir::open(dir).map_err(|e| e.to_string())?;

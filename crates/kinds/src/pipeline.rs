@@ -24,6 +24,7 @@ pub(crate) const KIND: Builtin = Builtin {
             PipelineSweep::open(dir).map_err(|e| e.to_string())?,
         ))
     },
+    results: "pipeline.json",
 };
 
 impl Sweep for PipelineExperiment {

@@ -27,6 +27,7 @@ pub(crate) const KIND: Builtin = Builtin {
             SingleIpSweep::open(dir).map_err(|e| e.to_string())?,
         ))
     },
+    results: "sweep.json",
 };
 
 impl Sweep for SingleIpExperiment {

@@ -24,6 +24,7 @@ pub(crate) const KIND: Builtin = Builtin {
             dir.display()
         ))
     },
+    results: "",
 };
 
 /// A suite file, read to say how to run it.

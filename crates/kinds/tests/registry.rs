@@ -1,7 +1,7 @@
 //! The built-in registry reads every shipped experiment file, tells kinds
 //! apart with and without their tag, and refuses what is no sweep.
 
-use connlab_kinds::Registry;
+use connlab_kinds::{Registry, ReportOptions};
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -92,6 +92,57 @@ fn a_directory_without_results_names_itself() {
         .open(&dir, &Default::default())
         .err()
         .unwrap();
-    assert!(err.contains("no results of a sweep here"), "{err}");
+    assert!(err.contains("no results here"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Where no kind's results are, the error names what was expected: the
+/// results file of the kind the copied experiment file names, or else every
+/// kind's; a reproduce index is opened and rendered again.
+#[test]
+fn missing_results_are_named_and_a_reproduce_index_reopens() {
+    let dir = std::env::temp_dir().join(format!("connlab-missing-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let registry = Registry::builtin();
+    let e = registry
+        .open(&dir, &ReportOptions::default())
+        .err()
+        .unwrap();
+    for file in [
+        "sweep.json (locality, web",
+        "pipeline.json (pipeline)",
+        "peers.json (peers)",
+        "index.json (connlab reproduce)",
+    ] {
+        assert!(e.contains(file), "{e}");
+    }
+    let pipeline = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/pipeline-tables.toml"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("experiment.toml"), pipeline).unwrap();
+    let e = registry
+        .open(&dir, &ReportOptions::default())
+        .err()
+        .unwrap();
+    assert!(
+        e.contains("a pipeline experiment (experiment.toml) without its pipeline.json"),
+        "{e}"
+    );
+    std::fs::remove_file(dir.join("experiment.toml")).unwrap();
+    let index = connlab_report::Index {
+        title: "T".into(),
+        description: String::new(),
+        facts: vec![("machine".into(), "m".into())],
+        papers: Vec::new(),
+    };
+    connlab_kinds::reproduce_index::write(&dir, &index).unwrap();
+    let r = registry.open(&dir, &ReportOptions::default()).unwrap();
+    assert_eq!(r.name(), "reproduce index");
+    assert!(r
+        .render(connlab_report::Format::MARKDOWN)
+        .unwrap()
+        .starts_with("# T"));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -5,7 +5,7 @@
 
 use crate::export::{self, Block, Cell, Page, Report, Table, Tone};
 use crate::{Format, ReportError, Verdict};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// CSS class of a verdict on the index.
 fn class(v: &Verdict) -> &'static str {
@@ -45,7 +45,7 @@ impl Tally {
 }
 
 /// One row of the index: a table, a figure or a claim of a paper.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ClaimRow {
     /// Where in the paper: `Table 3`, `Figure 6`, `section 5.2`.
     pub source: String,
@@ -56,7 +56,6 @@ pub struct ClaimRow {
     /// Ours, as text (`19.1x [17-21x]`).
     pub ours: String,
     /// The verdict (its text says why when the claim cannot be measured).
-    #[serde(skip)]
     pub verdict: Verdict,
     /// What the verdict rests on: the bounds, the rows compared.
     pub reason: String,
@@ -77,7 +76,7 @@ impl ClaimRow {
 }
 
 /// One experiment of a paper on the index.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct IndexExperiment {
     /// The experiment's name (its results directory).
     pub name: String,
@@ -135,7 +134,7 @@ impl IndexExperiment {
 }
 
 /// One paper on the index.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct IndexPaper {
     /// Anchor id.
     pub id: String,
@@ -150,7 +149,7 @@ pub struct IndexPaper {
 }
 
 /// The whole index.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Index {
     /// Page title.
     pub title: String,

@@ -24,6 +24,8 @@ five papers' tables and figures on the papers' own parameters) one after the oth
 
   DIR/index.html, DIR/index.md, DIR/index.csv   one row per table, figure and claim:
                                                 the paper's value, ours, the verdict
+  DIR/index.json                                the same whole (connlab report DIR
+                                                renders it again)
   DIR/<experiment>/                             each sweep's results and report.html
 
 Running the same command again resumes every sweep where it stopped. An experiment
@@ -288,8 +290,9 @@ fn dry_run(
         );
     }
     println!(
-        "{} experiment files, about {} in all{}{}; results in {}",
+        "{} experiment file{}, about {} in all{}{}; results in {}",
         selected.len(),
+        if selected.len() == 1 { "" } else { "s" },
         duration_words(total),
         if quick { " (--quick)" } else { "" },
         if unknown.is_empty() {
@@ -319,5 +322,7 @@ fn write_index(out: &Path, index: &Index) -> Result<(), Exit> {
         connlab_os::files::write_atomic(&path, index.render(format))
             .with_context(|| format!("writing {}", path.display()))?;
     }
+    // Kept whole, so `connlab report DIR` can render it again.
+    connlab_kinds::reproduce_index::write(out, index).map_err(|e| anyhow!(e))?;
     Ok(())
 }
