@@ -26,6 +26,7 @@ mod soak;
 mod summary;
 mod table;
 mod validity;
+mod tally;
 mod verdicts;
 pub use claims::{
     check_claims, derived_tables, noise, setting_text, ClaimCheck, ClaimResult, DerivedRow,
