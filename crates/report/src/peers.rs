@@ -743,13 +743,19 @@ impl Report for Peers<'_> {
             blocks.push(Block::Note(line));
         }
         if format.detail() {
-            blocks.push(Block::Heading("Commands".into()));
+            let name = &e.name;
+            blocks.extend(summary::rerun_blocks(name, dir.info.quick));
             for (id, cmds) in commands(dir) {
                 blocks.push(Block::Commands {
-                    label: Some(id),
+                    label: Some(format!("What point {id} ran")),
                     lines: cmds
                         .into_iter()
-                        .map(|(role, c)| (Some(role.name().to_string()), c))
+                        .map(|(role, c)| {
+                            (
+                                Some(role.name().to_string()),
+                                summary::user_command(&c, name),
+                            )
+                        })
                         .collect(),
                 });
             }

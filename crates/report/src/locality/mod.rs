@@ -82,6 +82,7 @@ pub(crate) fn page(m: &Model, format: Format) -> Result<Page, ReportError> {
         blocks.extend(figures);
     }
     blocks.extend(warnings_list(m));
+    blocks.extend(crate::summary::rerun_blocks(&exp.name, m.dir.info.quick));
     blocks.push(Block::Heading("Environment".into()));
     blocks.push(Block::Facts {
         id: Some("environment"),

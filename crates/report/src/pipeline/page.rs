@@ -182,6 +182,7 @@ pub(super) fn page(sweep: &PipelineSweep, format: Format) -> Result<Page, Report
     if format.detail() {
         blocks.extend(projection_detail(sweep));
         blocks.extend(layer_costs(sweep));
+        blocks.extend(crate::summary::rerun_blocks(&exp.name, sweep.quick));
     }
     Ok(Page {
         title: exp.title.clone(),

@@ -72,6 +72,7 @@ impl Report for SingleIp<'_> {
         if detail {
             blocks.extend(bandwidth(sweep, format)?);
             blocks.extend(contention(sweep, format)?);
+            blocks.extend(crate::summary::rerun_blocks(&exp.name, sweep.info.quick));
             blocks.extend(environment(sweep));
         }
         Ok(Page {
