@@ -241,7 +241,11 @@ impl Index {
             .map(|e| {
                 let count = |f: fn(&Verdict) -> bool| {
                     let n = e.rows.iter().filter(|r| !r.table && f(&r.verdict)).count();
-                    Cell::from(if n == 0 { "—".to_string() } else { n.to_string() })
+                    Cell::from(if n == 0 {
+                        "—".to_string()
+                    } else {
+                        n.to_string()
+                    })
                 };
                 vec![
                     Cell::from(e.title.as_str()).link(Some(e.report.clone())),

@@ -25,8 +25,8 @@ mod singleip;
 mod soak;
 mod summary;
 mod table;
-mod validity;
 mod tally;
+mod validity;
 mod verdicts;
 pub use claims::{
     check_claims, derived_tables, noise, setting_text, ClaimCheck, ClaimResult, DerivedRow,

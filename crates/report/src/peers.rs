@@ -299,11 +299,7 @@ fn headlines(rows: &[PeerRow], measure: Role) -> Vec<crate::brief::Headline> {
             };
             out.push(crate::brief::Headline {
                 source: format!("{} body", size_text(r.body_bytes)),
-                text: format!(
-                    "{} against {base}: {}",
-                    r.contender,
-                    measure_text(measure)
-                ),
+                text: format!("{} against {base}: {}", r.contender, measure_text(measure)),
                 paper: "—".into(),
                 ours: ratio
                     .spread

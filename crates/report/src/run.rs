@@ -495,11 +495,18 @@ mod tests {
                 memory_per_connection_bytes: vec![None; 2],
             })
             .collect();
-        p.comparison = compare("median service latency", Better::Lower, &samples, CONFIDENCE);
+        p.comparison = compare(
+            "median service latency",
+            Better::Lower,
+            &samples,
+            CONFIDENCE,
+        );
         let html = render_run(&p).expect("renders");
         let brief = &html[..html.find("How the comparison reads").unwrap_or(html.len())];
         let (epoll, select) = (
-            brief.find("<td class=\"label\"><strong>epoll").unwrap_or(usize::MAX),
+            brief
+                .find("<td class=\"label\"><strong>epoll")
+                .unwrap_or(usize::MAX),
             brief.find("<td class=\"label\">select").unwrap_or(0),
         );
         assert!(epoll < select, "{brief}");

@@ -188,13 +188,12 @@ impl Kind {
         let count = self.count();
         let points = self.points();
         let text = self.text();
-        self.instances
-            .sort_by(|a, b| match (a.value(), b.value()) {
-                (Some(x), Some(y)) => y.total_cmp(&x),
-                (Some(_), None) => std::cmp::Ordering::Less,
-                (None, Some(_)) => std::cmp::Ordering::Greater,
-                (None, None) => std::cmp::Ordering::Equal,
-            });
+        self.instances.sort_by(|a, b| match (a.value(), b.value()) {
+            (Some(x), Some(y)) => y.total_cmp(&x),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => std::cmp::Ordering::Equal,
+        });
         let item = |i: &Instance| Item {
             text: i.text.clone(),
             small: (!i.points.is_empty()).then(|| format!("({})", i.points.join(", "))),
@@ -206,18 +205,22 @@ impl Kind {
                 ..List::default()
             })];
         }
-        let times = if count == 1 { "once".into() } else { format!("{count} times") };
+        let times = if count == 1 {
+            "once".into()
+        } else {
+            format!("{count} times")
+        };
         let on = if points == 0 {
             String::new()
         } else {
             format!(" on {points} point{}", if points == 1 { "" } else { "s" })
         };
-        let order = if self.instances.len() > 1 && self.instances.iter().any(|i| i.value().is_some())
-        {
-            ", largest value first"
-        } else {
-            ""
-        };
+        let order =
+            if self.instances.len() > 1 && self.instances.iter().any(|i| i.value().is_some()) {
+                ", largest value first"
+            } else {
+                ""
+            };
         vec![Block::Details {
             summary: format!("{text} — {times}{on}{order}"),
             blocks: vec![Block::List(List {
@@ -360,12 +363,21 @@ mod tests {
             .map(|v| h.find(v).unwrap_or(usize::MAX))
             .collect();
         assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?} {h}");
-        assert!(h.contains("<li>3 request errors <small>(e)</small></li>"), "{h}");
+        assert!(
+            h.contains("<li>3 request errors <small>(e)</small></li>"),
+            "{h}"
+        );
         // Routine notes come last, folded apart.
         let routine = h.find("<summary>Routine notes: 2").unwrap_or(0);
-        assert!(routine > h.find("request errors").unwrap_or(usize::MAX), "{h}");
+        assert!(
+            routine > h.find("request errors").unwrap_or(usize::MAX),
+            "{h}"
+        );
         assert!(h.contains("woke 5–12 ms"), "{h}");
-        assert!(h.contains("5 warnings of 2 kinds, and 2 routine notes"), "{h}");
+        assert!(
+            h.contains("5 warnings of 2 kinds, and 2 routine notes"),
+            "{h}"
+        );
     }
 
     #[test]

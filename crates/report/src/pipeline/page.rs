@@ -5,8 +5,8 @@
 //! per-layer costs.
 
 use super::*;
-use crate::export::{Block, Item, List, Page, Table};
 use crate::brief::Headline;
+use crate::export::{Block, Item, List, Page, Table};
 use crate::plots::{self, Series};
 
 /// The median per layer count of one figure (0, 1, 2) of our runs.

@@ -13,8 +13,7 @@
 use crate::brief::Headline;
 use crate::{Format, ReportError};
 use connlab_lab::{
-    bytes_label, fmt_num, median, ExpKind, SingleIpMetric, SingleIpRecord, SingleIpSweep,
-    System,
+    bytes_label, fmt_num, median, ExpKind, SingleIpMetric, SingleIpRecord, SingleIpSweep, System,
 };
 use plotters::prelude::*;
 

@@ -187,5 +187,7 @@ fn a_claim_whose_system_has_no_valid_point_cannot_be_judged() {
     );
     let sweep = SingleIpSweep::open(f.path()).unwrap();
     let html = render_singleip(&sweep, Format::HTML).unwrap();
-    assert!(html.contains("<td class=\"label noisy\">cannot be judged here<br><small>no valid point of nat"));
+    assert!(html.contains(
+        "<td class=\"label noisy\">cannot be judged here<br><small>no valid point of nat"
+    ));
 }
