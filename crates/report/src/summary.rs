@@ -15,13 +15,13 @@ div.scroll{overflow-x:auto;max-width:100%}
 code{font-size:.8rem;word-break:break-all}
 ";
 
-/// [`STYLE`] with figures and unwrapped numbers.
+/// [`STYLE`] with figures (cells wrap at their spaces so a wide table
+/// still fits the page).
 pub(crate) const FIGURE_STYLE: &str = "
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222;padding:0 1rem}
 h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem}
 th,td{border:1px solid #ccc;padding:.25rem .45rem;text-align:right}
-td:not(.label){white-space:nowrap}
 th{background:#f3f3f3}td.label,th.label{text-align:left}
 div.scroll{overflow-x:auto;max-width:100%}
 figure.plot{margin:.5rem 0}
