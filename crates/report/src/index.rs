@@ -230,18 +230,71 @@ impl Index {
         export::export(self, format).unwrap_or_else(|e| e.to_string())
     }
 
+    /// In brief, a row per experiment: its report, how far it ran and its
+    /// claims counted by verdict.
+    fn experiments_table(&self) -> Block {
+        let rows = self
+            .papers
+            .iter()
+            .flat_map(|p| p.experiments.iter())
+            .map(|e| {
+                let count = |f: fn(&Verdict) -> bool| {
+                    let n = e.rows.iter().filter(|r| !r.table && f(&r.verdict)).count();
+                    Cell::from(if n == 0 {
+                        "—".to_string()
+                    } else {
+                        n.to_string()
+                    })
+                };
+                vec![
+                    Cell::from(e.title.as_str()).link(Some(e.report.clone())),
+                    Cell::from(e.status.as_str()),
+                    count(|v| matches!(v, Verdict::Holds)).tone(Tone::Verdict("holds")),
+                    count(|v| matches!(v, Verdict::DoesNotHold { .. }))
+                        .tone(Tone::Verdict("fails")),
+                    count(|v| matches!(v, Verdict::CannotJudge(_))).tone(Tone::Verdict("noisy")),
+                    count(|v| matches!(v, Verdict::CannotMeasure(_)))
+                        .tone(Tone::Verdict("unmeasured")),
+                ]
+            })
+            .collect();
+        Block::Table(Table {
+            id: Some("experiments".into()),
+            head: [
+                "experiment",
+                "ran",
+                "hold",
+                "do not hold",
+                "cannot be judged here",
+                "cannot be measured here",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows,
+            labels: 2,
+            ..Table::default()
+        })
+    }
+
     /// The blocks under the title and description: the tally, the
     /// validity, the facts, then per paper its experiments, each a linked
     /// heading over its claims.
     fn blocks(&self) -> Vec<Block> {
-        let mut blocks = vec![
-            Block::Note(format!("{}.", self.tally().sentence())),
-            Block::Note(self.validity_sentence()),
-            Block::Facts {
-                id: Some("facts"),
-                facts: self.facts.clone(),
-            },
-        ];
+        let mut blocks = crate::brief::section(
+            vec![
+                Block::Note(format!("{}.", self.tally().sentence())),
+                Block::Note(self.validity_sentence()),
+                self.experiments_table(),
+            ],
+            &[],
+            "claim",
+            None,
+        );
+        blocks.push(Block::Heading("The run".into()));
+        blocks.push(Block::Facts {
+            id: Some("facts"),
+            facts: self.facts.clone(),
+        });
         for p in &self.papers {
             blocks.push(Block::Anchor {
                 title: p.title.clone(),

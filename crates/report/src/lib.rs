@@ -26,6 +26,7 @@ mod singleip;
 mod soak;
 mod summary;
 mod table;
+mod tally;
 mod validity;
 mod verdicts;
 pub use claims::{

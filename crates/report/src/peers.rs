@@ -287,6 +287,39 @@ fn what(dir: &PeersDir, contender: &str) -> String {
     })
 }
 
+/// The in-brief verdicts: each contender against each baseline at each
+/// body size, its ratio's median and interval, and where it stands.
+fn headlines(rows: &[PeerRow], measure: Role) -> Vec<crate::brief::Headline> {
+    let mut out = Vec::new();
+    for r in rows {
+        for (base, ratio) in &r.ratios {
+            let Some(ratio) = ratio else { continue };
+            let Some(standing) = &ratio.standing else {
+                continue;
+            };
+            out.push(crate::brief::Headline {
+                source: format!("{} body", size_text(r.body_bytes)),
+                text: format!("{} against {base}: {}", r.contender, measure_text(measure)),
+                paper: "—".into(),
+                ours: ratio
+                    .spread
+                    .as_ref()
+                    .map_or("—".into(), |s| format!("{:.2}×", s.median)),
+                interval: ratio.interval.as_ref().map_or("—".into(), |iv| {
+                    format!("{:.2}–{:.2}× ({:.0} %)", iv.lo, iv.hi, iv.coverage * 100.0)
+                }),
+                key: match standing {
+                    Standing::CannotJudge(_) => "noisy",
+                    _ => "decided",
+                },
+                word: standing.word().to_string(),
+                why: (!standing.reason().is_empty()).then(|| standing.reason().to_string()),
+            });
+        }
+    }
+    out
+}
+
 /// The summary rows, body sizes in plan order, contenders in file order,
 /// on valid points (see the module documentation); the A/A control's
 /// points only give the noise.
@@ -609,10 +642,38 @@ impl Report for Peers<'_> {
         let e = &dir.info.experiment;
         let rows = summarize(dir);
         let noise = aa_noise(dir);
-        let mut blocks = vec![Block::Facts {
+        let mut sizes: Vec<u64> = rows.iter().map(|r| r.body_bytes).collect();
+        sizes.dedup();
+        let mut plots = Vec::new();
+        if format.figures() {
+            for &size in &sizes {
+                let at: Vec<&PeerRow> = rows.iter().filter(|r| r.body_bytes == size).collect();
+                plots.push(Block::Figure {
+                    id: None,
+                    svg: dot_plot(
+                        &format!("{}, {} body", measure_text(e.measure), size_text(size)),
+                        &measure_text(e.measure),
+                        &at,
+                    )?,
+                    caption: "Bars: median; dots: each repetition; whiskers: smallest to largest."
+                        .into(),
+                });
+            }
+        }
+        // The first body size's plot is the key one: it goes up with the
+        // verdicts; the others stay beside their tables.
+        let mut plots = plots.into_iter();
+        let mut blocks = crate::brief::section(
+            Vec::new(),
+            &headlines(&rows, e.measure),
+            "comparison",
+            plots.next(),
+        );
+        blocks.push(Block::Heading("The sweep".into()));
+        blocks.push(Block::Facts {
             id: None,
             facts: facts(dir, noise.as_ref()),
-        }];
+        });
         if format.detail() {
             blocks.push(Block::Note(format!(
                 "Medians across repetitions with the smallest and largest in brackets, over the points \
@@ -625,9 +686,7 @@ impl Report for Peers<'_> {
                 measure_text(e.measure)
             )));
         }
-        let mut sizes: Vec<u64> = rows.iter().map(|r| r.body_bytes).collect();
-        sizes.dedup();
-        for size in sizes {
+        for (i, size) in sizes.into_iter().enumerate() {
             let at: Vec<&PeerRow> = rows.iter().filter(|r| r.body_bytes == size).collect();
             if format.detail() {
                 blocks.push(Block::Heading(format!("{} body", size_text(size))));
@@ -656,17 +715,8 @@ impl Report for Peers<'_> {
                 html_skip: 1,
                 ..export::Table::default()
             }));
-            if format.figures() {
-                blocks.push(Block::Figure {
-                    id: None,
-                    svg: dot_plot(
-                        &format!("{}, {} body", measure_text(e.measure), size_text(size)),
-                        &measure_text(e.measure),
-                        &at,
-                    )?,
-                    caption: "Bars: median; dots: each repetition; whiskers: smallest to largest."
-                        .into(),
-                });
+            if i > 0 {
+                blocks.extend(plots.next());
             }
         }
         let validity = crate::validity::Summary::of(
@@ -689,13 +739,19 @@ impl Report for Peers<'_> {
             blocks.push(Block::Note(line));
         }
         if format.detail() {
-            blocks.push(Block::Heading("Commands".into()));
+            let name = &e.name;
+            blocks.extend(summary::rerun_blocks(name, dir.info.quick));
             for (id, cmds) in commands(dir) {
                 blocks.push(Block::Commands {
-                    label: Some(id),
+                    label: Some(format!("What point {id} ran")),
                     lines: cmds
                         .into_iter()
-                        .map(|(role, c)| (Some(role.name().to_string()), c))
+                        .map(|(role, c)| {
+                            (
+                                Some(role.name().to_string()),
+                                summary::user_command(&c, name),
+                            )
+                        })
                         .collect(),
                 });
             }

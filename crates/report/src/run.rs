@@ -124,28 +124,50 @@ impl Report for Run<'_> {
 
     fn page(&self, _: Format) -> Result<Page, ReportError> {
         let page = self.0;
-        let mut blocks = vec![
-            Block::Commands {
-                label: None,
-                lines: vec![(None, page.command.clone())],
-            },
-            Block::Note(page.workload.clone()),
-            Block::Note(format!("Placement: {}", page.placement)),
-            Block::Heading("Verdict".into()),
-            Block::List(List {
+        let c = &page.comparison;
+        // In brief: a sentence per comparison, the recommendation, the
+        // ranked table and the latency CDF; the detail after.
+        let mut lead = Vec::new();
+        if !c.lines.is_empty() {
+            lead.push(Block::List(List {
                 class: Some("verdict"),
-                items: page
-                    .comparison
-                    .verdict
-                    .iter()
-                    .cloned()
-                    .map(Item::from)
-                    .collect(),
+                items: c.lines.iter().cloned().map(Item::from).collect(),
                 ..List::default()
-            }),
-        ];
-        blocks.extend(comparison(&page.comparison));
-        blocks.extend(latency(page)?);
+            }));
+        }
+        if let Some(r) = &c.recommendation {
+            let why = if r.reasons.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", r.reasons.join("; "))
+            };
+            lead.push(Block::Note(format!(
+                "Recommendation: {} (confidence {}{why}).",
+                r.text,
+                r.confidence.name()
+            )));
+        }
+        let explain = if c.lines.is_empty() {
+            &c.verdict
+        } else {
+            &c.explanations
+        };
+        if !explain.is_empty() {
+            lead.push(Block::List(List {
+                class: Some("verdict"),
+                items: explain.iter().cloned().map(Item::from).collect(),
+                ..List::default()
+            }));
+        }
+        lead.push(comparison_table(c));
+        let mut blocks = crate::brief::section(lead, &[], "comparison", latency(page)?);
+        blocks.extend(comparison_notes(c));
+        blocks.push(Block::Heading("Workload".into()));
+        blocks.push(Block::Note(page.workload.clone()));
+        blocks.push(Block::Commands {
+            label: Some("Made by".into()),
+            lines: vec![(None, crate::summary::user_command(&page.command, ""))],
+        });
         blocks.extend(runs(page));
         blocks.extend(validity(page));
         let mut facts = vec![("placement".to_string(), page.placement.clone())];
@@ -166,16 +188,32 @@ impl Report for Run<'_> {
     }
 }
 
-/// The comparison: how rows are ranked, a row each with its ratio to the
-/// best and its standing, and what the server's figures are.
-fn comparison(c: &Comparison) -> Vec<Block> {
-    let closed = c.better == Better::Higher;
-    let unit = if closed { "req/s" } else { "µs" };
-    let digits = if closed { 0 } else { 1 };
-    let rows = c
-        .rows
-        .iter()
-        .enumerate()
+/// Row indices from best to worst: the comparison's ranking, or the
+/// order given when it has none (a comparison saved before ranking).
+fn ranked(c: &Comparison) -> Vec<usize> {
+    if c.ranking.len() == c.rows.len() {
+        c.ranking.clone()
+    } else {
+        (0..c.rows.len()).collect()
+    }
+}
+
+/// The unit of the primary figure and its digits.
+fn primary_unit(c: &Comparison) -> (&'static str, usize) {
+    if c.better == Better::Higher {
+        ("req/s", 0)
+    } else {
+        ("µs", 1)
+    }
+}
+
+/// The comparison table: a row each, best first, with its ratio to the
+/// best and its standing.
+fn comparison_table(c: &Comparison) -> Block {
+    let (unit, digits) = primary_unit(c);
+    let rows = ranked(c)
+        .into_iter()
+        .filter_map(|i| c.rows.get(i).map(|r| (i, r)))
         .map(|(i, r)| {
             [
                 r.label.clone(),
@@ -198,10 +236,31 @@ fn comparison(c: &Comparison) -> Vec<Block> {
             .to_vec()
         })
         .collect();
+    Block::Table(Table {
+        head: vec![
+            "row".into(),
+            format!("{} ({unit})", c.metric),
+            "ratio to best".into(),
+            "interval (coverage)".into(),
+            "standing".into(),
+            "server CPU per request (µs)".into(),
+            "wake-ups per request".into(),
+            "memory per connection (KiB)".into(),
+        ],
+        rows,
+        labels: 1,
+        text_columns: vec![4],
+        ..Table::default()
+    })
+}
+
+/// How the comparison table reads.
+fn comparison_notes(c: &Comparison) -> Vec<Block> {
+    let (unit, _) = primary_unit(c);
     vec![
-        Block::Heading("Comparison".into()),
+        Block::Heading("How the comparison reads".into()),
         Block::Note(format!(
-            "Rows are ranked by {} ({unit}: {} is better): the median over \
+            "Rows are ranked by {} ({unit}: {} is better), best first: the median over \
              repetitions with the lowest and highest in brackets. The ratio to the best is taken in each \
              round (this row over the best of the same round) and the median of those is shown, with the \
              distribution-free interval of that median ({:.0}% where there are six rounds or more, else \
@@ -209,25 +268,13 @@ fn comparison(c: &Comparison) -> Vec<Block> {
              includes 1 and differs when it does not. Rounds that failed their validity gates twice are \
              left out. The best row is in bold.",
             c.metric,
-            if closed { "higher" } else { "lower" },
+            if c.better == Better::Higher {
+                "higher"
+            } else {
+                "lower"
+            },
             c.confidence * 100.0,
         )),
-        Block::Table(Table {
-            head: vec![
-                "row".into(),
-                format!("{} ({unit})", c.metric),
-                "ratio to best".into(),
-                "interval (coverage)".into(),
-                "standing".into(),
-                "server CPU per request (µs)".into(),
-                "wake-ups per request".into(),
-                "memory per connection (KiB)".into(),
-            ],
-            rows,
-            labels: 1,
-            text_columns: vec![4],
-            ..Table::default()
-        }),
         Block::Note(
             "Server CPU per request: the server's CPU time over the run (its own \
              --stats for the engines, /proc/PID/stat of the process tree for a \
@@ -241,8 +288,9 @@ fn comparison(c: &Comparison) -> Vec<Block> {
     ]
 }
 
-/// The latency CDF of every row, if any row has one.
-fn latency(page: &RunPage) -> Result<Vec<Block>, ReportError> {
+/// The latency CDF of every row, if any row has one (the page's key
+/// plot).
+fn latency(page: &RunPage) -> Result<Option<Block>, ReportError> {
     let series: Vec<Series> = page
         .rows
         .iter()
@@ -255,7 +303,7 @@ fn latency(page: &RunPage) -> Result<Vec<Block>, ReportError> {
         .filter(|s| !s.points.is_empty())
         .collect();
     if series.is_empty() {
-        return Ok(Vec::new());
+        return Ok(None);
     }
     let svg = plots::cdf(
         "Service latency CDF per row",
@@ -263,23 +311,20 @@ fn latency(page: &RunPage) -> Result<Vec<Block>, ReportError> {
         "fraction of requests",
         &series,
     )?;
-    Ok(vec![
-        Block::Heading("Latency".into()),
-        Block::Figure {
-            id: None,
-            svg,
-            caption: "For each row, the repetition whose primary figure is nearest the row's \
-                      median, up to the 99.5th percentile."
-                .into(),
-        },
-    ])
+    Ok(Some(Block::Figure {
+        id: None,
+        svg,
+        caption: "For each row, the repetition whose primary figure is nearest the row's \
+                  median, up to the 99.5th percentile."
+            .into(),
+    }))
 }
 
 /// Every run of every row, with a link to its JSON.
 fn runs(page: &RunPage) -> Vec<Block> {
-    let rows = page
-        .rows
-        .iter()
+    let rows = ranked(&page.comparison)
+        .into_iter()
+        .filter_map(|i| page.rows.get(i))
         .flat_map(|row| {
             row.runs.iter().map(move |run| {
                 let mut cells: Vec<Cell> = [
@@ -345,7 +390,19 @@ fn validity(page: &RunPage) -> Vec<Block> {
             .collect()
     };
     let invalid = each(&|run| run.invalid.iter().cloned().collect());
-    let warnings = each(&|run| run.warnings.clone());
+    // Each warning with the runs that raised it, for the tally.
+    let mut warnings: Vec<(String, Vec<String>)> = Vec::new();
+    for r in &page.rows {
+        for run in &r.runs {
+            for w in &run.warnings {
+                let who = format!("{} round {}", r.label, run.round);
+                match warnings.iter_mut().find(|(t, _)| t == w) {
+                    Some((_, runs)) => runs.push(who),
+                    None => warnings.push((w.clone(), vec![who])),
+                }
+            }
+        }
+    }
     let mut blocks = vec![Block::Heading("Validity".into())];
     if invalid.is_empty() {
         blocks.push(Block::Note("Every run kept passed its gates (completion, schedule, steal, foreign_cpu, arrivals, stationary).".into()));
@@ -359,11 +416,7 @@ fn validity(page: &RunPage) -> Vec<Block> {
         }));
     }
     if !warnings.is_empty() {
-        blocks.push(Block::Heading("Warnings".into()));
-        blocks.push(Block::List(List {
-            items: warnings,
-            ..List::default()
-        }));
+        blocks.extend(crate::tally::blocks(warnings, "runs"));
     }
     blocks
 }
@@ -428,10 +481,46 @@ mod tests {
     }
 
     #[test]
+    fn rows_come_best_first_whatever_the_order_given() {
+        let mut p = page();
+        p.rows.reverse();
+        let rows = [("select", [90.0, 95.0]), ("epoll", [50.0, 52.0])];
+        let samples: Vec<RowSamples> = rows
+            .iter()
+            .map(|(l, v)| RowSamples {
+                label: (*l).into(),
+                primary: v.iter().map(|x| Some(*x)).collect(),
+                cpu_us_per_request: vec![Some(10.0); 2],
+                wakeups_per_request: vec![Some(0.5); 2],
+                memory_per_connection_bytes: vec![None; 2],
+            })
+            .collect();
+        p.comparison = compare(
+            "median service latency",
+            Better::Lower,
+            &samples,
+            CONFIDENCE,
+        );
+        let html = render_run(&p).expect("renders");
+        let brief = &html[..html.find("How the comparison reads").unwrap_or(html.len())];
+        let (epoll, select) = (
+            brief
+                .find("<td class=\"label\"><strong>epoll")
+                .unwrap_or(usize::MAX),
+            brief.find("<td class=\"label\">select").unwrap_or(0),
+        );
+        assert!(epoll < select, "{brief}");
+        // No row measured memory: the column is left out.
+        assert!(!brief.contains("memory per connection (KiB)"), "{brief}");
+    }
+
+    #[test]
     fn shows_table_verdict_plot_runs_and_placement() {
         let html = render_run(&page()).expect("renders");
-        assert!(html.contains("<h2>Verdict</h2>"));
-        assert!(html.contains("select at"), "verdict names the slower row");
+        assert!(html.contains("<h2 id=\"in-brief\">In brief</h2>"));
+        let p = page();
+        let line = p.comparison.lines.first().expect("a line per comparison");
+        assert!(html.contains(&*html_escape::encode_text(line)), "{html}");
         assert!(html.contains("<svg"), "a CDF plot");
         assert!(html.contains("href=\"runs/r1-select.json\""));
         assert!(html.contains("server on cpu 1, client on cpu 0"));

@@ -1,5 +1,6 @@
-//! The summary page of `connlab soak` (`DIR/soak.md`): the requests of
-//! each load class per phase, the p99 factors, the faults, the hostile
+//! The summary page of `connlab soak` (`DIR/soak.md`): in brief the
+//! verdict, the failed checks and the p99 factors, then the requests of
+//! each load class per phase, the faults, the hostile
 //! clients, the peak memory and the checks. The soak fills a
 //! [`SoakSummary`]; this module only lays it out.
 
@@ -56,7 +57,25 @@ impl Report for Soak<'_> {
             description: s.setup.clone(),
             style: "".into(),
             viewport: true,
-            blocks: vec![
+            blocks: crate::brief::section(
+                vec![
+                    Block::Note(format!("{} {verdict}", s.checks)),
+                    Block::List(List {
+                        items: s.failures.iter().cloned().map(Item::from).collect(),
+                        ..List::default()
+                    }),
+                    Block::List(List {
+                        items,
+                        ..List::default()
+                    }),
+                ],
+                &[],
+                "check",
+                None,
+            )
+            .into_iter()
+            .chain([
+                Block::Heading("Phases".into()),
                 Block::Table(Table {
                     head: HEAD.map(String::from).to_vec(),
                     rows: s
@@ -67,16 +86,8 @@ impl Report for Soak<'_> {
                     labels: 2,
                     ..Table::default()
                 }),
-                Block::List(List {
-                    items,
-                    ..List::default()
-                }),
-                Block::Note(format!("{} {verdict}", s.checks)),
-                Block::List(List {
-                    items: s.failures.iter().cloned().map(Item::from).collect(),
-                    ..List::default()
-                }),
-            ],
+            ])
+            .collect(),
         })
     }
 

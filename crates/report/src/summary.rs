@@ -15,13 +15,13 @@ div.scroll{overflow-x:auto;max-width:100%}
 code{font-size:.8rem;word-break:break-all}
 ";
 
-/// [`STYLE`] with figures and unwrapped numbers.
+/// [`STYLE`] with figures (cells wrap at their spaces so a wide table
+/// still fits the page).
 pub(crate) const FIGURE_STYLE: &str = "
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222;padding:0 1rem}
 h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem}
 th,td{border:1px solid #ccc;padding:.25rem .45rem;text-align:right}
-td:not(.label){white-space:nowrap}
 th{background:#f3f3f3}td.label,th.label{text-align:left}
 div.scroll{overflow-x:auto;max-width:100%}
 figure.plot{margin:.5rem 0}
@@ -159,5 +159,77 @@ mod tests {
     fn missing_keeps_plan_order() {
         let plan = ["c", "a", "b"].map(String::from);
         assert_eq!(missing(plan, ["a"]), ["c", "b"]);
+    }
+}
+
+/// The command that makes (or resumes) a results directory of experiment
+/// `name`, as a user types it from the checkout's root.
+pub(crate) fn sweep_command(name: &str, quick: bool) -> String {
+    format!(
+        "connlab sweep experiments/{name}.toml{} --out results/{name}",
+        if quick { " --quick" } else { "" }
+    )
+}
+
+/// The "To run it again" commands block of experiment `name`.
+pub(crate) fn rerun_blocks(name: &str, quick: bool) -> Vec<crate::export::Block> {
+    vec![
+        crate::export::Block::Heading("Commands".into()),
+        crate::export::Block::Commands {
+            label: Some("To run it again (or resume it), from the checkout".into()),
+            lines: vec![(None, sweep_command(name, quick))],
+        },
+    ]
+}
+
+/// A recorded command line as a user would type it, without the machine's
+/// paths: a program given by its path is called by its name (`connlab`
+/// for any build of it), and a path inside the results directory of
+/// experiment `name` starts at `results/NAME`.
+pub(crate) fn user_command(line: &str, name: &str) -> String {
+    let marker = format!("/{name}/");
+    line.split(' ')
+        .enumerate()
+        .map(|(i, word)| {
+            if i == 0 && word.contains('/') {
+                let program = word.rsplit('/').next().unwrap_or(word);
+                return if program.starts_with("connlab") {
+                    "connlab".to_string()
+                } else {
+                    program.to_string()
+                };
+            }
+            match word.find(&marker) {
+                Some(at) if word.starts_with('/') => {
+                    format!("results/{name}/{}", &word[at + marker.len()..])
+                }
+                _ => word.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod command_tests {
+    use super::*;
+
+    #[test]
+    fn commands_lose_the_machines_paths() {
+        assert_eq!(
+            user_command(
+                "/work/bin18/connlab-final serve --stats /work/main/results/issue18b/p-x/logs/a/s.json",
+                "p-x"
+            ),
+            "connlab serve --stats results/p-x/logs/a/s.json"
+        );
+        assert_eq!(
+            user_command("/usr/sbin/nginx -c /w/r/p-x/n.conf -p /tmp/t", "p-x"),
+            "nginx -c results/p-x/n.conf -p /tmp/t"
+        );
+        assert_eq!(
+            sweep_command("locality-table3", true),
+            "connlab sweep experiments/locality-table3.toml --quick --out results/locality-table3"
+        );
     }
 }

@@ -143,8 +143,9 @@ pub fn metric_name(metric: Metric) -> &'static str {
 }
 
 /// The unit a metric's first statistic prints in, and its size in the
-/// stored unit: the locality paper gives latency in ms (stored in µs), send
-/// deviation in µs. See [`stat_unit`] for the others.
+/// stored unit: times in µs (as stored, and as the plots draw them, though
+/// the locality paper gives latency in ms). See [`stat_unit`] for the
+/// others.
 pub fn unit(metric: Metric) -> (&'static str, f64) {
     stat_unit(metric, 0)
 }
@@ -153,8 +154,10 @@ pub fn unit(metric: Metric) -> (&'static str, f64) {
 /// stored unit (µs for times; CPU shares, req/s and Mbit/s as stored).
 pub fn stat_unit(metric: Metric, k: usize) -> (&'static str, f64) {
     match (metric, k) {
-        (Metric::ServiceLatency, _) => ("ms", 1000.0),
-        (Metric::SendDeviation | Metric::PollCall | Metric::Cycle, _) => ("µs", 1.0),
+        // Times are in µs everywhere on a page, as in its plots.
+        (Metric::ServiceLatency | Metric::SendDeviation | Metric::PollCall | Metric::Cycle, _) => {
+            ("µs", 1.0)
+        }
         (Metric::SendShares, 2) => ("sends", 1.0),
         (Metric::SendShares, _) => ("share", 1.0),
         (Metric::BackendCpu, _) | (Metric::GatewayCpu, 1) => ("CPUs", 1.0),

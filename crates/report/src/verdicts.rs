@@ -133,9 +133,10 @@ fn table_row(table: &str, what: &str, cells: &[&Cell]) -> ClaimRow {
     }
 }
 
-/// A claim as one index row: the range of the paper's numbers and of ours
-/// over its comparisons, and its overall verdict.
-fn claim_row(c: &ClaimResult) -> ClaimRow {
+/// A claim's figures over its comparisons: the paper's numbers (`shape
+/// only` without any), the range of ours and the range of their
+/// intervals (`None` when they add nothing to ours).
+pub(crate) fn claim_figures(c: &ClaimResult) -> (String, String, Option<String>) {
     let span = |values: Vec<f64>| -> Option<(f64, f64)> {
         let lo = values.iter().copied().reduce(f64::min)?;
         let hi = values.iter().copied().reduce(f64::max)?;
@@ -171,12 +172,24 @@ fn claim_row(c: &ClaimResult) -> ClaimRow {
             .flat_map(|(a, b)| [a, b])
             .collect(),
     );
-    let ours = match (ours, spread) {
-        (Some((lo, hi)), Some((slo, shi))) if (slo, shi) != (lo, hi) => {
-            format!("{} [spread {}]", both(lo, hi), both(slo, shi))
-        }
-        (Some((lo, hi)), _) => both(lo, hi),
-        (None, _) => "—".into(),
+    let interval = match (ours, spread) {
+        (Some(o), Some(s)) if s != o => Some(both(s.0, s.1)),
+        _ => None,
+    };
+    (
+        paper,
+        ours.map_or("—".into(), |(lo, hi)| both(lo, hi)),
+        interval,
+    )
+}
+
+/// A claim as one index row: the range of the paper's numbers and of ours
+/// over its comparisons, and its overall verdict.
+fn claim_row(c: &ClaimResult) -> ClaimRow {
+    let (paper, ours, interval) = claim_figures(c);
+    let ours = match interval {
+        Some(i) => format!("{ours} [spread {i}]"),
+        None => ours,
     };
     let mut reason = String::new();
     if !c.expect.is_empty() {
@@ -304,7 +317,7 @@ fn pipeline_rows(sweep: &PipelineSweep) -> Vec<ClaimRow> {
 /// A single-IP sweep's rows: one per claim, judged by the single-IP kind's
 /// own checks across the valid repetitions' spread (the paper's values
 /// stand in its report).
-fn singleip_rows(sweep: &SingleIpSweep) -> Vec<ClaimRow> {
+pub(crate) fn singleip_rows(sweep: &SingleIpSweep) -> Vec<ClaimRow> {
     sweep
         .experiment
         .paper

@@ -210,7 +210,9 @@ struct Bound<'a, R: ?Sized> {
 
 impl<R: Report + ?Sized> Source for Bound<'_, R> {
     fn page(&self) -> Result<Page, ReportError> {
-        self.report.page(self.format)
+        let mut page = self.report.page(self.format)?;
+        page.drop_empty_columns();
+        Ok(page)
     }
 
     fn rows(&self) -> Result<Rows, ReportError> {
@@ -294,6 +296,31 @@ pub(crate) enum Block {
     },
     /// Ids of the points not measured yet (nothing when there are none).
     Missing(Vec<String>),
+    /// Blocks folded under a summary line: `<details>` in HTML and in
+    /// Markdown (which GitHub folds too).
+    Details {
+        /// The line shown while folded.
+        summary: String,
+        /// What unfolds.
+        blocks: Vec<Block>,
+    },
+}
+
+impl Page {
+    /// Leaves out every table column that says nothing: `—`, `-` or
+    /// nothing in every row (see [`Table::drop_empty_columns`]).
+    pub(crate) fn drop_empty_columns(&mut self) {
+        fn each(blocks: &mut [Block]) {
+            for b in blocks {
+                match b {
+                    Block::Table(t) => t.drop_empty_columns(),
+                    Block::Details { blocks, .. } => each(blocks),
+                    _ => {}
+                }
+            }
+        }
+        each(&mut self.blocks);
+    }
 }
 
 /// A table of text cells.
@@ -336,7 +363,67 @@ pub(crate) struct Group {
     pub(crate) columns: Vec<String>,
 }
 
+impl Cell {
+    /// Whether the cell says nothing: no text but `—`, `-` or blanks, and
+    /// nothing under or around it.
+    pub(crate) fn is_blank(&self) -> bool {
+        matches!(self.text.trim(), "" | "—" | "-" | "–")
+            && self.spread.is_none()
+            && self.small.is_none()
+            && self.link.is_none()
+    }
+}
+
 impl Table {
+    /// Leaves out the columns whose every row [is blank](Cell::is_blank)
+    /// (a table without rows keeps its columns): from the head or its
+    /// group (a group left without columns goes), keeping `labels`,
+    /// `text_columns` and `html_skip` on the same columns.
+    pub(crate) fn drop_empty_columns(&mut self) {
+        if self.rows.is_empty() {
+            return;
+        }
+        let width = self.head.len() + self.groups.iter().map(|g| g.columns.len()).sum::<usize>();
+        let blank: Vec<bool> = (0..width)
+            .map(|i| {
+                self.rows
+                    .iter()
+                    .all(|r| r.get(i).is_none_or(Cell::is_blank))
+            })
+            .collect();
+        if !blank.contains(&true) {
+            return;
+        }
+        let kept_before = |i: usize| (0..i.min(width)).filter(|j| !blank[*j]).count();
+        self.labels = kept_before(self.html_skip + self.labels) - kept_before(self.html_skip);
+        self.html_skip = kept_before(self.html_skip);
+        self.text_columns = self
+            .text_columns
+            .iter()
+            .filter(|i| !blank.get(**i).copied().unwrap_or(false))
+            .map(|i| kept_before(*i))
+            .collect();
+        let mut i = 0;
+        self.head.retain(|_| {
+            i += 1;
+            !blank[i - 1]
+        });
+        for g in &mut self.groups {
+            g.columns.retain(|_| {
+                i += 1;
+                !blank[i - 1]
+            });
+        }
+        self.groups.retain(|g| !g.columns.is_empty());
+        for r in &mut self.rows {
+            let mut i = 0;
+            r.retain(|_| {
+                i += 1;
+                !blank.get(i - 1).copied().unwrap_or(false)
+            });
+        }
+    }
+
     /// Every column heading as Markdown prints it: the head, then each
     /// group's columns as `group: column`.
     pub(crate) fn flat_head(&self) -> Vec<String> {

@@ -562,16 +562,24 @@ impl Report for Loadgen<'_> {
     fn page(&self, _: Format) -> Result<Page, ReportError> {
         let dir = self.dir;
         let e = &dir.info.experiment;
-        let mut blocks = vec![
-            Block::Facts {
-                id: None,
-                facts: facts(dir),
-            },
-            Block::Note(SPREAD_NOTE.into()),
-        ];
-        for t in tables(dir) {
+        let mut blocks = Vec::new();
+        for (i, t) in tables(dir).into_iter().enumerate() {
             let (head, rows) = table_cells(&t);
-            blocks.push(Block::Heading(t.title.clone()));
+            if i == 0 {
+                // The first table is the answer: it goes up, in brief,
+                // before the sweep's facts and the other tables.
+                blocks.extend(crate::brief::section(
+                    vec![Block::Subheading {
+                        title: t.title.clone(),
+                        link: None,
+                    }],
+                    &[],
+                    "claim",
+                    None,
+                ));
+            } else {
+                blocks.push(Block::Heading(t.title.clone()));
+            }
             blocks.push(Block::Note(t.note.clone()));
             blocks.push(Block::Table(export::Table {
                 head,
@@ -587,6 +595,14 @@ impl Report for Loadgen<'_> {
                 }),
                 ..export::Table::default()
             }));
+            if i == 0 {
+                blocks.push(Block::Note(SPREAD_NOTE.into()));
+                blocks.push(Block::Heading("The sweep".into()));
+                blocks.push(Block::Facts {
+                    id: None,
+                    facts: facts(dir),
+                });
+            }
         }
         let validity = crate::validity::Summary::of(
             dir.points
@@ -595,12 +611,15 @@ impl Report for Loadgen<'_> {
         );
         let tail = "every table leaves them out";
         blocks.extend(crate::validity::blocks_for(&validity, None, tail));
+        blocks.extend(summary::rerun_blocks(&e.name, dir.info.quick));
         let cmds = commands(dir);
         if !cmds.is_empty() {
-            blocks.push(Block::Heading("Commands (first point)".into()));
             blocks.push(Block::Commands {
-                label: None,
-                lines: cmds.into_iter().map(|c| (None, c)).collect(),
+                label: Some("What the first point ran".into()),
+                lines: cmds
+                    .into_iter()
+                    .map(|c| (None, summary::user_command(&c, &e.name)))
+                    .collect(),
             });
         }
         blocks.push(Block::Missing(missing(dir)));

@@ -5,9 +5,9 @@
 
 pub(crate) mod rows;
 
-use crate::brief::{brief_columns, brief_engines, brief_of};
+use crate::brief::{brief_columns, brief_engines, brief_of, Headline};
 use crate::claims::{ClaimResult, Verdict};
-use crate::export::{Block, Cell, Claim, Group, Item, List, Page, Table, Tone, Verdicts};
+use crate::export::{Block, Cell, Claim, Group, Page, Table, Tone, Verdicts};
 use crate::table::{metric_name, stat_names, stat_unit};
 use crate::{
     claim_spread, distinct, environment, figures, in_unit, metric_heading, metric_units, num_sig,
@@ -46,7 +46,23 @@ ul.warnings li{margin:.2rem 0}
 /// where it carries the detail.
 pub(crate) fn page(m: &Model, format: Format) -> Result<Page, ReportError> {
     let exp = &m.dir.experiment;
-    let mut blocks = intro(m);
+    let mut figures = if format.figures() {
+        figure_blocks(m)?
+    } else {
+        Vec::new()
+    };
+    // The first plot is the key one: it goes up with the verdicts.
+    let key = (!figures.is_empty()).then(|| figures.remove(0));
+    let mut lead = Vec::new();
+    if m.dir.points.is_empty() {
+        lead.push(Block::Note(format!(
+            "No points finished yet ({} planned).",
+            m.dir.info.points_total
+        )));
+    }
+    let headlines: Vec<Headline> = m.claims.iter().map(Headline::of_claim).collect();
+    let mut blocks = crate::brief::section(lead, &headlines, "claim", key);
+    blocks.extend(intro(m));
     blocks.extend(paper_table(m));
     blocks.extend(derived(m));
     blocks.extend(claims(m));
@@ -57,8 +73,16 @@ pub(crate) fn page(m: &Model, format: Format) -> Result<Page, ReportError> {
     ));
     blocks.extend(projection::blocks(m.dir, &m.table));
     if format.figures() {
-        blocks.extend(plots(m)?);
+        blocks.push(Block::Heading("Plots".into()));
+        if figures.is_empty() {
+            blocks.push(Block::Note(
+                "No further plot: each plot needs at least two values along its axis.".into(),
+            ));
+        }
+        blocks.extend(figures);
     }
+    blocks.extend(warnings_list(m));
+    blocks.extend(crate::summary::rerun_blocks(&exp.name, m.dir.info.quick));
     blocks.push(Block::Heading("Environment".into()));
     blocks.push(Block::Facts {
         id: Some("environment"),
@@ -67,7 +91,6 @@ pub(crate) fn page(m: &Model, format: Format) -> Result<Page, ReportError> {
             .map(|(k, v)| (k.to_string(), v))
             .collect(),
     });
-    blocks.extend(warnings_list(m));
     if format.detail() {
         blocks.extend(points(m));
     }
@@ -137,25 +160,19 @@ fn metric_whose(metric: Metric) -> &'static str {
     }
 }
 
-/// The note when nothing finished, and the brief table: one row per
+/// The brief table: one row per
 /// engine, a column group per claim label (paper | ours | ours/paper,
 /// ours judged by the engine's verdict), at most three claims side by side
 /// so a table fits a laptop's width.
 fn intro(m: &Model) -> Vec<Block> {
     let mut blocks = Vec::new();
-    if m.dir.points.is_empty() {
-        blocks.push(Block::Note(format!(
-            "No points finished yet ({} planned).",
-            m.dir.info.points_total
-        )));
-    }
     let columns = brief_columns(&m.claims);
     let engines = brief_engines(&columns, &m.table.engines);
     if columns.is_empty() || engines.is_empty() {
         return blocks;
     }
     blocks.push(Block::Heading(
-        "The paper's numbers beside ours, in brief".into(),
+        "The paper's numbers beside ours, per configuration".into(),
     ));
     for (i, chunk) in columns.chunks(3).enumerate() {
         let groups = chunk
@@ -400,41 +417,21 @@ fn check_cells(c: &ClaimResult, k: &crate::claims::ClaimCheck) -> Vec<Cell> {
     ]
 }
 
-/// The plots, or why there are none.
-fn plots(m: &Model) -> Result<Vec<Block>, ReportError> {
-    let mut blocks = vec![Block::Heading("Plots".into())];
-    for (id, caption, svg) in figures::plots(m.dir, &m.table)? {
-        blocks.push(Block::Figure {
+/// The plots, each a figure.
+fn figure_blocks(m: &Model) -> Result<Vec<Block>, ReportError> {
+    Ok(figures::plots(m.dir, &m.table)?
+        .into_iter()
+        .map(|(id, caption, svg)| Block::Figure {
             id: Some(format!("plot-{id}")),
             svg,
             caption,
-        });
-    }
-    if blocks.len() == 1 {
-        blocks.push(Block::Note(
-            "Nothing to plot: each plot needs at least two values along its axis.".into(),
-        ));
-    }
-    Ok(blocks)
+        })
+        .collect())
 }
 
-/// Every warning with the points that raised it.
+/// Every warning with the points that raised it, grouped by kind.
 fn warnings_list(m: &Model) -> Vec<Block> {
-    vec![
-        Block::Heading("Warnings".into()),
-        Block::List(List {
-            id: Some("warnings"),
-            class: Some("warnings"),
-            items: warnings(m.dir)
-                .into_iter()
-                .map(|(w, ids)| Item {
-                    text: w,
-                    small: Some(format!("({}: {})", ids.len(), ids.join(", "))),
-                })
-                .collect(),
-            empty: Some("none"),
-        }),
-    ]
+    crate::tally::blocks(warnings(m.dir), "points")
 }
 
 /// Every point, folded.

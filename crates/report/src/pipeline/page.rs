@@ -1,9 +1,11 @@
-//! The page of a pipeline sweep: the summary, the claims, the line alone,
+//! The page of a pipeline sweep: in brief (the verdicts and the key plot),
+//! the summary, the claims, the line alone,
 //! the paper's tables beside ours, the plots (where the format carries
 //! figures), the validity, and with the detail every projection and the
 //! per-layer costs.
 
 use super::*;
+use crate::brief::Headline;
 use crate::export::{Block, Item, List, Page, Table};
 use crate::plots::{self, Series};
 
@@ -118,10 +120,39 @@ fn verdict_cell(v: &Verdict, detail: &str) -> Cell {
 /// The page in `format`.
 pub(super) fn page(sweep: &PipelineSweep, format: Format) -> Result<Page, ReportError> {
     let exp = &sweep.experiment;
-    let mut blocks = vec![Block::Facts {
+    let mut plots: Vec<Block> = if format.figures() {
+        plots_of(sweep)?
+            .into_iter()
+            .map(|(caption, svg)| Block::Figure {
+                id: None,
+                svg,
+                caption,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    // The first plot is the key one: it goes up with the verdicts.
+    let key = (!plots.is_empty()).then(|| plots.remove(0));
+    let headlines: Vec<Headline> = claim_rows(sweep)
+        .iter()
+        .map(|c| {
+            Headline::judged(
+                c.claim.source.clone(),
+                c.claim.text.clone(),
+                c.paper.detail.clone(),
+                c.measured.detail.clone(),
+                "—".into(),
+                &c.measured.verdict,
+            )
+        })
+        .collect();
+    let mut blocks = crate::brief::section(Vec::new(), &headlines, "claim", key);
+    blocks.push(Block::Heading("The sweep".into()));
+    blocks.push(Block::Facts {
         id: None,
         facts: summary_lines(sweep),
-    }];
+    });
     if let Some(p) = exp
         .paper
         .as_ref()
@@ -140,16 +171,9 @@ pub(super) fn page(sweep: &PipelineSweep, format: Format) -> Result<Page, Report
             blocks.extend(grid_blocks(grid(sweep, &g, size)));
         }
     }
-    if format.figures() {
-        let plots = plots_of(sweep)?;
-        if !plots.is_empty() {
-            blocks.push(Block::Heading("Plots".into()));
-            blocks.extend(plots.into_iter().map(|(caption, svg)| Block::Figure {
-                id: None,
-                svg,
-                caption,
-            }));
-        }
+    if !plots.is_empty() {
+        blocks.push(Block::Heading("Plots".into()));
+        blocks.extend(plots);
     }
     blocks.extend(crate::validity::blocks_with(
         &validity(sweep),
@@ -158,6 +182,7 @@ pub(super) fn page(sweep: &PipelineSweep, format: Format) -> Result<Page, Report
     if format.detail() {
         blocks.extend(projection_detail(sweep));
         blocks.extend(layer_costs(sweep));
+        blocks.extend(crate::summary::rerun_blocks(&exp.name, sweep.quick));
     }
     Ok(Page {
         title: exp.title.clone(),

@@ -10,10 +10,10 @@
 //! section), with the range (min–max) beside it when there is more than
 //! one.
 
+use crate::brief::Headline;
 use crate::{Format, ReportError};
 use connlab_lab::{
-    bytes_label, fmt_num, judge, median, ExpKind, SingleIpMetric, SingleIpRecord, SingleIpSweep,
-    System, Verdict,
+    bytes_label, fmt_num, median, ExpKind, SingleIpMetric, SingleIpRecord, SingleIpSweep, System,
 };
 use plotters::prelude::*;
 
@@ -22,7 +22,7 @@ mod rows;
 #[cfg(test)]
 mod tests;
 
-use crate::export::{self, Block, Cell, Group, Item, List, Page, Report, Table, Tone};
+use crate::export::{self, Block, Cell, Group, Page, Report, Table};
 use plots::*;
 
 /// Renders the report of a single-IP sweep.
@@ -45,12 +45,22 @@ impl Report for SingleIp<'_> {
     fn page(&self, format: Format) -> Result<Page, ReportError> {
         let (sweep, exp) = (self.sweep, &self.sweep.experiment);
         let detail = format.detail();
-        let mut blocks = Vec::new();
+        let mut table3 = table3(sweep, format)?;
+        // The round trips' CDF is the key plot: it goes up with the verdicts.
+        let key = table3
+            .iter()
+            .position(|b| matches!(b, Block::Figure { .. }))
+            .map(|i| table3.remove(i));
+        let headlines: Vec<Headline> = crate::verdicts::singleip_rows(sweep)
+            .iter()
+            .map(Headline::of_row)
+            .collect();
+        let mut blocks = crate::brief::section(Vec::new(), &headlines, "claim", key);
         if detail {
+            blocks.push(Block::Heading("The sweep".into()));
             blocks.push(Block::Note(intro(sweep)));
         }
-        blocks.extend(table3(sweep, format)?);
-        blocks.extend(claims(sweep));
+        blocks.extend(table3);
         if detail {
             blocks.extend(paper_values(sweep));
         }
@@ -61,6 +71,7 @@ impl Report for SingleIp<'_> {
         if detail {
             blocks.extend(bandwidth(sweep, format)?);
             blocks.extend(contention(sweep, format)?);
+            blocks.extend(crate::summary::rerun_blocks(&exp.name, sweep.info.quick));
             blocks.extend(environment(sweep));
         }
         Ok(Page {
@@ -97,7 +108,7 @@ h1{font-size:1.35rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px soli
 h3{font-size:1rem}
 table{border-collapse:collapse;margin:.6rem 0;font-size:.88rem}
 th,td{border:1px solid #ccc;padding:.25rem .45rem;text-align:right;vertical-align:top}
-th{background:#f3f3f3}td{white-space:nowrap}td.l,th.l,td.label,th.label{text-align:left;white-space:normal}
+th{background:#f3f3f3}td.l,th.l,td.label,th.label{text-align:left;white-space:normal}
 td.holds{background:#e3f4e3}td.fails{background:#f8e0e0}td.na{background:#eee}td.noisy{background:#fdf3d8}
 .note{font-size:.86rem;color:#444;max-width:950px}
 figure.plot{display:inline-block;vertical-align:top;margin:0 .5rem .5rem 0;width:520px;max-width:100%}
@@ -189,15 +200,6 @@ fn saps_nat(sweep: &SingleIpSweep, m: SingleIpMetric) -> (Option<f64>, Option<f6
         _ => None,
     };
     (paper, ours)
-}
-
-fn verdict_class(v: &Verdict) -> &'static str {
-    match v {
-        Verdict::Holds => "holds",
-        Verdict::DoesNotHold { .. } => "fails",
-        Verdict::CannotJudge(_) => "noisy",
-        Verdict::CannotMeasure(_) | Verdict::NotJudged => "na",
-    }
 }
 
 /// What the figures are and what should carry over.
@@ -303,37 +305,6 @@ fn figure(svg: String) -> Block {
         svg,
         caption: String::new(),
     }
-}
-
-/// The paper's claims, each with its verdict and what it compared.
-fn claims(sweep: &SingleIpSweep) -> Vec<Block> {
-    let rows = sweep
-        .experiment
-        .paper
-        .claims
-        .iter()
-        .map(|c| {
-            let v = judge(sweep, &c.check);
-            vec![
-                Cell::from(c.source.as_str()),
-                Cell::from(c.claim.as_str()),
-                Cell::from(c.paper.as_deref().unwrap_or("")),
-                Cell::from(v.verdict.word()).tone(Tone::Verdict(verdict_class(&v.verdict))),
-                Cell::from(v.detail),
-            ]
-        })
-        .collect();
-    vec![
-        Block::Heading("The paper's claims".into()),
-        Block::Table(Table {
-            head: ["source", "claim", "paper", "verdict", "what we compared"]
-                .map(String::from)
-                .to_vec(),
-            rows,
-            labels: 5,
-            ..Table::default()
-        }),
-    ]
 }
 
 /// Every number the paper gives, ours beside it.
@@ -750,18 +721,17 @@ fn environment(sweep: &SingleIpSweep) -> Vec<Block> {
             facts: facts.map(|(k, v)| (k.to_string(), v)).to_vec(),
         },
     ];
-    let warnings: Vec<Item> = sweep
-        .points
-        .iter()
-        .flat_map(|r| r.warnings.iter().map(move |w| format!("{}: {w}", r.id)))
-        .map(Item::from)
-        .collect();
+    let mut warnings: Vec<(String, Vec<String>)> = Vec::new();
+    for r in &sweep.points {
+        for w in &r.warnings {
+            match warnings.iter_mut().find(|(t, _)| t == w) {
+                Some((_, ids)) => ids.push(r.id.clone()),
+                None => warnings.push((w.clone(), vec![r.id.clone()])),
+            }
+        }
+    }
     if !warnings.is_empty() {
-        blocks.push(Block::Heading("Warnings".into()));
-        blocks.push(Block::List(List {
-            items: warnings,
-            ..List::default()
-        }));
+        blocks.extend(crate::tally::blocks(warnings, "points"));
     }
     let missing = sweep.info.points_total.saturating_sub(sweep.points.len());
     if missing > 0 {

@@ -5,7 +5,7 @@ use super::*;
 use connlab_lab::validity::{Gate, Validity};
 use connlab_lab::{
     summarise_rtt, LinkInfo, PlacementInfo, SingleIpPoint, SingleIpRecord, SingleIpSweepInfo,
-    SINGLEIP_POINT_SCHEMA, SINGLEIP_SWEEP_SCHEMA,
+    Verdict, SINGLEIP_POINT_SCHEMA, SINGLEIP_SWEEP_SCHEMA,
 };
 use std::path::{Path, PathBuf};
 
@@ -187,5 +187,7 @@ fn a_claim_whose_system_has_no_valid_point_cannot_be_judged() {
     );
     let sweep = SingleIpSweep::open(f.path()).unwrap();
     let html = render_singleip(&sweep, Format::HTML).unwrap();
-    assert!(html.contains("<td class=\"label noisy\">cannot be judged here</td>"));
+    assert!(html.contains(
+        "<td class=\"label noisy\">cannot be judged here<br><small>no valid point of nat"
+    ));
 }

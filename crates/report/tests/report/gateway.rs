@@ -134,17 +134,17 @@ fn gateway_report_shows_the_paper_beside_ours() {
         "proxy: {brief}"
     );
     assert!(
-        brief.contains("<td class=\"paper nowrap\">+20 ms</td>"),
+        brief.contains("<td class=\"paper nowrap\">+20,000 µs</td>"),
         "{brief}"
     );
     // Paired by round, nat adds the same 50 µs in every repetition.
     assert!(
-        brief.contains("<td class=\"nowrap holds\">+0.05 ms</td>"),
+        brief.contains("<td class=\"nowrap holds\">+50 µs</td>"),
         "{brief}"
     );
     // The main table's unit, and the claims with the rows they compare.
     assert!(html.contains("Figure 2: backend CPU (CPUs), paper beside ours"));
-    assert!(html.contains("peak over every row, rows with mean response time ≤ 10 ms: nat at 8,000 req/s, direct at 4,000 req/s"));
+    assert!(html.contains("peak over every row, rows with mean response time ≤ 10,000 µs: nat at 8,000 req/s, direct at 4,000 req/s"));
     assert!(html.contains("<td class=\"label\">nat − direct</td>"));
     assert!(html.contains(
         "holds if the interval and the A/A noise around the median are between 40 % and 60 %"
@@ -265,7 +265,7 @@ fn shipped_gateway_files_render_the_paper_beside_ours() {
     for engine in ["nat", "proxy", "haproxy"] {
         assert!(brief.contains(&format!("<td class=\"label\">{engine}</td>")));
     }
-    assert!(brief.contains("46–47 %") && brief.contains("1.9×") && brief.contains("+20 ms"));
+    assert!(brief.contains("46–47 %") && brief.contains("1.9×") && brief.contains("+20,000 µs"));
     assert!(brief.contains("<td class=\"nowrap holds\">50 %"), "{brief}");
     assert!(brief.contains("<td class=\"nowrap holds\">2.0×"), "{brief}");
     assert!(

@@ -12,18 +12,20 @@ fn html_puts_the_paper_beside_ours_with_verdicts() {
         Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-fixture.html"),
         &html,
     );
-    // Paper select mean at 400 conns, 125 req/s: 1.13 ms; ours the median of
-    // 280 and 308 µs = 0.294 ms; ours/paper 0.26x; the spread below it.
+    // Paper select mean at 400 conns, 125 req/s: 1.13 ms = 1,130 µs; ours
+    // the median of 280 and 308 µs = 294 µs; ours/paper 0.26x; the spread
+    // below it. One time unit on the page: µs, as in the plots.
     assert!(
-        html.contains("<td class=\"paper\">1.13</td>"),
+        html.contains("<td class=\"paper\">1,130</td>"),
         "paper value"
     );
     assert!(
-        html.contains("0.294<span class=\"spread\">0.280–0.308</span>"),
+        html.contains("294<span class=\"spread\">280–308</span>"),
         "ours, median and spread"
     );
     assert!(html.contains("0.26×"), "ours / paper");
-    assert!(html.contains("service latency (ms)"), "unit stated");
+    assert!(html.contains("service latency (µs)"), "unit stated");
+    assert!(!html.contains("(ms)"), "no second time unit");
     // Claims: the shape from the paper's cells (5,650 / 1,130 = 5.0x).
     assert!(html.contains("400 → 2,000 conns at ratio 1 · 125 req/s"));
     assert!(html.contains("<td class=\"paper nowrap\">5.0×</td>"));

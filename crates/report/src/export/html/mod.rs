@@ -8,6 +8,21 @@ use std::fmt::Write as _;
 /// The HTML format: the whole page, figures and detail included.
 pub(crate) struct Html;
 
+/// What every page's own style builds on: a page as wide as a 1,400 px
+/// screen allows, and tables that wrap their cells and, when still too
+/// wide, scroll inside their own box instead of being cut at the edge.
+pub(crate) const BASE_STYLE: &str = "
+body{max-width:min(1320px,calc(100vw - 2rem))!important;box-sizing:border-box}
+div.scroll{overflow-x:auto;max-width:100%}
+div.scroll>table{max-width:none}
+td,th{overflow-wrap:break-word}
+details{margin:.4rem 0}details>summary{cursor:pointer}
+details>details,details>ul{margin-left:1rem}
+td.holds{color:#17652a;font-weight:600}td.fails{color:#a31515;font-weight:600}
+td.noisy,td.unmeasurable,td.unjudged{color:#6b5900}td.decided{font-weight:600}
+table.verdicts td{text-align:left}
+";
+
 /// ` id="…"` or nothing.
 fn id_attr(id: Option<&str>) -> String {
     id.map(|i| format!(" id=\"{}\"", attr(i)))
@@ -31,7 +46,7 @@ impl Html {
         let mut h = String::new();
         let _ = write!(
             h,
-            "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n{}<title>{t}</title>\n<style>{style}</style>\n</head>\n<body>\n<h1>{t}</h1>\n",
+            "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n{}<title>{t}</title>\n<style>{BASE_STYLE}{style}</style>\n</head>\n<body>\n<h1>{t}</h1>\n",
             if viewport {
                 "<meta name=\"viewport\" content=\"width=device-width\">\n"
             } else {
@@ -290,6 +305,13 @@ impl Html {
                         esc(&ids.join(", "))
                     );
                 }
+            }
+            Block::Details { summary, blocks } => {
+                let _ = writeln!(h, "<details>\n<summary>{}</summary>", esc(summary));
+                for b in blocks {
+                    Self::block(h, b);
+                }
+                h.push_str("</details>\n");
             }
         }
     }

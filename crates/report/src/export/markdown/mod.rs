@@ -138,6 +138,13 @@ impl Markdown {
                     let _ = writeln!(m, "\nNot measured yet: {}", ids.join(", "));
                 }
             }
+            Block::Details { summary, blocks } => {
+                let _ = writeln!(m, "\n<details>\n<summary>{summary}</summary>\n");
+                for b in blocks {
+                    Self::block(m, b);
+                }
+                m.push_str("\n</details>\n");
+            }
         }
     }
 }
