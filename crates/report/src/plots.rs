@@ -97,11 +97,13 @@ pub(crate) fn plot_err<E: std::fmt::Debug>(e: E) -> ReportError {
 pub(crate) const WIDTH: u32 = 960;
 /// The line plots' height.
 const HEIGHT: u32 = 500;
-/// Font sizes: title, axis descriptions, tick labels and legend, notes.
-pub(crate) const TITLE_FONT: u32 = 18;
-pub(crate) const DESC_FONT: u32 = 14;
-pub(crate) const LABEL_FONT: u32 = 13;
-pub(crate) const NOTE_FONT: u32 = 12;
+/// Font sizes as plotters takes them: title, axis descriptions, tick
+/// labels and legend, notes. Its SVG backend writes `size / 1.24` px, so
+/// 15 is the least that gives 12 px (the notes: 12.1 px; labels 12.9).
+pub(crate) const TITLE_FONT: u32 = 22;
+pub(crate) const DESC_FONT: u32 = 17;
+pub(crate) const LABEL_FONT: u32 = 16;
+pub(crate) const NOTE_FONT: u32 = 15;
 
 /// The SVG as a page shows it: as wide as the text column, scaled with
 /// it (the exported file keeps its own size: see [`crate::figures_of`]).
@@ -776,7 +778,12 @@ impl<'a> Frame<'a> {
             let group = twin_of.iter().filter(|x| **x == Some(*t)).count() + 1;
             let k = twin_of[..=i].iter().filter(|x| **x == Some(*t)).count();
             let on = DASH.0;
-            entries[i].dash = Some(((on, on * (group as f64 - 1.0)), on * (k as f64 - 1.0)));
+            // Past the first line's own dash, if it has one.
+            let first = if entries[*t].dash.is_some() { on } else { 0.0 };
+            entries[i].dash = Some((
+                (on, on * (group as f64 - 1.0)),
+                first + on * (k as f64 - 1.0),
+            ));
         }
         let widest = entries
             .iter()
@@ -1045,7 +1052,7 @@ fn legend(
     markers: bool,
     dots: bool,
 ) -> Result<(), ReportError> {
-    let line_h = 18;
+    let line_h = 19;
     let left = frame.plot_width() as i32 + 4;
     let right = WIDTH as i32 - 8;
     let top = 44;
@@ -1086,7 +1093,7 @@ fn legend(
                     .color(&RGBColor(60, 60, 60)),
             ))
             .map_err(plot_err)?;
-            y += 16;
+            y += 17;
         }
     }
     Ok(())
@@ -1208,5 +1215,42 @@ mod tests {
         assert!(x >= 3 && y >= 2, "{x} {y}: {svg}");
         assert!(svg.contains("10,000"), "{svg}");
         assert!(!svg.contains("4000.0"), "{svg}");
+    }
+
+    #[test]
+    fn identical_lines_are_named_and_drawn_over_each_other() {
+        let a = Line {
+            name: "layer-parallel projected".into(),
+            colour_key: "layer-parallel".into(),
+            points: vec![(1.0, 780.0), (5.0, 770.0)],
+            kind: Kind::Projected,
+            ..Line::default()
+        };
+        let b = Line {
+            name: "run-to-completion projected".into(),
+            colour_key: "run-to-completion".into(),
+            ..a.clone()
+        };
+        let paper = Line {
+            name: "paper".into(),
+            colour_key: "paper".into(),
+            points: vec![(1.0, 33.0), (5.0, 29.0)],
+            kind: Kind::Paper,
+            ..Line::default()
+        };
+        let lines = [a, b, paper];
+        assert!(paper_far_apart(&lines));
+        let svg = linear_lines("t", "layers", "Mbit/s", &lines, None, true).unwrap();
+        assert!(svg.contains("drawn dashed over it"), "{svg}");
+        let frame = Frame::of(&lines, &[]);
+        assert!(frame.entries[1]
+            .text
+            .join(" ")
+            .contains("the same values as layer-parallel projected"));
+        let (first, second) = (frame.entries[0].dash, frame.entries[1].dash);
+        assert_ne!(
+            first, second,
+            "the second line's dashes fall in the first's gaps"
+        );
     }
 }
