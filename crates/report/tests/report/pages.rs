@@ -365,3 +365,18 @@ pub(crate) fn every_page() -> Vec<(&'static str, String)> {
         ("soak", render_soak(&soak(), Format::HTML).unwrap()),
     ]
 }
+
+/// Writes every page kind as `KIND.html` into `$CONNLAB_PAGES_DIR` when it
+/// is set (scripts/check_pages.sh measures them in a browser); does
+/// nothing otherwise.
+#[test]
+fn write_every_page_where_asked() {
+    let Some(dir) = std::env::var_os("CONNLAB_PAGES_DIR") else {
+        return;
+    };
+    let dir = PathBuf::from(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (kind, html) in every_page() {
+        std::fs::write(dir.join(format!("{kind}.html")), html).unwrap();
+    }
+}
