@@ -1,7 +1,7 @@
 //! The report's plots: our medians with the spread over repetitions as
 //! bars, and the paper's cells on the same axes (dashed, hollow markers).
 
-use crate::plots::{self, Line, Series};
+use crate::plots::{self, Kind, Line, Series};
 use crate::table::{
     cell_matches, grouped, rate_text, ratio_of, ratio_text, server_stat, PaperTable, Spread,
 };
@@ -272,6 +272,9 @@ fn parameter_plots(
             if lines.is_empty() {
                 continue;
             }
+            let projected = projected_lines(dir, t, along, value, &lines);
+            let projected_lines = projected.len();
+            lines.extend(projected);
             let paper = paper_lines(dir, t, along, value, rep);
             let paper_lines = paper.len();
             lines.extend(paper);
@@ -286,10 +289,15 @@ fn parameter_plots(
             out.push((
                 id,
                 format!(
-                    "{} against {x_desc}, one line per engine, {group}: the median over repetitions, bars from the lowest to the highest repetition{}; both axes logarithmic.",
+                    "{} against {x_desc}, one line per engine, {group}: the median over repetitions, bars from the lowest to the highest repetition{}{}; both axes logarithmic.",
                     capitalised(value.name),
                     if paper_lines > 0 {
-                        "; dashed lines with hollow markers are the paper's values"
+                        "; dotted lines with diamonds outlined in black are the paper's values"
+                    } else {
+                        ""
+                    },
+                    if projected_lines > 0 {
+                        "; dashed lines with hollow circles are our medians projected to the paper's setting by the least-squares line of the projection table (ours extended, not measured)"
                     } else {
                         ""
                     }
@@ -299,6 +307,54 @@ fn parameter_plots(
         }
     }
     Ok(())
+}
+
+/// Our lines extended to the paper's setting where the experiment asks
+/// for a projection along this parameter of this statistic: from the last
+/// measured median to the projected value, per engine whose fit supports
+/// one (the rule of [`crate::projection::project`]).
+fn projected_lines(
+    dir: &SweepDir,
+    t: &PaperTable,
+    along: &Along,
+    value: &Value,
+    ours: &[Line],
+) -> Vec<Line> {
+    let Some(spec) = crate::projection::spec(dir) else {
+        return Vec::new();
+    };
+    let vary = match along.kind {
+        "connections" => connlab_lab::Vary::Connections,
+        "ratio" => connlab_lab::Vary::ActiveRatio,
+        _ => connlab_lab::Vary::Rate,
+    };
+    if spec.along != vary || value.paper != Some((t.metric, 0)) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for line in ours {
+        let Some(last) = line.points.last() else {
+            continue;
+        };
+        let mut points = vec![*last];
+        for &target in spec.to.iter().filter(|x| **x > last.0) {
+            if let (Ok(v), _) = crate::projection::project(&line.points, target) {
+                if v > 0.0 {
+                    points.push((target, v));
+                }
+            }
+        }
+        if points.len() >= 2 {
+            out.push(Line {
+                name: format!("{} projected", line.name),
+                colour_key: line.colour_key.clone(),
+                points,
+                spread: Vec::new(),
+                kind: Kind::Projected,
+            });
+        }
+    }
+    out
 }
 
 /// `name` with its first letter in upper case.
@@ -360,7 +416,7 @@ fn paper_lines(
                 colour_key: e.clone(),
                 points: pts,
                 spread: Vec::new(),
-                paper: true,
+                kind: Kind::Paper,
             });
         }
     }
@@ -401,48 +457,27 @@ fn deviation_cdfs(dir: &SweepDir, t: &PaperTable, out: &mut Vec<Plot>) -> Result
             continue;
         }
         let title = format!("CDF of send deviation ({})", row.label);
+        let (series, clipped) = plots::bulk(series, 0.02, 0.98);
         let svg = plots::cdf(
             &title,
-            "send deviation from the ideal schedule (µs), 1st to 99th percentile",
+            "send deviation from the ideal schedule (µs)",
             "fraction of sends",
-            &central(series),
+            &series,
+            &clipped.legend_notes(),
         )?;
         let id = format!("cdf-{}", out.len());
         out.push((
             id,
             format!(
-                "Cumulative distribution of each send's deviation from the evenly spaced schedule with the same mean (section 5.2), {}, one line per engine{}.",
+                "Cumulative distribution of each send's deviation from the evenly spaced schedule with the same mean (section 5.2), {}, one line per engine{}.{}",
                 row.label,
-                pooling_text(pooled_reps, first_only)
+                pooling_text(pooled_reps, first_only),
+                clipped.sentence("µs", "sends")
             ),
             svg,
         ));
     }
     Ok(())
-}
-
-/// The central 98% of sends: a few outliers would squeeze the rest into
-/// one pixel column (the table gives the maximum).
-fn central(series: Vec<Series>) -> Vec<Series> {
-    let lo = series
-        .iter()
-        .filter_map(|s| s.points.iter().find(|p| p.1 >= 0.01).map(|p| p.0))
-        .fold(f64::INFINITY, f64::min);
-    let hi = series
-        .iter()
-        .filter_map(|s| s.points.iter().find(|p| p.1 >= 0.99).map(|p| p.0))
-        .fold(f64::NEG_INFINITY, f64::max);
-    series
-        .into_iter()
-        .map(|s| Series {
-            name: s.name,
-            points: s
-                .points
-                .into_iter()
-                .map(|(x, y)| (x.clamp(lo, hi), y))
-                .collect(),
-        })
-        .collect()
 }
 
 /// The gateway's limit (web engines named `config:N`): throughput, traffic
@@ -552,7 +587,7 @@ fn backend_count_plots(dir: &SweepDir) -> Result<Vec<Plot>, ReportError> {
                     colour_key: "paper".into(),
                     points: paper.clone(),
                     spread: Vec::new(),
-                    paper: true,
+                    kind: Kind::Paper,
                 });
             }
             let title = format!("{value_name} against backends ({})", rate_text(rate));

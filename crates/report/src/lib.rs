@@ -12,6 +12,7 @@ mod brief;
 mod claims;
 pub mod compare_run;
 mod export;
+mod figure_files;
 mod figures;
 mod index;
 mod loadgen;
@@ -33,6 +34,7 @@ pub use claims::{
     check_claims, derived_tables, noise, setting_text, ClaimCheck, ClaimResult, DerivedRow,
     DerivedTable, Noise, Quantity, Verdict,
 };
+pub use figure_files::{figures_of, write_figures, PageFigure};
 pub use index::{ClaimRow, Index, IndexExperiment, IndexPaper};
 pub use loadgen::render_loadgen;
 pub use peers::{render_peers, summarize as summarize_peers, PeerRow, Spread as PeersSpread};

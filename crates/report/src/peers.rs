@@ -878,15 +878,15 @@ fn dot_plot(title: &str, y_desc: &str, rows: &[&PeerRow]) -> Result<String, Repo
         // character at 12 px), so long contender names do not run into
         // each other; wider than the page is scaled down with the labels.
         let longest = names.iter().map(|s| s.chars().count()).max().unwrap_or(0) as u32;
-        let slot = (7 * longest + 16).max(110);
-        let width = (160 + slot * n as u32).clamp(480, 1300);
+        let slot = (8 * longest + 16).max(110);
+        let width = (160 + slot * n as u32).clamp(crate::plots::WIDTH, 1300);
         let root = SVGBackend::with_string(&mut svg, (width, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 17))
+            .caption(title, ("sans-serif", crate::plots::TITLE_FONT))
             .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(64)
+            .x_label_area_size(46)
+            .y_label_area_size(72)
             .build_cartesian_2d((0..n - 1).into_segmented(), 0.0..top)
             .map_err(plot_err)?;
         chart
@@ -902,8 +902,9 @@ fn dot_plot(title: &str, y_desc: &str, rows: &[&PeerRow]) -> Result<String, Repo
             .y_label_formatter(&|v| axis_number(*v))
             .x_desc("contender")
             .y_desc(y_desc)
-            .label_style(("sans-serif", 13))
-            .x_label_style(("sans-serif", 12))
+            .label_style(("sans-serif", crate::plots::LABEL_FONT))
+            .x_label_style(("sans-serif", crate::plots::LABEL_FONT))
+            .axis_desc_style(("sans-serif", crate::plots::DESC_FONT))
             .light_line_style(WHITE)
             .draw()
             .map_err(plot_err)?;
@@ -941,7 +942,7 @@ fn dot_plot(title: &str, y_desc: &str, rows: &[&PeerRow]) -> Result<String, Repo
             .map_err(plot_err)?;
         root.present().map_err(plot_err)?;
     }
-    Ok(svg)
+    Ok(crate::plots::full_width(svg))
 }
 
 #[cfg(test)]

@@ -289,34 +289,37 @@ fn comparison_notes(c: &Comparison) -> Vec<Block> {
 }
 
 /// The latency CDF of every row, if any row has one (the page's key
-/// plot).
+/// plot): clipped to the bulk (at most the 99.5th percentile, which the
+/// caption states with the tails left out).
 fn latency(page: &RunPage) -> Result<Option<Block>, ReportError> {
     let series: Vec<Series> = page
         .rows
         .iter()
-        .filter(|r| !r.cdf.is_empty())
+        .filter(|r| r.cdf.len() >= 2)
         .map(|r| Series {
             name: r.label.clone(),
-            // The top 0.5% would stretch the axis over the tail.
-            points: r.cdf.iter().copied().filter(|(_, f)| *f <= 0.995).collect(),
+            points: r.cdf.clone(),
         })
-        .filter(|s| !s.points.is_empty())
         .collect();
     if series.is_empty() {
         return Ok(None);
     }
+    let (series, clipped) = plots::bulk(series, 0.0, 0.995);
     let svg = plots::cdf(
         "Service latency CDF per row",
         "service latency (µs)",
         "fraction of requests",
         &series,
+        &clipped.legend_notes(),
     )?;
     Ok(Some(Block::Figure {
         id: None,
         svg,
-        caption: "For each row, the repetition whose primary figure is nearest the row's \
-                  median, up to the 99.5th percentile."
-            .into(),
+        caption: format!(
+            "For each row, the repetition whose primary figure is nearest the row's median, \
+             from its lowest latency to at most its 99.5th percentile.{}",
+            clipped.sentence("µs", "requests")
+        ),
     }))
 }
 

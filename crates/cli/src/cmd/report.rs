@@ -23,7 +23,8 @@ CSV is long form (kind = cell, derived or claim; one row per statistic or compar
 Examples:
   connlab report results/locality-table3 -o table3.html
   connlab report results/locality-table3 --format markdown > table3.md
-  connlab report results/locality-table3 --format csv -o table3.csv")]
+  connlab report results/locality-table3 --format csv -o table3.csv
+  connlab report results/locality-table3 --figures figures/   (each plot also as its own SVG)")]
 pub(crate) struct ReportArgs {
     /// The results directory written by `connlab sweep --out DIR`.
     dir: PathBuf,
@@ -37,6 +38,10 @@ pub(crate) struct ReportArgs {
     /// `baseline` (comma-separated, in order of preference).
     #[arg(long, value_delimiter = ',', value_name = "NAME")]
     baseline: Vec<String>,
+    /// Also write every figure of the page as its own SVG file into DIR
+    /// (made if missing), named by its place and title.
+    #[arg(long, value_name = "DIR")]
+    figures: Option<PathBuf>,
 }
 
 /// Renders the report of a results directory of any kind.
@@ -48,6 +53,20 @@ pub(crate) fn run(args: ReportArgs) -> Result<ExitCode, Exit> {
         .open(&args.dir, &options)
         .map_err(|e| Exit::usage(anyhow!(e)))?;
     let text = results.render(args.format).map_err(|e| anyhow!(e))?;
+    if let Some(dir) = &args.figures {
+        let html = if args.format == Format::HTML {
+            text.clone()
+        } else {
+            results.render(Format::HTML).map_err(|e| anyhow!(e))?
+        };
+        let written = connlab_report::write_figures(&connlab_report::figures_of(&html), dir)
+            .with_context(|| format!("writing the figures into {}", dir.display()))?;
+        eprintln!(
+            "connlab report: {} figures -> {}",
+            written.len(),
+            dir.display()
+        );
+    }
     let output = args
         .output
         .clone()

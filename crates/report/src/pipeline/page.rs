@@ -7,7 +7,7 @@
 use super::*;
 use crate::brief::Headline;
 use crate::export::{Block, Item, List, Page, Table};
-use crate::plots::{self, Series};
+use crate::plots::{self, Kind, Line};
 
 /// The median per layer count of one figure (0, 1, 2) of our runs.
 fn ours_series(
@@ -60,9 +60,12 @@ fn plots_of(sweep: &PipelineSweep) -> Result<Vec<(String, String)>, ReportError>
                         })
                         .collect();
                     if points.len() >= 2 {
-                        series.push(Series {
+                        series.push(Line {
                             name: "paper".into(),
+                            colour_key: "paper".into(),
                             points,
+                            kind: Kind::Paper,
+                            ..Line::default()
                         });
                     }
                 }
@@ -70,37 +73,55 @@ fn plots_of(sweep: &PipelineSweep) -> Result<Vec<(String, String)>, ReportError>
                     for (projected, label) in [(false, "measured"), (true, "projected")] {
                         let points = ours_series(sweep, &g, size, m, fi, projected);
                         if points.len() >= 2 {
-                            series.push(Series {
+                            series.push(Line {
                                 name: format!("{m} {label}"),
+                                colour_key: m.clone(),
                                 points,
+                                kind: if projected {
+                                    Kind::Projected
+                                } else {
+                                    Kind::Ours
+                                },
+                                ..Line::default()
                             });
                         }
                     }
                 }
-                if series.iter().filter(|s| s.name != "paper").count() == 0 {
+                if series.iter().all(|s| s.kind == Kind::Paper) {
                     continue;
                 }
                 let title = format!("{figure} against layers, {} ({})", size_text(size), g.link);
-                // From zero, with headroom above the data for the legend
-                // (drawn in the upper left).
+                // From zero (a logarithmic axis instead where the paper's
+                // values and ours lie more than ten times apart).
                 let top = series
                     .iter()
                     .flat_map(|s| s.points.iter().map(|p| p.1))
                     .fold(0.0_f64, f64::max);
-                let svg = plots::linear(
+                let log = plots::paper_far_apart(&series);
+                let svg = plots::linear_lines(
                     &title,
                     "layers per side",
                     figure,
                     &series,
-                    Some((0.0, top * 1.45)),
+                    Some((0.0, top * 1.08)),
+                    true,
                 )?;
                 out.push((
                     format!(
-                        "{figure} against the number of layers, {} messages over the {} line, {} per run: the median of our repetitions per mode, measured and projected{}.",
+                        "{figure} against the number of layers, {} messages over the {} line, {} per run: the median of our repetitions per mode, measured (solid, filled circles) and projected (dashed, hollow circles){}{}.",
                         size_text(size),
                         g.link,
                         number(g.messages as f64, 0),
-                        if g.paper { ", and the paper's values" } else { "" }
+                        if g.paper {
+                            ", and the paper's values (dotted, black diamonds)"
+                        } else {
+                            ""
+                        },
+                        if log {
+                            "; the y axis is logarithmic, as the paper's values and ours lie more than ten times apart"
+                        } else {
+                            ""
+                        }
                     ),
                     svg,
                 ));

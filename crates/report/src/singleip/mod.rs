@@ -111,7 +111,7 @@ th,td{border:1px solid #ccc;padding:.25rem .45rem;text-align:right;vertical-alig
 th{background:#f3f3f3}td.l,th.l,td.label,th.label{text-align:left;white-space:normal}
 td.holds{background:#e3f4e3}td.fails{background:#f8e0e0}td.na{background:#eee}td.noisy{background:#fdf3d8}
 .note{font-size:.86rem;color:#444;max-width:950px}
-figure.plot{display:inline-block;vertical-align:top;margin:0 .5rem .5rem 0;width:520px;max-width:100%}
+figure.plot{display:block;margin:0 0 .5rem 0;width:100%;max-width:100%}
 figure.plot svg{width:100%}svg{max-width:100%;height:auto}
 span.spread{display:block;font-size:.75rem;color:#555}
 .wrap,.scroll{overflow-x:auto}

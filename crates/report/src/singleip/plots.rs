@@ -89,18 +89,33 @@ pub(super) fn line_plot(
     x_axis: Axis,
     y_axis: Axis,
 ) -> Result<String, ReportError> {
+    line_plot_noted(title, x_desc, y_desc, series, (x_axis, y_axis), &[])
+}
+
+/// [`line_plot`] with notes under the legend.
+pub(super) fn line_plot_noted(
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+    (x_axis, y_axis): (Axis, Axis),
+    notes: &[String],
+) -> Result<String, ReportError> {
     let (x0, x1) = range(series.iter().flat_map(|s| s.1.iter().map(|p| p.0)), x_axis);
     let (y0, y1) = range(series.iter().flat_map(|s| s.1.iter().map(|p| p.1)), y_axis);
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (520, 330)).into_drawing_area();
+        let names: Vec<String> = series.iter().map(|s| s.0.clone()).collect();
+        let plot_w = crate::plots::WIDTH - crate::plots::side_legend_width(&names, notes);
+        let root =
+            SVGBackend::with_string(&mut svg, (crate::plots::WIDTH, HEIGHT)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 15))
-            .margin(10)
-            .margin_right(28)
-            .x_label_area_size(40)
-            .y_label_area_size(56)
+        let (plot, _) = root.split_horizontally(plot_w);
+        let mut chart = ChartBuilder::on(&plot)
+            .caption(title, ("sans-serif", crate::plots::TITLE_FONT))
+            .margin(12)
+            .x_label_area_size(50)
+            .y_label_area_size(72)
             .build_cartesian_2d(x0..x1, y0..y1)
             .map_err(plot_err)?;
         let xf = move |v: &f64| match x_axis {
@@ -131,7 +146,8 @@ pub(super) fn line_plot(
             .y_labels(yn)
             .x_label_formatter(&xf)
             .y_label_formatter(&yf)
-            .label_style(("sans-serif", 12))
+            .label_style(("sans-serif", crate::plots::LABEL_FONT))
+            .axis_desc_style(("sans-serif", crate::plots::DESC_FONT))
             .light_line_style(RGBColor(238, 238, 238))
             .draw()
             .map_err(plot_err)?;
@@ -143,29 +159,32 @@ pub(super) fn line_plot(
                 .collect();
             chart
                 .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
-                .map_err(plot_err)?
-                .label(name.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
-                });
+                .map_err(plot_err)?;
             if pts.len() <= 30 {
                 chart
                     .draw_series(pts.iter().map(|p| Circle::new(*p, 3, c.filled())))
                     .map_err(plot_err)?;
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(180, 180, 180))
-            .label_font(("sans-serif", 12))
-            .draw()
-            .map_err(plot_err)?;
+        let entries: Vec<(String, RGBColor)> = series
+            .iter()
+            .enumerate()
+            .map(|(i, (name, _))| (name.clone(), colour(name, i)))
+            .collect();
+        crate::plots::side_legend(
+            &root,
+            plot_w as i32,
+            &entries,
+            crate::plots::Sample::Line,
+            notes,
+        )?;
         root.present().map_err(plot_err)?;
     }
-    Ok(svg)
+    Ok(crate::plots::full_width(svg))
 }
+
+/// The single-IP plots' height.
+const HEIGHT: u32 = 440;
 
 /// Time against sequence (MB, or KB in a close-up) per stream, drops as crosses.
 pub(super) fn timeline_plot(
@@ -195,14 +214,21 @@ pub(super) fn timeline_plot(
     let (y0, y1) = range(pts.iter().map(|p| p.seq as f64 / scale), Axis::Linear);
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (520, 330)).into_drawing_area();
+        let legend_names: Vec<String> = names
+            .iter()
+            .map(|n| n.to_string())
+            .chain(std::iter::once("× dropped".to_string()))
+            .collect();
+        let plot_w = crate::plots::WIDTH - crate::plots::side_legend_width(&legend_names, &[]);
+        let root =
+            SVGBackend::with_string(&mut svg, (crate::plots::WIDTH, HEIGHT)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 15))
-            .margin(10)
-            .margin_right(28)
-            .x_label_area_size(40)
-            .y_label_area_size(56)
+        let (plot, _) = root.split_horizontally(plot_w);
+        let mut chart = ChartBuilder::on(&plot)
+            .caption(title, ("sans-serif", crate::plots::TITLE_FONT))
+            .margin(12)
+            .x_label_area_size(50)
+            .y_label_area_size(72)
             .build_cartesian_2d(x0..x1.max(x0 + 1e-3), y0..y1.max(y0 + 1e-3))
             .map_err(plot_err)?;
         chart
@@ -213,10 +239,12 @@ pub(super) fn timeline_plot(
             .y_labels(6)
             .x_label_formatter(&|v| tick(*v))
             .y_label_formatter(&|v| tick(*v))
-            .label_style(("sans-serif", 12))
+            .label_style(("sans-serif", crate::plots::LABEL_FONT))
+            .axis_desc_style(("sans-serif", crate::plots::DESC_FONT))
             .light_line_style(RGBColor(238, 238, 238))
             .draw()
             .map_err(plot_err)?;
+        let mut drawn: Vec<(String, RGBColor)> = Vec::new();
         for (i, name) in names.iter().enumerate() {
             let c = colour(name, i);
             let sent: Vec<(f64, f64)> = pts
@@ -229,9 +257,8 @@ pub(super) fn timeline_plot(
             }
             chart
                 .draw_series(sent.iter().map(|p| Circle::new(*p, 1, c.filled())))
-                .map_err(plot_err)?
-                .label(name.to_string())
-                .legend(move |(x, y)| Circle::new((x + 8, y), 4, c.filled()));
+                .map_err(plot_err)?;
+            drawn.push((name.to_string(), c));
             let drops: Vec<(f64, f64)> = pts
                 .iter()
                 .filter(|p| usize::from(p.stream) == i && p.dropped)
@@ -241,17 +268,16 @@ pub(super) fn timeline_plot(
                 .draw_series(drops.iter().map(|p| Cross::new(*p, 3, c.stroke_width(1))))
                 .map_err(plot_err)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(180, 180, 180))
-            .label_font(("sans-serif", 12))
-            .draw()
-            .map_err(plot_err)?;
+        crate::plots::side_legend(
+            &root,
+            plot_w as i32,
+            &drawn,
+            crate::plots::Sample::Dot,
+            &["× a dropped packet".to_string()],
+        )?;
         root.present().map_err(plot_err)?;
     }
-    Ok(svg)
+    Ok(crate::plots::full_width(svg))
 }
 
 /// CDF of the round trips of every system (all repetitions pooled).
@@ -268,27 +294,35 @@ pub(super) fn rtt_cdf_plot(sweep: &SingleIpSweep) -> Result<Option<String>, Repo
             continue;
         }
         v.sort_by(f64::total_cmp);
-        // The 1st to 95th percentile (the tail beyond is scheduling noise
-        // on a shared machine and would squeeze the rest).
+        // Every half percent, then clipped to the bulk below.
         let n = v.len();
-        let pts = (1..=95)
-            .map(|p| {
-                let k = ((p as f64 / 100.0) * (n - 1) as f64).round() as usize;
-                (v[k], p as f64 / 100.0)
+        let pts = (0..=200)
+            .map(|k| {
+                let f = f64::from(k) / 200.0;
+                let i = (f * (n - 1) as f64).round() as usize;
+                (v[i], f)
             })
             .collect();
-        series.push((s.name().to_string(), pts));
+        series.push(crate::plots::Series {
+            name: s.name().to_string(),
+            points: pts,
+        });
     }
     if series.is_empty() {
         return Ok(None);
     }
-    line_plot(
-        "4-byte round trips: distribution (1st-95th percentile)",
+    // The tail is scheduling noise on a shared machine: it would squeeze
+    // the rest, so the plot shows the bulk and notes the tail.
+    let (series, clipped) = crate::plots::bulk(series, 0.0, 0.99);
+    let series: Vec<(String, Vec<(f64, f64)>)> =
+        series.into_iter().map(|s| (s.name, s.points)).collect();
+    line_plot_noted(
+        "4-byte round trips: distribution",
         "round trip (µs)",
         "fraction of round trips",
         &series,
-        Axis::Linear,
-        Axis::Linear,
+        (Axis::Linear, Axis::Linear),
+        &clipped.legend_notes(),
     )
     .map(Some)
 }

@@ -81,7 +81,7 @@ over = "peak"
 expect_min = 100.0
 "#;
 
-fn gateway() -> SweepDir {
+pub(crate) fn gateway() -> SweepDir {
     let mut dir = sweep(GATEWAY, |_| (0.0, 0.0, 0.0));
     for p in dir.points.iter_mut().chain(dir.controls.iter_mut()) {
         let (rate, rep) = (p.params.rate_per_s, f64::from(p.params.repetition));

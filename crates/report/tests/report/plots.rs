@@ -161,3 +161,21 @@ fn send_deviation_cdfs_pool_every_repetition() {
         assert!(x >= 2 && y >= 2, "x {x}, y {y} tick labels");
     }
 }
+
+#[test]
+fn paper_values_projections_and_tails_are_marked() {
+    use crate::pages::{pipeline, run_page};
+    use connlab_report::render_pipeline;
+    // The pipeline: ours ten times the paper's Mbit/s, so a log axis.
+    let html = render_pipeline(&pipeline(), Format::HTML).unwrap();
+    assert!(html.contains("the y axis is logarithmic"), "log axis");
+    assert!(
+        html.contains("stroke=\"#000000\" stroke-width=\"2\""),
+        "black paper markers"
+    );
+    // The run page: the caption and the plot agree on where it stops.
+    let html = connlab_report::run::render_run(&run_page()).unwrap();
+    assert!(html.contains("at most its 99.5th percentile"));
+    assert!(html.contains("The axis shows the bulk"), "tail noted");
+    assert!(html.contains("beyond the axis:"), "tail noted in the plot");
+}

@@ -1,7 +1,10 @@
 //! Snapshots (`insta`) of every format of three report kinds on small
-//! fixtures: the locality kind, a loadgen sweep and a peers sweep. A change
-//! to any output shows up as a snapshot diff to review.
+//! fixtures (the locality kind, a loadgen sweep and a peers sweep) and of
+//! the HTML page of every other kind (gateway, pipeline, single-IP, the
+//! reproduce index, the `connlab run` page, soak). A change to any output
+//! shows up as a snapshot diff to review.
 
+use crate::pages::every_page;
 use crate::support::{loadgen, locality, peers};
 use connlab_report::{render, render_loadgen, render_peers, Format};
 
@@ -56,4 +59,16 @@ fn peers_in_every_format() {
         render_peers(&dir, Format::MARKDOWN).unwrap()
     );
     insta::assert_snapshot!("peers_csv", render_peers(&dir, Format::CSV).unwrap());
+}
+
+#[test]
+fn every_other_page_kind_in_html() {
+    for (kind, html) in every_page() {
+        if ["locality", "loadgen", "peers"].contains(&kind) {
+            continue;
+        }
+        // Machine-made paths and the temporary directory differ per run.
+        let html = without_svg(&html).replace(&std::env::temp_dir().display().to_string(), "TMP");
+        insta::assert_snapshot!(format!("{kind}_html"), html);
+    }
 }

@@ -245,7 +245,7 @@ pub(crate) fn svgs(html: &str) -> Vec<&str> {
 }
 
 /// The environment every fixture records: the one in `fixtures/load.json`.
-fn environment() -> connlab_os::Environment {
+pub(crate) fn environment() -> connlab_os::Environment {
     serde_json::from_value(fixture("load.json")["environment"].clone()).unwrap()
 }
 
