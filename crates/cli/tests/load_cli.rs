@@ -877,15 +877,19 @@ fn run_compares_every_engine_in_one_table() {
     );
     let out = child.output_within(Duration::from_secs(120));
     let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "stderr:\n{stderr}");
+    // The table is the result: on stdout, a ranked row per engine.
     assert!(
-        stderr.contains("service latency by engine"),
-        "stderr:\n{stderr}"
+        stdout.contains("service latency by engine"),
+        "stdout:\n{stdout}"
     );
     for engine in ["processes", "threads", "select", "poll", "epoll"] {
         assert!(
-            stderr.lines().any(|l| l.trim_start().starts_with(engine)),
-            "no row for {engine} in:\n{stderr}"
+            stdout
+                .lines()
+                .any(|l| l.split_whitespace().nth(1) == Some(engine)),
+            "no row for {engine} in:\n{stdout}"
         );
     }
 }

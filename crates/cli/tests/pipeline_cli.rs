@@ -289,5 +289,5 @@ fn a_pipeline_sweep_writes_runs_and_a_report() {
         .args(["--format", "markdown"])
         .output()
         .unwrap();
-    assert!(String::from_utf8_lossy(&md.stdout).contains("| *efficiency: paper* |"));
+    assert!(String::from_utf8_lossy(&md.stdout).contains("| efficiency: paper |"));
 }

@@ -72,7 +72,7 @@ fn compares_engines_under_one_placement_and_writes_a_page() {
         }
     }
     let page = std::fs::read_to_string(out_dir.join("index.html")).expect("index.html");
-    assert!(page.contains("Verdict"), "page:\n{page}");
+    assert!(page.contains("In brief"), "page:\n{page}");
     // The CDF plot needs a valid run; a loaded machine may leave none.
     if runs.iter().any(|r| r["validity"]["valid"] == true) {
         assert!(page.contains("<svg"), "page:\n{page}");
