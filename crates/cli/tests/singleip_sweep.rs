@@ -119,9 +119,11 @@ fn record(system: System, samples: &[f64]) -> SingleIpRecord {
         cpu: None,
         warnings: Vec::new(),
         finished_unix_s: 0.0,
-        validity: None,
-        machine: None,
-        window_cpu: None,
+        checked: connlab_lab::validity::Checked {
+            validity: None,
+            machine: None,
+            window_cpu: None,
+        },
     }
 }
 

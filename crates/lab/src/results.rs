@@ -131,17 +131,11 @@ pub struct PointResult {
     pub cpu_busy_share: Vec<f64>,
     /// Unix seconds when the point finished.
     pub finished_unix_s: f64,
-    /// The gates this point passed or failed (absent in results written
-    /// before they existed: not checked).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub validity: Option<crate::validity::Validity>,
-    /// The machine it ran on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub machine: Option<connlab_os::Fingerprint>,
-    /// Who used the CPUs over the measured window, per role (`server`,
+    /// Its gates (`validity`), its machine (`machine`) and who used the CPUs
+    /// meanwhile (`window_cpu`), over the measured window, per role (`server`,
     /// `clients`, `gateway`, `backends`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub window_cpu: Option<connlab_os::window::WindowCpu>,
+    #[serde(flatten)]
+    pub checked: crate::validity::Checked,
     /// Where the server and each shard ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<crate::validity::PointPlacement>,
@@ -157,12 +151,6 @@ impl PointResult {
     /// Every warning: the sweep's, then the load's.
     pub fn all_warnings(&self) -> impl Iterator<Item = &String> {
         self.warnings.iter().chain(self.load.warnings.iter())
-    }
-
-    /// Whether the point may be judged: it passed every gate, or was
-    /// measured before gates existed.
-    pub fn is_valid(&self) -> bool {
-        self.validity.as_ref().is_none_or(|v| v.valid)
     }
 }
 

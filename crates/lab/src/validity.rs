@@ -193,6 +193,32 @@ impl Validity {
     }
 }
 
+/// What every measured record carries to be judged, whatever its kind:
+/// its gates, the machine it ran on and who used the CPUs meanwhile. A
+/// record holds it flattened (`#[serde(flatten)]`), so its JSON keeps the
+/// fields `validity`, `machine` and `window_cpu`; each is absent in results
+/// written before it existed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Checked {
+    /// The gates this record passed or failed (absent: not checked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validity: Option<Validity>,
+    /// The machine it ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<Fingerprint>,
+    /// Who used the CPUs while it ran, per role.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_cpu: Option<WindowCpu>,
+}
+
+impl Checked {
+    /// Whether the record may be judged: it passed every gate, or was
+    /// measured before gates existed.
+    pub fn is_valid(&self) -> bool {
+        self.validity.as_ref().is_none_or(|v| v.valid)
+    }
+}
+
 /// A limit in an experiment file: a number, or `"off"` to drop the gate.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Limit(pub Option<f64>);

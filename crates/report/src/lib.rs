@@ -89,7 +89,7 @@ impl<'a> Model<'a> {
             dir.points
                 .iter()
                 .chain(dir.controls.iter())
-                .map(|p| (p.id.as_str(), p.validity.as_ref())),
+                .map(|p| (p.id.as_str(), p.checked.validity.as_ref())),
         );
         let noise = noise(dir, table.metric, 0);
         Model {
@@ -392,7 +392,7 @@ pub(crate) fn point_row(p: &PointResult) -> Vec<String> {
         format!("{:.2}", l.client_cpu_s.user + l.client_cpu_s.sys),
         server_stat(p, "poll_call_us", "mean").map_or("—".into(), num_sig),
         server_stat(p, "cycle_us", "mean").map_or("—".into(), num_sig),
-        match &p.validity {
+        match &p.checked.validity {
             None => "not checked".into(),
             Some(v) if v.valid => format!(
                 "valid ({} attempt{})",

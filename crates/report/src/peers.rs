@@ -181,7 +181,7 @@ fn ratio(
     }
     let per_round: Vec<f64> = rounds
         .iter()
-        .filter(|(p, b)| p.is_valid() && b.is_valid() && b.requests_per_cpu_s > 0.0)
+        .filter(|(p, b)| p.checked.is_valid() && b.checked.is_valid() && b.requests_per_cpu_s > 0.0)
         .map(|(p, b)| p.requests_per_cpu_s / b.requests_per_cpu_s)
         .collect();
     let Some(interval) = median_interval(&per_round, CONFIDENCE) else {
@@ -190,7 +190,7 @@ fn ratio(
         let records: BTreeMap<&str, &Validity> = rounds
             .iter()
             .flat_map(|(p, b)| [*p, *b])
-            .filter_map(|p| Some((p.id.as_str(), p.validity.as_ref()?)))
+            .filter_map(|p| Some((p.id.as_str(), p.checked.validity.as_ref()?)))
             .collect();
         let records: Vec<&Validity> = records.into_values().collect();
         return Some(PeerRatio {
@@ -229,10 +229,10 @@ pub(crate) fn aa_noise(dir: &PeersDir) -> Option<Noise> {
 /// CPU second and their ratio, in plan order.
 fn control_pairs(dir: &PeersDir) -> Vec<(&PeerPoint, f64, f64, f64)> {
     dir.controls()
-        .filter(|c| c.is_valid())
+        .filter(|c| c.checked.is_valid())
         .filter_map(|c| {
             let o = dir.measured().find(|o| {
-                o.is_valid()
+                o.checked.is_valid()
                     && o.params.contender == c.params.contender
                     && o.params.body_bytes == c.params.body_bytes
                     && o.params.repetition == c.params.repetition
@@ -342,8 +342,11 @@ pub fn summarize(dir: &PeersDir) -> Vec<PeerRow> {
             let Some(points) = by.get(&(size, c.name.as_str())) else {
                 continue;
             };
-            let valid: Vec<&PeerPoint> =
-                points.values().copied().filter(|p| p.is_valid()).collect();
+            let valid: Vec<&PeerPoint> = points
+                .values()
+                .copied()
+                .filter(|p| p.checked.is_valid())
+                .collect();
             let shown: Vec<&PeerPoint> = if valid.is_empty() {
                 points.values().copied().collect()
             } else {
@@ -367,8 +370,8 @@ pub fn summarize(dir: &PeersDir) -> Vec<PeerRow> {
                 body_bytes: size,
                 contender: c.name.clone(),
                 what: what(dir, &c.name),
-                repetitions: shown.iter().filter(|p| p.is_valid()).count(),
-                invalid: points.values().filter(|p| !p.is_valid()).count(),
+                repetitions: shown.iter().filter(|p| p.checked.is_valid()).count(),
+                invalid: points.values().filter(|p| !p.checked.is_valid()).count(),
                 requests_per_s,
                 requests_per_cpu_s,
                 per_rep: rpc,
@@ -509,7 +512,7 @@ fn facts(dir: &PeersDir, noise: Option<&Noise>) -> Vec<(String, String)> {
                 "{} of {}{}{}",
                 dir.points.len(),
                 i.points_total,
-                match dir.points.iter().filter(|p| !p.is_valid()).count() {
+                match dir.points.iter().filter(|p| !p.checked.is_valid()).count() {
                     0 => String::new(),
                     n => format!(", {n} invalid"),
                 },
@@ -722,7 +725,7 @@ impl Report for Peers<'_> {
         let validity = crate::validity::Summary::of(
             dir.points
                 .iter()
-                .map(|p| (p.id.as_str(), p.validity.as_ref())),
+                .map(|p| (p.id.as_str(), p.checked.validity.as_ref())),
         );
         let what = measure_text(e.measure);
         let controls = control_lines(dir);
@@ -809,8 +812,8 @@ impl Report for Peers<'_> {
                 });
             }
         }
-        for p in dir.points.iter().filter(|p| !p.is_valid()) {
-            let Some(v) = &p.validity else {
+        for p in dir.points.iter().filter(|p| !p.checked.is_valid()) {
+            let Some(v) = &p.checked.validity else {
                 continue;
             };
             out.push(CsvRow {

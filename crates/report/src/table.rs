@@ -217,7 +217,7 @@ pub fn our_stats(exp: &Experiment, metric: Metric, p: &PointResult) -> [Option<f
         }
         Metric::GatewayCpu => {
             let cpu = gateway_cpu(exp);
-            match (&p.window_cpu, cpu) {
+            match (&p.checked.window_cpu, cpu) {
                 (Some(w), Some(c)) => gateway_cpu_by_role(w, c, p.gateway_cpu_share),
                 // Results from before roles: machine-wide busy shares.
                 _ => {
@@ -477,7 +477,7 @@ impl PaperTable {
                                     && p.params.rate_per_s.to_bits() == rate.to_bits()
                             })
                             .map(|(i, _)| i)
-                            .partition(|&i| dir.points[i].is_valid());
+                            .partition(|&i| dir.points[i].checked.is_valid());
                         let paper = exp
                             .paper
                             .as_ref()

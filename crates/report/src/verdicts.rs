@@ -28,7 +28,7 @@ pub struct ExperimentClaims {
 /// The index rows of a pipeline sweep.
 pub fn pipeline_claims(sweep: &PipelineSweep) -> ExperimentClaims {
     let (invalid_by_gate, invalid_points) =
-        invalid_of(sweep.runs.iter().map(|r| r.validity.as_ref()));
+        invalid_of(sweep.runs.iter().map(|r| r.checked.validity.as_ref()));
     ExperimentClaims {
         title: sweep.experiment.title.clone(),
         progress: format!("{} of {} runs", sweep.runs.len(), sweep.runs_total),
@@ -42,7 +42,7 @@ pub fn pipeline_claims(sweep: &PipelineSweep) -> ExperimentClaims {
 /// The index rows of a single-IP sweep.
 pub fn singleip_claims(sweep: &SingleIpSweep) -> ExperimentClaims {
     let (invalid_by_gate, invalid_points) =
-        invalid_of(sweep.points.iter().map(|r| r.validity.as_ref()));
+        invalid_of(sweep.points.iter().map(|r| r.checked.validity.as_ref()));
     ExperimentClaims {
         title: sweep.experiment.title.clone(),
         progress: format!(
@@ -73,8 +73,10 @@ pub fn sweep_claims(sweep: &SweepDir) -> ExperimentClaims {
     rows.extend(check_claims(sweep, &table).iter().map(claim_row));
     let all: Vec<&connlab_lab::PointResult> =
         sweep.points.iter().chain(sweep.controls.iter()).collect();
-    let checked: Vec<&connlab_lab::validity::Validity> =
-        all.iter().filter_map(|p| p.validity.as_ref()).collect();
+    let checked: Vec<&connlab_lab::validity::Validity> = all
+        .iter()
+        .filter_map(|p| p.checked.validity.as_ref())
+        .collect();
     ExperimentClaims {
         title: sweep.info.title.clone(),
         progress: format!(

@@ -3,7 +3,7 @@
 
 use super::experiment::{LoadgenExperiment, LoadgenParams};
 use super::LoadgenError;
-use crate::validity::{Fingerprint, Validity, WindowCpu};
+
 use connlab_loadgen::LoadResult;
 use connlab_measure::{DeviationSummary, Summary};
 use connlab_os::Environment;
@@ -106,26 +106,12 @@ pub struct LoadgenPoint {
     pub wall_s: f64,
     /// When the point finished (Unix seconds).
     pub finished_unix_s: f64,
-    /// The gates this point passed or failed (absent in results written
-    /// before they existed: not checked).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub validity: Option<Validity>,
-    /// The machine it ran on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub machine: Option<Fingerprint>,
-    /// Who used the CPUs of the server and the client (all CPUs when one is
+    /// Its gates (`validity`), its machine (`machine`) and who used the CPUs
+    /// meanwhile (`window_cpu`), of the server and the client (all CPUs when one is
     /// not pinned) over the measured window: steal, foreign work, and the
     /// process trees of `server` and `clients`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub window_cpu: Option<WindowCpu>,
-}
-
-impl LoadgenPoint {
-    /// Whether the point may be judged: it passed every gate, or was
-    /// measured before gates existed.
-    pub fn is_valid(&self) -> bool {
-        self.validity.as_ref().is_none_or(|v| v.valid)
-    }
+    #[serde(flatten)]
+    pub checked: crate::validity::Checked,
 }
 
 /// `DIR/loadgen.json`: the sweep as a whole.

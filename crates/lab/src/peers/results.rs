@@ -2,7 +2,7 @@
 
 use super::experiment::{PeerParams, PeersExperiment, Role};
 use super::PeersError;
-use crate::validity::{Fingerprint, Validity, WindowCpu};
+
 use connlab_os::Environment;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -47,26 +47,12 @@ pub struct PeerPoint {
     pub commands: Vec<(Role, Vec<String>)>,
     /// When the point finished (Unix seconds).
     pub finished_unix_s: f64,
-    /// The gates this point passed or failed (absent in results written
-    /// before they existed: not checked).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub validity: Option<Validity>,
-    /// The machine it ran on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub machine: Option<Fingerprint>,
-    /// Who used the CPUs the roles are pinned to (all CPUs when a role is
+    /// Its gates (`validity`), its machine (`machine`) and who used the CPUs
+    /// meanwhile (`window_cpu`), the roles are pinned to (all CPUs when a role is
     /// not pinned) over the client's run: steal, foreign work, and each
     /// role's process trees (`server`, `gateway`, `client`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub window_cpu: Option<WindowCpu>,
-}
-
-impl PeerPoint {
-    /// Whether the point may be judged: it passed every gate, or was
-    /// measured before gates existed.
-    pub fn is_valid(&self) -> bool {
-        self.validity.as_ref().is_none_or(|v| v.valid)
-    }
+    #[serde(flatten)]
+    pub checked: crate::validity::Checked,
 }
 
 /// `DIR/peers.json`: the sweep as a whole.

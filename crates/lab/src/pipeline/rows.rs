@@ -112,9 +112,10 @@ impl PipelineSweep {
                     layers_only_mbit_s: opt(x.projection.layers_only_mbit_s),
                     retransmissions: x.retransmissions,
                     elapsed_s: round(x.elapsed_s, 4),
-                    valid: r.validity.as_ref().map(|v| v.valid),
-                    attempts: r.validity.as_ref().map(|v| v.attempts),
+                    valid: r.checked.validity.as_ref().map(|v| v.valid),
+                    attempts: r.checked.validity.as_ref().map(|v| v.attempts),
                     failed_gates: r
+                        .checked
                         .validity
                         .as_ref()
                         .map_or(String::new(), |v| v.failure_text()),

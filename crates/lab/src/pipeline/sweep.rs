@@ -30,25 +30,11 @@ pub struct PipelineRunRecord {
     pub projected_efficiency: Option<f64>,
     /// Unix seconds when the run finished.
     pub finished_unix_s: f64,
-    /// The gates this run passed or failed (absent in results written
-    /// before they existed: not checked, judged as valid).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub validity: Option<Validity>,
-    /// The machine it ran on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub machine: Option<connlab_os::Fingerprint>,
-    /// Who used the CPUs while it ran (role `runner`: this process, whose
+    /// Its gates (`validity`), its machine (`machine`) and who used the CPUs
+    /// meanwhile (`window_cpu`), while it ran (role `runner`: this process, whose
     /// threads run the pipeline).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub window_cpu: Option<connlab_os::window::WindowCpu>,
-}
-
-impl PipelineRunRecord {
-    /// Whether claims may rest on the run: it passed every gate, or was
-    /// measured before gates existed.
-    pub fn is_valid(&self) -> bool {
-        self.validity.as_ref().is_none_or(|v| v.valid)
-    }
+    #[serde(flatten)]
+    pub checked: crate::validity::Checked,
 }
 
 /// `pipeline.json`.
@@ -394,7 +380,7 @@ impl PipelineSweep {
     /// with a message count, per valid repetition.
     pub fn line_alone_runs(&self, link: &str, message_size: u64, messages: u64) -> Vec<(u32, f64)> {
         self.line_alone(link, message_size, messages)
-            .filter(|r| r.is_valid())
+            .filter(|r| r.checked.is_valid())
             .map(|r| (r.params.repetition, r.result.throughput_mbit_s))
             .collect()
     }
@@ -436,17 +422,17 @@ impl PipelineSweep {
                 && r.params.messages == messages
                 && r.params.layers == layers
         }) {
-            if let Some(v) = r.validity.as_ref().filter(|v| !v.valid) {
+            if let Some(v) = r.checked.validity.as_ref().filter(|v| !v.valid) {
                 c.invalid.push(v.clone());
                 continue;
             }
             c.runs += 1;
             let x = &r.result;
             let base = match self.run(&r.params.baseline()) {
-                Some(b) if b.is_valid() => Some(&b.result),
+                Some(b) if b.checked.is_valid() => Some(&b.result),
                 Some(b) => {
                     if r.params.layers != 1 {
-                        c.invalid_baselines.extend(b.validity.clone());
+                        c.invalid_baselines.extend(b.checked.validity.clone());
                     }
                     None
                 }
@@ -588,7 +574,7 @@ impl PipelineSweep {
                 let alone = self.line_alone_runs(&link, size, messages);
                 let invalid: Vec<Validity> = self
                     .line_alone(&link, size, messages)
-                    .filter_map(|r| r.validity.clone().filter(|v| !v.valid))
+                    .filter_map(|r| r.checked.validity.clone().filter(|v| !v.valid))
                     .collect();
                 if alone.is_empty() && !invalid.is_empty() {
                     return Err(Missing::Judge(invalid_text(
@@ -614,7 +600,7 @@ impl PipelineSweep {
                                 && r.params.message_size == size
                                 && r.params.messages == messages
                                 && r.params.layers == layers
-                                && r.is_valid()
+                                && r.checked.is_valid()
                         })
                         .filter_map(|r| {
                             let v = if from == Source::Measured {
@@ -869,11 +855,11 @@ impl PipelineSweep {
             .collect();
         let invalid: Vec<Validity> = runs
             .iter()
-            .filter_map(|r| r.validity.clone().filter(|v| !v.valid))
+            .filter_map(|r| r.checked.validity.clone().filter(|v| !v.valid))
             .collect();
         let v: Vec<f64> = runs
             .iter()
-            .filter(|r| r.is_valid())
+            .filter(|r| r.checked.is_valid())
             .filter_map(|r| r.result.lock_contention())
             .collect();
         if v.is_empty() && !invalid.is_empty() {

@@ -251,9 +251,11 @@ fn sweep(measured_5: [f64; 2], projected_5: [Option<f64>; 2]) -> PipelineSweep {
                 projected_relative_capacity: None,
                 projected_efficiency: None,
                 finished_unix_s: 0.0,
-                validity: None,
-                machine: None,
-                window_cpu: None,
+                checked: crate::validity::Checked {
+                    validity: None,
+                    machine: None,
+                    window_cpu: None,
+                },
             });
         }
     }
@@ -381,9 +383,11 @@ fn line_share_uses_the_measured_line_alone() {
             projected_relative_capacity: None,
             projected_efficiency: None,
             finished_unix_s: 0.0,
-            validity: None,
-            machine: None,
-            window_cpu: None,
+            checked: crate::validity::Checked {
+                validity: None,
+                machine: None,
+                window_cpu: None,
+            },
         });
     }
     assert_eq!(s.line_alone_runs("memory-800mbit", 8192, 500).len(), 2);
@@ -446,7 +450,7 @@ fn a_claim_on_invalid_runs_cannot_be_judged_and_says_why() {
     // judged; the paper's own values still hold.
     let mut s = sweep([95.0, 90.0], [Some(690.0), Some(680.0)]);
     for r in s.runs.iter_mut().filter(|r| r.params.layers == 5) {
-        r.validity = failed("completion", 0.0, 1.0);
+        r.checked.validity = failed("completion", 0.0, 1.0);
     }
     let c = &s.claims()[0];
     assert_eq!(c.paper.verdict, Verdict::Holds);
@@ -467,7 +471,7 @@ fn a_claim_on_invalid_runs_cannot_be_judged_and_says_why() {
     // The one-layer runs failed instead: no relative capacity rests on them.
     let mut s = sweep([95.0, 90.0], [Some(690.0), Some(680.0)]);
     for r in s.runs.iter_mut().filter(|r| r.params.layers == 1) {
-        r.validity = failed("steal", 0.073, 0.02);
+        r.checked.validity = failed("steal", 0.073, 0.02);
     }
     let c = &s.claims()[0];
     assert_eq!(
@@ -490,7 +494,7 @@ fn claims_rest_on_the_valid_runs_and_note_those_left_out() {
         .iter_mut()
         .find(|r| r.params.layers == 5 && r.params.repetition == 2)
         .unwrap();
-    bad.validity = failed("foreign_cpu", 0.3, 0.05);
+    bad.checked.validity = failed("foreign_cpu", 0.3, 0.05);
     let c = &s.claims()[0];
     assert_eq!(c.measured.verdict, Verdict::Holds, "{}", c.measured.detail);
     assert!(
@@ -529,7 +533,7 @@ fn results_written_before_validity_existed_still_read() {
     assert!(old
         .runs
         .iter()
-        .all(|r| r.validity.is_none() && r.is_valid()));
+        .all(|r| r.checked.validity.is_none() && r.checked.is_valid()));
     assert_eq!(old.claims()[0].measured.verdict, Verdict::FAILS);
 }
 
@@ -809,9 +813,11 @@ fn lock_contention_is_judged_on_the_shared_workers_runs() {
             projected_relative_capacity: None,
             projected_efficiency: None,
             finished_unix_s: 0.0,
-            validity: None,
-            machine: None,
-            window_cpu: None,
+            checked: crate::validity::Checked {
+                validity: None,
+                machine: None,
+                window_cpu: None,
+            },
         });
     }
     // Even on 2 CPUs: contention is not a ratio to a one-layer run.

@@ -160,7 +160,7 @@ fn measure_point(
         },
     )?;
     Ok(measured.map(|(mut point, v)| {
-        point.validity = Some(v);
+        point.checked.validity = Some(v);
         point
     }))
 }
@@ -185,8 +185,8 @@ fn evidence(point: &LoadgenPoint, load: &LoadResult, machine: &Fingerprint) -> E
     Evidence {
         completion: Some((q.completed, scheduled)),
         schedule,
-        cpu: point.window_cpu.clone(),
-        machine: point.machine.clone().map(|m| (m, machine.clone())),
+        cpu: point.checked.window_cpu.clone(),
+        machine: point.checked.machine.clone().map(|m| (m, machine.clone())),
         ..Evidence::default()
     }
     .with_run_checks(load, None)
@@ -303,9 +303,11 @@ fn run_point(
         commands,
         wall_s,
         finished_unix_s: unix_now(),
-        validity: None,
-        machine: Some(Environment::capture().fingerprint()),
-        window_cpu,
+        checked: validity::Checked {
+            validity: None,
+            machine: Some(Environment::capture().fingerprint()),
+            window_cpu,
+        },
     };
     Ok(Some((point, result)))
 }
@@ -394,7 +396,7 @@ fn describe(p: &LoadgenPoint) -> String {
         } else {
             String::new()
         },
-        super::validity_words(p.validity.as_ref())
+        super::validity_words(p.checked.validity.as_ref())
     )
 }
 
@@ -529,9 +531,11 @@ mod tests {
             commands: Vec::new(),
             wall_s: 1.0,
             finished_unix_s: 0.0,
-            validity: None,
-            machine: None,
-            window_cpu: None,
+            checked: validity::Checked {
+                validity: None,
+                machine: None,
+                window_cpu: None,
+            },
         };
         let e = evidence(&point, &load, &Environment::capture().fingerprint());
         // 1,000 of the 2,000 scheduled; each of two writers sends 1,000 a second.

@@ -285,7 +285,7 @@ impl PointContext<'_> {
                 ));
                 attempt += 1;
             }
-            r.validity = Some(v);
+            r.checked.validity = Some(v);
             if !longer && !again {
                 return Ok(r);
             }
@@ -307,7 +307,7 @@ impl PointContext<'_> {
                 send_lag_p99_us: r.load.send_lag_us.p99,
                 writer_rate_per_s: p.rate_per_s / f64::from(r.shards.max(1)),
             }),
-            cpu: super::window::gated(r.window_cpu.as_ref()),
+            cpu: super::window::gated(r.checked.window_cpu.as_ref()),
             machine: Some((r.load.environment.fingerprint(), self.block.clone())),
             ..Evidence::default()
         }
@@ -509,9 +509,11 @@ impl PointContext<'_> {
             gateway_cpu_share: window_cpu.gateway,
             cpu_busy_share: window_cpu.cpus,
             finished_unix_s: unix_now(),
-            validity: None,
-            machine: Some(connlab_os::Environment::capture().fingerprint()),
-            window_cpu: window,
+            checked: validity::Checked {
+                validity: None,
+                machine: Some(connlab_os::Environment::capture().fingerprint()),
+                window_cpu: window,
+            },
             placement: Some(self.placement.clone()),
         })
     }
@@ -665,7 +667,7 @@ pub fn estimate(exp: &Experiment, p: &PointParams) -> Duration {
 fn describe(r: &PointResult) -> String {
     let s = &r.load.service_latency_us;
     let errors: u64 = r.load.requests.errors.values().sum();
-    let validity = match &r.validity {
+    let validity = match &r.checked.validity {
         Some(v) if !v.valid => format!(
             "; INVALID after {} attempt{}: {}",
             v.attempts,

@@ -341,9 +341,11 @@ pub(super) fn sweep(
             projected_relative_capacity: prc,
             projected_efficiency: peff,
             finished_unix_s: unix_now(),
-            validity: Some(validity),
-            machine: Some(machine),
-            window_cpu,
+            checked: validity::Checked {
+                validity: Some(validity),
+                machine: Some(machine),
+                window_cpu,
+            },
         });
         // Plan order, so tables and the CSV read in order after a resume.
         sweep

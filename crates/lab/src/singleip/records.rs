@@ -385,30 +385,18 @@ pub struct SingleIpRecord {
     pub warnings: Vec<String>,
     /// Unix seconds.
     pub finished_unix_s: f64,
-    /// The gates this point passed or failed (absent in results written
-    /// before they existed: not checked, judged as valid).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub validity: Option<Validity>,
-    /// The machine it ran on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub machine: Option<connlab_os::Fingerprint>,
-    /// Who used the CPUs while the point's probes ran, per role (`front`,
+    /// Its gates (`validity`), its machine (`machine`) and who used the CPUs
+    /// meanwhile (`window_cpu`), while the point's probes ran, per role (`front`,
     /// `nodes`, `servers`, `linkem`, and `runner`: the sweep with the
     /// probes it reaped).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub window_cpu: Option<connlab_os::window::WindowCpu>,
+    #[serde(flatten)]
+    pub checked: crate::validity::Checked,
 }
 
 impl SingleIpRecord {
     /// The sampled host queues of a contention point, if any.
     pub fn host_queue(&self) -> Option<&HostQueue> {
         self.contention.as_ref()?.host_queue.as_ref()
-    }
-
-    /// Whether claims may rest on the point: it passed every gate, or was
-    /// measured before gates existed.
-    pub fn is_valid(&self) -> bool {
-        self.validity.as_ref().is_none_or(|v| v.valid)
     }
 }
 
@@ -559,7 +547,7 @@ impl SingleIpSweep {
     pub fn values(&self, metric: SingleIpMetric, system: System, param: Option<u64>) -> Vec<f64> {
         self.points_of(metric, system, param)
             .iter()
-            .filter(|r| r.is_valid())
+            .filter(|r| r.checked.is_valid())
             .filter_map(|r| metric.of(r))
             .collect()
     }
@@ -574,7 +562,7 @@ impl SingleIpSweep {
     ) -> Vec<&Validity> {
         self.points_of(metric, system, param)
             .into_iter()
-            .filter_map(|r| r.validity.as_ref())
+            .filter_map(|r| r.checked.validity.as_ref())
             .filter(|v| !v.valid)
             .collect()
     }
@@ -591,7 +579,7 @@ impl SingleIpSweep {
         let of = |s: System| -> Vec<(u32, f64)> {
             self.points_of(metric, s, param)
                 .iter()
-                .filter(|r| r.is_valid())
+                .filter(|r| r.checked.is_valid())
                 .filter_map(|r| metric.of(r).map(|v| (r.point.repetition, v)))
                 .collect()
         };

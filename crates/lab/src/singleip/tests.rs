@@ -238,9 +238,11 @@ mod validity {
             cpu: None,
             warnings: Vec::new(),
             finished_unix_s: 0.0,
-            validity,
-            machine: None,
-            window_cpu: None,
+            checked: crate::validity::Checked {
+                validity,
+                machine: None,
+                window_cpu: None,
+            },
         }
     }
 
@@ -394,7 +396,7 @@ mod validity {
             json.as_object_mut().unwrap().remove(key);
         }
         let old: SingleIpRecord = serde_json::from_value(json).unwrap();
-        assert!(old.validity.is_none() && old.is_valid());
+        assert!(old.checked.validity.is_none() && old.checked.is_valid());
         let text = serde_json::to_string(&old).unwrap();
         assert!(!text.contains("validity"), "{text}");
     }
@@ -738,9 +740,11 @@ mod new_rows {
             cpu: None,
             warnings: Vec::new(),
             finished_unix_s: 0.0,
-            validity: None,
-            machine: None,
-            window_cpu: None,
+            checked: crate::validity::Checked {
+                validity: None,
+                machine: None,
+                window_cpu: None,
+            },
         }
     }
 

@@ -96,9 +96,9 @@ pub fn noise(dir: &SweepDir, metric: Metric, k: usize) -> Option<Noise> {
     let mut ratios = Vec::new();
     let mut diffs = Vec::new();
     let mut engine = String::new();
-    for c in dir.controls.iter().filter(|c| c.is_valid()) {
+    for c in dir.controls.iter().filter(|c| c.checked.is_valid()) {
         let Some(o) = dir.points.iter().find(|o| {
-            o.is_valid()
+            o.checked.is_valid()
                 && o.params.engine == c.params.engine
                 && o.params.connections == c.params.connections
                 && o.params.active_ratio_label == c.params.active_ratio_label
@@ -298,7 +298,7 @@ pub(crate) fn invalid_reason(dir: &SweepDir, cells: &[&Cell]) -> Option<String> 
     let v: Vec<&Validity> = cells
         .iter()
         .flat_map(|c| c.invalid.iter())
-        .filter_map(|&i| dir.points[i].validity.as_ref())
+        .filter_map(|&i| dir.points[i].checked.validity.as_ref())
         .collect();
     (!v.is_empty()).then(|| cannot_judge_reason(&v))
 }

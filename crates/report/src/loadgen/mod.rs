@@ -132,7 +132,7 @@ fn metric_table(
         .into_iter()
         .map(|(s, points)| {
             let (valid, invalid): (Vec<&LoadgenPoint>, Vec<&LoadgenPoint>) =
-                points.into_iter().partition(|p| p.is_valid());
+                points.into_iter().partition(|p| p.checked.is_valid());
             Row {
                 axes: axis_values(&s),
                 plain: axis_plain(&s),
@@ -169,7 +169,7 @@ type ByAxis<'a> = BTreeMap<u64, BTreeMap<u32, &'a LoadgenPoint>>;
 /// and repetition.
 fn groups_without(dir: &LoadgenDir, skip: usize) -> Vec<([String; AXIS_COUNT], ByAxis<'_>)> {
     let mut out: Vec<([String; AXIS_COUNT], ByAxis)> = Vec::new();
-    for p in dir.points.iter().filter(|p| p.is_valid()) {
+    for p in dir.points.iter().filter(|p| p.checked.is_valid()) {
         let mut key = axis_values(&p.params);
         key[skip] = String::new();
         let value = if skip == 1 {
@@ -491,7 +491,7 @@ fn facts(dir: &LoadgenDir) -> Vec<(String, String)> {
                 dir.points.len(),
                 i.points_total,
                 if reps == 1 { "" } else { "s" },
-                match dir.points.iter().filter(|p| !p.is_valid()).count() {
+                match dir.points.iter().filter(|p| !p.checked.is_valid()).count() {
                     0 => String::new(),
                     n => format!(", {n} invalid (left out of every table)"),
                 },
@@ -607,7 +607,7 @@ impl Report for Loadgen<'_> {
         let validity = crate::validity::Summary::of(
             dir.points
                 .iter()
-                .map(|p| (p.id.as_str(), p.validity.as_ref())),
+                .map(|p| (p.id.as_str(), p.checked.validity.as_ref())),
         );
         let tail = "every table leaves them out";
         blocks.extend(crate::validity::blocks_for(&validity, None, tail));
@@ -667,7 +667,7 @@ impl Report for Loadgen<'_> {
             }
         }
         for p in &self.dir.points {
-            let Some(v) = p.validity.as_ref().filter(|v| !v.valid) else {
+            let Some(v) = p.checked.validity.as_ref().filter(|v| !v.valid) else {
                 continue;
             };
             let [engine, connections, active_ratio, rate, source_addrs, shards, io] =

@@ -41,7 +41,7 @@ fn validity(sweep: &PipelineSweep) -> crate::validity::Summary {
         sweep
             .runs
             .iter()
-            .map(|r| (r.id.as_str(), r.validity.as_ref())),
+            .map(|r| (r.id.as_str(), r.checked.validity.as_ref())),
     )
     .of_unit("runs")
 }

@@ -106,9 +106,11 @@ fn fixture() -> PipelineSweep {
                 projected_relative_capacity: None,
                 projected_efficiency: None,
                 finished_unix_s: 0.0,
-                validity: None,
-                machine: None,
-                window_cpu: None,
+                checked: connlab_lab::validity::Checked {
+                    validity: None,
+                    machine: None,
+                    window_cpu: None,
+                },
             });
         }
     }
@@ -231,7 +233,7 @@ fn stolen() -> Option<connlab_lab::validity::Validity> {
 fn invalid_runs_are_listed_and_their_claims_cannot_be_judged() {
     let mut sweep = fixture();
     for r in sweep.runs.iter_mut().filter(|r| r.params.layers == 5) {
-        r.validity = stolen();
+        r.checked.validity = stolen();
     }
     let ok = connlab_lab::validity::Validity::of(
         vec![connlab_lab::validity::Gate::at_most(
@@ -243,7 +245,7 @@ fn invalid_runs_are_listed_and_their_claims_cannot_be_judged() {
         1,
     );
     for r in sweep.runs.iter_mut().filter(|r| r.params.layers == 1) {
-        r.validity = Some(ok.clone());
+        r.checked.validity = Some(ok.clone());
     }
     let html = render_pipeline(&sweep, Format::HTML).unwrap();
     assert!(html.contains("Validity of the runs"), "section");

@@ -98,7 +98,7 @@ fn validity(sweep: &SingleIpSweep) -> crate::validity::Summary {
         sweep
             .points
             .iter()
-            .map(|r| (r.id.as_str(), r.validity.as_ref())),
+            .map(|r| (r.id.as_str(), r.checked.validity.as_ref())),
     )
 }
 

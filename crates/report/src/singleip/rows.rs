@@ -53,9 +53,10 @@ pub(super) fn rows(sweep: &SingleIpSweep) -> Vec<CsvRow> {
                     metric: format!("{m:?}"),
                     value,
                     point: r.id.clone(),
-                    valid: r.validity.as_ref().map(|v| v.valid),
-                    attempts: r.validity.as_ref().map(|v| v.attempts),
+                    valid: r.checked.validity.as_ref().map(|v| v.valid),
+                    attempts: r.checked.validity.as_ref().map(|v| v.attempts),
                     failed_gates: r
+                        .checked
                         .validity
                         .as_ref()
                         .map_or(String::new(), |v| v.failure_text()),

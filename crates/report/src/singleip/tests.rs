@@ -63,12 +63,13 @@ fn point(system: System, rep: u32, mean: f64, steal: f64) -> SingleIpRecord {
         cpu: None,
         warnings: Vec::new(),
         finished_unix_s: 0.0,
-        validity: Some(Validity::of(
-            vec![Gate::at_most("steal", steal, 0.02, String::new())],
-            if steal > 0.02 { 3 } else { 1 },
-        )),
-        machine: None,
-        window_cpu: None,
+        checked: connlab_lab::validity::Checked {
+            validity: Some(Validity::of(
+                vec![Gate::at_most("steal", steal, 0.02, String::new())],
+                if steal > 0.02 { 3 } else { 1 },
+            )),
+            ..Default::default()
+        },
     }
 }
 

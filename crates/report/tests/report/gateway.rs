@@ -386,7 +386,7 @@ fn the_setup_check_fails_with_idle_backends_on_a_busy_machine() {
         // /proc/stat: both CPUs fully busy, nearly all of it somebody else's.
         p.cpu_busy_share = vec![1.0, 1.0];
         p.gateway_cpu_share = Some(0.02);
-        p.window_cpu = Some(WindowCpu {
+        p.checked.window_cpu = Some(WindowCpu {
             cpus: vec![0, 1],
             seconds: 1.0,
             busy_share: 1.0,

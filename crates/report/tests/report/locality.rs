@@ -119,7 +119,7 @@ fn a_claim_on_invalid_points_cannot_be_judged_here() {
         } else {
             0.001
         };
-        p.validity = Some(Validity::of(
+        p.checked.validity = Some(Validity::of(
             vec![Gate::at_most("steal", steal, 0.02, String::new())],
             3,
         ));

@@ -109,9 +109,11 @@ pub(crate) fn pipeline() -> PipelineSweep {
                     projected_relative_capacity: None,
                     projected_efficiency: None,
                     finished_unix_s: 0.0,
-                    validity: None,
-                    machine: None,
-                    window_cpu: None,
+                    checked: connlab_lab::validity::Checked {
+                        validity: None,
+                        machine: None,
+                        window_cpu: None,
+                    },
                 });
             }
         }
@@ -178,12 +180,13 @@ fn singleip_point(system: System, rep: u32, mean: f64) -> SingleIpRecord {
         cpu: None,
         warnings: Vec::new(),
         finished_unix_s: 0.0,
-        validity: Some(Validity::of(
-            vec![Gate::at_most("steal", 0.0, 0.02, String::new())],
-            1,
-        )),
-        machine: None,
-        window_cpu: None,
+        checked: connlab_lab::validity::Checked {
+            validity: Some(Validity::of(
+                vec![Gate::at_most("steal", 0.0, 0.02, String::new())],
+                1,
+            )),
+            ..Default::default()
+        },
     }
 }
 

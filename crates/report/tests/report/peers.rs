@@ -146,7 +146,7 @@ fn points_without_records_count_as_valid_and_invalid_ones_are_shown_marked() {
     let mut old = peers();
     old.points.retain(|p| !p.params.control);
     for p in &mut old.points {
-        p.validity = None;
+        p.checked.validity = None;
     }
     let md = render_peers(&old, Format::MARKDOWN).unwrap();
     assert!(md.contains("No point recorded validity gates"), "{md}");
@@ -160,7 +160,7 @@ fn points_without_records_count_as_valid_and_invalid_ones_are_shown_marked() {
         .iter_mut()
         .filter(|p| p.params.contender == "epoll")
     {
-        p.validity = Some(stolen());
+        p.checked.validity = Some(stolen());
     }
     let md = render_peers(&bad, Format::MARKDOWN).unwrap();
     assert!(md.contains("| none valid (2 invalid shown) |"), "{md}");

@@ -154,9 +154,11 @@ pub(crate) fn sweep(
                 gateway_cpu_share: None,
                 cpu_busy_share: Vec::new(),
                 finished_unix_s: 1_795_000_000.0,
-                validity: None,
-                machine: None,
-                window_cpu: None,
+                checked: connlab_lab::validity::Checked {
+                    validity: None,
+                    machine: None,
+                    window_cpu: None,
+                },
                 placement: None,
             }
         })
@@ -305,9 +307,11 @@ fn loadgen_point(p: &LoadgenParams) -> LoadgenPoint {
         ]],
         wall_s: 1.0,
         finished_unix_s: 0.0,
-        validity: Some(passed()),
-        machine: None,
-        window_cpu: None,
+        checked: connlab_lab::validity::Checked {
+            validity: Some(passed()),
+            machine: None,
+            window_cpu: None,
+        },
     }
 }
 
@@ -347,7 +351,7 @@ pub(crate) fn loadgen_with_an_invalid_point() -> LoadgenDir {
         .iter_mut()
         .find(|p| p.id == "epoll-100c-1of4-2000rps-1sh-rep2")
         .unwrap();
-    p.validity = Some(stolen());
+    p.checked.validity = Some(stolen());
     dir
 }
 
@@ -460,9 +464,11 @@ pub(crate) fn peers() -> PeersDir {
                     (Role::Client, vec!["wrk".into(), "-c100".into()]),
                 ],
                 finished_unix_s: 0.0,
-                validity: Some(validity),
-                machine: None,
-                window_cpu: None,
+                checked: connlab_lab::validity::Checked {
+                    validity: Some(validity),
+                    machine: None,
+                    window_cpu: None,
+                },
             }
         })
         .collect();

@@ -121,7 +121,7 @@ pub(super) fn sweep(
                     } else {
                         String::new()
                     },
-                    super::validity_words(point.validity.as_ref())
+                    super::validity_words(point.checked.validity.as_ref())
                 ),
                 failed: point.errors > 0,
             })
@@ -391,7 +391,7 @@ fn measure_point(
         },
     )?;
     Ok(measured.map(|(mut point, v)| {
-        point.validity = Some(v);
+        point.checked.validity = Some(v);
         point
     }))
 }
@@ -411,8 +411,12 @@ fn evidence(m: &Measured, sweep_machine: &Fingerprint) -> Evidence {
     let p = &m.point;
     let e = Evidence {
         completion: Some((p.requests, (p.requests + p.errors) as f64)),
-        cpu: p.window_cpu.clone(),
-        machine: p.machine.clone().map(|f| (f, sweep_machine.clone())),
+        cpu: p.checked.window_cpu.clone(),
+        machine: p
+            .checked
+            .machine
+            .clone()
+            .map(|f| (f, sweep_machine.clone())),
         ..Evidence::default()
     };
     match &m.load {
@@ -533,9 +537,11 @@ fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<Measured>>
         wall_s,
         commands,
         finished_unix_s: unix_now(),
-        validity: None,
-        machine: Some(Environment::capture().fingerprint()),
-        window_cpu: Some(window),
+        checked: validity::Checked {
+            validity: None,
+            machine: Some(Environment::capture().fingerprint()),
+            window_cpu: Some(window),
+        },
     };
     Ok(Some(Measured { point, load }))
 }

@@ -186,9 +186,11 @@ fn attempt(
             wall_s: 1.0,
             commands: Vec::new(),
             finished_unix_s: 0.0,
-            validity: None,
-            machine: Some(fingerprint("AMD EPYC")),
-            window_cpu: window,
+            checked: crate::validity::Checked {
+                validity: None,
+                machine: Some(fingerprint("AMD EPYC")),
+                window_cpu: window,
+            },
         },
         load: None,
     }

@@ -239,7 +239,7 @@ pub(super) fn sweep(
 }
 
 fn describe(r: &SingleIpRecord) -> String {
-    let validity = match &r.validity {
+    let validity = match &r.checked.validity {
         Some(v) if !v.valid => format!(
             "; INVALID after {} attempt{}: {}",
             v.attempts,

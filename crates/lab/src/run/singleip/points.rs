@@ -122,8 +122,12 @@ impl Ctx<'_> {
             }?;
             rec.link = link.clone();
             let evidence = Evidence {
-                cpu: gated(rec.window_cpu.as_ref()),
-                machine: rec.machine.clone().map(|m| (m, self.machine.clone())),
+                cpu: gated(rec.checked.window_cpu.as_ref()),
+                machine: rec
+                    .checked
+                    .machine
+                    .clone()
+                    .map(|m| (m, self.machine.clone())),
                 ..Evidence::default()
             };
             let mut gates = Vec::new();
@@ -145,7 +149,7 @@ impl Ctx<'_> {
             gates.extend(validity::gates(&self.exp.validity, &evidence));
             let v = Validity::of(gates, tries);
             let again = v.worth_retrying() && tries < self.attempts && !self.shutdown.requested();
-            rec.validity = Some(v);
+            rec.checked.validity = Some(v);
             if !again {
                 return Ok(rec);
             }
@@ -224,9 +228,11 @@ impl Ctx<'_> {
             cpu: None,
             warnings: Vec::new(),
             finished_unix_s: 0.0,
-            validity: None,
-            machine: Some(connlab_os::Environment::capture().fingerprint()),
-            window_cpu: None,
+            checked: validity::Checked {
+                validity: None,
+                machine: Some(connlab_os::Environment::capture().fingerprint()),
+                window_cpu: None,
+            },
         }
     }
 
@@ -271,7 +277,7 @@ impl Ctx<'_> {
         let window = self.window_close(roles, &before);
         let probe: ProbeRtt = read_json(&json)?;
         let mut rec = self.record(p);
-        rec.window_cpu = Some(window);
+        rec.checked.window_cpu = Some(window);
         rec.rtt = Some(summarise_rtt(&probe.samples_us).context("no round trips measured")?);
         rec.finished_unix_s = unix_now();
         let _ = std::fs::remove_file(&json);
@@ -325,7 +331,7 @@ impl Ctx<'_> {
         let window = self.window_close(roles, &before);
         let probe: Vec<ProbeTransfer> = read_json(&json)?;
         let mut rec = self.record(p);
-        rec.window_cpu = Some(window);
+        rec.checked.window_cpu = Some(window);
         rec.transfers = probe.iter().map(transfer_result).collect();
         rec.cpu = Some(CpuUse {
             front_cpu_s: f0.zip(f1).map(|(a, b)| b - a),
@@ -481,7 +487,7 @@ impl Ctx<'_> {
             fair_jain: FAIR_JAIN,
         };
         let mut rec = self.record(p);
-        rec.window_cpu = Some(window);
+        rec.checked.window_cpu = Some(window);
         let mut reader = File::open(&pkts)
             .map(std::io::BufReader::new)
             .with_context(|| format!("opening linkem's log {}", pkts.display()))?;
