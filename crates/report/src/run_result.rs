@@ -271,7 +271,7 @@ impl RunResult<'_> {
     }
 }
 
-/// Colour for a terminal: off when `NO_COLOR` is set (https://no-color.org),
+/// Colour for a terminal: off when `NO_COLOR` is set (<https://no-color.org>),
 /// with `--color never`, or when stdout is not a terminal under `auto`.
 #[derive(Clone, Copy, Debug)]
 pub struct Paint(bool);

@@ -314,28 +314,22 @@ impl PointContext<'_> {
         .with_run_checks(&r.load, self.ci_target)
     }
 
-    /// Runs one point for `duration_s` measured seconds: server, shards,
-    /// merge.
-    fn run_point(&self, p: &PointParams, duration_s: f64) -> anyhow::Result<PointResult> {
+    /// The server under test: `connlab serve`, or web backends behind the
+    /// point's gateway configuration.
+    fn start_under_test(
+        &self,
+        p: &PointParams,
+        stats: &Path,
+        logs: &Path,
+    ) -> anyhow::Result<UnderTest> {
         let exp = self.experiment;
-        let id = p.id();
-        let logs = SweepDir::layout(self.out).log_dir(&id);
-        if logs.exists() {
-            std::fs::remove_dir_all(&logs)
-                .with_context(|| format!("clearing {}", logs.display()))?;
-        }
-        std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
-        let stats = logs.join("server-stats.json");
-
-        // The server under test: `connlab serve`, or web backends behind
-        // the point's gateway configuration.
-        let mut under_test = match &self.www {
+        Ok(match &self.www {
             None => {
                 let mut cmd = self.in_host(self.server_host)?;
                 cmd.args(["serve", "--engine", &p.engine, "--listen"])
                     .arg(format!("{}:0", self.server_ip))
                     .args(["--protocol", &exp.server.protocol, "--stats"])
-                    .arg(&stats)
+                    .arg(stats)
                     .stdin(Stdio::null())
                     .stdout(Stdio::piped())
                     .stderr(log_file(&logs.join("server.log"))?);
@@ -353,10 +347,26 @@ impl PointContext<'_> {
                 &self.exe,
                 www,
                 &p.engine,
-                &logs,
+                logs,
                 log_file,
             )?),
-        };
+        })
+    }
+
+    /// Runs one point for `duration_s` measured seconds: server, shards,
+    /// merge.
+    fn run_point(&self, p: &PointParams, duration_s: f64) -> anyhow::Result<PointResult> {
+        let exp = self.experiment;
+        let id = p.id();
+        let logs = SweepDir::layout(self.out).log_dir(&id);
+        if logs.exists() {
+            std::fs::remove_dir_all(&logs)
+                .with_context(|| format!("clearing {}", logs.display()))?;
+        }
+        std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+        let stats = logs.join("server-stats.json");
+
+        let mut under_test = self.start_under_test(p, &stats, &logs)?;
         let target = match &under_test {
             UnderTest::Serve(s) => s.addr,
             UnderTest::Web(w) => w.target,

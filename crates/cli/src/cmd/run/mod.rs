@@ -140,9 +140,10 @@ pub(crate) struct RunArgs {
     /// factor (1.10: ten per cent), in the direction that is worse.
     #[arg(long, value_name = "FACTOR", requires = "baseline", value_parser = parse_factor)]
     max_regression: Option<f64>,
-    /// Exit 3 when a condition holds for a row: [ROW:]METRIC OP VALUE, with
-    /// METRIC p50 or p99 (a time: 250us, 5ms, 1s), rate (req/s), cpu (us per
-    /// request) or errors; OP >, >=, < or <=. Repeatable.
+    /// Exit 3 when a condition holds for a row: METRIC OP VALUE, or
+    /// ROW:METRIC OP VALUE for one row, with METRIC p50 or p99 (a time:
+    /// 250us, 5ms, 1s), rate (req/s), cpu (us per request) or errors; OP >,
+    /// >=, < or <=. Repeatable.
     #[arg(long, value_name = "COND")]
     fail_if: Vec<FailIf>,
     /// Colour on stdout: auto (on a terminal, unless NO_COLOR is set),
