@@ -36,15 +36,7 @@ pub fn run_page(o: &CompareOutcome, command: String) -> crate::run::RunPage {
                     },
                 },
                 cdf_round: typical.map(|d| d.round),
-                cdf: typical
-                    .map(|d| {
-                        d.result
-                            .service_latency_cdf
-                            .iter()
-                            .map(|p| (p.value_us, p.fraction))
-                            .collect()
-                    })
-                    .unwrap_or_default(),
+                cdf: typical.map(latency_cdf).unwrap_or_default(),
                 runs: runs
                     .iter()
                     .map(|d| crate::run::RunPageRun {
@@ -77,6 +69,35 @@ pub fn run_page(o: &CompareOutcome, command: String) -> crate::run::RunPage {
         comparison: o.comparison.clone(),
         rows,
     }
+}
+
+/// A run's service-latency CDF: the summary's points (every 5 %, then the
+/// maximum) with the 99th, 99.9th and 99.99th percentiles put in before
+/// the maximum, so the tail between 0.95 and 1 is drawn from measured
+/// percentiles rather than a straight line to the maximum.
+fn latency_cdf(d: &Done) -> Vec<(f64, f64)> {
+    let r = &d.result;
+    let s = &r.service_latency_us;
+    let mut points: Vec<(f64, f64)> = r
+        .service_latency_cdf
+        .iter()
+        .map(|p| (p.value_us, p.fraction))
+        .collect();
+    for (value, fraction) in [(s.p99, 0.99), (s.p999, 0.999), (s.p9999, 0.9999)] {
+        if !points.iter().any(|p| (p.1 - fraction).abs() < 1e-9) {
+            points.push((value, fraction));
+        }
+    }
+    points.sort_by(|a, b| a.1.total_cmp(&b.1));
+    // Percentiles from the histogram and the summary's points agree to its
+    // resolution; keep the line from turning back.
+    let mut out: Vec<(f64, f64)> = Vec::with_capacity(points.len());
+    for p in points {
+        if out.last().is_none_or(|l| p.0 >= l.0) {
+            out.push(p);
+        }
+    }
+    out
 }
 
 fn workload_text(d: &Done) -> String {
