@@ -148,9 +148,11 @@ fn profile_poll_times_every_event_loop_call(engine: Variant) {
     for field in ["poll_call_us", "poll_call_cpu_us", "cycle_us"] {
         if event_loop {
             let t = &stats[field];
-            // Every request needs at least one call that reported it.
+            // Every request needs at least one call that reported it; with
+            // several workers only the first loop is timed.
+            let least = if engine.workers() > 1 { 1 } else { 100 };
             assert!(
-                t["count"].as_u64().unwrap() >= 100,
+                t["count"].as_u64().unwrap() >= least,
                 "[{engine}] {field}: {t}"
             );
             for k in ["mean", "p50", "p99"] {

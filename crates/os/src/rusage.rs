@@ -26,6 +26,18 @@ impl CpuTimes {
         usage(libc::RUSAGE_THREAD)
     }
 
+    /// Voluntary context switches of the calling thread so far: the times
+    /// it slept and was woken.
+    pub fn thread_voluntary_switches() -> u64 {
+        // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `ru` is valid and writable.
+        if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
+            return 0;
+        }
+        ru.ru_nvcsw.max(0) as u64
+    }
+
     /// The difference `self - earlier`.
     pub fn since(&self, earlier: &CpuTimes) -> CpuTimes {
         CpuTimes {

@@ -33,6 +33,17 @@ pub enum EngineKind {
 }
 
 impl EngineKind {
+    /// Whether `--workers` applies: the event engines that run one loop
+    /// on one thread (the processes and threads engines already spread
+    /// over a process or thread per connection; rtsig's signal queue is
+    /// per process).
+    pub fn has_workers(self) -> bool {
+        matches!(
+            self,
+            EngineKind::Select | EngineKind::Poll | EngineKind::Epoll | EngineKind::Uring
+        )
+    }
+
     /// Every engine, in the order comparisons list them.
     pub const ALL: [EngineKind; 7] = [
         EngineKind::Processes,
@@ -172,6 +183,45 @@ pub struct ServerConfig {
     /// The optional io_uring features the uring engine may use (only with
     /// [`EngineKind::Uring`]); each is probed at start.
     pub uring_features: UringFeatures,
+    /// Event loops, one thread each (event engines only; 1: the loop runs
+    /// on the calling thread).
+    pub workers: usize,
+    /// How the loops share the listening address when `workers` > 1.
+    pub accept: AcceptMode,
+}
+
+/// How several event loops accept connections on one address.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AcceptMode {
+    /// One listener per loop, bound with `SO_REUSEPORT`: the kernel hashes
+    /// each new connection to one of them.
+    #[default]
+    Reuseport,
+    /// One listener every loop watches (epoll with `EPOLLEXCLUSIVE`, so one
+    /// loop wakes per connection).
+    Shared,
+}
+
+impl AcceptMode {
+    /// `reuseport` or `shared`.
+    pub fn name(self) -> &'static str {
+        match self {
+            AcceptMode::Reuseport => "reuseport",
+            AcceptMode::Shared => "shared",
+        }
+    }
+}
+
+impl FromStr for AcceptMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<AcceptMode, String> {
+        match s {
+            "reuseport" => Ok(AcceptMode::Reuseport),
+            "shared" => Ok(AcceptMode::Shared),
+            _ => Err(format!("--accept {s:?}: expected reuseport or shared")),
+        }
+    }
 }
 
 impl ServerConfig {
@@ -190,6 +240,8 @@ impl ServerConfig {
             header_timeout: Some(DEFAULT_HEADER_TIMEOUT),
             idle_timeout: None,
             uring_features: UringFeatures::default(),
+            workers: 1,
+            accept: AcceptMode::default(),
         }
     }
 }

@@ -124,4 +124,27 @@ impl Counters {
     pub(crate) fn protocol_error(&self, kind: ErrorKind) {
         self.protocol_errors[kind.index()].fetch_add(1, Relaxed);
     }
+
+    /// Adds one worker's counters to these (after the workers stopped).
+    /// The peaks add up: each worker's own peak, so the sum bounds the
+    /// server's from above.
+    pub(crate) fn absorb(&self, w: &Counters) {
+        let add = |a: &AtomicU64, b: &AtomicU64| {
+            a.fetch_add(b.load(Relaxed), Relaxed);
+        };
+        add(&self.accepted, &w.accepted);
+        add(&self.open, &w.open);
+        add(&self.peak, &w.peak);
+        add(&self.shed, &w.shed);
+        add(&self.fd_limit_episodes, &w.fd_limit_episodes);
+        add(&self.accept_errors, &w.accept_errors);
+        add(&self.requests, &w.requests);
+        add(&self.bytes_in, &w.bytes_in);
+        add(&self.bytes_out, &w.bytes_out);
+        for (a, b) in self.protocol_errors.iter().zip(&w.protocol_errors) {
+            add(a, b);
+        }
+        add(&self.header_timeouts, &w.header_timeouts);
+        add(&self.idle_timeouts, &w.idle_timeouts);
+    }
 }

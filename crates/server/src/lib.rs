@@ -20,7 +20,9 @@ mod server;
 mod socket_io;
 mod stats;
 
-pub use config::{EngineKind, ServerConfig, UringFeature, UringFeatures, DEFAULT_HEADER_TIMEOUT};
+pub use config::{
+    AcceptMode, EngineKind, ServerConfig, UringFeature, UringFeatures, DEFAULT_HEADER_TIMEOUT,
+};
 pub use profile::TimingSummary;
 pub use server::{Server, ServerError};
-pub use stats::{RtSigStats, ServerStats, STATS_SCHEMA};
+pub use stats::{imbalance, RtSigStats, ServerStats, WorkerStats, STATS_SCHEMA};

@@ -41,9 +41,14 @@ pub(crate) struct Listener {
 }
 
 impl Listener {
-    pub(crate) fn bind(addr: SocketAddr, backlog: i32) -> io::Result<Listener> {
+    /// Binds `addr`; `reuse_port` sets `SO_REUSEPORT` first, so several
+    /// listeners of this process can share the address (one per loop).
+    pub(crate) fn bind(addr: SocketAddr, backlog: i32, reuse_port: bool) -> io::Result<Listener> {
         let socket = Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), None)?;
         socket.set_reuse_address(true)?;
+        if reuse_port {
+            socket.set_reuse_port(true)?;
+        }
         socket.bind(&addr.into())?;
         socket.listen(backlog)?;
         socket.set_nonblocking(true)?;
@@ -59,6 +64,16 @@ impl Listener {
             .local_addr()?
             .as_socket()
             .ok_or_else(|| io::Error::other("listening socket has no IP address"))
+    }
+
+    /// Another handle on the same listening socket (a duplicated
+    /// descriptor) with a reserve of its own, for a loop that shares it.
+    pub(crate) fn try_clone(&self) -> io::Result<Listener> {
+        Ok(Listener {
+            socket: self.socket.try_clone()?,
+            reserve: FdReserve::new(),
+            at_limit: false,
+        })
     }
 
     pub(crate) fn fd(&self) -> RawFd {

@@ -88,6 +88,45 @@ pub struct ServerStats {
     /// `--engine rtsig` only: what the RT-signal library did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rtsig: Option<RtSigStats>,
+    /// Event loops that served (1 unless `--workers`).
+    pub workers: usize,
+    /// With `--workers` above 1: how the loops shared the address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accept: Option<&'static str>,
+    /// With `--workers` above 1: each loop's figures, in worker order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub per_worker: Vec<WorkerStats>,
+    /// With `--workers` above 1: the most connections one loop accepted
+    /// over the mean per loop (1: an even spread; `SO_REUSEPORT` hashes
+    /// connections and can spread them unevenly).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub imbalance: Option<f64>,
+}
+
+/// One event loop's share of a run (`--workers`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct WorkerStats {
+    /// The loop's index, from 0.
+    pub worker: usize,
+    /// The CPU it was pinned to, if any.
+    pub cpu: Option<usize>,
+    /// Connections it accepted.
+    pub connections: u64,
+    /// Requests it answered.
+    pub requests: u64,
+    /// Its thread's CPU seconds (user + system).
+    pub cpu_s: f64,
+    /// Its thread's voluntary context switches: the times it slept and was
+    /// woken.
+    pub wakeups: u64,
+}
+
+/// The most connections one worker accepted over the mean (`None` with no
+/// connection at all).
+pub fn imbalance(workers: &[WorkerStats]) -> Option<f64> {
+    let total: u64 = workers.iter().map(|w| w.connections).sum();
+    let max = workers.iter().map(|w| w.connections).max()?;
+    (total > 0).then(|| max as f64 / (total as f64 / workers.len() as f64))
 }
 
 /// The RT-signal library's counters for a run (`--engine rtsig`).
@@ -163,6 +202,10 @@ impl ServerStats {
             poll_call_us: None,
             poll_call_cpu_us: None,
             cycle_us: None,
+            workers: 1,
+            accept: None,
+            per_worker: Vec::new(),
+            imbalance: None,
             rtsig: c.rtsig.used.load(Relaxed).then(|| RtSigStats {
                 signals: c.rtsig.signals.load(Relaxed),
                 overflows: c.rtsig.overflows.load(Relaxed),

@@ -102,6 +102,16 @@ macro_rules! per_engine {
             fn uring() { super::$case(Variant::Uring) }
             #[test]
             fn rtsig() { super::$case(Variant::Rtsig) }
+            #[test]
+            fn select_w2() { super::$case(Variant::SelectW2) }
+            #[test]
+            fn poll_w2() { super::$case(Variant::PollW2) }
+            #[test]
+            fn epoll_w2() { super::$case(Variant::EpollW2) }
+            #[test]
+            fn epoll_w2_shared() { super::$case(Variant::EpollW2Shared) }
+            #[test]
+            fn uring_w2() { super::$case(Variant::UringW2) }
         }
     )+};
 }

@@ -59,11 +59,21 @@ pub enum Variant {
     Uring,
     /// `--engine rtsig`.
     Rtsig,
+    /// `--engine select --workers 2` (a listener each, `SO_REUSEPORT`).
+    SelectW2,
+    /// `--engine poll --workers 2`.
+    PollW2,
+    /// `--engine epoll --workers 2`.
+    EpollW2,
+    /// `--engine epoll --workers 2 --accept shared` (`EPOLLEXCLUSIVE`).
+    EpollW2Shared,
+    /// `--engine uring --workers 2`.
+    UringW2,
 }
 
 impl Variant {
     /// Every variant, in matrix order.
-    pub const ALL: [Variant; 8] = [
+    pub const ALL: [Variant; 13] = [
         Variant::Processes,
         Variant::Threads,
         Variant::Select,
@@ -72,6 +82,11 @@ impl Variant {
         Variant::EpollEt,
         Variant::Uring,
         Variant::Rtsig,
+        Variant::SelectW2,
+        Variant::PollW2,
+        Variant::EpollW2,
+        Variant::EpollW2Shared,
+        Variant::UringW2,
     ];
 
     /// The name used in test names and failure messages.
@@ -85,14 +100,34 @@ impl Variant {
             Variant::EpollEt => "epoll_et",
             Variant::Uring => "uring",
             Variant::Rtsig => "rtsig",
+            Variant::SelectW2 => "select_w2",
+            Variant::PollW2 => "poll_w2",
+            Variant::EpollW2 => "epoll_w2",
+            Variant::EpollW2Shared => "epoll_w2_shared",
+            Variant::UringW2 => "uring_w2",
         }
     }
 
     /// The `--engine` value (and the `engine` field of the stats JSON).
     pub fn engine(self) -> &'static str {
         match self {
-            Variant::EpollEt => "epoll",
+            Variant::EpollEt | Variant::EpollW2 | Variant::EpollW2Shared => "epoll",
+            Variant::SelectW2 => "select",
+            Variant::PollW2 => "poll",
+            Variant::UringW2 => "uring",
             other => other.name(),
+        }
+    }
+
+    /// The event loops the variant runs (`--workers`).
+    pub fn workers(self) -> usize {
+        match self {
+            Variant::SelectW2
+            | Variant::PollW2
+            | Variant::EpollW2
+            | Variant::EpollW2Shared
+            | Variant::UringW2 => 2,
+            _ => 1,
         }
     }
 
@@ -101,6 +136,12 @@ impl Variant {
         let mut args = vec!["--engine", self.engine()];
         if self == Variant::EpollEt {
             args.push("--edge-triggered");
+        }
+        if self.workers() > 1 {
+            args.extend(["--workers", "2"]);
+        }
+        if self == Variant::EpollW2Shared {
+            args.extend(["--accept", "shared"]);
         }
         args
     }

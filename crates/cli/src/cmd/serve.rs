@@ -43,11 +43,23 @@ pub(crate) struct ServeArgs {
     /// listen(2) backlog (the kernel caps it at net.core.somaxconn).
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(i32).range(1..))]
     backlog: i32,
-    /// Pin the server (and its threads and children) to these CPUs, e.g. 0 or 0-1.
+    /// Pin the server (and its threads and children) to these CPUs, e.g. 0 or 0-1;
+    /// with --workers, worker i runs on the i-th CPU of the list.
     #[arg(long, value_name = "LIST")]
     cpu: Option<CpuList>,
+    /// Event loops, one thread each (select, poll, epoll, uring): --stats
+    /// then gives each loop's connections, requests, CPU and wake-ups, and
+    /// the imbalance (most connections in one loop over the mean).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    workers: u16,
+    /// How several loops accept: reuseport (a listener each, SO_REUSEPORT;
+    /// the kernel hashes connections to them) or shared (one listener all
+    /// watch; epoll wakes one loop per connection with EPOLLEXCLUSIVE).
+    #[arg(long, default_value = "reuseport", value_name = "reuseport|shared")]
+    accept: connlab_server::AcceptMode,
     /// Time every polling call and server cycle (select, poll, epoll) and
-    /// write `poll_call_us` and `cycle_us` into --stats.
+    /// write `poll_call_us` and `cycle_us` into --stats (with --workers, the
+    /// first loop's).
     #[arg(long)]
     profile_poll: bool,
     /// Close a connection whose request head is not complete this long after
@@ -171,6 +183,8 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, Exit> {
     config.max_message = args.max_message;
     config.backlog = args.backlog;
     config.cpus = args.cpu;
+    config.workers = usize::from(args.workers);
+    config.accept = args.accept;
     config.profile_poll = args.profile_poll;
     if let Some(path) = &args.manifest {
         config.files = Some(file_sizes(path, args.protocol, args.max_message)?);
@@ -178,7 +192,11 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, Exit> {
     config.header_timeout = args.header_timeout.0;
     config.idle_timeout = args.idle_timeout.0;
     let shutdown = Shutdown::on_termination_signals().context("installing signal handlers")?;
-    let server = Server::bind(config).context("starting the server")?;
+    let server = match Server::bind(config) {
+        Ok(s) => s,
+        Err(e @ connlab_server::ServerError::Config(_)) => return Err(Exit::usage(e.into())),
+        Err(e) => return Err(anyhow::Error::new(e).context("starting the server").into()),
+    };
     let nofile = server.nofile();
     if nofile.raised() {
         eprintln!(

@@ -22,11 +22,20 @@ const MAX_EVENTS: usize = 1024;
 impl Engine for Epoll {
     fn serve(&mut self, ctx: RunContext<'_>) -> io::Result<()> {
         let shutdown = ctx.shutdown;
+        let exclusive = ctx.exclusive_accept;
         let mut timer = LoopTimer::new(ctx.profile);
         let mut reactor = Reactor::new(ctx);
         let ep = EpollFd::new()?;
         let listen_fd = reactor.listener.fd();
-        ep.ctl(libc::EPOLL_CTL_ADD, listen_fd, libc::EPOLLIN as u32)?;
+        // A listener shared by several loops wakes one of them per
+        // connection; such a registration cannot be modified, only
+        // removed and added again.
+        let listen_events = if exclusive {
+            (libc::EPOLLIN | libc::EPOLLEXCLUSIVE) as u32
+        } else {
+            libc::EPOLLIN as u32
+        };
+        ep.ctl(libc::EPOLL_CTL_ADD, listen_fd, listen_events)?;
         ep.ctl(
             libc::EPOLL_CTL_ADD,
             shutdown.wake_fd(),
@@ -47,8 +56,17 @@ impl Engine for Epoll {
         while !shutdown.requested() {
             let accepting = reactor.accepting();
             if accepting != watching_listener {
-                let events = if accepting { libc::EPOLLIN as u32 } else { 0 };
-                ep.ctl(libc::EPOLL_CTL_MOD, listen_fd, events)?;
+                if exclusive {
+                    let op = if accepting {
+                        libc::EPOLL_CTL_ADD
+                    } else {
+                        libc::EPOLL_CTL_DEL
+                    };
+                    ep.ctl(op, listen_fd, listen_events)?;
+                } else {
+                    let events = if accepting { libc::EPOLLIN as u32 } else { 0 };
+                    ep.ctl(libc::EPOLL_CTL_MOD, listen_fd, events)?;
+                }
                 watching_listener = accepting;
             }
             let mut mark = timer.begin();

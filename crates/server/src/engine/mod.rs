@@ -28,6 +28,9 @@ pub(crate) struct RunContext<'a> {
     pub(crate) template: SessionTemplate,
     /// Where the event loops time their calls (`--profile-poll`).
     pub(crate) profile: Option<&'a std::sync::Mutex<crate::profile::PollProfile>>,
+    /// The listener is shared with other loops (`--accept shared`): epoll
+    /// registers it with `EPOLLEXCLUSIVE`, so one loop wakes per connection.
+    pub(crate) exclusive_accept: bool,
 }
 
 /// An I/O model: serves connections from `ctx.listener` until `ctx.shutdown` trips.

@@ -27,6 +27,8 @@ impl Engine for Processes {
             template,
             // No polling call to time: a blocked thread or process per connection.
             profile: _,
+            // One accept loop: nothing shares the listener.
+            exclusive_accept: _,
         } = ctx;
         let (chld_read, chld_write) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_CLOEXEC)?;

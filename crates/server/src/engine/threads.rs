@@ -27,6 +27,8 @@ impl Engine for Threads {
             template,
             // No polling call to time: a blocked thread or process per connection.
             profile: _,
+            // One accept loop: nothing shares the listener.
+            exclusive_accept: _,
         } = ctx;
         // Descriptors of live connections; a thread removes its own under the
         // lock before closing it, so shutdown never touches a reused number.

@@ -1,7 +1,7 @@
 //! [`Server`]: bind, then serve with the chosen engine until shutdown, then
 //! report [`ServerStats`].
 
-use crate::config::{EngineKind, ServerConfig};
+use crate::config::{AcceptMode, EngineKind, ServerConfig};
 use crate::connection::SessionTemplate;
 use crate::counters::Counters;
 use crate::deadline::Limits;
@@ -12,6 +12,8 @@ use connlab_os::{CpuTimes, NofileLimit, OsError, SharedMem, Shutdown};
 use std::io;
 use std::net::SocketAddr;
 use std::time::Instant;
+
+mod workers;
 
 /// Why a server could not start or stopped early.
 #[derive(Debug, thiserror::Error)]
@@ -43,7 +45,8 @@ pub enum ServerError {
 /// A bound server, ready to run.
 pub struct Server {
     config: ServerConfig,
-    listener: Listener,
+    /// One listener, or one per worker (`SO_REUSEPORT`).
+    listeners: Vec<Listener>,
     local_addr: SocketAddr,
     counters: SharedMem<Counters>,
     nofile: NofileLimit,
@@ -58,7 +61,19 @@ impl Server {
                 config.engine
             )));
         }
+        if config.workers == 0 {
+            return Err(ServerError::Config("--workers must be at least 1".into()));
+        }
+        if config.workers > 1 && !config.engine.has_workers() {
+            return Err(ServerError::Config(format!(
+                "--workers applies to the event engines (select, poll, epoll, uring); {} \
+                 already uses a thread or process per connection",
+                config.engine
+            )));
+        }
         let nofile = connlab_os::raise_nofile_limit()?;
+        // With several workers each loop is pinned to its own CPU of the
+        // list when it starts; the process keeps the whole list.
         if let Some(cpus) = &config.cpus {
             connlab_os::pin_current_process(cpus)?;
         }
@@ -66,10 +81,18 @@ impl Server {
             addr: config.listen,
             source,
         };
-        let listener = Listener::bind(config.listen, config.backlog).map_err(bind_err)?;
-        let local_addr = listener.local_addr().map_err(bind_err)?;
+        let reuse_port = config.workers > 1 && config.accept == AcceptMode::Reuseport;
+        let first = Listener::bind(config.listen, config.backlog, reuse_port).map_err(bind_err)?;
+        let local_addr = first.local_addr().map_err(bind_err)?;
+        let mut listeners = vec![first];
+        if reuse_port {
+            // The others bind the port the first resolved.
+            for _ in 1..config.workers {
+                listeners.push(Listener::bind(local_addr, config.backlog, true).map_err(bind_err)?);
+            }
+        }
         Ok(Server {
-            listener,
+            listeners,
             local_addr,
             counters: SharedMem::new(Counters::default())?,
             nofile,
@@ -91,7 +114,7 @@ impl Server {
     pub fn run(self, shutdown: &Shutdown) -> Result<ServerStats, ServerError> {
         let Server {
             config,
-            listener,
+            listeners,
             local_addr,
             counters,
             nofile,
@@ -101,29 +124,45 @@ impl Server {
         let profile = config
             .profile_poll
             .then(|| std::sync::Mutex::new(crate::profile::PollProfile::new()));
-        let ctx = RunContext {
-            listener,
-            counters: &counters,
-            shutdown,
-            profile: profile.as_ref(),
-            template: SessionTemplate {
-                protocol: config.protocol,
-                config: connlab_proto::ServerConfig {
-                    max_message: config.max_message,
-                    files: config.files,
-                },
-                limits: Limits {
-                    header: config.header_timeout.filter(|d| !d.is_zero()),
-                    idle: config.idle_timeout.filter(|d| !d.is_zero()),
-                },
+        let template = SessionTemplate {
+            protocol: config.protocol,
+            config: connlab_proto::ServerConfig {
+                max_message: config.max_message,
+                files: config.files,
+            },
+            limits: Limits {
+                header: config.header_timeout.filter(|d| !d.is_zero()),
+                idle: config.idle_timeout.filter(|d| !d.is_zero()),
             },
         };
-        engine::build(&config)
-            .serve(ctx)
-            .map_err(|source| ServerError::Engine {
-                engine: config.engine,
-                source,
-            })?;
+        let engine_err = |source| ServerError::Engine {
+            engine: config.engine,
+            source,
+        };
+        let per_worker = if config.workers == 1 {
+            let listener = listeners
+                .into_iter()
+                .next()
+                .ok_or_else(|| engine_err(io::Error::other("no listener was bound")))?;
+            let ctx = RunContext {
+                listener,
+                counters: &counters,
+                shutdown,
+                profile: profile.as_ref(),
+                template,
+                exclusive_accept: false,
+            };
+            engine::build(&config).serve(ctx).map_err(engine_err)?;
+            Vec::new()
+        } else {
+            let per_worker =
+                workers::serve(&config, listeners, shutdown, profile.as_ref(), template)
+                    .map_err(engine_err)?;
+            for (_, c) in &per_worker {
+                counters.absorb(c);
+            }
+            per_worker.into_iter().map(|(w, _)| w).collect()
+        };
         let facts = RunFacts {
             engine: config.engine.name().to_string(),
             edge_triggered: config.edge_triggered,
@@ -136,6 +175,12 @@ impl Server {
             idle_timeout: config.idle_timeout,
         };
         let mut stats = ServerStats::collect(&counters, facts);
+        if !per_worker.is_empty() {
+            stats.workers = per_worker.len();
+            stats.accept = Some(config.accept.name());
+            stats.imbalance = crate::stats::imbalance(&per_worker);
+            stats.per_worker = per_worker;
+        }
         if let Some(p) = profile {
             let p = p.into_inner().unwrap_or_else(|e| e.into_inner());
             stats.profile_poll = Some(p.summaries().is_some());
