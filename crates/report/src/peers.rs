@@ -886,7 +886,10 @@ fn dot_plot(title: &str, y_desc: &str, rows: &[&PeerRow]) -> Result<String, Repo
         let root = SVGBackend::with_string(&mut svg, (width, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", crate::plots::TITLE_FONT))
+            .caption(
+                title,
+                ("sans-serif", crate::plots::title_font(title, width)),
+            )
             .margin(12)
             .x_label_area_size(46)
             .y_label_area_size(72)

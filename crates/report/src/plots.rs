@@ -105,6 +105,18 @@ pub(crate) const DESC_FONT: u32 = 17;
 pub(crate) const LABEL_FONT: u32 = 16;
 pub(crate) const NOTE_FONT: u32 = 15;
 
+/// The title's font size for a plot `width` pixels wide: [`TITLE_FONT`],
+/// smaller for a title that would run past the plot's edges (plotters
+/// centres it and cuts what does not fit), never under [`NOTE_FONT`]
+/// (12 px). A character of sans-serif is taken as 0.55 of the font's
+/// pixel size wide.
+pub(crate) fn title_font(title: &str, width: u32) -> u32 {
+    let chars = title.chars().count().max(1) as f64;
+    // Room left by the chart's margins; the SVG writes size / 1.24 px.
+    let fits = (f64::from(width) - 24.0) * 1.24 / (0.55 * chars);
+    (fits.floor() as u32).clamp(NOTE_FONT, TITLE_FONT)
+}
+
 /// The SVG as a page shows it: as wide as the text column, scaled with
 /// it (the exported file keeps its own size: see [`crate::figures_of`]).
 pub(crate) fn full_width(svg: String) -> String {
@@ -959,7 +971,7 @@ where
         root.fill(&WHITE).map_err(plot_err)?;
         let (plot, _) = root.split_horizontally(frame.plot_width());
         let mut chart = ChartBuilder::on(&plot)
-            .caption(title, ("sans-serif", TITLE_FONT))
+            .caption(title, ("sans-serif", title_font(title, frame.plot_width())))
             .margin(12)
             .x_label_area_size(50)
             .y_label_area_size(78)

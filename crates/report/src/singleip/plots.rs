@@ -112,7 +112,10 @@ pub(super) fn line_plot_noted(
         root.fill(&WHITE).map_err(plot_err)?;
         let (plot, _) = root.split_horizontally(plot_w);
         let mut chart = ChartBuilder::on(&plot)
-            .caption(title, ("sans-serif", crate::plots::TITLE_FONT))
+            .caption(
+                title,
+                ("sans-serif", crate::plots::title_font(title, plot_w)),
+            )
             .margin(12)
             .x_label_area_size(50)
             .y_label_area_size(72)
@@ -225,7 +228,10 @@ pub(super) fn timeline_plot(
         root.fill(&WHITE).map_err(plot_err)?;
         let (plot, _) = root.split_horizontally(plot_w);
         let mut chart = ChartBuilder::on(&plot)
-            .caption(title, ("sans-serif", crate::plots::TITLE_FONT))
+            .caption(
+                title,
+                ("sans-serif", crate::plots::title_font(title, plot_w)),
+            )
             .margin(12)
             .x_label_area_size(50)
             .y_label_area_size(72)
