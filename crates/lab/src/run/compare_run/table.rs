@@ -3,7 +3,7 @@
 //! exports, `--baseline` and `--fail-if` all read.
 
 use super::{counts, CompareOutcome, Done};
-use crate::compare::{Figure, Standing};
+use crate::compare::{Figure, RowComparison, Standing};
 use serde::{Deserialize, Serialize};
 
 /// One row of the table: medians over the row's valid runs.
@@ -50,6 +50,36 @@ pub struct TableRow {
     pub runs: usize,
 }
 
+impl TableRow {
+    /// The row's figures from its comparison alone (what a saved
+    /// `comparison.json` without a table holds): no per-run medians, the
+    /// rounds that measured its primary figure as its runs.
+    fn of_comparison(rank: usize, r: &RowComparison) -> TableRow {
+        let runs = r.primary.map_or(0, |f| f.n);
+        TableRow {
+            rank,
+            label: r.label.clone(),
+            standing: r.standing,
+            primary: r.primary.map(|f| f.median),
+            primary_min: r.primary.map(|f| f.min),
+            primary_max: r.primary.map(|f| f.max),
+            ratio_to_best: r.ratio_to_best,
+            ratio_lo: r.ratio_ci.map(|x| x.0),
+            ratio_hi: r.ratio_ci.map(|x| x.1),
+            ratio_coverage: r.ratio_ci_coverage,
+            p50_us: None,
+            p99_us: None,
+            achieved_per_s: None,
+            cpu_us_per_request: r.cpu_us_per_request.map(|f| f.median),
+            wakeups_per_request: r.wakeups_per_request.map(|f| f.median),
+            memory_per_connection_kib: r.memory_per_connection_bytes.map(|f| f.median / 1024.0),
+            errors: 0,
+            valid_runs: runs,
+            runs,
+        }
+    }
+}
+
 impl CompareOutcome {
     /// The table, best first (see [`crate::compare::Comparison::ranking`]).
     pub fn table(&self) -> Vec<TableRow> {
@@ -66,30 +96,16 @@ impl CompareOutcome {
                     Figure::of(&v).map(|f| f.median)
                 };
                 TableRow {
-                    rank: rank + 1,
-                    label: rc.label.clone(),
-                    standing: rc.standing,
-                    primary: rc.primary.map(|f| f.median),
-                    primary_min: rc.primary.map(|f| f.min),
-                    primary_max: rc.primary.map(|f| f.max),
-                    ratio_to_best: rc.ratio_to_best,
-                    ratio_lo: rc.ratio_ci.map(|r| r.0),
-                    ratio_hi: rc.ratio_ci.map(|r| r.1),
-                    ratio_coverage: rc.ratio_ci_coverage,
                     p50_us: median(&|d| d.result.service_latency_us.p50),
                     p99_us: median(&|d| d.result.service_latency_us.p99),
                     achieved_per_s: median(&|d| d.result.achieved_rate_per_s),
-                    cpu_us_per_request: rc.cpu_us_per_request.map(|f| f.median),
-                    wakeups_per_request: rc.wakeups_per_request.map(|f| f.median),
-                    memory_per_connection_kib: rc
-                        .memory_per_connection_bytes
-                        .map(|f| f.median / 1024.0),
                     errors: runs
                         .iter()
                         .map(|d| d.result.requests.measured_errors())
                         .sum(),
                     valid_runs: valid.len(),
                     runs: runs.len(),
+                    ..TableRow::of_comparison(rank + 1, rc)
                 }
             })
             .collect()
@@ -130,27 +146,7 @@ pub fn read_baseline(
         c.rows
             .iter()
             .enumerate()
-            .map(|(i, r)| TableRow {
-                rank: i + 1,
-                label: r.label.clone(),
-                standing: r.standing,
-                primary: r.primary.map(|f| f.median),
-                primary_min: r.primary.map(|f| f.min),
-                primary_max: r.primary.map(|f| f.max),
-                ratio_to_best: r.ratio_to_best,
-                ratio_lo: r.ratio_ci.map(|x| x.0),
-                ratio_hi: r.ratio_ci.map(|x| x.1),
-                ratio_coverage: r.ratio_ci_coverage,
-                p50_us: None,
-                p99_us: None,
-                achieved_per_s: None,
-                cpu_us_per_request: r.cpu_us_per_request.map(|f| f.median),
-                wakeups_per_request: r.wakeups_per_request.map(|f| f.median),
-                memory_per_connection_kib: r.memory_per_connection_bytes.map(|f| f.median / 1024.0),
-                errors: 0,
-                valid_runs: r.primary.map_or(0, |f| f.n),
-                runs: r.primary.map_or(0, |f| f.n),
-            })
+            .map(|(i, r)| TableRow::of_comparison(i + 1, r))
             .collect()
     });
     Ok((c.better, table))
