@@ -18,6 +18,7 @@ mod schedule;
 mod shard;
 pub mod stats;
 pub mod units;
+mod usl;
 
 pub use active::choose_active;
 pub use deviation::{DeviationHistogram, DeviationHistogramParts, DeviationSummary, SendDeviation};
@@ -27,3 +28,4 @@ pub use ratio::{ActiveRatio, RatioError};
 pub use rng::SeededRng;
 pub use schedule::{Arrival, Schedule, ScheduleError};
 pub use shard::{Shard, ShardError, ShardSlice};
+pub use usl::UslFit;
