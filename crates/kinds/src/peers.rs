@@ -82,13 +82,29 @@ impl Sweep for PeersExperiment {
     }
 
     fn pinned_cpus(&self) -> Vec<(&'static str, usize)> {
+        let pl = &self.placement;
+        let lists = [
+            (
+                "placement.server_cpus",
+                pl.server_cpus.clone().unwrap_or_default(),
+            ),
+            (
+                "placement.client_cpus",
+                pl.client_cpus.clone().unwrap_or_default(),
+            ),
+        ];
         [
-            ("placement.server_cpu", self.placement.server_cpu),
-            ("placement.gateway_cpu", self.placement.gateway_cpu),
-            ("placement.client_cpu", self.placement.client_cpu),
+            ("placement.server_cpu", pl.server_cpu),
+            ("placement.gateway_cpu", pl.gateway_cpu),
+            ("placement.client_cpu", pl.client_cpu),
         ]
         .into_iter()
         .filter_map(|(field, cpu)| cpu.map(|c| (field, c)))
+        .chain(
+            lists
+                .into_iter()
+                .flat_map(|(field, list)| list.into_iter().map(move |c| (field, c))),
+        )
         .collect()
     }
 

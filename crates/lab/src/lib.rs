@@ -49,9 +49,9 @@ pub use loadgen::{
     LOADGEN_SWEEP_SCHEMA,
 };
 pub use peers::{
-    Baseline, Bytes, Contender, PeerParams, PeerPoint, PeersDir, PeersError, PeersExperiment,
-    PeersInfo, PeersQuick, PeersTag, Placement, PointSetup, Process, ProcessKind, Role, RoleCpu,
-    Span, Workload, PEERS_SWEEP_SCHEMA, PEER_POINT_SCHEMA,
+    Baseline, Bytes, Contender, LatencyRun, PeerParams, PeerPoint, PeersDir, PeersError,
+    PeersExperiment, PeersInfo, PeersQuick, PeersTag, Placement, PointSetup, Process, ProcessKind,
+    Role, RoleCpu, Scaling, Span, Workload, PEERS_SWEEP_SCHEMA, PEER_POINT_SCHEMA,
 };
 pub use pipeline::{
     capacity, projected_capacity, size_text, ClaimResult, ClaimStatistic, LinkSpec, MessageCounts,

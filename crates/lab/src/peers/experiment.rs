@@ -327,6 +327,133 @@ pub struct Placement {
     /// CPU of the client.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_cpu: Option<usize>,
+    /// CPUs of the server, in the order its workers take them: a point
+    /// with N workers pins the server to the first N (instead of
+    /// `server_cpu`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpus: Option<Vec<usize>>,
+    /// CPUs of the client (instead of `client_cpu`): wrk and connlab load
+    /// run on all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cpus: Option<Vec<usize>>,
+}
+
+impl Placement {
+    /// The server's CPUs at `workers` workers (every listed CPU without a
+    /// worker count); empty when not pinned.
+    pub fn server_cpus_at(&self, workers: Option<u32>) -> Vec<usize> {
+        match (&self.server_cpus, self.server_cpu) {
+            (Some(list), _) => {
+                let n = workers.map_or(list.len(), |w| w as usize);
+                list.iter().copied().take(n).collect()
+            }
+            (None, Some(c)) => vec![c],
+            (None, None) => Vec::new(),
+        }
+    }
+
+    /// The client's CPUs; empty when not pinned.
+    pub fn client_cpus(&self) -> Vec<usize> {
+        match (&self.client_cpus, self.client_cpu) {
+            (Some(list), _) => list.clone(),
+            (None, Some(c)) => vec![c],
+            (None, None) => Vec::new(),
+        }
+    }
+
+    fn validate(&self, most_workers: Option<u32>) -> Result<(), (String, String)> {
+        let bad = |f: &str, m: String| Err((format!("placement.{f}"), m));
+        if self.server_cpus.is_some() && self.server_cpu.is_some() {
+            return bad(
+                "server_cpus",
+                "give server_cpu or server_cpus, not both".into(),
+            );
+        }
+        if self.client_cpus.is_some() && self.client_cpu.is_some() {
+            return bad(
+                "client_cpus",
+                "give client_cpu or client_cpus, not both".into(),
+            );
+        }
+        for (f, list) in [
+            ("server_cpus", &self.server_cpus),
+            ("client_cpus", &self.client_cpus),
+        ] {
+            let Some(list) = list else { continue };
+            if list.is_empty() {
+                return bad(f, "list at least one CPU".into());
+            }
+            let mut seen = BTreeSet::new();
+            if let Some(c) = list.iter().find(|c| !seen.insert(**c)) {
+                return bad(f, format!("CPU {c} is listed twice"));
+            }
+        }
+        if let (Some(list), Some(n)) = (&self.server_cpus, most_workers) {
+            if list.len() < n as usize {
+                return bad(
+                    "server_cpus",
+                    format!(
+                        "{} CPUs for up to {n} workers: list one CPU per worker",
+                        list.len()
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `[scaling]`: the workers axis. Every server contender runs at each
+/// worker count (connlab serve `--workers N`, nginx `worker_processes N`),
+/// pinned to the first N of `placement.server_cpus`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scaling {
+    /// Worker counts, increasing; 1 should be among them (the fit's λ).
+    pub workers: Vec<u32>,
+    /// With it, after the closed-loop run a second, open-loop client run
+    /// at this many requests per second (connlab load) measures the
+    /// latency at a fixed offered load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_rate: Option<f64>,
+    /// A point's client counts as its limit when it kept its CPUs busier
+    /// than this share of the run [default: 0.9].
+    #[serde(default = "client_busy_default")]
+    pub client_busy: f64,
+}
+
+fn client_busy_default() -> f64 {
+    0.9
+}
+
+impl Scaling {
+    fn validate(&self) -> Result<(), (String, String)> {
+        let bad = |f: &str, m: String| Err((format!("scaling.{f}"), m));
+        if self.workers.is_empty() {
+            return bad("workers", "give at least one worker count".into());
+        }
+        if let Some(i) = self.workers.iter().position(|w| *w == 0 || *w > 1024) {
+            return bad(
+                &format!("workers[{i}]"),
+                format!("{}: from 1 to 1024", self.workers[i]),
+            );
+        }
+        if self.workers.windows(2).any(|w| w[0] >= w[1]) {
+            return bad("workers", "list the counts once each, increasing".into());
+        }
+        if let Some(r) = self.latency_rate {
+            if !(r.is_finite() && r > 0.0) {
+                return bad("latency_rate", format!("{r}: a rate above 0 req/s"));
+            }
+        }
+        if !(self.client_busy > 0.0 && self.client_busy <= 1.0) {
+            return bad(
+                "client_busy",
+                format!("{}: a share above 0 and at most 1", self.client_busy),
+            );
+        }
+        Ok(())
+    }
 }
 
 /// `[quick]`: replacements for `connlab sweep --quick`.
@@ -384,6 +511,9 @@ pub struct PeersExperiment {
     /// Replacements for `--quick`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quick: Option<PeersQuick>,
+    /// The workers axis, if any (server contenders only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scaling: Option<Scaling>,
     /// Record a CPU profile of the measured role (`perf record -g`) per
     /// contender and body size, in one extra unmeasured run after the
     /// measured repetitions [default: false].
@@ -401,6 +531,8 @@ fn no_placement() -> Placement {
         server_cpu: None,
         gateway_cpu: None,
         client_cpu: None,
+        server_cpus: None,
+        client_cpus: None,
     }
 }
 
@@ -452,6 +584,9 @@ pub struct PeerParams {
     pub body_bytes: u64,
     /// Repetition, from 1.
     pub repetition: u32,
+    /// The server's workers, with a `[scaling]` axis.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<u32>,
     /// The A/A control: the contender measured a second time in the same
     /// repetition and body size, as a point of its own (`-aa` ends its id).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -461,10 +596,12 @@ pub struct PeerParams {
 impl PeerParams {
     /// `<contender>-<body>B-rep<k>` (`-aa` after it for the A/A control):
     /// the point's file name, stable across runs.
+    /// With a workers axis, `-w<N>` follows the contender.
     pub fn id(&self) -> String {
         format!(
-            "{}-{}B-rep{}{}",
+            "{}{}-{}B-rep{}{}",
             self.contender,
+            self.workers.map_or(String::new(), |w| format!("-w{w}")),
             self.body_bytes,
             self.repetition,
             if self.control { "-aa" } else { "" }
@@ -474,7 +611,12 @@ impl PeerParams {
     /// `<contender>-<body>B`: the file name of the profile of this
     /// contender at this body size ([`PeersExperiment::profile_plan`]).
     pub fn profile_id(&self) -> String {
-        format!("{}-{}B", self.contender, self.body_bytes)
+        format!(
+            "{}{}-{}B",
+            self.contender,
+            self.workers.map_or(String::new(), |w| format!("-w{w}")),
+            self.body_bytes
+        )
     }
 }
 
@@ -607,6 +749,23 @@ impl PeersExperiment {
                 None => {}
             }
         }
+        if let Some(sc) = &self.scaling {
+            sc.validate()?;
+            if role != Role::Server {
+                return bad(
+                    "scaling",
+                    format!(
+                        "a workers axis needs server contenders, not {}s",
+                        role.name()
+                    ),
+                );
+            }
+        }
+        self.placement.validate(
+            self.scaling
+                .as_ref()
+                .and_then(|s| s.workers.last().copied()),
+        )?;
         self.validity.check()?;
         if let Some(Some(c)) = self.validity.control_choice() {
             if !names.contains(c) {
@@ -678,20 +837,27 @@ impl PeersExperiment {
             .and_then(|c| self.contender_named(c));
         let runs_at =
             |c: &Contender, size: &Bytes| c.body_sizes.as_ref().is_none_or(|s| s.contains(size));
+        let workers: Vec<Option<u32>> = match &self.scaling {
+            Some(s) => s.workers.iter().map(|w| Some(*w)).collect(),
+            None => vec![None],
+        };
         let mut plan = Vec::new();
         for repetition in 1..=reps {
             for size in &sizes {
-                let contenders = self.contender.iter().map(|c| (c, false));
-                for (c, control) in contenders.chain(control.map(|c| (c, true))) {
-                    if !runs_at(c, size) {
-                        continue;
+                for &w in &workers {
+                    let contenders = self.contender.iter().map(|c| (c, false));
+                    for (c, control) in contenders.chain(control.map(|c| (c, true))) {
+                        if !runs_at(c, size) {
+                            continue;
+                        }
+                        plan.push(PeerParams {
+                            contender: c.name.clone(),
+                            body_bytes: size.0,
+                            repetition,
+                            workers: w,
+                            control,
+                        });
                     }
-                    plan.push(PeerParams {
-                        contender: c.name.clone(),
-                        body_bytes: size.0,
-                        repetition,
-                        control,
-                    });
                 }
             }
         }

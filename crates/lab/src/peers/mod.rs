@@ -30,9 +30,9 @@ mod tests;
 
 pub use experiment::{
     Baseline, Contender, PeerParams, PeersExperiment, PeersQuick, PeersTag, Placement, PointSetup,
-    Process, ProcessKind, Role, Workload,
+    Process, ProcessKind, Role, Scaling, Workload,
 };
-pub use results::{PeerPoint, PeersDir, PeersInfo, RoleCpu};
+pub use results::{LatencyRun, PeerPoint, PeersDir, PeersInfo, RoleCpu};
 
 use crate::sweep_file::SweepFileError;
 

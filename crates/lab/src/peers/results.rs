@@ -47,12 +47,57 @@ pub struct PeerPoint {
     pub commands: Vec<(Role, Vec<String>)>,
     /// When the point finished (Unix seconds).
     pub finished_unix_s: f64,
+    /// The CPUs the server was pinned to (empty: not pinned).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_cpus: Vec<usize>,
+    /// The CPUs the client was pinned to (empty: not pinned).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_cpus: Vec<usize>,
+    /// The client's CPU seconds over the run divided by the run's seconds
+    /// times its CPUs (all CPUs when not pinned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_busy: Option<f64>,
+    /// Why the client, not the server, may have set this point's rate:
+    /// it shared CPUs with the server, or kept its own CPUs busy past
+    /// `scaling.client_busy`. `None`: the client had room to spare.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_limited: Option<String>,
+    /// connlab serve's connections per worker (its `--stats`), in worker
+    /// order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub worker_connections: Vec<u64>,
+    /// connlab serve's imbalance: the most connections on one worker over
+    /// the mean.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imbalance: Option<f64>,
+    /// The open-loop run at `scaling.latency_rate`, if the file asks for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencyRun>,
     /// Its gates (`validity`), its machine (`machine`) and who used the CPUs
     /// meanwhile (`window_cpu`), the roles are pinned to (all CPUs when a role is
     /// not pinned) over the client's run: steal, foreign work, and each
     /// role's process trees (`server`, `gateway`, `client`).
     #[serde(flatten)]
     pub checked: crate::validity::Checked,
+}
+
+/// The open-loop client run at a fixed offered load after a scaling
+/// point's closed-loop run (connlab load `--rate`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LatencyRun {
+    /// Offered requests per second.
+    pub rate: f64,
+    /// Completed requests per second.
+    pub achieved_rate_per_s: f64,
+    /// Service latency, median (µs).
+    pub p50_us: f64,
+    /// Service latency, 99th percentile (µs).
+    pub p99_us: f64,
+    /// How late the client sent, 99th percentile (µs): a large value means
+    /// the client, not the server, set the latency.
+    pub send_lag_p99_us: f64,
+    /// Requests that ended in an error.
+    pub errors: u64,
 }
 
 /// `DIR/peers.json`: the sweep as a whole.

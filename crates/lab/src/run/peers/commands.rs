@@ -22,7 +22,9 @@ pub(super) fn server_command(
     p: &Process,
     addr: SocketAddr,
     body_bytes: u64,
+    workers: Option<u32>,
 ) -> anyhow::Result<(Command, libc::c_int)> {
+    let cpus = ctx.exp.placement.server_cpus_at(workers);
     match p.kind {
         ProcessKind::ConnlabServe => {
             let mut cmd = Command::new(ctx.exe);
@@ -31,9 +33,20 @@ pub(super) fn server_command(
                 .arg("--listen")
                 .arg(addr.to_string())
                 .arg("--stats")
-                .arg(ctx.logs.join("server-stats.json"));
+                .arg(ctx.logs.join(SERVER_STATS));
             if p.edge_triggered {
                 cmd.arg("--edge-triggered");
+            }
+            // Event engines run N loops, each pinned to its CPU; processes
+            // and threads spread over the same CPUs (the process's
+            // affinity), so a comparison stays CPU for CPU.
+            if let Some(n) = workers {
+                if p.engine.is_some_and(|e| e.has_workers()) {
+                    cmd.arg("--workers").arg(n.to_string());
+                    if !cpus.is_empty() {
+                        cmd.arg("--cpu").arg(cpu_list(&cpus));
+                    }
+                }
             }
             cmd.args(&p.args);
             Ok((cmd, libc::SIGTERM))
@@ -44,6 +57,8 @@ pub(super) fn server_command(
                 ctx,
                 addr,
                 (p.kind == ProcessKind::NginxReturn).then_some(body_bytes),
+                workers.unwrap_or(1),
+                &cpus,
             );
             std::fs::write(&conf, text).with_context(|| format!("writing {}", conf.display()))?;
             let mut cmd = Command::new("nginx");
@@ -59,14 +74,37 @@ pub(super) fn server_command(
     }
 }
 
-/// One nginx worker, no access log, keep-alive without limit; with
-/// `return_body` the `/bytes/N` location answers from the configuration.
-fn nginx_conf(ctx: &PointCtx, addr: SocketAddr, return_body: Option<u64>) -> String {
+/// The file name of connlab serve's `--stats` in a point's logs.
+pub(super) const SERVER_STATS: &str = "server-stats.json";
+
+/// A CPU list for `--cpu`: `1,0`.
+pub(super) fn cpu_list(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `workers` nginx workers (each on its own CPU of `cpus`, in order, when
+/// given), no access log, keep-alive without limit; with `return_body`
+/// the `/bytes/N` location answers from the configuration.
+fn nginx_conf(
+    ctx: &PointCtx,
+    addr: SocketAddr,
+    return_body: Option<u64>,
+    workers: u32,
+    cpus: &[usize],
+) -> String {
     let tmp = ctx.tmp.display().to_string();
     let logs = ctx.logs.display();
-    let affinity = ctx.exp.placement.server_cpu.map_or(String::new(), |cpu| {
-        format!("worker_cpu_affinity {};\n", cpu_mask_bits(cpu))
-    });
+    let affinity = if cpus.is_empty() {
+        String::new()
+    } else {
+        let masks: Vec<String> = (0..workers as usize)
+            .map(|i| cpu_mask_bits(cpus[i % cpus.len()]))
+            .collect();
+        format!("worker_cpu_affinity {};\n", masks.join(" "))
+    };
     let location = return_body.map_or(String::new(), |n| {
         format!(
             "    location = /bytes/{n} {{ return 200 \"{}\"; }}\n",
@@ -74,7 +112,7 @@ fn nginx_conf(ctx: &PointCtx, addr: SocketAddr, return_body: Option<u64>) -> Str
         )
     });
     format!(
-        "worker_processes 1;\ndaemon off;\npid {tmp}/nginx-{port}.pid;\nerror_log {logs}/nginx-error.log;\n\
+        "worker_processes {workers};\ndaemon off;\npid {tmp}/nginx-{port}.pid;\nerror_log {logs}/nginx-error.log;\n\
          {affinity}events {{ worker_connections 4096; }}\n\
          http {{\n  access_log off;\n  keepalive_requests 1000000;\n  keepalive_timeout 300s;\n\
          \x20 sendfile on;\n  default_type application/octet-stream;\n\
@@ -252,8 +290,9 @@ pub(super) fn client_command(
             .args(["--warmup", "0s"])
             .arg("--json")
             .arg(json);
-            if let Some(cpu) = ctx.exp.placement.client_cpu {
-                cmd.arg("--cpu").arg(cpu.to_string());
+            let cpus = ctx.exp.placement.client_cpus();
+            if !cpus.is_empty() {
+                cmd.arg("--cpu").arg(cpu_list(&cpus));
             }
             if let Some(io) = p.io {
                 cmd.args(["--io", io.name()]);

@@ -334,9 +334,10 @@ fn start_roles(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Roles> {
     let mut commands = Vec::new();
 
     let server_addr = free_addr()?;
-    let (cmd, stop_sig) = server_command(ctx, &setup.server, server_addr, p.body_bytes)?;
+    let (cmd, stop_sig) = server_command(ctx, &setup.server, server_addr, p.body_bytes, p.workers)?;
     commands.push((Role::Server, describe(&cmd)));
-    let mut server = Proc::spawn(cmd, "server", placement.server_cpu, &ctx.logs, stop_sig)?;
+    let server_cpus = placement.server_cpus_at(p.workers);
+    let mut server = Proc::spawn(cmd, "server", &server_cpus, &ctx.logs, stop_sig)?;
 
     let mut gateway: Vec<Proc> = Vec::new();
     let mut target = server_addr;
@@ -345,7 +346,8 @@ fn start_roles(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Roles> {
         wait_ready(&mut server, server_addr, p.body_bytes)?;
         for (name, cmd, listens) in gateway_commands(ctx, g, addr, server_addr)? {
             commands.push((Role::Gateway, describe(&cmd)));
-            let mut proc = Proc::spawn(cmd, name, placement.gateway_cpu, &ctx.logs, libc::SIGTERM)?;
+            let cpus: Vec<usize> = placement.gateway_cpu.into_iter().collect();
+            let mut proc = Proc::spawn(cmd, name, &cpus, &ctx.logs, libc::SIGTERM)?;
             if let Some(a) = listens {
                 wait_listening(&mut proc, a)?;
             }
@@ -427,19 +429,117 @@ fn evidence(m: &Measured, sweep_machine: &Fingerprint) -> Evidence {
 
 /// The CPUs the roles of a point are pinned to, sorted; empty (every CPU)
 /// when one of them is not pinned.
-fn pinned_cpus(exp: &PeersExperiment, setup: &PointSetup) -> Vec<usize> {
+fn pinned_cpus(exp: &PeersExperiment, setup: &PointSetup, workers: Option<u32>) -> Vec<usize> {
     let pl = &exp.placement;
-    let mut cpus = vec![pl.server_cpu, pl.client_cpu];
+    let mut roles = vec![pl.server_cpus_at(workers), pl.client_cpus()];
     if setup.gateway.is_some() {
-        cpus.push(pl.gateway_cpu);
+        roles.push(pl.gateway_cpu.into_iter().collect());
     }
-    if cpus.iter().any(Option::is_none) {
+    if roles.iter().any(Vec::is_empty) {
         return Vec::new();
     }
-    let mut cpus: Vec<usize> = cpus.into_iter().flatten().collect();
+    let mut cpus: Vec<usize> = roles.into_iter().flatten().collect();
     cpus.sort_unstable();
     cpus.dedup();
     cpus
+}
+
+/// Why the client may have limited a point: it shares CPUs with the
+/// server, or kept its CPUs busier than `busy_limit`; `None` otherwise.
+fn client_limit(
+    server_cpus: &[usize],
+    client_cpus: &[usize],
+    busy: Option<f64>,
+    busy_limit: f64,
+) -> Option<String> {
+    let shared: Vec<String> = client_cpus
+        .iter()
+        .filter(|c| server_cpus.contains(c))
+        .map(usize::to_string)
+        .collect();
+    let mut why = Vec::new();
+    if server_cpus.is_empty() || client_cpus.is_empty() {
+        why.push("the client and the server are not both pinned, so they may share CPUs".into());
+    } else if !shared.is_empty() {
+        why.push(format!(
+            "the client shares CPU {} with the server",
+            shared.join(", ")
+        ));
+    }
+    if let Some(b) = busy.filter(|b| *b >= busy_limit) {
+        why.push(format!(
+            "the client kept its CPUs {:.0} % busy (limit {:.0} %)",
+            b * 100.0,
+            busy_limit * 100.0
+        ));
+    }
+    (!why.is_empty()).then(|| why.join("; "))
+}
+
+/// connlab serve's connections per worker and imbalance, from its
+/// `--stats` in `logs` (nothing for other servers or without the file).
+fn worker_spread(logs: &Path) -> (Vec<u64>, Option<f64>) {
+    let Ok(text) = std::fs::read_to_string(logs.join(commands::SERVER_STATS)) else {
+        return (Vec::new(), None);
+    };
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return (Vec::new(), None);
+    };
+    let per: Vec<u64> = v["per_worker"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|w| w["connections"].as_u64()).collect())
+        .unwrap_or_default();
+    (per, v["imbalance"].as_f64())
+}
+
+/// The open-loop run at `rate` against the point's server (connlab load,
+/// on the client's CPUs, the workload's connections and duration).
+fn latency_run(
+    ctx: &PointCtx,
+    target: std::net::SocketAddr,
+    body_bytes: u64,
+    rate: f64,
+) -> anyhow::Result<Option<(crate::LatencyRun, Vec<String>)>> {
+    let json = ctx.logs.join("latency.json");
+    let mut cmd = Command::new(ctx.exe);
+    cmd.args(["load", "--max-error-ratio", "1", "--protocol", "http"])
+        .arg("--rate")
+        .arg(format!("{rate}"))
+        .arg("--target")
+        .arg(target.to_string())
+        .arg("--path")
+        .arg(format!("/bytes/{body_bytes}"))
+        .arg("--response-size")
+        .arg(body_bytes.to_string())
+        .arg("-c")
+        .arg(ctx.exp.workload.connections.to_string())
+        .arg("-d")
+        .arg(format!("{}ms", ctx.duration.as_millis()))
+        .arg("--json")
+        .arg(&json);
+    let cpus = ctx.exp.placement.client_cpus();
+    if !cpus.is_empty() {
+        cmd.arg("--cpu").arg(commands::cpu_list(&cpus));
+    }
+    let line = describe(&cmd);
+    let mut client = Proc::spawn(cmd, "latency-client", &cpus, &ctx.logs, libc::SIGINT)?;
+    if client
+        .wait_rusage(ctx.duration * 2 + super::CLIENT_SLACK, ctx.stop)?
+        .is_none()
+    {
+        return Ok(None);
+    }
+    let (outcome, load) = parse_load(&json)?;
+    let load = load.ok_or_else(|| anyhow!("{}: not a connlab load result", json.display()))?;
+    let run = crate::LatencyRun {
+        rate,
+        achieved_rate_per_s: outcome.requests_per_s,
+        p50_us: load.service_latency_us.p50,
+        p99_us: load.service_latency_us.p99,
+        send_lag_p99_us: load.send_lag_us.p99,
+        errors: outcome.errors,
+    };
+    Ok(Some((run, line)))
 }
 
 /// Runs one point once; `None` when interrupted.
@@ -455,7 +555,9 @@ fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<Measured>>
     };
     let gateway_before = gateway_cpu_s(&roles.gateway);
     let started = Instant::now();
-    let mut client = Proc::spawn(cmd, "client", placement.client_cpu, &ctx.logs, libc::SIGINT)?;
+    let server_cpus = placement.server_cpus_at(p.workers);
+    let client_cpus = placement.client_cpus();
+    let mut client = Proc::spawn(cmd, "client", &client_cpus, &ctx.logs, libc::SIGINT)?;
     // The window is the client's run: a snapshot of the CPUs and the
     // roles' process trees now, and another once it has ended.
     let mut watched: Vec<(&str, Vec<i32>)> = vec![("server", vec![roles.server.pid()])];
@@ -476,12 +578,41 @@ fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<Measured>>
     let mut after = WindowSnapshot::take(&watched);
     // The client is reaped by now: its rusage is its CPU over the run.
     after.roles.insert("client".into(), client_cpu);
-    let window = WindowCpu::between(&before, &after, &pinned_cpus(exp, &setup));
+    let window = WindowCpu::between(&before, &after, &pinned_cpus(exp, &setup, p.workers));
     let server_cpu = roles.server.tree_cpu_s() - server_before;
     let gateway_cpu = gateway_cpu_s(&roles.gateway)
         .zip(gateway_before)
         .map(|(after, before)| after - before);
+    // A scaling point's second client run, open loop at a fixed rate,
+    // against the same server.
+    let latency = match exp.scaling.as_ref().and_then(|s| s.latency_rate) {
+        Some(rate) if !ctx.stop.load(Relaxed) => {
+            match latency_run(ctx, roles.target, p.body_bytes, rate) {
+                Ok(Some((run, line))) => {
+                    roles.commands.push((Role::Client, line));
+                    Some(run)
+                }
+                Ok(None) => None,
+                Err(e) => {
+                    roles.stop();
+                    return Err(e.context("the latency run"));
+                }
+            }
+        }
+        _ => None,
+    };
     roles.stop();
+    let (worker_connections, imbalance) = worker_spread(&ctx.logs);
+    let client_n = if client_cpus.is_empty() {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        client_cpus.len()
+    };
+    let client_busy = (wall_s > 0.0).then(|| client_cpu / (wall_s * client_n as f64));
+    let client_limited = exp
+        .scaling
+        .as_ref()
+        .and_then(|s| client_limit(&server_cpus, &client_cpus, client_busy, s.client_busy));
     let commands = std::mem::take(&mut roles.commands);
     // A Ctrl-C from the terminal reaches the client too, which may end
     // early and cleanly before the flag is seen: such a run is not kept.
@@ -537,6 +668,13 @@ fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<Measured>>
         wall_s,
         commands,
         finished_unix_s: unix_now(),
+        server_cpus,
+        client_cpus,
+        client_busy,
+        client_limited,
+        worker_connections,
+        imbalance,
+        latency,
         checked: validity::Checked {
             validity: None,
             machine: Some(Environment::capture().fingerprint()),

@@ -90,7 +90,7 @@ impl Proc {
     pub(super) fn spawn(
         mut cmd: Command,
         name: &'static str,
-        cpu: Option<usize>,
+        cpus: &[usize],
         logs: &Path,
         stop_signal: libc::c_int,
     ) -> anyhow::Result<Proc> {
@@ -99,13 +99,16 @@ impl Proc {
         cmd.stdin(Stdio::null())
             .stdout(file.try_clone()?)
             .stderr(file);
-        if let Some(cpu) = cpu {
+        if !cpus.is_empty() {
+            let cpus = cpus.to_vec();
             // SAFETY: sched_setaffinity on the calling (child) process between
             // fork and exec touches only a stack cpu_set_t.
             unsafe {
                 cmd.pre_exec(move || {
                     let mut set: libc::cpu_set_t = std::mem::zeroed();
-                    libc::CPU_SET(cpu, &mut set);
+                    for &cpu in &cpus {
+                        libc::CPU_SET(cpu, &mut set);
+                    }
                     if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) != 0 {
                         return Err(std::io::Error::last_os_error());
                     }

@@ -188,8 +188,13 @@ pub(super) fn record_profile(
     let mut roles = start_roles(ctx, p)?;
     let cmd = roles.client_command(ctx, p.body_bytes);
     let placement = &ctx.exp.placement;
-    let mut client =
-        super::Proc::spawn(cmd, "client", placement.client_cpu, &ctx.logs, libc::SIGINT)?;
+    let mut client = super::Proc::spawn(
+        cmd,
+        "client",
+        &placement.client_cpus(),
+        &ctx.logs,
+        libc::SIGINT,
+    )?;
     // perf starts when the window should; it takes a moment to set up, so
     // its samples begin later, and end half a lead before the load does.
     let (lead, window) = window(ctx.duration);

@@ -174,6 +174,7 @@ fn attempt(
                 contender: "a".into(),
                 body_bytes: 128,
                 repetition: 1,
+                workers: None,
                 control: false,
             },
             measure: Role::Server,
@@ -186,6 +187,13 @@ fn attempt(
             wall_s: 1.0,
             commands: Vec::new(),
             finished_unix_s: 0.0,
+            server_cpus: Vec::new(),
+            client_cpus: Vec::new(),
+            client_busy: None,
+            client_limited: None,
+            worker_connections: Vec::new(),
+            imbalance: None,
+            latency: None,
             checked: crate::validity::Checked {
                 validity: None,
                 machine: Some(fingerprint("AMD EPYC")),
@@ -254,8 +262,55 @@ fn the_cpus_watched_are_those_of_the_roles_or_all() {
         .collect();
     want.sort_unstable();
     want.dedup();
-    assert_eq!(super::pinned_cpus(&exp, &setup), want);
+    assert_eq!(super::pinned_cpus(&exp, &setup, None), want);
     let mut loose = exp.clone();
     loose.placement.client_cpu = None;
-    assert!(super::pinned_cpus(&loose, &setup).is_empty(), "all CPUs");
+    assert!(
+        super::pinned_cpus(&loose, &setup, None).is_empty(),
+        "all CPUs"
+    );
+}
+
+#[test]
+fn a_client_sharing_the_servers_cpus_or_kept_busy_is_named() {
+    use super::client_limit;
+    assert_eq!(client_limit(&[1], &[0], Some(0.5), 0.9), None);
+    assert_eq!(
+        client_limit(&[1, 0], &[0], Some(0.5), 0.9).as_deref(),
+        Some("the client shares CPU 0 with the server")
+    );
+    let busy = client_limit(&[1], &[0], Some(0.95), 0.9).unwrap();
+    assert!(busy.contains("95 % busy"), "{busy}");
+    assert!(client_limit(&[], &[0], None, 0.9)
+        .unwrap()
+        .contains("not both pinned"));
+}
+
+#[test]
+fn a_workers_axis_multiplies_the_plan_and_pins_the_first_cpus() {
+    let text = include_str!("../../../../../experiments/scaling.toml");
+    let exp = crate::PeersExperiment::from_toml(text, "scaling.toml").unwrap();
+    let plan = exp.plan(false);
+    // 5 repetitions x 2 worker counts x (3 contenders + the A/A control).
+    assert_eq!(plan.len(), 40);
+    assert_eq!(plan[4].id(), "nginx-static-w2-128B-rep1");
+    assert_eq!(exp.placement.server_cpus_at(Some(1)), [1]);
+    assert_eq!(exp.placement.server_cpus_at(Some(2)), [1, 0]);
+    let setup = exp.setup(&exp.contender[1]).unwrap();
+    assert_eq!(super::pinned_cpus(&exp, &setup, Some(1)), [0, 1]);
+    // Too few CPUs for the workers, a decreasing axis, a client axis: refused.
+    for (edit, field) in [
+        ("server_cpus = [1, 0]", "server_cpus = [1]"),
+        ("workers = [1, 2]", "workers = [2, 1]"),
+        (
+            "kind = \"connlab-load\"",
+            "kind = \"connlab-load\"\nthreads = 0",
+        ),
+    ] {
+        let bad = text.replace(edit, field);
+        assert!(
+            crate::PeersExperiment::from_toml(&bad, "bad.toml").is_err(),
+            "{field}"
+        );
+    }
 }
