@@ -23,6 +23,7 @@ mod plots;
 mod projection;
 pub mod run;
 pub mod run_result;
+mod scaling;
 mod singleip;
 mod soak;
 mod summary;

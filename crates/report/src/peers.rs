@@ -43,6 +43,8 @@ pub fn render_peers(dir: &PeersDir, format: Format) -> Result<String, ReportErro
 pub struct PeerRow {
     /// Response body bytes.
     pub body_bytes: u64,
+    /// The server's workers, with a `[scaling]` axis.
+    pub workers: Option<u32>,
     /// Contender name.
     pub contender: String,
     /// What it runs (`nginx-return`, `connlab-serve epoll`).
@@ -235,6 +237,7 @@ fn control_pairs(dir: &PeersDir) -> Vec<(&PeerPoint, f64, f64, f64)> {
                 o.checked.is_valid()
                     && o.params.contender == c.params.contender
                     && o.params.body_bytes == c.params.body_bytes
+                    && o.params.workers == c.params.workers
                     && o.params.repetition == c.params.repetition
             })?;
             let (a, b) = (o.requests_per_cpu_s, c.requests_per_cpu_s);
@@ -298,7 +301,7 @@ fn headlines(rows: &[PeerRow], measure: Role) -> Vec<crate::brief::Headline> {
                 continue;
             };
             out.push(crate::brief::Headline {
-                source: format!("{} body", size_text(r.body_bytes)),
+                source: setting_text(r.body_bytes, r.workers),
                 text: format!("{} against {base}: {}", r.contender, measure_text(measure)),
                 paper: "—".into(),
                 ours: ratio
@@ -326,20 +329,28 @@ fn headlines(rows: &[PeerRow], measure: Role) -> Vec<crate::brief::Headline> {
 pub fn summarize(dir: &PeersDir) -> Vec<PeerRow> {
     let exp = &dir.info.experiment;
     let noise = aa_noise(dir);
-    let mut by: BTreeMap<(u64, &str), BTreeMap<u32, &PeerPoint>> = BTreeMap::new();
+    type Key<'a> = (u64, Option<u32>, &'a str);
+    let mut by: BTreeMap<Key, BTreeMap<u32, &PeerPoint>> = BTreeMap::new();
     for p in dir.measured() {
-        by.entry((p.params.body_bytes, p.params.contender.as_str()))
-            .or_default()
-            .insert(p.params.repetition, p);
+        by.entry((
+            p.params.body_bytes,
+            p.params.workers,
+            p.params.contender.as_str(),
+        ))
+        .or_default()
+        .insert(p.params.repetition, p);
     }
-    let mut sizes: Vec<u64> = dir.measured().map(|p| p.params.body_bytes).collect();
-    sizes.sort_unstable();
-    sizes.dedup();
+    let mut settings: Vec<(u64, Option<u32>)> = dir
+        .measured()
+        .map(|p| (p.params.body_bytes, p.params.workers))
+        .collect();
+    settings.sort_unstable();
+    settings.dedup();
     let mut rows = Vec::new();
-    for size in sizes {
+    for (size, workers) in settings {
         let bases = exp.baselines_at(size);
         for c in &exp.contender {
-            let Some(points) = by.get(&(size, c.name.as_str())) else {
+            let Some(points) = by.get(&(size, workers, c.name.as_str())) else {
                 continue;
             };
             let valid: Vec<&PeerPoint> = points
@@ -357,7 +368,8 @@ pub fn summarize(dir: &PeersDir) -> Vec<PeerRow> {
             let ratios = bases
                 .iter()
                 .map(|b| {
-                    let r = ratio(points, by.get(&(size, *b)), *b == c.name, noise.as_ref());
+                    let base = by.get(&(size, workers, *b));
+                    let r = ratio(points, base, *b == c.name, noise.as_ref());
                     (b.to_string(), r)
                 })
                 .collect();
@@ -368,6 +380,7 @@ pub fn summarize(dir: &PeersDir) -> Vec<PeerRow> {
             };
             rows.push(PeerRow {
                 body_bytes: size,
+                workers,
                 contender: c.name.clone(),
                 what: what(dir, &c.name),
                 repetitions: shown.iter().filter(|p| p.checked.is_valid()).count(),
@@ -416,7 +429,31 @@ fn reps_text(r: &PeerRow) -> String {
     }
 }
 
-fn size_text(bytes: u64) -> String {
+/// `128 B body`, or `128 B body, 2 workers` with a workers axis.
+fn setting_text(bytes: u64, workers: Option<u32>) -> String {
+    match workers {
+        Some(w) => format!("{} body, {w} worker{}", size_text(bytes), plural(w)),
+        None => format!("{} body", size_text(bytes)),
+    }
+}
+
+fn plural(n: u32) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// A row's name in plots: the contender, with `×N` workers on an axis.
+fn row_label(r: &PeerRow) -> String {
+    match r.workers {
+        Some(w) => format!("{} ×{w}", r.contender),
+        None => r.contender.clone(),
+    }
+}
+
+pub(crate) fn size_text(bytes: u64) -> String {
     if bytes >= 1024 && bytes.is_multiple_of(1024) {
         format!("{} KiB", bytes / 1024)
     } else {
@@ -431,15 +468,18 @@ fn measure_text(role: Role) -> String {
 /// Column headings of the summary table at one body size.
 fn headings(dir: &PeersDir, body_bytes: u64) -> Vec<String> {
     let m = dir.info.experiment.measure;
-    let mut h: Vec<String> = vec![
-        "body".into(),
+    let mut h: Vec<String> = vec!["body".into()];
+    if dir.info.experiment.scaling.is_some() {
+        h.push("workers".into());
+    }
+    h.extend([
         "contender".into(),
         "program".into(),
         "reps".into(),
         "req/s median (min–max)".into(),
         format!("{} median (min–max)", measure_text(m)),
         format!("{} CPU µs per request", m.name()),
-    ];
+    ]);
     for b in dir.info.experiment.baselines_at(body_bytes) {
         h.push(format!("ratio to {b} (min–max)"));
     }
@@ -448,15 +488,18 @@ fn headings(dir: &PeersDir, body_bytes: u64) -> Vec<String> {
 }
 
 fn cells(r: &PeerRow) -> Vec<String> {
-    let mut c = vec![
-        size_text(r.body_bytes),
+    let mut c = vec![size_text(r.body_bytes)];
+    if let Some(w) = r.workers {
+        c.push(w.to_string());
+    }
+    c.extend([
         r.contender.clone(),
         r.what.clone(),
         reps_text(r),
         whole_spread(&r.requests_per_s),
         whole_spread(&r.requests_per_cpu_s),
         format!("{:.1}", 1e6 / r.requests_per_cpu_s.median),
-    ];
+    ]);
     c.extend(r.ratios.iter().map(|(_, s)| ratio_text(s.as_ref())));
     c.push(r.errors.to_string());
     c
@@ -477,6 +520,21 @@ fn facts(dir: &PeersDir, noise: Option<&Noise>) -> Vec<(String, String)> {
         })
     };
     let cpu = summary::cpu_text;
+    let list = |cpus: Vec<usize>, one: Option<usize>| -> String {
+        if cpus.len() > 1 {
+            format!(
+                "on CPUs {}",
+                cpus.iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
+        } else {
+            cpu(cpus.first().copied().or(one))
+        }
+    };
+    let server = list(e.placement.server_cpus_at(None), e.placement.server_cpu);
+    let client = list(e.placement.client_cpus(), e.placement.client_cpu);
     let mut out = vec![
         ("compared".into(), format!("{}s", e.contender_role().name())),
         ("measure".into(), measure_text(e.measure)),
@@ -493,17 +551,13 @@ fn facts(dir: &PeersDir, noise: Option<&Noise>) -> Vec<(String, String)> {
             "placement".into(),
             if e.gateway.is_some() || e.contender_role() == Role::Gateway {
                 format!(
-                    "server {}, gateway {}, client {}",
-                    cpu(e.placement.server_cpu),
+                    "server {server}, gateway {}, client {client}",
                     cpu(e.placement.gateway_cpu),
-                    cpu(e.placement.client_cpu)
                 )
+            } else if e.scaling.is_some() {
+                format!("server {server} (N workers: the first N), client {client}")
             } else {
-                format!(
-                    "server {}, client {}",
-                    cpu(e.placement.server_cpu),
-                    cpu(e.placement.client_cpu)
-                )
+                format!("server {server}, client {client}")
             },
         ),
         (
@@ -592,15 +646,19 @@ fn commands(dir: &PeersDir) -> Vec<(String, Vec<(Role, String)>)> {
 /// with the reason in `detail`), `invalid_point` (a point that failed a
 /// gate: `id`, `attempts`, the gates in `detail`) or `noise_floor` (the A/A
 /// control: its contender, `repetitions` = pairs, the range of its ratios
-/// in `ratio_min`..`ratio_max`, the factor in `noise_factor`); columns that
-/// do not apply to a kind are empty.
+/// in `ratio_min`..`ratio_max`, the factor in `noise_factor`), with a
+/// workers axis `scaling` (a contender at `workers`: requests per second,
+/// `speedup_*` over one worker with its interval, `client_limited` points,
+/// `imbalance_median`, `latency_p99_us_median`) and `usl_fit` (the
+/// Universal Scalability Law fitted to a contender's curve: `usl_*`);
+/// columns that do not apply to a kind are empty.
 #[derive(serde::Serialize, Default)]
 pub(crate) struct CsvRow {
     kind: &'static str,
     body_bytes: Option<u64>,
     contender: String,
     program: String,
-    repetitions: Option<usize>,
+    pub(crate) repetitions: Option<usize>,
     invalid: Option<usize>,
     requests_per_s_median: Option<f64>,
     requests_per_s_min: Option<f64>,
@@ -622,6 +680,51 @@ pub(crate) struct CsvRow {
     id: String,
     attempts: Option<u32>,
     noise_factor: Option<f64>,
+    workers: Option<u32>,
+    pub(crate) speedup_median: Option<f64>,
+    pub(crate) speedup_lo: Option<f64>,
+    pub(crate) speedup_hi: Option<f64>,
+    pub(crate) client_limited: Option<usize>,
+    pub(crate) imbalance_median: Option<f64>,
+    pub(crate) latency_p99_us_median: Option<f64>,
+    pub(crate) usl_lambda: Option<f64>,
+    pub(crate) usl_sigma: Option<f64>,
+    pub(crate) usl_kappa: Option<f64>,
+    pub(crate) usl_peak_workers: Option<f64>,
+    pub(crate) usl_fit_error: Option<f64>,
+}
+
+impl CsvRow {
+    /// A `scaling` row (a contender at a worker count) or a `usl_fit` row
+    /// (`workers` empty), filled in by [`crate::scaling::csv_rows`].
+    pub(crate) fn scaling(
+        kind: &'static str,
+        body_bytes: u64,
+        contender: &str,
+        workers: Option<u32>,
+        measure: Role,
+    ) -> CsvRow {
+        CsvRow {
+            kind,
+            body_bytes: Some(body_bytes),
+            contender: contender.to_string(),
+            workers,
+            measure: measure.name(),
+            ..CsvRow::default()
+        }
+    }
+
+    /// Sets the requests per second's median and range, and the valid
+    /// repetitions.
+    pub(crate) fn with_rate(mut self, values: &[f64]) -> CsvRow {
+        if let Some(s) = Spread::of(values).map(Spread::rounded) {
+            self.requests_per_s_median = Some(s.median);
+            self.requests_per_s_min = Some(s.min);
+            self.requests_per_s_max = Some(s.max);
+        }
+        self.repetitions = Some(values.len());
+        self
+    }
 }
 
 /// Three decimals, as the CSV files hold figures.
@@ -647,6 +750,8 @@ impl Report for Peers<'_> {
         let noise = aa_noise(dir);
         let mut sizes: Vec<u64> = rows.iter().map(|r| r.body_bytes).collect();
         sizes.dedup();
+        // With a workers axis, the first ratio column comes one later.
+        let first_ratio = 7 + usize::from(e.scaling.is_some());
         let mut plots = Vec::new();
         if format.figures() {
             for &size in &sizes {
@@ -666,12 +771,9 @@ impl Report for Peers<'_> {
         // The first body size's plot is the key one: it goes up with the
         // verdicts; the others stay beside their tables.
         let mut plots = plots.into_iter();
-        let mut blocks = crate::brief::section(
-            Vec::new(),
-            &headlines(&rows, e.measure),
-            "comparison",
-            plots.next(),
-        );
+        let mut verdicts = crate::scaling::headlines(dir);
+        verdicts.extend(headlines(&rows, e.measure));
+        let mut blocks = crate::brief::section(Vec::new(), &verdicts, "comparison", plots.next());
         blocks.push(Block::Heading("The sweep".into()));
         blocks.push(Block::Facts {
             id: None,
@@ -705,15 +807,15 @@ impl Report for Peers<'_> {
                             .map(|(i, text)| {
                                 // A ratio to another contender's baseline.
                                 Cell::from(text).strong(
-                                    i >= 7
-                                        && i < 7 + r.ratios.len()
-                                        && r.ratios[i - 7].0 != r.contender,
+                                    i >= first_ratio
+                                        && i < first_ratio + r.ratios.len()
+                                        && r.ratios[i - first_ratio].0 != r.contender,
                                 )
                             })
                             .collect()
                     })
                     .collect(),
-                labels: 2,
+                labels: 2 + usize::from(e.scaling.is_some()),
                 // The heading says the body size.
                 html_skip: 1,
                 ..export::Table::default()
@@ -721,6 +823,9 @@ impl Report for Peers<'_> {
             if i > 0 {
                 blocks.extend(plots.next());
             }
+        }
+        if let Some(sc) = &e.scaling {
+            blocks.extend(crate::scaling::blocks(dir, sc, format.figures())?);
         }
         let validity = crate::validity::Summary::of(
             dir.points
@@ -787,6 +892,7 @@ impl Report for Peers<'_> {
                 out.push(CsvRow {
                     kind: "contender",
                     body_bytes: Some(r.body_bytes),
+                    workers: r.workers,
                     contender: r.contender.clone(),
                     program: r.what.clone(),
                     repetitions: Some(r.repetitions),
@@ -819,6 +925,7 @@ impl Report for Peers<'_> {
             out.push(CsvRow {
                 kind: "invalid_point",
                 body_bytes: Some(p.params.body_bytes),
+                workers: p.params.workers,
                 contender: p.params.contender.clone(),
                 measure: measure.name(),
                 detail: v.failure_text(),
@@ -827,6 +934,7 @@ impl Report for Peers<'_> {
                 ..CsvRow::default()
             });
         }
+        out.extend(crate::scaling::csv_rows(dir));
         if let Some(n) = aa_noise(dir) {
             let range = Spread::of(&n.ratios).map(Spread::rounded);
             out.push(CsvRow {
@@ -874,7 +982,7 @@ fn dot_plot(title: &str, y_desc: &str, rows: &[&PeerRow]) -> Result<String, Repo
         .fold(0.0_f64, f64::max)
         .max(1.0)
         * 1.15;
-    let names: Vec<String> = rows.iter().map(|r| r.contender.clone()).collect();
+    let names: Vec<String> = rows.iter().map(|r| row_label(r)).collect();
     let mut svg = String::new();
     {
         // Room for the longest name under each bar (about 7 px a

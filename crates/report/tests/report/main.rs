@@ -18,4 +18,4 @@ mod peers;
 mod plots;
 mod projection;
 mod snapshots;
-mod support;
+pub(crate) mod support;

@@ -170,3 +170,45 @@ fn points_without_records_count_as_valid_and_invalid_ones_are_shown_marked() {
     );
     assert_eq!(passed().attempts, 1);
 }
+
+/// Issue 33: a scaling sweep's page fits the Universal Scalability Law to
+/// each contender's curve (recovering the parameters its points were made
+/// from), judges the 2-worker goal on rounds the client did not limit,
+/// and marks the points the client may have limited.
+#[test]
+fn a_scaling_sweep_fits_each_curve_and_judges_the_goal() {
+    use crate::support::{scaling, SCALING_CURVES};
+    let dir = scaling();
+    let html = render_peers(&dir, Format::HTML).unwrap();
+    assert!(
+        html.contains("Scaling with the server&#x27;s workers")
+            || html.contains("Scaling with the server's workers")
+    );
+    // The fit table: one row per contender with σ and κ near the truth.
+    let md = render_peers(&dir, Format::MARKDOWN).unwrap();
+    for (name, _, sigma, kappa) in SCALING_CURVES {
+        let row = md
+            .lines()
+            .rfind(|l| l.starts_with(&format!("| 128 B | {name} | ")))
+            .unwrap_or_else(|| panic!("no fit row for {name} in\n{md}"));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let s: f64 = cells[5].parse().unwrap();
+        let k: f64 = cells[6].parse().unwrap();
+        assert!((s - sigma).abs() < 0.005, "{name}: σ {s} against {sigma}");
+        assert!((k - kappa).abs() < 0.0003, "{name}: κ {k} against {kappa}");
+    }
+    // The goal at two workers: epoll 2 / (1 + 0.05 + 0.004) = 1.90x, held.
+    assert!(html.contains("epoll at 2 workers gives ≥ 1.8× its 1-worker requests per second"));
+    assert!(html.contains("1.90×"), "epoll's speedup");
+    // uring's 16-worker points are marked, named and counted.
+    assert!(md.contains("The client may have limited 3 points"), "{md}");
+    assert!(md.contains("uring-w16-128B-rep1"));
+    // The workers axis reaches the main table and the CSV.
+    let csv = render_peers(&dir, Format::CSV).unwrap();
+    assert!(csv
+        .lines()
+        .next()
+        .unwrap()
+        .contains(",workers,speedup_median,"));
+    assert!(csv.lines().any(|l| l.starts_with("usl_fit,128,epoll,")));
+}

@@ -5,7 +5,7 @@
 //! shows up as a snapshot diff to review.
 
 use crate::pages::every_page;
-use crate::support::{loadgen, locality, peers};
+use crate::support::{loadgen, locality, peers, scaling};
 use connlab_report::{render, render_loadgen, render_peers, Format};
 
 /// An HTML page with each SVG plot's body left out (the plots have tests
@@ -59,6 +59,18 @@ fn peers_in_every_format() {
         render_peers(&dir, Format::MARKDOWN).unwrap()
     );
     insta::assert_snapshot!("peers_csv", render_peers(&dir, Format::CSV).unwrap());
+}
+
+/// A scaling sweep (issue 33): the workers axis, the speedup, the USL
+/// fit and the client-limited points, in HTML and CSV.
+#[test]
+fn scaling_in_html_and_csv() {
+    let dir = scaling();
+    insta::assert_snapshot!(
+        "scaling_html",
+        without_svg(&render_peers(&dir, Format::HTML).unwrap())
+    );
+    insta::assert_snapshot!("scaling_csv", render_peers(&dir, Format::CSV).unwrap());
 }
 
 #[test]

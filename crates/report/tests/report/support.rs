@@ -464,6 +464,144 @@ pub(crate) fn peers() -> PeersDir {
                     (Role::Client, vec!["wrk".into(), "-c100".into()]),
                 ],
                 finished_unix_s: 0.0,
+                server_cpus: vec![1],
+                client_cpus: vec![0],
+                client_busy: Some(0.9),
+                client_limited: None,
+                worker_connections: Vec::new(),
+                imbalance: None,
+                latency: None,
+                checked: connlab_lab::validity::Checked {
+                    validity: Some(validity),
+                    machine: None,
+                    window_cpu: None,
+                },
+            }
+        })
+        .collect();
+    PeersDir {
+        info: PeersInfo {
+            schema: PEERS_SWEEP_SCHEMA.into(),
+            experiment,
+            quick: false,
+            environment: environment(),
+            peer_versions: vec![("nginx".into(), "nginx/1.22.1".into())],
+            started_unix_s: 0.0,
+            points_total: plan.len(),
+        },
+        points,
+    }
+}
+
+const SCALING: &str = r#"
+kind = "peers"
+name = "scaling-fixture"
+title = "Fixture: workers 1 to 16"
+description = "A scaling sweep in small."
+measure = "server"
+baseline = "nginx-static"
+repetitions = 3
+[workload]
+connections = 1000
+body_sizes = [128]
+duration = "10s"
+[scaling]
+workers = [1, 2, 4, 8, 16]
+latency_rate = 20000
+[placement]
+server_cpus = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
+client_cpus = [16, 17, 18, 19]
+[client]
+kind = "connlab-load"
+[validity]
+control = "none"
+[[contender]]
+name = "nginx-static"
+kind = "nginx-static"
+[[contender]]
+name = "epoll"
+kind = "connlab-serve"
+engine = "epoll"
+[[contender]]
+name = "uring"
+kind = "connlab-serve"
+engine = "uring"
+"#;
+
+/// The USL parameters the scaling fixture's curves are made from:
+/// (contender, λ, σ, κ).
+pub(crate) const SCALING_CURVES: [(&str, f64, f64, f64); 3] = [
+    ("nginx-static", 30_000.0, 0.04, 0.0010),
+    ("epoll", 40_000.0, 0.05, 0.0020),
+    ("uring", 42_000.0, 0.02, 0.0005),
+];
+
+/// A scaling sweep: three contenders at 1-16 workers, three repetitions,
+/// each point exactly on its contender's USL curve (SCALING_CURVES) times
+/// 0.98 / 1.0 / 1.02 by repetition; the 16-worker points of uring were
+/// marked client-limited (the client kept its CPUs busy), and epoll's
+/// 8-worker point of repetition 2 failed its steal gate.
+pub(crate) fn scaling() -> PeersDir {
+    let experiment = PeersExperiment::from_toml(SCALING, "scaling.toml").unwrap();
+    let plan = experiment.plan(false);
+    let points = plan
+        .iter()
+        .map(|p| {
+            let (_, lambda, sigma, kappa) = SCALING_CURVES
+                .iter()
+                .find(|c| c.0 == p.contender)
+                .copied()
+                .unwrap();
+            let n = f64::from(p.workers.unwrap());
+            let x = lambda * n / (1.0 + sigma * (n - 1.0) + kappa * n * (n - 1.0))
+                * [0.98, 1.0, 1.02][p.repetition as usize - 1];
+            let limited = p.contender == "uring" && n == 16.0;
+            let validity = if p.contender == "epoll" && n == 8.0 && p.repetition == 2 {
+                stolen()
+            } else {
+                passed()
+            };
+            let cpu_s = 10.0 * n * 0.95;
+            let w = p.workers.unwrap() as usize;
+            PeerPoint {
+                schema: PEER_POINT_SCHEMA.into(),
+                id: p.id(),
+                params: p.clone(),
+                measure: Role::Server,
+                requests: (x * 10.0) as u64,
+                requests_per_s: x,
+                errors: 0,
+                cpu: RoleCpu {
+                    server_s: Some(cpu_s),
+                    gateway_s: None,
+                    client_s: Some(30.0),
+                },
+                measured_cpu_s: cpu_s,
+                requests_per_cpu_s: x * 10.0 / cpu_s,
+                wall_s: 10.0,
+                commands: vec![(Role::Server, vec!["server".into(), p.contender.clone()])],
+                finished_unix_s: 0.0,
+                server_cpus: (0..w).collect(),
+                client_cpus: vec![16, 17, 18, 19],
+                client_busy: Some(if limited { 0.97 } else { 0.75 }),
+                client_limited: limited
+                    .then(|| "the client kept its CPUs 97 % busy (limit 90 %)".to_string()),
+                worker_connections: if p.contender == "nginx-static" {
+                    Vec::new()
+                } else {
+                    (0..w)
+                        .map(|i| 1000 / w as u64 + (i % 2) as u64 * 10)
+                        .collect()
+                },
+                imbalance: (p.contender != "nginx-static" && w > 1).then_some(1.1),
+                latency: Some(connlab_lab::LatencyRun {
+                    rate: 20_000.0,
+                    achieved_rate_per_s: 19_990.0,
+                    p50_us: 80.0,
+                    p99_us: 400.0 / n.sqrt(),
+                    send_lag_p99_us: 12.0,
+                    errors: 0,
+                }),
                 checked: connlab_lab::validity::Checked {
                     validity: Some(validity),
                     machine: None,
