@@ -103,9 +103,15 @@ pub(crate) struct RunArgs {
     /// from /proc. Repeatable, in the order of --against.
     #[arg(long, value_name = "PID")]
     against_pid: Vec<u32>,
-    /// Pin the server to these CPUs [default: the second CPU allowed].
+    /// Pin the server to these CPUs [default: the second CPU allowed; with
+    /// --workers N, N CPUs from the second on].
     #[arg(long, value_name = "LIST")]
     server_cpu: Option<CpuList>,
+    /// Run every event engine (select, poll, epoll, uring, rtsig) with N
+    /// event loops, each pinned to its own CPU of the server's; processes
+    /// and threads run on the same CPUs, so the rows compare CPU for CPU.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    workers: Option<u32>,
     /// Pin the client writer to the first CPU of LIST and its reader to the
     /// last [default: see below].
     #[arg(long, value_name = "LIST")]
@@ -264,6 +270,7 @@ fn request(mut args: RunArgs) -> Result<CompareRequest, Exit> {
             .collect(),
         against_pid: args.against_pid,
         server_cpu: args.server_cpu,
+        workers: args.workers,
         client_cpu: args.client_cpu,
         keep_awake: args.keep_awake,
         out: args.out,

@@ -49,6 +49,10 @@ pub struct CompareRequest {
     pub against_pid: Vec<u32>,
     /// Pin the server to these CPUs.
     pub server_cpu: Option<CpuList>,
+    /// Event loops of every event engine (`connlab serve --workers N`,
+    /// each on its own CPU of the server's list); processes and threads
+    /// get the same CPUs, so the rows stay CPU for CPU. `None`: one loop.
+    pub workers: Option<u32>,
     /// Pin the client writer to the first CPU and its reader to the last.
     pub client_cpu: Option<CpuList>,
     /// Keep the CPUs awake while measuring.
@@ -152,6 +156,9 @@ pub struct RunPlacement {
     pub keep_awake: bool,
     /// How it was chosen.
     pub note: String,
+    /// `--workers`: the event engines' loops (`null`: one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workers: Option<u32>,
 }
 
 impl RunPlacement {
@@ -167,7 +174,9 @@ impl RunPlacement {
             format!("client writer on cpu {writer}, reader on cpu {reader}")
         };
         format!(
-            "server on cpu {}, {clients}, writer {}{}",
+            "server{} on cpu {}, {clients}, writer {}{}",
+            self.workers
+                .map_or(String::new(), |w| format!(" ({w} workers)")),
             self.server_cpus.as_deref().unwrap_or("any (not pinned)"),
             self.writer_policy,
             if self.keep_awake {
@@ -556,7 +565,25 @@ fn placement(args: &mut CompareRequest, progress: &mut dyn RunProgress) -> RunPl
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     let given = args.server_cpu.is_some() || args.client_cpu.is_some();
-    let (server, client, note) = if given || allowed.len() < 2 {
+    let workers = args.workers.map_or(1, |w| w.max(1) as usize);
+    let (server, client, note) = if !given && workers > 1 && allowed.len() >= 2 {
+        // N workers take N CPUs from the second allowed on; the client
+        // takes the first, alone when there is a CPU to spare, else beside
+        // the server (and the page then says the client may limit it).
+        let mut order: Vec<usize> = allowed[1..].to_vec();
+        order.push(allowed[0]);
+        let server: Vec<usize> = order.iter().copied().take(workers).collect();
+        let note = if allowed.len() > workers {
+            format!("--workers {workers}: the server on the {workers} CPUs after the first, the client on the first")
+        } else {
+            format!(
+                "--workers {workers} on {} CPUs: the client shares CPU {} with the server and may limit it",
+                allowed.len(),
+                allowed[0]
+            )
+        };
+        (list(&server), list(&allowed[0..1]), note)
+    } else if given || allowed.len() < 2 {
         let note = if given {
             "from --server-cpu/--client-cpu".to_string()
         } else {
@@ -606,6 +633,7 @@ fn placement(args: &mut CompareRequest, progress: &mut dyn RunProgress) -> RunPl
         },
         keep_awake: args.keep_awake.applies(),
         note,
+        workers: args.workers,
     }
 }
 
@@ -886,6 +914,9 @@ fn start_server(
     }
     if let Some(cpu) = cpus {
         cmd.args(["--cpu", &cpu.to_string()]);
+    }
+    if let Some(n) = args.workers.filter(|_| engine.has_workers()) {
+        cmd.args(["--workers", &n.to_string()]);
     }
     ServerChild::spawn(cmd)
 }
