@@ -236,3 +236,67 @@ fn the_profile_flag_is_only_for_peers() {
         .code(2)
         .stderr(contains("--profile: only for peers experiments"));
 }
+
+/// Issue 33: a workers axis runs every contender at each worker count
+/// (connlab serve `--workers N --cpu <first N>`), records the CPUs, the
+/// per-worker connections and the latency run, marks the points whose
+/// client shared a CPU with the server, and the page fits the curve.
+#[test]
+fn a_workers_axis_runs_each_count_and_the_page_fits_the_curve() {
+    let dir = scratch!("peers", "scaling");
+    let cpus = connlab_os::current_affinity()
+        .map(|c| c.cpus().to_vec())
+        .unwrap_or_default();
+    let server: Vec<String> = cpus.iter().rev().take(2).map(usize::to_string).collect();
+    let text = TINY
+        .replace(
+            "[client]",
+            &format!(
+                "[scaling]\nworkers = [1, 2]\nlatency_rate = 200\n\n[placement]\nserver_cpus = [{}]\nclient_cpus = [{}]\n\n[client]",
+                server.join(", "),
+                cpus.first().copied().unwrap_or(0)
+            ),
+        )
+        .replace("connections = 4", "connections = 8");
+    let file = write_file(&dir, "scaling.toml", &text);
+    let out = dir.join("results");
+    sweep(&file, &out, LIMIT)
+        .assert()
+        .success()
+        .stderr(contains("epoll-w2-128B-rep1"));
+    let (_, p) = read_point(&out, "epoll-w2-128B-rep1");
+    assert_eq!(p["params"]["workers"], 2);
+    assert_eq!(p["server_cpus"].as_array().unwrap().len(), 2);
+    let server_cmd = p["commands"][0][1].as_array().unwrap();
+    assert!(
+        server_cmd
+            .windows(2)
+            .any(|w| w[0] == "--workers" && w[1] == "2"),
+        "{server_cmd:?}"
+    );
+    // Both loops of the 2-worker epoll answered connections.
+    let per: Vec<u64> = p["worker_connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(per.len(), 2, "{p}");
+    assert!(p["imbalance"].as_f64().unwrap() >= 1.0);
+    assert!(p["latency"]["p99_us"].as_f64().unwrap() > 0.0, "{p}");
+    assert_eq!(p["latency"]["rate"], 200.0);
+    if cpus.len() <= 2 {
+        // The client's CPU is one of the server's two: marked.
+        assert!(p["client_limited"].as_str().unwrap().contains("shares CPU"));
+    }
+    report(&out, "markdown", LIMIT)
+        .assert()
+        .success()
+        .stdout(contains("Scaling with the server's workers"))
+        .stdout(contains("σ contention"))
+        .stdout(contains("| 128 B | 2 | epoll |"));
+    report(&out, "csv", LIMIT)
+        .assert()
+        .success()
+        .stdout(contains("usl_fit,128,epoll,"));
+}
