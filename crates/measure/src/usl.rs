@@ -154,7 +154,12 @@ mod tests {
 
     fn curve(lambda: f64, sigma: f64, kappa: f64, ns: &[f64]) -> Vec<(f64, f64)> {
         ns.iter()
-            .map(|&n| (n, lambda * n / (1.0 + sigma * (n - 1.0) + kappa * n * (n - 1.0))))
+            .map(|&n| {
+                (
+                    n,
+                    lambda * n / (1.0 + sigma * (n - 1.0) + kappa * n * (n - 1.0)),
+                )
+            })
             .collect()
     }
 

@@ -457,12 +457,9 @@ fn plot(curves: &[Curve], size: u64) -> Result<Block, ReportError> {
             kind: Kind::Ours,
         });
         if let Some(f) = &c.fit {
-            let steps = (top.max(2) * 8) as usize;
-            let fitted = (0..=steps)
-                .map(|i| {
-                    let n = 1.0 + (f64::from(top.max(2)) - 1.0) * i as f64 / steps as f64;
-                    (n, f.throughput(n))
-                })
+            // The law at whole worker counts, where it has a meaning.
+            let fitted = (1..=top.max(2))
+                .map(|n| (f64::from(n), f.throughput(f64::from(n))))
                 .collect();
             lines.push(Line {
                 name: format!("{} USL fit", c.contender),
