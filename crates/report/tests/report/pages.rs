@@ -357,6 +357,10 @@ pub(crate) fn every_page() -> Vec<(&'static str, String)> {
         ("locality", render(&locality(), Format::HTML).unwrap()),
         ("gateway", render(&gateway(), Format::HTML).unwrap()),
         ("peers", render_peers(&peers(), Format::HTML).unwrap()),
+        (
+            "scaling",
+            render_peers(&crate::support::scaling(), Format::HTML).unwrap(),
+        ),
         ("loadgen", render_loadgen(&loadgen(), Format::HTML).unwrap()),
         (
             "pipeline",
