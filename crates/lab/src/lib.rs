@@ -34,6 +34,7 @@ pub mod tally;
 pub mod validity;
 pub mod values;
 mod verdict;
+pub mod warning_text;
 
 pub use experiment::{
     parse_link_rate, rate_label, web_config, ClaimShape, ClientSection, Compare, DerivedPick,

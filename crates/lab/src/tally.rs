@@ -5,6 +5,7 @@
 //! runs: 62-4,700 us`). Pure: the runners add what each run recorded.
 
 use crate::validity::{GateValue, Validity};
+use crate::warning_text::shape;
 use std::collections::BTreeMap;
 
 /// Runs and what went wrong in them, by kind.
@@ -163,24 +164,6 @@ fn number(v: f64) -> String {
     } else {
         format!("{v:.2}")
     }
-}
-
-/// A warning's kind: its text with every number blanked.
-fn shape(w: &str) -> String {
-    let mut out = String::new();
-    let mut in_number = false;
-    for c in w.chars() {
-        if c.is_ascii_digit() || (in_number && matches!(c, '.' | ',')) {
-            if !in_number {
-                out.push('#');
-            }
-            in_number = true;
-        } else {
-            in_number = false;
-            out.push(c);
-        }
-    }
-    out
 }
 
 #[cfg(test)]
