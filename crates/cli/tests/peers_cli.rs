@@ -239,7 +239,8 @@ fn the_profile_flag_is_only_for_peers() {
 
 /// Issue 33: a workers axis runs every contender at each worker count
 /// (connlab serve `--workers N --cpu <first N>`), records the CPUs, the
-/// per-worker connections and the latency run, marks the points whose
+/// per-worker connections and the latency run, runs the client as two
+/// merged shards, marks the points whose
 /// client shared a CPU with the server, and the page fits the curve.
 #[test]
 fn a_workers_axis_runs_each_count_and_the_page_fits_the_curve() {
@@ -257,7 +258,11 @@ fn a_workers_axis_runs_each_count_and_the_page_fits_the_curve() {
                 cpus.first().copied().unwrap_or(0)
             ),
         )
-        .replace("connections = 4", "connections = 8");
+        .replace("connections = 4", "connections = 8")
+        .replace(
+            "kind = \"connlab-load\"",
+            "kind = \"connlab-load\"\nshards = 2",
+        );
     let file = write_file(&dir, "scaling.toml", &text);
     let out = dir.join("results");
     sweep(&file, &out, LIMIT)
@@ -284,6 +289,15 @@ fn a_workers_axis_runs_each_count_and_the_page_fits_the_curve() {
     assert_eq!(per.len(), 2, "{p}");
     assert!(p["imbalance"].as_f64().unwrap() >= 1.0);
     assert!(p["latency"]["p99_us"].as_f64().unwrap() > 0.0, "{p}");
+    // The closed-loop client ran as two shards, merged.
+    let shards: Vec<&serde_json::Value> = p["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c[1].as_array().unwrap().iter().any(|a| a == "--shard"))
+        .collect();
+    assert_eq!(shards.len(), 2, "{p}");
+    assert!(p["requests"].as_u64().unwrap() > 0);
     assert_eq!(p["latency"]["rate"], 200.0);
     if cpus.len() <= 2 {
         // The client's CPU is one of the server's two: marked.

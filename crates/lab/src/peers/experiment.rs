@@ -122,6 +122,11 @@ pub struct Process {
     /// `singleip-relay`: extra arguments of its application node.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub node_args: Vec<String>,
+    /// `connlab-load` as the fixed client: run the load as this many
+    /// processes (`--shard i/N`), shard i on the i-th CPU of the client's
+    /// (cycled), their results merged (docs/shards.md) [default: 1].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<u32>,
 }
 
 impl Process {
@@ -219,6 +224,16 @@ impl Process {
                 ));
             }
         }
+        match self.shards {
+            Some(_) if kind != ProcessKind::ConnlabLoad => {
+                return Err((
+                    field("shards"),
+                    format!("only for kind \"connlab-load\", not {:?}", kind.name()),
+                ))
+            }
+            Some(0) => return Err((field("shards"), "must be at least 1".into())),
+            _ => {}
+        }
         match self.threads {
             Some(_) if !matches!(kind, ProcessKind::Wrk | ProcessKind::Haproxy) => Err((
                 field("threads"),
@@ -280,6 +295,7 @@ impl Contender {
             io: self.io,
             args: self.args.clone(),
             node_args: self.node_args.clone(),
+            shards: None,
         }
     }
 }

@@ -244,13 +244,36 @@ pub(super) fn haproxy_config(p: &Process, listen: SocketAddr, backend: SocketAdd
     )
 }
 
-/// The client's command: closed loop for the experiment's duration.
+/// The client's command: closed loop for the experiment's duration
+/// (connlab load: the whole client's CPUs; see [`client_shard_command`]).
 pub(super) fn client_command(
     ctx: &PointCtx,
     p: &Process,
     target: SocketAddr,
     body_bytes: u64,
     json: &Path,
+) -> Command {
+    client_shard_command(
+        ctx,
+        p,
+        target,
+        body_bytes,
+        json,
+        None,
+        &ctx.exp.placement.client_cpus(),
+    )
+}
+
+/// The client's command, for connlab load one shard `(i, n)` of the load
+/// on `cpus` when given.
+pub(super) fn client_shard_command(
+    ctx: &PointCtx,
+    p: &Process,
+    target: SocketAddr,
+    body_bytes: u64,
+    json: &Path,
+    shard: Option<(u32, u32)>,
+    cpus: &[usize],
 ) -> Command {
     let w = &ctx.exp.workload;
     match p.kind {
@@ -290,9 +313,11 @@ pub(super) fn client_command(
             .args(["--warmup", "0s"])
             .arg("--json")
             .arg(json);
-            let cpus = ctx.exp.placement.client_cpus();
             if !cpus.is_empty() {
-                cmd.arg("--cpu").arg(cpu_list(&cpus));
+                cmd.arg("--cpu").arg(cpu_list(cpus));
+            }
+            if let Some((i, n)) = shard {
+                cmd.arg("--shard").arg(format!("{i}/{n}"));
             }
             if let Some(io) = p.io {
                 cmd.args(["--io", io.name()]);

@@ -31,7 +31,7 @@ use crate::{
     RoleCpu, PEERS_SWEEP_SCHEMA, PEER_POINT_SCHEMA,
 };
 use anyhow::{anyhow, bail, Context};
-use commands::{client_command, free_addr, gateway_commands, server_command};
+use commands::{client_command, client_shard_command, free_addr, gateway_commands, server_command};
 use connlab_loadgen::LoadResult;
 use connlab_os::window::WindowSnapshot;
 use connlab_os::{Environment, Shutdown};
@@ -312,6 +312,64 @@ impl Roles {
         self.commands.push((Role::Client, describe(&cmd)));
         cmd
     }
+
+    /// The client's processes: one, or with `shards = N` (connlab load)
+    /// N, shard i on the i-th CPU of the client's; each with its name,
+    /// command, JSON result and CPUs, recorded among the point's commands.
+    fn client_processes(
+        &mut self,
+        ctx: &PointCtx,
+        body_bytes: u64,
+    ) -> Vec<(String, Command, PathBuf, Vec<usize>)> {
+        let client = self.setup.client.clone();
+        let cpus = ctx.exp.placement.client_cpus();
+        let n = client
+            .shards
+            .filter(|_| client.kind == ProcessKind::ConnlabLoad)
+            .unwrap_or(1);
+        if n <= 1 {
+            let cmd = self.client_command(ctx, body_bytes);
+            return vec![("client".into(), cmd, ctx.logs.join(CLIENT_JSON), cpus)];
+        }
+        (1..=n)
+            .map(|i| {
+                let json = ctx.logs.join(format!("client-{i}.json"));
+                let own: Vec<usize> = if cpus.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![cpus[(i as usize - 1) % cpus.len()]]
+                };
+                let cmd = client_shard_command(
+                    ctx,
+                    &client,
+                    self.target,
+                    body_bytes,
+                    &json,
+                    Some((i, n)),
+                    &own,
+                );
+                self.commands.push((Role::Client, describe(&cmd)));
+                (format!("client-{i}"), cmd, json, own)
+            })
+            .collect()
+    }
+}
+
+/// Reads and merges the results of a sharded connlab load client.
+fn merged_load(jsons: &[PathBuf]) -> anyhow::Result<(output::Outcome, Option<LoadResult>)> {
+    let mut parts = Vec::new();
+    for j in jsons {
+        let (_, load) = parse_load(j)?;
+        let load = load.ok_or_else(|| anyhow!("{}: not a connlab load result", j.display()))?;
+        parts.push((j.display().to_string(), load));
+    }
+    let merged = connlab_loadgen::merge(&parts).context("merging the client's shards")?;
+    let outcome = output::Outcome {
+        requests: merged.requests.completed,
+        requests_per_s: merged.achieved_rate_per_s,
+        errors: merged.requests.errors.values().sum(),
+    };
+    Ok((outcome, Some(merged)))
 }
 
 /// Clears `ctx.logs`, starts the server and the gateway of point `p`, each
@@ -548,7 +606,7 @@ fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<Measured>>
     let placement = &exp.placement;
     let mut roles = start_roles(ctx, p)?;
     let setup = roles.setup.clone();
-    let cmd = roles.client_command(ctx, p.body_bytes);
+    let clients = roles.client_processes(ctx, p.body_bytes);
     let server_before = roles.server.tree_cpu_s();
     let gateway_cpu_s = |g: &[Proc]| -> Option<f64> {
         (!g.is_empty()).then(|| g.iter().map(Proc::tree_cpu_s).sum())
@@ -557,23 +615,32 @@ fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<Measured>>
     let started = Instant::now();
     let server_cpus = placement.server_cpus_at(p.workers);
     let client_cpus = placement.client_cpus();
-    let mut client = Proc::spawn(cmd, "client", &client_cpus, &ctx.logs, libc::SIGINT)?;
+    let mut client_procs = Vec::new();
+    let mut client_jsons = Vec::new();
+    for (name, cmd, json, cpus) in clients {
+        client_procs.push(Proc::spawn(cmd, &name, &cpus, &ctx.logs, libc::SIGINT)?);
+        client_jsons.push(json);
+    }
     // The window is the client's run: a snapshot of the CPUs and the
     // roles' process trees now, and another once it has ended.
     let mut watched: Vec<(&str, Vec<i32>)> = vec![("server", vec![roles.server.pid()])];
     if !roles.gateway.is_empty() {
         watched.push(("gateway", roles.gateway.iter().map(Proc::pid).collect()));
     }
-    watched.push(("client", vec![client.pid()]));
+    watched.push(("client", client_procs.iter().map(Proc::pid).collect()));
     // The sweep's own idle-priority spinners are no foreign work.
     let awake = super::window::awake_pids();
     if !awake.is_empty() {
         watched.push(("keep_awake", awake));
     }
     let before = WindowSnapshot::take(&watched);
-    let Some(client_cpu) = client.wait_rusage(ctx.duration + super::CLIENT_SLACK, ctx.stop)? else {
-        return Ok(None);
-    };
+    let mut client_cpu = 0.0;
+    for client in &mut client_procs {
+        let Some(cpu) = client.wait_rusage(ctx.duration + super::CLIENT_SLACK, ctx.stop)? else {
+            return Ok(None);
+        };
+        client_cpu += cpu;
+    }
     let wall_s = started.elapsed().as_secs_f64();
     let mut after = WindowSnapshot::take(&watched);
     // The client is reaped by now: its rusage is its CPU over the run.
@@ -634,6 +701,7 @@ fn run_point(ctx: &PointCtx, p: &PeerParams) -> anyhow::Result<Option<Measured>>
                 .with_context(|| format!("reading wrk's output {}", log.display()))?;
             (parse_wrk(&text)?, None)
         }
+        _ if client_jsons.len() > 1 => merged_load(&client_jsons)?,
         _ => parse_load(&ctx.logs.join(CLIENT_JSON))?,
     };
     if outcome.requests == 0 {

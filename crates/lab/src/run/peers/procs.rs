@@ -80,7 +80,7 @@ pub(super) fn wait_listening(proc: &mut Proc, addr: SocketAddr) -> anyhow::Resul
 /// stop signal; the whole tree is stopped (then killed) on drop.
 pub(super) struct Proc {
     child: Child,
-    name: &'static str,
+    name: String,
     log: PathBuf,
     stop_signal: libc::c_int,
 }
@@ -89,7 +89,7 @@ impl Proc {
     /// Spawns `cmd` with its output in `logs/<name>.log`, pinned to `cpu`.
     pub(super) fn spawn(
         mut cmd: Command,
-        name: &'static str,
+        name: &str,
         cpus: &[usize],
         logs: &Path,
         stop_signal: libc::c_int,
@@ -121,7 +121,7 @@ impl Proc {
             Child::spawn(&mut cmd).with_context(|| format!("starting the {name} ({program})"))?;
         Ok(Proc {
             child,
-            name,
+            name: name.to_string(),
             log,
             stop_signal,
         })
