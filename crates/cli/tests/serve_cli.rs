@@ -414,14 +414,22 @@ fn sheds_at_the_limit(variant: Variant) {
 
 /// Issue 33: two workers with a listener each (`SO_REUSEPORT`) both take
 /// connections, and --stats gives each loop's share and the imbalance;
-/// with one shared listener every connection is served too.
+/// with one shared listener every connection is served too (rtsig: its
+/// signals go to the process, one loop's signal thread takes each).
 #[test]
 fn two_workers_share_the_connections_and_report_each_loop() {
     for (variant, mode) in [
         (Variant::EpollW2, "reuseport"),
         (Variant::EpollW2Shared, "shared"),
+        (Variant::RtsigW2, "reuseport"),
+        (Variant::RtsigW2, "shared"),
     ] {
-        let server = Server::start(variant, Protocol::Clb1, &[]);
+        let extra: &[&str] = if variant.engine() == "rtsig" && mode == "shared" {
+            &["--accept", "shared"]
+        } else {
+            &[]
+        };
+        let server = Server::start(variant, Protocol::Clb1, extra);
         // 64 connections from 64 source ports: the chance that the kernel
         // hashes all of them to one of two listeners is 2^-63.
         let mut conns: Vec<_> = (0..64).map(|_| server.connect("client")).collect();

@@ -146,5 +146,11 @@ impl Counters {
         }
         add(&self.header_timeouts, &w.header_timeouts);
         add(&self.idle_timeouts, &w.idle_timeouts);
+        if w.rtsig.used.load(Relaxed) {
+            self.rtsig.used.store(true, Relaxed);
+            add(&self.rtsig.signals, &w.rtsig.signals);
+            add(&self.rtsig.overflows, &w.rtsig.overflows);
+            add(&self.rtsig.recoveries, &w.rtsig.recoveries);
+        }
     }
 }

@@ -9,6 +9,7 @@ use socket2::{Domain, Socket, Type};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
 
 /// What one accept attempt produced.
 pub(crate) enum Accepted {
@@ -33,7 +34,8 @@ pub(crate) const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from
 
 /// A non-blocking listening TCP socket.
 pub(crate) struct Listener {
-    socket: Socket,
+    /// Shared by the loops of `--accept shared`, under one descriptor number.
+    socket: Arc<Socket>,
     reserve: FdReserve,
     /// A connection was shed and none accepted since: the descriptor
     /// limit is (still) in force.
@@ -53,7 +55,7 @@ impl Listener {
         socket.listen(backlog)?;
         socket.set_nonblocking(true)?;
         Ok(Listener {
-            socket,
+            socket: Arc::new(socket),
             reserve: FdReserve::new(),
             at_limit: false,
         })
@@ -66,14 +68,17 @@ impl Listener {
             .ok_or_else(|| io::Error::other("listening socket has no IP address"))
     }
 
-    /// Another handle on the same listening socket (a duplicated
-    /// descriptor) with a reserve of its own, for a loop that shares it.
-    pub(crate) fn try_clone(&self) -> io::Result<Listener> {
-        Ok(Listener {
-            socket: self.socket.try_clone()?,
+    /// Another handle on the same listening socket, under the same
+    /// descriptor number (closed when the last handle goes), with a reserve
+    /// of its own, for a loop that shares it. One number for all loops
+    /// matters to `--engine rtsig`, whose signals name the descriptor the
+    /// kernel was first given.
+    pub(crate) fn share(&self) -> Listener {
+        Listener {
+            socket: Arc::clone(&self.socket),
             reserve: FdReserve::new(),
             at_limit: false,
-        })
+        }
     }
 
     pub(crate) fn fd(&self) -> RawFd {

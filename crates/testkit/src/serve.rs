@@ -69,11 +69,13 @@ pub enum Variant {
     EpollW2Shared,
     /// `--engine uring --workers 2`.
     UringW2,
+    /// `--engine rtsig --workers 2` (a signal thread and table per loop).
+    RtsigW2,
 }
 
 impl Variant {
     /// Every variant, in matrix order.
-    pub const ALL: [Variant; 13] = [
+    pub const ALL: [Variant; 14] = [
         Variant::Processes,
         Variant::Threads,
         Variant::Select,
@@ -87,6 +89,7 @@ impl Variant {
         Variant::EpollW2,
         Variant::EpollW2Shared,
         Variant::UringW2,
+        Variant::RtsigW2,
     ];
 
     /// The name used in test names and failure messages.
@@ -105,6 +108,7 @@ impl Variant {
             Variant::EpollW2 => "epoll_w2",
             Variant::EpollW2Shared => "epoll_w2_shared",
             Variant::UringW2 => "uring_w2",
+            Variant::RtsigW2 => "rtsig_w2",
         }
     }
 
@@ -115,6 +119,7 @@ impl Variant {
             Variant::SelectW2 => "select",
             Variant::PollW2 => "poll",
             Variant::UringW2 => "uring",
+            Variant::RtsigW2 => "rtsig",
             other => other.name(),
         }
     }
@@ -126,7 +131,8 @@ impl Variant {
             | Variant::PollW2
             | Variant::EpollW2
             | Variant::EpollW2Shared
-            | Variant::UringW2 => 2,
+            | Variant::UringW2
+            | Variant::RtsigW2 => 2,
             _ => 1,
         }
     }

@@ -47,14 +47,15 @@ pub(crate) struct ServeArgs {
     /// with --workers, worker i runs on the i-th CPU of the list.
     #[arg(long, value_name = "LIST")]
     cpu: Option<CpuList>,
-    /// Event loops, one thread each (select, poll, epoll, uring): --stats
+    /// Event loops, one thread each (select, poll, epoll, uring, rtsig): --stats
     /// then gives each loop's connections, requests, CPU and wake-ups, and
     /// the imbalance (most connections in one loop over the mean).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     workers: u16,
     /// How several loops accept: reuseport (a listener each, SO_REUSEPORT;
     /// the kernel hashes connections to them) or shared (one listener all
-    /// watch; epoll wakes one loop per connection with EPOLLEXCLUSIVE).
+    /// watch; epoll wakes one loop per connection with EPOLLEXCLUSIVE, rtsig
+    /// has one loop take each of its signals).
     #[arg(long, default_value = "reuseport", value_name = "reuseport|shared")]
     accept: connlab_server::AcceptMode,
     /// Time every polling call and server cycle (select, poll, epoll) and

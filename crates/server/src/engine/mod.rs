@@ -29,7 +29,9 @@ pub(crate) struct RunContext<'a> {
     /// Where the event loops time their calls (`--profile-poll`).
     pub(crate) profile: Option<&'a std::sync::Mutex<crate::profile::PollProfile>>,
     /// The listener is shared with other loops (`--accept shared`): epoll
-    /// registers it with `EPOLLEXCLUSIVE`, so one loop wakes per connection.
+    /// registers it with `EPOLLEXCLUSIVE`, so one loop wakes per connection;
+    /// rtsig arms it with the process as signal owner, so one loop's
+    /// signal thread takes each of its signals.
     pub(crate) exclusive_accept: bool,
 }
 

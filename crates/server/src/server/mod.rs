@@ -66,7 +66,7 @@ impl Server {
         }
         if config.workers > 1 && !config.engine.has_workers() {
             return Err(ServerError::Config(format!(
-                "--workers applies to the event engines (select, poll, epoll, uring); {} \
+                "--workers applies to the event engines (select, poll, epoll, uring, rtsig); {} \
                  already uses a thread or process per connection",
                 config.engine
             )));
