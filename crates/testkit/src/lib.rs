@@ -113,6 +113,8 @@ macro_rules! per_engine {
             #[test]
             fn uring_w2() { super::$case(Variant::UringW2) }
             #[test]
+            fn uring_w2_shared() { super::$case(Variant::UringW2Shared) }
+            #[test]
             fn rtsig_w2() { super::$case(Variant::RtsigW2) }
         }
     )+};

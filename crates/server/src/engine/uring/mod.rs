@@ -517,16 +517,27 @@ fn announce(features: UringFeatures, provider: &Provider, fixed_table: u32) {
     eprintln!("connlab serve: io_uring features: {used}");
 }
 
+/// Where the loop's accept stands.
+#[derive(Default)]
+struct AcceptState {
+    /// An accept is in the kernel (a multishot one that has not ended).
+    armed: bool,
+    /// A cancel of the multishot accept was queued and its end not seen yet.
+    cancelling: bool,
+    /// Connections accepted this turn.
+    accepted: usize,
+}
+
 /// Handles one completion: an accepted connection (or the accept's failure),
 /// received bytes, a finished send, writability, a failed buffer provision.
-/// `accept_armed` turns false when the multishot accept ended.
+/// `accept.armed` turns false when the multishot accept ended.
 fn complete(
     cqe: &cqueue::Entry,
     ring: &mut Ring,
     reactor: &mut Reactor<'_, &DeferredClose>,
     pool: &BufferPool,
     ring_send: bool,
-    accept_armed: &mut bool,
+    accept: &mut AcceptState,
 ) -> io::Result<()> {
     let Tag {
         kind,
@@ -542,6 +553,9 @@ fn complete(
                 set_nodelay(res);
                 let fd = reactor.adopt(conn);
                 ring.adopted(fd)?;
+                accept.accepted += 1;
+            } else if res == -libc::ECANCELED {
+                // Cancelled by this loop (`--accept shared`) or at teardown.
             } else if res == -libc::EMFILE || res == -libc::ENFILE {
                 // Out of descriptors: shed what waits, as every engine does.
                 let mut adopted = Vec::new();
@@ -564,7 +578,8 @@ fn complete(
                 reactor.accept_failed();
             }
             if !cqueue::more(flags) {
-                *accept_armed = false;
+                accept.armed = false;
+                accept.cancelling = false;
             }
         }
         RECV => {
@@ -641,6 +656,7 @@ fn complete(
 impl Engine for Uring {
     fn serve(&mut self, ctx: RunContext<'_>) -> io::Result<()> {
         let shutdown = ctx.shutdown;
+        let shared_accept = ctx.exclusive_accept;
         let mut timer = LoopTimer::new(ctx.profile);
         let closer = DeferredClose::default();
         let mut reactor = Reactor::with_io(ctx, &closer);
@@ -698,16 +714,32 @@ impl Engine for Uring {
         // unless an accept failed a moment ago: then after the back-off
         // (re-arming at once with a connection queued at the limit would
         // complete with the same error at once, forever).
-        let mut accept_armed = true;
+        let mut accept = AcceptState {
+            armed: true,
+            ..AcceptState::default()
+        };
+        // `--accept shared`: every loop's ring has a multishot accept on
+        // the one listener. The kernel does not wake every ring per
+        // connection: io_uring waits for an accept exclusively, so a
+        // connection wakes one ring, always the first waiting on the
+        // listener, since a multishot accept keeps its place in the
+        // listener's wait queue (measured: 200 connections to two loops
+        // went 0/200). So after a turn in which it accepted, a loop
+        // cancels its multishot accept and arms it again at the next
+        // turn, behind the other rings, and the next connection wakes
+        // another loop. One-shot accepts leave the queue when they fire
+        // and need nothing more.
+        let rotate_accept = shared_accept && features.has(UringFeature::MultishotAccept);
         let mut serve = || -> io::Result<()> {
             loop {
                 if shutdown.requested() {
                     return Ok(());
                 }
-                if !accept_armed && reactor.accepting() {
+                if !accept.armed && reactor.accepting() {
                     ring.arm_accept(listen_fd)?;
-                    accept_armed = true;
+                    accept.armed = true;
                 }
+                accept.accepted = 0;
                 let mut mark = timer.begin();
                 let waited = ring.wait(reactor.wait());
                 match waited {
@@ -722,14 +754,11 @@ impl Engine for Uring {
                 done.clear();
                 done.extend(ring.ring.completion());
                 for cqe in &done {
-                    complete(
-                        cqe,
-                        &mut ring,
-                        &mut reactor,
-                        &pool,
-                        ring_send,
-                        &mut accept_armed,
-                    )?;
+                    complete(cqe, &mut ring, &mut reactor, &pool, ring_send, &mut accept)?;
+                }
+                if rotate_accept && accept.accepted > 0 && accept.armed && !accept.cancelling {
+                    ring.cancel(listen_fd, tag(ACCEPT, 0, listen_fd))?;
+                    accept.cancelling = true;
                 }
                 ring.publish_buffers();
                 reactor.expire(|fd| expired.push(fd));
