@@ -29,6 +29,8 @@ impl Engine for Processes {
             profile: _,
             // One accept loop: nothing shares the listener.
             exclusive_accept: _,
+            // Never with --workers.
+            start: _,
         } = ctx;
         let (chld_read, chld_write) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_CLOEXEC)?;

@@ -71,6 +71,7 @@ impl Engine for RtSigEngine {
         let mut reactor = Reactor::with_io(ctx, Through(&rt));
         let mut fds = pollfds::new(lfd, wake);
         let mut refused = Vec::new();
+        reactor.ready();
         while !shutdown.requested() {
             pollfds::watch_listener(&mut fds, &mut reactor);
             let mut mark = timer.begin();

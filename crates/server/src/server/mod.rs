@@ -6,7 +6,7 @@ use crate::connection::SessionTemplate;
 use crate::counters::Counters;
 use crate::deadline::Limits;
 use crate::engine::{self, RunContext};
-use crate::listener::Listener;
+use crate::listener::{Listener, Reserves};
 use crate::stats::{RunFacts, ServerStats};
 use connlab_os::{CpuTimes, NofileLimit, OsError, SharedMem, Shutdown};
 use std::io;
@@ -82,13 +82,19 @@ impl Server {
             source,
         };
         let reuse_port = config.workers > 1 && config.accept == AcceptMode::Reuseport;
-        let first = Listener::bind(config.listen, config.backlog, reuse_port).map_err(bind_err)?;
+        // One reserve descriptor per loop, in one pool (see `listener`).
+        let reserves = Reserves::new(config.workers);
+        let first = Listener::bind(config.listen, config.backlog, reuse_port, &reserves)
+            .map_err(bind_err)?;
         let local_addr = first.local_addr().map_err(bind_err)?;
         let mut listeners = vec![first];
         if reuse_port {
             // The others bind the port the first resolved.
             for _ in 1..config.workers {
-                listeners.push(Listener::bind(local_addr, config.backlog, true).map_err(bind_err)?);
+                listeners.push(
+                    Listener::bind(local_addr, config.backlog, true, &reserves)
+                        .map_err(bind_err)?,
+                );
             }
         }
         Ok(Server {
@@ -151,6 +157,7 @@ impl Server {
                 profile: profile.as_ref(),
                 template,
                 exclusive_accept: false,
+                start: None,
             };
             engine::build(&config).serve(ctx).map_err(engine_err)?;
             Vec::new()

@@ -8,7 +8,7 @@
 use crate::config::{EngineKind, ServerConfig};
 use crate::connection::SessionTemplate;
 use crate::counters::Counters;
-use crate::engine::{self, RunContext};
+use crate::engine::{self, RunContext, StartGate};
 use crate::listener::Listener;
 use crate::profile::PollProfile;
 use crate::stats::WorkerStats;
@@ -53,6 +53,7 @@ pub(super) fn serve(
     } else {
         Vec::new()
     };
+    let gate = StartGate::new(config.workers);
     let _blocked = if rtsig {
         Some(BlockedSignals::new()?)
     } else {
@@ -74,13 +75,18 @@ pub(super) fn serve(
         for (i, listener) in own.into_iter().enumerate() {
             let cpu = (!cpus.is_empty()).then(|| cpus[i % cpus.len()]);
             let stop = latches.get(i).unwrap_or(shutdown);
+            let gate = &gate;
             let spawned = std::thread::Builder::new()
                 .name(format!("worker-{i}"))
                 .spawn_scoped(s, move || {
                     // A loop's timer holds the profile for the whole
                     // run: the first loop's calls are the ones timed.
                     let profile = profile.filter(|_| i == 0);
-                    let result = worker(config, i, cpu, listener, shared, stop, profile, template);
+                    let result = worker(
+                        config, i, cpu, listener, shared, stop, profile, template, gate,
+                    );
+                    // Ended, set up or not: no loop waits for this one.
+                    gate.release();
                     // A loop that fails stops the others too: the run is over.
                     if result.is_err() {
                         shutdown.trigger();
@@ -179,6 +185,7 @@ fn worker(
     shutdown: &Shutdown,
     profile: Option<&Mutex<PollProfile>>,
     template: SessionTemplate,
+    gate: &StartGate,
 ) -> io::Result<(WorkerStats, Counters)> {
     if let Some(c) = cpu {
         let one = CpuList::parse(&c.to_string()).map_err(io::Error::other)?;
@@ -192,6 +199,7 @@ fn worker(
         profile,
         template,
         exclusive_accept: shared,
+        start: Some(gate),
     };
     engine::build(config).serve(ctx)?;
     let stats = WorkerStats {

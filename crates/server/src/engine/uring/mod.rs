@@ -60,6 +60,9 @@ const WAKE: u64 = 5;
 const CANCEL: u64 = 6;
 /// A `sendmsg` entry; its generation bits carry the send stage's index.
 const SEND: u64 = 7;
+/// A one-shot poll on the listener, in place of the accept at the
+/// descriptor limit.
+const ACCEPT_POLL: u64 = 8;
 
 /// Bits of a descriptor's generation that fit in an operation's tag.
 const GENERATION_BITS: u32 = 24;
@@ -392,6 +395,18 @@ impl Ring {
         self.push(&entry.user_data(tag(ACCEPT, 0, listen_fd)))
     }
 
+    /// At the descriptor limit: waits for a connection on the listener
+    /// (accepted, or shed, by the reactor's accept). An io_uring accept
+    /// fails with EMFILE before it looks at the queue, so re-armed it
+    /// only polls the limit, every back-off, and a connection waits in
+    /// the queue until then.
+    fn arm_accept_poll(&mut self, listen_fd: RawFd) -> io::Result<()> {
+        let entry = opcode::PollAdd::new(types::Fd(listen_fd), libc::POLLIN as u32)
+            .build()
+            .user_data(tag(ACCEPT_POLL, 0, listen_fd));
+        self.push(&entry)
+    }
+
     /// Hands buffers `first..first + count` to the kernel.
     fn provide(&mut self, pool: &BufferPool, first: u16, count: u16) -> io::Result<()> {
         match self.provider.provide(pool, first, count) {
@@ -517,6 +532,22 @@ fn announce(features: UringFeatures, provider: &Provider, fixed_table: u32) {
     eprintln!("connlab serve: io_uring features: {used}");
 }
 
+/// Accepts (or sheds, at the limit) what waits on the listener with the
+/// reactor's own accept; returns how many connections it accepted.
+fn accept_in_reactor(
+    ring: &mut Ring,
+    reactor: &mut Reactor<'_, &DeferredClose>,
+    accept: &mut AcceptState,
+) -> io::Result<usize> {
+    let mut adopted = Vec::new();
+    reactor.accept_pending(|fd| adopted.push(fd));
+    for &fd in &adopted {
+        ring.adopted(fd)?;
+    }
+    accept.accepted += adopted.len();
+    Ok(adopted.len())
+}
+
 /// Where the loop's accept stands.
 #[derive(Default)]
 struct AcceptState {
@@ -526,6 +557,9 @@ struct AcceptState {
     cancelling: bool,
     /// Connections accepted this turn.
     accepted: usize,
+    /// An accept failed with EMFILE and no connection was accepted since:
+    /// the listener is polled instead ([`Ring::arm_accept_poll`]).
+    at_limit: bool,
 }
 
 /// Handles one completion: an accepted connection (or the accept's failure),
@@ -558,16 +592,12 @@ fn complete(
                 // Cancelled by this loop (`--accept shared`) or at teardown.
             } else if res == -libc::EMFILE || res == -libc::ENFILE {
                 // Out of descriptors: shed what waits, as every engine does.
-                let mut adopted = Vec::new();
-                reactor.accept_pending(|fd| adopted.push(fd));
-                for fd in adopted {
-                    ring.adopted(fd)?;
-                }
-                // An accept fails with EMFILE before it looks
-                // for a connection: re-armed at once, it would
-                // complete at once, forever (1.9 CPU s in 2 s
-                // at the limit, issue 29). Wait a moment.
-                reactor.pause_accepting();
+                // An accept fails with EMFILE before it looks for a
+                // connection: re-armed at once, it would complete at once,
+                // forever (1.9 CPU s in 2 s at the limit, issue 29). Until
+                // a connection fits again the listener is polled instead,
+                // and what it reports accepted or shed here.
+                accept.at_limit = accept_in_reactor(ring, reactor, accept)? == 0;
             } else if res == -libc::EINVAL {
                 return Err(io::Error::other(
                     "--engine uring: this kernel's io_uring refused accept \
@@ -637,6 +667,15 @@ fn complete(
             }
             ring.stages.give_back(i);
         }
+        ACCEPT_POLL => {
+            accept.armed = false;
+            if res >= 0 {
+                // A connection is there: it fits (the limit is over) or is shed.
+                accept.at_limit = accept_in_reactor(ring, reactor, accept)? == 0;
+            } else if res != -libc::ECANCELED {
+                reactor.accept_failed();
+            }
+        }
         POLLOUT if ring.slot(fd).is_current(generation) => {
             ring.slots[fd as usize].pollout_armed = false;
             let interest = reactor.dispatch(fd, false, true, false);
@@ -701,6 +740,7 @@ impl Engine for Uring {
         };
         ring.provide(&pool, 0, BUFFERS)?;
         ring.publish_buffers();
+        reactor.ready();
         ring.arm_accept(listen_fd)?;
         let wake = opcode::PollAdd::new(types::Fd(shutdown.wake_fd()), libc::POLLIN as u32)
             .build()
@@ -736,7 +776,11 @@ impl Engine for Uring {
                     return Ok(());
                 }
                 if !accept.armed && reactor.accepting() {
-                    ring.arm_accept(listen_fd)?;
+                    if accept.at_limit {
+                        ring.arm_accept_poll(listen_fd)?;
+                    } else {
+                        ring.arm_accept(listen_fd)?;
+                    }
                     accept.armed = true;
                 }
                 accept.accepted = 0;
@@ -756,7 +800,12 @@ impl Engine for Uring {
                 for cqe in &done {
                     complete(cqe, &mut ring, &mut reactor, &pool, ring_send, &mut accept)?;
                 }
-                if rotate_accept && accept.accepted > 0 && accept.armed && !accept.cancelling {
+                if rotate_accept
+                    && accept.accepted > 0
+                    && accept.armed
+                    && !accept.at_limit
+                    && !accept.cancelling
+                {
                     ring.cancel(listen_fd, tag(ACCEPT, 0, listen_fd))?;
                     accept.cancelling = true;
                 }
