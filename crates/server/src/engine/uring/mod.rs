@@ -768,7 +768,10 @@ impl Engine for Uring {
         // cancels its multishot accept and arms it again at the next
         // turn, behind the other rings, and the next connection wakes
         // another loop. One-shot accepts leave the queue when they fire
-        // and need nothing more.
+        // and need nothing more. A connection that comes while the woken
+        // ring has not run yet wakes that ring again, not another: a burst
+        // still goes to one loop; connections that come one after another
+        // are spread.
         let rotate_accept = shared_accept && features.has(UringFeature::MultishotAccept);
         let mut serve = || -> io::Result<()> {
             loop {
