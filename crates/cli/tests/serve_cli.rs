@@ -299,6 +299,50 @@ fn max_message_defaults_to_16_mib() {
     assert_max_message(&[], 16 * MIB);
 }
 
+/// Issue 33: --stats says which CPUs the server could use and did use,
+/// for the engines with a thread or process per connection as for the
+/// event loops, so that they compare CPU for CPU: pinned to one CPU, both
+/// lists are that CPU (a forked child's receives count too).
+#[test]
+fn stats_name_the_cpus_allowed_and_used() {
+    let first = first_allowed_cpu();
+    for variant in [
+        Variant::Processes,
+        Variant::Threads,
+        Variant::Epoll,
+        Variant::EpollW2,
+    ] {
+        let server = Server::start(variant, Protocol::Clb1, &["--cpu", &first]);
+        server.connect("client").clb1_round_trip(128, KIB, 1);
+        let stats = server.stop();
+        let cpu: u64 = first.parse().expect("a CPU number");
+        assert_eq!(
+            stats["cpus_allowed"],
+            serde_json::json!([cpu]),
+            "[{variant}] {stats}"
+        );
+        assert_eq!(
+            stats["cpus_used"],
+            serde_json::json!([cpu]),
+            "[{variant}] {stats}"
+        );
+    }
+}
+
+/// The first CPU this test may run on (the start of `Cpus_allowed_list`,
+/// e.g. `0-1`).
+fn first_allowed_cpu() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .expect("Cpus_allowed_list")
+        .trim()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect()
+}
+
 #[test]
 fn serves_when_pinned_with_cpu() {
     let server = Server::start(Variant::Threads, Protocol::Clb1, &["--cpu", "0"]);
@@ -504,18 +548,8 @@ fn workers_need_an_event_engine() {
 /// serving on with the first.
 #[test]
 fn a_failed_worker_stops_every_loop() {
-    // The first CPU this test may use, so that the first worker can be
-    // pinned (the start of `Cpus_allowed_list`, e.g. `0-1`).
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let first: String = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-        .expect("Cpus_allowed_list")
-        .trim()
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    let cpus = format!("{first},1023");
+    // A CPU this test may use, so that the first worker can be pinned.
+    let cpus = format!("{},1023", first_allowed_cpu());
     for variant in Variant::ALL {
         if variant.workers() == 1 {
             continue;

@@ -308,6 +308,10 @@ fn print_table(s: &ServerStats) {
             "requests per cpu second",
             format!("{:.0}", s.requests_per_cpu_s),
         ),
+        (
+            "cpus used / allowed",
+            format!("{} / {}", cpu_list(&s.cpus_used), cpu_list(&s.cpus_allowed)),
+        ),
     ] {
         t.push_str(&format!("  {name:<28} {value}\n"));
     }
@@ -321,6 +325,17 @@ fn print_table(s: &ServerStats) {
         ));
     }
     eprint!("{t}");
+}
+
+/// `0,2,3` (`-` for none).
+fn cpu_list(cpus: &[usize]) -> String {
+    if cpus.is_empty() {
+        return "-".into();
+    }
+    cpus.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 #[cfg(test)]

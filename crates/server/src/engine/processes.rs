@@ -45,6 +45,7 @@ impl Engine for Processes {
         let mut backoff = false;
         while !shutdown.requested() {
             wait_readable(&mut fds, std::mem::take(&mut backoff))?;
+            counters.ran_here();
             if fds[2].revents != 0 {
                 drain(&chld_read);
                 reap(&mut children, false);

@@ -127,8 +127,10 @@ impl<'a, I: SocketIo> Reactor<'a, I> {
         }
     }
 
-    /// Starts a loop turn after the wait: reads the clock if a timeout needs it.
+    /// Starts a loop turn after the wait: notes the CPU the loop runs on,
+    /// and reads the clock if a timeout needs it.
     pub(super) fn tick(&mut self) {
+        self.counters.ran_here();
         if self.template.limits.any() {
             self.now = Instant::now();
         }

@@ -52,6 +52,7 @@ impl Engine for Threads {
             let mut backoff = false;
             while !shutdown.requested() {
                 wait_readable(&mut fds, std::mem::take(&mut backoff))?;
+                counters.ran_here();
                 loop {
                     match listener.accept(false) {
                         Accepted::Connection(fd) => {

@@ -127,6 +127,11 @@ impl Server {
         } = self;
         let started = Instant::now();
         let cpu_before = CpuTimes::self_and_children();
+        // The affinity `bind` pinned (or inherited), which every thread and
+        // child starts from; empty if the kernel does not say.
+        let cpus_allowed = connlab_os::current_affinity()
+            .map(|l| l.cpus().to_vec())
+            .unwrap_or_default();
         let profile = config
             .profile_poll
             .then(|| std::sync::Mutex::new(crate::profile::PollProfile::new()));
@@ -180,6 +185,7 @@ impl Server {
             nofile,
             header_timeout: config.header_timeout,
             idle_timeout: config.idle_timeout,
+            cpus_allowed,
         };
         let mut stats = ServerStats::collect(&counters, facts);
         if !per_worker.is_empty() {
