@@ -299,6 +299,50 @@ fn max_message_defaults_to_16_mib() {
     assert_max_message(&[], 16 * MIB);
 }
 
+/// Issue 33: --stats says which CPUs the server could use and did use,
+/// for the engines with a thread or process per connection as for the
+/// event loops, so that they compare CPU for CPU: pinned to one CPU, both
+/// lists are that CPU (a forked child's receives count too).
+#[test]
+fn stats_name_the_cpus_allowed_and_used() {
+    let first = first_allowed_cpu();
+    for variant in [
+        Variant::Processes,
+        Variant::Threads,
+        Variant::Epoll,
+        Variant::EpollW2,
+    ] {
+        let server = Server::start(variant, Protocol::Clb1, &["--cpu", &first]);
+        server.connect("client").clb1_round_trip(128, KIB, 1);
+        let stats = server.stop();
+        let cpu: u64 = first.parse().expect("a CPU number");
+        assert_eq!(
+            stats["cpus_allowed"],
+            serde_json::json!([cpu]),
+            "[{variant}] {stats}"
+        );
+        assert_eq!(
+            stats["cpus_used"],
+            serde_json::json!([cpu]),
+            "[{variant}] {stats}"
+        );
+    }
+}
+
+/// The first CPU this test may run on (the start of `Cpus_allowed_list`,
+/// e.g. `0-1`).
+fn first_allowed_cpu() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .expect("Cpus_allowed_list")
+        .trim()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect()
+}
+
 #[test]
 fn serves_when_pinned_with_cpu() {
     let server = Server::start(Variant::Threads, Protocol::Clb1, &["--cpu", "0"]);
@@ -314,11 +358,10 @@ fn serves_when_pinned_with_cpu() {
 /// limit.
 #[test]
 fn engines_shed_at_the_descriptor_limit_without_spinning() {
-    // Several workers (issue 33) share the limit and each keep a reserve:
-    // they do not spin, but they shed fewer and count more accept errors
-    // than one loop, which this test's bounds do not describe yet.
+    // Several workers (issue 33) share the limit and one pool of reserve
+    // descriptors, and are held to the same bounds as one loop.
     for variant in Variant::ALL {
-        if variant != Variant::Processes && variant.workers() == 1 {
+        if variant != Variant::Processes {
             sheds_at_the_limit(variant);
         }
     }
@@ -345,14 +388,25 @@ fn sheds_at_the_limit(variant: Variant) {
         .collect();
     assert_eq!(flood.len(), 100, "[{variant}] the flood could not connect");
     // The last one does not fit: it is closed (an end or a reset), not
-    // left waiting in the queue.
+    // left waiting in the queue. With a listener per loop (reuseport) the
+    // queues are the loops' own and only each is first in, first out: a
+    // loop that keeps up accepts the 100th while older connections still
+    // wait in a loop that is behind, which then sheds those instead. So
+    // there the 100th is shed or served, and never left waiting.
+    let own_queues = variant.workers() > 1 && !variant.args().contains(&"shared");
     let mut last = flood.last().expect("connected");
     last.set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
+    if own_queues {
+        use std::io::Write as _;
+        // A shed connection may already refuse the write: read says so.
+        let _ = last.write_all(&clb1_header(CLB1_MAGIC, 16, 16, 1));
+    }
     let mut byte = [0u8; 1];
     match last.read(&mut byte) {
         Ok(0) => {}
         Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Ok(_) if own_queues => {}
         other => panic!(
             "[{variant}] the 100th connection over a limit of 64: {other:?}, expected it shed"
         ),
@@ -414,19 +468,33 @@ fn sheds_at_the_limit(variant: Variant) {
 
 /// Issue 33: two workers with a listener each (`SO_REUSEPORT`) both take
 /// connections, and --stats gives each loop's share and the imbalance;
-/// with one shared listener every connection is served too.
+/// with one shared listener every connection is served too (rtsig: its
+/// signals go to the process, one loop's signal thread takes each).
 #[test]
 fn two_workers_share_the_connections_and_report_each_loop() {
     for (variant, mode) in [
         (Variant::EpollW2, "reuseport"),
         (Variant::EpollW2Shared, "shared"),
+        (Variant::RtsigW2, "reuseport"),
+        (Variant::RtsigW2, "shared"),
+        (Variant::UringW2Shared, "shared"),
     ] {
-        let server = Server::start(variant, Protocol::Clb1, &[]);
+        let extra: &[&str] = if variant.engine() == "rtsig" && mode == "shared" {
+            &["--accept", "shared"]
+        } else {
+            &[]
+        };
+        let server = Server::start(variant, Protocol::Clb1, extra);
         // 64 connections from 64 source ports: the chance that the kernel
         // hashes all of them to one of two listeners is 2^-63.
-        let mut conns: Vec<_> = (0..64).map(|_| server.connect("client")).collect();
-        for (i, c) in conns.iter_mut().enumerate() {
-            c.clb1_round_trip(128, KIB, i as u32);
+        // Each served before the next connects: a burst that reaches a
+        // shared listener before the woken loop has run is all that loop's
+        // (uring: see the engine's shared accept).
+        let mut conns = Vec::with_capacity(64);
+        for i in 0..64u32 {
+            let mut c = server.connect("client");
+            c.clb1_round_trip(128, KIB, i);
+            conns.push(c);
         }
         drop(conns);
         let stats = server.stop();
@@ -441,7 +509,10 @@ fn two_workers_share_the_connections_and_report_each_loop() {
             .map(|w| w["connections"].as_u64().unwrap_or(0))
             .collect();
         assert_eq!(per.iter().sum::<u64>(), 64, "[{variant}] {stats}");
-        if mode == "reuseport" {
+        // uring's shared accept: each ring re-arms its multishot accept
+        // behind the others after taking connections, so both take some
+        // (left alone, the first ring in the listener's queue took all).
+        if mode == "reuseport" || variant == Variant::UringW2Shared {
             assert!(
                 per.iter().all(|n| *n > 0),
                 "[{variant}] one idle worker: {stats}"
@@ -469,4 +540,30 @@ fn workers_need_an_event_engine() {
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--workers applies to the event engines"));
+}
+
+/// Issue 33: a loop that fails stops the others, as a failure of the one
+/// loop stops a single-loop server: here the second worker cannot be
+/// pinned to CPU 1023, and the server exits with its error instead of
+/// serving on with the first.
+#[test]
+fn a_failed_worker_stops_every_loop() {
+    // A CPU this test may use, so that the first worker can be pinned.
+    let cpus = format!("{},1023", first_allowed_cpu());
+    for variant in Variant::ALL {
+        if variant.workers() == 1 {
+            continue;
+        }
+        let mut cmd = std::process::Command::new(connlab_testkit::connlab_bin());
+        cmd.arg("serve")
+            .args(variant.args())
+            .args(["--listen", "127.0.0.1:0", "--cpu", &cpus]);
+        let out = connlab_testkit::run_bounded(&mut cmd, Duration::from_secs(20));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "[{variant}] {stderr}");
+        assert!(
+            stderr.contains("engine failed"),
+            "[{variant}] no engine failure on stderr: {stderr}"
+        );
+    }
 }

@@ -679,8 +679,25 @@ fn counts_known_workload_in_stats(engine: Variant) {
         stats["protocol"], "clb1",
         "[{engine}] protocol field: {stats}"
     );
-    // The RT-signal engine reports what its library did; no other does.
-    if engine == Variant::Rtsig {
+    // Where it could run and did: the CPUs its loops, threads or children
+    // were seen on are some of those it was allowed.
+    let list = |field: &str| -> Vec<u64> {
+        stats[field]
+            .as_array()
+            .unwrap_or_else(|| panic!("[{engine}] `{field}` is not a list: {stats}"))
+            .iter()
+            .map(|c| c.as_u64().expect("a CPU number"))
+            .collect()
+    };
+    let (allowed, used) = (list("cpus_allowed"), list("cpus_used"));
+    assert!(!used.is_empty(), "[{engine}] no CPU used: {stats}");
+    assert!(
+        used.iter().all(|c| allowed.contains(c)),
+        "[{engine}] cpus_used outside cpus_allowed: {stats}"
+    );
+    // The RT-signal engine reports what its library did (its loops'
+    // libraries, added up); no other does.
+    if engine.engine() == "rtsig" {
         let signals = stats["rtsig"]["signals"].as_u64().unwrap_or(0);
         assert!(signals > 0, "[{engine}] rtsig.signals: {stats}");
         assert_eq!(stats["rtsig"]["overflows"], 0, "[{engine}] {stats}");

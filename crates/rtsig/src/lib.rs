@@ -24,7 +24,9 @@
 //!
 //! The signals go to the library's own thread only, so other threads need
 //! not block them; [`block_signals`] blocks them anyway for programs that
-//! want belt and braces.
+//! want belt and braces. The exception is a descriptor several instances
+//! watch at once ([`RtSig::register_shared`]): its signals go to the
+//! process, so every thread must block them.
 //!
 //! ```no_run
 //! use connlab_rtsig::RtSig;
@@ -286,7 +288,35 @@ impl RtSig {
         self.watch_locked(&mut table, fd, initial)
     }
 
+    /// Watches a descriptor that several [`RtSig`] instances of this
+    /// process watch at once under the same number (a listening socket
+    /// that several event loops accept from), from `initial`.
+    ///
+    /// The signal owner belongs to the open file, not to an instance, so
+    /// such a descriptor cannot name one signal thread: it is armed with
+    /// the process as owner (`F_OWNER_PID`), and each of its signals is
+    /// taken by the one instance whose signal thread reads it first (the
+    /// others are not woken, like `EPOLLEXCLUSIVE`); an overflow `SIGIO`
+    /// for it likewise recovers one instance. Every thread of the process
+    /// must then block the signals ([`block_signals`]): a process-directed
+    /// signal goes to any thread that does not, where its default action
+    /// ends the process.
+    pub fn register_shared(&self, fd: RawFd, initial: Ready) -> io::Result<()> {
+        let mut table = lock(&self.shared);
+        self.watch_as(&mut table, fd, initial, sys::Owner::Process)
+    }
+
     fn watch_locked(&self, table: &mut Table, fd: RawFd, initial: Ready) -> io::Result<()> {
+        self.watch_as(table, fd, initial, sys::Owner::Thread(self.shared.tid))
+    }
+
+    fn watch_as(
+        &self,
+        table: &mut Table,
+        fd: RawFd,
+        initial: Ready,
+        owner: sys::Owner,
+    ) -> io::Result<()> {
         match table.watch(fd, initial) {
             Ok(()) => {}
             Err(WatchError::Invalid) => {
@@ -310,7 +340,7 @@ impl RtSig {
                 ))
             }
         }
-        if let Err(e) = sys::arm(fd, self.shared.signal, self.shared.tid) {
+        if let Err(e) = sys::arm(fd, self.shared.signal, owner) {
             table.forget(fd);
             return Err(e);
         }

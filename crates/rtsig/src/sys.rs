@@ -11,6 +11,18 @@ const F_SETSIG: libc::c_int = 10;
 const F_SETOWN_EX: libc::c_int = 15;
 /// `f_owner_ex.type`: the owner is one thread.
 const F_OWNER_TID: libc::c_int = 0;
+/// `f_owner_ex.type`: the owner is the process (any thread may take the signal).
+const F_OWNER_PID: libc::c_int = 1;
+
+/// Who the kernel queues a descriptor's signals to.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Owner {
+    /// One thread (`F_OWNER_TID`): only it can take them.
+    Thread(libc::pid_t),
+    /// The whole process (`F_OWNER_PID`): one thread takes each signal,
+    /// whichever reads it first.
+    Process,
+}
 
 /// `struct f_owner_ex` from `<linux/fcntl.h>`.
 #[repr(C)]
@@ -34,18 +46,25 @@ fn cvt(ret: libc::c_int, what: &str) -> io::Result<libc::c_int> {
     }
 }
 
-/// Makes `fd` non-blocking and has the kernel queue `signal` to thread
-/// `tid` (with `si_fd` and `si_band`) whenever its readiness changes.
-pub(crate) fn arm(fd: RawFd, signal: libc::c_int, tid: libc::pid_t) -> io::Result<()> {
+/// Makes `fd` non-blocking and has the kernel queue `signal` to `owner`
+/// (with `si_fd` and `si_band`) whenever its readiness changes.
+pub(crate) fn arm(fd: RawFd, signal: libc::c_int, owner: Owner) -> io::Result<()> {
     // SAFETY: plain fcntl call on a descriptor number; the kernel checks it.
     let rc = unsafe { libc::fcntl(fd, F_SETSIG, signal) };
     cvt(
         rc,
         "fcntl(F_SETSIG) (this kernel does not support real-time signal I/O?)",
     )?;
-    let owner = FOwnerEx {
-        kind: F_OWNER_TID,
-        pid: tid,
+    let owner = match owner {
+        Owner::Thread(tid) => FOwnerEx {
+            kind: F_OWNER_TID,
+            pid: tid,
+        },
+        Owner::Process => FOwnerEx {
+            kind: F_OWNER_PID,
+            // SAFETY: getpid has no preconditions.
+            pid: unsafe { libc::getpid() },
+        },
     };
     // SAFETY: `owner` is a valid f_owner_ex for the duration of the call.
     let rc = unsafe { libc::fcntl(fd, F_SETOWN_EX, &owner as *const FOwnerEx) };

@@ -35,12 +35,16 @@ pub enum EngineKind {
 impl EngineKind {
     /// Whether `--workers` applies: the event engines that run one loop
     /// on one thread (the processes and threads engines already spread
-    /// over a process or thread per connection; rtsig's signal queue is
-    /// per process).
+    /// over a process or thread per connection). rtsig gives each loop
+    /// its own signal thread and readiness table.
     pub fn has_workers(self) -> bool {
         matches!(
             self,
-            EngineKind::Select | EngineKind::Poll | EngineKind::Epoll | EngineKind::Uring
+            EngineKind::Select
+                | EngineKind::Poll
+                | EngineKind::Epoll
+                | EngineKind::Uring
+                | EngineKind::Rtsig
         )
     }
 

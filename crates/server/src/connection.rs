@@ -267,6 +267,7 @@ impl Connection {
             set_socket_timeout(self.fd(), libc::SO_SNDTIMEO, Some(idle));
         }
         loop {
+            counters.ran_here();
             if self.limits.any() {
                 // No deadline pending (no head open, no idle timeout): the
                 // wait is the constant idle one and no clock is read.

@@ -28,7 +28,13 @@ pub(crate) struct Counters {
     pub(crate) idle_timeouts: AtomicU64,
     /// `--engine rtsig` only: the library's counters at the end of the run.
     pub(crate) rtsig: RtSigCounters,
+    /// CPUs the serving threads and children were seen running on, one bit
+    /// each ([`Counters::ran_here`]).
+    pub(crate) cpus: [AtomicU64; CPU_WORDS],
 }
+
+/// Words of [`Counters::cpus`]: CPUs 0 to 1023, as `CPU_SETSIZE`.
+const CPU_WORDS: usize = 16;
 
 /// What the RT-signal library did during a run (`--engine rtsig`).
 #[derive(Default)]
@@ -64,6 +70,7 @@ fn _fields_are_process_shared(c: &Counters) {
         header_timeouts,
         idle_timeouts,
         rtsig,
+        cpus,
     } = c;
     let RtSigCounters {
         used,
@@ -87,9 +94,42 @@ fn _fields_are_process_shared(c: &Counters) {
     is(signals);
     is(overflows);
     is(recoveries);
+    is(cpus);
 }
 
 impl Counters {
+    /// Records the CPU the calling thread runs on now (`sched_getcpu`,
+    /// which glibc answers from the thread's rseq area or the vDSO, without
+    /// a system call). Called once per event-loop turn and once per
+    /// blocking receive, so `cpus_used` in --stats is where the work ran.
+    pub(crate) fn ran_here(&self) {
+        let Some(cpu) = connlab_os::current_cpu() else {
+            return;
+        };
+        let Some(word) = self.cpus.get(cpu / 64) else {
+            return;
+        };
+        let bit = 1u64 << (cpu % 64);
+        // Read first: the line stays shared between loops once set.
+        if word.load(Relaxed) & bit == 0 {
+            word.fetch_or(bit, Relaxed);
+        }
+    }
+
+    /// The CPUs recorded by [`Counters::ran_here`], ascending.
+    pub(crate) fn cpus_used(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        for (i, word) in self.cpus.iter().enumerate() {
+            let bits = word.load(Relaxed);
+            out.extend(
+                (0..64)
+                    .filter(|b| bits & (1u64 << b) != 0)
+                    .map(|b| i * 64 + b),
+            );
+        }
+        out
+    }
+
     /// A connection was accepted and is now served.
     pub(crate) fn opened(&self) {
         self.accepted.fetch_add(1, Relaxed);
@@ -146,5 +186,37 @@ impl Counters {
         }
         add(&self.header_timeouts, &w.header_timeouts);
         add(&self.idle_timeouts, &w.idle_timeouts);
+        for (a, b) in self.cpus.iter().zip(&w.cpus) {
+            a.fetch_or(b.load(Relaxed), Relaxed);
+        }
+        if w.rtsig.used.load(Relaxed) {
+            self.rtsig.used.store(true, Relaxed);
+            add(&self.rtsig.signals, &w.rtsig.signals);
+            add(&self.rtsig.overflows, &w.rtsig.overflows);
+            add(&self.rtsig.recoveries, &w.rtsig.recoveries);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpus_used_lists_the_cpu_recorded_and_absorb_unites() {
+        let a = Counters::default();
+        assert!(a.cpus_used().is_empty());
+        a.ran_here();
+        let here = a.cpus_used();
+        // sched_getcpu answers on Linux: one CPU, the one this ran on.
+        assert_eq!(here.len(), 1, "{here:?}");
+        let b = Counters::default();
+        b.cpus[1].store(1 << 3, Relaxed);
+        a.absorb(&b);
+        let mut want = here.clone();
+        want.push(67);
+        want.sort_unstable();
+        want.dedup();
+        assert_eq!(a.cpus_used(), want);
     }
 }

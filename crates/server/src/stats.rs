@@ -66,6 +66,18 @@ pub struct ServerStats {
     /// Peak resident memory of the server process (user space), KiB; for the
     /// processes engine, of the parent only.
     pub max_rss_kib: u64,
+    /// The CPUs the server could run on: its affinity when it started
+    /// serving (`--cpu`, or what it inherited), ascending. Its threads and
+    /// children inherit it; with `--workers` each loop is pinned to one of
+    /// them when a list is given.
+    pub cpus_allowed: Vec<usize>,
+    /// The CPUs the server did run on, ascending: every CPU an event loop
+    /// woke on (once per loop turn), and for processes and threads every
+    /// CPU the accept loop woke on or a connection's thread or child
+    /// received on (once per blocking receive), read with `sched_getcpu`.
+    /// Helper threads (the RT-signal library's, io_uring's kernel workers)
+    /// are not included. Compare engines CPU for CPU with it.
+    pub cpus_used: Vec<usize>,
     /// The open-files limit in force.
     pub nofile: NofileLimit,
     /// Where this was measured.
@@ -151,6 +163,7 @@ pub(crate) struct RunFacts {
     pub(crate) nofile: NofileLimit,
     pub(crate) header_timeout: Option<std::time::Duration>,
     pub(crate) idle_timeout: Option<std::time::Duration>,
+    pub(crate) cpus_allowed: Vec<usize>,
 }
 
 impl ServerStats {
@@ -196,6 +209,8 @@ impl ServerStats {
                 0.0
             },
             max_rss_kib: connlab_os::max_rss_kib(),
+            cpus_allowed: facts.cpus_allowed,
+            cpus_used: c.cpus_used(),
             nofile: facts.nofile,
             environment: Environment::capture(),
             profile_poll: None,

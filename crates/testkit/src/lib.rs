@@ -112,6 +112,10 @@ macro_rules! per_engine {
             fn epoll_w2_shared() { super::$case(Variant::EpollW2Shared) }
             #[test]
             fn uring_w2() { super::$case(Variant::UringW2) }
+            #[test]
+            fn uring_w2_shared() { super::$case(Variant::UringW2Shared) }
+            #[test]
+            fn rtsig_w2() { super::$case(Variant::RtsigW2) }
         }
     )+};
 }

@@ -69,11 +69,16 @@ pub enum Variant {
     EpollW2Shared,
     /// `--engine uring --workers 2`.
     UringW2,
+    /// `--engine uring --workers 2 --accept shared` (a multishot accept
+    /// per ring on one listener).
+    UringW2Shared,
+    /// `--engine rtsig --workers 2` (a signal thread and table per loop).
+    RtsigW2,
 }
 
 impl Variant {
     /// Every variant, in matrix order.
-    pub const ALL: [Variant; 13] = [
+    pub const ALL: [Variant; 15] = [
         Variant::Processes,
         Variant::Threads,
         Variant::Select,
@@ -87,6 +92,8 @@ impl Variant {
         Variant::EpollW2,
         Variant::EpollW2Shared,
         Variant::UringW2,
+        Variant::UringW2Shared,
+        Variant::RtsigW2,
     ];
 
     /// The name used in test names and failure messages.
@@ -105,6 +112,8 @@ impl Variant {
             Variant::EpollW2 => "epoll_w2",
             Variant::EpollW2Shared => "epoll_w2_shared",
             Variant::UringW2 => "uring_w2",
+            Variant::UringW2Shared => "uring_w2_shared",
+            Variant::RtsigW2 => "rtsig_w2",
         }
     }
 
@@ -114,7 +123,8 @@ impl Variant {
             Variant::EpollEt | Variant::EpollW2 | Variant::EpollW2Shared => "epoll",
             Variant::SelectW2 => "select",
             Variant::PollW2 => "poll",
-            Variant::UringW2 => "uring",
+            Variant::UringW2 | Variant::UringW2Shared => "uring",
+            Variant::RtsigW2 => "rtsig",
             other => other.name(),
         }
     }
@@ -126,7 +136,9 @@ impl Variant {
             | Variant::PollW2
             | Variant::EpollW2
             | Variant::EpollW2Shared
-            | Variant::UringW2 => 2,
+            | Variant::UringW2
+            | Variant::UringW2Shared
+            | Variant::RtsigW2 => 2,
             _ => 1,
         }
     }
@@ -140,7 +152,7 @@ impl Variant {
         if self.workers() > 1 {
             args.extend(["--workers", "2"]);
         }
-        if self == Variant::EpollW2Shared {
+        if matches!(self, Variant::EpollW2Shared | Variant::UringW2Shared) {
             args.extend(["--accept", "shared"]);
         }
         args

@@ -47,14 +47,15 @@ pub(crate) struct ServeArgs {
     /// with --workers, worker i runs on the i-th CPU of the list.
     #[arg(long, value_name = "LIST")]
     cpu: Option<CpuList>,
-    /// Event loops, one thread each (select, poll, epoll, uring): --stats
+    /// Event loops, one thread each (select, poll, epoll, uring, rtsig): --stats
     /// then gives each loop's connections, requests, CPU and wake-ups, and
     /// the imbalance (most connections in one loop over the mean).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     workers: u16,
     /// How several loops accept: reuseport (a listener each, SO_REUSEPORT;
     /// the kernel hashes connections to them) or shared (one listener all
-    /// watch; epoll wakes one loop per connection with EPOLLEXCLUSIVE).
+    /// watch; epoll wakes one loop per connection with EPOLLEXCLUSIVE, rtsig
+    /// has one loop take each of its signals).
     #[arg(long, default_value = "reuseport", value_name = "reuseport|shared")]
     accept: connlab_server::AcceptMode,
     /// Time every polling call and server cycle (select, poll, epoll) and
@@ -307,6 +308,10 @@ fn print_table(s: &ServerStats) {
             "requests per cpu second",
             format!("{:.0}", s.requests_per_cpu_s),
         ),
+        (
+            "cpus used / allowed",
+            format!("{} / {}", cpu_list(&s.cpus_used), cpu_list(&s.cpus_allowed)),
+        ),
     ] {
         t.push_str(&format!("  {name:<28} {value}\n"));
     }
@@ -320,6 +325,17 @@ fn print_table(s: &ServerStats) {
         ));
     }
     eprint!("{t}");
+}
+
+/// `0,2,3` (`-` for none).
+fn cpu_list(cpus: &[usize]) -> String {
+    if cpus.is_empty() {
+        return "-".into();
+    }
+    cpus.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 #[cfg(test)]

@@ -53,6 +53,7 @@ impl Engine for Epoll {
         // Whether the listener is in the set with EPOLLIN (left out for a
         // moment after an accept failed: it is level-triggered).
         let mut watching_listener = true;
+        reactor.ready();
         while !shutdown.requested() {
             let accepting = reactor.accepting();
             if accepting != watching_listener {

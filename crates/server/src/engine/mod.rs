@@ -29,8 +29,54 @@ pub(crate) struct RunContext<'a> {
     /// Where the event loops time their calls (`--profile-poll`).
     pub(crate) profile: Option<&'a std::sync::Mutex<crate::profile::PollProfile>>,
     /// The listener is shared with other loops (`--accept shared`): epoll
-    /// registers it with `EPOLLEXCLUSIVE`, so one loop wakes per connection.
+    /// registers it with `EPOLLEXCLUSIVE`, so one loop wakes per connection;
+    /// rtsig arms it with the process as signal owner, so one loop's
+    /// signal thread takes each of its signals.
     pub(crate) exclusive_accept: bool,
+    /// `--workers`: where the loop waits, once its own descriptors (epoll
+    /// instance, ring, signal thread) exist, until every loop's do.
+    pub(crate) start: Option<&'a StartGate>,
+}
+
+/// Holds the loops of a run back from accepting until all are set up.
+/// A loop that accepted first could fill the descriptor table before
+/// another loop had made its epoll instance or ring, which then failed
+/// with `EMFILE` and stopped the whole run (issue 33, a flood at start).
+#[derive(Debug)]
+pub(crate) struct StartGate {
+    loops: usize,
+    /// Loops set up so far, and whether one ended before it was.
+    state: std::sync::Mutex<(usize, bool)>,
+    cond: std::sync::Condvar,
+}
+
+impl StartGate {
+    /// A gate for `loops` loops.
+    pub(crate) fn new(loops: usize) -> StartGate {
+        StartGate {
+            loops,
+            state: std::sync::Mutex::new((0, false)),
+            cond: std::sync::Condvar::new(),
+        }
+    }
+
+    /// This loop is set up: waits until every loop is, or one ended.
+    pub(crate) fn arrive(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.0 += 1;
+        self.cond.notify_all();
+        while state.0 < self.loops && !state.1 {
+            state = self.cond.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// A loop ended (failed, or stopped before it was set up): nobody
+    /// waits for it any more.
+    pub(crate) fn release(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.1 = true;
+        self.cond.notify_all();
+    }
 }
 
 /// An I/O model: serves connections from `ctx.listener` until `ctx.shutdown` trips.

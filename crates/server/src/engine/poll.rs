@@ -17,6 +17,7 @@ impl Engine for Poll {
         let mut timer = LoopTimer::new(ctx.profile);
         let mut reactor = Reactor::new(ctx);
         let mut fds = pollfds::new(reactor.listener.fd(), shutdown.wake_fd());
+        reactor.ready();
         while !shutdown.requested() {
             pollfds::watch_listener(&mut fds, &mut reactor);
             let mut mark = timer.begin();

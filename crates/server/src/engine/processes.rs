@@ -29,6 +29,8 @@ impl Engine for Processes {
             profile: _,
             // One accept loop: nothing shares the listener.
             exclusive_accept: _,
+            // Never with --workers.
+            start: _,
         } = ctx;
         let (chld_read, chld_write) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_CLOEXEC)?;
@@ -43,6 +45,7 @@ impl Engine for Processes {
         let mut backoff = false;
         while !shutdown.requested() {
             wait_readable(&mut fds, std::mem::take(&mut backoff))?;
+            counters.ran_here();
             if fds[2].revents != 0 {
                 drain(&chld_read);
                 reap(&mut children, false);

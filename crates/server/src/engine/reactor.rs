@@ -47,6 +47,8 @@ pub(super) struct Reactor<'a, I: SocketIo = Direct> {
     /// After a failed accept: the listener is left out of the interest set
     /// until then (a timer, not a level-triggered wake-up every turn).
     accept_paused_until: Option<Instant>,
+    /// `--workers`: the gate to pass once set up ([`Reactor::ready`]).
+    start: Option<&'a super::StartGate>,
 }
 
 impl<'a> Reactor<'a, Direct> {
@@ -70,6 +72,15 @@ impl<'a, I: SocketIo> Reactor<'a, I> {
             next_id: 0,
             now: Instant::now(),
             accept_paused_until: None,
+            start: ctx.start,
+        }
+    }
+
+    /// The engine has its descriptors: with several loops, waits until
+    /// every loop has, before the first accept.
+    pub(super) fn ready(&mut self) {
+        if let Some(gate) = self.start.take() {
+            gate.arrive();
         }
     }
 
@@ -116,8 +127,10 @@ impl<'a, I: SocketIo> Reactor<'a, I> {
         }
     }
 
-    /// Starts a loop turn after the wait: reads the clock if a timeout needs it.
+    /// Starts a loop turn after the wait: notes the CPU the loop runs on,
+    /// and reads the clock if a timeout needs it.
     pub(super) fn tick(&mut self) {
+        self.counters.ran_here();
         if self.template.limits.any() {
             self.now = Instant::now();
         }

@@ -5,6 +5,11 @@
 //! same as `poll.rs` (both pass over the array with `pollfds.rs`), so the two
 //! differ only in how readiness is learnt: what the RT-signal polling paper
 //! measured.
+//!
+//! With `--workers N` every loop has its own [`RtSig`]: its connections are
+//! armed for its own signal thread (`F_SETOWN_EX`, `F_OWNER_TID`), so a loop
+//! learns only its own connections' readiness and handles its own queue
+//! overflow (`SIGIO`); the signals are blocked in every thread of the run.
 
 use super::reactor::Reactor;
 use super::{pollfds, Engine, RunContext};
@@ -53,12 +58,20 @@ impl Engine for RtSigEngine {
         let lfd = ctx.listener.fd();
         let wake = shutdown.wake_fd();
         // Connections may already be waiting: the listener starts readable.
-        rt.register(lfd, Ready::ACCEPTED)?;
+        // One listener shared by several loops (`--accept shared`) can have
+        // only one signal owner: the process, so each of its signals wakes
+        // the one loop whose signal thread takes it.
+        if ctx.exclusive_accept {
+            rt.register_shared(lfd, Ready::ACCEPTED)?;
+        } else {
+            rt.register(lfd, Ready::ACCEPTED)?;
+        }
         rt.register(wake, Ready::NONE)?;
         let mut timer = LoopTimer::new(ctx.profile);
         let mut reactor = Reactor::with_io(ctx, Through(&rt));
         let mut fds = pollfds::new(lfd, wake);
         let mut refused = Vec::new();
+        reactor.ready();
         while !shutdown.requested() {
             pollfds::watch_listener(&mut fds, &mut reactor);
             let mut mark = timer.begin();

@@ -55,6 +55,7 @@ impl Engine for Select {
         want_r.set(wake_fd, true);
         let mut max_fd = listen_fd.max(wake_fd);
         let (mut rd, mut wr) = (FdBits::default(), FdBits::default());
+        reactor.ready();
         while !shutdown.requested() {
             // The listener sits out a moment after an accept failed.
             want_r.set(listen_fd, reactor.accepting());

@@ -29,6 +29,8 @@ impl Engine for Threads {
             profile: _,
             // One accept loop: nothing shares the listener.
             exclusive_accept: _,
+            // Never with --workers.
+            start: _,
         } = ctx;
         // Descriptors of live connections; a thread removes its own under the
         // lock before closing it, so shutdown never touches a reused number.
@@ -50,6 +52,7 @@ impl Engine for Threads {
             let mut backoff = false;
             while !shutdown.requested() {
                 wait_readable(&mut fds, std::mem::take(&mut backoff))?;
+                counters.ran_here();
                 loop {
                     match listener.accept(false) {
                         Accepted::Connection(fd) => {

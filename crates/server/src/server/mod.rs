@@ -6,7 +6,7 @@ use crate::connection::SessionTemplate;
 use crate::counters::Counters;
 use crate::deadline::Limits;
 use crate::engine::{self, RunContext};
-use crate::listener::Listener;
+use crate::listener::{Listener, Reserves};
 use crate::stats::{RunFacts, ServerStats};
 use connlab_os::{CpuTimes, NofileLimit, OsError, SharedMem, Shutdown};
 use std::io;
@@ -66,7 +66,7 @@ impl Server {
         }
         if config.workers > 1 && !config.engine.has_workers() {
             return Err(ServerError::Config(format!(
-                "--workers applies to the event engines (select, poll, epoll, uring); {} \
+                "--workers applies to the event engines (select, poll, epoll, uring, rtsig); {} \
                  already uses a thread or process per connection",
                 config.engine
             )));
@@ -82,13 +82,19 @@ impl Server {
             source,
         };
         let reuse_port = config.workers > 1 && config.accept == AcceptMode::Reuseport;
-        let first = Listener::bind(config.listen, config.backlog, reuse_port).map_err(bind_err)?;
+        // One reserve descriptor per loop, in one pool (see `listener`).
+        let reserves = Reserves::new(config.workers);
+        let first = Listener::bind(config.listen, config.backlog, reuse_port, &reserves)
+            .map_err(bind_err)?;
         let local_addr = first.local_addr().map_err(bind_err)?;
         let mut listeners = vec![first];
         if reuse_port {
             // The others bind the port the first resolved.
             for _ in 1..config.workers {
-                listeners.push(Listener::bind(local_addr, config.backlog, true).map_err(bind_err)?);
+                listeners.push(
+                    Listener::bind(local_addr, config.backlog, true, &reserves)
+                        .map_err(bind_err)?,
+                );
             }
         }
         Ok(Server {
@@ -121,6 +127,11 @@ impl Server {
         } = self;
         let started = Instant::now();
         let cpu_before = CpuTimes::self_and_children();
+        // The affinity `bind` pinned (or inherited), which every thread and
+        // child starts from; empty if the kernel does not say.
+        let cpus_allowed = connlab_os::current_affinity()
+            .map(|l| l.cpus().to_vec())
+            .unwrap_or_default();
         let profile = config
             .profile_poll
             .then(|| std::sync::Mutex::new(crate::profile::PollProfile::new()));
@@ -151,6 +162,7 @@ impl Server {
                 profile: profile.as_ref(),
                 template,
                 exclusive_accept: false,
+                start: None,
             };
             engine::build(&config).serve(ctx).map_err(engine_err)?;
             Vec::new()
@@ -173,6 +185,7 @@ impl Server {
             nofile,
             header_timeout: config.header_timeout,
             idle_timeout: config.idle_timeout,
+            cpus_allowed,
         };
         let mut stats = ServerStats::collect(&counters, facts);
         if !per_worker.is_empty() {

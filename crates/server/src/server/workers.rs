@@ -5,16 +5,17 @@
 //! its thread's CPU time and wake-ups; the protocol core is the same as
 //! with one loop, so engines still differ only in I/O.
 
-use crate::config::ServerConfig;
+use crate::config::{EngineKind, ServerConfig};
 use crate::connection::SessionTemplate;
 use crate::counters::Counters;
-use crate::engine::{self, RunContext};
+use crate::engine::{self, RunContext, StartGate};
 use crate::listener::Listener;
 use crate::profile::PollProfile;
 use crate::stats::WorkerStats;
 use connlab_os::{CpuList, CpuTimes, Shutdown};
 use std::io;
 use std::sync::Mutex;
+use std::time::Duration;
 
 /// Serves with `config.workers` loops until `shutdown` trips; returns each
 /// loop's figures and counters, in worker order. `listeners`: one per
@@ -31,7 +32,7 @@ pub(super) fn serve(
     for (i, l) in listeners.into_iter().enumerate() {
         if i == 0 && shared {
             for _ in 1..config.workers {
-                own.push(l.try_clone()?);
+                own.push(l.share());
             }
         }
         own.push(l);
@@ -41,31 +42,77 @@ pub(super) fn serve(
         .as_ref()
         .map(|c| c.cpus().to_vec())
         .unwrap_or_default();
+    let rtsig = config.engine == EngineKind::Rtsig;
+    // rtsig: the library registers the loop's wake-up descriptor for
+    // signals, and a descriptor's signal owner is one per open file, so
+    // each loop waits on a latch of its own, tripped by `shutdown`.
+    let latches: Vec<Shutdown> = if rtsig {
+        (0..config.workers)
+            .map(|_| Shutdown::new().map_err(io::Error::other))
+            .collect::<io::Result<_>>()?
+    } else {
+        Vec::new()
+    };
+    let gate = StartGate::new(config.workers);
+    let _blocked = if rtsig {
+        Some(BlockedSignals::new()?)
+    } else {
+        None
+    };
     std::thread::scope(|s| {
-        let handles: Vec<_> = own
-            .into_iter()
-            .enumerate()
-            .map(|(i, listener)| {
-                let cpu = (!cpus.is_empty()).then(|| cpus[i % cpus.len()]);
-                std::thread::Builder::new()
-                    .name(format!("worker-{i}"))
-                    .spawn_scoped(s, move || {
-                        // A loop's timer holds the profile for the whole
-                        // run: the first loop's calls are the ones timed.
-                        let profile = profile.filter(|_| i == 0);
-                        worker(
-                            config, i, cpu, listener, shared, shutdown, profile, template,
-                        )
-                    })
-            })
-            .collect::<io::Result<_>>()?;
+        if !latches.is_empty() {
+            let latches = &latches;
+            std::thread::Builder::new()
+                .name("worker-stop".into())
+                .spawn_scoped(s, move || {
+                    while !shutdown.wait(Duration::from_secs(3600)) {}
+                    for l in latches {
+                        l.trigger();
+                    }
+                })?;
+        }
+        let mut handles = Vec::with_capacity(config.workers);
+        for (i, listener) in own.into_iter().enumerate() {
+            let cpu = (!cpus.is_empty()).then(|| cpus[i % cpus.len()]);
+            let stop = latches.get(i).unwrap_or(shutdown);
+            let gate = &gate;
+            let spawned = std::thread::Builder::new()
+                .name(format!("worker-{i}"))
+                .spawn_scoped(s, move || {
+                    // A loop's timer holds the profile for the whole
+                    // run: the first loop's calls are the ones timed.
+                    let profile = profile.filter(|_| i == 0);
+                    let result = worker(
+                        config, i, cpu, listener, shared, stop, profile, template, gate,
+                    );
+                    // Ended, set up or not: no loop waits for this one.
+                    gate.release();
+                    // A loop that fails stops the others too: the run is over.
+                    if result.is_err() {
+                        shutdown.trigger();
+                    }
+                    result
+                });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    // The loops already started (and the latch relay)
+                    // stop before the scope ends.
+                    shutdown.trigger();
+                    return Err(e);
+                }
+            }
+        }
         let mut out = Vec::with_capacity(config.workers);
         let mut failed = None;
         for h in handles {
             match h.join() {
                 Ok(Ok(w)) => out.push(w),
                 Ok(Err(e)) => failed = failed.or(Some(e)),
-                Err(_) => failed = failed.or(Some(io::Error::other("a worker thread panicked"))),
+                Err(_) => {
+                    shutdown.trigger();
+                    failed = failed.or(Some(io::Error::other("a worker thread panicked")));
+                }
             }
         }
         match failed {
@@ -75,7 +122,59 @@ pub(super) fn serve(
     })
 }
 
-/// One loop on the calling thread, pinned to `cpu` if given.
+/// The RT-signal library's signals (its real-time signal and `SIGIO`)
+/// blocked in the calling thread, and so in every thread it starts while
+/// this lives: the loops' shared listener is armed with the process as
+/// signal owner, and the kernel hands such a signal to any thread that
+/// does not block it, where its default action would end the process.
+/// Dropping it takes what is still pending (nothing is armed any more)
+/// and restores the thread's mask.
+struct BlockedSignals {
+    set: libc::sigset_t,
+    old: libc::sigset_t,
+}
+
+impl BlockedSignals {
+    fn new() -> io::Result<BlockedSignals> {
+        // `nix`'s `Signal` has no real-time members: plain libc here.
+        let rt = libc::SIGRTMIN() + connlab_rtsig::Options::default().signal_offset;
+        // SAFETY: sigemptyset/sigaddset initialise and fill local sigsets;
+        // pthread_sigmask reads `set` and writes `old`, both valid.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigemptyset(&mut old);
+            libc::sigaddset(&mut set, rt);
+            libc::sigaddset(&mut set, libc::SIGIO);
+            let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+            if rc != 0 {
+                return Err(io::Error::from_raw_os_error(rc));
+            }
+            Ok(BlockedSignals { set, old })
+        }
+    }
+}
+
+impl Drop for BlockedSignals {
+    fn drop(&mut self) {
+        let zero = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `set` and `old` are initialised sigsets; a null siginfo
+        // pointer is allowed; a zero timeout only polls. Each sigtimedwait
+        // takes one pending signal of the set, and returns -1 (EAGAIN)
+        // once none is left.
+        unsafe {
+            while libc::sigtimedwait(&self.set, std::ptr::null_mut(), &zero) > 0 {}
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut());
+        }
+    }
+}
+
+/// One loop on the calling thread, pinned to `cpu` if given, until
+/// `shutdown` (its own latch, or the run's) trips.
 #[allow(clippy::too_many_arguments)]
 fn worker(
     config: &ServerConfig,
@@ -86,6 +185,7 @@ fn worker(
     shutdown: &Shutdown,
     profile: Option<&Mutex<PollProfile>>,
     template: SessionTemplate,
+    gate: &StartGate,
 ) -> io::Result<(WorkerStats, Counters)> {
     if let Some(c) = cpu {
         let one = CpuList::parse(&c.to_string()).map_err(io::Error::other)?;
@@ -99,13 +199,9 @@ fn worker(
         profile,
         template,
         exclusive_accept: shared,
+        start: Some(gate),
     };
-    let result = engine::build(config).serve(ctx);
-    // A loop that fails stops the others too: the run is over.
-    if result.is_err() {
-        shutdown.trigger();
-    }
-    result?;
+    engine::build(config).serve(ctx)?;
     let stats = WorkerStats {
         worker: index,
         cpu,

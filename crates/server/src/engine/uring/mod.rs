@@ -60,6 +60,9 @@ const WAKE: u64 = 5;
 const CANCEL: u64 = 6;
 /// A `sendmsg` entry; its generation bits carry the send stage's index.
 const SEND: u64 = 7;
+/// A one-shot poll on the listener, in place of the accept at the
+/// descriptor limit.
+const ACCEPT_POLL: u64 = 8;
 
 /// Bits of a descriptor's generation that fit in an operation's tag.
 const GENERATION_BITS: u32 = 24;
@@ -392,6 +395,18 @@ impl Ring {
         self.push(&entry.user_data(tag(ACCEPT, 0, listen_fd)))
     }
 
+    /// At the descriptor limit: waits for a connection on the listener
+    /// (accepted, or shed, by the reactor's accept). An io_uring accept
+    /// fails with EMFILE before it looks at the queue, so re-armed it
+    /// only polls the limit, every back-off, and a connection waits in
+    /// the queue until then.
+    fn arm_accept_poll(&mut self, listen_fd: RawFd) -> io::Result<()> {
+        let entry = opcode::PollAdd::new(types::Fd(listen_fd), libc::POLLIN as u32)
+            .build()
+            .user_data(tag(ACCEPT_POLL, 0, listen_fd));
+        self.push(&entry)
+    }
+
     /// Hands buffers `first..first + count` to the kernel.
     fn provide(&mut self, pool: &BufferPool, first: u16, count: u16) -> io::Result<()> {
         match self.provider.provide(pool, first, count) {
@@ -517,16 +532,46 @@ fn announce(features: UringFeatures, provider: &Provider, fixed_table: u32) {
     eprintln!("connlab serve: io_uring features: {used}");
 }
 
+/// Accepts (or sheds, at the limit) what waits on the listener with the
+/// reactor's own accept; returns how many connections it accepted.
+fn accept_in_reactor(
+    ring: &mut Ring,
+    reactor: &mut Reactor<'_, &DeferredClose>,
+    accept: &mut AcceptState,
+) -> io::Result<usize> {
+    let mut adopted = Vec::new();
+    reactor.accept_pending(|fd| adopted.push(fd));
+    for &fd in &adopted {
+        ring.adopted(fd)?;
+    }
+    accept.accepted += adopted.len();
+    Ok(adopted.len())
+}
+
+/// Where the loop's accept stands.
+#[derive(Default)]
+struct AcceptState {
+    /// An accept is in the kernel (a multishot one that has not ended).
+    armed: bool,
+    /// A cancel of the multishot accept was queued and its end not seen yet.
+    cancelling: bool,
+    /// Connections accepted this turn.
+    accepted: usize,
+    /// An accept failed with EMFILE and no connection was accepted since:
+    /// the listener is polled instead ([`Ring::arm_accept_poll`]).
+    at_limit: bool,
+}
+
 /// Handles one completion: an accepted connection (or the accept's failure),
 /// received bytes, a finished send, writability, a failed buffer provision.
-/// `accept_armed` turns false when the multishot accept ended.
+/// `accept.armed` turns false when the multishot accept ended.
 fn complete(
     cqe: &cqueue::Entry,
     ring: &mut Ring,
     reactor: &mut Reactor<'_, &DeferredClose>,
     pool: &BufferPool,
     ring_send: bool,
-    accept_armed: &mut bool,
+    accept: &mut AcceptState,
 ) -> io::Result<()> {
     let Tag {
         kind,
@@ -542,18 +587,17 @@ fn complete(
                 set_nodelay(res);
                 let fd = reactor.adopt(conn);
                 ring.adopted(fd)?;
+                accept.accepted += 1;
+            } else if res == -libc::ECANCELED {
+                // Cancelled by this loop (`--accept shared`) or at teardown.
             } else if res == -libc::EMFILE || res == -libc::ENFILE {
                 // Out of descriptors: shed what waits, as every engine does.
-                let mut adopted = Vec::new();
-                reactor.accept_pending(|fd| adopted.push(fd));
-                for fd in adopted {
-                    ring.adopted(fd)?;
-                }
-                // An accept fails with EMFILE before it looks
-                // for a connection: re-armed at once, it would
-                // complete at once, forever (1.9 CPU s in 2 s
-                // at the limit, issue 29). Wait a moment.
-                reactor.pause_accepting();
+                // An accept fails with EMFILE before it looks for a
+                // connection: re-armed at once, it would complete at once,
+                // forever (1.9 CPU s in 2 s at the limit, issue 29). Until
+                // a connection fits again the listener is polled instead,
+                // and what it reports accepted or shed here.
+                accept.at_limit = accept_in_reactor(ring, reactor, accept)? == 0;
             } else if res == -libc::EINVAL {
                 return Err(io::Error::other(
                     "--engine uring: this kernel's io_uring refused accept \
@@ -564,7 +608,8 @@ fn complete(
                 reactor.accept_failed();
             }
             if !cqueue::more(flags) {
-                *accept_armed = false;
+                accept.armed = false;
+                accept.cancelling = false;
             }
         }
         RECV => {
@@ -622,6 +667,15 @@ fn complete(
             }
             ring.stages.give_back(i);
         }
+        ACCEPT_POLL => {
+            accept.armed = false;
+            if res >= 0 {
+                // A connection is there: it fits (the limit is over) or is shed.
+                accept.at_limit = accept_in_reactor(ring, reactor, accept)? == 0;
+            } else if res != -libc::ECANCELED {
+                reactor.accept_failed();
+            }
+        }
         POLLOUT if ring.slot(fd).is_current(generation) => {
             ring.slots[fd as usize].pollout_armed = false;
             let interest = reactor.dispatch(fd, false, true, false);
@@ -641,6 +695,7 @@ fn complete(
 impl Engine for Uring {
     fn serve(&mut self, ctx: RunContext<'_>) -> io::Result<()> {
         let shutdown = ctx.shutdown;
+        let shared_accept = ctx.exclusive_accept;
         let mut timer = LoopTimer::new(ctx.profile);
         let closer = DeferredClose::default();
         let mut reactor = Reactor::with_io(ctx, &closer);
@@ -685,6 +740,7 @@ impl Engine for Uring {
         };
         ring.provide(&pool, 0, BUFFERS)?;
         ring.publish_buffers();
+        reactor.ready();
         ring.arm_accept(listen_fd)?;
         let wake = opcode::PollAdd::new(types::Fd(shutdown.wake_fd()), libc::POLLIN as u32)
             .build()
@@ -698,16 +754,39 @@ impl Engine for Uring {
         // unless an accept failed a moment ago: then after the back-off
         // (re-arming at once with a connection queued at the limit would
         // complete with the same error at once, forever).
-        let mut accept_armed = true;
+        let mut accept = AcceptState {
+            armed: true,
+            ..AcceptState::default()
+        };
+        // `--accept shared`: every loop's ring has a multishot accept on
+        // the one listener. The kernel does not wake every ring per
+        // connection: io_uring waits for an accept exclusively, so a
+        // connection wakes one ring, always the first waiting on the
+        // listener, since a multishot accept keeps its place in the
+        // listener's wait queue (measured: 200 connections to two loops
+        // went 0/200). So after a turn in which it accepted, a loop
+        // cancels its multishot accept and arms it again at the next
+        // turn, behind the other rings, and the next connection wakes
+        // another loop. One-shot accepts leave the queue when they fire
+        // and need nothing more. A connection that comes while the woken
+        // ring has not run yet wakes that ring again, not another: a burst
+        // still goes to one loop; connections that come one after another
+        // are spread.
+        let rotate_accept = shared_accept && features.has(UringFeature::MultishotAccept);
         let mut serve = || -> io::Result<()> {
             loop {
                 if shutdown.requested() {
                     return Ok(());
                 }
-                if !accept_armed && reactor.accepting() {
-                    ring.arm_accept(listen_fd)?;
-                    accept_armed = true;
+                if !accept.armed && reactor.accepting() {
+                    if accept.at_limit {
+                        ring.arm_accept_poll(listen_fd)?;
+                    } else {
+                        ring.arm_accept(listen_fd)?;
+                    }
+                    accept.armed = true;
                 }
+                accept.accepted = 0;
                 let mut mark = timer.begin();
                 let waited = ring.wait(reactor.wait());
                 match waited {
@@ -722,14 +801,16 @@ impl Engine for Uring {
                 done.clear();
                 done.extend(ring.ring.completion());
                 for cqe in &done {
-                    complete(
-                        cqe,
-                        &mut ring,
-                        &mut reactor,
-                        &pool,
-                        ring_send,
-                        &mut accept_armed,
-                    )?;
+                    complete(cqe, &mut ring, &mut reactor, &pool, ring_send, &mut accept)?;
+                }
+                if rotate_accept
+                    && accept.accepted > 0
+                    && accept.armed
+                    && !accept.at_limit
+                    && !accept.cancelling
+                {
+                    ring.cancel(listen_fd, tag(ACCEPT, 0, listen_fd))?;
+                    accept.cancelling = true;
                 }
                 ring.publish_buffers();
                 reactor.expire(|fd| expired.push(fd));
