@@ -723,7 +723,7 @@ impl<'p> Layer<'p> {
                 self.rttvar = rtt / 2;
             }
             Some(srtt) => {
-                let diff = if srtt > rtt { srtt - rtt } else { rtt - srtt };
+                let diff = srtt.abs_diff(rtt);
                 self.rttvar = (self.rttvar * 3 + diff) / 4;
                 self.srtt = Some((srtt * 7 + rtt) / 8);
             }
