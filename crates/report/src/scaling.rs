@@ -339,17 +339,39 @@ pub(crate) fn blocks(
             blocks.push(plot(&curves, size)?);
         }
     }
-    let reasons: BTreeMap<String, Vec<String>> = curves
+    // Reasons that differ only in their numbers (91 % busy, 95 % busy)
+    // are one kind: said once, each point with its own figure.
+    let mut reasons: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for p in curves
         .iter()
         .flat_map(|c| c.points.values().flat_map(|m| m.values()))
-        .filter_map(|p| Some((p.client_limited.clone()?, p.id.clone())))
-        .fold(BTreeMap::new(), |mut acc, (why, id)| {
-            acc.entry(why).or_insert_with(Vec::new).push(id);
-            acc
-        });
-    for (why, ids) in reasons {
+    {
+        if let Some(why) = &p.client_limited {
+            reasons
+                .entry(connlab_lab::warning_text::shape(why))
+                .or_default()
+                .push((why.clone(), p.id.clone()));
+        }
+    }
+    for list in reasons.into_values() {
+        let texts: std::collections::BTreeSet<&str> = list.iter().map(|x| x.0.as_str()).collect();
+        let why = if texts.len() == 1 {
+            format!(" ({})", list[0].0)
+        } else {
+            String::new()
+        };
+        let ids: Vec<String> = list
+            .iter()
+            .map(|(w, id)| {
+                if texts.len() > 1 {
+                    format!("{id} ({w})")
+                } else {
+                    id.clone()
+                }
+            })
+            .collect();
         blocks.push(Block::Note(format!(
-            "The client may have limited {} point{} ({why}): {}.",
+            "The client may have limited {} point{}{why}: {}.",
             ids.len(),
             if ids.len() == 1 { "" } else { "s" },
             ids.join(", ")
