@@ -576,10 +576,21 @@ fn placement(args: &mut CompareRequest, progress: &mut dyn RunProgress) -> RunPl
         let note = if allowed.len() > workers {
             format!("--workers {workers}: the server on the {workers} CPUs after the first, the client on the first")
         } else {
+            // The writer shares its CPU with a worker: under SCHED_FIFO
+            // (root) it still sends on time, as in the 2-CPU default.
+            let fifo = root && args.workload.writer_priority.is_none();
+            if fifo {
+                args.workload.writer_priority = Some(10);
+            }
             format!(
-                "--workers {workers} on {} CPUs: the client shares CPU {} with the server and may limit it",
+                "--workers {workers} on {} CPUs: the client shares CPU {} with the server and may limit it{}",
                 allowed.len(),
-                allowed[0]
+                allowed[0],
+                if args.workload.writer_priority.is_some() {
+                    "; its writer runs under SCHED_FIFO"
+                } else {
+                    ""
+                }
             )
         };
         (list(&server), list(&allowed[0..1]), note)
