@@ -728,7 +728,7 @@ impl CsvRow {
 }
 
 /// Three decimals, as the CSV files hold figures.
-fn round3(v: f64) -> f64 {
+pub(crate) fn round3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
 }
 

@@ -12,7 +12,7 @@
 
 use crate::brief::Headline;
 use crate::export::{Block, Cell, Table};
-use crate::peers::CsvRow;
+use crate::peers::{round3, CsvRow};
 use crate::plots::{self, Kind, Line};
 use crate::summary::whole;
 use crate::ReportError;
@@ -504,10 +504,6 @@ fn plot(curves: &[Curve], size: u64) -> Result<Block, ReportError> {
                   Universal Scalability Law fitted to the points."
             .into(),
     })
-}
-
-fn round3(v: f64) -> f64 {
-    (v * 1000.0).round() / 1000.0
 }
 
 /// The CSV rows of the scaling section: one `scaling` row per contender

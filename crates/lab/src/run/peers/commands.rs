@@ -264,6 +264,39 @@ pub(super) fn client_command(
     )
 }
 
+/// `connlab load` at `rate` (`max`, or requests per second) against
+/// `target`'s `/bytes/<body_bytes>` with the workload's connections and the
+/// point's duration, its result in `json`, pinned to `cpus` when given;
+/// errors are the sweep's to judge (`--max-error-ratio 1`).
+pub(super) fn connlab_load(
+    ctx: &PointCtx,
+    rate: &str,
+    target: SocketAddr,
+    body_bytes: u64,
+    json: &Path,
+    cpus: &[usize],
+) -> Command {
+    let mut cmd = Command::new(ctx.exe);
+    cmd.args(["load", "--max-error-ratio", "1", "--protocol", "http"])
+        .args(["--rate", rate])
+        .arg("--target")
+        .arg(target.to_string())
+        .arg("--path")
+        .arg(format!("/bytes/{body_bytes}"))
+        .arg("--response-size")
+        .arg(body_bytes.to_string())
+        .arg("-c")
+        .arg(ctx.exp.workload.connections.to_string())
+        .arg("-d")
+        .arg(format!("{}ms", ctx.duration.as_millis()))
+        .arg("--json")
+        .arg(json);
+    if !cpus.is_empty() {
+        cmd.arg("--cpu").arg(cpu_list(cpus));
+    }
+    cmd
+}
+
 /// The client's command, for connlab load one shard `(i, n)` of the load
 /// on `cpus` when given.
 pub(super) fn client_shard_command(
@@ -287,35 +320,8 @@ pub(super) fn client_shard_command(
             cmd
         }
         _ => {
-            let mut cmd = Command::new(ctx.exe);
-            cmd.args([
-                "load",
-                // The sweep judges errors itself.
-                "--max-error-ratio",
-                "1",
-                "--protocol",
-                "http",
-                "--rate",
-                "max",
-                "--depth",
-                "1",
-            ])
-            .arg("--target")
-            .arg(target.to_string())
-            .arg("--path")
-            .arg(format!("/bytes/{body_bytes}"))
-            .arg("--response-size")
-            .arg(body_bytes.to_string())
-            .arg("-c")
-            .arg(w.connections.to_string())
-            .arg("-d")
-            .arg(format!("{}ms", ctx.duration.as_millis()))
-            .args(["--warmup", "0s"])
-            .arg("--json")
-            .arg(json);
-            if !cpus.is_empty() {
-                cmd.arg("--cpu").arg(cpu_list(cpus));
-            }
+            let mut cmd = connlab_load(ctx, "max", target, body_bytes, json, cpus);
+            cmd.args(["--depth", "1", "--warmup", "0s"]);
             if let Some((i, n)) = shard {
                 cmd.arg("--shard").arg(format!("{i}/{n}"));
             }

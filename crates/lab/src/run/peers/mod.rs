@@ -559,26 +559,8 @@ fn latency_run(
     rate: f64,
 ) -> anyhow::Result<Option<(crate::LatencyRun, Vec<String>)>> {
     let json = ctx.logs.join("latency.json");
-    let mut cmd = Command::new(ctx.exe);
-    cmd.args(["load", "--max-error-ratio", "1", "--protocol", "http"])
-        .arg("--rate")
-        .arg(format!("{rate}"))
-        .arg("--target")
-        .arg(target.to_string())
-        .arg("--path")
-        .arg(format!("/bytes/{body_bytes}"))
-        .arg("--response-size")
-        .arg(body_bytes.to_string())
-        .arg("-c")
-        .arg(ctx.exp.workload.connections.to_string())
-        .arg("-d")
-        .arg(format!("{}ms", ctx.duration.as_millis()))
-        .arg("--json")
-        .arg(&json);
     let cpus = ctx.exp.placement.client_cpus();
-    if !cpus.is_empty() {
-        cmd.arg("--cpu").arg(commands::cpu_list(&cpus));
-    }
+    let cmd = commands::connlab_load(ctx, &format!("{rate}"), target, body_bytes, &json, &cpus);
     let line = describe(&cmd);
     let mut client = Proc::spawn(cmd, "latency-client", &cpus, &ctx.logs, libc::SIGINT)?;
     if client
