@@ -37,8 +37,8 @@ pub(crate) struct Curve<'a> {
     pub(crate) body_bytes: u64,
     /// Workers → repetition → the valid point.
     pub(crate) points: BTreeMap<u32, BTreeMap<u32, &'a PeerPoint>>,
-    /// The law fitted to every valid point; `None` without a one-worker
-    /// point and one above it.
+    /// The law fitted to the median of each worker count's valid points;
+    /// `None` without a one-worker point and one above it.
     pub(crate) fit: Option<UslFit>,
 }
 
@@ -109,9 +109,15 @@ pub(crate) fn curves(dir: &PeersDir) -> Vec<Curve<'_>> {
             if points.is_empty() {
                 continue;
             }
+            // The fit rests on each worker count's median, so one
+            // disturbed round does not pull the curve (the transformed
+            // least squares weighs a low rate heavily).
             let xs: Vec<(f64, f64)> = points
                 .iter()
-                .flat_map(|(w, m)| m.values().map(move |p| (f64::from(*w), p.requests_per_s)))
+                .filter_map(|(w, m)| {
+                    let v: Vec<f64> = m.values().map(|p| p.requests_per_s).collect();
+                    Some((f64::from(*w), median_interval(&v, CONFIDENCE)?.median))
+                })
                 .collect();
             out.push(Curve {
                 contender: c.name.clone(),
@@ -247,7 +253,8 @@ pub(crate) fn blocks(
         "Each contender ran at {} workers (connlab serve --workers N, nginx worker_processes N), \
          pinned to the first N CPUs of placement.server_cpus. The speedup divides a round's \
          requests per second by the same round's at one worker. The Universal Scalability \
-         Law X(N) = λN / (1 + σ(N−1) + κN(N−1)) is fitted to every valid point: σ is \
+         Law X(N) = λN / (1 + σ(N−1) + κN(N−1)) is fitted to the median of each worker \
+         count's valid points: σ is \
          contention (the share serialised), κ coherency (a cost per pair of workers), N* = \
          √((1−σ)/κ) the worker count where the curve peaks. A point is marked when its client \
          may have set its rate: it shared CPUs with the server, or kept its own CPUs over {:.0} % \
@@ -413,7 +420,7 @@ fn fit_table(curves: &[Curve]) -> Block {
             ];
             match &c.fit {
                 Some(f) => row.extend([
-                    Cell::from(f.points.to_string()),
+                    Cell::from(n.to_string()),
                     Cell::from(whole(f.lambda)),
                     Cell::from(format!("{:.3}", f.sigma)),
                     Cell::from(if f.kappa_identified {
@@ -501,7 +508,7 @@ fn plot(curves: &[Curve], size: u64) -> Result<Block, ReportError> {
         id: None,
         svg,
         caption: "Dots: the median over valid repetitions, bars their range; dashed: the \
-                  Universal Scalability Law fitted to the points."
+                  Universal Scalability Law fitted to the medians."
             .into(),
     })
 }
@@ -532,7 +539,7 @@ pub(crate) fn csv_rows(dir: &PeersDir) -> Vec<CsvRow> {
         }
         if let Some(f) = &c.fit {
             let mut row = CsvRow::scaling("usl_fit", c.body_bytes, &c.contender, None, measure);
-            row.repetitions = Some(f.points);
+            row.repetitions = Some(c.limited().1);
             row.client_limited = Some(c.limited().0);
             row.usl_lambda = Some(round3(f.lambda));
             row.usl_sigma = Some((f.sigma * 1e6).round() / 1e6);
