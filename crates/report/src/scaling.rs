@@ -320,13 +320,7 @@ pub(crate) fn blocks(
                 ),
             ];
             if latency.is_some() {
-                row.push(Cell::from(
-                    median_of(
-                        reps.values()
-                            .filter_map(|p| p.latency.as_ref().map(|l| l.p99_us)),
-                    )
-                    .map_or("—".into(), |v| format!("{v:.0}")),
-                ));
+                row.push(Cell::from(latency_text(reps.values().copied())));
             }
             let k = reps.values().filter(|p| p.client_limited.is_some()).count();
             row.push(Cell::from(format!("{k} of {}", reps.len())).strong(k > 0));
@@ -385,6 +379,37 @@ pub(crate) fn blocks(
         )));
     }
     Ok(blocks)
+}
+
+/// The latency runs whose client kept its schedule: a send-lag p99 within
+/// a tenth of the send interval (the rule `connlab run` warns by). A late
+/// client's latency holds its own delay, not the server's.
+fn on_schedule<'a>(
+    points: impl Iterator<Item = &'a PeerPoint>,
+) -> impl Iterator<Item = &'a connlab_lab::LatencyRun> {
+    points
+        .filter_map(|p| p.latency.as_ref())
+        .filter(|l| l.rate > 0.0 && l.send_lag_p99_us <= 0.1 * 1e6 / l.rate)
+}
+
+/// The p99 cell: the median over the runs that kept their schedule, with
+/// how many did when not all; none when no run did, with the lag.
+fn latency_text<'a>(points: impl Iterator<Item = &'a PeerPoint> + Clone) -> String {
+    let all: Vec<&connlab_lab::LatencyRun> =
+        points.clone().filter_map(|p| p.latency.as_ref()).collect();
+    let kept: Vec<f64> = on_schedule(points).map(|l| l.p99_us).collect();
+    match median_of(kept.iter().copied()) {
+        Some(v) if kept.len() == all.len() => format!("{v:.0}"),
+        Some(v) => format!("{v:.0} ({} of {} runs on schedule)", kept.len(), all.len()),
+        None if all.is_empty() => "—".into(),
+        None => {
+            let lags: Vec<f64> = all.iter().map(|l| l.send_lag_p99_us).collect();
+            let (lo, hi) = lags
+                .iter()
+                .fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(*x), b.max(*x)));
+            format!("— (client late: send-lag p99 {lo:.0}–{hi:.0} µs)")
+        }
+    }
 }
 
 fn body_sizes(curves: &[Curve]) -> Vec<u64> {
@@ -530,11 +555,8 @@ pub(crate) fn csv_rows(dir: &PeersDir) -> Vec<CsvRow> {
             }
             row.client_limited = Some(reps.values().filter(|p| p.client_limited.is_some()).count());
             row.imbalance_median = median_of(reps.values().filter_map(|p| p.imbalance)).map(round3);
-            row.latency_p99_us_median = median_of(
-                reps.values()
-                    .filter_map(|p| p.latency.as_ref().map(|l| l.p99_us)),
-            )
-            .map(round3);
+            row.latency_p99_us_median =
+                median_of(on_schedule(reps.values().copied()).map(|l| l.p99_us)).map(round3);
             out.push(row);
         }
         if let Some(f) = &c.fit {
